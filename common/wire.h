@@ -1,0 +1,933 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The omsd wire schema: every message that crosses a boundary — client order entry, OMS↔ME,
+ * persistence, admin and Raft — in one place.
+ *
+ * Rules (STYLE.md §4):
+ *  - Little-endian, fixed layout, explicitly sized fields; padding is written out as
+ *    `reserved` fields that must be zero (decoders reject non-zero reserved bytes).
+ *  - No #pragma pack: every struct is naturally aligned and its size is asserted below.
+ *  - The message list is one X-macro, so the type enum, the name table and the size table
+ *    cannot drift apart.
+ *  - A layout change bumps WIRE_VERSION.
+ *
+ * Framing (ARCHITECTURE.md §8): a UDP datagram carries one frame:
+ *
+ *   wire_frame_hdr | msg | msg | ... | [MAC, 16 bytes, when WIRE_FRAME_F_MAC]
+ *
+ * and each msg is `wire_msg_hdr` followed by its body. A few messages (Raft AppendEntries and
+ * InstallSnapshot, admin snapshot blobs) have a fixed part followed by a variable tail whose
+ * length is carried in the fixed part; everything else is exactly its struct size.
+ *
+ * The same message encoding is the payload of a Raft log entry: an entry is a sequence of
+ * messages (wire_msgs_next walks it), so the services apply exactly what came off the wire.
+ */
+#ifndef OMSD_COMMON_WIRE_H
+#define OMSD_COMMON_WIRE_H
+
+#include <assert.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define WIRE_MAGIC UINT32_C(0x44534d4f) /* "OMSD" little-endian */
+#define WIRE_VERSION 1
+#define WIRE_FRAME_F_MAC 0x01     /* a 16-byte SipHash-2-4-128 tag follows the last message */
+#define WIRE_MAC_SIZE 16
+#define WIRE_FRAME_MAX 9000       /* jumbo frame payload; ordinary ports use ~1472 */
+#define WIRE_FRAME_MSGS_MAX 256   /* messages in one frame */
+#define WIRE_BALANCES_MAX 16      /* assets carried in one user's state */
+#define WIRE_OPEN_ORDERS_MAX 16   /* orders in one OpenOrdersSnapshot part */
+#define WIRE_ROUTE_SHARDS_MAX 32  /* OMS shards in a routing config */
+#define WIRE_ROUTE_PINS_MAX 48    /* whale pins carried in a routing config */
+#define WIRE_TAIL_MAX 8192        /* largest variable tail (entries, snapshot chunk) */
+
+/* ---------------------------------------------------------------------------------------
+ * Enumerations. Zero is never a valid value for an enum carried on the wire, so an all-zero
+ * (uninitialised) field is always caught by the decoder.
+ * ------------------------------------------------------------------------------------- */
+
+enum wire_side {
+	WIRE_SIDE_BUY = 1,
+	WIRE_SIDE_SELL = 2,
+};
+
+enum wire_ord_type {
+	WIRE_ORD_LIMIT = 1,
+	WIRE_ORD_MARKET = 2, /* sell: by base qty; buy: by quote budget */
+};
+
+enum wire_tif {
+	WIRE_TIF_GTC = 1,
+	WIRE_TIF_IOC = 2,
+	WIRE_TIF_FOK = 3,
+	WIRE_TIF_GTD = 4,       /* expires at expire_ns, cluster time */
+	WIRE_TIF_POST_ONLY = 5, /* GTC that is rejected if it would cross */
+};
+
+/* Self-trade prevention, by user. Zero means none (the only enum where zero is valid). */
+enum wire_stp {
+	WIRE_STP_NONE = 0,
+	WIRE_STP_EXPIRE_TAKER = 1,
+	WIRE_STP_EXPIRE_MAKER = 2,
+	WIRE_STP_EXPIRE_BOTH = 3,
+};
+
+/* Reasons for every NAK (gateway/OMS refusal) and reject (ME refusal). One list so a client
+ * never has to ask which layer said no. */
+#define WIRE_REASONS(X)                                                                    \
+	X(NONE, 0)                                                                         \
+	X(BAD_REQUEST, 1)            /* a field out of range in a well-formed frame */     \
+	X(UNKNOWN_SYMBOL, 2)                                                               \
+	X(HALTED, 3)                                                                       \
+	X(OFF_TICK, 4)                                                                     \
+	X(OFF_LOT, 5)                                                                      \
+	X(BELOW_MIN_QTY, 6)                                                                \
+	X(BELOW_MIN_NOTIONAL, 7)                                                           \
+	X(OUTSIDE_BAND, 8)                                                                 \
+	X(POST_ONLY_WOULD_CROSS, 9)                                                        \
+	X(FOK_NOT_FILLABLE, 10)                                                            \
+	X(DUPLICATE_ID_MISMATCH, 11) /* known orderId, different content */               \
+	X(CAPACITY, 12)              /* a preallocated pool is exhausted */                \
+	X(UNKNOWN_ORDER, 13)                                                               \
+	X(NOT_OWNER, 14)             /* user routed to the wrong OMS shard */              \
+	X(NOT_LEADER, 15)            /* sent to a follower; leader hint attached */        \
+	X(BACKPRESSURE, 16)          /* in-flight cap reached; nothing was debited */      \
+	X(RATE_LIMITED, 17)                                                                \
+	X(INSUFFICIENT_FUNDS, 18)                                                          \
+	X(PARKED_FULL, 19)           /* too many orders waiting for hydration */           \
+	X(OVERFLOW, 20)              /* arithmetic would overflow */                       \
+	X(SYMBOL_NOT_OWNED, 21)      /* ME shard does not own the symbol */                \
+	X(AMEND_NOT_DOWN, 22)        /* amend must reduce quantity */                      \
+	X(TOO_LATE, 23)              /* the order is already final */                      \
+	X(STALE_EPOCH, 24)           /* routing or fencing epoch is older than ours */     \
+	X(OWNED_ELSEWHERE, 25)       /* database owner claim held by another shard */      \
+	X(DB_ERROR, 26)              /* persistence failed; retry */                       \
+	X(CONFLICT, 27)              /* version-checked flush lost to a newer write */     \
+	X(DUPLICATE_REQUEST, 28)     /* clientOrderId seen; original outcome attached */   \
+	X(UNKNOWN_USER, 29)                                                                \
+	X(KILLED, 30)                /* kill-switch active for the user or symbol */       \
+	X(NOT_FOUND, 31)                                                                   \
+	X(MAX, 32)
+
+enum wire_reason {
+#define WIRE_REASON_ENUM(name, value) WIRE_REASON_##name = value,
+	WIRE_REASONS(WIRE_REASON_ENUM)
+#undef WIRE_REASON_ENUM
+};
+
+/* Why a live order stopped being live without filling. */
+enum wire_cause {
+	WIRE_CAUSE_USER = 1,        /* a cancel request */
+	WIRE_CAUSE_IOC = 2,         /* IOC remainder */
+	WIRE_CAUSE_FOK = 3,         /* FOK could not fill whole (never touched the book) */
+	WIRE_CAUSE_STP = 4,         /* self-trade prevention */
+	WIRE_CAUSE_EXPIRED = 5,     /* GTD expiry on cluster time */
+	WIRE_CAUSE_HALT = 6,        /* symbol halted with cancel-on-halt */
+	WIRE_CAUSE_KILL_SWITCH = 7, /* per-user or per-symbol kill-switch */
+	WIRE_CAUSE_NO_LIQUIDITY = 8,/* market order remainder with nothing left to take */
+	WIRE_CAUSE_REPLACED = 9,    /* the old half of a cancel-replace */
+	WIRE_CAUSE_RECONCILE = 10,  /* closed by the OMS reconciliation sweep */
+	WIRE_CAUSE_MAX = 11,
+};
+
+/* Lifecycle events in an ME event stream (and client execution reports). */
+enum wire_event {
+	WIRE_EV_ACCEPTED = 1,  /* the ME took the order (it may fill at once) */
+	WIRE_EV_REJECTED = 2,  /* refused; reason set; terminal */
+	WIRE_EV_RESTED = 3,    /* remainder rests on the book; qty = resting qty */
+	WIRE_EV_FILL = 4,      /* one trade leg; px, qty, contra set */
+	WIRE_EV_CANCELLED = 5, /* qty left the book or was never booked; cause set */
+	WIRE_EV_DONE = 6,      /* terminal: nothing of the order is live any more */
+	WIRE_EV_AMENDED = 7,   /* quantity reduced in place; qty = new leaves */
+	WIRE_EV_CANCEL_REJECTED = 8, /* a cancel/amend/replace request was refused; reason */
+	WIRE_EV_MAX = 9,
+};
+
+/* Client execution report kinds (pending → open | rejected, fills, done). */
+enum wire_exec {
+	WIRE_EXEC_PENDING = 1,  /* provisional ack: reserved and sent to the ME */
+	WIRE_EXEC_OPEN = 2,     /* resting on the book */
+	WIRE_EXEC_REJECTED = 3, /* ME refused; reservation released */
+	WIRE_EXEC_FILL = 4,
+	WIRE_EXEC_CANCELLED = 5,
+	WIRE_EXEC_DONE = 6,
+	WIRE_EXEC_AMENDED = 7,
+	WIRE_EXEC_CANCEL_REJECTED = 8,
+	WIRE_EXEC_MAX = 9,
+};
+
+enum wire_symbol_status {
+	WIRE_SYM_TRADING = 1,
+	WIRE_SYM_HALTED = 2,
+};
+
+enum wire_shard_state {
+	WIRE_SHARD_RECEIVING = 1, /* joined; HRW does not route new users to it yet */
+	WIRE_SHARD_ACTIVE = 2,
+};
+
+enum wire_kill_scope {
+	WIRE_KILL_USER = 1,
+	WIRE_KILL_SYMBOL = 2,
+};
+
+enum wire_hydrate_status {
+	WIRE_HYD_OK = 1,        /* row read and claimed for this shard */
+	WIRE_HYD_NEW = 2,       /* no row: a new user with zero balances, claimed */
+	WIRE_HYD_OWNED = 3,     /* another shard holds the claim; owner_shard set */
+	WIRE_HYD_ERROR = 4,     /* database unavailable; the shard may ask again */
+};
+
+enum wire_flush_status {
+	WIRE_FLUSH_OK = 1,       /* written (or our own write found already there) */
+	WIRE_FLUSH_CONFLICT = 2, /* version moved under us: a foreign write; alarm */
+	WIRE_FLUSH_ERROR = 3,    /* transient failure; will be retried */
+};
+
+/* Where a service's egress message goes (the host routes by this, the service never asks
+ * whether it is leader). */
+enum wire_dest {
+	WIRE_DEST_CLIENT = 1,    /* Ack, Nak, ExecReport → the user's session */
+	WIRE_DEST_ME = 2,        /* OMS → bridge → ME shard */
+	WIRE_DEST_OMS = 3,       /* ME events/results → bridge of that OMS shard */
+	WIRE_DEST_PERSIST = 4,   /* HydrateRequest, BeginDehydrate → persister */
+	WIRE_DEST_ADMIN = 5,     /* replies to admin commands */
+};
+
+/* ---------------------------------------------------------------------------------------
+ * Identifiers.
+ * ------------------------------------------------------------------------------------- */
+
+/* 128-bit orderId {oms_shard, user, user_seq} (seed: omsClusterId:userId:userSeqNo). It is
+ * derivable on replay and never repeats, because user_seq is part of the user's persisted
+ * state and moves with the user between shards. user_seq has 48 bits, oms_shard 16. */
+struct wire_oid {
+	uint64_t user;      /* account id */
+	uint64_t shard_seq; /* oms_shard << 48 | user_seq */
+};
+static_assert(sizeof(struct wire_oid) == 16, "wire_oid");
+
+#define WIRE_USER_SEQ_MAX ((UINT64_C(1) << 48) - 1)
+
+static inline struct wire_oid
+wire_oid_make(uint16_t oms_shard, uint64_t user, uint64_t user_seq)
+{
+	struct wire_oid oid = {
+		.user = user,
+		.shard_seq = (uint64_t)oms_shard << 48 | (user_seq & WIRE_USER_SEQ_MAX),
+	};
+	return oid;
+}
+
+static inline uint16_t
+wire_oid_shard(struct wire_oid oid)
+{
+	return (uint16_t)(oid.shard_seq >> 48);
+}
+
+static inline uint64_t
+wire_oid_seq(struct wire_oid oid)
+{
+	return oid.shard_seq & WIRE_USER_SEQ_MAX;
+}
+
+static inline int
+wire_oid_eq(struct wire_oid a, struct wire_oid b)
+{
+	return a.user == b.user && a.shard_seq == b.shard_seq;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Frame and message headers.
+ * ------------------------------------------------------------------------------------- */
+
+struct wire_frame_hdr {
+	uint32_t magic;     /* WIRE_MAGIC */
+	uint8_t version;    /* WIRE_VERSION */
+	uint8_t flags;      /* WIRE_FRAME_F_* */
+	uint16_t msg_count; /* messages that follow, 1..WIRE_FRAME_MSGS_MAX */
+	uint32_t sender_id; /* node id for peers, session id for clients */
+	uint32_t length;    /* whole frame in bytes, header and MAC included */
+};
+static_assert(sizeof(struct wire_frame_hdr) == 16, "wire_frame_hdr");
+
+struct wire_msg_hdr {
+	uint16_t type;   /* enum wire_type */
+	uint16_t length; /* whole message in bytes, this header included */
+	uint16_t shard;  /* destination shard (routing); 0 where not applicable */
+	uint16_t flags;  /* per-type flags; unknown bits must be zero */
+};
+static_assert(sizeof(struct wire_msg_hdr) == 8, "wire_msg_hdr");
+
+/* ---------------------------------------------------------------------------------------
+ * Client order entry (client ↔ gateway ↔ OMS shard).
+ * ------------------------------------------------------------------------------------- */
+
+struct wire_new_order {
+	struct wire_msg_hdr hdr;
+	uint64_t user;          /* account */
+	uint64_t cl_ord_id;     /* client's id, unique per user within the dedup window */
+	uint32_t symbol;        /* instrument id */
+	uint8_t side;           /* enum wire_side */
+	uint8_t ord_type;       /* enum wire_ord_type */
+	uint8_t tif;            /* enum wire_tif */
+	uint8_t stp;            /* enum wire_stp */
+	int64_t px;             /* limit price, quote minor units per base_unit; 0 for market */
+	int64_t qty;            /* base minor units; 0 for a market buy by quote */
+	int64_t quote_qty;      /* market buy: quote budget incl. fees; else 0 */
+	uint64_t expire_ns;     /* GTD: cluster time of expiry; else 0 */
+	uint64_t route_epoch;   /* routing epoch the gateway used (0 from raw clients) */
+};
+static_assert(sizeof(struct wire_new_order) == 72, "wire_new_order");
+
+struct wire_cancel {
+	struct wire_msg_hdr hdr;
+	uint64_t user;
+	uint64_t cl_ord_id;      /* this request's id */
+	uint64_t orig_cl_ord_id; /* the order to cancel */
+	uint64_t route_epoch;
+};
+static_assert(sizeof(struct wire_cancel) == 40, "wire_cancel");
+
+/* Amend-down: reduce quantity in place, keeping priority. */
+struct wire_amend {
+	struct wire_msg_hdr hdr;
+	uint64_t user;
+	uint64_t cl_ord_id;
+	uint64_t orig_cl_ord_id;
+	int64_t qty;             /* new total quantity (must be below the current one) */
+	uint64_t route_epoch;
+};
+static_assert(sizeof(struct wire_amend) == 48, "wire_amend");
+
+/* Cancel-replace: the old order is cancelled and a new one (new id, new priority) entered. */
+struct wire_cancel_replace {
+	struct wire_msg_hdr hdr;
+	uint64_t user;
+	uint64_t cl_ord_id;      /* id of the replacement order */
+	uint64_t orig_cl_ord_id; /* order being replaced */
+	int64_t px;
+	int64_t qty;
+	uint64_t route_epoch;
+};
+static_assert(sizeof(struct wire_cancel_replace) == 56, "wire_cancel_replace");
+
+/* Provisional ack: funds reserved, order on its way to the ME. */
+struct wire_ack {
+	struct wire_msg_hdr hdr;
+	uint64_t user;
+	uint64_t cl_ord_id;
+	struct wire_oid oid;
+	uint64_t seq;       /* per-user egress sequence */
+	uint64_t time_ns;   /* cluster time of admission */
+};
+static_assert(sizeof(struct wire_ack) == 56, "wire_ack");
+
+struct wire_nak {
+	struct wire_msg_hdr hdr;
+	uint64_t user;
+	uint64_t cl_ord_id;
+	uint16_t reason;      /* enum wire_reason */
+	uint16_t owner_shard; /* NOT_OWNER: the shard this shard computes as owner */
+	uint32_t leader_node; /* NOT_LEADER: node id of the leader if known, else 0 */
+	uint64_t route_epoch; /* the refusing shard's routing epoch */
+	uint64_t seq;         /* per-user egress sequence, 0 when the user is not resident */
+};
+static_assert(sizeof(struct wire_nak) == 48, "wire_nak");
+
+struct wire_exec_report {
+	struct wire_msg_hdr hdr;
+	uint64_t user;
+	uint64_t cl_ord_id;
+	struct wire_oid oid;
+	uint64_t seq;        /* per-user egress sequence */
+	uint64_t time_ns;    /* cluster time */
+	uint32_t symbol;
+	uint8_t exec;        /* enum wire_exec */
+	uint8_t side;        /* enum wire_side */
+	uint8_t liquidity;   /* fills: 1 maker, 2 taker; else 0 */
+	uint8_t cause;       /* enum wire_cause for CANCELLED; else 0 */
+	uint16_t reason;     /* enum wire_reason for REJECTED / CANCEL_REJECTED */
+	uint16_t reserved0;
+	uint32_t reserved1;
+	int64_t last_px;     /* fill price */
+	int64_t last_qty;    /* fill qty */
+	int64_t cum_qty;     /* filled so far */
+	int64_t leaves_qty;  /* still live */
+	int64_t fee;         /* fee of this fill, quote minor units */
+};
+static_assert(sizeof(struct wire_exec_report) == 112, "wire_exec_report");
+
+/* ---------------------------------------------------------------------------------------
+ * OMS ↔ ME (through the bridge).
+ * ------------------------------------------------------------------------------------- */
+
+/* An order entering a book. Idempotent: the ME dedups on oid. */
+struct wire_submit {
+	struct wire_msg_hdr hdr;
+	struct wire_oid oid;
+	uint32_t symbol;
+	uint8_t side;
+	uint8_t ord_type;
+	uint8_t tif;
+	uint8_t stp;
+	int64_t px;
+	int64_t qty;        /* base qty; 0 for a market buy */
+	int64_t quote_qty;  /* market buy: notional budget (fees excluded); else 0 */
+	uint64_t expire_ns; /* GTD */
+};
+static_assert(sizeof(struct wire_submit) == 64, "wire_submit");
+
+/* Cancel / amend-down / cancel-replace of a live order. req is the request's own id (a
+ * user_seq of its own) so the ME dedups requests as it dedups orders. For a replace, req is
+ * also the replacement order's id. */
+struct wire_modify {
+	struct wire_msg_hdr hdr;
+	struct wire_oid req;    /* request id (replace: the new order's id) */
+	struct wire_oid target; /* the live order */
+	uint32_t symbol;
+	uint32_t reserved;
+	int64_t px;             /* replace: new price */
+	int64_t qty;            /* amend: new total qty; replace: new qty; cancel: 0 */
+};
+static_assert(sizeof(struct wire_modify) == 64, "wire_modify");
+
+/* One lifecycle event in the stream of OMS shard `hdr.shard`, sequence `seq` (1, 2, ...). */
+struct wire_me_event {
+	struct wire_msg_hdr hdr;
+	uint64_t seq;          /* per-stream sequence number */
+	uint64_t time_ns;      /* ME cluster time */
+	struct wire_oid oid;   /* the order this event is about */
+	struct wire_oid contra;/* fills: the other side's order; replace: the old order */
+	uint64_t contra_user;  /* fills: the other side's user (for STP audits) */
+	uint64_t trade_id;     /* fills: per-symbol trade number */
+	uint32_t symbol;
+	uint8_t event;         /* enum wire_event */
+	uint8_t side;          /* side of oid */
+	uint8_t liquidity;     /* fills: 1 maker, 2 taker */
+	uint8_t cause;         /* enum wire_cause */
+	uint16_t reason;       /* enum wire_reason for REJECTED / CANCEL_REJECTED */
+	uint16_t reserved0;
+	uint32_t reserved1;
+	int64_t px;            /* fill price / rested price */
+	int64_t qty;           /* fill qty, rested qty, cancelled qty, amended leaves */
+	int64_t leaves_qty;    /* remaining live qty after this event */
+	int64_t notional;      /* fills: exact quote amount of this fill */
+};
+static_assert(sizeof(struct wire_me_event) == 120, "wire_me_event");
+
+/* Unsequenced answer to a duplicate submit or a status query: the order's current state. */
+struct wire_me_result {
+	struct wire_msg_hdr hdr;
+	struct wire_oid oid;
+	uint8_t known;         /* 0: the ME has no record of oid */
+	uint8_t final;         /* 1: terminal (its DONE event is in the stream) */
+	uint16_t reason;       /* reject reason if it was rejected */
+	uint32_t symbol;
+	int64_t cum_qty;
+	int64_t leaves_qty;
+	uint64_t last_seq;     /* last stream seq that concerns this order */
+};
+static_assert(sizeof(struct wire_me_result) == 64, "wire_me_result");
+
+/* OMS shard `stream` has applied its stream through seq; the ME may drop events <= seq.
+ * hdr.shard is the destination ME shard. */
+struct wire_stream_ack {
+	struct wire_msg_hdr hdr;
+	uint64_t seq;
+	uint16_t stream;       /* the OMS shard whose stream this acknowledges */
+	uint8_t reserved[6];
+};
+static_assert(sizeof(struct wire_stream_ack) == 24, "wire_stream_ack");
+
+/* Re-send the stream of OMS shard `stream` from from_seq on (hdr.shard: the ME shard). */
+struct wire_replay_request {
+	struct wire_msg_hdr hdr;
+	uint64_t from_seq;
+	uint16_t stream;
+	uint8_t reserved[6];
+};
+static_assert(sizeof(struct wire_replay_request) == 24, "wire_replay_request");
+
+struct wire_order_query {
+	struct wire_msg_hdr hdr;
+	struct wire_oid oid;
+};
+static_assert(sizeof(struct wire_order_query) == 24, "wire_order_query");
+
+/* Ask the ME for a user's open orders (reconciliation); hdr.shard is the ME shard. */
+struct wire_open_orders_query {
+	struct wire_msg_hdr hdr;
+	uint64_t user;
+	uint64_t req_id;       /* echoed in the snapshot */
+	uint16_t oms_shard;    /* the asking shard: as_of_seq refers to its stream */
+	uint8_t reserved[6];
+};
+static_assert(sizeof(struct wire_open_orders_query) == 32, "wire_open_orders_query");
+
+struct wire_open_order {
+	struct wire_oid oid;
+	uint32_t symbol;
+	uint8_t side;
+	uint8_t reserved[3];
+	int64_t px;
+	int64_t leaves_qty;
+};
+static_assert(sizeof(struct wire_open_order) == 40, "wire_open_order");
+
+/* A user's open orders on one ME shard as of stream sequence as_of_seq of the OMS shard
+ * hdr.shard. Sent in parts of up to WIRE_OPEN_ORDERS_MAX; `last` marks the final part. */
+struct wire_open_orders_snapshot {
+	struct wire_msg_hdr hdr;
+	uint64_t user;
+	uint64_t req_id;
+	uint64_t as_of_seq;
+	uint16_t me_shard;     /* the answering ME shard */
+	uint8_t part;          /* 0, 1, ... */
+	uint8_t last;          /* 1 on the final part */
+	uint32_t count;        /* valid entries in orders[] */
+	struct wire_open_order orders[WIRE_OPEN_ORDERS_MAX];
+};
+static_assert(sizeof(struct wire_open_orders_snapshot) == 680, "wire_open_orders_snapshot");
+
+/* ---------------------------------------------------------------------------------------
+ * Persistence (OMS shard ↔ persister ↔ PostgreSQL).
+ * ------------------------------------------------------------------------------------- */
+
+struct wire_balance {
+	uint32_t asset;    /* asset id; 0 marks an unused slot */
+	uint32_t reserved;
+	int64_t total;     /* minor units; never negative */
+};
+static_assert(sizeof(struct wire_balance) == 16, "wire_balance");
+
+/* The flushed (quiescent) part of a user's state: what the database row holds. */
+struct wire_user_state {
+	uint64_t user;
+	uint64_t version;   /* database row version this state was read at / is based on */
+	uint64_t user_seq;  /* last orderId sequence used */
+	uint8_t tier;       /* rate-limit tier */
+	uint8_t reserved0[3];
+	uint32_t balance_count;
+	struct wire_balance balances[WIRE_BALANCES_MAX];
+};
+static_assert(sizeof(struct wire_user_state) == 32 + 16 * WIRE_BALANCES_MAX, "wire_user_state");
+
+struct wire_hydrate_request {
+	struct wire_msg_hdr hdr;
+	uint64_t user;
+	uint64_t epoch;     /* the shard's fencing epoch for this user */
+};
+static_assert(sizeof(struct wire_hydrate_request) == 24, "wire_hydrate_request");
+
+struct wire_hydrate_user {
+	struct wire_msg_hdr hdr;
+	uint64_t epoch;
+	uint8_t status;       /* enum wire_hydrate_status */
+	uint8_t reserved0;
+	uint16_t owner_shard; /* OWNED: who holds the claim */
+	uint32_t reserved1;
+	struct wire_user_state state;
+};
+static_assert(sizeof(struct wire_hydrate_user) == 24 + sizeof(struct wire_user_state),
+	      "wire_hydrate_user");
+
+struct wire_begin_dehydrate {
+	struct wire_msg_hdr hdr;
+	uint64_t epoch;
+	struct wire_user_state state; /* version = the expected row version for the CAS */
+};
+static_assert(sizeof(struct wire_begin_dehydrate) == 16 + sizeof(struct wire_user_state),
+	      "wire_begin_dehydrate");
+
+struct wire_flush_complete {
+	struct wire_msg_hdr hdr;
+	uint64_t user;
+	uint64_t epoch;
+	uint64_t version;   /* row version after the write */
+	uint8_t status;     /* enum wire_flush_status */
+	uint8_t reserved[7];
+};
+static_assert(sizeof(struct wire_flush_complete) == 40, "wire_flush_complete");
+
+/* ---------------------------------------------------------------------------------------
+ * Admin (each becomes an entry in the target shard's log).
+ * ------------------------------------------------------------------------------------- */
+
+struct wire_route_shard {
+	uint16_t shard;
+	uint8_t state;      /* enum wire_shard_state */
+	uint8_t reserved;
+};
+static_assert(sizeof(struct wire_route_shard) == 4, "wire_route_shard");
+
+struct wire_route_pin {
+	uint64_t user;
+	uint16_t shard;
+	uint8_t reserved[6];
+};
+static_assert(sizeof(struct wire_route_pin) == 16, "wire_route_pin");
+
+/* The one atomically-versioned routing config: membership and whale pins move together. */
+struct wire_routing_config {
+	struct wire_msg_hdr hdr;
+	uint64_t epoch;
+	uint32_t shard_count;
+	uint32_t pin_count;
+	struct wire_route_shard shards[WIRE_ROUTE_SHARDS_MAX];
+	struct wire_route_pin pins[WIRE_ROUTE_PINS_MAX];
+};
+static_assert(sizeof(struct wire_routing_config) == 24 + 4 * WIRE_ROUTE_SHARDS_MAX +
+						      16 * WIRE_ROUTE_PINS_MAX,
+	      "wire_routing_config");
+
+struct wire_symbol_config {
+	struct wire_msg_hdr hdr;
+	uint32_t symbol;
+	uint32_t base_asset;
+	uint32_t quote_asset;
+	uint16_t me_shard;      /* owning ME shard (versioned map entry) */
+	uint8_t status;         /* enum wire_symbol_status */
+	uint8_t reserved0;
+	int64_t tick;           /* price increment, > 0 */
+	int64_t lot;            /* qty increment, > 0 */
+	int64_t min_qty;
+	int64_t min_notional;   /* quote minor units */
+	int64_t base_unit;      /* notional = px * qty / base_unit; tick*lot % base_unit == 0 */
+	int64_t ref_px;         /* band reference until the first trade */
+	uint32_t band_bps;      /* max distance from reference; 0 = no band */
+	int16_t maker_fee_bps;  /* OMS fee schedule; may be negative (rebate) */
+	int16_t taker_fee_bps;
+	uint64_t map_version;   /* symbol→shard map version */
+};
+static_assert(sizeof(struct wire_symbol_config) == 88, "wire_symbol_config");
+
+struct wire_symbol_status_msg {
+	struct wire_msg_hdr hdr;
+	uint32_t symbol;
+	uint8_t status;         /* enum wire_symbol_status */
+	uint8_t cancel_resting; /* halt: also cancel resting orders (cause HALT) */
+	uint16_t reserved;
+};
+static_assert(sizeof(struct wire_symbol_status_msg) == 16, "wire_symbol_status_msg");
+
+struct wire_kill_switch {
+	struct wire_msg_hdr hdr;
+	uint64_t id;            /* user or symbol */
+	uint8_t scope;          /* enum wire_kill_scope */
+	uint8_t engage;         /* 1: cancel all and block new; 0: release */
+	uint8_t reserved[6];
+};
+static_assert(sizeof(struct wire_kill_switch) == 24, "wire_kill_switch");
+
+/* Deposit (amount > 0) or withdrawal (amount < 0), idempotent on (user, transfer_id). */
+struct wire_transfer {
+	struct wire_msg_hdr hdr;
+	uint64_t user;
+	uint64_t transfer_id;
+	uint32_t asset;
+	uint32_t reserved;
+	int64_t amount;
+};
+static_assert(sizeof(struct wire_transfer) == 40, "wire_transfer");
+
+/* Admin: pin or unpin one whale (bumps the routing epoch). */
+struct wire_whale_pin {
+	struct wire_msg_hdr hdr;
+	uint64_t user;
+	uint16_t shard;         /* pin target; ignored for unpin (hdr.flags bit 0 = unpin) */
+	uint8_t reserved[6];
+};
+static_assert(sizeof(struct wire_whale_pin) == 24, "wire_whale_pin");
+
+/* Admin: user-level operation on an OMS shard (evict / migrate). */
+struct wire_user_admin {
+	struct wire_msg_hdr hdr;
+	uint64_t user;
+	uint8_t op;             /* 1 evict when flat, 2 migrate (quiesce + flush + evict) */
+	uint8_t reserved[7];
+};
+static_assert(sizeof(struct wire_user_admin) == 24, "wire_user_admin");
+
+struct wire_snapshot_request {
+	struct wire_msg_hdr hdr;
+	uint64_t req_id;
+};
+static_assert(sizeof(struct wire_snapshot_request) == 16, "wire_snapshot_request");
+
+/* Cluster time passes; no other effect. An idle leader appends one at a fixed cadence. */
+struct wire_tick {
+	struct wire_msg_hdr hdr;
+};
+static_assert(sizeof(struct wire_tick) == 8, "wire_tick");
+
+struct wire_admin_reply {
+	struct wire_msg_hdr hdr;
+	uint64_t req_id;
+	uint16_t reason;        /* WIRE_REASON_NONE on success */
+	uint16_t reserved0;
+	uint32_t leader_node;   /* NOT_LEADER hint */
+	uint64_t value;         /* command-specific result (e.g. new epoch, snapshot index) */
+};
+static_assert(sizeof(struct wire_admin_reply) == 32, "wire_admin_reply");
+
+/* ---------------------------------------------------------------------------------------
+ * Raft (between members of one shard; hdr.shard names the shard).
+ * ------------------------------------------------------------------------------------- */
+
+#define WIRE_VOTE_F_PRE 0x0001      /* hdr.flags: pre-vote (Raft thesis §9.6) */
+#define WIRE_VOTE_F_TRANSFER 0x0002 /* hdr.flags: leadership transfer, ignore lease */
+
+struct wire_request_vote {
+	struct wire_msg_hdr hdr;
+	uint64_t term;
+	uint64_t last_index;
+	uint64_t last_term;
+	uint32_t candidate;
+	uint32_t reserved;
+};
+static_assert(sizeof(struct wire_request_vote) == 40, "wire_request_vote");
+
+struct wire_vote_reply {
+	struct wire_msg_hdr hdr;
+	uint64_t term;
+	uint32_t voter;
+	uint8_t granted;
+	uint8_t reserved[3];
+};
+static_assert(sizeof(struct wire_vote_reply) == 24, "wire_vote_reply");
+
+/* Followed by tail_len bytes: entry_count entries, each a wire_entry_hdr + data. */
+struct wire_append_entries {
+	struct wire_msg_hdr hdr;
+	uint64_t term;
+	uint64_t prev_index;
+	uint64_t prev_term;
+	uint64_t commit;
+	uint32_t leader;
+	uint16_t entry_count;
+	uint16_t tail_len;
+};
+static_assert(sizeof(struct wire_append_entries) == 48, "wire_append_entries");
+
+/* One log entry inside an AppendEntries tail. Its data is a sequence of wire messages. */
+struct wire_entry_hdr {
+	uint64_t term;
+	uint64_t time_ns;   /* cluster time stamped by the leader */
+	uint32_t data_len;
+	uint16_t kind;      /* consensus entry kind (normal, tick, config, noop) */
+	uint16_t reserved;
+};
+static_assert(sizeof(struct wire_entry_hdr) == 24, "wire_entry_hdr");
+
+struct wire_append_reply {
+	struct wire_msg_hdr hdr;
+	uint64_t term;
+	uint64_t match_index;    /* success: highest index known replicated */
+	uint64_t conflict_index; /* failure: first index of conflict_term (fast back-up) */
+	uint64_t conflict_term;
+	uint32_t follower;
+	uint8_t success;
+	uint8_t reserved[3];
+};
+static_assert(sizeof(struct wire_append_reply) == 48, "wire_append_reply");
+
+/* Followed by tail_len bytes of snapshot at byte offset `offset`. */
+struct wire_install_snapshot {
+	struct wire_msg_hdr hdr;
+	uint64_t term;
+	uint64_t last_index;
+	uint64_t last_term;
+	uint64_t last_time_ns;
+	uint64_t offset;
+	uint64_t total_len;
+	uint32_t leader;
+	uint16_t done;           /* 1 on the last chunk */
+	uint16_t tail_len;
+};
+static_assert(sizeof(struct wire_install_snapshot) == 64, "wire_install_snapshot");
+
+struct wire_snapshot_reply {
+	struct wire_msg_hdr hdr;
+	uint64_t term;
+	uint64_t last_index;
+	uint64_t next_offset;    /* bytes received so far */
+	uint32_t follower;
+	uint8_t done;
+	uint8_t reserved[3];
+};
+static_assert(sizeof(struct wire_snapshot_reply) == 40, "wire_snapshot_reply");
+
+struct wire_timeout_now {
+	struct wire_msg_hdr hdr;
+	uint64_t term;
+	uint32_t leader;
+	uint32_t reserved;
+};
+static_assert(sizeof(struct wire_timeout_now) == 24, "wire_timeout_now");
+
+/* A client payload forwarded to the leader of shard hdr.shard (gateway → shard), or answered
+ * by a follower with NAK NOT_LEADER. Tail: the wrapped messages. */
+struct wire_ingress {
+	struct wire_msg_hdr hdr;
+	uint32_t origin;         /* session or node that sent it (egress goes back there) */
+	uint16_t tail_len;
+	uint16_t reserved;
+};
+static_assert(sizeof(struct wire_ingress) == 16, "wire_ingress");
+
+/* ---------------------------------------------------------------------------------------
+ * The message list: X(NAME, value, struct, has_tail). has_tail: the struct is followed by
+ * `tail_len` bytes (field named tail_len in the struct).
+ * ------------------------------------------------------------------------------------- */
+
+#define WIRE_TYPES(X)                                                                      \
+	X(NEW_ORDER, 1, wire_new_order, 0)                                                 \
+	X(CANCEL, 2, wire_cancel, 0)                                                       \
+	X(AMEND, 3, wire_amend, 0)                                                         \
+	X(CANCEL_REPLACE, 4, wire_cancel_replace, 0)                                       \
+	X(ACK, 5, wire_ack, 0)                                                             \
+	X(NAK, 6, wire_nak, 0)                                                             \
+	X(EXEC_REPORT, 7, wire_exec_report, 0)                                             \
+	X(SUBMIT, 16, wire_submit, 0)                                                      \
+	X(CANCEL_TO_ME, 17, wire_modify, 0)                                                \
+	X(AMEND_TO_ME, 18, wire_modify, 0)                                                 \
+	X(REPLACE_TO_ME, 19, wire_modify, 0)                                               \
+	X(ME_EVENT, 20, wire_me_event, 0)                                                  \
+	X(ME_RESULT, 21, wire_me_result, 0)                                                \
+	X(STREAM_ACK, 22, wire_stream_ack, 0)                                              \
+	X(REPLAY_REQUEST, 23, wire_replay_request, 0)                                      \
+	X(ORDER_QUERY, 24, wire_order_query, 0)                                            \
+	X(OPEN_ORDERS_QUERY, 25, wire_open_orders_query, 0)                                \
+	X(OPEN_ORDERS_SNAPSHOT, 26, wire_open_orders_snapshot, 0)                          \
+	X(HYDRATE_REQUEST, 32, wire_hydrate_request, 0)                                    \
+	X(HYDRATE_USER, 33, wire_hydrate_user, 0)                                          \
+	X(BEGIN_DEHYDRATE, 34, wire_begin_dehydrate, 0)                                    \
+	X(FLUSH_COMPLETE, 35, wire_flush_complete, 0)                                      \
+	X(ROUTING_CONFIG, 48, wire_routing_config, 0)                                      \
+	X(SYMBOL_CONFIG, 49, wire_symbol_config, 0)                                        \
+	X(SYMBOL_STATUS, 50, wire_symbol_status_msg, 0)                                    \
+	X(KILL_SWITCH, 51, wire_kill_switch, 0)                                            \
+	X(TRANSFER, 52, wire_transfer, 0)                                                  \
+	X(WHALE_PIN, 53, wire_whale_pin, 0)                                                \
+	X(USER_ADMIN, 54, wire_user_admin, 0)                                              \
+	X(SNAPSHOT_REQUEST, 55, wire_snapshot_request, 0)                                  \
+	X(TICK, 56, wire_tick, 0)                                                          \
+	X(ADMIN_REPLY, 57, wire_admin_reply, 0)                                            \
+	X(REQUEST_VOTE, 64, wire_request_vote, 0)                                          \
+	X(VOTE_REPLY, 65, wire_vote_reply, 0)                                              \
+	X(APPEND_ENTRIES, 66, wire_append_entries, 1)                                      \
+	X(APPEND_REPLY, 67, wire_append_reply, 0)                                          \
+	X(INSTALL_SNAPSHOT, 68, wire_install_snapshot, 1)                                  \
+	X(SNAPSHOT_REPLY, 69, wire_snapshot_reply, 0)                                      \
+	X(TIMEOUT_NOW, 70, wire_timeout_now, 0)                                            \
+	X(INGRESS, 71, wire_ingress, 1)
+
+enum wire_type {
+#define WIRE_TYPE_ENUM(name, value, st, tail) WIRE_##name = value,
+	WIRE_TYPES(WIRE_TYPE_ENUM)
+#undef WIRE_TYPE_ENUM
+	WIRE_TYPE_LIMIT = 72, /* one past the largest value */
+};
+
+/* Every message fits a frame's 16-bit length field with its tail. */
+#define WIRE_TYPE_SIZE_ASSERT(name, value, st, tail)                                       \
+	static_assert(sizeof(struct st) % 8 == 0, #st " is a multiple of 8");              \
+	static_assert(sizeof(struct st) + (tail ? WIRE_TAIL_MAX : 0) <= UINT16_MAX, #st);
+WIRE_TYPES(WIRE_TYPE_SIZE_ASSERT)
+#undef WIRE_TYPE_SIZE_ASSERT
+
+/* ---------------------------------------------------------------------------------------
+ * Codec.
+ * ------------------------------------------------------------------------------------- */
+
+/* Every way a frame or message can be wrong. Counted per cause by the dataplane. */
+#define WIRE_ERRS(X)                                                                       \
+	X(OK, "ok")                                                                        \
+	X(TRUNCATED, "shorter than its header or declared length")                         \
+	X(BAD_MAGIC, "bad magic")                                                          \
+	X(BAD_VERSION, "unsupported version")                                              \
+	X(BAD_FLAGS, "unknown frame flags")                                                \
+	X(BAD_LENGTH, "declared length does not match")                                    \
+	X(BAD_COUNT, "message count zero, over the limit or not matching")                 \
+	X(BAD_TYPE, "unknown message type")                                                \
+	X(BAD_MSG_LENGTH, "message length wrong for its type")                             \
+	X(BAD_ENUM, "enum field out of range")                                             \
+	X(BAD_RESERVED, "reserved field not zero")                                         \
+	X(BAD_VALUE, "field value out of range")                                           \
+	X(BAD_MAC, "MAC missing or wrong")                                                 \
+	X(TRAILING, "bytes after the last message")
+
+enum wire_err {
+#define WIRE_ERR_ENUM(name, text) WIRE_E_##name,
+	WIRE_ERRS(WIRE_ERR_ENUM)
+#undef WIRE_ERR_ENUM
+	WIRE_E_COUNT,
+};
+
+/* A 128-bit SipHash key; a zero key means "no MAC". */
+struct wire_key {
+	uint64_t k0;
+	uint64_t k1;
+};
+
+const char *wire_type_name(uint16_t type);      /* "NEW_ORDER", or "?" */
+const char *wire_err_text(enum wire_err err);
+const char *wire_reason_name(uint16_t reason);   /* "NOT_OWNER", or "?" */
+/* Fixed size of a message type (tail excluded), 0 for an unknown type. */
+uint16_t wire_type_size(uint16_t type);
+
+/*
+ * Validate one message at `buf` with at most `avail` readable bytes: header, length for its
+ * type (tail included), every enum and reserved field. Never reads past buf + avail.
+ * Returns WIRE_E_OK and sets *msg_len, or the first error found.
+ */
+enum wire_err wire_msg_check(const void *buf, size_t avail, uint16_t *msg_len);
+
+/*
+ * Decode a frame: check the header, the MAC (when key is non-NULL and non-zero the frame must
+ * carry a valid one; with no key a MAC-flagged frame is refused), and every message.
+ * On success fills msgs[] with pointers into buf (at most msgs_max) and *count.
+ * The whole frame is refused on the first error: one bad message poisons the frame, since a
+ * sender that wrote one wrong message cannot be trusted for the rest.
+ */
+enum wire_err wire_frame_decode(const void *buf, size_t len, const struct wire_key *key,
+				const struct wire_msg_hdr **msgs, uint32_t msgs_max,
+				uint32_t *count, uint32_t *sender_id);
+
+/* Frame builder over caller memory. */
+struct wire_builder {
+	uint8_t *buf;       /* frame memory */
+	uint32_t cap;       /* its size */
+	uint32_t len;       /* bytes written so far */
+	uint16_t count;     /* messages written */
+};
+
+void wire_builder_init(struct wire_builder *b, void *buf, uint32_t cap, uint32_t sender_id);
+/* Append a message (hdr.length must be set). Returns 0, or -ENOSPC when it does not fit. */
+int wire_builder_add(struct wire_builder *b, const void *msg);
+/* Append a fixed message plus its tail. -ENOSPC if it does not fit. */
+int wire_builder_add_tail(struct wire_builder *b, const void *msg, const void *tail,
+			  uint16_t tail_len);
+/* Seal the frame (length, count, MAC with key if non-NULL). Returns the frame length. */
+uint32_t wire_builder_finish(struct wire_builder *b, const struct wire_key *key);
+
+/* Walk a buffer of concatenated messages (a log entry's data). Returns the next message or
+ * NULL at the end; sets *err on a malformed one (and returns NULL). */
+const struct wire_msg_hdr *wire_msgs_next(const uint8_t *buf, uint32_t len, uint32_t *pos,
+					  enum wire_err *err);
+
+/* Initialise a message header for a fixed-size type. */
+static inline void
+wire_hdr_init(struct wire_msg_hdr *hdr, enum wire_type type, uint16_t shard)
+{
+	hdr->type = (uint16_t)type;
+	hdr->length = wire_type_size((uint16_t)type);
+	hdr->shard = shard;
+	hdr->flags = 0;
+}
+
+/* SipHash-2-4 with a 128-bit output (Aumasson & Bernstein), used as the frame MAC. */
+void wire_siphash128(const struct wire_key *key, const void *data, size_t len, uint8_t out[16]);
+
+#endif
