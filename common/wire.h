@@ -428,7 +428,7 @@ struct wire_me_result {
 	int64_t leaves_qty;
 	uint64_t last_seq;     /* last stream seq that concerns this order */
 };
-static_assert(sizeof(struct wire_me_result) == 64, "wire_me_result");
+static_assert(sizeof(struct wire_me_result) == 56, "wire_me_result");
 
 /* OMS shard `stream` has applied its stream through seq; the ME may drop events <= seq.
  * hdr.shard is the destination ME shard. */

@@ -1,0 +1,727 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Frame and message codec. Every length, count, enum and reserved field is checked before
+ * anything else looks at a message; nothing here reads past the buffer it was given.
+ */
+#include "wire.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "check.h"
+
+/* ---------------------------------------------------------------------------------------
+ * Tables generated from the X-macro lists.
+ * ------------------------------------------------------------------------------------- */
+
+static const char *const type_names[WIRE_TYPE_LIMIT] = {
+#define WIRE_TYPE_NAME(name, value, st, tail) [value] = #name,
+	WIRE_TYPES(WIRE_TYPE_NAME)
+#undef WIRE_TYPE_NAME
+};
+
+static const uint16_t type_sizes[WIRE_TYPE_LIMIT] = {
+#define WIRE_TYPE_SIZE(name, value, st, tail) [value] = (uint16_t)sizeof(struct st),
+	WIRE_TYPES(WIRE_TYPE_SIZE)
+#undef WIRE_TYPE_SIZE
+};
+
+static const uint8_t type_tails[WIRE_TYPE_LIMIT] = {
+#define WIRE_TYPE_TAIL(name, value, st, tail) [value] = tail,
+	WIRE_TYPES(WIRE_TYPE_TAIL)
+#undef WIRE_TYPE_TAIL
+};
+
+static const char *const err_texts[WIRE_E_COUNT] = {
+#define WIRE_ERR_TEXT(name, text) [WIRE_E_##name] = text,
+	WIRE_ERRS(WIRE_ERR_TEXT)
+#undef WIRE_ERR_TEXT
+};
+
+static const char *const reason_names[WIRE_REASON_MAX + 1] = {
+#define WIRE_REASON_NAME(name, value) [value] = #name,
+	WIRE_REASONS(WIRE_REASON_NAME)
+#undef WIRE_REASON_NAME
+};
+
+const char *
+wire_type_name(uint16_t type)
+{
+	if (type >= WIRE_TYPE_LIMIT || type_names[type] == NULL)
+		return "?";
+	return type_names[type];
+}
+
+uint16_t
+wire_type_size(uint16_t type)
+{
+	if (type >= WIRE_TYPE_LIMIT)
+		return 0;
+	return type_sizes[type];
+}
+
+const char *
+wire_err_text(enum wire_err err)
+{
+	if ((unsigned)err >= WIRE_E_COUNT)
+		return "?";
+	return err_texts[err];
+}
+
+const char *
+wire_reason_name(uint16_t reason)
+{
+	if (reason >= WIRE_REASON_MAX || reason_names[reason] == NULL)
+		return "?";
+	return reason_names[reason];
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Per-type field checks.
+ * ------------------------------------------------------------------------------------- */
+
+static bool
+zero(const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	for (size_t i = 0; i < n; i++)
+		if (b[i] != 0)
+			return false;
+	return true;
+}
+
+static bool
+in_range(unsigned v, unsigned lo, unsigned hi)
+{
+	return v >= lo && v <= hi;
+}
+
+#define RESERVED(field) zero(&(field), sizeof(field))
+
+static bool
+side_ok(uint8_t side)
+{
+	return in_range(side, WIRE_SIDE_BUY, WIRE_SIDE_SELL);
+}
+
+static bool
+order_enums_ok(uint8_t side, uint8_t ord_type, uint8_t tif, uint8_t stp)
+{
+	return side_ok(side) && in_range(ord_type, WIRE_ORD_LIMIT, WIRE_ORD_MARKET) &&
+	       in_range(tif, WIRE_TIF_GTC, WIRE_TIF_POST_ONLY) && stp <= WIRE_STP_EXPIRE_BOTH;
+}
+
+static bool
+reason_ok(uint16_t reason)
+{
+	return reason < WIRE_REASON_MAX;
+}
+
+static bool
+user_state_ok(const struct wire_user_state *s, enum wire_err *err)
+{
+	if (!RESERVED(s->reserved0)) {
+		*err = WIRE_E_BAD_RESERVED;
+		return false;
+	}
+	if (s->balance_count > WIRE_BALANCES_MAX) {
+		*err = WIRE_E_BAD_COUNT;
+		return false;
+	}
+	for (uint32_t i = 0; i < WIRE_BALANCES_MAX; i++) {
+		if (!RESERVED(s->balances[i].reserved)) {
+			*err = WIRE_E_BAD_RESERVED;
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Walk the entries in an AppendEntries tail: entry_count × (wire_entry_hdr + data), data
+ * lengths multiples of 8 (entry data is a sequence of messages), summing to tail_len. */
+static enum wire_err
+entries_check(const uint8_t *tail, uint32_t tail_len, uint32_t count)
+{
+	uint32_t pos = 0;
+	for (uint32_t i = 0; i < count; i++) {
+		struct wire_entry_hdr e;
+		if (tail_len - pos < sizeof(e))
+			return WIRE_E_BAD_COUNT;
+		memcpy(&e, tail + pos, sizeof(e));
+		if (e.reserved != 0)
+			return WIRE_E_BAD_RESERVED;
+		if (e.data_len % 8 != 0)
+			return WIRE_E_BAD_LENGTH;
+		pos += (uint32_t)sizeof(e);
+		if (e.data_len > tail_len - pos)
+			return WIRE_E_BAD_LENGTH;
+		pos += e.data_len;
+	}
+	return pos == tail_len ? WIRE_E_OK : WIRE_E_TRAILING;
+}
+
+static uint32_t
+align8(uint32_t n)
+{
+	return (n + 7u) & ~7u;
+}
+
+static enum wire_err body_check(const struct wire_msg_hdr *h, int depth);
+
+/* Messages wrapped in an INGRESS tail: each must be valid, no nested INGRESS. */
+static enum wire_err
+inner_check(const uint8_t *tail, uint32_t tail_len)
+{
+	uint32_t pos = 0;
+	if (tail_len == 0)
+		return WIRE_E_BAD_COUNT;
+	while (pos < tail_len) {
+		uint16_t mlen;
+		enum wire_err err = wire_msg_check(tail + pos, tail_len - pos, &mlen);
+		if (err != WIRE_E_OK)
+			return err;
+		const struct wire_msg_hdr *h = (const struct wire_msg_hdr *)(tail + pos);
+		if (h->type == WIRE_INGRESS)
+			return WIRE_E_BAD_TYPE;
+		pos += mlen;
+	}
+	return WIRE_E_OK;
+}
+
+/* Field checks for a message whose length has already been verified for its type. */
+static enum wire_err
+body_check(const struct wire_msg_hdr *h, int depth)
+{
+	(void)depth;
+	uint16_t allowed_flags = 0;
+	bool ok = true;
+	enum wire_err err = WIRE_E_BAD_ENUM;
+
+	switch ((enum wire_type)h->type) {
+	case WIRE_NEW_ORDER: {
+		const struct wire_new_order *m = (const void *)h;
+		ok = order_enums_ok(m->side, m->ord_type, m->tif, m->stp);
+		break;
+	}
+	case WIRE_CANCEL:
+	case WIRE_AMEND:
+	case WIRE_CANCEL_REPLACE:
+	case WIRE_ACK:
+	case WIRE_ORDER_QUERY:
+	case WIRE_HYDRATE_REQUEST:
+	case WIRE_TICK:
+	case WIRE_SNAPSHOT_REQUEST:
+		break;
+	case WIRE_NAK: {
+		const struct wire_nak *m = (const void *)h;
+		ok = reason_ok(m->reason);
+		break;
+	}
+	case WIRE_EXEC_REPORT: {
+		const struct wire_exec_report *m = (const void *)h;
+		ok = in_range(m->exec, WIRE_EXEC_PENDING, WIRE_EXEC_MAX - 1) && side_ok(m->side) &&
+		     m->liquidity <= 2 && m->cause < WIRE_CAUSE_MAX && reason_ok(m->reason);
+		if (ok && (!RESERVED(m->reserved0) || !RESERVED(m->reserved1)))
+			return WIRE_E_BAD_RESERVED;
+		break;
+	}
+	case WIRE_SUBMIT: {
+		const struct wire_submit *m = (const void *)h;
+		ok = order_enums_ok(m->side, m->ord_type, m->tif, m->stp);
+		break;
+	}
+	case WIRE_CANCEL_TO_ME:
+	case WIRE_AMEND_TO_ME:
+	case WIRE_REPLACE_TO_ME: {
+		const struct wire_modify *m = (const void *)h;
+		if (!RESERVED(m->reserved))
+			return WIRE_E_BAD_RESERVED;
+		break;
+	}
+	case WIRE_ME_EVENT: {
+		const struct wire_me_event *m = (const void *)h;
+		ok = in_range(m->event, WIRE_EV_ACCEPTED, WIRE_EV_MAX - 1) && side_ok(m->side) &&
+		     m->liquidity <= 2 && m->cause < WIRE_CAUSE_MAX && reason_ok(m->reason);
+		if (ok && (!RESERVED(m->reserved0) || !RESERVED(m->reserved1)))
+			return WIRE_E_BAD_RESERVED;
+		break;
+	}
+	case WIRE_ME_RESULT: {
+		const struct wire_me_result *m = (const void *)h;
+		ok = m->known <= 1 && m->final <= 1 && reason_ok(m->reason);
+		break;
+	}
+	case WIRE_STREAM_ACK: {
+		const struct wire_stream_ack *m = (const void *)h;
+		if (!RESERVED(m->reserved))
+			return WIRE_E_BAD_RESERVED;
+		break;
+	}
+	case WIRE_REPLAY_REQUEST: {
+		const struct wire_replay_request *m = (const void *)h;
+		if (!RESERVED(m->reserved))
+			return WIRE_E_BAD_RESERVED;
+		break;
+	}
+	case WIRE_OPEN_ORDERS_QUERY: {
+		const struct wire_open_orders_query *m = (const void *)h;
+		if (!RESERVED(m->reserved))
+			return WIRE_E_BAD_RESERVED;
+		break;
+	}
+	case WIRE_OPEN_ORDERS_SNAPSHOT: {
+		const struct wire_open_orders_snapshot *m = (const void *)h;
+		if (m->count > WIRE_OPEN_ORDERS_MAX)
+			return WIRE_E_BAD_COUNT;
+		ok = m->last <= 1;
+		for (uint32_t i = 0; ok && i < m->count; i++) {
+			ok = side_ok(m->orders[i].side);
+			if (ok && !RESERVED(m->orders[i].reserved))
+				return WIRE_E_BAD_RESERVED;
+		}
+		break;
+	}
+	case WIRE_HYDRATE_USER: {
+		const struct wire_hydrate_user *m = (const void *)h;
+		if (!RESERVED(m->reserved0) || !RESERVED(m->reserved1))
+			return WIRE_E_BAD_RESERVED;
+		ok = in_range(m->status, WIRE_HYD_OK, WIRE_HYD_ERROR);
+		if (ok && !user_state_ok(&m->state, &err))
+			return err;
+		break;
+	}
+	case WIRE_BEGIN_DEHYDRATE: {
+		const struct wire_begin_dehydrate *m = (const void *)h;
+		if (!user_state_ok(&m->state, &err))
+			return err;
+		break;
+	}
+	case WIRE_FLUSH_COMPLETE: {
+		const struct wire_flush_complete *m = (const void *)h;
+		if (!RESERVED(m->reserved))
+			return WIRE_E_BAD_RESERVED;
+		ok = in_range(m->status, WIRE_FLUSH_OK, WIRE_FLUSH_ERROR);
+		break;
+	}
+	case WIRE_ROUTING_CONFIG: {
+		const struct wire_routing_config *m = (const void *)h;
+		if (m->shard_count > WIRE_ROUTE_SHARDS_MAX || m->pin_count > WIRE_ROUTE_PINS_MAX)
+			return WIRE_E_BAD_COUNT;
+		for (uint32_t i = 0; i < WIRE_ROUTE_SHARDS_MAX; i++) {
+			if (!RESERVED(m->shards[i].reserved))
+				return WIRE_E_BAD_RESERVED;
+			if (i < m->shard_count && !in_range(m->shards[i].state, WIRE_SHARD_RECEIVING,
+							     WIRE_SHARD_ACTIVE))
+				return WIRE_E_BAD_ENUM;
+		}
+		for (uint32_t i = 0; i < WIRE_ROUTE_PINS_MAX; i++)
+			if (!RESERVED(m->pins[i].reserved))
+				return WIRE_E_BAD_RESERVED;
+		break;
+	}
+	case WIRE_SYMBOL_CONFIG: {
+		const struct wire_symbol_config *m = (const void *)h;
+		if (!RESERVED(m->reserved0))
+			return WIRE_E_BAD_RESERVED;
+		ok = in_range(m->status, WIRE_SYM_TRADING, WIRE_SYM_HALTED);
+		break;
+	}
+	case WIRE_SYMBOL_STATUS: {
+		const struct wire_symbol_status_msg *m = (const void *)h;
+		if (!RESERVED(m->reserved))
+			return WIRE_E_BAD_RESERVED;
+		ok = in_range(m->status, WIRE_SYM_TRADING, WIRE_SYM_HALTED) && m->cancel_resting <= 1;
+		break;
+	}
+	case WIRE_KILL_SWITCH: {
+		const struct wire_kill_switch *m = (const void *)h;
+		if (!RESERVED(m->reserved))
+			return WIRE_E_BAD_RESERVED;
+		ok = in_range(m->scope, WIRE_KILL_USER, WIRE_KILL_SYMBOL) && m->engage <= 1;
+		break;
+	}
+	case WIRE_TRANSFER: {
+		const struct wire_transfer *m = (const void *)h;
+		if (!RESERVED(m->reserved))
+			return WIRE_E_BAD_RESERVED;
+		break;
+	}
+	case WIRE_WHALE_PIN: {
+		const struct wire_whale_pin *m = (const void *)h;
+		if (!RESERVED(m->reserved))
+			return WIRE_E_BAD_RESERVED;
+		allowed_flags = 0x1;
+		break;
+	}
+	case WIRE_USER_ADMIN: {
+		const struct wire_user_admin *m = (const void *)h;
+		if (!RESERVED(m->reserved))
+			return WIRE_E_BAD_RESERVED;
+		ok = in_range(m->op, 1, 2);
+		break;
+	}
+	case WIRE_ADMIN_REPLY: {
+		const struct wire_admin_reply *m = (const void *)h;
+		if (!RESERVED(m->reserved0))
+			return WIRE_E_BAD_RESERVED;
+		ok = reason_ok(m->reason);
+		break;
+	}
+	case WIRE_REQUEST_VOTE: {
+		const struct wire_request_vote *m = (const void *)h;
+		if (!RESERVED(m->reserved))
+			return WIRE_E_BAD_RESERVED;
+		allowed_flags = WIRE_VOTE_F_PRE | WIRE_VOTE_F_TRANSFER;
+		break;
+	}
+	case WIRE_VOTE_REPLY: {
+		const struct wire_vote_reply *m = (const void *)h;
+		if (!RESERVED(m->reserved))
+			return WIRE_E_BAD_RESERVED;
+		ok = m->granted <= 1;
+		allowed_flags = WIRE_VOTE_F_PRE;
+		break;
+	}
+	case WIRE_APPEND_ENTRIES: {
+		const struct wire_append_entries *m = (const void *)h;
+		err = entries_check((const uint8_t *)(m + 1), m->tail_len, m->entry_count);
+		if (err != WIRE_E_OK)
+			return err;
+		break;
+	}
+	case WIRE_APPEND_REPLY: {
+		const struct wire_append_reply *m = (const void *)h;
+		if (!RESERVED(m->reserved))
+			return WIRE_E_BAD_RESERVED;
+		ok = m->success <= 1;
+		break;
+	}
+	case WIRE_INSTALL_SNAPSHOT: {
+		const struct wire_install_snapshot *m = (const void *)h;
+		ok = m->done <= 1;
+		if (ok && m->offset + m->tail_len < m->offset)
+			return WIRE_E_BAD_VALUE;
+		break;
+	}
+	case WIRE_SNAPSHOT_REPLY: {
+		const struct wire_snapshot_reply *m = (const void *)h;
+		if (!RESERVED(m->reserved))
+			return WIRE_E_BAD_RESERVED;
+		ok = m->done <= 1;
+		break;
+	}
+	case WIRE_TIMEOUT_NOW: {
+		const struct wire_timeout_now *m = (const void *)h;
+		if (!RESERVED(m->reserved))
+			return WIRE_E_BAD_RESERVED;
+		break;
+	}
+	case WIRE_INGRESS: {
+		const struct wire_ingress *m = (const void *)h;
+		if (!RESERVED(m->reserved))
+			return WIRE_E_BAD_RESERVED;
+		return inner_check((const uint8_t *)(m + 1), m->tail_len);
+	}
+	case WIRE_TYPE_LIMIT:
+	default:
+		return WIRE_E_BAD_TYPE;
+	}
+	if (!ok)
+		return WIRE_E_BAD_ENUM;
+	if ((h->flags & ~allowed_flags) != 0)
+		return WIRE_E_BAD_RESERVED;
+	return WIRE_E_OK;
+}
+
+/* The tail length of a message with a tail (read only after the fixed part is in bounds). */
+static uint16_t
+tail_len_of(const struct wire_msg_hdr *h)
+{
+	switch (h->type) {
+	case WIRE_APPEND_ENTRIES:
+		return ((const struct wire_append_entries *)h)->tail_len;
+	case WIRE_INSTALL_SNAPSHOT:
+		return ((const struct wire_install_snapshot *)h)->tail_len;
+	case WIRE_INGRESS:
+		return ((const struct wire_ingress *)h)->tail_len;
+	default:
+		return 0;
+	}
+}
+
+enum wire_err
+wire_msg_check(const void *buf, size_t avail, uint16_t *msg_len)
+{
+	const struct wire_msg_hdr *h = buf;
+
+	DCHECK(((uintptr_t)buf & 7u) == 0);
+	if (avail < sizeof(*h))
+		return WIRE_E_TRUNCATED;
+	if (h->type >= WIRE_TYPE_LIMIT || type_sizes[h->type] == 0)
+		return WIRE_E_BAD_TYPE;
+	uint32_t fixed = type_sizes[h->type];
+	if (h->length < fixed)
+		return WIRE_E_BAD_MSG_LENGTH;
+	if (h->length > avail)
+		return WIRE_E_TRUNCATED;
+	if (type_tails[h->type]) {
+		uint16_t tail = tail_len_of(h);
+		if (tail > WIRE_TAIL_MAX)
+			return WIRE_E_BAD_VALUE;
+		/* The tail is padded with zeroes so the next message stays 8-byte aligned. */
+		if (h->length != align8(fixed + tail))
+			return WIRE_E_BAD_MSG_LENGTH;
+		if (!zero((const uint8_t *)buf + fixed + tail, h->length - fixed - tail))
+			return WIRE_E_BAD_RESERVED;
+	} else if (h->length != fixed) {
+		return WIRE_E_BAD_MSG_LENGTH;
+	}
+	enum wire_err err = body_check(h, 0);
+	if (err != WIRE_E_OK)
+		return err;
+	*msg_len = h->length;
+	return WIRE_E_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Frames.
+ * ------------------------------------------------------------------------------------- */
+
+static bool
+key_set(const struct wire_key *key)
+{
+	return key != NULL && (key->k0 | key->k1) != 0;
+}
+
+/* Constant-time tag comparison: timing must not reveal how many bytes matched. */
+static bool
+tag_equal(const uint8_t *a, const uint8_t *b)
+{
+	uint8_t diff = 0;
+	for (int i = 0; i < WIRE_MAC_SIZE; i++)
+		diff |= (uint8_t)(a[i] ^ b[i]);
+	return diff == 0;
+}
+
+enum wire_err
+wire_frame_decode(const void *buf, size_t len, const struct wire_key *key,
+		  const struct wire_msg_hdr **msgs, uint32_t msgs_max, uint32_t *count,
+		  uint32_t *sender_id)
+{
+	const uint8_t *p = buf;
+	struct wire_frame_hdr fh;
+
+	CHECK(msgs != NULL && count != NULL);
+	*count = 0;
+	if (len < sizeof(fh))
+		return WIRE_E_TRUNCATED;
+	memcpy(&fh, p, sizeof(fh));
+	if (fh.magic != WIRE_MAGIC)
+		return WIRE_E_BAD_MAGIC;
+	if (fh.version != WIRE_VERSION)
+		return WIRE_E_BAD_VERSION;
+	if ((fh.flags & ~WIRE_FRAME_F_MAC) != 0)
+		return WIRE_E_BAD_FLAGS;
+	if (fh.length != len || fh.length > WIRE_FRAME_MAX)
+		return WIRE_E_BAD_LENGTH;
+	if (fh.msg_count == 0 || fh.msg_count > WIRE_FRAME_MSGS_MAX || fh.msg_count > msgs_max)
+		return WIRE_E_BAD_COUNT;
+
+	size_t body_end = len;
+	bool has_mac = (fh.flags & WIRE_FRAME_F_MAC) != 0;
+	if (has_mac != key_set(key))
+		return WIRE_E_BAD_MAC;
+	if (has_mac) {
+		if (len < sizeof(fh) + WIRE_MAC_SIZE)
+			return WIRE_E_TRUNCATED;
+		body_end = len - WIRE_MAC_SIZE;
+		uint8_t tag[WIRE_MAC_SIZE];
+		wire_siphash128(key, p, body_end, tag);
+		if (!tag_equal(tag, p + body_end))
+			return WIRE_E_BAD_MAC;
+	}
+
+	size_t pos = sizeof(fh);
+	for (uint32_t i = 0; i < fh.msg_count; i++) {
+		uint16_t mlen;
+		if (pos >= body_end)
+			return WIRE_E_BAD_COUNT;
+		enum wire_err err = wire_msg_check(p + pos, body_end - pos, &mlen);
+		if (err != WIRE_E_OK)
+			return err;
+		msgs[i] = (const struct wire_msg_hdr *)(p + pos);
+		pos += mlen;
+	}
+	if (pos != body_end)
+		return WIRE_E_TRAILING;
+	*count = fh.msg_count;
+	if (sender_id != NULL)
+		*sender_id = fh.sender_id;
+	return WIRE_E_OK;
+}
+
+void
+wire_builder_init(struct wire_builder *b, void *buf, uint32_t cap, uint32_t sender_id)
+{
+	CHECK(cap >= sizeof(struct wire_frame_hdr) + WIRE_MAC_SIZE);
+	CHECK(((uintptr_t)buf & 7u) == 0);
+	struct wire_frame_hdr fh = {
+		.magic = WIRE_MAGIC,
+		.version = WIRE_VERSION,
+		.sender_id = sender_id,
+	};
+	b->buf = buf;
+	b->cap = cap;
+	b->len = sizeof(fh);
+	b->count = 0;
+	memcpy(b->buf, &fh, sizeof(fh));
+}
+
+int
+wire_builder_add_tail(struct wire_builder *b, const void *msg, const void *tail,
+		      uint16_t tail_len)
+{
+	const struct wire_msg_hdr *h = msg;
+	uint16_t fixed = wire_type_size(h->type);
+	CHECK(fixed != 0);
+	uint32_t total = align8((uint32_t)fixed + tail_len);
+	CHECK(tail_len == 0 || type_tails[h->type]);
+	/* Keep room for the MAC so finish() never fails. */
+	if (b->count >= WIRE_FRAME_MSGS_MAX || b->len + total + WIRE_MAC_SIZE > b->cap)
+		return -ENOSPC;
+	uint8_t *dst = b->buf + b->len;
+	memcpy(dst, msg, fixed);
+	((struct wire_msg_hdr *)dst)->length = (uint16_t)total;
+	if (tail_len > 0)
+		memcpy(dst + fixed, tail, tail_len);
+	memset(dst + fixed + tail_len, 0, total - fixed - tail_len);
+	b->len += total;
+	b->count++;
+	return 0;
+}
+
+int
+wire_builder_add(struct wire_builder *b, const void *msg)
+{
+	const struct wire_msg_hdr *h = msg;
+	if (type_tails[h->type] && h->length > wire_type_size(h->type)) {
+		/* A message with its tail already behind it in memory. */
+		uint16_t fixed = wire_type_size(h->type);
+		return wire_builder_add_tail(b, msg, (const uint8_t *)msg + fixed,
+					     tail_len_of(h));
+	}
+	return wire_builder_add_tail(b, msg, NULL, 0);
+}
+
+uint32_t
+wire_builder_finish(struct wire_builder *b, const struct wire_key *key)
+{
+	struct wire_frame_hdr *fh = (struct wire_frame_hdr *)b->buf;
+	CHECK(b->count > 0);
+	fh->msg_count = b->count;
+	if (key_set(key)) {
+		fh->flags |= WIRE_FRAME_F_MAC;
+		fh->length = b->len + WIRE_MAC_SIZE;
+		wire_siphash128(key, b->buf, b->len, b->buf + b->len);
+		b->len += WIRE_MAC_SIZE;
+	} else {
+		fh->length = b->len;
+	}
+	return b->len;
+}
+
+const struct wire_msg_hdr *
+wire_msgs_next(const uint8_t *buf, uint32_t len, uint32_t *pos, enum wire_err *err)
+{
+	*err = WIRE_E_OK;
+	if (*pos >= len)
+		return NULL;
+	uint16_t mlen;
+	enum wire_err e = wire_msg_check(buf + *pos, len - *pos, &mlen);
+	if (e != WIRE_E_OK) {
+		*err = e;
+		return NULL;
+	}
+	const struct wire_msg_hdr *h = (const struct wire_msg_hdr *)(buf + *pos);
+	*pos += mlen;
+	return h;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * SipHash-2-4, 128-bit output (Aumasson & Bernstein, "SipHash: a fast short-input PRF").
+ * ------------------------------------------------------------------------------------- */
+
+static inline uint64_t
+rotl64(uint64_t x, unsigned b)
+{
+	return (x << b) | (x >> (64 - b));
+}
+
+static inline uint64_t
+load64_le(const uint8_t *p)
+{
+	uint64_t v;
+	memcpy(&v, p, sizeof(v));
+	return v; /* little-endian hosts only; asserted in wire_siphash128 */
+}
+
+#define SIPROUND                                                                           \
+	do {                                                                               \
+		v0 += v1;                                                                  \
+		v1 = rotl64(v1, 13);                                                       \
+		v1 ^= v0;                                                                  \
+		v0 = rotl64(v0, 32);                                                       \
+		v2 += v3;                                                                  \
+		v3 = rotl64(v3, 16);                                                       \
+		v3 ^= v2;                                                                  \
+		v0 += v3;                                                                  \
+		v3 = rotl64(v3, 21);                                                       \
+		v3 ^= v0;                                                                  \
+		v2 += v1;                                                                  \
+		v1 = rotl64(v1, 17);                                                       \
+		v1 ^= v2;                                                                  \
+		v2 = rotl64(v2, 32);                                                       \
+	} while (0)
+
+void
+wire_siphash128(const struct wire_key *key, const void *data, size_t len, uint8_t out[16])
+{
+	static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "wire format is little-endian");
+	const uint8_t *in = data;
+	uint64_t v0 = UINT64_C(0x736f6d6570736575) ^ key->k0;
+	uint64_t v1 = UINT64_C(0x646f72616e646f6d) ^ key->k1;
+	uint64_t v2 = UINT64_C(0x6c7967656e657261) ^ key->k0;
+	uint64_t v3 = UINT64_C(0x7465646279746573) ^ key->k1;
+	size_t full = len & ~(size_t)7;
+
+	v1 ^= 0xee;
+	for (size_t i = 0; i < full; i += 8) {
+		uint64_t m = load64_le(in + i);
+		v3 ^= m;
+		SIPROUND;
+		SIPROUND;
+		v0 ^= m;
+	}
+	uint64_t b = (uint64_t)len << 56;
+	for (size_t i = 0; i < (len & 7); i++)
+		b |= (uint64_t)in[full + i] << (8 * i);
+	v3 ^= b;
+	SIPROUND;
+	SIPROUND;
+	v0 ^= b;
+	v2 ^= 0xee;
+	SIPROUND;
+	SIPROUND;
+	SIPROUND;
+	SIPROUND;
+	uint64_t h0 = v0 ^ v1 ^ v2 ^ v3;
+	v1 ^= 0xdd;
+	SIPROUND;
+	SIPROUND;
+	SIPROUND;
+	SIPROUND;
+	uint64_t h1 = v0 ^ v1 ^ v2 ^ v3;
+	memcpy(out, &h0, 8);
+	memcpy(out + 8, &h1, 8);
+}
