@@ -1,0 +1,385 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Codec: round trips, the MAC, and every class of malformed input. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <errno.h>
+#include <string.h>
+
+#include "common/wire.h"
+
+static _Alignas(8) uint8_t frame[WIRE_FRAME_MAX];
+static const struct wire_msg_hdr *msgs[WIRE_FRAME_MSGS_MAX];
+
+static struct wire_new_order
+new_order(uint64_t user, uint64_t cl)
+{
+	struct wire_new_order m = {0};
+	wire_hdr_init(&m.hdr, WIRE_NEW_ORDER, 3);
+	m.user = user;
+	m.cl_ord_id = cl;
+	m.symbol = 7;
+	m.side = WIRE_SIDE_BUY;
+	m.ord_type = WIRE_ORD_LIMIT;
+	m.tif = WIRE_TIF_GTC;
+	m.px = 10000;
+	m.qty = 5;
+	return m;
+}
+
+/* A valid two-message frame; returns its length. */
+static uint32_t
+build_two(const struct wire_key *key)
+{
+	struct wire_builder b;
+	wire_builder_init(&b, frame, sizeof(frame), 42);
+	struct wire_new_order o = new_order(9, 1);
+	struct wire_cancel c = {0};
+	wire_hdr_init(&c.hdr, WIRE_CANCEL, 3);
+	c.user = 9;
+	c.cl_ord_id = 2;
+	c.orig_cl_ord_id = 1;
+	cr_assert(eq(int, wire_builder_add(&b, &o), 0));
+	cr_assert(eq(int, wire_builder_add(&b, &c), 0));
+	return wire_builder_finish(&b, key);
+}
+
+static enum wire_err
+decode(uint32_t len, const struct wire_key *key, uint32_t *count)
+{
+	uint32_t sender = 0;
+	return wire_frame_decode(frame, len, key, msgs, WIRE_FRAME_MSGS_MAX, count, &sender);
+}
+
+/* Goal: the tables generated from the X-macro agree. Method: every type has a name and a
+ * size that is a multiple of 8 and at least a header. */
+Test(wire, tables_consistent)
+{
+	unsigned types = 0;
+	for (uint16_t t = 0; t < WIRE_TYPE_LIMIT; t++) {
+		uint16_t size = wire_type_size(t);
+		if (size == 0) {
+			cr_assert(eq(str, (char *)wire_type_name(t), "?"));
+			continue;
+		}
+		types++;
+		cr_assert(size >= sizeof(struct wire_msg_hdr));
+		cr_assert(eq(u16, size % 8, 0));
+		cr_assert(ne(str, (char *)wire_type_name(t), "?"));
+	}
+	cr_assert(eq(u32, types, 40));
+	cr_assert(eq(str, (char *)wire_reason_name(WIRE_REASON_NOT_OWNER), "NOT_OWNER"));
+	cr_assert(eq(str, (char *)wire_reason_name(WIRE_REASON_MAX), "?"));
+	cr_assert(eq(str, (char *)wire_err_text(WIRE_E_BAD_MAC), "MAC missing or wrong"));
+}
+
+/* Goal: a frame round-trips. Method: build two messages, decode, compare bytes and sender. */
+Test(wire, round_trip)
+{
+	uint32_t len = build_two(NULL);
+	uint32_t count = 0, sender = 0;
+	cr_assert(eq(u32, len, 16 + 72 + 40));
+	cr_assert(eq(int, wire_frame_decode(frame, len, NULL, msgs, 8, &count, &sender),
+		     WIRE_E_OK));
+	cr_assert(eq(u32, count, 2));
+	cr_assert(eq(u32, sender, 42));
+	const struct wire_new_order *o = (const void *)msgs[0];
+	struct wire_new_order want = new_order(9, 1);
+	cr_assert(eq(int, memcmp(o, &want, sizeof(want)), 0));
+	cr_assert(eq(u16, msgs[1]->type, WIRE_CANCEL));
+}
+
+/* Goal: messages with tails (AppendEntries) round-trip and stay 8-byte aligned.
+ * Method: an AppendEntries with two entries of 72 and 0 bytes, then a NewOrder after it. */
+Test(wire, tail_round_trip)
+{
+	_Alignas(8) uint8_t tail[2 * sizeof(struct wire_entry_hdr) + 72];
+	struct wire_entry_hdr e1 = {.term = 2, .time_ns = 100, .data_len = 72, .kind = 1};
+	struct wire_entry_hdr e2 = {.term = 2, .time_ns = 101, .data_len = 0, .kind = 2};
+	struct wire_new_order o = new_order(1, 1);
+	memcpy(tail, &e1, sizeof(e1));
+	memcpy(tail + sizeof(e1), &o, sizeof(o));
+	memcpy(tail + sizeof(e1) + 72, &e2, sizeof(e2));
+
+	struct wire_append_entries ae = {0};
+	wire_hdr_init(&ae.hdr, WIRE_APPEND_ENTRIES, 1);
+	ae.term = 2;
+	ae.entry_count = 2;
+	ae.tail_len = sizeof(tail);
+
+	struct wire_builder b;
+	wire_builder_init(&b, frame, sizeof(frame), 1);
+	cr_assert(eq(int, wire_builder_add_tail(&b, &ae, tail, sizeof(tail)), 0));
+	cr_assert(eq(int, wire_builder_add(&b, &o), 0));
+	uint32_t len = wire_builder_finish(&b, NULL);
+	uint32_t count;
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_OK));
+	cr_assert(eq(u32, count, 2));
+	cr_assert(eq(u16, msgs[0]->length, 48 + 120));
+	cr_assert(eq(u64, (uintptr_t)msgs[1] % 8, 0));
+	const struct wire_append_entries *got = (const void *)msgs[0];
+	cr_assert(eq(int, memcmp(got + 1, tail, sizeof(tail)), 0));
+
+	/* The entry data walks as messages. */
+	uint32_t pos = 0;
+	enum wire_err err;
+	const uint8_t *data = (const uint8_t *)(got + 1) + sizeof(e1);
+	const struct wire_msg_hdr *m = wire_msgs_next(data, 72, &pos, &err);
+	cr_assert(not(eq(ptr, (void *)m, NULL)));
+	cr_assert(eq(u16, m->type, WIRE_NEW_ORDER));
+	cr_assert(eq(ptr, (void *)wire_msgs_next(data, 72, &pos, &err), NULL));
+	cr_assert(eq(int, err, WIRE_E_OK));
+}
+
+/* Goal: AppendEntries whose entries do not add up to tail_len are refused. */
+Test(wire, entries_must_add_up)
+{
+	_Alignas(8) uint8_t tail[sizeof(struct wire_entry_hdr) + 8] = {0};
+	struct wire_entry_hdr e = {.term = 1, .data_len = 16}; /* claims more than there is */
+	memcpy(tail, &e, sizeof(e));
+	struct wire_append_entries ae = {0};
+	wire_hdr_init(&ae.hdr, WIRE_APPEND_ENTRIES, 1);
+	ae.entry_count = 1;
+	ae.tail_len = sizeof(tail);
+	struct wire_builder b;
+	wire_builder_init(&b, frame, sizeof(frame), 1);
+	cr_assert(eq(int, wire_builder_add_tail(&b, &ae, tail, sizeof(tail)), 0));
+	uint32_t len = wire_builder_finish(&b, NULL);
+	uint32_t count;
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_LENGTH));
+
+	e.data_len = 4; /* not a multiple of 8 */
+	memcpy(frame + 16 + 48, &e, sizeof(e));
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_LENGTH));
+}
+
+/* Goal: every truncation of a valid frame is refused, never read past. Method: decode each
+ * prefix (ASan would flag an over-read of the exact-size copy). */
+Test(wire, every_truncation_refused)
+{
+	uint32_t len = build_two(NULL);
+	for (uint32_t cut = 0; cut < len; cut++) {
+		_Alignas(8) uint8_t copy[256];
+		memcpy(copy, frame, cut);
+		uint32_t count = 99;
+		enum wire_err err =
+			wire_frame_decode(copy, cut, NULL, msgs, WIRE_FRAME_MSGS_MAX, &count, NULL);
+		cr_assert(ne(int, err, WIRE_E_OK), "prefix %u accepted", cut);
+		cr_assert(eq(u32, count, 0));
+	}
+}
+
+Test(wire, bad_header_fields)
+{
+	uint32_t len = build_two(NULL), count;
+	struct wire_frame_hdr *fh = (struct wire_frame_hdr *)frame;
+
+	fh->magic ^= 1;
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_MAGIC));
+	fh->magic ^= 1;
+
+	fh->version = WIRE_VERSION + 1;
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_VERSION));
+	fh->version = WIRE_VERSION;
+
+	fh->flags = 0x80;
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_FLAGS));
+	fh->flags = 0;
+
+	fh->length = len + 8;
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_LENGTH));
+	fh->length = len;
+
+	fh->msg_count = 0;
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_COUNT));
+	fh->msg_count = WIRE_FRAME_MSGS_MAX + 1;
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_COUNT));
+	fh->msg_count = 3; /* more messages claimed than there are */
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_COUNT));
+	fh->msg_count = 1; /* fewer: bytes left over */
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_TRAILING));
+	fh->msg_count = 2;
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_OK));
+}
+
+Test(wire, bad_message_fields)
+{
+	uint32_t len = build_two(NULL), count;
+	struct wire_new_order *o = (struct wire_new_order *)(frame + 16);
+
+	o->hdr.type = 15; /* a hole in the type space */
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_TYPE));
+	o->hdr.type = 0xffff;
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_TYPE));
+	o->hdr.type = WIRE_NEW_ORDER;
+
+	o->hdr.length = 64;
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_MSG_LENGTH));
+	o->hdr.length = 80;
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_MSG_LENGTH));
+	o->hdr.length = 72;
+
+	o->side = 3;
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_ENUM));
+	o->side = 0; /* zero is never a valid enum */
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_ENUM));
+	o->side = WIRE_SIDE_SELL;
+	o->tif = WIRE_TIF_POST_ONLY + 1;
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_ENUM));
+	o->tif = WIRE_TIF_IOC;
+	o->stp = 4;
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_ENUM));
+	o->stp = 0;
+	o->hdr.flags = 1; /* no flags defined for NEW_ORDER */
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_RESERVED));
+	o->hdr.flags = 0;
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_OK));
+}
+
+/* Goal: reserved bytes must be zero, in every struct that has them. Method: one of each. */
+Test(wire, reserved_must_be_zero)
+{
+	struct wire_builder b;
+	struct wire_me_event ev = {0};
+	wire_hdr_init(&ev.hdr, WIRE_ME_EVENT, 1);
+	ev.event = WIRE_EV_FILL;
+	ev.side = WIRE_SIDE_BUY;
+	ev.reserved1 = 1;
+	wire_builder_init(&b, frame, sizeof(frame), 1);
+	wire_builder_add(&b, &ev);
+	uint32_t len = wire_builder_finish(&b, NULL), count;
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_RESERVED));
+
+	struct wire_hydrate_user hu = {0};
+	wire_hdr_init(&hu.hdr, WIRE_HYDRATE_USER, 1);
+	hu.status = WIRE_HYD_OK;
+	hu.state.balances[15].reserved = 7;
+	wire_builder_init(&b, frame, sizeof(frame), 1);
+	wire_builder_add(&b, &hu);
+	len = wire_builder_finish(&b, NULL);
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_RESERVED));
+	hu.state.balances[15].reserved = 0;
+	hu.state.balance_count = WIRE_BALANCES_MAX + 1;
+	wire_builder_init(&b, frame, sizeof(frame), 1);
+	wire_builder_add(&b, &hu);
+	len = wire_builder_finish(&b, NULL);
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_COUNT));
+}
+
+/* Goal: oversize counts inside messages are refused. */
+Test(wire, oversize_inner_counts)
+{
+	struct wire_builder b;
+	struct wire_routing_config rc = {0};
+	wire_hdr_init(&rc.hdr, WIRE_ROUTING_CONFIG, 1);
+	rc.epoch = 1;
+	rc.shard_count = WIRE_ROUTE_SHARDS_MAX + 1;
+	wire_builder_init(&b, frame, sizeof(frame), 1);
+	wire_builder_add(&b, &rc);
+	uint32_t len = wire_builder_finish(&b, NULL), count;
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_COUNT));
+
+	struct wire_open_orders_snapshot s = {0};
+	wire_hdr_init(&s.hdr, WIRE_OPEN_ORDERS_SNAPSHOT, 1);
+	s.count = WIRE_OPEN_ORDERS_MAX + 1;
+	wire_builder_init(&b, frame, sizeof(frame), 1);
+	wire_builder_add(&b, &s);
+	len = wire_builder_finish(&b, NULL);
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_COUNT));
+}
+
+/* Goal: the MAC authenticates. Method: keyed round trip; flip each byte; key mismatches. */
+Test(wire, mac)
+{
+	struct wire_key key = {.k0 = 0x0706050403020100, .k1 = 0x0f0e0d0c0b0a0908};
+	struct wire_key other = {.k0 = 1, .k1 = 2};
+	uint32_t len = build_two(&key), count;
+	cr_assert(eq(u32, len, 16 + 72 + 40 + WIRE_MAC_SIZE));
+	cr_assert(eq(int, decode(len, &key, &count), WIRE_E_OK));
+	cr_assert(eq(int, decode(len, &other, &count), WIRE_E_BAD_MAC));
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_MAC));
+	for (uint32_t i = 16; i < len; i++) {
+		frame[i] ^= 0x10;
+		cr_assert(ne(int, decode(len, &key, &count), WIRE_E_OK), "byte %u", i);
+		frame[i] ^= 0x10;
+	}
+	/* An unauthenticated frame is refused where a key is configured. */
+	len = build_two(NULL);
+	cr_assert(eq(int, decode(len, &key, &count), WIRE_E_BAD_MAC));
+}
+
+/* Goal: SipHash-2-4-128 matches the reference vectors (key 00..0f, message 00..n-1). */
+Test(wire, siphash_reference_vectors)
+{
+	static const uint8_t v0[16] = {0xa3, 0x81, 0x7f, 0x04, 0xba, 0x25, 0xa8, 0xe6,
+				       0x6d, 0xf6, 0x72, 0x14, 0xc7, 0x55, 0x02, 0x93};
+	static const uint8_t v3[16] = {0x9c, 0x70, 0xb6, 0x0c, 0x52, 0x67, 0xa9, 0x4e,
+				       0x5f, 0x33, 0xb6, 0xb0, 0x29, 0x85, 0xed, 0x51};
+	static const uint8_t v63[16] = {0x51, 0x50, 0xd1, 0x77, 0x2f, 0x50, 0x83, 0x4a,
+					0x50, 0x3e, 0x06, 0x9a, 0x97, 0x3f, 0xbd, 0x7c};
+	struct wire_key key = {.k0 = 0x0706050403020100, .k1 = 0x0f0e0d0c0b0a0908};
+	uint8_t in[64], out[16];
+	for (int i = 0; i < 64; i++)
+		in[i] = (uint8_t)i;
+	wire_siphash128(&key, in, 0, out);
+	cr_assert(eq(int, memcmp(out, v0, 16), 0));
+	wire_siphash128(&key, in, 3, out);
+	cr_assert(eq(int, memcmp(out, v3, 16), 0));
+	wire_siphash128(&key, in, 63, out);
+	cr_assert(eq(int, memcmp(out, v63, 16), 0));
+}
+
+/* Goal: the builder refuses what does not fit and keeps room for the MAC. */
+Test(wire, builder_full)
+{
+	_Alignas(8) uint8_t small[16 + 72 + WIRE_MAC_SIZE];
+	struct wire_builder b;
+	struct wire_new_order o = new_order(1, 1);
+	wire_builder_init(&b, small, sizeof(small), 1);
+	cr_assert(eq(int, wire_builder_add(&b, &o), 0));
+	cr_assert(eq(int, wire_builder_add(&b, &o), -ENOSPC));
+	cr_assert(eq(u32, wire_builder_finish(&b, &(struct wire_key){1, 1}), sizeof(small)));
+}
+
+/* Goal: INGRESS wraps valid messages only, and never another INGRESS. */
+Test(wire, ingress_inner_checked)
+{
+	struct wire_new_order o = new_order(5, 5);
+	struct wire_ingress in = {0};
+	wire_hdr_init(&in.hdr, WIRE_INGRESS, 2);
+	in.origin = 77;
+	in.tail_len = sizeof(o);
+	struct wire_builder b;
+	wire_builder_init(&b, frame, sizeof(frame), 1);
+	cr_assert(eq(int, wire_builder_add_tail(&b, &in, &o, sizeof(o)), 0));
+	uint32_t len = wire_builder_finish(&b, NULL), count;
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_OK));
+
+	o.side = 9;
+	wire_builder_init(&b, frame, sizeof(frame), 1);
+	wire_builder_add_tail(&b, &in, &o, sizeof(o));
+	len = wire_builder_finish(&b, NULL);
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_ENUM));
+
+	_Alignas(8) uint8_t nested[sizeof(in) + sizeof(o)];
+	o.side = WIRE_SIDE_BUY;
+	struct wire_ingress inner = in;
+	inner.hdr.length = (uint16_t)sizeof(nested);
+	memcpy(nested, &inner, sizeof(inner));
+	memcpy(nested + sizeof(inner), &o, sizeof(o));
+	in.tail_len = sizeof(nested);
+	wire_builder_init(&b, frame, sizeof(frame), 1);
+	wire_builder_add_tail(&b, &in, nested, sizeof(nested));
+	len = wire_builder_finish(&b, NULL);
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_TYPE));
+}
+
+/* Goal: the orderId packs and unpacks. */
+Test(wire, oid_packing)
+{
+	struct wire_oid oid = wire_oid_make(513, 0xdeadbeef, WIRE_USER_SEQ_MAX);
+	cr_assert(eq(u16, wire_oid_shard(oid), 513));
+	cr_assert(eq(u64, wire_oid_seq(oid), WIRE_USER_SEQ_MAX));
+	cr_assert(eq(u64, oid.user, 0xdeadbeef));
+	cr_assert(wire_oid_eq(oid, wire_oid_make(513, 0xdeadbeef, WIRE_USER_SEQ_MAX)));
+	cr_assert(not(wire_oid_eq(oid, wire_oid_make(512, 0xdeadbeef, WIRE_USER_SEQ_MAX))));
+}
