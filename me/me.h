@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * me — the matching engine service: a pure, deterministic state machine that owns the order
+ * books of the symbols mapped to one ME shard (seed: "sharding by the actor pattern", Option B:
+ * one instance multiplexes many books, each a single writer).
+ *
+ * It is also a protocol participant (user-sharding seed, "Crossing to the matching engine"):
+ * caller-chosen orderIds, dedup on them, idempotent re-query, exactly-once ordered lifecycle
+ * events per OMS shard stream, and a per-user open-orders snapshot. docs/me-contract.md is the
+ * contract; docs/me.md the operator page.
+ *
+ * Purity (ARCHITECTURE.md §2): no clock, no allocation, no I/O. Memory comes from the caller
+ * (me_footprint, then me_init), time arrives with every call as now_ns, egress leaves through
+ * the svc_sink given to each call.
+ */
+#ifndef OMSD_ME_ME_H
+#define OMSD_ME_ME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/service.h"
+#include "common/wire.h"
+
+struct me;
+
+/* Everything is sized from these at init; nothing grows afterwards. */
+struct me_limits {
+	uint16_t shard;           /* this ME shard: a symbol is ours iff its me_shard equals it */
+	uint16_t streams_max;     /* OMS shards we keep event streams for */
+	uint32_t symbols_max;     /* symbol configs (owned or not) */
+	uint32_t orders_max;      /* order records: live orders + finished, unacked dedup records */
+	uint32_t users_max;       /* users with live orders or an engaged kill-switch */
+	uint32_t levels_max;      /* price levels over all books */
+	uint32_t levels_side_max; /* price levels on one side of one book */
+	uint32_t gtd_max;         /* pending GTD expiry entries */
+	uint32_t events_max;      /* retained events per stream; a power of two */
+	uint32_t events_reserve;  /* free slots below which new requests get BACKPRESSURE */
+};
+
+/* One aggregated price level of an L2 depth answer. */
+struct me_depth_level {
+	int64_t px;      /* level price */
+	int64_t qty;     /* sum of leaves at that price */
+	uint32_t count;  /* resting orders at that price */
+	uint32_t reserved;
+};
+
+/* Counters: single writer (the shard lcore), read by mgmt. X(name, label). */
+#define ME_COUNTERS(X)                                                                     \
+	X(SUBMITS, "submits applied (duplicates included)")                               \
+	X(ACCEPTED, "orders accepted")                                                     \
+	X(REJECTED, "orders rejected")                                                     \
+	X(DUPLICATES, "submits or modifies answered from the dedup table")                \
+	X(MODIFIES, "cancel/amend/replace requests applied")                              \
+	X(MODIFY_REJECTED, "cancel/amend/replace requests refused")                       \
+	X(TRADES, "trades (one per maker/taker pair)")                                    \
+	X(EXPIRED, "GTD orders expired")                                                   \
+	X(STP, "orders cancelled by self-trade prevention")                               \
+	X(KILLED, "orders cancelled by a kill-switch")                                    \
+	X(HALT_CANCELLED, "orders cancelled by a halt")                                   \
+	X(EVENTS, "sequenced events emitted")                                              \
+	X(REPLAYED, "events re-emitted by replay requests")                                \
+	X(BACKPRESSURE, "requests refused because a stream is near its retention bound")  \
+	X(RETENTION_STOP, "matches stopped early because a stream had no retention left") \
+	X(EVENTS_OVERRUN, "ME-initiated events written over unacknowledged retention")    \
+	X(CONFIG_REJECTED, "admin messages refused")                                       \
+	X(IGNORED, "messages of a type the ME does not handle, or malformed")
+
+enum me_counter {
+#define ME_COUNTER_ENUM(name, label) ME_C_##name,
+	ME_COUNTERS(ME_COUNTER_ENUM)
+#undef ME_COUNTER_ENUM
+	ME_C_COUNT,
+};
+
+/* Bytes of caller memory for these limits (64-byte aligned), or 0 if they are invalid. */
+size_t me_footprint(const struct me_limits *limits);
+
+/* Bytes of that footprint that scale with orders_max (records, oid index, GTD heap, users,
+ * levels), divided by orders_max: the per-order memory cost reported by the benchmark. */
+size_t me_bytes_per_order(const struct me_limits *limits);
+
+/*
+ * Initialise an empty engine in `memory` (at least me_footprint(limits) bytes, 64-byte
+ * aligned). Returns 0 and sets *out, or -EINVAL for invalid limits or memory.
+ */
+int me_init(struct me **out, void *memory, const struct me_limits *limits);
+
+/*
+ * Apply one committed message at cluster time now_ns (non-decreasing). Due GTD expiries run
+ * first. Egress (ME_EVENT, ME_RESULT, OPEN_ORDERS_SNAPSHOT, ADMIN_REPLY) goes to sink.
+ * Handles SUBMIT, CANCEL_TO_ME, AMEND_TO_ME, REPLACE_TO_ME, STREAM_ACK, REPLAY_REQUEST,
+ * ORDER_QUERY, OPEN_ORDERS_QUERY, SYMBOL_CONFIG, SYMBOL_STATUS, KILL_SWITCH and TICK; other
+ * types are counted and ignored. msg must be readable for hdr.length bytes.
+ */
+void me_apply(struct me *me, uint64_t now_ns, const struct wire_msg_hdr *msg,
+	      struct svc_sink *sink);
+
+/* Cluster time moved to now_ns: run due GTD expiries. */
+void me_tick(struct me *me, uint64_t now_ns, struct svc_sink *sink);
+
+/* L2 depth: up to n levels of one side of `symbol`, best first. Returns levels written
+ * (0 for an unknown symbol). */
+uint32_t me_depth(const struct me *me, uint32_t symbol, enum wire_side side,
+		  struct me_depth_level *out, uint32_t n);
+
+/* Orders resting on all books. */
+uint32_t me_orders_resting(const struct me *me);
+/* Order records in use (resting + finished-but-unacknowledged + modify requests). */
+uint32_t me_records_used(const struct me *me);
+uint64_t me_counter(const struct me *me, enum me_counter c);
+const char *me_counter_label(enum me_counter c);
+
+/* Snapshot/restore: the whole state, byte-exact and deterministic (svc_ops semantics). */
+size_t me_snapshot_size(const struct me *me);
+size_t me_snapshot(const struct me *me, void *buf, size_t cap);
+int me_restore(struct me *me, const void *buf, size_t len);
+uint64_t me_state_hash(const struct me *me);
+
+/* The service table consensus hosts (svc is the struct me *). */
+extern const struct svc_ops me_svc_ops;
+
+#endif

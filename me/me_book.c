@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * me book: price levels and their intrusive FIFOs.
+ *
+ * Each side of a book keeps a sorted array of (price, level) with the best price at the
+ * highest index: bids ascending, asks descending. Best price is the last element (no scan);
+ * the touch moves by pushing or popping at the end; a level deeper in the book is found by a
+ * short linear walk from the touch (most activity is near it) and then binary search, and
+ * inserted or removed with one memmove of the levels better than it. The array is bounded by
+ * levels_side_max, so every operation is bounded.
+ */
+#include <string.h>
+
+#include "me/me_int.h"
+
+/* True if price a is strictly better than b on this side (0 bids: higher; 1 asks: lower). */
+static inline bool
+better(uint32_t side, int64_t a, int64_t b)
+{
+	return side == 0 ? a > b : a < b;
+}
+
+uint32_t
+me_book_find(struct me *me, uint32_t si, uint32_t side, int64_t px, uint32_t *pos)
+{
+	struct me_lref *r = me_lrefs(me, si, side);
+	uint32_t n = me_sym(me, si)->side_count[side];
+	/* Walk from the touch: the array is sorted worst → best, so from the end prices get
+	 * worse. Stop at the first entry that is not better than px. */
+	uint32_t i = n;
+	uint32_t steps = 0;
+	while (i > 0 && steps < 8 && better(side, r[i - 1].px, px)) {
+		i--;
+		steps++;
+	}
+	if (i > 0 && steps == 8) {
+		/* Binary search in [0, i): first index whose price is better than px. */
+		uint32_t lo = 0, hi = i;
+		while (lo < hi) {
+			uint32_t mid = lo + (hi - lo) / 2;
+			if (better(side, r[mid].px, px))
+				hi = mid;
+			else
+				lo = mid + 1;
+		}
+		i = lo;
+	}
+	/* Entries [i, n) are better than px; entry i-1 (if any) is at or worse than px. */
+	*pos = i;
+	if (i > 0 && r[i - 1].px == px)
+		return r[i - 1].level;
+	return ME_NIL;
+}
+
+bool
+me_book_can_rest(struct me *me, uint32_t si, uint32_t side, int64_t px)
+{
+	uint32_t pos;
+	if (me_book_find(me, si, side, px, &pos) != ME_NIL)
+		return true;
+	return me->level_free != ME_NIL && me_sym(me, si)->side_count[side] < me->limits.levels_side_max;
+}
+
+void
+me_book_rest(struct me *me, uint32_t si, uint32_t oi)
+{
+	struct me_order *o = me_ord(me, oi);
+	struct me_symbol *s = me_sym(me, si);
+	uint32_t side = me_side_ix(o->side);
+	uint32_t pos;
+	uint32_t li = me_book_find(me, si, side, o->px, &pos);
+	struct me_level *l;
+	if (li == ME_NIL) {
+		/* New level: the caller checked me_book_can_rest. */
+		CHECK(me->level_free != ME_NIL);
+		CHECK(s->side_count[side] < me->limits.levels_side_max);
+		li = me->level_free;
+		l = me_lvl(me, li);
+		me->level_free = l->count;
+		me->levels_used++;
+		l->px = o->px;
+		l->qty = 0;
+		l->head = l->tail = ME_NIL;
+		l->count = 0;
+		l->reserved = 0;
+		struct me_lref *r = me_lrefs(me, si, side);
+		uint32_t n = s->side_count[side];
+		memmove(&r[pos + 1], &r[pos], (size_t)(n - pos) * sizeof(*r));
+		r[pos].px = o->px;
+		r[pos].level = li;
+		r[pos].reserved = 0;
+		s->side_count[side] = n + 1;
+	} else {
+		l = me_lvl(me, li);
+	}
+	/* Price-time priority: append at the tail of the level's FIFO. */
+	o->level = li;
+	o->next = ME_NIL;
+	o->prev = l->tail;
+	if (l->tail != ME_NIL)
+		me_ord(me, l->tail)->next = oi;
+	else
+		l->head = oi;
+	l->tail = oi;
+	l->count++;
+	l->qty += o->leaves;
+	o->state = ME_ST_LIVE;
+	s->resting++;
+	me->resting++;
+	DCHECK(l->qty > 0);
+}
+
+void
+me_book_remove(struct me *me, uint32_t si, uint32_t oi)
+{
+	struct me_order *o = me_ord(me, oi);
+	struct me_symbol *s = me_sym(me, si);
+	uint32_t li = o->level;
+	CHECK(li != ME_NIL);
+	struct me_level *l = me_lvl(me, li);
+	if (o->prev != ME_NIL)
+		me_ord(me, o->prev)->next = o->next;
+	else
+		l->head = o->next;
+	if (o->next != ME_NIL)
+		me_ord(me, o->next)->prev = o->prev;
+	else
+		l->tail = o->prev;
+	o->prev = o->next = ME_NIL;
+	o->level = ME_NIL;
+	l->count--;
+	l->qty -= o->leaves;
+	CHECK(s->resting > 0 && me->resting > 0);
+	s->resting--;
+	me->resting--;
+	if (l->count > 0)
+		return;
+	DCHECK(l->qty == 0);
+	/* Empty level: drop it from the side array (usually the touch: no move at all). */
+	uint32_t side = me_side_ix(o->side);
+	uint32_t pos;
+	uint32_t found = me_book_find(me, si, side, l->px, &pos);
+	CHECK(found == li);
+	struct me_lref *r = me_lrefs(me, si, side);
+	uint32_t n = s->side_count[side];
+	memmove(&r[pos - 1], &r[pos], (size_t)(n - pos) * sizeof(*r));
+	memset(&r[n - 1], 0, sizeof(*r));
+	s->side_count[side] = n - 1;
+	memset(l, 0, sizeof(*l));
+	l->count = me->level_free;
+	me->level_free = li;
+	me->levels_used--;
+}
+
+uint32_t
+me_depth(const struct me *cme, uint32_t symbol, enum wire_side side, struct me_depth_level *out,
+	 uint32_t n)
+{
+	/* Read-only walk; the accessors take a non-const engine. */
+	struct me *me = (struct me *)(uintptr_t)cme;
+	CHECK(me != NULL && (out != NULL || n == 0));
+	uint32_t si = me_symbol_find(me, symbol);
+	if (si == ME_NIL || (side != WIRE_SIDE_BUY && side != WIRE_SIDE_SELL))
+		return 0;
+	uint32_t sd = me_side_ix((uint8_t)side);
+	uint32_t cnt = me_sym(me, si)->side_count[sd];
+	const struct me_lref *r = me_lrefs(me, si, sd);
+	uint32_t k = 0;
+	for (; k < n && k < cnt; k++) {
+		const struct me_level *l = me_lvl(me, r[cnt - 1 - k].level);
+		out[k].px = l->px;
+		out[k].qty = l->qty;
+		out[k].count = l->count;
+		out[k].reserved = 0;
+	}
+	return k;
+}

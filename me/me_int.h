@@ -1,0 +1,320 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * me internals: shared by me_*.c and the unit tests, never by other modules.
+ *
+ * Memory: the whole engine is one region of caller memory, [struct me | arrays...], and holds
+ * no pointers — every reference is an index, every array is found by an offset from the start
+ * of the region. So the region is position independent: a snapshot is the region's bytes
+ * (after the runtime header), restore is a validated copy, and the state hash is a hash of
+ * those bytes. Free lists hand out indices LIFO from a list built in index order, so which
+ * slot an order gets — and therefore every byte of the region — is a function of the applied
+ * messages only, never of addresses (STYLE.md §6).
+ */
+#ifndef OMSD_ME_ME_INT_H
+#define OMSD_ME_ME_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/check.h"
+#include "common/money.h"
+#include "me/me.h"
+
+#define ME_NIL UINT32_MAX          /* no record / no level */
+#define ME_MAGIC UINT64_C(0x315f454d5f44534f) /* "OSD_ME_1" */
+#define ME_SNAP_MAGIC UINT64_C(0x50414e53454d4f4d) /* "MOMESNAP" */
+#define ME_SNAP_VERSION 1
+#define ME_RT_SIZE 64              /* runtime header, excluded from snapshot and hash */
+#define ME_STREAM_MAP_SIZE 65536   /* one entry per possible OMS shard id */
+#define ME_EV_MATCH_ROOM 6         /* taker-stream slots a match step may need */
+#define ME_EV_MAKER_ROOM 3         /* maker-stream slots a match step may need */
+
+enum me_state {
+	ME_ST_FREE = 0,   /* on the free list */
+	ME_ST_ACTIVE = 1, /* accepted, being matched (inside one apply) */
+	ME_ST_LIVE = 2,   /* resting on a book */
+	ME_ST_FINAL = 3,  /* terminal; dedup record kept until its stream ack covers last_seq */
+};
+
+/* Record kinds, folded into the dedup fingerprint so a SUBMIT and a CANCEL with one id
+ * never look alike. */
+enum me_kind {
+	ME_KIND_SUBMIT = 1,
+	ME_KIND_CANCEL = 2,
+	ME_KIND_AMEND = 3,
+	ME_KIND_REPLACE = 4,
+};
+
+/*
+ * One order record: a resting order, a finished order's dedup record, or a modify request's
+ * dedup record. 96 bytes, no implicit padding (snapshot bytes are all written).
+ */
+struct me_order {
+	struct wire_oid oid;   /* caller's orderId (request id for modify records) */
+	int64_t px;            /* limit price; 0 for market */
+	int64_t leaves;        /* live qty (base units) */
+	int64_t cum;           /* filled qty */
+	uint64_t expire_ns;    /* GTD expiry, cluster time; else 0 */
+	uint64_t last_seq;     /* last stream seq about this record (in stream `stream`) */
+	uint32_t fp;           /* fingerprint of the request content (dedup mismatch check) */
+	uint32_t prev;         /* level FIFO (live) or finished FIFO (final) */
+	uint32_t next;         /* ditto; free list link when free */
+	uint32_t uprev;        /* per-user circular list of live orders */
+	uint32_t unext;
+	uint32_t level;        /* price level while live, else ME_NIL */
+	uint32_t symbol;       /* symbol id as the caller sent it */
+	uint16_t stream;       /* index of the stream holding last_seq */
+	uint8_t reason;        /* reject reason of a refused request (enum wire_reason) */
+	uint8_t side;          /* enum wire_side */
+	uint8_t ord_type;      /* enum wire_ord_type */
+	uint8_t tif;           /* enum wire_tif */
+	uint8_t stp;           /* enum wire_stp */
+	uint8_t state;         /* enum me_state */
+	uint8_t kind;          /* enum me_kind */
+	uint8_t reserved[3];
+};
+static_assert(WIRE_REASON_MAX <= UINT8_MAX, "reasons fit a byte");
+static_assert(sizeof(struct me_order) == 96, "me_order is 96 bytes");
+
+/* One price level: an intrusive FIFO of live orders at one price. */
+struct me_level {
+	int64_t px;        /* price */
+	int64_t qty;       /* sum of leaves */
+	uint32_t head;     /* oldest order (first to fill) */
+	uint32_t tail;     /* newest order */
+	uint32_t count;    /* orders at this level; free-list link when free */
+	uint32_t reserved;
+};
+static_assert(sizeof(struct me_level) == 32, "me_level");
+
+/* Entry of a book side's sorted level array: best price at the highest index. */
+struct me_lref {
+	int64_t px;        /* copy of the level's price, for cache-friendly search */
+	uint32_t level;    /* level index */
+	uint32_t reserved;
+};
+static_assert(sizeof(struct me_lref) == 16, "me_lref");
+
+/* Symbol config and book state. */
+struct me_symbol {
+	uint32_t symbol;        /* symbol id */
+	uint16_t me_shard;      /* owning ME shard */
+	uint8_t status;         /* enum wire_symbol_status */
+	uint8_t killed;         /* symbol kill-switch engaged */
+	uint32_t base_asset;
+	uint32_t quote_asset;
+	int64_t tick;
+	int64_t lot;
+	int64_t min_qty;
+	int64_t min_notional;
+	int64_t base_unit;
+	int64_t ref_px;         /* configured band reference */
+	int64_t last_px;        /* last trade price, 0 before the first trade */
+	uint64_t trade_seq;     /* per-symbol trade number */
+	uint32_t band_bps;      /* 0 = no band */
+	uint32_t side_count[2]; /* levels on [0] bids, [1] asks */
+	uint32_t resting;       /* live orders on this book */
+};
+static_assert(sizeof(struct me_symbol) == 96, "me_symbol");
+
+/* A user with live orders on this shard, or an engaged kill-switch. */
+struct me_user {
+	uint64_t user;     /* account id; 0 marks an empty slot */
+	uint32_t head;     /* oldest live order (circular list via uprev/unext), ME_NIL if none */
+	uint32_t count;    /* live orders (low 30 bits); ME_USER_KILLED; ME_USER_USED */
+};
+static_assert(sizeof(struct me_user) == 16, "me_user");
+#define ME_USER_KILLED 0x80000000u /* kill-switch engaged */
+#define ME_USER_USED 0x40000000u   /* slot occupied */
+#define ME_USER_COUNT 0x3fffffffu  /* live orders */
+
+/* GTD expiry min-heap entry (lazily deleted: stale entries are skipped when popped). */
+struct me_gtd {
+	uint64_t expire_ns;
+	uint32_t order;
+	uint32_t reserved;
+};
+static_assert(sizeof(struct me_gtd) == 16, "me_gtd");
+
+/* The event stream of one OMS shard. */
+struct me_stream {
+	uint64_t next_seq;   /* seq the next event gets (first is 1) */
+	uint64_t acked;      /* highest seq the OMS shard acknowledged */
+	uint64_t oldest;     /* lowest seq still retained (> acked only after an overrun) */
+	uint32_t fin_head;   /* finished records awaiting ack, in last_seq order */
+	uint32_t fin_tail;
+	uint16_t shard;      /* the OMS shard id */
+	uint16_t reserved0;
+	uint32_t reserved1;
+};
+static_assert(sizeof(struct me_stream) == 40, "me_stream");
+
+/* Runtime header: host pointers, never snapshotted or hashed. */
+struct me_rt {
+	struct svc_sink *sink;   /* sink of the current call */
+	uint8_t pad[ME_RT_SIZE - sizeof(struct svc_sink *)];
+};
+static_assert(sizeof(struct me_rt) == ME_RT_SIZE, "me_rt");
+
+struct me {
+	struct me_rt rt;             /* not state */
+	/* --- state: everything from here on is snapshotted and hashed --- */
+	uint64_t magic;              /* ME_MAGIC */
+	uint64_t footprint;          /* region size */
+	struct me_limits limits;     /* as given to me_init */
+	uint32_t reserved0;
+	uint64_t now_ns;             /* cluster time of the last call */
+	/* Region layout: byte offsets from the start of struct me. */
+	uint64_t off_orders;         /* struct me_order[orders_max] */
+	uint64_t off_index;          /* uint32_t[index_size]: oid hash → order index + 1 */
+	uint64_t off_users;          /* struct me_user[user_slots] */
+	uint64_t off_levels;         /* struct me_level[levels_max] */
+	uint64_t off_lrefs;          /* struct me_lref[symbols_max * 2 * levels_side_max] */
+	uint64_t off_symbols;        /* struct me_symbol[symbols_max] */
+	uint64_t off_symidx;         /* uint32_t[sym_slots]: symbol id hash → symbol index + 1 */
+	uint64_t off_gtd;            /* struct me_gtd[gtd_max] */
+	uint64_t off_streams;        /* struct me_stream[streams_max] */
+	uint64_t off_stream_map;     /* uint16_t[65536]: OMS shard → stream index + 1 */
+	uint64_t off_events;         /* struct wire_me_event[streams_max * events_max] */
+	uint32_t index_mask;         /* index_size - 1 */
+	uint32_t user_mask;          /* user_slots - 1 */
+	uint32_t sym_mask;           /* sym_slots - 1 */
+	uint32_t events_mask;        /* events_max - 1 */
+	uint32_t order_free;         /* free record list head */
+	uint32_t level_free;         /* free level list head */
+	uint32_t records_used;       /* records not free */
+	uint32_t resting;            /* live orders on all books */
+	uint32_t users_used;         /* occupied user slots */
+	uint32_t symbols_used;       /* configured symbols */
+	uint32_t gtd_count;          /* heap entries */
+	uint32_t streams_used;       /* streams created */
+	uint32_t levels_used;        /* levels not free */
+	uint32_t reserved1;
+	uint64_t counters[ME_C_COUNT];
+};
+
+/* ---- region accessors ---- */
+#define ME_ARR(me, off, type) ((type *)((uint8_t *)(me) + (me)->off))
+#define ME_CARR(me, off, type) ((const type *)((const uint8_t *)(me) + (me)->off))
+
+static inline struct me_order *
+me_orders(struct me *me)
+{
+	return ME_ARR(me, off_orders, struct me_order);
+}
+static inline struct me_order *
+me_ord(struct me *me, uint32_t i)
+{
+	DCHECK(i < me->limits.orders_max);
+	return &me_orders(me)[i];
+}
+static inline struct me_level *
+me_lvl(struct me *me, uint32_t i)
+{
+	DCHECK(i < me->limits.levels_max);
+	return &ME_ARR(me, off_levels, struct me_level)[i];
+}
+static inline struct me_symbol *
+me_sym(struct me *me, uint32_t i)
+{
+	DCHECK(i < me->limits.symbols_max);
+	return &ME_ARR(me, off_symbols, struct me_symbol)[i];
+}
+static inline struct me_stream *
+me_stream_at(struct me *me, uint32_t i)
+{
+	DCHECK(i < me->limits.streams_max);
+	return &ME_ARR(me, off_streams, struct me_stream)[i];
+}
+/* The sorted level array of one side (side 0 bids, 1 asks) of symbol index si. */
+static inline struct me_lref *
+me_lrefs(struct me *me, uint32_t si, uint32_t side)
+{
+	return ME_ARR(me, off_lrefs, struct me_lref) +
+	       ((size_t)si * 2 + side) * me->limits.levels_side_max;
+}
+static inline uint32_t
+me_side_ix(uint8_t side)
+{
+	return side == WIRE_SIDE_BUY ? 0u : 1u;
+}
+static inline void
+me_count(struct me *me, enum me_counter c)
+{
+	me->counters[c]++;
+}
+
+/* 64-bit finaliser (MurmurHash3 fmix64): spreads ids over the hash tables. */
+static inline uint64_t
+me_mix64(uint64_t k)
+{
+	k ^= k >> 33;
+	k *= UINT64_C(0xff51afd7ed558ccd);
+	k ^= k >> 33;
+	k *= UINT64_C(0xc4ceb9fe1a85ec53);
+	k ^= k >> 33;
+	return k;
+}
+static inline uint64_t
+me_oid_hash(struct wire_oid oid)
+{
+	return me_mix64(oid.user * UINT64_C(0x9e3779b97f4a7c15) ^ oid.shard_seq);
+}
+
+/* ---- me_core.c: records, tables ---- */
+uint32_t me_order_find(struct me *me, struct wire_oid oid);      /* index or ME_NIL */
+uint32_t me_order_alloc(struct me *me, struct wire_oid oid);     /* indexed; ME_NIL if full */
+void me_order_release(struct me *me, uint32_t oi);              /* unindex and free */
+uint32_t me_symbol_find(struct me *me, uint32_t symbol);          /* index or ME_NIL */
+uint32_t me_symbol_add(struct me *me, uint32_t symbol);           /* ME_NIL if full */
+struct me_user *me_user_find(struct me *me, uint64_t user);       /* NULL if absent */
+struct me_user *me_user_get(struct me *me, uint64_t user);        /* create; NULL if full */
+void me_user_put(struct me *me, struct me_user *u);               /* drop if empty */
+void me_user_link(struct me *me, uint32_t oi);                    /* order became live */
+void me_user_unlink(struct me *me, uint32_t oi);                  /* order stopped being live */
+void me_expire_due(struct me *me);                                /* GTD expiries at now_ns */
+bool me_gtd_push(struct me *me, uint32_t oi);                     /* false if full */
+
+/* ---- me_book.c: levels ---- */
+/* Level at px on one side, or ME_NIL; *pos gets its (or its insertion) position. */
+uint32_t me_book_find(struct me *me, uint32_t si, uint32_t side, int64_t px, uint32_t *pos);
+bool me_book_can_rest(struct me *me, uint32_t si, uint32_t side, int64_t px);
+void me_book_rest(struct me *me, uint32_t si, uint32_t oi);        /* append to its level */
+void me_book_remove(struct me *me, uint32_t si, uint32_t oi);      /* unlink from its level */
+/* Best level of one side (ME_NIL if empty). */
+static inline uint32_t
+me_book_best(struct me *me, uint32_t si, uint32_t side)
+{
+	uint32_t n = me_sym(me, si)->side_count[side];
+	return n ? me_lrefs(me, si, side)[n - 1].level : ME_NIL;
+}
+
+/* ---- me_stream.c: events ---- */
+uint32_t me_stream_get(struct me *me, uint16_t shard);           /* create; ME_NIL if full */
+uint32_t me_stream_find(const struct me *me, uint16_t shard);    /* ME_NIL if absent */
+uint32_t me_stream_free(const struct me *me, uint32_t st);       /* retention slots left */
+/* Start an event about record oi in its stream; the caller fills event-specific fields,
+ * then calls me_ev_emit. */
+struct wire_me_event *me_ev_begin(struct me *me, uint32_t oi, uint8_t event);
+void me_ev_emit(struct me *me, uint32_t oi, struct wire_me_event *ev);
+/* Move a record to FINAL and queue it for release once its stream ack covers it. */
+void me_order_finish(struct me *me, uint32_t oi);
+void me_result_emit(struct me *me, struct wire_oid oid, uint32_t oi, uint16_t reason);
+void me_stream_ack(struct me *me, const struct wire_stream_ack *m);
+void me_stream_replay(struct me *me, const struct wire_replay_request *m);
+void me_open_orders(struct me *me, const struct wire_open_orders_query *m);
+void me_admin_reply(struct me *me, uint16_t reason, uint64_t value);
+
+/* ---- me_match.c: orders ---- */
+void me_submit(struct me *me, const struct wire_submit *m);
+void me_modify(struct me *me, const struct wire_modify *m);
+/* Cancel a live order (ME- or user-initiated): CANCELLED(cause, contra) + DONE. */
+void me_cancel_live(struct me *me, uint32_t oi, uint8_t cause, const struct wire_oid *contra);
+
+/* ---- me_admin.c: symbols, halts, kill-switches ---- */
+void me_symbol_config(struct me *me, const struct wire_symbol_config *m);
+void me_symbol_status(struct me *me, const struct wire_symbol_status_msg *m);
+void me_kill_switch(struct me *me, const struct wire_kill_switch *m);
+
+#endif

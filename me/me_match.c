@@ -1,0 +1,735 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * me match: order entry, validation, matching, cancel / amend-down / cancel-replace.
+ *
+ * Price-time priority: the best opposite level is always the last entry of its side array;
+ * within a level, orders fill oldest first (FIFO). Trades happen at the maker's price.
+ * Every refusal is a REJECTED or CANCEL_REJECTED event with a reason (issue 3: never a crash,
+ * never a silent drop); every accepted order ends in DONE or rests (docs/me-contract.md).
+ */
+#include <string.h>
+
+#include "me/me_int.h"
+
+/* ---- dedup fingerprints ---- */
+
+static inline uint64_t
+fp_step(uint64_t h, uint64_t x)
+{
+	h = (h ^ x) * UINT64_C(0x9e3779b97f4a7c15);
+	return h ^ (h >> 29);
+}
+
+static uint32_t
+fp_submit(const struct wire_submit *m)
+{
+	uint64_t h = fp_step(ME_KIND_SUBMIT, (uint64_t)m->symbol | (uint64_t)m->side << 32 |
+						     (uint64_t)m->ord_type << 40 |
+						     (uint64_t)m->tif << 48 | (uint64_t)m->stp << 56);
+	h = fp_step(h, (uint64_t)m->px);
+	h = fp_step(h, (uint64_t)m->qty);
+	h = fp_step(h, (uint64_t)m->quote_qty);
+	h = fp_step(h, m->expire_ns);
+	return (uint32_t)(h >> 32);
+}
+
+static uint32_t
+fp_modify(const struct wire_modify *m, enum me_kind kind)
+{
+	uint64_t h = fp_step((uint64_t)kind, m->target.user);
+	h = fp_step(h, m->target.shard_seq);
+	h = fp_step(h, m->symbol);
+	h = fp_step(h, (uint64_t)m->px);
+	h = fp_step(h, (uint64_t)m->qty);
+	return (uint32_t)(h >> 32);
+}
+
+/* ---- helpers ---- */
+
+static inline bool
+crosses(uint8_t side, int64_t limit_px, int64_t maker_px)
+{
+	return side == WIRE_SIDE_BUY ? maker_px <= limit_px : maker_px >= limit_px;
+}
+
+/* DONE carries the cumulative filled qty. */
+static void
+emit_done(struct me *me, uint32_t oi)
+{
+	struct me_order *o = me_ord(me, oi);
+	struct wire_me_event *ev = me_ev_begin(me, oi, WIRE_EV_DONE);
+	ev->px = o->px;
+	ev->qty = o->cum;
+	ev->leaves_qty = 0;
+	me_ev_emit(me, oi, ev);
+}
+
+/* CANCELLED for the whole remaining leaves, then leaves are 0. */
+static void
+emit_cancelled(struct me *me, uint32_t oi, uint8_t cause, const struct wire_oid *contra)
+{
+	struct me_order *o = me_ord(me, oi);
+	struct wire_me_event *ev = me_ev_begin(me, oi, WIRE_EV_CANCELLED);
+	ev->cause = cause;
+	ev->px = o->px;
+	ev->qty = o->leaves;
+	ev->leaves_qty = 0;
+	if (contra != NULL)
+		ev->contra = *contra;
+	o->leaves = 0;
+	me_ev_emit(me, oi, ev);
+}
+
+void
+me_cancel_live(struct me *me, uint32_t oi, uint8_t cause, const struct wire_oid *contra)
+{
+	struct me_order *o = me_ord(me, oi);
+	CHECK(o->state == ME_ST_LIVE);
+	uint32_t si = me_symbol_find(me, o->symbol);
+	CHECK(si != ME_NIL);
+	me_book_remove(me, si, oi);
+	me_user_unlink(me, oi);
+	emit_cancelled(me, oi, cause, contra);
+	emit_done(me, oi);
+	me_order_finish(me, oi);
+}
+
+/* Keep a refused request's record for dedup unless it was the spare record (the pool keeps
+ * one spare so that a refusal can always be emitted) or the refusal is CAPACITY. */
+static void
+keep_or_release(struct me *me, uint32_t oi, uint16_t reason)
+{
+	if (reason == WIRE_REASON_CAPACITY || me->order_free == ME_NIL) {
+		me_order_release(me, oi);
+		return;
+	}
+	me_order_finish(me, oi);
+}
+
+/* Two records free: one for this request, one spare for refusals. */
+static inline bool
+records_room(const struct me *me)
+{
+	return me->records_used + 2 <= me->limits.orders_max;
+}
+
+static bool
+user_room(struct me *me, uint64_t user)
+{
+	return me->users_used < me->limits.users_max || me_user_find(me, user) != NULL;
+}
+
+static bool
+user_killed(struct me *me, uint64_t user)
+{
+	const struct me_user *u = me_user_find(me, user);
+	return u != NULL && (u->count & ME_USER_KILLED) != 0;
+}
+
+/* Is there room for one more GTD entry? Compacts stale entries when the heap is full. */
+static bool
+gtd_room(struct me *me)
+{
+	if (me->gtd_count < me->limits.gtd_max)
+		return true;
+	/* me_gtd_push compacts; emulate by pushing nothing: count valid entries. */
+	const struct me_gtd *g = ME_ARR(me, off_gtd, struct me_gtd);
+	for (uint32_t i = 0; i < me->gtd_count; i++) {
+		const struct me_order *o = me_ord(me, g[i].order);
+		if (!(o->state == ME_ST_LIVE && o->tif == WIRE_TIF_GTD &&
+		      o->expire_ns == g[i].expire_ns))
+			return true;
+	}
+	return false;
+}
+
+/* FOK: can qty fill entirely against the book now, honouring STP? Decided before the book is
+ * touched (issue 3). */
+static bool
+fok_fillable(struct me *me, uint32_t si, const struct wire_submit *m)
+{
+	uint32_t opp = m->side == WIRE_SIDE_BUY ? 1u : 0u;
+	const struct me_lref *r = me_lrefs(me, si, opp);
+	uint32_t n = me_sym(me, si)->side_count[opp];
+	int64_t need = m->qty;
+	bool limit = m->ord_type == WIRE_ORD_LIMIT;
+	for (uint32_t k = n; k-- > 0;) {
+		const struct me_level *l = me_lvl(me, r[k].level);
+		if (limit && !crosses(m->side, m->px, l->px))
+			return false;
+		if (m->stp == WIRE_STP_NONE) {
+			need -= l->qty;
+			if (need <= 0)
+				return true;
+			continue;
+		}
+		for (uint32_t oi = l->head; oi != ME_NIL; oi = me_ord(me, oi)->next) {
+			const struct me_order *o = me_ord(me, oi);
+			if (o->oid.user == m->oid.user) {
+				if (m->stp == WIRE_STP_EXPIRE_MAKER)
+					continue; /* it would be cancelled; matching goes on */
+				return false;     /* the taker would be expired here */
+			}
+			need -= o->leaves;
+			if (need <= 0)
+				return true;
+		}
+	}
+	return false;
+}
+
+enum {
+	V_BOOK = 1,            /* also run the book-dependent checks (post-only, FOK) */
+	V_NO_BACKPRESSURE = 2, /* the request was already admitted (second half of a replace) */
+};
+
+/*
+ * Validate a new order (a SUBMIT, or the new half of a replace). Returns a reason or NONE and
+ * the symbol index. Order of checks: shape, symbol, ownership, kill-switch, halt, price and
+ * quantity filters, band, retention, capacity, then the book-dependent post-only and FOK.
+ */
+static uint16_t
+validate(struct me *me, const struct wire_submit *m, uint32_t st, uint32_t *si_out, unsigned flags)
+{
+	if (m->side != WIRE_SIDE_BUY && m->side != WIRE_SIDE_SELL)
+		return WIRE_REASON_BAD_REQUEST;
+	if (m->ord_type != WIRE_ORD_LIMIT && m->ord_type != WIRE_ORD_MARKET)
+		return WIRE_REASON_BAD_REQUEST;
+	if (m->tif < WIRE_TIF_GTC || m->tif > WIRE_TIF_POST_ONLY || m->stp > WIRE_STP_EXPIRE_BOTH)
+		return WIRE_REASON_BAD_REQUEST;
+	uint32_t si = me_symbol_find(me, m->symbol);
+	if (si == ME_NIL)
+		return WIRE_REASON_UNKNOWN_SYMBOL;
+	*si_out = si;
+	const struct me_symbol *s = me_sym(me, si);
+	/* Seed: shards reject orders for symbols they don't own rather than silently accept. */
+	if (s->me_shard != me->limits.shard)
+		return WIRE_REASON_SYMBOL_NOT_OWNED;
+	if (s->killed || user_killed(me, m->oid.user))
+		return WIRE_REASON_KILLED;
+	if (s->status != WIRE_SYM_TRADING)
+		return WIRE_REASON_HALTED;
+
+	if (m->ord_type == WIRE_ORD_LIMIT) {
+		if (m->quote_qty != 0 || m->px <= 0 || m->qty <= 0)
+			return WIRE_REASON_BAD_REQUEST;
+		if (m->tif == WIRE_TIF_GTD) {
+			if (m->expire_ns == 0)
+				return WIRE_REASON_BAD_REQUEST;
+			if (m->expire_ns <= me->now_ns)
+				return WIRE_REASON_TOO_LATE; /* expired before it arrived */
+		} else if (m->expire_ns != 0) {
+			return WIRE_REASON_BAD_REQUEST;
+		}
+		if (m->px % s->tick != 0)
+			return WIRE_REASON_OFF_TICK;
+		if (m->qty % s->lot != 0)
+			return WIRE_REASON_OFF_LOT;
+		if (m->qty < s->min_qty)
+			return WIRE_REASON_BELOW_MIN_QTY;
+		int64_t notional;
+		if (money_notional(m->px, m->qty, s->base_unit, &notional) != 0)
+			return WIRE_REASON_OVERFLOW;
+		if (notional < s->min_notional)
+			return WIRE_REASON_BELOW_MIN_NOTIONAL;
+		/* Band: |px - ref| <= ref * band_bps / 10000, ref = last trade, else configured. */
+		int64_t ref = s->last_px != 0 ? s->last_px : s->ref_px;
+		if (s->band_bps != 0 && ref > 0) {
+			__int128 dist = (__int128)m->px - ref;
+			if (dist < 0)
+				dist = -dist;
+			if (dist * MONEY_BPS_DENOM > (__int128)ref * s->band_bps)
+				return WIRE_REASON_OUTSIDE_BAND;
+		}
+	} else {
+		if (m->px != 0 || m->expire_ns != 0)
+			return WIRE_REASON_BAD_REQUEST;
+		/* A market order never rests: IOC, or FOK for a sell by quantity. */
+		if (m->tif != WIRE_TIF_IOC && !(m->tif == WIRE_TIF_FOK && m->side == WIRE_SIDE_SELL))
+			return WIRE_REASON_BAD_REQUEST;
+		if (m->side == WIRE_SIDE_BUY) {
+			if (m->quote_qty <= 0 || m->qty != 0)
+				return WIRE_REASON_BAD_REQUEST;
+			if (m->quote_qty < s->min_notional)
+				return WIRE_REASON_BELOW_MIN_NOTIONAL;
+		} else {
+			if (m->qty <= 0 || m->quote_qty != 0)
+				return WIRE_REASON_BAD_REQUEST;
+			if (m->qty % s->lot != 0)
+				return WIRE_REASON_OFF_LOT;
+			if (m->qty < s->min_qty)
+				return WIRE_REASON_BELOW_MIN_QTY;
+		}
+	}
+
+	/* Contract: nearing the retention bound is a backpressure signal. */
+	if ((flags & V_NO_BACKPRESSURE) == 0 && me_stream_free(me, st) < me->limits.events_reserve) {
+		me_count(me, ME_C_BACKPRESSURE);
+		return WIRE_REASON_BACKPRESSURE;
+	}
+	if (!records_room(me))
+		return WIRE_REASON_CAPACITY;
+	bool may_rest = m->ord_type == WIRE_ORD_LIMIT &&
+			(m->tif == WIRE_TIF_GTC || m->tif == WIRE_TIF_GTD ||
+			 m->tif == WIRE_TIF_POST_ONLY);
+	if (may_rest) {
+		if (!user_room(me, m->oid.user))
+			return WIRE_REASON_CAPACITY;
+		if (!me_book_can_rest(me, si, me_side_ix(m->side), m->px))
+			return WIRE_REASON_CAPACITY;
+		if (m->tif == WIRE_TIF_GTD && !gtd_room(me))
+			return WIRE_REASON_CAPACITY;
+	}
+	if ((flags & V_BOOK) == 0)
+		return WIRE_REASON_NONE;
+	if (m->tif == WIRE_TIF_POST_ONLY) {
+		uint32_t best = me_book_best(me, si, m->side == WIRE_SIDE_BUY ? 1u : 0u);
+		if (best != ME_NIL && crosses(m->side, m->px, me_lvl(me, best)->px))
+			return WIRE_REASON_POST_ONLY_WOULD_CROSS;
+	}
+	if (m->tif == WIRE_TIF_FOK && !fok_fillable(me, si, m))
+		return WIRE_REASON_FOK_NOT_FILLABLE;
+	return WIRE_REASON_NONE;
+}
+
+/* Refuse a request whose id is oid with a sequenced event (REJECTED or CANCEL_REJECTED). */
+static void
+refuse(struct me *me, struct wire_oid oid, uint32_t st, uint32_t fp, enum me_kind kind,
+       uint32_t symbol, uint8_t side, uint8_t event, uint16_t reason,
+       const struct wire_oid *contra)
+{
+	/* With no retention left at all, answer unsequenced rather than overrun the stream. */
+	if (me_stream_free(me, st) < 2 || me->order_free == ME_NIL) {
+		me_result_emit(me, oid, ME_NIL, reason);
+		return;
+	}
+	uint32_t oi = me_order_alloc(me, oid);
+	CHECK(oi != ME_NIL);
+	struct me_order *o = me_ord(me, oi);
+	o->fp = fp;
+	o->kind = (uint8_t)kind;
+	o->symbol = symbol;
+	o->side = side;
+	o->stream = (uint16_t)st;
+	o->reason = (uint8_t)reason;
+	struct wire_me_event *ev = me_ev_begin(me, oi, event);
+	ev->reason = reason;
+	if (contra != NULL)
+		ev->contra = *contra;
+	me_ev_emit(me, oi, ev);
+	keep_or_release(me, oi, reason);
+}
+
+static void
+duplicate(struct me *me, struct wire_oid oid, uint32_t oi, uint32_t fp)
+{
+	me_count(me, ME_C_DUPLICATES);
+	/* Contract: a known id changes nothing; answer with its current state. */
+	const struct me_order *o = me_ord(me, oi);
+	me_result_emit(me, oid, oi, o->fp != fp ? WIRE_REASON_DUPLICATE_ID_MISMATCH : WIRE_REASON_NONE);
+}
+
+/* ---- matching ---- */
+
+/* One trade: taker t against maker mk at the maker's price. */
+static void
+trade(struct me *me, struct me_symbol *s, uint32_t ti, uint32_t mi, struct me_level *l, int64_t q,
+      int64_t notional)
+{
+	struct me_order *t = me_ord(me, ti);
+	struct me_order *mk = me_ord(me, mi);
+	uint64_t trade_id = ++s->trade_seq;
+	t->cum += q;
+	if (t->ord_type == WIRE_ORD_LIMIT || t->side == WIRE_SIDE_SELL)
+		t->leaves -= q;
+	mk->cum += q;
+	mk->leaves -= q;
+	l->qty -= q;
+	s->last_px = mk->px;
+	me_count(me, ME_C_TRADES);
+
+	struct wire_me_event *ev = me_ev_begin(me, ti, WIRE_EV_FILL);
+	ev->contra = mk->oid;
+	ev->contra_user = mk->oid.user;
+	ev->trade_id = trade_id;
+	ev->liquidity = 2;
+	ev->px = mk->px;
+	ev->qty = q;
+	ev->notional = notional;
+	me_ev_emit(me, ti, ev);
+
+	ev = me_ev_begin(me, mi, WIRE_EV_FILL);
+	ev->contra = t->oid;
+	ev->contra_user = t->oid.user;
+	ev->trade_id = trade_id;
+	ev->liquidity = 1;
+	ev->px = mk->px;
+	ev->qty = q;
+	ev->notional = notional;
+	me_ev_emit(me, mi, ev);
+}
+
+enum stop {
+	STOP_FILLED,   /* nothing left to fill */
+	STOP_BOOK,     /* no (crossing) liquidity left */
+	STOP_BUDGET,   /* market buy: budget buys no further lot */
+	STOP_STP,      /* self-trade prevention expired the taker */
+	STOP_RETAIN,   /* a stream has no retention left for another trade */
+};
+
+static enum stop
+match(struct me *me, uint32_t si, uint32_t ti, int64_t budget)
+{
+	struct me_symbol *s = me_sym(me, si);
+	struct me_order *t = me_ord(me, ti);
+	uint32_t opp = t->side == WIRE_SIDE_BUY ? 1u : 0u;
+	bool market_buy = t->ord_type == WIRE_ORD_MARKET && t->side == WIRE_SIDE_BUY;
+	bool limit = t->ord_type == WIRE_ORD_LIMIT;
+	for (;;) {
+		if (!market_buy && t->leaves == 0)
+			return STOP_FILLED;
+		uint32_t li = me_book_best(me, si, opp);
+		if (li == ME_NIL)
+			return STOP_BOOK;
+		struct me_level *l = me_lvl(me, li);
+		if (limit && !crosses(t->side, t->px, l->px))
+			return STOP_BOOK;
+		uint32_t mi = l->head;
+		struct me_order *mk = me_ord(me, mi);
+		DCHECK(mk->state == ME_ST_LIVE);
+		if (t->stp != WIRE_STP_NONE && mk->oid.user == t->oid.user) {
+			/* Self-trade prevention by user (issue 3). */
+			if (me_stream_free(me, mk->stream) < ME_EV_MAKER_ROOM) {
+				me_count(me, ME_C_RETENTION_STOP);
+				return STOP_RETAIN;
+			}
+			if (t->stp == WIRE_STP_EXPIRE_MAKER || t->stp == WIRE_STP_EXPIRE_BOTH) {
+				me_count(me, ME_C_STP);
+				me_cancel_live(me, mi, WIRE_CAUSE_STP, NULL);
+			}
+			if (t->stp == WIRE_STP_EXPIRE_TAKER || t->stp == WIRE_STP_EXPIRE_BOTH)
+				return STOP_STP;
+			continue;
+		}
+		if (me_stream_free(me, t->stream) < ME_EV_MATCH_ROOM ||
+		    me_stream_free(me, mk->stream) < ME_EV_MAKER_ROOM) {
+			me_count(me, ME_C_RETENTION_STOP);
+			return STOP_RETAIN;
+		}
+		int64_t q;
+		int64_t notional;
+		if (market_buy) {
+			/* Fill while cumulative notional stays within the budget; round down to
+			 * the lot. */
+			int64_t afford;
+			if (money_mul_div(budget, s->base_unit, l->px, false, &afford) != 0)
+				afford = INT64_MAX;
+			afford -= afford % s->lot;
+			q = afford < mk->leaves ? afford : mk->leaves;
+			if (q <= 0)
+				return STOP_BUDGET;
+		} else {
+			q = t->leaves < mk->leaves ? t->leaves : mk->leaves;
+		}
+		int rc = money_notional(l->px, q, s->base_unit, &notional);
+		CHECK(rc == 0); /* bounded by the maker's own validated notional */
+		if (market_buy)
+			budget -= notional;
+		trade(me, s, ti, mi, l, q, notional);
+		if (mk->leaves == 0) {
+			me_book_remove(me, si, mi);
+			me_user_unlink(me, mi);
+			emit_done(me, mi);
+			me_order_finish(me, mi);
+		}
+	}
+}
+
+/* Enter an order that passed validation: ACCEPTED, match, then rest or finish. */
+static void
+enter(struct me *me, uint32_t si, const struct wire_submit *m, uint32_t st, uint32_t fp,
+      enum me_kind kind, const struct wire_oid *contra)
+{
+	uint32_t oi = me_order_alloc(me, m->oid);
+	CHECK(oi != ME_NIL);
+	struct me_order *o = me_ord(me, oi);
+	o->fp = fp;
+	o->kind = (uint8_t)kind;
+	o->symbol = m->symbol;
+	o->side = m->side;
+	o->ord_type = m->ord_type;
+	o->tif = m->tif;
+	o->stp = m->stp;
+	o->px = m->px;
+	o->leaves = m->qty;
+	o->expire_ns = m->expire_ns;
+	o->stream = (uint16_t)st;
+	me_count(me, ME_C_ACCEPTED);
+
+	struct wire_me_event *ev = me_ev_begin(me, oi, WIRE_EV_ACCEPTED);
+	ev->px = m->px;
+	ev->qty = m->qty;
+	ev->notional = m->quote_qty;
+	if (contra != NULL)
+		ev->contra = *contra;
+	me_ev_emit(me, oi, ev);
+
+	enum stop why = match(me, si, oi, m->quote_qty);
+	o = me_ord(me, oi);
+	switch (why) {
+	case STOP_FILLED:
+		break;
+	case STOP_STP:
+		emit_cancelled(me, oi, WIRE_CAUSE_STP, NULL);
+		me_count(me, ME_C_STP);
+		break;
+	case STOP_BUDGET:
+		break; /* the unused budget is the OMS's to release on DONE */
+	case STOP_BOOK:
+	case STOP_RETAIN:
+		if (o->ord_type == WIRE_ORD_MARKET) {
+			emit_cancelled(me, oi, WIRE_CAUSE_NO_LIQUIDITY, NULL);
+			break;
+		}
+		if (why == STOP_RETAIN) {
+			emit_cancelled(me, oi, WIRE_CAUSE_NO_LIQUIDITY, NULL);
+			break;
+		}
+		if (o->tif == WIRE_TIF_IOC || o->tif == WIRE_TIF_FOK) {
+			emit_cancelled(me, oi,
+				       o->tif == WIRE_TIF_IOC ? WIRE_CAUSE_IOC : WIRE_CAUSE_FOK, NULL);
+			break;
+		}
+		/* GTC, GTD, POST_ONLY: the remainder rests. */
+		me_book_rest(me, si, oi);
+		me_user_link(me, oi);
+		if (o->tif == WIRE_TIF_GTD) {
+			bool ok = me_gtd_push(me, oi);
+			CHECK(ok); /* validate checked gtd_room */
+		}
+		ev = me_ev_begin(me, oi, WIRE_EV_RESTED);
+		ev->px = o->px;
+		ev->qty = o->leaves;
+		me_ev_emit(me, oi, ev);
+		return;
+	}
+	emit_done(me, oi);
+	me_order_finish(me, oi);
+}
+
+void
+me_submit(struct me *me, const struct wire_submit *m)
+{
+	me_count(me, ME_C_SUBMITS);
+	uint32_t fp = fp_submit(m);
+	uint32_t oi = me_order_find(me, m->oid);
+	if (oi != ME_NIL) {
+		duplicate(me, m->oid, oi, fp);
+		return;
+	}
+	uint32_t st = me_stream_get(me, wire_oid_shard(m->oid));
+	if (st == ME_NIL) {
+		/* No stream can be created for this OMS shard: answer unsequenced. */
+		me_count(me, ME_C_REJECTED);
+		me_result_emit(me, m->oid, ME_NIL, WIRE_REASON_CAPACITY);
+		return;
+	}
+	uint32_t si = ME_NIL;
+	uint16_t reason = validate(me, m, st, &si, V_BOOK);
+	if (reason != WIRE_REASON_NONE) {
+		me_count(me, ME_C_REJECTED);
+		refuse(me, m->oid, st, fp, ME_KIND_SUBMIT, m->symbol, m->side, WIRE_EV_REJECTED,
+		       reason, NULL);
+		return;
+	}
+	enter(me, si, m, st, fp, ME_KIND_SUBMIT, NULL);
+}
+
+/* ---- modify requests ---- */
+
+/* Record a successful modify request for dedup: its last event is the target's latest. */
+static void
+record_request(struct me *me, const struct wire_modify *m, uint32_t fp, enum me_kind kind,
+	       uint32_t ti)
+{
+	const struct me_order *t = me_ord(me, ti);
+	uint32_t ri = me_order_alloc(me, m->req);
+	CHECK(ri != ME_NIL); /* validate_modify checked records_room */
+	struct me_order *r = me_ord(me, ri);
+	t = me_ord(me, ti);
+	r->fp = fp;
+	r->kind = (uint8_t)kind;
+	r->symbol = m->symbol;
+	r->side = t->side;
+	r->stream = t->stream;
+	r->last_seq = t->last_seq;
+	r->cum = t->cum;
+	me_order_finish(me, ri);
+}
+
+static uint16_t
+validate_modify(struct me *me, const struct wire_modify *m, enum me_kind kind, uint32_t st,
+		uint32_t *ti_out, uint32_t *si_out)
+{
+	if (m->reserved != 0 || m->req.user != m->target.user)
+		return WIRE_REASON_BAD_REQUEST;
+	uint32_t si = me_symbol_find(me, m->symbol);
+	if (si == ME_NIL)
+		return WIRE_REASON_UNKNOWN_SYMBOL;
+	*si_out = si;
+	const struct me_symbol *s = me_sym(me, si);
+	if (s->me_shard != me->limits.shard)
+		return WIRE_REASON_SYMBOL_NOT_OWNED;
+	uint32_t ti = me_order_find(me, m->target);
+	if (ti == ME_NIL)
+		return WIRE_REASON_UNKNOWN_ORDER;
+	const struct me_order *t = me_ord(me, ti);
+	/* Only orders can be modified, not requests. */
+	if (t->kind != ME_KIND_SUBMIT && t->kind != ME_KIND_REPLACE)
+		return WIRE_REASON_UNKNOWN_ORDER;
+	if (t->symbol != m->symbol)
+		return WIRE_REASON_BAD_REQUEST;
+	if (t->state != ME_ST_LIVE)
+		return WIRE_REASON_TOO_LATE;
+	*ti_out = ti;
+	if (me_stream_free(me, st) < me->limits.events_reserve ||
+	    me_stream_free(me, t->stream) < me->limits.events_reserve) {
+		me_count(me, ME_C_BACKPRESSURE);
+		return WIRE_REASON_BACKPRESSURE;
+	}
+	if (!records_room(me))
+		return WIRE_REASON_CAPACITY;
+	switch (kind) {
+	case ME_KIND_CANCEL:
+		/* Halted or killed: cancels are allowed (issue 3). */
+		if (m->px != 0 || m->qty != 0)
+			return WIRE_REASON_BAD_REQUEST;
+		return WIRE_REASON_NONE;
+	case ME_KIND_AMEND:
+		/* Amend reduces risk, so it is allowed while halted or killed. */
+		if (m->px != 0 && m->px != t->px)
+			return WIRE_REASON_BAD_REQUEST;
+		if (m->qty <= 0)
+			return WIRE_REASON_BAD_REQUEST;
+		if (m->qty % s->lot != 0)
+			return WIRE_REASON_OFF_LOT;
+		if (m->qty >= t->cum + t->leaves)
+			return WIRE_REASON_AMEND_NOT_DOWN;
+		return WIRE_REASON_NONE;
+	case ME_KIND_REPLACE: {
+		/* The replacement is a new order: pre-validate it so a refused replace leaves the
+		 * target untouched. Post-only and FOK are decided after the cancel, as a SUBMIT. */
+		struct wire_submit sub;
+		memset(&sub, 0, sizeof(sub));
+		sub.oid = m->req;
+		sub.symbol = m->symbol;
+		sub.side = t->side;
+		sub.ord_type = t->ord_type;
+		sub.tif = t->tif;
+		sub.stp = t->stp;
+		sub.px = m->px;
+		sub.qty = m->qty;
+		sub.expire_ns = t->expire_ns;
+		uint32_t si2;
+		/* The target leaves the book first, so its level may free up: a replace at a new
+		 * price on a full side is checked with the target counted as gone only if it is
+		 * alone at its level. Keep it simple and exact: require room as for a new order,
+		 * except that a target alone at its level frees one level. */
+		uint16_t r = validate(me, &sub, st, &si2, 0);
+		if (r == WIRE_REASON_CAPACITY && me_lvl(me, t->level)->count == 1)
+			r = WIRE_REASON_NONE;
+		return r;
+	}
+	default:
+		return WIRE_REASON_BAD_REQUEST;
+	}
+}
+
+void
+me_modify(struct me *me, const struct wire_modify *m)
+{
+	me_count(me, ME_C_MODIFIES);
+	enum me_kind kind = m->hdr.type == WIRE_CANCEL_TO_ME  ? ME_KIND_CANCEL
+			    : m->hdr.type == WIRE_AMEND_TO_ME ? ME_KIND_AMEND
+							      : ME_KIND_REPLACE;
+	uint32_t fp = fp_modify(m, kind);
+	uint32_t ri = me_order_find(me, m->req);
+	if (ri != ME_NIL) {
+		duplicate(me, m->req, ri, fp);
+		return;
+	}
+	uint32_t st = me_stream_get(me, wire_oid_shard(m->req));
+	if (st == ME_NIL) {
+		me_count(me, ME_C_MODIFY_REJECTED);
+		me_result_emit(me, m->req, ME_NIL, WIRE_REASON_CAPACITY);
+		return;
+	}
+	uint32_t ti = ME_NIL, si = ME_NIL;
+	uint16_t reason = validate_modify(me, m, kind, st, &ti, &si);
+	if (reason != WIRE_REASON_NONE) {
+		me_count(me, ME_C_MODIFY_REJECTED);
+		uint8_t side = ti != ME_NIL ? me_ord(me, ti)->side : 0;
+		refuse(me, m->req, st, fp, kind, m->symbol, side, WIRE_EV_CANCEL_REJECTED, reason,
+		       &m->target);
+		return;
+	}
+	struct me_order *t = me_ord(me, ti);
+	switch (kind) {
+	case ME_KIND_CANCEL:
+		me_cancel_live(me, ti, WIRE_CAUSE_USER, &m->req);
+		record_request(me, m, fp, kind, ti);
+		return;
+	case ME_KIND_AMEND: {
+		/* Amend-down in place keeps time priority: the order stays where it is in its
+		 * level's FIFO; only its leaves and the level total shrink. */
+		int64_t new_leaves = m->qty - t->cum;
+		if (new_leaves < 0)
+			new_leaves = 0;
+		int64_t cut = t->leaves - new_leaves;
+		me_lvl(me, t->level)->qty -= cut;
+		t->leaves = new_leaves;
+		struct wire_me_event *ev = me_ev_begin(me, ti, WIRE_EV_AMENDED);
+		ev->px = t->px;
+		ev->qty = new_leaves;
+		ev->contra = m->req;
+		me_ev_emit(me, ti, ev);
+		if (new_leaves == 0) {
+			/* Amended below what already filled: nothing is live any more. */
+			me_book_remove(me, si, ti);
+			me_user_unlink(me, ti);
+			emit_done(me, ti);
+			me_order_finish(me, ti);
+		}
+		record_request(me, m, fp, kind, ti);
+		return;
+	}
+	case ME_KIND_REPLACE: {
+		struct wire_submit sub;
+		memset(&sub, 0, sizeof(sub));
+		wire_hdr_init(&sub.hdr, WIRE_SUBMIT, 0);
+		sub.oid = m->req;
+		sub.symbol = m->symbol;
+		sub.side = t->side;
+		sub.ord_type = t->ord_type;
+		sub.tif = t->tif;
+		sub.stp = t->stp;
+		sub.px = m->px;
+		sub.qty = m->qty;
+		sub.expire_ns = t->expire_ns;
+		/* Cancel-replace loses priority: the old order leaves, a new one enters. */
+		me_cancel_live(me, ti, WIRE_CAUSE_REPLACED, &m->req);
+		uint32_t si2 = ME_NIL;
+		uint16_t r = validate(me, &sub, st, &si2, V_BOOK | V_NO_BACKPRESSURE);
+		if (r != WIRE_REASON_NONE) {
+			me_count(me, ME_C_REJECTED);
+			refuse(me, m->req, st, fp, ME_KIND_REPLACE, m->symbol, sub.side,
+			       WIRE_EV_REJECTED, r, &m->target);
+			return;
+		}
+		enter(me, si, &sub, st, fp, ME_KIND_REPLACE, &m->target);
+		return;
+	}
+	default:
+		CHECK(false);
+	}
+}

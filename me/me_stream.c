@@ -1,0 +1,249 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * me streams: the exactly-once event streams, one per OMS shard (docs/me-contract.md).
+ *
+ * Seed (user sharding, "The ME is a protocol participant"): emit exactly-once, ordered
+ * lifecycle events for every transition, including the ME's own expiries and cancels. An
+ * event is written once, into its stream's retention ring at slot (seq - 1) mod events_max,
+ * and the same bytes are handed to the sink; a replay re-emits those bytes, so a replayed
+ * event is identical to the first emission. Retention ends when STREAM_ACK covers an event;
+ * dedup records of finished orders are released by the same ack (they wait in a per-stream
+ * FIFO in the order of their final event).
+ */
+#include <string.h>
+
+#include "me/me_int.h"
+
+static uint16_t *
+stream_map(struct me *me)
+{
+	return ME_ARR(me, off_stream_map, uint16_t);
+}
+
+static struct wire_me_event *
+ring(struct me *me, uint32_t st)
+{
+	return ME_ARR(me, off_events, struct wire_me_event) + (size_t)st * me->limits.events_max;
+}
+
+uint32_t
+me_stream_find(const struct me *me, uint16_t shard)
+{
+	uint16_t v = ME_CARR(me, off_stream_map, uint16_t)[shard];
+	return v == 0 ? ME_NIL : (uint32_t)v - 1;
+}
+
+uint32_t
+me_stream_get(struct me *me, uint16_t shard)
+{
+	uint16_t *map = stream_map(me);
+	if (map[shard] != 0)
+		return (uint32_t)map[shard] - 1;
+	if (me->streams_used >= me->limits.streams_max)
+		return ME_NIL;
+	uint32_t st = me->streams_used++;
+	struct me_stream *s = me_stream_at(me, st);
+	s->next_seq = 1;
+	s->acked = 0;
+	s->oldest = 1;
+	s->fin_head = s->fin_tail = ME_NIL;
+	s->shard = shard;
+	map[shard] = (uint16_t)(st + 1);
+	return st;
+}
+
+uint32_t
+me_stream_free(const struct me *me, uint32_t st)
+{
+	const struct me_stream *s = &ME_CARR(me, off_streams, struct me_stream)[st];
+	uint64_t used = s->next_seq - s->oldest;
+	DCHECK(used <= me->limits.events_max);
+	return me->limits.events_max - (uint32_t)used;
+}
+
+struct wire_me_event *
+me_ev_begin(struct me *me, uint32_t oi, uint8_t event)
+{
+	struct me_order *o = me_ord(me, oi);
+	uint32_t st = o->stream;
+	struct me_stream *s = me_stream_at(me, st);
+	if (s->next_seq - s->oldest >= me->limits.events_max) {
+		/* Retention exhausted by an ME-initiated burst (requests are refused with
+		 * BACKPRESSURE long before this): the oldest unacknowledged event is overwritten
+		 * and can no longer be replayed. Counted; sized away by events_reserve. */
+		s->oldest++;
+		me_count(me, ME_C_EVENTS_OVERRUN);
+	}
+	struct wire_me_event *ev = &ring(me, st)[(s->next_seq - 1) & me->events_mask];
+	memset(ev, 0, sizeof(*ev));
+	ev->hdr.type = WIRE_ME_EVENT;
+	ev->hdr.length = (uint16_t)sizeof(*ev);
+	ev->hdr.shard = s->shard;
+	ev->seq = s->next_seq;
+	ev->time_ns = me->now_ns;
+	ev->oid = o->oid;
+	ev->symbol = o->symbol;
+	ev->event = event;
+	ev->side = o->side;
+	ev->leaves_qty = o->leaves;
+	return ev;
+}
+
+void
+me_ev_emit(struct me *me, uint32_t oi, struct wire_me_event *ev)
+{
+	struct me_order *o = me_ord(me, oi);
+	struct me_stream *s = me_stream_at(me, o->stream);
+	DCHECK(ev->seq == s->next_seq);
+	s->next_seq++;
+	o->last_seq = ev->seq;
+	me_count(me, ME_C_EVENTS);
+	svc_emit(me->rt.sink, WIRE_DEST_OMS, ev);
+}
+
+void
+me_order_finish(struct me *me, uint32_t oi)
+{
+	struct me_order *o = me_ord(me, oi);
+	DCHECK(o->state != ME_ST_FINAL && o->level == ME_NIL);
+	o->state = ME_ST_FINAL;
+	o->leaves = 0;
+	struct me_stream *s = me_stream_at(me, o->stream);
+	o->next = ME_NIL;
+	o->prev = s->fin_tail;
+	if (s->fin_tail != ME_NIL)
+		me_ord(me, s->fin_tail)->next = oi;
+	else
+		s->fin_head = oi;
+	s->fin_tail = oi;
+	/* Already covered by an ack (possible only for records whose last event came earlier):
+	 * release at the next ack. Ordering of the FIFO by last_seq holds because a record is
+	 * finished right after its final event, and events of one stream are emitted in seq
+	 * order. */
+	DCHECK(o->prev == ME_NIL || me_ord(me, o->prev)->last_seq <= o->last_seq);
+}
+
+void
+me_result_emit(struct me *me, struct wire_oid oid, uint32_t oi, uint16_t reason)
+{
+	struct wire_me_result r;
+	memset(&r, 0, sizeof(r));
+	wire_hdr_init(&r.hdr, WIRE_ME_RESULT, wire_oid_shard(oid));
+	r.oid = oid;
+	if (oi != ME_NIL) {
+		const struct me_order *o = me_ord(me, oi);
+		r.known = 1;
+		r.final = o->state == ME_ST_FINAL;
+		r.reason = reason != WIRE_REASON_NONE ? reason : o->reason;
+		r.symbol = o->symbol;
+		r.cum_qty = o->cum;
+		r.leaves_qty = o->leaves;
+		r.last_seq = o->last_seq;
+	} else {
+		r.reason = reason;
+	}
+	svc_emit(me->rt.sink, WIRE_DEST_OMS, &r);
+}
+
+void
+me_stream_ack(struct me *me, const struct wire_stream_ack *m)
+{
+	uint32_t st = me_stream_find(me, m->stream);
+	if (st == ME_NIL) {
+		me_count(me, ME_C_IGNORED);
+		return;
+	}
+	struct me_stream *s = me_stream_at(me, st);
+	/* An ack beyond what was emitted is clamped: it cannot cover events not yet written. */
+	uint64_t seq = m->seq < s->next_seq - 1 ? m->seq : s->next_seq - 1;
+	if (seq <= s->acked)
+		return;
+	s->acked = seq;
+	if (s->oldest <= seq)
+		s->oldest = seq + 1;
+	/* Contract: dedup records of finished orders are kept until the ack covers their final
+	 * event. Bounded by the records finished in the acknowledged range. */
+	while (s->fin_head != ME_NIL) {
+		uint32_t oi = s->fin_head;
+		struct me_order *o = me_ord(me, oi);
+		if (o->last_seq > seq)
+			break;
+		s->fin_head = o->next;
+		if (s->fin_head != ME_NIL)
+			me_ord(me, s->fin_head)->prev = ME_NIL;
+		else
+			s->fin_tail = ME_NIL;
+		me_order_release(me, oi);
+	}
+}
+
+void
+me_stream_replay(struct me *me, const struct wire_replay_request *m)
+{
+	uint32_t st = me_stream_find(me, m->stream);
+	if (st == ME_NIL) {
+		me_count(me, ME_C_IGNORED);
+		return;
+	}
+	struct me_stream *s = me_stream_at(me, st);
+	/* Contract: a seq already acknowledged replays from the oldest retained one. */
+	uint64_t from = m->from_seq > s->oldest ? m->from_seq : s->oldest;
+	struct wire_me_event *r = ring(me, st);
+	for (uint64_t q = from; q < s->next_seq; q++) {
+		me_count(me, ME_C_REPLAYED);
+		svc_emit(me->rt.sink, WIRE_DEST_OMS, &r[(q - 1) & me->events_mask]);
+	}
+}
+
+void
+me_open_orders(struct me *me, const struct wire_open_orders_query *m)
+{
+	struct wire_open_orders_snapshot snap;
+	memset(&snap, 0, sizeof(snap));
+	wire_hdr_init(&snap.hdr, WIRE_OPEN_ORDERS_SNAPSHOT, m->oms_shard);
+	snap.user = m->user;
+	snap.req_id = m->req_id;
+	uint32_t st = me_stream_find(me, m->oms_shard);
+	/* as_of_seq: the last seq of the asking shard's stream at this log position. */
+	snap.as_of_seq = st == ME_NIL ? 0 : me_stream_at(me, st)->next_seq - 1;
+	snap.me_shard = me->limits.shard;
+	struct me_user *u = me_user_find(me, m->user);
+	uint32_t total = u == NULL ? 0 : (u->count & ME_USER_COUNT);
+	uint32_t oi = total ? u->head : ME_NIL;
+	uint32_t part = 0;
+	uint32_t sent = 0;
+	/* The user's orders in the order they became live; parts of WIRE_OPEN_ORDERS_MAX. */
+	do {
+		snap.count = 0;
+		snap.part = (uint8_t)part;
+		while (snap.count < WIRE_OPEN_ORDERS_MAX && sent < total) {
+			const struct me_order *o = me_ord(me, oi);
+			struct wire_open_order *w = &snap.orders[snap.count++];
+			w->oid = o->oid;
+			w->symbol = o->symbol;
+			w->side = o->side;
+			w->px = o->px;
+			w->leaves_qty = o->leaves;
+			oi = o->unext;
+			sent++;
+		}
+		snap.last = sent == total;
+		for (uint32_t i = snap.count; i < WIRE_OPEN_ORDERS_MAX; i++)
+			memset(&snap.orders[i], 0, sizeof(snap.orders[i]));
+		svc_emit(me->rt.sink, WIRE_DEST_OMS, &snap);
+		part++;
+	} while (sent < total);
+}
+
+void
+me_admin_reply(struct me *me, uint16_t reason, uint64_t value)
+{
+	struct wire_admin_reply r;
+	memset(&r, 0, sizeof(r));
+	wire_hdr_init(&r.hdr, WIRE_ADMIN_REPLY, me->limits.shard);
+	r.reason = reason;
+	r.value = value;
+	if (reason != WIRE_REASON_NONE)
+		me_count(me, ME_C_CONFIG_REJECTED);
+	svc_emit(me->rt.sink, WIRE_DEST_ADMIN, &r);
+}
