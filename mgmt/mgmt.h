@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * mgmt — the control plane of one omsd node: a unix socket speaking JSON lines, served on
+ * the main lcore (never a hot lcore), plus Prometheus text rendering of counters.
+ *
+ * Protocol: one request per line, one response per line.
+ *   request:  {"id": 7, "cmd": "status", "args": {...}}
+ *   response: {"id": 7, "ok": true, "result": {...}}
+ *          or {"id": 7, "ok": false, "error": "not_leader", "message": "...", ...}
+ * Requests that change shard state become admin entries in that shard's log; the handler
+ * returns MGMT_PENDING and answers later with mgmt_reply_*() once the entry commits (or
+ * says why not).
+ */
+#ifndef OMSD_MGMT_H
+#define OMSD_MGMT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/hist.h"
+
+/* ---------------------------------------------------------------------------------------
+ * JSON: a small validating reader (tokens over the caller's text, no allocation) and an
+ * appending writer.
+ * ------------------------------------------------------------------------------------- */
+
+enum mgmt_json_type {
+	MGMT_JSON_NULL = 1,
+	MGMT_JSON_BOOL,
+	MGMT_JSON_NUMBER,
+	MGMT_JSON_STRING,
+	MGMT_JSON_ARRAY,
+	MGMT_JSON_OBJECT,
+};
+
+struct mgmt_json_tok {
+	uint8_t type;     /* enum mgmt_json_type */
+	uint32_t start;   /* byte offset of the value (strings: after the quote) */
+	uint32_t len;     /* bytes (strings: raw, escapes not decoded) */
+	uint32_t size;    /* arrays: elements; objects: key/value pairs */
+	uint32_t next;    /* index of the token after this value and all its children */
+};
+
+#define MGMT_JSON_TOKENS_MAX 256
+#define MGMT_LINE_MAX 65536
+
+struct mgmt_json {
+	const char *text;
+	uint32_t count;                                 /* tokens used */
+	struct mgmt_json_tok toks[MGMT_JSON_TOKENS_MAX];
+};
+
+/* Parse one JSON value (the whole text, surrounding white space allowed). 0, or -EINVAL
+ * with *err_at set to the byte offset of the first problem, or -E2BIG (too many tokens). */
+int mgmt_json_parse(struct mgmt_json *j, const char *text, size_t len, size_t *err_at);
+/* Token index of key in the object at obj, or -1. */
+int mgmt_json_get(const struct mgmt_json *j, int obj, const char *key);
+/* Typed getters: 0 on success, -ENOENT (missing), -EINVAL (wrong type or out of range). */
+int mgmt_json_str(const struct mgmt_json *j, int tok, char *out, size_t cap);
+int mgmt_json_u64(const struct mgmt_json *j, int tok, uint64_t *out);
+int mgmt_json_i64(const struct mgmt_json *j, int tok, int64_t *out);
+int mgmt_json_bool(const struct mgmt_json *j, int tok, bool *out);
+/* Object member getters: -ENOENT when the key is absent. */
+int mgmt_json_get_str(const struct mgmt_json *j, int obj, const char *key, char *out, size_t cap);
+int mgmt_json_get_u64(const struct mgmt_json *j, int obj, const char *key, uint64_t *out);
+int mgmt_json_get_i64(const struct mgmt_json *j, int obj, const char *key, int64_t *out);
+int mgmt_json_get_bool(const struct mgmt_json *j, int obj, const char *key, bool *out);
+
+/* Appending writer into a fixed buffer; once full it stays full (out->overflow) and
+ * further appends are dropped, so a handler never has to check every call. */
+struct mgmt_out {
+	char *buf;
+	size_t cap;
+	size_t len;
+	bool overflow;
+	bool need_comma;  /* a value was written at the current nesting level */
+};
+
+void mgmt_out_init(struct mgmt_out *o, char *buf, size_t cap);
+void mgmt_out_raw(struct mgmt_out *o, const char *s);
+void mgmt_out_obj_begin(struct mgmt_out *o);
+void mgmt_out_obj_end(struct mgmt_out *o);
+void mgmt_out_arr_begin(struct mgmt_out *o);
+void mgmt_out_arr_end(struct mgmt_out *o);
+void mgmt_out_key(struct mgmt_out *o, const char *key);
+void mgmt_out_str(struct mgmt_out *o, const char *s);
+void mgmt_out_u64(struct mgmt_out *o, uint64_t v);
+void mgmt_out_i64(struct mgmt_out *o, int64_t v);
+void mgmt_out_bool(struct mgmt_out *o, bool v);
+void mgmt_out_null(struct mgmt_out *o);
+/* key + value in one call. */
+void mgmt_out_kv_str(struct mgmt_out *o, const char *key, const char *v);
+void mgmt_out_kv_u64(struct mgmt_out *o, const char *key, uint64_t v);
+void mgmt_out_kv_i64(struct mgmt_out *o, const char *key, int64_t v);
+void mgmt_out_kv_bool(struct mgmt_out *o, const char *key, bool v);
+
+/* ---------------------------------------------------------------------------------------
+ * Server.
+ * ------------------------------------------------------------------------------------- */
+
+#define MGMT_CLIENTS_MAX 32
+#define MGMT_COMMANDS_MAX 64
+#define MGMT_PENDING 1 /* handler return: it will answer later with mgmt_reply_* */
+
+struct mgmt_server;
+
+/* A request as a handler sees it. */
+struct mgmt_req {
+	const struct mgmt_json *json; /* the whole request */
+	int args;                     /* token of "args" (an object), or -1 */
+	uint64_t id;                  /* request id echoed in the response */
+	uint32_t token;               /* for a deferred answer (MGMT_PENDING) */
+	const char *cmd;
+};
+
+/* A handler writes its result object into out (mgmt_out_obj_begin ... end) and returns 0;
+ * or fills err/msg and returns a negative errno; or returns MGMT_PENDING. */
+typedef int(mgmt_handler_fn)(void *ctx, const struct mgmt_req *req, struct mgmt_out *out,
+			     char *err, size_t err_cap);
+
+/* Open the socket at path (directories created, a stale socket replaced), owned by
+ * root:group when the group exists, with the given mode. 0 or -errno. */
+int mgmt_server_open(struct mgmt_server **out, const char *path, const char *group,
+		     mode_t mode);
+void mgmt_server_close(struct mgmt_server *s);
+int mgmt_register(struct mgmt_server *s, const char *cmd, mgmt_handler_fn *fn, void *ctx,
+		  const char *help);
+/* Accept, read, dispatch, write. Waits at most timeout_ms for activity (0: never waits).
+ * Returns requests handled. */
+int mgmt_poll(struct mgmt_server *s, int timeout_ms);
+/* Answer a deferred request. The client may have gone; then this is a no-op. */
+void mgmt_reply_ok(struct mgmt_server *s, uint32_t token, const char *result_json);
+void mgmt_reply_err(struct mgmt_server *s, uint32_t token, const char *err, const char *msg);
+/* Counters of the server itself. */
+struct mgmt_stats {
+	uint64_t requests;
+	uint64_t errors;        /* error responses sent */
+	uint64_t bad_json;      /* lines that were not a JSON object */
+	uint64_t clients;       /* accepted connections */
+	uint64_t overlong;      /* lines over MGMT_LINE_MAX */
+};
+void mgmt_stats_get(const struct mgmt_server *s, struct mgmt_stats *out);
+
+/* ---------------------------------------------------------------------------------------
+ * Client (omsctl and tests).
+ * ------------------------------------------------------------------------------------- */
+
+/* Send one request line and read one response line into resp (NUL-terminated). 0 or
+ * -errno (-ETIMEDOUT after timeout_ms). */
+int mgmt_call(const char *path, const char *request, char *resp, size_t cap, int timeout_ms);
+
+/* ---------------------------------------------------------------------------------------
+ * Prometheus text exposition.
+ * ------------------------------------------------------------------------------------- */
+
+/* Append "# HELP/# TYPE" once per family (call with the same name consecutively). */
+void mgmt_prom_family(struct mgmt_out *o, const char *name, const char *type, const char *help);
+/* One sample: name{labels} value. labels is "" or `k="v",k2="v2"`. */
+void mgmt_prom_sample(struct mgmt_out *o, const char *name, const char *labels, uint64_t value);
+/* A histogram as a summary: quantiles 0.5 0.9 0.99 0.999 0.9999, _sum and _count. */
+void mgmt_prom_summary(struct mgmt_out *o, const char *name, const char *labels,
+		       const struct hist *h);
+
+#endif

@@ -1,0 +1,246 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The control plane: JSON reader/writer, the socket server over a real unix socket,
+ * Prometheus rendering. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mgmt/mgmt.h"
+
+static struct mgmt_json j;
+
+static int
+parse(const char *s)
+{
+	return mgmt_json_parse(&j, s, strlen(s), NULL);
+}
+
+/* Goal: well-formed JSON parses; members and typed values come back. */
+Test(mgmt_json, parses_and_gets)
+{
+	cr_assert(eq(int, parse(" {\"cmd\":\"routes\",\"args\":{\"user\":18446744073709551615,"
+				"\"px\":-5,\"on\":true,\"name\":\"a\\\"b\\u0041\",\"list\":[1,2,{}]}} "),
+		     0));
+	int args = mgmt_json_get(&j, 0, "args");
+	cr_assert(args > 0);
+	uint64_t u;
+	int64_t px;
+	bool on;
+	char name[16];
+	cr_assert(eq(int, mgmt_json_get_u64(&j, args, "user", &u), 0));
+	cr_assert(eq(u64, u, UINT64_MAX));
+	cr_assert(eq(int, mgmt_json_get_i64(&j, args, "px", &px), 0));
+	cr_assert(eq(i64, px, -5));
+	cr_assert(eq(int, mgmt_json_get_bool(&j, args, "on", &on), 0));
+	cr_assert(on);
+	cr_assert(eq(int, mgmt_json_get_str(&j, args, "name", name, sizeof(name)), 0));
+	cr_assert(eq(str, name, "a\"bA"));
+	cr_assert(eq(int, mgmt_json_get_u64(&j, args, "missing", &u), -ENOENT));
+	cr_assert(eq(int, mgmt_json_get_u64(&j, args, "px", &u), -EINVAL)); /* negative */
+	cr_assert(eq(int, mgmt_json_get_u64(&j, args, "name", &u), -EINVAL)); /* a string */
+	/* A key after a nested container is still found. */
+	cr_assert(eq(int, parse("{\"a\":{\"b\":[1,{\"c\":2}]},\"d\":3}"), 0));
+	cr_assert(eq(int, mgmt_json_get_u64(&j, 0, "d", &u), 0));
+	cr_assert(eq(u64, u, 3));
+}
+
+/* Goal: every malformed class is refused with the offset of the problem. */
+Test(mgmt_json, refuses_malformed)
+{
+	const char *bad[] = {
+		"", "{", "}", "{\"a\"}", "{\"a\":}", "{\"a\":1,}", "[1,]", "{a:1}", "\"open",
+		"01", "1.", "-", "1e", "tru", "nul", "{\"a\":1} x", "\"\\x\"", "\"\\u12g4\"",
+		"\"tab\there\"", "{\"a\":1 \"b\":2}",
+	};
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_assert(eq(int, parse(bad[i]), -EINVAL), "accepted: %s", bad[i]);
+	/* Nesting and token count are bounded. */
+	char deep[200];
+	memset(deep, '[', 100);
+	memset(deep + 100, ']', 100);
+	cr_assert(eq(int, mgmt_json_parse(&j, deep, 200, NULL), -EINVAL));
+	static char many[MGMT_JSON_TOKENS_MAX * 2 + 8];
+	size_t n = 0;
+	many[n++] = '[';
+	for (int i = 0; i < MGMT_JSON_TOKENS_MAX; i++) {
+		many[n++] = '1';
+		many[n++] = ',';
+	}
+	many[n - 1] = ']';
+	cr_assert(eq(int, mgmt_json_parse(&j, many, n, NULL), -E2BIG));
+	/* Integers only: fractions and out-of-range values are refused, not truncated. */
+	int64_t v;
+	cr_assert(eq(int, parse("{\"x\":1.5,\"y\":9223372036854775808}"), 0));
+	cr_assert(eq(int, mgmt_json_get_i64(&j, 0, "x", &v), -EINVAL));
+	cr_assert(eq(int, mgmt_json_get_i64(&j, 0, "y", &v), -EINVAL));
+}
+
+/* Goal: the writer produces valid JSON, escapes strings, and reports overflow. */
+Test(mgmt_json, writer)
+{
+	char buf[128];
+	struct mgmt_out o;
+	mgmt_out_init(&o, buf, sizeof(buf));
+	mgmt_out_obj_begin(&o);
+	mgmt_out_kv_str(&o, "s", "q\"\n");
+	mgmt_out_key(&o, "a");
+	mgmt_out_arr_begin(&o);
+	mgmt_out_i64(&o, -1);
+	mgmt_out_u64(&o, 2);
+	mgmt_out_bool(&o, false);
+	mgmt_out_null(&o);
+	mgmt_out_arr_end(&o);
+	mgmt_out_obj_end(&o);
+	cr_assert(eq(str, buf, "{\"s\":\"q\\\"\\u000a\",\"a\":[-1,2,false,null]}"));
+	cr_assert(eq(int, parse(buf), 0));
+	char small[8];
+	mgmt_out_init(&o, small, sizeof(small));
+	mgmt_out_kv_str(&o, "long", "value");
+	cr_assert(o.overflow);
+}
+
+/* --- server over a real socket ---------------------------------------------------------- */
+
+static struct mgmt_server *srv;
+static atomic_bool stop;
+static pthread_t thread;
+static char path[108];
+static uint32_t deferred_token;
+
+static int
+h_echo(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char *err, size_t cap)
+{
+	(void)ctx;
+	uint64_t n;
+	int rc = mgmt_json_get_u64(req->json, req->args, "n", &n);
+	if (rc < 0) {
+		snprintf(err, cap, "bad_argument: \"n\" (an integer) is required");
+		return -EINVAL;
+	}
+	mgmt_out_obj_begin(out);
+	mgmt_out_kv_u64(out, "n", n + 1);
+	mgmt_out_obj_end(out);
+	return 0;
+}
+
+static int
+h_later(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char *err, size_t cap)
+{
+	(void)ctx, (void)out, (void)err, (void)cap;
+	deferred_token = req->token;
+	return MGMT_PENDING;
+}
+
+static void *
+serve(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&stop)) {
+		mgmt_poll(srv, 10);
+		if (deferred_token != 0) {
+			mgmt_reply_ok(srv, deferred_token, "{\"committed\":true}");
+			deferred_token = 0;
+		}
+	}
+	return NULL;
+}
+
+static void
+start(void)
+{
+	snprintf(path, sizeof(path), "/tmp/omsd-test-%d/mgmt.sock", getpid());
+	cr_assert(eq(int, mgmt_server_open(&srv, path, "nonexistent-group", 0660), 0));
+	cr_assert(eq(int, mgmt_register(srv, "echo", h_echo, NULL, "add one"), 0));
+	cr_assert(eq(int, mgmt_register(srv, "later", h_later, NULL, "answer after commit"), 0));
+	atomic_store(&stop, false);
+	pthread_create(&thread, NULL, serve, NULL);
+}
+
+static void
+finish(void)
+{
+	atomic_store(&stop, true);
+	pthread_join(thread, NULL);
+	mgmt_server_close(srv);
+}
+
+static const char *
+call(const char *req)
+{
+	static char resp[4096];
+	int rc = mgmt_call(path, req, resp, sizeof(resp), 2000);
+	cr_assert(eq(int, rc, 0), "mgmt_call: %s", strerror(-rc));
+	return resp;
+}
+
+/* Goal: commands answer; errors are clear and change nothing; deferred answers arrive. */
+Test(mgmt_server, requests_and_errors, .init = start, .fini = finish)
+{
+	cr_assert(eq(str, (char *)call("{\"id\":4,\"cmd\":\"echo\",\"args\":{\"n\":41}}"),
+		     "{\"id\":4,\"ok\":true,\"result\":{\"n\":42}}"));
+	cr_assert(eq(str, (char *)call("{\"id\":5,\"cmd\":\"echo\",\"args\":{}}"),
+		     "{\"id\":5,\"ok\":false,\"error\":\"bad_argument\",\"message\":"
+		     "\"\\\"n\\\" (an integer) is required\"}"));
+	cr_assert(eq(str, (char *)call("{\"cmd\":\"nope\"}"),
+		     "{\"id\":0,\"ok\":false,\"error\":\"unknown_command\",\"message\":"
+		     "\"unknown command 'nope' (try \\\"help\\\")\"}"));
+	cr_assert(eq(str, (char *)call("{\"cmd\":"),
+		     "{\"id\":0,\"ok\":false,\"error\":\"bad_json\",\"message\":"
+		     "\"invalid JSON at byte 7\"}"));
+	cr_assert(eq(str, (char *)call("[1]"),
+		     "{\"id\":0,\"ok\":false,\"error\":\"bad_json\",\"message\":"
+		     "\"request must be a JSON object\"}"));
+	cr_assert(eq(str, (char *)call("{\"id\":9,\"cmd\":\"echo\",\"args\":[]}"),
+		     "{\"id\":9,\"ok\":false,\"error\":\"bad_request\",\"message\":"
+		     "\"\\\"args\\\" must be an object\"}"));
+	cr_assert(eq(str, (char *)call("{\"id\":11,\"cmd\":\"later\"}"),
+		     "{\"id\":11,\"ok\":true,\"result\":{\"committed\":true}}"));
+	cr_assert(not(eq(ptr, strstr(call("{\"cmd\":\"help\"}"), "\"cmd\":\"echo\""), NULL)));
+}
+
+/* Goal: a line longer than the limit is refused and the connection stays usable. */
+Test(mgmt_server, overlong_line, .init = start, .fini = finish)
+{
+	static char big[MGMT_LINE_MAX + 100];
+	memset(big, ' ', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	const char *r = call(big);
+	cr_assert(not(eq(ptr, strstr(r, "too_large"), NULL)), "%s", r);
+	cr_assert(eq(str, (char *)call("{\"id\":1,\"cmd\":\"echo\",\"args\":{\"n\":1}}"),
+		     "{\"id\":1,\"ok\":true,\"result\":{\"n\":2}}"));
+}
+
+/* Goal: the socket's mode is what was asked for. */
+Test(mgmt_server, socket_mode, .init = start, .fini = finish)
+{
+	struct stat st;
+	cr_assert(eq(int, stat(path, &st), 0));
+	cr_assert(eq(u32, st.st_mode & 0777, 0660));
+}
+
+/* Goal: Prometheus text has HELP/TYPE, labels, and summary quantiles. */
+Test(mgmt_prom, text_format)
+{
+	static struct hist h;
+	hist_init(&h);
+	for (uint64_t v = 1; v <= 100; v++)
+		hist_record(&h, v);
+	char buf[2048];
+	struct mgmt_out o;
+	mgmt_out_init(&o, buf, sizeof(buf));
+	mgmt_prom_family(&o, "omsd_frames_dropped_total", "counter", "Frames dropped");
+	mgmt_prom_sample(&o, "omsd_frames_dropped_total", "cause=\"bad_mac\"", 3);
+	mgmt_prom_family(&o, "omsd_ack_latency_ns", "summary", "Ingress to ack");
+	mgmt_prom_summary(&o, "omsd_ack_latency_ns", "shard=\"1\"", &h);
+	cr_assert(not(eq(ptr, strstr(buf, "# TYPE omsd_frames_dropped_total counter\n"), NULL)));
+	cr_assert(not(eq(ptr, strstr(buf, "omsd_frames_dropped_total{cause=\"bad_mac\"} 3\n"), NULL)));
+	cr_assert(not(eq(ptr, strstr(buf, "omsd_ack_latency_ns{shard=\"1\",quantile=\"0.5\"} 50\n"), NULL)));
+	cr_assert(not(eq(ptr, strstr(buf, "omsd_ack_latency_ns_count{shard=\"1\"} 100\n"), NULL)));
+	cr_assert(not(eq(ptr, strstr(buf, "omsd_ack_latency_ns_sum{shard=\"1\"} 5050\n"), NULL)));
+}
