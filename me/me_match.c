@@ -597,7 +597,9 @@ validate_modify(struct me *me, const struct wire_modify *m, enum me_kind kind, u
 		me_count(me, ME_C_BACKPRESSURE);
 		return WIRE_REASON_BACKPRESSURE;
 	}
-	if (!records_room(me))
+	/* A cancel relieves the pool, so it may use the spare record; its own refusal would
+	 * then be answered unsequenced (refuse). */
+	if (kind == ME_KIND_CANCEL ? me->order_free == ME_NIL : !records_room(me))
 		return WIRE_REASON_CAPACITY;
 	switch (kind) {
 	case ME_KIND_CANCEL:

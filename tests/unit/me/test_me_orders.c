@@ -1,0 +1,375 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * me order types, time-in-force, price-time priority, self-trade prevention.
+ * Default symbol: tick 10, lot 1, min qty 1, base_unit 1, no band.
+ */
+#include <criterion/criterion.h>
+
+#include "me_fixture.h"
+
+#define B WIRE_SIDE_BUY
+#define S WIRE_SIDE_SELL
+
+TestSuite(me_orders, .init = fx_setup, .fini = fx_fini);
+
+/* Goal: a GTC limit that does not cross rests, with ACCEPTED then RESTED in stream order.
+ * Method: submit one buy into an empty book, read the events and the depth. */
+Test(me_orders, limit_gtc_rests)
+{
+	fx_gtc(7, 1, B, 100, 5);
+	cr_assert_eq(fx_events(), 2);
+	cr_assert_eq(fx_ev(0)->event, WIRE_EV_ACCEPTED);
+	cr_assert_eq(fx_ev(0)->seq, 1);
+	cr_assert_eq(fx_ev(1)->event, WIRE_EV_RESTED);
+	cr_assert_eq(fx_ev(1)->seq, 2);
+	cr_assert_eq(fx_ev(1)->qty, 5);
+	cr_assert_eq(fx_ev(1)->px, 100);
+	cr_assert_eq(fx_best(B), 100);
+	cr_assert_eq(me_orders_resting(fx_me), 1);
+}
+
+/* Goal: price-time priority within one level, and the best level first.
+ * Method: rest three sells at 100 and one better at 90, cross with a buy of 12 at 100. */
+Test(me_orders, price_time_priority)
+{
+	fx_gtc(1, 1, S, 100, 5);
+	fx_gtc(2, 1, S, 100, 5);
+	fx_gtc(3, 1, S, 100, 5);
+	fx_gtc(4, 1, S, 90, 2);
+	fx_reset();
+	fx_gtc(9, 1, B, 100, 12);
+	const struct wire_me_event *f0 = fx_find(9, 1, WIRE_EV_FILL, 0);
+	const struct wire_me_event *f1 = fx_find(9, 1, WIRE_EV_FILL, 1);
+	const struct wire_me_event *f2 = fx_find(9, 1, WIRE_EV_FILL, 2);
+	cr_assert(f0 && f1 && f2);
+	cr_assert_eq(f0->contra.user, 4);
+	cr_assert_eq(f0->px, 90);
+	cr_assert_eq(f0->qty, 2);
+	cr_assert_eq(f1->contra.user, 1);
+	cr_assert_eq(f1->qty, 5);
+	cr_assert_eq(f2->contra.user, 2);
+	cr_assert_eq(f2->qty, 5);
+	cr_assert_null(fx_find(9, 1, WIRE_EV_FILL, 3));
+	cr_assert_eq(fx_count(9, 1, WIRE_EV_DONE), 1);
+	cr_assert_eq(fx_count(3, 1, WIRE_EV_FILL), 0);
+	cr_assert_eq(fx_depth_qty(S, 100), 5);
+}
+
+/* Goal: trades happen at the maker's price, with maker/taker flags and exact notional.
+ * Method: rest a sell at 100, cross with a buy at 120 on a symbol with base_unit 100. */
+Test(me_orders, maker_price_and_flags)
+{
+	cr_assert_eq(fx_config(2, 10, 100, 100, 0, 100, 0, 0, 0), WIRE_REASON_NONE);
+	struct wire_submit s = fx_order(1, 1, S, WIRE_ORD_LIMIT, WIRE_TIF_GTC, 100, 300);
+	s.symbol = 2;
+	fx_submit(&s);
+	s = fx_order(2, 1, B, WIRE_ORD_LIMIT, WIRE_TIF_GTC, 120, 200);
+	s.symbol = 2;
+	fx_reset();
+	fx_submit(&s);
+	const struct wire_me_event *t = fx_find(2, 1, WIRE_EV_FILL, 0);
+	const struct wire_me_event *m = fx_find(1, 1, WIRE_EV_FILL, 0);
+	cr_assert(t && m);
+	cr_assert_eq(t->px, 100);
+	cr_assert_eq(t->liquidity, 2);
+	cr_assert_eq(m->liquidity, 1);
+	cr_assert_eq(t->notional, 200); /* 100 * 200 / 100 */
+	cr_assert_eq(m->notional, 200);
+	cr_assert_eq(t->trade_id, m->trade_id);
+	cr_assert_eq(t->contra_user, 1);
+	cr_assert_eq(m->contra_user, 2);
+	cr_assert_eq(m->leaves_qty, 100);
+	cr_assert_eq(t->leaves_qty, 0);
+	cr_assert_eq(fx_count(2, 1, WIRE_EV_DONE), 1);
+	cr_assert_eq(fx_count(1, 1, WIRE_EV_DONE), 0);
+}
+
+/* Goal: a partial fill rests the remainder; the maker's later full fill ends it with DONE.
+ * Method: buy 10 against a sell of 4, then sell 6 into the resting remainder. */
+Test(me_orders, partial_fill_then_done)
+{
+	fx_gtc(1, 1, S, 100, 4);
+	fx_reset();
+	fx_gtc(2, 1, B, 100, 10);
+	cr_assert_eq(fx_find(2, 1, WIRE_EV_FILL, 0)->qty, 4);
+	cr_assert_eq(fx_find(2, 1, WIRE_EV_RESTED, 0)->qty, 6);
+	cr_assert_eq(fx_count(1, 1, WIRE_EV_DONE), 1);
+	fx_reset();
+	fx_gtc(3, 1, S, 100, 6);
+	cr_assert_eq(fx_find(2, 1, WIRE_EV_FILL, 0)->leaves_qty, 0);
+	cr_assert_eq(fx_count(2, 1, WIRE_EV_DONE), 1);
+	cr_assert_eq(fx_find(2, 1, WIRE_EV_DONE, 0)->qty, 10); /* DONE carries cum */
+	cr_assert_eq(me_orders_resting(fx_me), 0);
+}
+
+/* Goal: IOC fills what it can and cancels the rest with cause IOC. */
+Test(me_orders, ioc_remainder_cancelled)
+{
+	fx_gtc(1, 1, S, 100, 3);
+	fx_reset();
+	fx_limit(2, 1, B, 110, 5, WIRE_TIF_IOC);
+	cr_assert_eq(fx_find(2, 1, WIRE_EV_FILL, 0)->qty, 3);
+	const struct wire_me_event *c = fx_find(2, 1, WIRE_EV_CANCELLED, 0);
+	cr_assert(c);
+	cr_assert_eq(c->cause, WIRE_CAUSE_IOC);
+	cr_assert_eq(c->qty, 2);
+	cr_assert_eq(fx_count(2, 1, WIRE_EV_DONE), 1);
+	cr_assert_eq(fx_best(B), 0);
+}
+
+/* Goal: FOK fills whole across levels when it can. */
+Test(me_orders, fok_fills_whole)
+{
+	fx_gtc(1, 1, S, 100, 3);
+	fx_gtc(1, 2, S, 110, 3);
+	fx_reset();
+	fx_limit(2, 1, B, 110, 5, WIRE_TIF_FOK);
+	cr_assert_eq(fx_count(2, 1, WIRE_EV_FILL), 2);
+	cr_assert_eq(fx_count(2, 1, WIRE_EV_DONE), 1);
+	cr_assert_eq(fx_depth_qty(S, 110), 1);
+}
+
+/* Goal: a FOK that cannot fill whole is rejected without ACCEPTED and leaves the book as is. */
+Test(me_orders, fok_not_fillable_book_untouched)
+{
+	fx_gtc(1, 1, S, 100, 3);
+	fx_gtc(1, 2, S, 120, 3);
+	uint64_t h = me_state_hash(fx_me);
+	fx_reset();
+	fx_limit(2, 1, B, 110, 5, WIRE_TIF_FOK);
+	cr_assert_eq(fx_events(), 1);
+	cr_assert_eq(fx_ev(0)->event, WIRE_EV_REJECTED);
+	cr_assert_eq(fx_ev(0)->reason, WIRE_REASON_FOK_NOT_FILLABLE);
+	cr_assert_eq(fx_depth_qty(S, 100), 3);
+	/* Only the rejection's stream slot and dedup record changed: no book change. */
+	cr_assert_neq(me_state_hash(fx_me), h);
+	cr_assert_eq(me_orders_resting(fx_me), 2);
+}
+
+/* Goal: POST_ONLY rests when it does not cross and is refused when it would. */
+Test(me_orders, post_only)
+{
+	fx_gtc(1, 1, S, 100, 3);
+	fx_reset();
+	fx_limit(2, 1, B, 90, 5, WIRE_TIF_POST_ONLY);
+	cr_assert_eq(fx_count(2, 1, WIRE_EV_RESTED), 1);
+	fx_limit(2, 2, B, 100, 5, WIRE_TIF_POST_ONLY);
+	cr_assert_eq(fx_reject_reason(2, 2), WIRE_REASON_POST_ONLY_WOULD_CROSS);
+	cr_assert_eq(fx_count(2, 2, WIRE_EV_ACCEPTED), 0);
+	cr_assert_eq(fx_depth_qty(S, 100), 3);
+}
+
+/* Goal: GTD rests and expires when cluster time reaches expire_ns, on a tick.
+ * Method: rest a GTD, tick before and at its expiry. */
+Test(me_orders, gtd_expires_on_tick)
+{
+	struct wire_submit s = fx_order(1, 1, B, WIRE_ORD_LIMIT, WIRE_TIF_GTD, 100, 5);
+	s.expire_ns = 5000;
+	fx_submit(&s);
+	cr_assert_eq(fx_count(1, 1, WIRE_EV_RESTED), 1);
+	fx_reset();
+	fx_tick(4999);
+	cr_assert_eq(fx_events(), 0);
+	fx_tick(5000);
+	const struct wire_me_event *c = fx_find(1, 1, WIRE_EV_CANCELLED, 0);
+	cr_assert(c);
+	cr_assert_eq(c->cause, WIRE_CAUSE_EXPIRED);
+	cr_assert_eq(c->qty, 5);
+	cr_assert_eq(c->time_ns, 5000);
+	cr_assert_eq(fx_count(1, 1, WIRE_EV_DONE), 1);
+	cr_assert_eq(fx_best(B), 0);
+	cr_assert_eq(me_counter(fx_me, ME_C_EXPIRED), 1);
+}
+
+/* Goal: expiry also runs on any applied message, before the message: an expired maker never
+ * trades. */
+Test(me_orders, gtd_expires_before_apply)
+{
+	struct wire_submit s = fx_order(1, 1, S, WIRE_ORD_LIMIT, WIRE_TIF_GTD, 100, 5);
+	s.expire_ns = 2000;
+	fx_submit(&s);
+	fx_now = 2500;
+	fx_reset();
+	fx_gtc(2, 1, B, 100, 5);
+	cr_assert_eq(fx_ev(0)->event, WIRE_EV_CANCELLED);
+	cr_assert_eq(fx_ev(0)->cause, WIRE_CAUSE_EXPIRED);
+	cr_assert_eq(fx_count(2, 1, WIRE_EV_FILL), 0);
+	cr_assert_eq(fx_count(2, 1, WIRE_EV_RESTED), 1);
+}
+
+/* Goal: a GTD whose expiry already passed is refused (TOO_LATE); GTD without expiry is a bad
+ * request. */
+Test(me_orders, gtd_already_expired)
+{
+	struct wire_submit s = fx_order(1, 1, B, WIRE_ORD_LIMIT, WIRE_TIF_GTD, 100, 5);
+	s.expire_ns = fx_now;
+	fx_submit(&s);
+	cr_assert_eq(fx_reject_reason(1, 1), WIRE_REASON_TOO_LATE);
+	s = fx_order(1, 2, B, WIRE_ORD_LIMIT, WIRE_TIF_GTD, 100, 5);
+	fx_submit(&s);
+	cr_assert_eq(fx_reject_reason(1, 2), WIRE_REASON_BAD_REQUEST);
+}
+
+/* Goal: MARKET sell by quantity sweeps bids; the remainder is cancelled NO_LIQUIDITY. */
+Test(me_orders, market_sell_by_qty)
+{
+	fx_gtc(1, 1, B, 100, 3);
+	fx_gtc(1, 2, B, 90, 3);
+	fx_reset();
+	fx_market_sell(2, 1, 8);
+	cr_assert_eq(fx_find(2, 1, WIRE_EV_FILL, 0)->px, 100);
+	cr_assert_eq(fx_find(2, 1, WIRE_EV_FILL, 1)->px, 90);
+	const struct wire_me_event *c = fx_find(2, 1, WIRE_EV_CANCELLED, 0);
+	cr_assert(c);
+	cr_assert_eq(c->cause, WIRE_CAUSE_NO_LIQUIDITY);
+	cr_assert_eq(c->qty, 2);
+	cr_assert_eq(fx_count(2, 1, WIRE_EV_DONE), 1);
+}
+
+/* Goal: MARKET buy by quote budget fills while cumulative notional stays within the budget,
+ * the last fill rounded down to the lot; unused budget just ends with DONE.
+ * Method: lot 2; asks 2@100, 6@110; budget 650: 2@100 = 200, then floor(450/110) = 4 → 4 on
+ * lot → 4@110 = 440; 10 left, which buys nothing. */
+Test(me_orders, market_buy_by_quote)
+{
+	cr_assert_eq(fx_config(3, 10, 2, 2, 0, 1, 0, 0, 0), WIRE_REASON_NONE);
+	struct wire_submit s = fx_order(1, 1, S, WIRE_ORD_LIMIT, WIRE_TIF_GTC, 100, 2);
+	s.symbol = 3;
+	fx_submit(&s);
+	s = fx_order(1, 2, S, WIRE_ORD_LIMIT, WIRE_TIF_GTC, 110, 6);
+	s.symbol = 3;
+	fx_submit(&s);
+	s = fx_order(2, 1, B, WIRE_ORD_MARKET, WIRE_TIF_IOC, 0, 0);
+	s.symbol = 3;
+	s.quote_qty = 650;
+	fx_reset();
+	fx_submit(&s);
+	const struct wire_me_event *f0 = fx_find(2, 1, WIRE_EV_FILL, 0);
+	const struct wire_me_event *f1 = fx_find(2, 1, WIRE_EV_FILL, 1);
+	cr_assert(f0 && f1);
+	cr_assert_eq(f0->qty, 2);
+	cr_assert_eq(f0->notional, 200);
+	cr_assert_eq(f1->qty, 4);
+	cr_assert_eq(f1->notional, 440);
+	cr_assert_eq(fx_count(2, 1, WIRE_EV_CANCELLED), 0);
+	cr_assert_eq(fx_find(2, 1, WIRE_EV_DONE, 0)->qty, 6);
+	const struct me_order *o = fx_rec(2, 1);
+	cr_assert_eq(o->cum, 6);
+}
+
+/* Goal: a market buy that runs out of book (budget left) is cancelled NO_LIQUIDITY. */
+Test(me_orders, market_buy_runs_out_of_book)
+{
+	fx_gtc(1, 1, S, 100, 2);
+	fx_reset();
+	fx_market_buy(2, 1, 1000);
+	cr_assert_eq(fx_find(2, 1, WIRE_EV_FILL, 0)->qty, 2);
+	cr_assert_eq(fx_find(2, 1, WIRE_EV_CANCELLED, 0)->cause, WIRE_CAUSE_NO_LIQUIDITY);
+	cr_assert_eq(fx_count(2, 1, WIRE_EV_DONE), 1);
+}
+
+/* Goal: market orders take only IOC (or FOK for a sell) and reject malformed shapes. */
+Test(me_orders, market_shapes)
+{
+	struct wire_submit s = fx_order(1, 1, B, WIRE_ORD_MARKET, WIRE_TIF_GTC, 0, 0);
+	s.quote_qty = 100;
+	fx_submit(&s);
+	cr_assert_eq(fx_reject_reason(1, 1), WIRE_REASON_BAD_REQUEST);
+	s = fx_order(1, 2, B, WIRE_ORD_MARKET, WIRE_TIF_IOC, 0, 5); /* buy by qty */
+	fx_submit(&s);
+	cr_assert_eq(fx_reject_reason(1, 2), WIRE_REASON_BAD_REQUEST);
+	fx_gtc(3, 1, B, 100, 2);
+	s = fx_order(1, 3, S, WIRE_ORD_MARKET, WIRE_TIF_FOK, 0, 5);
+	fx_submit(&s);
+	cr_assert_eq(fx_reject_reason(1, 3), WIRE_REASON_FOK_NOT_FILLABLE);
+	s = fx_order(1, 4, S, WIRE_ORD_MARKET, WIRE_TIF_FOK, 0, 2);
+	fx_submit(&s);
+	cr_assert_eq(fx_count(1, 4, WIRE_EV_FILL), 1);
+}
+
+/* ---- self-trade prevention ---- */
+
+TestSuite(me_stp, .init = fx_setup, .fini = fx_fini);
+
+/* Goal: STP NONE lets a user trade with themself. */
+Test(me_stp, none_self_trades)
+{
+	fx_gtc(1, 1, S, 100, 5);
+	fx_reset();
+	fx_gtc(1, 2, B, 100, 5);
+	cr_assert_eq(fx_find(1, 2, WIRE_EV_FILL, 0)->contra_user, 1);
+}
+
+static void
+stp_buy(uint64_t user, uint64_t seq, int64_t px, int64_t qty, uint8_t tif, uint8_t stp)
+{
+	struct wire_submit s = fx_order(user, seq, B, WIRE_ORD_LIMIT, tif, px, qty);
+	s.stp = stp;
+	fx_submit(&s);
+}
+
+/* Goal: EXPIRE_TAKER cancels the incoming remainder (cause STP); the maker stays. */
+Test(me_stp, expire_taker)
+{
+	fx_gtc(2, 1, S, 100, 2);
+	fx_gtc(1, 1, S, 100, 5);
+	fx_reset();
+	stp_buy(1, 2, 100, 5, WIRE_TIF_GTC, WIRE_STP_EXPIRE_TAKER);
+	cr_assert_eq(fx_find(1, 2, WIRE_EV_FILL, 0)->qty, 2); /* other user's order first */
+	const struct wire_me_event *c = fx_find(1, 2, WIRE_EV_CANCELLED, 0);
+	cr_assert(c);
+	cr_assert_eq(c->cause, WIRE_CAUSE_STP);
+	cr_assert_eq(c->qty, 3);
+	cr_assert_eq(fx_depth_qty(S, 100), 5);
+	cr_assert_eq(fx_count(1, 1, WIRE_EV_CANCELLED), 0);
+}
+
+/* Goal: EXPIRE_MAKER cancels the resting self order and continues matching. */
+Test(me_stp, expire_maker)
+{
+	fx_gtc(1, 1, S, 100, 5);
+	fx_gtc(2, 1, S, 100, 5);
+	fx_reset();
+	stp_buy(1, 2, 100, 7, WIRE_TIF_GTC, WIRE_STP_EXPIRE_MAKER);
+	const struct wire_me_event *c = fx_find(1, 1, WIRE_EV_CANCELLED, 0);
+	cr_assert(c);
+	cr_assert_eq(c->cause, WIRE_CAUSE_STP);
+	cr_assert_eq(fx_count(1, 1, WIRE_EV_DONE), 1);
+	cr_assert_eq(fx_find(1, 2, WIRE_EV_FILL, 0)->contra_user, 2);
+	cr_assert_eq(fx_find(1, 2, WIRE_EV_RESTED, 0)->qty, 2);
+}
+
+/* Goal: EXPIRE_BOTH cancels the resting self order and the incoming remainder. */
+Test(me_stp, expire_both)
+{
+	fx_gtc(1, 1, S, 100, 5);
+	fx_gtc(2, 1, S, 100, 5);
+	fx_reset();
+	stp_buy(1, 2, 100, 7, WIRE_TIF_GTC, WIRE_STP_EXPIRE_BOTH);
+	cr_assert_eq(fx_find(1, 1, WIRE_EV_CANCELLED, 0)->cause, WIRE_CAUSE_STP);
+	cr_assert_eq(fx_find(1, 2, WIRE_EV_CANCELLED, 0)->cause, WIRE_CAUSE_STP);
+	cr_assert_eq(fx_find(1, 2, WIRE_EV_CANCELLED, 0)->qty, 7);
+	cr_assert_eq(fx_count(1, 2, WIRE_EV_FILL), 0);
+	cr_assert_eq(fx_depth_qty(S, 100), 5);
+}
+
+/* Goal: FOK decides fillability before touching the book, honouring STP.
+ * Method: self order first in the queue; EXPIRE_TAKER cannot get past it (rejected, book
+ * untouched); EXPIRE_MAKER counts only the other user's quantity. */
+Test(me_stp, fok_honours_stp)
+{
+	fx_gtc(1, 1, S, 100, 5);
+	fx_gtc(2, 1, S, 100, 5);
+	fx_reset();
+	stp_buy(1, 2, 100, 5, WIRE_TIF_FOK, WIRE_STP_EXPIRE_TAKER);
+	cr_assert_eq(fx_reject_reason(1, 2), WIRE_REASON_FOK_NOT_FILLABLE);
+	stp_buy(1, 3, 100, 8, WIRE_TIF_FOK, WIRE_STP_EXPIRE_MAKER);
+	cr_assert_eq(fx_reject_reason(1, 3), WIRE_REASON_FOK_NOT_FILLABLE);
+	cr_assert_eq(fx_depth_qty(S, 100), 10);
+	fx_reset();
+	stp_buy(1, 4, 100, 5, WIRE_TIF_FOK, WIRE_STP_EXPIRE_MAKER);
+	cr_assert_eq(fx_find(1, 1, WIRE_EV_CANCELLED, 0)->cause, WIRE_CAUSE_STP);
+	cr_assert_eq(fx_find(1, 4, WIRE_EV_FILL, 0)->qty, 5);
+	cr_assert_eq(fx_count(1, 4, WIRE_EV_DONE), 1);
+	cr_assert_eq(fx_best(S), 0);
+}
