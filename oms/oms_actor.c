@@ -1,0 +1,625 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Hot-user actors: the table (user → slot over a preallocated slab), the intrusive recency
+ * list, hydration with parked messages, the dehydration handshake with fencing epochs, the
+ * TTL sweep, the size-bound safety valve and the drain of users this shard no longer owns.
+ *
+ * Seed: "the user-actor is a write-back cache over a durable DB, living inside an Aeron
+ * Cluster that must remain a deterministic state machine."
+ */
+#include "oms/oms_int.h"
+
+/* ---- intrusive lists (LRU / flushing / hydrating) ---- */
+
+static void
+list_remove(struct oms *oms, struct oms_list *l, uint32_t idx)
+{
+	struct oms_actor *a = &oms->actors[idx];
+	if (a->prev != OMS_NIL)
+		oms->actors[a->prev].next = a->next;
+	else
+		l->head = a->next;
+	if (a->next != OMS_NIL)
+		oms->actors[a->next].prev = a->prev;
+	else
+		l->tail = a->prev;
+	a->prev = OMS_NIL;
+	a->next = OMS_NIL;
+	DCHECK(l->count > 0);
+	l->count--;
+}
+
+static void
+list_push_head(struct oms *oms, struct oms_list *l, uint32_t idx)
+{
+	struct oms_actor *a = &oms->actors[idx];
+	a->prev = OMS_NIL;
+	a->next = l->head;
+	if (l->head != OMS_NIL)
+		oms->actors[l->head].prev = idx;
+	else
+		l->tail = idx;
+	l->head = idx;
+	l->count++;
+}
+
+static struct oms_list *
+state_list(struct oms *oms, uint8_t state)
+{
+	switch (state) {
+	case OMS_A_HYDRATING:
+		return &oms->c.hydrating;
+	case OMS_A_RESIDENT:
+		return &oms->c.lru;
+	case OMS_A_FLUSHING:
+		return &oms->c.flushing;
+	default:
+		CHECK(0 && "actor state has no list");
+		return NULL;
+	}
+}
+
+static void
+move_to(struct oms *oms, struct oms_actor *a, uint8_t state)
+{
+	uint32_t idx = oms_actor_index(oms, a);
+	list_remove(oms, state_list(oms, a->state), idx);
+	a->state = state;
+	list_push_head(oms, state_list(oms, state), idx);
+}
+
+/* ---- table ---- */
+
+uint32_t
+oms_actor_index(const struct oms *oms, const struct oms_actor *a)
+{
+	DCHECK(a >= oms->actors && a < oms->actors + oms->actor_slots);
+	return (uint32_t)(a - oms->actors);
+}
+
+struct oms_actor *
+oms_actor_find(const struct oms *oms, uint64_t user)
+{
+	uint32_t idx = oms_tab_find(oms, OMS_TAG_USER, user, 0);
+	return idx == OMS_NIL ? NULL : &oms->actors[idx];
+}
+
+struct oms_balance *
+oms_actor_balances(const struct oms *oms, const struct oms_actor *a)
+{
+	return &oms->balances[(size_t)oms_actor_index(oms, a) * oms->c.limits.assets_per_user];
+}
+
+struct oms_balance *
+oms_balance_find(const struct oms *oms, const struct oms_actor *a, uint32_t asset)
+{
+	struct oms_balance *b = oms_actor_balances(oms, a);
+	for (uint32_t k = 0; k < oms->c.limits.assets_per_user; k++)
+		if (b[k].asset == asset)
+			return asset != 0 ? &b[k] : NULL;
+	return NULL;
+}
+
+struct oms_balance *
+oms_balance_get_or_add(struct oms *oms, struct oms_actor *a, uint32_t asset)
+{
+	struct oms_balance *b = oms_actor_balances(oms, a);
+	struct oms_balance *empty = NULL;
+	if (asset == 0)
+		return NULL;
+	for (uint32_t k = 0; k < oms->c.limits.assets_per_user; k++) {
+		if (b[k].asset == asset)
+			return &b[k];
+		if (b[k].asset == 0 && empty == NULL)
+			empty = &b[k];
+	}
+	if (empty != NULL) {
+		empty->asset = asset;
+		empty->total = 0;
+		empty->reserved = 0;
+	}
+	return empty;
+}
+
+/* Seed invariant 10: "Flat" = no resting orders AND no in-flight saga AND no outstanding
+ * reservation. O(1) counters the actor maintains on every transition. */
+bool
+oms_actor_flat(const struct oms_actor *a)
+{
+	return a->live == 0 && a->sagas == 0 && a->reservations == 0 && a->order_count == 0;
+}
+
+static void
+actor_release(struct oms *oms, struct oms_actor *a)
+{
+	uint32_t idx = oms_actor_index(oms, a);
+	DCHECK(a->order_count == 0 && a->parked_count == 0);
+	list_remove(oms, state_list(oms, a->state), idx);
+	oms_tab_remove(oms, OMS_TAG_USER, a->user, 0);
+	memset(oms_actor_balances(oms, a), 0,
+	       sizeof(struct oms_balance) * oms->c.limits.assets_per_user);
+	memset(a, 0, sizeof(*a));
+	oms->actor_free[oms->c.actor_free_count++] = idx;
+	CHECK(oms->c.actor_free_count <= oms->actor_slots);
+}
+
+/* The first flat actor from the LRU tail (bounded look), or NULL. */
+static struct oms_actor *
+lru_flat_tail(struct oms *oms)
+{
+	uint32_t idx = oms->c.lru.tail;
+	for (uint32_t n = 0; idx != OMS_NIL && n < oms->c.limits.sweep_scan_max; n++) {
+		struct oms_actor *a = &oms->actors[idx];
+		if (oms_actor_flat(a) && (a->flags & OMS_AF_CONFLICT) == 0)
+			return a;
+		idx = a->prev;
+	}
+	return NULL;
+}
+
+static void
+emit_hydrate_request(struct oms *oms, const struct oms_actor *a, struct svc_sink *sink)
+{
+	struct wire_hydrate_request m;
+	memset(&m, 0, sizeof(m));
+	m.user = a->user;
+	m.epoch = a->epoch;
+	oms_count(oms, OMS_C_HYDRATE_REQUESTS);
+	OMS_EMIT(sink, WIRE_DEST_PERSIST, m, WIRE_HYDRATE_REQUEST, oms->c.limits.shard_id);
+}
+
+/* A fresh slot for user in state HYDRATING, or NULL (CAPACITY). */
+static struct oms_actor *
+actor_obtain(struct oms *oms, uint64_t user, struct svc_sink *sink)
+{
+	if (oms->c.lru.count + oms->c.hydrating.count >= oms->c.limits.users_max) {
+		/* Seed: "Size-bound safety valve: if resident count hits the memory cap, evict
+		 * the LRU tail immediately, before TTL". Only a flat tail qualifies; if none is
+		 * flat we refuse the new cold user rather than grow. */
+		struct oms_actor *victim = lru_flat_tail(oms);
+		if (victim == NULL)
+			return NULL;
+		oms_count(oms, OMS_C_VALVE_DEHYDRATES);
+		oms_actor_begin_dehydrate(oms, victim, sink);
+	}
+	if (oms->c.actor_free_count == 0)
+		return NULL;
+	uint32_t idx = oms->actor_free[--oms->c.actor_free_count];
+	struct oms_actor *a = &oms->actors[idx];
+	DCHECK(a->state == OMS_A_FREE);
+	memset(a, 0, sizeof(*a));
+	a->user = user;
+	a->prev = a->next = OMS_NIL;
+	a->order_head = a->order_tail = OMS_NIL;
+	a->parked_head = a->parked_tail = OMS_NIL;
+	a->state = OMS_A_HYDRATING;
+	a->last_active_ns = oms->c.now_ns;
+	list_push_head(oms, &oms->c.hydrating, idx);
+	oms_tab_insert(oms, OMS_TAG_USER, user, 0, idx);
+	return a;
+}
+
+void
+oms_actor_touch(struct oms *oms, struct oms_actor *a)
+{
+	if (a->state == OMS_A_FLUSHING) {
+		/* Seed: "Order arrives during the flush window → cancel-on-activity ... The actor
+		 * bumps its epoch; a stale in-flight FlushComplete is then dropped." */
+		a->epoch++;
+		move_to(oms, a, OMS_A_RESIDENT);
+		oms_count(oms, OMS_C_FLUSH_CANCELLED);
+	} else if (a->state == OMS_A_RESIDENT && a->prev != OMS_NIL) {
+		/* Seed: "Per order: O(1) — splice the actor to the MRU end". */
+		uint32_t idx = oms_actor_index(oms, a);
+		list_remove(oms, &oms->c.lru, idx);
+		list_push_head(oms, &oms->c.lru, idx);
+	}
+	a->last_active_ns = oms->c.now_ns;
+}
+
+int
+oms_actor_park(struct oms *oms, uint64_t user, const struct wire_msg_hdr *msg, bool is_event,
+	       bool check_owner, struct svc_sink *sink, uint16_t *owner_out)
+{
+	struct oms_actor *a = oms_actor_find(oms, user);
+	DCHECK(a == NULL || a->state == OMS_A_HYDRATING);
+	DCHECK(msg->length <= sizeof(oms->parked[0].msg));
+	if (oms->c.parked_free_count == 0)
+		return is_event ? -1 : WIRE_REASON_PARKED_FULL;
+	if (a == NULL) {
+		if (check_owner && !oms_route_owns(oms, user, owner_out))
+			return WIRE_REASON_NOT_OWNER;
+		a = actor_obtain(oms, user, sink);
+		if (a == NULL)
+			return is_event ? -1 : WIRE_REASON_CAPACITY;
+		/* Seed: single-flight — one HydrateRequest per miss, later messages just park. */
+		a->hydrate_tries = 1;
+		emit_hydrate_request(oms, a, sink);
+	} else if (!is_event && a->parked_count >= oms->c.limits.parked_per_user) {
+		return WIRE_REASON_PARKED_FULL;
+	}
+	uint32_t pi = oms->parked_free[--oms->c.parked_free_count];
+	struct oms_parked *p = &oms->parked[pi];
+	memset(p, 0, sizeof(*p));
+	p->next = OMS_NIL;
+	p->len = msg->length;
+	p->pad = is_event ? 1 : 0; /* 1: an event already consumed in stream order */
+	memcpy(p->msg, msg, msg->length);
+	if (a->parked_tail != OMS_NIL)
+		oms->parked[a->parked_tail].next = pi;
+	else
+		a->parked_head = pi;
+	a->parked_tail = pi;
+	a->parked_count++;
+	oms->c.parked_used++;
+	oms_count(oms, is_event ? OMS_C_EVENTS_PARKED : OMS_C_PARKED);
+	return 0;
+}
+
+/* Detach the first parked message into buf; false when none. */
+static bool
+park_pop(struct oms *oms, struct oms_actor *a, struct oms_parked *buf)
+{
+	uint32_t pi = a->parked_head;
+	if (pi == OMS_NIL)
+		return false;
+	struct oms_parked *p = &oms->parked[pi];
+	*buf = *p;
+	a->parked_head = p->next;
+	if (a->parked_head == OMS_NIL)
+		a->parked_tail = OMS_NIL;
+	a->parked_count--;
+	oms->c.parked_used--;
+	memset(p, 0, sizeof(*p));
+	oms->parked_free[oms->c.parked_free_count++] = pi;
+	return true;
+}
+
+/* Refuse every parked client message with reason; parked events cannot be refused. */
+static void
+park_refuse(struct oms *oms, struct oms_actor *a, uint16_t reason, uint16_t owner,
+	    struct svc_sink *sink)
+{
+	struct oms_parked p;
+	while (park_pop(oms, a, &p)) {
+		const struct wire_msg_hdr *h = (const struct wire_msg_hdr *)(const void *)p.msg;
+		if (p.pad == 1) {
+			/* An event for a user another shard owns breaks single-writer. */
+			oms_count(oms, OMS_C_ALARM_FOREIGN_USER);
+		} else if (h->type == WIRE_TRANSFER) {
+			const struct wire_transfer *t = (const void *)p.msg;
+			oms_admin_reply(oms, sink, t->transfer_id, reason, owner);
+		} else {
+			/* NEW_ORDER, CANCEL, AMEND, CANCEL_REPLACE: user and cl_ord_id lead. */
+			const struct wire_cancel *c = (const void *)p.msg;
+			oms_nak(oms, sink, NULL, c->user, c->cl_ord_id, reason, owner);
+		}
+	}
+}
+
+static bool
+user_state_ok(const struct oms *oms, const struct wire_user_state *st)
+{
+	if (st->balance_count > WIRE_BALANCES_MAX || st->user_seq > WIRE_USER_SEQ_MAX)
+		return false;
+	uint32_t used = 0;
+	for (uint32_t i = 0; i < st->balance_count; i++) {
+		const struct wire_balance *b = &st->balances[i];
+		if (b->asset == 0)
+			continue;
+		if (b->total < 0)
+			return false;
+		for (uint32_t j = 0; j < i; j++)
+			if (st->balances[j].asset == b->asset)
+				return false;
+		used++;
+	}
+	return used <= oms->c.limits.assets_per_user;
+}
+
+static void
+install(struct oms *oms, struct oms_actor *a, const struct wire_hydrate_user *m)
+{
+	const struct wire_user_state *st = &m->state;
+	struct oms_balance *bal = oms_actor_balances(oms, a);
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < st->balance_count; i++) {
+		if (st->balances[i].asset == 0)
+			continue;
+		bal[k].asset = st->balances[i].asset;
+		bal[k].total = st->balances[i].total;
+		bal[k].reserved = 0;
+		k++;
+	}
+	a->epoch = m->epoch;
+	a->version = st->version;
+	a->user_seq = st->user_seq;
+	a->tier = st->tier < OMS_TIERS_MAX ? st->tier : 0;
+	a->hydrate_tries = 0;
+	a->last_active_ns = oms->c.now_ns;
+	a->tokens = (int64_t)oms->c.limits.tiers[a->tier].burst * 1000000000;
+	a->tokens_ns = oms->c.now_ns;
+	move_to(oms, a, OMS_A_RESIDENT);
+	oms_count(oms, OMS_C_HYDRATIONS);
+}
+
+void
+oms_on_hydrate_user(struct oms *oms, const struct wire_hydrate_user *m, struct svc_sink *sink)
+{
+	uint64_t user = m->state.user;
+	struct oms_actor *a = oms_actor_find(oms, user);
+	if (m->status < WIRE_HYD_OK || m->status > WIRE_HYD_ERROR) {
+		oms_count(oms, OMS_C_BAD_MSGS);
+		return;
+	}
+	if (a != NULL && a->state != OMS_A_HYDRATING) {
+		/* Already resident: RAM is newer than any row read (write-back cache). */
+		oms_count(oms, OMS_C_HYDRATE_DUP);
+		return;
+	}
+	uint8_t status = m->status;
+	if ((status == WIRE_HYD_OK || status == WIRE_HYD_NEW) && !user_state_ok(oms, &m->state)) {
+		oms_count(oms, OMS_C_ALARM_BAD_STATE);
+		status = WIRE_HYD_ERROR;
+	}
+	if (status == WIRE_HYD_OK || status == WIRE_HYD_NEW) {
+		if (a == NULL) {
+			/* Seed: the gateway hydrates ahead, injecting HydrateUser before the order. */
+			a = actor_obtain(oms, user, sink);
+			if (a == NULL) {
+				oms_count(oms, OMS_C_HYDRATE_DUP);
+				return;
+			}
+			oms_count(oms, OMS_C_HYDRATE_AHEAD);
+			uint16_t owner;
+			if (!oms_route_owns(oms, user, &owner) && oms->c.drain_active == 0)
+				oms->c.drain_active = 1;
+		}
+		install(oms, a, m);
+		/* Seed: "The order is parked and applied at a deterministic log position once
+		 * HydrateUser lands." In log order; events were already sequenced. */
+		struct oms_parked p;
+		while (a->state != OMS_A_HYDRATING && park_pop(oms, a, &p)) {
+			const struct wire_msg_hdr *h = (const void *)p.msg;
+			if (p.pad == 1)
+				oms_event_apply(oms, a, (const struct wire_me_event *)(const void *)p.msg,
+						sink);
+			else
+				oms_dispatch(oms, h, sink);
+		}
+		return;
+	}
+	if (a == NULL)
+		return; /* nothing waits for it */
+	if (status == WIRE_HYD_OWNED) {
+		/* Database fencing (ARCHITECTURE §6): another shard holds the claim. */
+		oms_count(oms, OMS_C_HYDRATE_OWNED);
+		park_refuse(oms, a, WIRE_REASON_NOT_OWNER, m->owner_shard, sink);
+		actor_release(oms, a);
+		return;
+	}
+	oms_count(oms, OMS_C_HYDRATE_ERRORS);
+	bool events = false;
+	for (uint32_t pi = a->parked_head; pi != OMS_NIL; pi = oms->parked[pi].next)
+		events |= oms->parked[pi].pad == 1;
+	/* A parked event must never be dropped: keep asking while one waits. */
+	if (a->hydrate_tries < oms->c.limits.hydrate_retries_max || events) {
+		if (a->hydrate_tries < UINT8_MAX)
+			a->hydrate_tries++;
+		emit_hydrate_request(oms, a, sink);
+		return;
+	}
+	park_refuse(oms, a, WIRE_REASON_DB_ERROR, 0, sink);
+	actor_release(oms, a);
+}
+
+void
+oms_build_user_state(const struct oms *oms, const struct oms_actor *a, struct wire_user_state *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->user = a->user;
+	st->version = a->version;
+	st->user_seq = a->user_seq;
+	st->tier = a->tier;
+	const struct oms_balance *bal = oms_actor_balances(oms, a);
+	uint32_t n = 0;
+	for (uint32_t k = 0; k < oms->c.limits.assets_per_user; k++) {
+		if (bal[k].asset == 0)
+			continue;
+		st->balances[n].asset = bal[k].asset;
+		st->balances[n].total = bal[k].total;
+		n++;
+	}
+	st->balance_count = n;
+}
+
+static void
+emit_begin_dehydrate(const struct oms *oms, const struct oms_actor *a, struct svc_sink *sink,
+		     oms_msg_fn *fn, void *ctx)
+{
+	struct wire_begin_dehydrate m;
+	memset(&m, 0, sizeof(m));
+	m.epoch = a->epoch;
+	/* Seed: snapshot-content ≠ flush-content. The flush carries only the quiescent state
+	 * (balances, user_seq, tier); a flushing user is flat, so there is nothing else. */
+	oms_build_user_state(oms, a, &m.state);
+	m.hdr.type = WIRE_BEGIN_DEHYDRATE;
+	m.hdr.length = sizeof(m);
+	m.hdr.shard = oms->c.limits.shard_id;
+	if (fn != NULL)
+		fn(ctx, WIRE_DEST_PERSIST, &m.hdr);
+	else
+		sink->emit(sink->ctx, WIRE_DEST_PERSIST, &m.hdr);
+}
+
+void
+oms_actor_begin_dehydrate(struct oms *oms, struct oms_actor *a, struct svc_sink *sink)
+{
+	/* Seed invariant 10 / anti-pattern "evicting a user with live resting orders" and
+	 * "with funds committed to the market": a flush starts only for a flat actor. */
+	CHECK(a->state == OMS_A_RESIDENT);
+	CHECK(oms_actor_flat(a));
+	a->epoch++;
+	move_to(oms, a, OMS_A_FLUSHING);
+	oms_count(oms, OMS_C_DEHYDRATES);
+	emit_begin_dehydrate(oms, a, sink, NULL, NULL);
+}
+
+void
+oms_on_flush_complete(struct oms *oms, const struct wire_flush_complete *m, struct svc_sink *sink)
+{
+	(void)sink;
+	struct oms_actor *a = oms_actor_find(oms, m->user);
+	if (m->status < WIRE_FLUSH_OK || m->status > WIRE_FLUSH_ERROR) {
+		oms_count(oms, OMS_C_BAD_MSGS);
+		return;
+	}
+	if (a == NULL || a->state != OMS_A_FLUSHING || a->epoch != m->epoch) {
+		/* A stale completion (the flush was cancelled by activity, which bumped the
+		 * epoch) never evicts. Our own write did land, though: the next flush's CAS
+		 * must expect the version it produced. */
+		oms_count(oms, OMS_C_FLUSH_STALE);
+		if (a != NULL && a->state != OMS_A_HYDRATING && m->status == WIRE_FLUSH_OK &&
+		    m->epoch < a->epoch && m->version > a->version)
+			a->version = m->version;
+		return;
+	}
+	DCHECK(oms_actor_flat(a));
+	switch (m->status) {
+	case WIRE_FLUSH_OK:
+		/* Seed invariant 3: U is dropped only on FlushComplete. */
+		oms_count(oms, OMS_C_EVICTIONS);
+		actor_release(oms, a);
+		break;
+	case WIRE_FLUSH_CONFLICT:
+		/* A foreign write moved the row: keep the actor (its money is the newest we
+		 * know), raise the alarm, and do not auto-flush it again. */
+		oms_count(oms, OMS_C_ALARM_FLUSH_CONFLICT);
+		a->flags |= OMS_AF_CONFLICT;
+		a->epoch++;
+		move_to(oms, a, OMS_A_RESIDENT);
+		a->last_active_ns = oms->c.now_ns;
+		break;
+	default:
+		/* Transient: stay resident, the sweep retries after another TTL. */
+		oms_count(oms, OMS_C_FLUSH_ERRORS);
+		a->epoch++;
+		move_to(oms, a, OMS_A_RESIDENT);
+		a->last_active_ns = oms->c.now_ns;
+		break;
+	}
+}
+
+void
+oms_on_user_admin(struct oms *oms, const struct wire_user_admin *m, struct svc_sink *sink)
+{
+	if (m->op != 1 && m->op != 2) {
+		oms_admin_reply(oms, sink, m->user, WIRE_REASON_BAD_REQUEST, 0);
+		return;
+	}
+	struct oms_actor *a = oms_actor_find(oms, m->user);
+	if (a == NULL) {
+		oms_admin_reply(oms, sink, m->user, WIRE_REASON_NOT_FOUND, 0);
+		return;
+	}
+	/* An operator decision resolves a conflict alarm. */
+	a->flags &= (uint8_t)~OMS_AF_CONFLICT;
+	if (a->state == OMS_A_RESIDENT && oms_actor_flat(a)) {
+		oms_actor_begin_dehydrate(oms, a, sink);
+	} else if (a->state != OMS_A_FLUSHING) {
+		/* Quiesce: flush as soon as it is flat (drain scan). */
+		a->flags |= OMS_AF_EVICT_REQ;
+		if (oms->c.drain_active == 0)
+			oms->c.drain_active = 1;
+	}
+	oms_admin_reply(oms, sink, m->user, WIRE_REASON_NONE, a->epoch);
+}
+
+void
+oms_sweep(struct oms *oms, struct svc_sink *sink)
+{
+	const struct oms_limits *l = &oms->c.limits;
+	uint64_t now = oms->c.now_ns;
+	uint32_t evicted = 0;
+	uint32_t idx = oms->c.lru.tail;
+	oms_count(oms, OMS_C_SWEEPS);
+	/* Seed: "walk the cold tail only, stopping at the first non-expired actor — so the
+	 * sweep is O(expired), not O(resident) ... Cap evictions per sweep". */
+	for (uint32_t n = 0; idx != OMS_NIL && n < l->sweep_scan_max && evicted < l->sweep_evict_max;
+	     n++) {
+		struct oms_actor *a = &oms->actors[idx];
+		uint32_t prev = a->prev;
+		if (now - a->last_active_ns < l->ttl_ns)
+			break;
+		if (oms_actor_flat(a) && (a->flags & OMS_AF_CONFLICT) == 0) {
+			oms_actor_begin_dehydrate(oms, a, sink);
+			evicted++;
+		} else {
+			/* "Cold ≠ no orders": capital committed to the market keeps the user hot.
+			 * Re-stamp it so the next sweep does not walk it again for a TTL. */
+			oms_actor_touch(oms, a);
+			oms_count(oms, OMS_C_SWEEP_TOUCHED);
+		}
+		idx = prev;
+	}
+}
+
+void
+oms_drain_step(struct oms *oms, struct svc_sink *sink)
+{
+	const struct oms_limits *l = &oms->c.limits;
+	uint32_t flushed = 0;
+	if (oms->c.drain_active == 0)
+		return;
+	/* Routing authority (ARCHITECTURE §7): drain resident users we no longer own, in
+	 * capped waves, each once it is flat. A full pass that finds none ends the drain. */
+	for (uint32_t n = 0; n < l->drain_scan_max && flushed < l->drain_max; n++) {
+		if (oms->c.drain_cursor >= oms->actor_slots)
+			oms->c.drain_cursor = 0;
+		if (oms->c.drain_cursor == 0) {
+			if (oms->c.drain_active == 2 && oms->c.drain_found == 0) {
+				oms->c.drain_active = 0;
+				return;
+			}
+			oms->c.drain_active = 2;
+			oms->c.drain_found = 0;
+		}
+		struct oms_actor *a = &oms->actors[oms->c.drain_cursor++];
+		if (a->state == OMS_A_FREE)
+			continue;
+		uint16_t owner;
+		bool want = (a->flags & OMS_AF_EVICT_REQ) != 0 || !oms_route_owns(oms, a->user, &owner);
+		if (!want)
+			continue;
+		oms->c.drain_found++;
+		if (a->state == OMS_A_RESIDENT && oms_actor_flat(a)) {
+			a->flags &= (uint8_t)~(OMS_AF_EVICT_REQ | OMS_AF_CONFLICT);
+			oms_actor_begin_dehydrate(oms, a, sink);
+			oms_count(oms, OMS_C_DRAINED);
+			flushed++;
+		}
+	}
+}
+
+uint32_t
+oms_persist_foreach(const struct oms *oms, oms_msg_fn *fn, void *ctx)
+{
+	uint32_t n = 0;
+	for (uint32_t idx = oms->c.hydrating.tail; idx != OMS_NIL; idx = oms->actors[idx].prev) {
+		const struct oms_actor *a = &oms->actors[idx];
+		struct wire_hydrate_request m;
+		memset(&m, 0, sizeof(m));
+		m.hdr.type = WIRE_HYDRATE_REQUEST;
+		m.hdr.length = sizeof(m);
+		m.hdr.shard = oms->c.limits.shard_id;
+		m.user = a->user;
+		m.epoch = a->epoch;
+		fn(ctx, WIRE_DEST_PERSIST, &m.hdr);
+		n++;
+	}
+	for (uint32_t idx = oms->c.flushing.tail; idx != OMS_NIL; idx = oms->actors[idx].prev) {
+		emit_begin_dehydrate(oms, &oms->actors[idx], NULL, fn, ctx);
+		n++;
+	}
+	return n;
+}

@@ -1,0 +1,370 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * oms private header: the state layout, shared by oms_*.c and the unit tests.
+ *
+ * Every record lives in a slab allocated from caller memory and is named by a uint32 index;
+ * there are no pointers inside the state (only in struct oms's table bases, which init and
+ * restore recompute). Records have no implicit padding (static_asserts below) and are
+ * zeroed on allocation, so the snapshot is byte-exact.
+ */
+#ifndef OMSD_OMS_OMS_INT_H
+#define OMSD_OMS_OMS_INT_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "common/check.h"
+#include "common/money.h"
+#include "oms/oms.h"
+
+#define OMS_NIL UINT32_MAX   /* no index */
+#define OMS_PARKED_WORDS 15  /* 120 bytes: the largest message we park (wire_me_event) */
+static_assert(sizeof(struct wire_me_event) == OMS_PARKED_WORDS * 8, "parked slot size");
+static_assert(sizeof(struct wire_new_order) <= OMS_PARKED_WORDS * 8, "parked new order");
+static_assert(sizeof(struct wire_transfer) <= OMS_PARKED_WORDS * 8, "parked transfer");
+
+/* Hash-table key kinds (one open-addressing table serves every index). */
+enum oms_tag {
+	OMS_TAG_EMPTY = 0,
+	OMS_TAG_USER = 1,   /* a = user → actor slot */
+	OMS_TAG_ORDER = 2,  /* a = user, b = user_seq → order slot */
+	OMS_TAG_DEDUP = 3,  /* a = user, b = cl_ord_id → dedup ring index */
+	OMS_TAG_XFER = 4,   /* a = user, b = transfer_id → dedup ring index */
+	OMS_TAG_SYMBOL = 5, /* a = symbol → symbol slot */
+	OMS_TAG_KILL = 6,   /* a = user: kill-switch engaged */
+};
+
+struct oms_entry {
+	uint64_t a;   /* key part 1 */
+	uint64_t b;   /* key part 2 */
+	uint32_t val; /* slot / index */
+	uint32_t tag; /* enum oms_tag; EMPTY marks a free entry */
+};
+
+enum oms_actor_state {
+	OMS_A_FREE = 0,
+	OMS_A_HYDRATING = 1, /* HydrateRequest outstanding; messages parked */
+	OMS_A_RESIDENT = 2,  /* on the LRU list */
+	OMS_A_FLUSHING = 3,  /* BeginDehydrate sent; still in RAM until FlushComplete */
+};
+
+#define OMS_AF_CONFLICT 0x01  /* last flush lost a CAS: keep resident until an operator acts */
+#define OMS_AF_EVICT_REQ 0x02 /* USER_ADMIN asked to evict/migrate once flat */
+
+/* A hot-user actor: the per-user cache over the database row (seed: "What a user-actor
+ * owns"). Balances live in a parallel array (assets_per_user slots per actor). */
+struct oms_actor {
+	uint64_t user;           /* account id */
+	uint64_t epoch;          /* fencing epoch: from HydrateUser, bumped per flush attempt
+				    and on cancel-on-activity */
+	uint64_t version;        /* database row version (CAS expectation of the next flush) */
+	uint64_t user_seq;       /* last orderId sequence used (persisted) */
+	uint64_t egress_seq;     /* last per-user egress sequence */
+	uint64_t last_active_ns; /* cluster time of the last activity (LRU stamp) */
+	int64_t tokens;          /* rate-limit bucket, nano-requests */
+	uint64_t tokens_ns;      /* cluster time of the last refill */
+	uint32_t prev;           /* state-list links (LRU, flushing or hydrating list) */
+	uint32_t next;
+	uint32_t order_head;     /* this user's order records, oldest first */
+	uint32_t order_tail;
+	uint32_t parked_head;    /* parked messages, log order */
+	uint32_t parked_tail;
+	uint32_t parked_count;   /* parked messages (client + ME) */
+	uint32_t order_count;    /* order + modify records */
+	uint32_t sagas;          /* in flight: PENDING orders and modify requests */
+	uint32_t live;           /* ME-accepted orders not yet DONE (resting or filling) */
+	uint32_t reservations;   /* orders holding reserved > 0 */
+	uint8_t state;           /* enum oms_actor_state */
+	uint8_t tier;            /* rate-limit tier */
+	uint8_t flags;           /* OMS_AF_* */
+	uint8_t hydrate_tries;   /* HydrateRequests sent for the current miss */
+};
+static_assert(sizeof(struct oms_actor) == 8 * 8 + 11 * 4 + 4, "oms_actor has no padding");
+
+struct oms_balance {
+	uint32_t asset;   /* 0 marks an unused slot */
+	uint32_t pad;     /* zero */
+	int64_t total;    /* owned, minor units, >= 0 */
+	int64_t reserved; /* Σ reservations of open orders in this asset, 0 <= reserved <= total */
+};
+
+enum oms_order_kind {
+	OMS_K_ORDER = 1,  /* an order (a replacement is an order with target_seq != 0) */
+	OMS_K_CANCEL = 2, /* a cancel request in flight */
+	OMS_K_AMEND = 3,  /* an amend-down request in flight */
+};
+
+enum oms_order_state {
+	OMS_O_FREE = 0,
+	OMS_O_PENDING = 1, /* saga in flight: sent to the ME, no ACCEPTED/REJECTED yet */
+	OMS_O_LIVE = 2,    /* accepted by the ME: resting or filling, until DONE */
+};
+
+/* One record of the open-orders index and the saga (seed: credit-reservation saga). */
+struct oms_order {
+	uint64_t user_seq;        /* orderId = {shard, user, user_seq} */
+	uint64_t cl_ord_id;       /* client's id of this order / request */
+	uint64_t target_seq;      /* modify / replacement: the target order's user_seq */
+	uint64_t mod_seq;         /* order: user_seq of its modify request in flight, or 0 */
+	int64_t px;               /* limit price (0 market) */
+	int64_t qty;              /* order qty; amend: new total qty */
+	int64_t budget;           /* market buy: notional budget sent to the ME */
+	int64_t quote_qty;        /* market buy: the client's spend (the reservation) */
+	int64_t leaves;           /* live qty as last reported by the ME */
+	int64_t cum_qty;          /* filled qty */
+	int64_t reserved;         /* remaining reservation (quote for buys, base for sells) */
+	int64_t notional_maker;   /* cumulative maker notional (fee is charged cumulatively) */
+	int64_t notional_taker;   /* cumulative taker notional */
+	uint64_t expire_ns;       /* GTD */
+	uint64_t last_seq;        /* stream seq of the last event applied to it */
+	uint64_t recon_req;       /* reconciliation request that last listed it */
+	uint32_t actor;           /* owning actor slot */
+	uint32_t symbol;          /* instrument */
+	uint32_t res_asset;       /* asset reserved (quote for buys, base for sells) */
+	uint32_t recv_asset;      /* asset a fill credits */
+	uint32_t prev;            /* per-user list */
+	uint32_t next;
+	uint8_t kind;             /* enum oms_order_kind */
+	uint8_t state;            /* enum oms_order_state */
+	uint8_t side;             /* enum wire_side */
+	uint8_t ord_type;         /* enum wire_ord_type */
+	uint8_t tif;              /* enum wire_tif */
+	uint8_t stp;              /* enum wire_stp */
+	uint16_t me_shard;        /* ME shard it was sent to */
+};
+static_assert(sizeof(struct oms_order) == 16 * 8 + 6 * 4 + 8, "oms_order has no padding");
+
+/* A message parked for a user being hydrated. */
+struct oms_parked {
+	uint32_t next;                    /* FIFO link */
+	uint16_t len;                     /* message bytes; 0 marks a free slot */
+	uint16_t pad;                     /* zero */
+	uint64_t msg[OMS_PARKED_WORDS];   /* the message, verbatim */
+};
+
+#define OMS_DEDUP_ORDER 1 /* new order / cancel / amend / replace */
+#define OMS_DEDUP_XFER 2  /* transfer */
+
+/* One entry of the (user, id) dedup window: the original outcome. */
+struct oms_dedup {
+	uint64_t user;      /* account */
+	uint64_t id;        /* cl_ord_id or transfer_id */
+	uint64_t user_seq;  /* ACKed: the orderId sequence it got; 0 for a NAK */
+	uint64_t time_ns;   /* cluster time of the original outcome */
+	uint64_t content;   /* hash of the request (a reused id with other content is refused) */
+	uint16_t reason;    /* NAK reason, NONE for an ACK */
+	uint8_t kind;       /* OMS_DEDUP_*; 0 marks a free slot */
+	uint8_t pad[5];     /* zero */
+};
+static_assert(sizeof(struct oms_dedup) == 48, "oms_dedup has no padding");
+
+#define OMS_SYM_KILLED 0x01
+
+struct oms_symbol {
+	uint32_t symbol;        /* instrument id */
+	uint32_t base_asset;
+	uint32_t quote_asset;
+	uint32_t fee_slot;      /* index of the quote asset's fee account */
+	int64_t tick;
+	int64_t lot;
+	int64_t min_qty;
+	int64_t min_notional;
+	int64_t base_unit;
+	uint16_t me_shard;      /* owning ME shard: identifies its event stream */
+	uint8_t status;         /* enum wire_symbol_status */
+	uint8_t flags;          /* OMS_SYM_* */
+	int16_t maker_fee_bps;
+	int16_t taker_fee_bps;
+};
+static_assert(sizeof(struct oms_symbol) == 16 + 5 * 8 + 8, "oms_symbol has no padding");
+
+struct oms_fee {
+	uint32_t asset;  /* 0 marks an unused slot */
+	uint32_t pad;
+	int64_t amount;  /* fees collected (rebates paid are negative) */
+};
+
+/* The event stream of this OMS shard kept by one ME shard. */
+struct oms_stream {
+	uint64_t next_seq;       /* next expected seq (streams start at 1) */
+	uint64_t acked_seq;      /* last seq covered by a STREAM_ACK we sent */
+	uint64_t replay_next_ns; /* no REPLAY_REQUEST before this cluster time */
+	uint32_t held_count;     /* out-of-order events held, sorted by seq */
+	uint32_t pad;
+};
+
+struct oms_list {
+	uint32_t head;  /* most recent */
+	uint32_t tail;  /* least recent */
+	uint32_t count;
+	uint32_t pad;
+};
+
+struct oms_route {
+	uint64_t epoch;                                 /* routing epoch; 0 = unconfigured */
+	uint32_t shard_count;                           /* entries in shards[] */
+	uint32_t pin_count;                             /* entries in pins[] */
+	uint32_t active_count;                          /* entries in active[] */
+	uint32_t pad;
+	uint16_t active[WIRE_ROUTE_SHARDS_MAX];         /* ACTIVE shards, sorted */
+	struct wire_route_shard shards[WIRE_ROUTE_SHARDS_MAX];
+	struct wire_route_pin pins[WIRE_ROUTE_PINS_MAX];
+};
+
+/* All scalar state: one POD, serialised whole. */
+struct oms_core {
+	struct oms_limits limits;      /* as initialised (a snapshot must match them) */
+	struct oms_list lru;           /* RESIDENT actors, MRU at head */
+	struct oms_list flushing;      /* FLUSHING actors, oldest flush at tail */
+	struct oms_list hydrating;     /* HYDRATING actors, oldest request at tail */
+	struct oms_route route;        /* routing authority */
+	uint64_t now_ns;               /* last cluster time seen */
+	uint64_t next_sweep_ns;        /* eviction/drain timer */
+	uint64_t next_recon_ns;        /* reconciliation timer */
+	uint64_t recon_req_seq;        /* last OPEN_ORDERS_QUERY req_id */
+	uint64_t counters[OMS_C_COUNT];
+	uint64_t naks_by_reason[WIRE_REASON_MAX];
+	uint32_t actor_free_count;     /* entries in actor_free[] */
+	uint32_t order_free_count;
+	uint32_t parked_free_count;
+	uint32_t order_used;           /* records in use */
+	uint32_t parked_used;          /* parked messages */
+	uint32_t inflight;             /* PENDING sagas over all users */
+	uint32_t dedup_head;           /* oldest entry of the ring */
+	uint32_t dedup_count;          /* entries in the ring */
+	uint32_t symbol_count;
+	uint32_t kill_count;
+	uint32_t drain_cursor;         /* next actor slot the drain scan visits */
+	uint32_t drain_active;         /* 1 while non-owned or evict-requested users may remain */
+	uint32_t drain_found;          /* such users seen in the current pass */
+	uint32_t recon_cursor;         /* next actor slot the reconciliation scan visits */
+};
+static_assert(sizeof(struct oms_limits) == 160, "oms_limits has no padding");
+static_assert(sizeof(struct oms_route) == 984, "oms_route has no padding");
+
+struct oms {
+	struct oms_core c;            /* scalar state */
+	uint32_t actor_slots;         /* users_max + flush_headroom */
+	uint32_t table_mask;          /* hash table size - 1 */
+	struct oms_actor *actors;     /* [actor_slots] */
+	struct oms_balance *balances; /* [actor_slots * assets_per_user] */
+	uint32_t *actor_free;         /* free-slot stack [actor_slots] */
+	struct oms_order *orders;     /* [orders_max] */
+	uint32_t *order_free;         /* [orders_max] */
+	struct oms_parked *parked;    /* [parked_max] */
+	uint32_t *parked_free;        /* [parked_max] */
+	struct oms_dedup *dedup;      /* ring [dedup_max] */
+	struct oms_symbol *symbols;   /* [symbols_max] */
+	struct oms_fee *fees;         /* [fee_assets_max] */
+	struct oms_stream *streams;   /* [me_shards_max] */
+	struct wire_me_event *held;   /* [me_shards_max * held_max] */
+	uint64_t *kills;              /* users with a kill-switch, [kill_count] in log order */
+	struct oms_entry *table;      /* [table_mask + 1] */
+};
+
+/* ---- oms_table.c: one open-addressing (linear probing) table for every index ---- */
+uint32_t oms_tab_find(const struct oms *oms, uint32_t tag, uint64_t a, uint64_t b);
+void oms_tab_insert(struct oms *oms, uint32_t tag, uint64_t a, uint64_t b, uint32_t val);
+void oms_tab_remove(struct oms *oms, uint32_t tag, uint64_t a, uint64_t b);
+void oms_tab_clear(struct oms *oms);
+
+/* ---- oms_core.c ---- */
+static inline void
+oms_count(struct oms *oms, enum oms_counter c)
+{
+	oms->c.counters[c]++;
+}
+/* Set msg's header (type, size, destination shard) and hand it to the sink. */
+void oms_emit(struct svc_sink *sink, enum wire_dest dest, void *msg, enum wire_type type,
+	      uint16_t shard, size_t size);
+#define OMS_EMIT(sink, dest, m, type, shard) oms_emit(sink, dest, &(m), type, shard, sizeof(m))
+/* NAK to the client; a (may be NULL) supplies the per-user egress sequence. owner is set
+ * for NOT_OWNER. */
+void oms_nak(struct oms *oms, struct svc_sink *sink, struct oms_actor *a, uint64_t user,
+	     uint64_t cl_ord_id, uint16_t reason, uint16_t owner);
+void oms_admin_reply(struct oms *oms, struct svc_sink *sink, uint64_t req_id, uint16_t reason,
+		     uint64_t value);
+void oms_reset(struct oms *oms);
+void oms_run_timers(struct oms *oms, uint64_t now_ns, struct svc_sink *sink);
+/* Dispatch one message to its handler (also used to replay parked messages). */
+void oms_dispatch(struct oms *oms, const struct wire_msg_hdr *msg, struct svc_sink *sink);
+
+/* ---- oms_actor.c: table, recency list, hydration, dehydration, sweep, drain ---- */
+struct oms_actor *oms_actor_find(const struct oms *oms, uint64_t user);
+uint32_t oms_actor_index(const struct oms *oms, const struct oms_actor *a);
+struct oms_balance *oms_actor_balances(const struct oms *oms, const struct oms_actor *a);
+struct oms_balance *oms_balance_find(const struct oms *oms, const struct oms_actor *a,
+				     uint32_t asset);
+struct oms_balance *oms_balance_get_or_add(struct oms *oms, struct oms_actor *a, uint32_t asset);
+bool oms_actor_flat(const struct oms_actor *a);
+/* Activity on a resident actor: cancel an in-window flush (epoch bump), splice to MRU. */
+void oms_actor_touch(struct oms *oms, struct oms_actor *a);
+/* A message for user who is not RESIDENT/FLUSHING: park it (hydrating on a miss).
+ * Returns 0 (parked), or a NAK reason (client messages) / -1 (an event that cannot be
+ * parked now: the caller must not consume it). */
+int oms_actor_park(struct oms *oms, uint64_t user, const struct wire_msg_hdr *msg, bool is_event,
+		   bool check_owner, struct svc_sink *sink, uint16_t *owner_out);
+void oms_actor_begin_dehydrate(struct oms *oms, struct oms_actor *a, struct svc_sink *sink);
+void oms_on_hydrate_user(struct oms *oms, const struct wire_hydrate_user *m, struct svc_sink *sink);
+void oms_on_flush_complete(struct oms *oms, const struct wire_flush_complete *m,
+			   struct svc_sink *sink);
+void oms_on_user_admin(struct oms *oms, const struct wire_user_admin *m, struct svc_sink *sink);
+void oms_sweep(struct oms *oms, struct svc_sink *sink);
+void oms_drain_step(struct oms *oms, struct svc_sink *sink);
+void oms_build_user_state(const struct oms *oms, const struct oms_actor *a,
+			  struct wire_user_state *st);
+
+/* ---- oms_route.c: routing, symbols, kill-switch, transfers ---- */
+uint16_t oms_route_owner(const struct oms *oms, uint64_t user);
+bool oms_route_owns(const struct oms *oms, uint64_t user, uint16_t *owner);
+void oms_on_routing_config(struct oms *oms, const struct wire_routing_config *m,
+			   struct svc_sink *sink);
+void oms_on_whale_pin(struct oms *oms, const struct wire_whale_pin *m, struct svc_sink *sink);
+struct oms_symbol *oms_symbol_find(const struct oms *oms, uint32_t symbol);
+void oms_on_symbol_config(struct oms *oms, const struct wire_symbol_config *m,
+			  struct svc_sink *sink);
+void oms_on_symbol_status(struct oms *oms, const struct wire_symbol_status_msg *m,
+			  struct svc_sink *sink);
+void oms_on_kill_switch(struct oms *oms, const struct wire_kill_switch *m, struct svc_sink *sink);
+void oms_on_transfer(struct oms *oms, const struct wire_transfer *m, struct svc_sink *sink);
+int64_t *oms_fee_account(struct oms *oms, uint32_t asset);
+
+/* ---- oms_order.c: admission, reservations, dedup, rate limit ---- */
+void oms_on_new_order(struct oms *oms, const struct wire_new_order *m, struct svc_sink *sink);
+void oms_on_cancel(struct oms *oms, const struct wire_cancel *m, struct svc_sink *sink);
+void oms_on_amend(struct oms *oms, const struct wire_amend *m, struct svc_sink *sink);
+void oms_on_cancel_replace(struct oms *oms, const struct wire_cancel_replace *m,
+			   struct svc_sink *sink);
+struct oms_order *oms_order_find(const struct oms *oms, uint64_t user, uint64_t user_seq);
+void oms_order_free(struct oms *oms, struct oms_actor *a, struct oms_order *o);
+/* Set an order's remaining reservation (adjusting the balance and the actor's count). */
+void oms_order_reserve_set(struct oms *oms, struct oms_actor *a, struct oms_order *o,
+			   int64_t reserved);
+void oms_build_to_me(const struct oms *oms, const struct oms_actor *a, const struct oms_order *o,
+		     struct svc_sink *sink, oms_msg_fn *fn, void *ctx);
+const struct oms_dedup *oms_dedup_find(const struct oms *oms, uint32_t kind, uint64_t user,
+				       uint64_t id);
+void oms_dedup_add(struct oms *oms, uint32_t kind, uint64_t user, uint64_t id, uint64_t user_seq,
+		   uint64_t content, uint16_t reason);
+
+/* ---- oms_stream.c: ME events, results, settlement ---- */
+void oms_on_me_event(struct oms *oms, const struct wire_me_event *m, struct svc_sink *sink);
+/* Apply one in-sequence event to a resident actor (also used for parked events). */
+void oms_event_apply(struct oms *oms, struct oms_actor *a, const struct wire_me_event *ev,
+		     struct svc_sink *sink);
+void oms_on_me_result(struct oms *oms, const struct wire_me_result *m, struct svc_sink *sink);
+void oms_streams_tick(struct oms *oms, struct svc_sink *sink);
+void oms_exec_report(struct oms *oms, struct oms_actor *a, const struct oms_order *o,
+		     uint8_t exec, struct svc_sink *sink, uint8_t cause, uint16_t reason,
+		     int64_t last_px, int64_t last_qty, int64_t fee, uint8_t liquidity);
+
+/* ---- oms_recon.c: reconciliation ---- */
+void oms_on_open_orders_snapshot(struct oms *oms, const struct wire_open_orders_snapshot *m,
+				 struct svc_sink *sink);
+void oms_recon_sweep(struct oms *oms, struct svc_sink *sink);
+/* Recompute an actor's reservations from its orders; heal and count drift. */
+uint32_t oms_recon_leaks(struct oms *oms, struct oms_actor *a);
+
+#endif

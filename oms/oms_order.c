@@ -1,0 +1,704 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Admission: session dedup, rate limit, filters, the exact debit into a per-order
+ * reservation, the saga record and its egress (provisional Ack + SubmitToME), and cancel /
+ * amend / cancel-replace requests.
+ *
+ * Seed invariant 9: debit-first, debit-exact, release-the-remainder. Seed anti-pattern
+ * "final-acking an order before the ME confirms": the Ack is provisional (pending), the
+ * client later sees open | rejected.
+ */
+#include "oms/oms_int.h"
+
+#define NANO INT64_C(1000000000)
+
+/* ---- dedup window: a FIFO ring of outcomes indexed by (user, id) ---- */
+
+static uint32_t
+dedup_tag(uint32_t kind)
+{
+	return kind == OMS_DEDUP_XFER ? OMS_TAG_XFER : OMS_TAG_DEDUP;
+}
+
+const struct oms_dedup *
+oms_dedup_find(const struct oms *oms, uint32_t kind, uint64_t user, uint64_t id)
+{
+	uint32_t i = oms_tab_find(oms, dedup_tag(kind), user, id);
+	return i == OMS_NIL ? NULL : &oms->dedup[i];
+}
+
+void
+oms_dedup_add(struct oms *oms, uint32_t kind, uint64_t user, uint64_t id, uint64_t user_seq,
+	      uint64_t content, uint16_t reason)
+{
+	uint32_t max = oms->c.limits.dedup_max;
+	if (oms->c.dedup_count == max) {
+		/* The window is bounded: the oldest outcome is forgotten first. */
+		struct oms_dedup *old = &oms->dedup[oms->c.dedup_head];
+		oms_tab_remove(oms, dedup_tag(old->kind), old->user, old->id);
+		memset(old, 0, sizeof(*old));
+		oms->c.dedup_head = (oms->c.dedup_head + 1) % max;
+		oms->c.dedup_count--;
+	}
+	uint32_t i = (uint32_t)(((uint64_t)oms->c.dedup_head + oms->c.dedup_count) % max);
+	struct oms_dedup *d = &oms->dedup[i];
+	memset(d, 0, sizeof(*d));
+	d->user = user;
+	d->id = id;
+	d->user_seq = user_seq;
+	d->time_ns = oms->c.now_ns;
+	d->content = content;
+	d->reason = reason;
+	d->kind = (uint8_t)kind;
+	oms->c.dedup_count++;
+	oms_tab_insert(oms, dedup_tag(kind), user, id, i);
+}
+
+static uint64_t
+mix(uint64_t h, uint64_t v)
+{
+	h ^= v + UINT64_C(0x9e3779b97f4a7c15) + (h << 6) + (h >> 2);
+	return h * UINT64_C(0xff51afd7ed558ccd);
+}
+
+/* Rejections that depend only on the request and static config are part of its outcome;
+ * transient ones (backpressure, rate, funds, capacity, ownership) are not remembered, so a
+ * retransmission is evaluated afresh and can succeed — it was never executed. */
+static bool
+reason_final(uint16_t reason)
+{
+	switch (reason) {
+	case WIRE_REASON_BAD_REQUEST:
+	case WIRE_REASON_UNKNOWN_SYMBOL:
+	case WIRE_REASON_OFF_TICK:
+	case WIRE_REASON_OFF_LOT:
+	case WIRE_REASON_BELOW_MIN_QTY:
+	case WIRE_REASON_BELOW_MIN_NOTIONAL:
+	case WIRE_REASON_OVERFLOW:
+	case WIRE_REASON_AMEND_NOT_DOWN:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static void
+emit_ack(struct oms *oms, struct oms_actor *a, uint64_t cl_ord_id, uint64_t seq, uint64_t time_ns,
+	 struct svc_sink *sink)
+{
+	struct wire_ack m;
+	memset(&m, 0, sizeof(m));
+	m.user = a->user;
+	m.cl_ord_id = cl_ord_id;
+	m.oid = wire_oid_make(oms->c.limits.shard_id, a->user, seq);
+	m.seq = ++a->egress_seq;
+	m.time_ns = time_ns;
+	oms_count(oms, OMS_C_ACKS);
+	OMS_EMIT(sink, WIRE_DEST_CLIENT, m, WIRE_ACK, 0);
+}
+
+/* Refuse a request; remember the outcome when it is final. */
+static void
+refuse(struct oms *oms, struct svc_sink *sink, struct oms_actor *a, uint64_t cl_ord_id,
+       uint64_t content, uint16_t reason)
+{
+	if (reason_final(reason))
+		oms_dedup_add(oms, OMS_DEDUP_ORDER, a->user, cl_ord_id, 0, content, reason);
+	oms_nak(oms, sink, a, a->user, cl_ord_id, reason, 0);
+}
+
+/* A duplicate (user, clientOrderId): answer with the original outcome. */
+static void
+answer_duplicate(struct oms *oms, struct oms_actor *a, const struct oms_dedup *d,
+		 uint64_t content, struct svc_sink *sink)
+{
+	oms_count(oms, OMS_C_DUPLICATES);
+	if (d->content != content)
+		oms_nak(oms, sink, a, a->user, d->id, WIRE_REASON_DUPLICATE_REQUEST, 0);
+	else if (d->reason == WIRE_REASON_NONE)
+		emit_ack(oms, a, d->id, d->user_seq, d->time_ns, sink);
+	else
+		oms_nak(oms, sink, a, a->user, d->id, d->reason, 0);
+}
+
+/* The resident actor for a client request, or NULL after parking or refusing it. */
+static struct oms_actor *
+client_actor(struct oms *oms, uint64_t user, uint64_t cl_ord_id, const struct wire_msg_hdr *msg,
+	     struct svc_sink *sink)
+{
+	oms_count(oms, OMS_C_ORDERS_IN);
+	if (user == 0) {
+		oms_nak(oms, sink, NULL, user, cl_ord_id, WIRE_REASON_BAD_REQUEST, 0);
+		return NULL;
+	}
+	struct oms_actor *a = oms_actor_find(oms, user);
+	if (a != NULL && a->state != OMS_A_HYDRATING)
+		return a; /* resident (a flushing actor is still in RAM: serve it) */
+	uint16_t owner = 0;
+	int r = oms_actor_park(oms, user, msg, false, true, sink, &owner);
+	if (r != 0)
+		oms_nak(oms, sink, NULL, user, cl_ord_id, (uint16_t)r, owner);
+	return NULL;
+}
+
+/* Token bucket refilled by cluster time (no per-user timer). */
+static bool
+rate_ok(struct oms *oms, struct oms_actor *a)
+{
+	const struct oms_tier *t = &oms->c.limits.tiers[a->tier];
+	if (t->rate_per_s == 0)
+		return true;
+	int64_t cap = (int64_t)t->burst * NANO;
+	uint64_t elapsed = oms->c.now_ns - a->tokens_ns;
+	a->tokens_ns = oms->c.now_ns;
+	if (elapsed >= (uint64_t)cap / t->rate_per_s + 1)
+		a->tokens = cap;
+	else
+		a->tokens += (int64_t)elapsed * t->rate_per_s;
+	if (a->tokens > cap)
+		a->tokens = cap;
+	if (a->tokens < NANO)
+		return false;
+	a->tokens -= NANO;
+	return true;
+}
+
+/* ---- order records ---- */
+
+struct oms_order *
+oms_order_find(const struct oms *oms, uint64_t user, uint64_t user_seq)
+{
+	uint32_t i = oms_tab_find(oms, OMS_TAG_ORDER, user, user_seq);
+	return i == OMS_NIL ? NULL : &oms->orders[i];
+}
+
+static struct oms_order *
+order_alloc(struct oms *oms, struct oms_actor *a, uint64_t seq)
+{
+	CHECK(oms->c.order_free_count > 0);
+	uint32_t idx = oms->order_free[--oms->c.order_free_count];
+	struct oms_order *o = &oms->orders[idx];
+	memset(o, 0, sizeof(*o));
+	o->user_seq = seq;
+	o->actor = oms_actor_index(oms, a);
+	o->prev = a->order_tail;
+	o->next = OMS_NIL;
+	if (a->order_tail != OMS_NIL)
+		oms->orders[a->order_tail].next = idx;
+	else
+		a->order_head = idx;
+	a->order_tail = idx;
+	a->order_count++;
+	oms->c.order_used++;
+	o->state = OMS_O_PENDING;
+	a->sagas++;
+	oms->c.inflight++;
+	oms_tab_insert(oms, OMS_TAG_ORDER, a->user, seq, idx);
+	return o;
+}
+
+void
+oms_order_reserve_set(struct oms *oms, struct oms_actor *a, struct oms_order *o, int64_t reserved)
+{
+	DCHECK(reserved >= 0);
+	if (reserved == o->reserved)
+		return;
+	struct oms_balance *b = oms_balance_find(oms, a, o->res_asset);
+	CHECK(b != NULL);
+	b->reserved += reserved - o->reserved;
+	/* available = total − reserved is never negative. */
+	CHECK(b->reserved >= 0 && b->reserved <= b->total);
+	if (o->reserved == 0)
+		a->reservations++;
+	else if (reserved == 0)
+		a->reservations--;
+	o->reserved = reserved;
+}
+
+void
+oms_order_free(struct oms *oms, struct oms_actor *a, struct oms_order *o)
+{
+	uint32_t idx = (uint32_t)(o - oms->orders);
+	/* Release the remainder (seed: release on cancel/reject/expiry and at the end). */
+	oms_order_reserve_set(oms, a, o, 0);
+	if (o->state == OMS_O_PENDING) {
+		a->sagas--;
+		oms->c.inflight--;
+	} else if (o->state == OMS_O_LIVE && o->kind == OMS_K_ORDER) {
+		a->live--;
+	}
+	if (o->prev != OMS_NIL)
+		oms->orders[o->prev].next = o->next;
+	else
+		a->order_head = o->next;
+	if (o->next != OMS_NIL)
+		oms->orders[o->next].prev = o->prev;
+	else
+		a->order_tail = o->prev;
+	a->order_count--;
+	oms->c.order_used--;
+	oms_tab_remove(oms, OMS_TAG_ORDER, a->user, o->user_seq);
+	memset(o, 0, sizeof(*o));
+	oms->order_free[oms->c.order_free_count++] = idx;
+}
+
+void
+oms_build_to_me(const struct oms *oms, const struct oms_actor *a, const struct oms_order *o,
+		struct svc_sink *sink, oms_msg_fn *fn, void *ctx)
+{
+	uint16_t shard = oms->c.limits.shard_id;
+	union {
+		struct wire_submit s;
+		struct wire_modify m;
+	} u;
+	memset(&u, 0, sizeof(u));
+	if (o->kind == OMS_K_ORDER && o->target_seq == 0) {
+		u.s.hdr.type = WIRE_SUBMIT;
+		u.s.hdr.length = sizeof(u.s);
+		u.s.oid = wire_oid_make(shard, a->user, o->user_seq);
+		u.s.symbol = o->symbol;
+		u.s.side = o->side;
+		u.s.ord_type = o->ord_type;
+		u.s.tif = o->tif;
+		u.s.stp = o->stp;
+		u.s.px = o->px;
+		u.s.qty = o->qty;
+		u.s.quote_qty = o->budget;
+		u.s.expire_ns = o->expire_ns;
+	} else {
+		u.m.hdr.type = o->kind == OMS_K_CANCEL	 ? WIRE_CANCEL_TO_ME
+			       : o->kind == OMS_K_AMEND ? WIRE_AMEND_TO_ME
+							 : WIRE_REPLACE_TO_ME;
+		u.m.hdr.length = sizeof(u.m);
+		u.m.req = wire_oid_make(shard, a->user, o->user_seq);
+		u.m.target = wire_oid_make(shard, a->user, o->target_seq);
+		u.m.symbol = o->symbol;
+		u.m.px = o->kind == OMS_K_ORDER ? o->px : 0;
+		u.m.qty = o->kind == OMS_K_CANCEL ? 0 : o->qty;
+	}
+	/* Routing to the ME is static config: the symbol's shard (seed). */
+	u.s.hdr.shard = o->me_shard;
+	if (fn != NULL)
+		fn(ctx, WIRE_DEST_ME, &u.s.hdr);
+	else
+		sink->emit(sink->ctx, WIRE_DEST_ME, &u.s.hdr);
+}
+
+uint32_t
+oms_pending_foreach(const struct oms *oms, oms_msg_fn *fn, void *ctx)
+{
+	uint32_t n = 0;
+	/* Seed: "PENDING_RESERVE is the bridge's durable work queue ... rebuild from state and
+	 * idempotently re-drive every pending order". */
+	for (uint32_t ai = oms->c.lru.head; ai != OMS_NIL; ai = oms->actors[ai].next) {
+		const struct oms_actor *a = &oms->actors[ai];
+		for (uint32_t oi = a->order_head; oi != OMS_NIL; oi = oms->orders[oi].next) {
+			const struct oms_order *o = &oms->orders[oi];
+			if (o->state != OMS_O_PENDING)
+				continue;
+			oms_build_to_me(oms, a, o, NULL, fn, ctx);
+			n++;
+		}
+	}
+	return n;
+}
+
+/* ---- reservations (exact debit) ---- */
+
+static int16_t
+fee_bps_max(const struct oms_symbol *s)
+{
+	return s->maker_fee_bps > s->taker_fee_bps ? s->maker_fee_bps : s->taker_fee_bps;
+}
+
+/* The largest notional n with n + fee(n, taker) <= spend: the market-buy budget sent to the
+ * ME, so the client's spend covers notional and fees exactly. */
+static int64_t
+market_budget(int64_t spend, int16_t taker_bps)
+{
+	int64_t n = 0, f = 0;
+	if (money_mul_div(spend, MONEY_BPS_DENOM, MONEY_BPS_DENOM + taker_bps, false, &n) != 0)
+		return -1;
+	for (int i = 0; i < 8 && n > 0; i++) {
+		if (money_fee(n, taker_bps, &f) != 0)
+			return -1;
+		if (n + f <= spend)
+			break;
+		n--;
+	}
+	for (int i = 0; i < 8; i++) {
+		if (money_fee(n + 1, taker_bps, &f) != 0 || n + 1 + f > spend)
+			break;
+		n++;
+	}
+	return n;
+}
+
+/* Reservation a buy at px needs for leaves qty (notional + the fee bound). */
+static int
+buy_reserve(const struct oms_symbol *s, int64_t px, int64_t qty, int64_t *out)
+{
+	int64_t n, f;
+	if (money_notional(px, qty, s->base_unit, &n) != 0)
+		return -EOVERFLOW;
+	if (money_fee(n, fee_bps_max(s), &f) != 0)
+		return -EOVERFLOW;
+	return money_add(n, f, out);
+}
+
+/* Validate the limit-order part shared by new orders and replacements. */
+static uint16_t
+limit_check(const struct oms_symbol *s, int64_t px, int64_t qty)
+{
+	int64_t n;
+	if (px <= 0 || qty <= 0)
+		return WIRE_REASON_BAD_REQUEST;
+	if (px % s->tick != 0)
+		return WIRE_REASON_OFF_TICK;
+	if (qty % s->lot != 0)
+		return WIRE_REASON_OFF_LOT;
+	if (qty < s->min_qty)
+		return WIRE_REASON_BELOW_MIN_QTY;
+	if (money_notional(px, qty, s->base_unit, &n) != 0)
+		return WIRE_REASON_OVERFLOW;
+	if (n < s->min_notional)
+		return WIRE_REASON_BELOW_MIN_NOTIONAL;
+	return WIRE_REASON_NONE;
+}
+
+struct admit {
+	int64_t reserve;     /* exact debit */
+	int64_t budget;      /* market buy: notional budget for the ME */
+	uint32_t res_asset;  /* asset debited */
+	uint32_t recv_asset; /* asset a fill credits */
+};
+
+static uint16_t
+new_order_check(const struct oms *oms, const struct oms_symbol *s, const struct wire_new_order *m,
+		struct admit *ad)
+{
+	if (m->side != WIRE_SIDE_BUY && m->side != WIRE_SIDE_SELL)
+		return WIRE_REASON_BAD_REQUEST;
+	if (m->tif < WIRE_TIF_GTC || m->tif > WIRE_TIF_POST_ONLY || m->stp > WIRE_STP_EXPIRE_BOTH)
+		return WIRE_REASON_BAD_REQUEST;
+	if (m->tif == WIRE_TIF_GTD && m->expire_ns <= oms->c.now_ns)
+		return WIRE_REASON_BAD_REQUEST;
+	bool buy = m->side == WIRE_SIDE_BUY;
+	ad->res_asset = buy ? s->quote_asset : s->base_asset;
+	ad->recv_asset = buy ? s->base_asset : s->quote_asset;
+	ad->budget = 0;
+	if (m->ord_type == WIRE_ORD_LIMIT) {
+		if (m->quote_qty != 0)
+			return WIRE_REASON_BAD_REQUEST;
+		uint16_t r = limit_check(s, m->px, m->qty);
+		if (r != WIRE_REASON_NONE)
+			return r;
+		/* Limit buy = price × qty + max fee; limit sell = base qty. */
+		if (!buy) {
+			ad->reserve = m->qty;
+			return WIRE_REASON_NONE;
+		}
+		return buy_reserve(s, m->px, m->qty, &ad->reserve) == 0 ? WIRE_REASON_NONE
+									 : WIRE_REASON_OVERFLOW;
+	}
+	if (m->ord_type != WIRE_ORD_MARKET || m->px != 0)
+		return WIRE_REASON_BAD_REQUEST;
+	if (m->tif != WIRE_TIF_IOC && m->tif != WIRE_TIF_FOK)
+		return WIRE_REASON_BAD_REQUEST;
+	if (!buy) {
+		/* Market sell = base qty. */
+		if (m->qty <= 0 || m->quote_qty != 0)
+			return WIRE_REASON_BAD_REQUEST;
+		if (m->qty % s->lot != 0)
+			return WIRE_REASON_OFF_LOT;
+		if (m->qty < s->min_qty)
+			return WIRE_REASON_BELOW_MIN_QTY;
+		ad->reserve = m->qty;
+		return WIRE_REASON_NONE;
+	}
+	/* Market buy = the quote spend (fees included): lock the spend, not the unknown
+	 * receive (seed; Binance quoteOrderQty). */
+	if (m->qty != 0 || m->quote_qty <= 0)
+		return WIRE_REASON_BAD_REQUEST;
+	ad->budget = market_budget(m->quote_qty, s->taker_fee_bps);
+	if (ad->budget < 0)
+		return WIRE_REASON_OVERFLOW;
+	if (ad->budget == 0 || ad->budget < s->min_notional)
+		return WIRE_REASON_BELOW_MIN_NOTIONAL;
+	ad->reserve = m->quote_qty;
+	return WIRE_REASON_NONE;
+}
+
+/* Funds and slots for a reservation; NONE or a reason. */
+static uint16_t
+funds_check(struct oms *oms, struct oms_actor *a, const struct admit *ad)
+{
+	/* The asset a fill credits must have a slot before money can arrive in it. */
+	if (oms_balance_get_or_add(oms, a, ad->recv_asset) == NULL)
+		return WIRE_REASON_CAPACITY;
+	struct oms_balance *b = oms_balance_find(oms, a, ad->res_asset);
+	if (b == NULL || b->total - b->reserved < ad->reserve)
+		return WIRE_REASON_INSUFFICIENT_FUNDS;
+	if (a->user_seq >= WIRE_USER_SEQ_MAX)
+		return WIRE_REASON_OVERFLOW;
+	return WIRE_REASON_NONE;
+}
+
+static bool
+killed(const struct oms *oms, uint64_t user)
+{
+	return oms->c.kill_count != 0 && oms_tab_find(oms, OMS_TAG_KILL, user, 0) != OMS_NIL;
+}
+
+static uint64_t
+new_order_content(const struct wire_new_order *m)
+{
+	uint64_t h = mix(0, m->symbol);
+	h = mix(h, (uint64_t)m->side << 24 | (uint64_t)m->ord_type << 16 | (uint64_t)m->tif << 8 |
+			   m->stp);
+	h = mix(h, (uint64_t)m->px);
+	h = mix(h, (uint64_t)m->qty);
+	h = mix(h, (uint64_t)m->quote_qty);
+	return mix(h, m->expire_ns);
+}
+
+void
+oms_on_new_order(struct oms *oms, const struct wire_new_order *m, struct svc_sink *sink)
+{
+	struct oms_actor *a = client_actor(oms, m->user, m->cl_ord_id, &m->hdr, sink);
+	if (a == NULL)
+		return;
+	uint64_t content = new_order_content(m);
+	const struct oms_dedup *d = oms_dedup_find(oms, OMS_DEDUP_ORDER, a->user, m->cl_ord_id);
+	oms_actor_touch(oms, a);
+	if (d != NULL) {
+		answer_duplicate(oms, a, d, content, sink);
+		return;
+	}
+	if (killed(oms, a->user)) {
+		oms_nak(oms, sink, a, a->user, m->cl_ord_id, WIRE_REASON_KILLED, 0);
+		return;
+	}
+	if (!rate_ok(oms, a)) {
+		oms_nak(oms, sink, a, a->user, m->cl_ord_id, WIRE_REASON_RATE_LIMITED, 0);
+		return;
+	}
+	const struct oms_symbol *s = oms_symbol_find(oms, m->symbol);
+	if (s == NULL) {
+		refuse(oms, sink, a, m->cl_ord_id, content, WIRE_REASON_UNKNOWN_SYMBOL);
+		return;
+	}
+	struct admit ad;
+	uint16_t r = new_order_check(oms, s, m, &ad);
+	if (r == WIRE_REASON_NONE && s->status == WIRE_SYM_HALTED)
+		r = WIRE_REASON_HALTED;
+	if (r == WIRE_REASON_NONE && (s->flags & OMS_SYM_KILLED))
+		r = WIRE_REASON_KILLED;
+	/* Seed: "When the in-flight count crosses a threshold ... the OMS stops accepting new
+	 * orders rather than debiting users for orders it can't deliver." */
+	if (r == WIRE_REASON_NONE && oms->c.inflight >= oms->c.limits.inflight_max)
+		r = WIRE_REASON_BACKPRESSURE;
+	if (r == WIRE_REASON_NONE && (oms->c.order_free_count == 0 ||
+				      a->order_count >= oms->c.limits.orders_per_user))
+		r = WIRE_REASON_CAPACITY;
+	if (r == WIRE_REASON_NONE)
+		r = funds_check(oms, a, &ad);
+	if (r != WIRE_REASON_NONE) {
+		refuse(oms, sink, a, m->cl_ord_id, content, r);
+		return;
+	}
+	/* Seed invariant 7: orderId = {omsShard, user, userSeq}, derivable on replay. */
+	struct oms_order *o = order_alloc(oms, a, ++a->user_seq);
+	o->kind = OMS_K_ORDER;
+	o->cl_ord_id = m->cl_ord_id;
+	o->symbol = m->symbol;
+	o->side = m->side;
+	o->ord_type = m->ord_type;
+	o->tif = m->tif;
+	o->stp = m->stp;
+	o->px = m->px;
+	o->qty = m->qty;
+	o->leaves = m->qty;
+	o->quote_qty = m->quote_qty;
+	o->budget = ad.budget;
+	o->expire_ns = m->tif == WIRE_TIF_GTD ? m->expire_ns : 0;
+	o->me_shard = s->me_shard;
+	o->res_asset = ad.res_asset;
+	o->recv_asset = ad.recv_asset;
+	oms_order_reserve_set(oms, a, o, ad.reserve);
+	oms_dedup_add(oms, OMS_DEDUP_ORDER, a->user, m->cl_ord_id, o->user_seq, content,
+		      WIRE_REASON_NONE);
+	emit_ack(oms, a, m->cl_ord_id, o->user_seq, oms->c.now_ns, sink);
+	oms_count(oms, OMS_C_SUBMITS);
+	oms_build_to_me(oms, a, o, sink, NULL, NULL);
+}
+
+/* The live order a modify names by its clientOrderId. */
+static struct oms_order *
+target_find(struct oms *oms, struct oms_actor *a, uint64_t orig_cl_ord_id)
+{
+	for (uint32_t i = a->order_head; i != OMS_NIL; i = oms->orders[i].next) {
+		struct oms_order *o = &oms->orders[i];
+		if (o->kind == OMS_K_ORDER && o->cl_ord_id == orig_cl_ord_id)
+			return o;
+	}
+	return NULL;
+}
+
+/* Common front of cancel / amend / replace. Returns the target or NULL (answered). */
+static struct oms_order *
+modify_front(struct oms *oms, struct oms_actor *a, uint64_t cl_ord_id, uint64_t orig,
+	     uint64_t content, struct svc_sink *sink)
+{
+	const struct oms_dedup *d = oms_dedup_find(oms, OMS_DEDUP_ORDER, a->user, cl_ord_id);
+	oms_actor_touch(oms, a);
+	if (d != NULL) {
+		answer_duplicate(oms, a, d, content, sink);
+		return NULL;
+	}
+	struct oms_order *t = target_find(oms, a, orig);
+	uint16_t r = WIRE_REASON_NONE;
+	if (t == NULL)
+		r = WIRE_REASON_UNKNOWN_ORDER;
+	else if (t->mod_seq != 0)
+		r = WIRE_REASON_BACKPRESSURE; /* one modify in flight per order */
+	else if (oms->c.order_free_count == 0)
+		r = WIRE_REASON_CAPACITY;
+	else if (a->user_seq >= WIRE_USER_SEQ_MAX)
+		r = WIRE_REASON_OVERFLOW;
+	if (r != WIRE_REASON_NONE) {
+		refuse(oms, sink, a, cl_ord_id, content, r);
+		return NULL;
+	}
+	return t;
+}
+
+static void
+modify_commit(struct oms *oms, struct oms_actor *a, struct oms_order *t, uint8_t kind,
+	      uint64_t cl_ord_id, uint64_t content, int64_t qty, struct svc_sink *sink)
+{
+	struct oms_order *o = order_alloc(oms, a, ++a->user_seq);
+	o->kind = kind;
+	o->cl_ord_id = cl_ord_id;
+	o->target_seq = t->user_seq;
+	o->symbol = t->symbol;
+	o->side = t->side;
+	o->ord_type = t->ord_type;
+	o->qty = qty;
+	o->me_shard = t->me_shard;
+	o->res_asset = t->res_asset;
+	o->recv_asset = t->recv_asset;
+	t->mod_seq = o->user_seq;
+	oms_dedup_add(oms, OMS_DEDUP_ORDER, a->user, cl_ord_id, o->user_seq, content,
+		      WIRE_REASON_NONE);
+	emit_ack(oms, a, cl_ord_id, o->user_seq, oms->c.now_ns, sink);
+	oms_count(oms, OMS_C_MODIFIES);
+	oms_build_to_me(oms, a, o, sink, NULL, NULL);
+}
+
+void
+oms_on_cancel(struct oms *oms, const struct wire_cancel *m, struct svc_sink *sink)
+{
+	struct oms_actor *a = client_actor(oms, m->user, m->cl_ord_id, &m->hdr, sink);
+	if (a == NULL)
+		return;
+	/* Cancels reduce risk: no rate limit, no in-flight cap, no kill-switch block. */
+	uint64_t content = mix(mix(2, m->orig_cl_ord_id), 0);
+	struct oms_order *t = modify_front(oms, a, m->cl_ord_id, m->orig_cl_ord_id, content, sink);
+	if (t != NULL)
+		modify_commit(oms, a, t, OMS_K_CANCEL, m->cl_ord_id, content, 0, sink);
+}
+
+void
+oms_on_amend(struct oms *oms, const struct wire_amend *m, struct svc_sink *sink)
+{
+	struct oms_actor *a = client_actor(oms, m->user, m->cl_ord_id, &m->hdr, sink);
+	if (a == NULL)
+		return;
+	uint64_t content = mix(mix(3, m->orig_cl_ord_id), (uint64_t)m->qty);
+	struct oms_order *t = modify_front(oms, a, m->cl_ord_id, m->orig_cl_ord_id, content, sink);
+	if (t == NULL)
+		return;
+	const struct oms_symbol *s = oms_symbol_find(oms, t->symbol);
+	uint16_t r = WIRE_REASON_NONE;
+	if (t->ord_type != WIRE_ORD_LIMIT || s == NULL)
+		r = WIRE_REASON_BAD_REQUEST;
+	else if (m->qty >= t->qty)
+		r = WIRE_REASON_AMEND_NOT_DOWN;
+	else if (m->qty <= t->cum_qty || m->qty % s->lot != 0)
+		r = WIRE_REASON_BAD_REQUEST;
+	if (r != WIRE_REASON_NONE) {
+		refuse(oms, sink, a, m->cl_ord_id, content, r);
+		return;
+	}
+	modify_commit(oms, a, t, OMS_K_AMEND, m->cl_ord_id, content, m->qty, sink);
+}
+
+void
+oms_on_cancel_replace(struct oms *oms, const struct wire_cancel_replace *m, struct svc_sink *sink)
+{
+	struct oms_actor *a = client_actor(oms, m->user, m->cl_ord_id, &m->hdr, sink);
+	if (a == NULL)
+		return;
+	uint64_t content = mix(mix(mix(4, m->orig_cl_ord_id), (uint64_t)m->px), (uint64_t)m->qty);
+	struct oms_order *t = modify_front(oms, a, m->cl_ord_id, m->orig_cl_ord_id, content, sink);
+	if (t == NULL)
+		return;
+	const struct oms_symbol *s = oms_symbol_find(oms, t->symbol);
+	uint16_t r = WIRE_REASON_NONE;
+	struct admit ad;
+	memset(&ad, 0, sizeof(ad));
+	if (killed(oms, a->user))
+		r = WIRE_REASON_KILLED;
+	else if (!rate_ok(oms, a))
+		r = WIRE_REASON_RATE_LIMITED;
+	else if (t->ord_type != WIRE_ORD_LIMIT || s == NULL)
+		r = WIRE_REASON_BAD_REQUEST;
+	else
+		r = limit_check(s, m->px, m->qty);
+	if (r == WIRE_REASON_NONE && s->status == WIRE_SYM_HALTED)
+		r = WIRE_REASON_HALTED;
+	if (r == WIRE_REASON_NONE && oms->c.inflight >= oms->c.limits.inflight_max)
+		r = WIRE_REASON_BACKPRESSURE;
+	if (r == WIRE_REASON_NONE && a->order_count >= oms->c.limits.orders_per_user)
+		r = WIRE_REASON_CAPACITY;
+	if (r == WIRE_REASON_NONE) {
+		/* The replacement is a new order with its own exact reservation; the old one
+		 * is released when its DONE arrives (no credit is taken from it in advance). */
+		ad.res_asset = t->res_asset;
+		ad.recv_asset = t->recv_asset;
+		if (t->side == WIRE_SIDE_SELL)
+			ad.reserve = m->qty;
+		else if (buy_reserve(s, m->px, m->qty, &ad.reserve) != 0)
+			r = WIRE_REASON_OVERFLOW;
+	}
+	if (r == WIRE_REASON_NONE)
+		r = funds_check(oms, a, &ad);
+	if (r != WIRE_REASON_NONE) {
+		refuse(oms, sink, a, m->cl_ord_id, content, r);
+		return;
+	}
+	struct oms_order *o = order_alloc(oms, a, ++a->user_seq);
+	o->kind = OMS_K_ORDER;
+	o->cl_ord_id = m->cl_ord_id;
+	o->target_seq = t->user_seq;
+	o->symbol = t->symbol;
+	o->side = t->side;
+	o->ord_type = WIRE_ORD_LIMIT;
+	o->tif = t->tif;
+	o->stp = t->stp;
+	o->px = m->px;
+	o->qty = m->qty;
+	o->leaves = m->qty;
+	o->expire_ns = t->expire_ns;
+	o->me_shard = t->me_shard;
+	o->res_asset = ad.res_asset;
+	o->recv_asset = ad.recv_asset;
+	oms_order_reserve_set(oms, a, o, ad.reserve);
+	t->mod_seq = o->user_seq;
+	oms_dedup_add(oms, OMS_DEDUP_ORDER, a->user, m->cl_ord_id, o->user_seq, content,
+		      WIRE_REASON_NONE);
+	emit_ack(oms, a, m->cl_ord_id, o->user_seq, oms->c.now_ns, sink);
+	oms_count(oms, OMS_C_MODIFIES);
+	oms_build_to_me(oms, a, o, sink, NULL, NULL);
+}

@@ -1,0 +1,149 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Reconciliation: the money-leak backstop (seed). A periodic, capped sweep on cluster time
+ * asks the ME for chosen users' open orders; a snapshot as of stream seq S is applied only
+ * once this shard has applied that ME shard's stream through S, so both sides describe the
+ * same instant. Phantom orders are closed and their reservations released; reservations not
+ * backed by an order are released; impossible states raise alarm counters.
+ */
+#include "oms/oms_int.h"
+
+uint32_t
+oms_recon_leaks(struct oms *oms, struct oms_actor *a)
+{
+	const uint32_t n = oms->c.limits.assets_per_user;
+	struct oms_balance *bal = oms_actor_balances(oms, a);
+	int64_t sums[WIRE_BALANCES_MAX];
+	uint32_t healed = 0;
+	memset(sums, 0, sizeof(sums));
+	for (uint32_t i = a->order_head; i != OMS_NIL; i = oms->orders[i].next) {
+		const struct oms_order *o = &oms->orders[i];
+		for (uint32_t k = 0; k < n; k++)
+			if (bal[k].asset == o->res_asset && o->reserved > 0)
+				sums[k] += o->reserved;
+	}
+	for (uint32_t k = 0; k < n; k++) {
+		if (bal[k].reserved != sums[k]) {
+			/* A reservation no order explains: release it (never below what the
+			 * orders hold, so available stays non-negative). */
+			oms_count(oms, OMS_C_ALARM_RECON_LEAK);
+			bal[k].reserved = sums[k];
+			healed++;
+		}
+		if (bal[k].total < 0 || bal[k].reserved > bal[k].total)
+			oms_count(oms, OMS_C_ALARM_BAD_STATE);
+	}
+	return healed;
+}
+
+void
+oms_on_open_orders_snapshot(struct oms *oms, const struct wire_open_orders_snapshot *m,
+			    struct svc_sink *sink)
+{
+	oms_count(oms, OMS_C_RECON_SNAPSHOTS);
+	if (m->hdr.shard != oms->c.limits.shard_id || m->me_shard >= oms->c.limits.me_shards_max ||
+	    m->count > WIRE_OPEN_ORDERS_MAX) {
+		oms_count(oms, OMS_C_BAD_MSGS);
+		return;
+	}
+	struct oms_actor *a = oms_actor_find(oms, m->user);
+	if (a == NULL || a->state != OMS_A_RESIDENT) {
+		oms_count(oms, OMS_C_RECON_DEFERRED);
+		return;
+	}
+	/* Only once our stream from that ME shard is applied through as_of_seq: otherwise an
+	 * order the ME finished a moment ago would look like a phantom. */
+	if (oms->streams[m->me_shard].next_seq - 1 < m->as_of_seq) {
+		oms_count(oms, OMS_C_RECON_DEFERRED);
+		return;
+	}
+	for (uint32_t i = 0; i < m->count; i++) {
+		const struct wire_open_order *e = &m->orders[i];
+		struct oms_order *o = NULL;
+		if (e->oid.user == m->user && wire_oid_shard(e->oid) == oms->c.limits.shard_id)
+			o = oms_order_find(oms, m->user, wire_oid_seq(e->oid));
+		if (o == NULL || o->kind != OMS_K_ORDER) {
+			/* The ME rests an order we do not know: impossible, flag it. */
+			oms_count(oms, OMS_C_ALARM_RECON_UNKNOWN);
+			continue;
+		}
+		o->recon_req = m->req_id;
+		if (o->last_seq <= m->as_of_seq && o->leaves != e->leaves_qty)
+			oms_count(oms, OMS_C_ALARM_RECON_MISMATCH);
+	}
+	if (!m->last)
+		return;
+	uint32_t i = a->order_head;
+	while (i != OMS_NIL) {
+		struct oms_order *o = &oms->orders[i];
+		i = o->next;
+		if (o->kind != OMS_K_ORDER || o->state != OMS_O_LIVE || o->me_shard != m->me_shard)
+			continue;
+		if (o->recon_req == m->req_id || o->last_seq > m->as_of_seq)
+			continue;
+		/* Phantom: we think it is live, the ME (as of the same seq) does not. Close it
+		 * and release its reservation (a dropped expiry would otherwise freeze funds and
+		 * keep the user from ever being flat). */
+		oms_count(oms, OMS_C_ALARM_RECON_PHANTOM);
+		if (o->mod_seq != 0) {
+			struct oms_order *mod = oms_order_find(oms, a->user, o->mod_seq);
+			o->mod_seq = 0;
+			if (mod != NULL && mod->kind != OMS_K_ORDER) {
+				if (i != OMS_NIL && mod == &oms->orders[i])
+					i = mod->next;
+				oms_order_free(oms, a, mod);
+			}
+		}
+		o->leaves = 0;
+		oms_exec_report(oms, a, o, WIRE_EXEC_CANCELLED, sink, WIRE_CAUSE_RECONCILE, 0, 0, 0,
+				0, 0);
+		oms_exec_report(oms, a, o, WIRE_EXEC_DONE, sink, 0, 0, 0, 0, 0, 0);
+		oms_order_free(oms, a, o);
+	}
+	oms_recon_leaks(oms, a);
+}
+
+static void
+query(struct oms *oms, struct oms_actor *a, uint16_t ms, struct svc_sink *sink)
+{
+	struct wire_open_orders_query q;
+	memset(&q, 0, sizeof(q));
+	q.user = a->user;
+	q.req_id = ++oms->c.recon_req_seq;
+	q.oms_shard = oms->c.limits.shard_id;
+	oms_count(oms, OMS_C_RECON_QUERIES);
+	OMS_EMIT(sink, WIRE_DEST_ME, q, WIRE_OPEN_ORDERS_QUERY, ms);
+}
+
+void
+oms_recon_sweep(struct oms *oms, struct svc_sink *sink)
+{
+	const struct oms_limits *l = &oms->c.limits;
+	uint32_t chosen = 0;
+	for (uint32_t n = 0; n < l->reconcile_scan_max && chosen < l->reconcile_users_max; n++) {
+		if (oms->c.recon_cursor >= oms->actor_slots)
+			oms->c.recon_cursor = 0;
+		struct oms_actor *a = &oms->actors[oms->c.recon_cursor++];
+		if (a->state != OMS_A_RESIDENT)
+			continue;
+		oms_recon_leaks(oms, a);
+		if (a->live == 0)
+			continue;
+		chosen++;
+		/* One query per ME shard holding one of the user's live orders. */
+		for (uint32_t i = a->order_head; i != OMS_NIL; i = oms->orders[i].next) {
+			const struct oms_order *o = &oms->orders[i];
+			if (o->kind != OMS_K_ORDER || o->state != OMS_O_LIVE)
+				continue;
+			bool seen = false;
+			for (uint32_t j = a->order_head; j != i; j = oms->orders[j].next) {
+				const struct oms_order *p = &oms->orders[j];
+				if (p->kind == OMS_K_ORDER && p->state == OMS_O_LIVE &&
+				    p->me_shard == o->me_shard)
+					seen = true;
+			}
+			if (!seen)
+				query(oms, a, o->me_shard, sink);
+		}
+	}
+}

@@ -1,0 +1,472 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The ME's event streams (one per ME shard for this OMS shard, docs/me-contract.md), applied
+ * strictly in sequence; settlement of fills and release of reservations; client execution
+ * reports.
+ *
+ * Seed: "Reserve / settle / release are four logged, idempotent transitions ... A dropped
+ * settle/release event is a money bug." Idempotence comes from the sequence: an event is
+ * applied exactly once, at seq == next expected; duplicates are ignored, gaps are held and
+ * the bridge is asked to replay.
+ */
+#include "oms/oms_int.h"
+
+void
+oms_exec_report(struct oms *oms, struct oms_actor *a, const struct oms_order *o, uint8_t exec,
+		struct svc_sink *sink, uint8_t cause, uint16_t reason, int64_t last_px,
+		int64_t last_qty, int64_t fee, uint8_t liquidity)
+{
+	struct wire_exec_report m;
+	memset(&m, 0, sizeof(m));
+	m.user = a->user;
+	m.cl_ord_id = o->cl_ord_id;
+	m.oid = wire_oid_make(oms->c.limits.shard_id, a->user, o->user_seq);
+	m.seq = ++a->egress_seq;
+	m.time_ns = oms->c.now_ns;
+	m.symbol = o->symbol;
+	m.exec = exec;
+	m.side = o->side;
+	m.liquidity = liquidity;
+	m.cause = cause;
+	m.reason = reason;
+	m.last_px = last_px;
+	m.last_qty = last_qty;
+	m.cum_qty = o->cum_qty;
+	m.leaves_qty = o->leaves;
+	m.fee = fee;
+	oms_count(oms, OMS_C_EXEC_REPORTS);
+	OMS_EMIT(sink, WIRE_DEST_CLIENT, m, WIRE_EXEC_REPORT, 0);
+}
+
+/* PENDING → LIVE: the saga's first step is answered (ACCEPTED, or any later event). */
+static void
+promote(struct oms *oms, struct oms_actor *a, struct oms_order *o)
+{
+	if (o->state != OMS_O_PENDING || o->kind != OMS_K_ORDER)
+		return;
+	o->state = OMS_O_LIVE;
+	a->sagas--;
+	oms->c.inflight--;
+	a->live++;
+}
+
+static int16_t
+bps_max(const struct oms_symbol *s)
+{
+	return s->maker_fee_bps > s->taker_fee_bps ? s->maker_fee_bps : s->taker_fee_bps;
+}
+
+/* Shrink a limit order's reservation to what its leaves can still cost (after an amend or a
+ * partial cancel); never grows it. */
+static void
+reserve_trim(struct oms *oms, struct oms_actor *a, struct oms_order *o, const struct oms_symbol *s)
+{
+	int64_t need = o->reserved;
+	if (o->leaves <= 0) {
+		need = 0;
+	} else if (o->side == WIRE_SIDE_SELL) {
+		need = o->leaves;
+	} else if (o->ord_type == WIRE_ORD_LIMIT && s != NULL) {
+		int64_t n, f;
+		if (money_notional(o->px, o->leaves, s->base_unit, &n) == 0 &&
+		    money_fee(n, bps_max(s), &f) == 0 && n <= INT64_MAX - f)
+			need = n + f;
+	}
+	if (need < o->reserved)
+		oms_order_reserve_set(oms, a, o, need);
+}
+
+/* Settle one fill leg at its real notional with the symbol's maker/taker fee (charged in
+ * the quote asset, computed on the order's cumulative notional per liquidity so rounding is
+ * paid once). Buyer pays notional + fee out of the reservation; seller receives
+ * notional − fee. Returns the fee charged. */
+static int64_t
+settle(struct oms *oms, struct oms_actor *a, struct oms_order *o, const struct oms_symbol *s,
+       const struct wire_me_event *ev)
+{
+	int64_t qty = ev->qty, notional = ev->notional, check;
+	if (qty <= 0 || notional < 0) {
+		oms_count(oms, OMS_C_ALARM_BAD_STATE);
+		return 0;
+	}
+	if (money_notional(ev->px, qty, s->base_unit, &check) != 0 || check != notional)
+		oms_count(oms, OMS_C_ALARM_RECON_MISMATCH);
+	bool maker = ev->liquidity == 1;
+	int16_t bps = maker ? s->maker_fee_bps : s->taker_fee_bps;
+	int64_t *cum = maker ? &o->notional_maker : &o->notional_taker;
+	int64_t after, f0, f1, fee;
+	if (money_add(*cum, notional, &after) != 0 || money_fee(*cum, bps, &f0) != 0 ||
+	    money_fee(after, bps, &f1) != 0) {
+		oms_count(oms, OMS_C_ALARM_OVERFLOW);
+		return 0;
+	}
+	fee = f1 - f0;
+	struct oms_balance *base = oms_balance_get_or_add(oms, a, s->base_asset);
+	struct oms_balance *quote = oms_balance_get_or_add(oms, a, s->quote_asset);
+	if (base == NULL || quote == NULL) {
+		oms_count(oms, OMS_C_ALARM_SETTLE_SHORTFALL);
+		return 0;
+	}
+	int64_t *fees = &oms->fees[s->fee_slot].amount;
+	if (o->side == WIRE_SIDE_BUY) {
+		int64_t need = notional + fee;
+		int64_t from_res = need < o->reserved ? need : o->reserved;
+		int64_t extra = need - from_res;
+		if (extra > 0 && fee > 0) {
+			/* Per-liquidity rounding can exceed the max-fee bound by a minor unit:
+			 * the venue absorbs it rather than touch unreserved funds. */
+			int64_t cut = extra < fee ? extra : fee;
+			fee -= cut;
+			extra -= cut;
+			oms_count(oms, OMS_C_FEE_CAPPED);
+		}
+		if (extra > 0) {
+			int64_t avail = quote->total - quote->reserved;
+			oms_count(oms, OMS_C_ALARM_SETTLE_SHORTFALL);
+			if (extra > avail)
+				extra = avail; /* never a negative available balance */
+		}
+		if (base->total > INT64_MAX - qty) {
+			oms_count(oms, OMS_C_ALARM_OVERFLOW);
+			return 0;
+		}
+		oms_order_reserve_set(oms, a, o, o->reserved - from_res);
+		quote->total -= from_res + extra;
+		base->total += qty;
+		*fees += fee;
+	} else {
+		int64_t from_res = qty < o->reserved ? qty : o->reserved;
+		int64_t extra = qty - from_res;
+		if (extra > 0) {
+			int64_t avail = base->total - base->reserved;
+			oms_count(oms, OMS_C_ALARM_SETTLE_SHORTFALL);
+			if (extra > avail)
+				extra = avail;
+		}
+		if (quote->total > INT64_MAX - (notional - fee)) {
+			oms_count(oms, OMS_C_ALARM_OVERFLOW);
+			return 0;
+		}
+		oms_order_reserve_set(oms, a, o, o->reserved - from_res);
+		base->total -= from_res + extra;
+		quote->total += notional - fee;
+		*fees += fee;
+	}
+	*cum = after;
+	o->cum_qty += qty;
+	o->leaves = ev->leaves_qty;
+	oms_count(oms, OMS_C_FILLS);
+	return fee;
+}
+
+/* An event about an order we do not know: an impossible state. A fill still moved money
+ * at the ME, so settle it from available funds when they suffice. */
+static void
+event_unknown(struct oms *oms, struct oms_actor *a, const struct wire_me_event *ev)
+{
+	oms_count(oms, OMS_C_ALARM_UNKNOWN_ORDER);
+	if (ev->event != WIRE_EV_FILL)
+		return;
+	const struct oms_symbol *s = oms_symbol_find(oms, ev->symbol);
+	oms_count(oms, OMS_C_ALARM_ORPHAN_FILL);
+	if (s == NULL || (ev->side != WIRE_SIDE_BUY && ev->side != WIRE_SIDE_SELL))
+		return;
+	struct oms_order tmp;
+	memset(&tmp, 0, sizeof(tmp));
+	tmp.side = ev->side;
+	tmp.res_asset = ev->side == WIRE_SIDE_BUY ? s->quote_asset : s->base_asset;
+	settle(oms, a, &tmp, s, ev);
+}
+
+/* The modify record a target event names in contra, resolved. */
+static void
+modify_resolve(struct oms *oms, struct oms_actor *a, struct oms_order *t,
+	       const struct wire_me_event *ev)
+{
+	if (t->mod_seq == 0 || ev->contra.user != a->user ||
+	    wire_oid_seq(ev->contra) != t->mod_seq)
+		return;
+	struct oms_order *m = oms_order_find(oms, a->user, t->mod_seq);
+	t->mod_seq = 0;
+	if (m == NULL)
+		return;
+	if (m->kind == OMS_K_AMEND && ev->event == WIRE_EV_AMENDED)
+		t->qty = m->qty;
+	if (m->kind == OMS_K_CANCEL || m->kind == OMS_K_AMEND)
+		oms_order_free(oms, a, m);
+	/* A replacement order stays PENDING: its own ACCEPTED follows (contract). */
+}
+
+/* A refused modify (or a refused replacement order): terminal for the request. */
+static void
+modify_refused(struct oms *oms, struct oms_actor *a, struct oms_order *m,
+	       const struct wire_me_event *ev, struct svc_sink *sink)
+{
+	struct oms_order *t = oms_order_find(oms, a->user, m->target_seq);
+	if (t != NULL && t->mod_seq == m->user_seq)
+		t->mod_seq = 0;
+	oms_exec_report(oms, a, m, WIRE_EXEC_CANCEL_REJECTED, sink, 0, ev->reason, 0, 0, 0, 0);
+	oms_order_free(oms, a, m); /* a replacement's reservation is released here */
+}
+
+void
+oms_event_apply(struct oms *oms, struct oms_actor *a, const struct wire_me_event *ev,
+		struct svc_sink *sink)
+{
+	DCHECK(a->state == OMS_A_RESIDENT || a->state == OMS_A_FLUSHING);
+	oms_actor_touch(oms, a);
+	struct oms_order *o = oms_order_find(oms, a->user, wire_oid_seq(ev->oid));
+	if (o == NULL) {
+		event_unknown(oms, a, ev);
+		return;
+	}
+	const struct oms_symbol *s = oms_symbol_find(oms, o->symbol);
+	o->last_seq = ev->seq;
+	bool is_order = o->kind == OMS_K_ORDER;
+	switch (ev->event) {
+	case WIRE_EV_ACCEPTED:
+		if (!is_order || o->state != OMS_O_PENDING)
+			oms_count(oms, OMS_C_ALARM_EVENT_ORDER);
+		promote(oms, a, o);
+		break;
+	case WIRE_EV_REJECTED:
+		if (!is_order) {
+			modify_refused(oms, a, o, ev, sink);
+			break;
+		}
+		if (o->state != OMS_O_PENDING)
+			oms_count(oms, OMS_C_ALARM_EVENT_ORDER);
+		if (o->target_seq != 0) {
+			struct oms_order *t = oms_order_find(oms, a->user, o->target_seq);
+			if (t != NULL && t->mod_seq == o->user_seq)
+				t->mod_seq = 0;
+		}
+		o->leaves = 0;
+		oms_exec_report(oms, a, o, WIRE_EXEC_REJECTED, sink, 0, ev->reason, 0, 0, 0, 0);
+		oms_order_free(oms, a, o); /* credit-back: release the whole reservation */
+		break;
+	case WIRE_EV_RESTED:
+		if (!is_order) {
+			oms_count(oms, OMS_C_ALARM_EVENT_ORDER);
+			break;
+		}
+		if (o->state == OMS_O_PENDING)
+			oms_count(oms, OMS_C_ALARM_EVENT_ORDER);
+		promote(oms, a, o);
+		o->leaves = ev->qty;
+		oms_exec_report(oms, a, o, WIRE_EXEC_OPEN, sink, 0, 0, ev->px, 0, 0, 0);
+		break;
+	case WIRE_EV_FILL: {
+		if (!is_order || s == NULL) {
+			event_unknown(oms, a, ev);
+			break;
+		}
+		if (o->state == OMS_O_PENDING)
+			oms_count(oms, OMS_C_ALARM_EVENT_ORDER);
+		promote(oms, a, o);
+		int64_t fee = settle(oms, a, o, s, ev);
+		oms_exec_report(oms, a, o, WIRE_EXEC_FILL, sink, 0, 0, ev->px, ev->qty, fee,
+				ev->liquidity);
+		break;
+	}
+	case WIRE_EV_CANCELLED:
+		if (!is_order) {
+			oms_count(oms, OMS_C_ALARM_EVENT_ORDER);
+			break;
+		}
+		promote(oms, a, o);
+		o->leaves = ev->leaves_qty;
+		modify_resolve(oms, a, o, ev);
+		if (o->ord_type == WIRE_ORD_LIMIT || o->leaves == 0)
+			reserve_trim(oms, a, o, s);
+		oms_exec_report(oms, a, o, WIRE_EXEC_CANCELLED, sink, ev->cause, 0, 0, ev->qty, 0, 0);
+		break;
+	case WIRE_EV_AMENDED:
+		if (!is_order) {
+			oms_count(oms, OMS_C_ALARM_EVENT_ORDER);
+			break;
+		}
+		promote(oms, a, o);
+		o->leaves = ev->qty;
+		modify_resolve(oms, a, o, ev);
+		reserve_trim(oms, a, o, s);
+		oms_exec_report(oms, a, o, WIRE_EXEC_AMENDED, sink, 0, 0, 0, 0, 0, 0);
+		break;
+	case WIRE_EV_DONE:
+		if (!is_order) {
+			oms_count(oms, OMS_C_ALARM_EVENT_ORDER);
+			break;
+		}
+		if (o->state == OMS_O_PENDING)
+			oms_count(oms, OMS_C_ALARM_EVENT_ORDER);
+		o->leaves = 0;
+		oms_exec_report(oms, a, o, WIRE_EXEC_DONE, sink, 0, 0, 0, 0, 0, 0);
+		/* Terminal: release whatever the fills did not use (market-buy budget, price
+		 * improvement, the unused fee bound). */
+		oms_order_free(oms, a, o);
+		break;
+	case WIRE_EV_CANCEL_REJECTED:
+		if (o->state != OMS_O_PENDING)
+			oms_count(oms, OMS_C_ALARM_EVENT_ORDER);
+		modify_refused(oms, a, o, ev, sink);
+		break;
+	default:
+		oms_count(oms, OMS_C_BAD_MSGS);
+		break;
+	}
+}
+
+/* ---- stream sequencing ---- */
+
+static struct wire_me_event *
+held_of(struct oms *oms, uint16_t ms)
+{
+	return &oms->held[(size_t)ms * oms->c.limits.held_max];
+}
+
+static void
+maybe_replay(struct oms *oms, uint16_t ms, struct svc_sink *sink)
+{
+	struct oms_stream *st = &oms->streams[ms];
+	if (oms->c.now_ns < st->replay_next_ns)
+		return;
+	/* Rate-limited: one request per stream per interval, not one per event. */
+	st->replay_next_ns = oms->c.now_ns + oms->c.limits.replay_interval_ns;
+	struct wire_replay_request m;
+	memset(&m, 0, sizeof(m));
+	m.from_seq = st->next_seq;
+	m.stream = oms->c.limits.shard_id;
+	oms_count(oms, OMS_C_REPLAY_REQUESTS);
+	OMS_EMIT(sink, WIRE_DEST_ME, m, WIRE_REPLAY_REQUEST, ms);
+}
+
+static void
+stream_ack(struct oms *oms, uint16_t ms, struct svc_sink *sink)
+{
+	struct oms_stream *st = &oms->streams[ms];
+	struct wire_stream_ack m;
+	memset(&m, 0, sizeof(m));
+	st->acked_seq = st->next_seq - 1;
+	m.seq = st->acked_seq;
+	m.stream = oms->c.limits.shard_id;
+	oms_count(oms, OMS_C_STREAM_ACKS);
+	OMS_EMIT(sink, WIRE_DEST_ME, m, WIRE_STREAM_ACK, ms);
+}
+
+/* Hold an out-of-order event (sorted by seq, bounded; the replay re-sends what we drop). */
+static void
+hold(struct oms *oms, uint16_t ms, const struct wire_me_event *ev)
+{
+	struct oms_stream *st = &oms->streams[ms];
+	struct wire_me_event *h = held_of(oms, ms);
+	uint32_t n = st->held_count, i = 0;
+	while (i < n && h[i].seq < ev->seq)
+		i++;
+	if (i < n && h[i].seq == ev->seq) {
+		oms_count(oms, OMS_C_EVENTS_DUP);
+		return;
+	}
+	if (n == oms->c.limits.held_max) {
+		oms_count(oms, OMS_C_EVENTS_HELD_DROPPED);
+		return;
+	}
+	memmove(&h[i + 1], &h[i], sizeof(h[0]) * (n - i));
+	h[i] = *ev;
+	st->held_count++;
+	oms_count(oms, OMS_C_EVENTS_HELD);
+}
+
+/* Consume one in-sequence event. False: it cannot be taken now (no slot to park it for a
+ * hydrate-on-miss); the stream stays at this seq and the replay brings it again. */
+static bool
+consume(struct oms *oms, const struct wire_me_event *ev, struct svc_sink *sink)
+{
+	if (wire_oid_shard(ev->oid) != oms->c.limits.shard_id || ev->oid.user == 0) {
+		oms_count(oms, OMS_C_EVENTS_FOREIGN);
+		return true;
+	}
+	struct oms_actor *a = oms_actor_find(oms, ev->oid.user);
+	if (a != NULL && a->state != OMS_A_HYDRATING) {
+		oms_event_apply(oms, a, ev, sink);
+		return true;
+	}
+	/* Seed: "a fill for a non-resident user triggers hydrate-on-miss, so it is never
+	 * dropped": park it (already sequenced) and apply it once HydrateUser lands. */
+	uint16_t owner;
+	return oms_actor_park(oms, ev->oid.user, &ev->hdr, true, false, sink, &owner) == 0;
+}
+
+void
+oms_on_me_event(struct oms *oms, const struct wire_me_event *m, struct svc_sink *sink)
+{
+	if (m->hdr.shard != oms->c.limits.shard_id) {
+		oms_count(oms, OMS_C_EVENTS_FOREIGN);
+		return;
+	}
+	if (m->event < WIRE_EV_ACCEPTED || m->event >= WIRE_EV_MAX || m->seq == 0) {
+		oms_count(oms, OMS_C_BAD_MSGS);
+		return;
+	}
+	/* The stream is identified by the ME shard that owns the symbol (static map). */
+	const struct oms_symbol *s = oms_symbol_find(oms, m->symbol);
+	if (s == NULL) {
+		oms_count(oms, OMS_C_BAD_MSGS);
+		return;
+	}
+	uint16_t ms = s->me_shard;
+	struct oms_stream *st = &oms->streams[ms];
+	oms_count(oms, OMS_C_EVENTS);
+	if (m->seq < st->next_seq) {
+		oms_count(oms, OMS_C_EVENTS_DUP);
+		return;
+	}
+	if (m->seq > st->next_seq) {
+		hold(oms, ms, m);
+		maybe_replay(oms, ms, sink);
+		return;
+	}
+	if (!consume(oms, m, sink)) {
+		oms_count(oms, OMS_C_EVENTS_BLOCKED);
+		maybe_replay(oms, ms, sink);
+		return;
+	}
+	st->next_seq++;
+	/* Later events held behind a gap now run in order. */
+	struct wire_me_event *h = held_of(oms, ms);
+	while (st->held_count > 0 && h[0].seq <= st->next_seq) {
+		if (h[0].seq == st->next_seq) {
+			if (!consume(oms, &h[0], sink)) {
+				oms_count(oms, OMS_C_EVENTS_BLOCKED);
+				break;
+			}
+			st->next_seq++;
+		}
+		st->held_count--;
+		memmove(&h[0], &h[1], sizeof(h[0]) * st->held_count);
+	}
+	if (st->next_seq - 1 - st->acked_seq >= oms->c.limits.stream_ack_every)
+		stream_ack(oms, ms, sink);
+}
+
+void
+oms_streams_tick(struct oms *oms, struct svc_sink *sink)
+{
+	for (uint16_t ms = 0; ms < oms->c.limits.me_shards_max; ms++) {
+		struct oms_stream *st = &oms->streams[ms];
+		if (st->next_seq - 1 > st->acked_seq)
+			stream_ack(oms, ms, sink);
+		if (st->held_count > 0)
+			maybe_replay(oms, ms, sink);
+	}
+}
+
+void
+oms_on_me_result(struct oms *oms, const struct wire_me_result *m, struct svc_sink *sink)
+{
+	(void)sink;
+	/* Unsequenced: the bridge uses it to stop re-driving; the state itself arrives (or is
+	 * replayed) through the stream, so applying it changes nothing but counters. */
+	oms_count(oms, OMS_C_RESULTS);
+	if (m->reason == WIRE_REASON_DUPLICATE_ID_MISMATCH)
+		oms_count(oms, OMS_C_ALARM_BAD_STATE); /* we rebuild submits byte-identically */
+}
