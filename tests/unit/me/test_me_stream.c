@@ -1,1 +1,294 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * me streams and the exactly-once contract (docs/me-contract.md): per-OMS-shard sequencing,
+ * retention until ack, identical replay, dedup records kept until acked, queries, open-orders
+ * snapshots, L2 depth, snapshot/restore.
+ */
 #include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "me_fixture.h"
+
+#define B WIRE_SIDE_BUY
+#define S WIRE_SIDE_SELL
+
+TestSuite(me_stream, .init = fx_setup, .fini = fx_fini);
+
+/* Goal: every event about an order goes to its OMS shard's stream with that stream's next seq;
+ * a fill between two shards' orders lands one leg in each stream.
+ * Method: shard 1 rests, shard 2 crosses. */
+Test(me_stream, per_shard_sequencing)
+{
+	fx_oms_shard = 1;
+	fx_gtc(1, 1, S, 100, 5); /* shard 1: seq 1, 2 */
+	fx_oms_shard = 2;
+	fx_reset();
+	fx_gtc(2, 1, B, 100, 5); /* shard 2: accepted 1, fill 2, done 3; shard 1: fill 3, done 4 */
+	for (uint32_t i = 0; i < fx_events(); i++) {
+		const struct wire_me_event *e = fx_ev(i);
+		cr_assert_eq(e->hdr.shard, wire_oid_shard(e->oid));
+	}
+	fx_oms_shard = 1;
+	cr_assert_eq(fx_find(1, 1, WIRE_EV_FILL, 0)->seq, 3);
+	cr_assert_eq(fx_find(1, 1, WIRE_EV_DONE, 0)->seq, 4);
+	fx_oms_shard = 2;
+	cr_assert_eq(fx_find(2, 1, WIRE_EV_ACCEPTED, 0)->seq, 1);
+	cr_assert_eq(fx_find(2, 1, WIRE_EV_FILL, 0)->seq, 2);
+	cr_assert_eq(fx_find(2, 1, WIRE_EV_DONE, 0)->seq, 3);
+	for (uint32_t i = 0; i < fx_cap_count; i++)
+		cr_assert_eq(fx_caps[i].dest, WIRE_DEST_OMS);
+}
+
+/* Goal: replay re-emits retained events byte-identically; from an acknowledged seq it starts
+ * at the oldest retained one. */
+Test(me_stream, replay_identical)
+{
+	fx_gtc(1, 1, S, 100, 5);
+	fx_gtc(2, 1, B, 100, 3);
+	fx_gtc(3, 1, B, 90, 3);
+	uint32_t n = fx_events();
+	struct wire_me_event *first = calloc(n, sizeof(*first));
+	for (uint32_t i = 0; i < n; i++)
+		first[i] = *fx_ev(i);
+	fx_reset();
+	fx_replay(0, 1);
+	cr_assert_eq(fx_events(), n);
+	for (uint32_t i = 0; i < n; i++)
+		cr_assert(memcmp(fx_ev(i), &first[i], sizeof(first[i])) == 0);
+	fx_ack(0, 4);
+	fx_reset();
+	fx_replay(0, 2);
+	cr_assert_eq(fx_events(), n - 4);
+	cr_assert_eq(fx_ev(0)->seq, 5);
+	cr_assert(memcmp(fx_ev(0), &first[4], sizeof(first[4])) == 0);
+	fx_reset();
+	fx_replay(0, 1000);
+	cr_assert_eq(fx_events(), 0);
+	fx_replay(5, 1); /* unknown stream */
+	cr_assert_eq(fx_events(), 0);
+	free(first);
+}
+
+/* Goal: dedup records of finished orders are kept until the ack covers their final event,
+ * then released; live orders are never released by an ack. */
+Test(me_stream, dedup_kept_until_ack)
+{
+	fx_limit(1, 1, B, 100, 5, WIRE_TIF_IOC); /* seq 1..3, final */
+	fx_gtc(1, 2, B, 100, 5);                 /* seq 4, 5, live */
+	cr_assert_eq(me_records_used(fx_me), 2);
+	fx_ack(0, 2);
+	cr_assert_eq(me_records_used(fx_me), 2); /* DONE (seq 3) not yet covered */
+	fx_reset();
+	fx_limit(1, 1, B, 100, 5, WIRE_TIF_IOC);
+	cr_assert_eq(fx_events(), 0);
+	cr_assert_eq(fx_result()->final, 1);
+	fx_ack(0, 3);
+	cr_assert_eq(me_records_used(fx_me), 1);
+	fx_ack(0, 1000); /* clamped to the last emitted seq */
+	cr_assert_eq(me_records_used(fx_me), 1);
+	cr_assert_eq(fx_rec(1, 2)->state, ME_ST_LIVE);
+	/* A late duplicate after the ack is outside the dedup window (contract). */
+	fx_query(1, 1);
+	cr_assert_eq(fx_result()->known, 0);
+}
+
+/* Goal: ORDER_QUERY answers the current state of a known order and known=0 otherwise. */
+Test(me_stream, order_query)
+{
+	fx_gtc(1, 1, B, 100, 5);
+	fx_gtc(2, 1, S, 100, 2);
+	fx_reset();
+	fx_query(1, 1);
+	const struct wire_me_result *r = fx_result();
+	cr_assert_eq(r->known, 1);
+	cr_assert_eq(r->final, 0);
+	cr_assert_eq(r->cum_qty, 2);
+	cr_assert_eq(r->leaves_qty, 3);
+	cr_assert_eq(r->symbol, FX_SYM);
+	cr_assert_eq(r->last_seq, 5); /* accepted 1, rested 2; (2,1): accepted 3, fill 4, maker fill 5 */
+	cr_assert_eq(fx_events(), 0);
+	fx_query(9, 9);
+	cr_assert_eq(fx_result()->known, 0);
+	/* A rejected order remembers its reason. */
+	fx_gtc(3, 1, B, 105, 1);
+	fx_query(3, 1);
+	cr_assert_eq(fx_result()->final, 1);
+	cr_assert_eq(fx_result()->reason, WIRE_REASON_OFF_TICK);
+}
+
+/* Goal: OPEN_ORDERS_SNAPSHOT lists a user's live orders in parts of 16 with as_of_seq = the
+ * asking shard's last seq. */
+Test(me_stream, open_orders_snapshot)
+{
+	for (uint64_t i = 1; i <= 20; i++)
+		fx_gtc(7, i, B, 100 - (int64_t)(i % 5) * 10, 1);
+	fx_cancel(7, 100, 3);
+	fx_gtc(8, 1, B, 100, 1);
+	fx_reset();
+	struct wire_open_orders_query q;
+	memset(&q, 0, sizeof(q));
+	wire_hdr_init(&q.hdr, WIRE_OPEN_ORDERS_QUERY, 0);
+	q.user = 7;
+	q.req_id = 42;
+	q.oms_shard = 0;
+	fx_apply(&q);
+	cr_assert_eq(fx_cap_count, 2);
+	const struct wire_open_orders_snapshot *p0 = &fx_caps[0].u.snap;
+	const struct wire_open_orders_snapshot *p1 = &fx_caps[1].u.snap;
+	cr_assert_eq(p0->hdr.type, WIRE_OPEN_ORDERS_SNAPSHOT);
+	cr_assert_eq(p0->count, 16);
+	cr_assert_eq(p0->part, 0);
+	cr_assert_eq(p0->last, 0);
+	cr_assert_eq(p1->count, 3);
+	cr_assert_eq(p1->part, 1);
+	cr_assert_eq(p1->last, 1);
+	cr_assert_eq(p0->req_id, 42);
+	cr_assert_eq(p0->as_of_seq, 20 * 2 + 2 + 2);
+	cr_assert(wire_oid_eq(p0->orders[0].oid, fx_oid(7, 1)));
+	cr_assert(wire_oid_eq(p0->orders[2].oid, fx_oid(7, 4))); /* 3 was cancelled */
+	cr_assert_eq(p1->orders[2].leaves_qty, 1);
+	/* A user with nothing open gets one empty, last part. */
+	fx_reset();
+	q.user = 99;
+	fx_apply(&q);
+	cr_assert_eq(fx_cap_count, 1);
+	cr_assert_eq(fx_caps[0].u.snap.count, 0);
+	cr_assert_eq(fx_caps[0].u.snap.last, 1);
+}
+
+/* Goal: L2 depth aggregates levels best first. */
+Test(me_stream, depth)
+{
+	fx_gtc(1, 1, B, 100, 5);
+	fx_gtc(2, 1, B, 100, 2);
+	fx_gtc(3, 1, B, 80, 1);
+	fx_gtc(3, 2, B, 90, 4);
+	fx_gtc(4, 1, S, 120, 6);
+	struct me_depth_level d[8];
+	uint32_t n = me_depth(fx_me, FX_SYM, WIRE_SIDE_BUY, d, 8);
+	cr_assert_eq(n, 3);
+	cr_assert_eq(d[0].px, 100);
+	cr_assert_eq(d[0].qty, 7);
+	cr_assert_eq(d[0].count, 2);
+	cr_assert_eq(d[1].px, 90);
+	cr_assert_eq(d[2].px, 80);
+	cr_assert_eq(me_depth(fx_me, FX_SYM, WIRE_SIDE_BUY, d, 2), 2);
+	cr_assert_eq(me_depth(fx_me, FX_SYM, WIRE_SIDE_SELL, d, 8), 1);
+	cr_assert_eq(me_depth(fx_me, 999, WIRE_SIDE_SELL, d, 8), 0);
+}
+
+/* ---- snapshot / restore ---- */
+
+TestSuite(me_snapshot, .init = fx_setup, .fini = fx_fini);
+
+static void
+some_state(void)
+{
+	fx_gtc(1, 1, S, 100, 5);
+	fx_gtc(2, 1, S, 110, 5);
+	struct wire_submit s = fx_order(3, 1, B, WIRE_ORD_LIMIT, WIRE_TIF_GTD, 90, 5);
+	s.expire_ns = 50000;
+	fx_submit(&s);
+	fx_gtc(4, 1, B, 100, 3);
+	fx_cancel(2, 2, 1);
+	fx_kill(WIRE_KILL_USER, 9, 1);
+	fx_ack(0, 3);
+}
+
+/* Goal: restore(snapshot(x)) hashes equal to x, and the same inputs after restore produce the
+ * same events and the same state as without it. */
+Test(me_snapshot, restore_then_continue_equals_continue)
+{
+	some_state();
+	size_t size = me_snapshot_size(fx_me);
+	void *buf = malloc(size);
+	cr_assert_eq(me_snapshot(fx_me, buf, size), size);
+	cr_assert_eq(me_snapshot(fx_me, buf, size - 1), 0);
+	struct me *other = fx_new_engine(&fx_limits);
+	cr_assert_eq(me_restore(other, buf, size), 0);
+	cr_assert_eq(me_state_hash(other), me_state_hash(fx_me));
+
+	/* Continue both with the same inputs; compare emitted bytes. */
+	struct me *engines[2] = {fx_me, other};
+	uint8_t *out[2];
+	uint32_t len[2];
+	uint64_t t0 = fx_now;
+	for (int k = 0; k < 2; k++) {
+		fx_me = engines[k];
+		fx_now = t0;
+		fx_reset();
+		fx_gtc(5, 1, B, 110, 7);
+		fx_tick(60000); /* GTD expiry */
+		fx_market_sell(6, 1, 2);
+		fx_amend(5, 2, 1, 1);
+		fx_replay(0, 1);
+		len[k] = fx_cap_count;
+		out[k] = malloc(fx_cap_count * sizeof(struct fx_cap));
+		memcpy(out[k], fx_caps, fx_cap_count * sizeof(struct fx_cap));
+	}
+	fx_me = engines[0];
+	cr_assert_eq(len[0], len[1]);
+	cr_assert(len[0] > 5);
+	for (uint32_t i = 0; i < len[0]; i++) {
+		const struct fx_cap *a = (const struct fx_cap *)out[0] + i;
+		const struct fx_cap *b = (const struct fx_cap *)out[1] + i;
+		cr_assert_eq(a->dest, b->dest);
+		cr_assert(memcmp(a->u.bytes, b->u.bytes, a->u.hdr.length) == 0, "msg %u type %u", i, a->u.hdr.type);
+	}
+	cr_assert_eq(me_state_hash(engines[0]), me_state_hash(engines[1]));
+	/* And the snapshots themselves are byte-identical. */
+	void *b2 = malloc(size);
+	void *b3 = malloc(size);
+	me_snapshot(engines[0], b2, size);
+	me_snapshot(engines[1], b3, size);
+	cr_assert(memcmp(b2, b3, size) == 0);
+	free(b2);
+	free(b3);
+	free(out[0]);
+	free(out[1]);
+	free(buf);
+}
+
+/* Goal: a corrupt, truncated or foreign snapshot is refused with -EINVAL and leaves an empty
+ * engine. */
+Test(me_snapshot, corrupt_refused)
+{
+	some_state();
+	size_t size = me_snapshot_size(fx_me);
+	uint8_t *buf = malloc(size);
+	me_snapshot(fx_me, buf, size);
+	struct me *other = fx_new_engine(&fx_limits);
+	uint64_t empty = me_state_hash(other);
+	buf[size / 2] ^= 1;
+	cr_assert_eq(me_restore(other, buf, size), -EINVAL);
+	cr_assert_eq(me_state_hash(other), empty);
+	buf[size / 2] ^= 1;
+	cr_assert_eq(me_restore(other, buf, size - 1), -EINVAL);
+	cr_assert_eq(me_restore(other, buf, 10), -EINVAL);
+	struct me_limits l = fx_limits;
+	l.orders_max++;
+	struct me *third = fx_new_engine(&l);
+	cr_assert_eq(me_restore(third, buf, size), -EINVAL);
+	cr_assert_eq(me_restore(other, buf, size), 0);
+	cr_assert_eq(me_state_hash(other), me_state_hash(fx_me));
+	free(buf);
+}
+
+/* Goal: the svc_ops table drives the same engine (consensus' view). */
+Test(me_snapshot, svc_ops)
+{
+	cr_assert_str_eq(me_svc_ops.name, "me");
+	struct wire_submit s = fx_order(1, 1, B, WIRE_ORD_LIMIT, WIRE_TIF_GTC, 100, 5);
+	fx_reset();
+	me_svc_ops.apply(fx_me, 1, fx_now, &s.hdr, &fx_sink);
+	cr_assert_eq(fx_events(), 2);
+	me_svc_ops.tick(fx_me, 2, fx_now + 1, &fx_sink);
+	size_t size = me_svc_ops.snapshot_size(fx_me);
+	void *buf = malloc(size);
+	cr_assert_eq(me_svc_ops.snapshot(fx_me, buf, size), size);
+	struct me *other = fx_new_engine(&fx_limits);
+	cr_assert_eq(me_svc_ops.restore(other, buf, size), 0);
+	cr_assert_eq(me_svc_ops.state_hash(other), me_svc_ops.state_hash(fx_me));
+	free(buf);
+}
