@@ -1,0 +1,268 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * pst — persistence (ARCHITECTURE.md §4 durability and snapshots, §6 fencing in the database).
+ *
+ * Everything the shards need from disks and from PostgreSQL, done outside consensus on the
+ * persister lcore. Four concerns, one file each:
+ *
+ *   pst_log_*   segmented append-only Raft log files, one CRC32C per entry, one write() and
+ *               (durable mode) one fdatasync() per batch, torn-tail repair on open, hard
+ *               error naming file and offset for corruption anywhere else.
+ *   pst_snap_*  snapshot files: temp name, fsync, rename, directory fsync; the newest valid
+ *               one is loaded, corrupt ones are skipped and reported.
+ *   pst_vote_*  the Raft hard state (currentTerm, votedFor), durable before it returns.
+ *   pst_db_*    PostgreSQL through libpq in non-blocking pipeline mode, driven by
+ *               pst_db_poll(), which never blocks: HYDRATE_REQUEST / BEGIN_DEHYDRATE in,
+ *               HYDRATE_USER / FLUSH_COMPLETE out.
+ *
+ * Not a pure module: it uses stdio, unistd, fcntl and libpq. It never includes a DPDK
+ * header; the host wraps it in an lcore with rings. Operating errors return -errno.
+ */
+#ifndef OMSD_PERSIST_PERSIST_H
+#define OMSD_PERSIST_PERSIST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/wire.h"
+
+/* ---------------------------------------------------------------------------------------
+ * Counters (single writer: the persister; read by mgmt). One list for every object; each
+ * object counts what concerns it and leaves the rest at zero.
+ * ------------------------------------------------------------------------------------- */
+#define PST_COUNTERS(X)                                                                    \
+	X(LOG_BATCHES, "log batches written (one write each)")                            \
+	X(LOG_ENTRIES, "log entries appended")                                            \
+	X(LOG_BYTES, "log bytes written")                                                 \
+	X(LOG_SYNCS, "fdatasync calls on log segments")                                   \
+	X(LOG_SEGMENTS_CREATED, "log segments created")                                   \
+	X(LOG_SEGMENTS_REMOVED, "log segments removed by compaction or truncation")       \
+	X(LOG_TORN_TAIL_BYTES, "bytes cut from a torn tail on open")                      \
+	X(LOG_TRUNCATED_ENTRIES, "entries removed by a suffix truncation")                \
+	X(LOG_READ_ENTRIES, "entries read back")                                          \
+	X(DB_CONNECTS, "connections established")                                         \
+	X(DB_DISCONNECTS, "connections lost or dropped")                                  \
+	X(DB_CONNECT_FAILURES, "connection attempts that failed")                         \
+	X(DB_TIMEOUTS, "connections dropped because a batch took too long")               \
+	X(DB_BATCHES, "pipeline batches sent (one transaction each)")                     \
+	X(DB_BATCH_FAILURES, "batches that failed and were re-run one statement each")    \
+	X(DB_RESENT, "statements sent again after a connection loss or batch failure")    \
+	X(DB_HYDRATES, "hydrate requests accepted")                                       \
+	X(DB_HYDRATES_MERGED, "hydrate requests merged into one in flight")               \
+	X(DB_HYDRATES_NEG_CACHE, "hydrates answered OWNED from the negative cache")       \
+	X(DB_HYDRATE_OK, "HYDRATE_USER OK sent")                                          \
+	X(DB_HYDRATE_NEW, "HYDRATE_USER NEW sent")                                        \
+	X(DB_HYDRATE_OWNED, "HYDRATE_USER OWNED sent")                                    \
+	X(DB_HYDRATE_ERROR, "HYDRATE_USER ERROR sent")                                    \
+	X(DB_FLUSHES, "flush requests accepted")                                          \
+	X(DB_FLUSHES_MERGED, "flush requests merged into an identical one in flight")     \
+	X(DB_FLUSH_OK, "FLUSH_COMPLETE OK sent (written now)")                            \
+	X(DB_FLUSH_REPEAT, "FLUSH_COMPLETE OK sent (our own write found already there)")  \
+	X(DB_FLUSH_CONFLICT, "FLUSH_COMPLETE CONFLICT sent (alarm)")                      \
+	X(DB_FLUSH_ERROR, "FLUSH_COMPLETE ERROR sent")                                    \
+	X(DB_FULL, "requests refused: request pool full")                                 \
+	X(DB_EMIT_BLOCKED, "completions held back: the output refused them")
+
+enum pst_counter {
+#define PST_COUNTER_ENUM(name, text) PST_C_##name,
+	PST_COUNTERS(PST_COUNTER_ENUM)
+#undef PST_COUNTER_ENUM
+	PST_C_COUNT,
+};
+
+const char *pst_counter_name(enum pst_counter counter); /* "LOG_BATCHES", or "?" */
+const char *pst_counter_text(enum pst_counter counter); /* the label */
+
+/* CRC32C (Castagnoli), SSE4.2 when compiled in, else a table. crc = 0 to start. */
+uint32_t pst_crc32c(uint32_t crc, const void *data, size_t len);
+
+/* ---------------------------------------------------------------------------------------
+ * Log files.
+ * ------------------------------------------------------------------------------------- */
+
+#define PST_LOG_SEGMENT_SIZE_DEFAULT (UINT64_C(64) << 20)
+#define PST_LOG_ENTRY_DATA_MAX (UINT32_C(1) << 24) /* one entry's data, bytes */
+#define PST_ERR_SIZE 256                          /* error text buffers */
+
+enum pst_sync {
+	PST_SYNC_NONE = 1, /* memory mode: write(), no fdatasync (durable = written) */
+	PST_SYNC_DATA = 2, /* durable mode: fdatasync after every batch */
+};
+
+struct pst_log_config {
+	const char *dir;       /* directory of the segments (created if missing) */
+	uint64_t segment_size; /* a segment is rolled when a batch would pass this; 0: 64 MiB */
+	uint32_t sync;         /* enum pst_sync */
+	uint32_t reserved;
+};
+
+/* One log entry, as Raft sees it (the same fields as wire_entry_hdr plus its index). */
+struct pst_entry {
+	uint64_t index;    /* Raft log index, >= 1 */
+	uint64_t term;
+	uint64_t time_ns;  /* cluster time stamped by the leader */
+	uint32_t kind;     /* consensus entry kind, opaque here */
+	uint32_t data_len; /* <= PST_LOG_ENTRY_DATA_MAX */
+	const void *data;  /* data_len bytes (for reads: points into the caller's buffer) */
+};
+
+struct pst_log;
+
+/*
+ * Open (or create) the log in cfg->dir. Validates every segment: a torn tail at the end of
+ * the last segment (a partial or CRC-bad record with no valid record after it) is cut off
+ * and counted; anything else — a bad record followed by valid data, a bad record in a
+ * segment that is not the last, a gap in the indices — fails with -EBADMSG and err (at
+ * least PST_ERR_SIZE bytes, may be NULL) naming the file and offset. Other failures -errno.
+ */
+int pst_log_open(struct pst_log **out, const struct pst_log_config *cfg, char *err,
+		 size_t err_size);
+void pst_log_close(struct pst_log *log);
+
+/* First held index (last + 1 when empty), last held index (first - 1 when empty), the term
+ * of the last entry (0 when empty), and the last index known durable (synced in durable
+ * mode, written in memory mode). */
+uint64_t pst_log_first_index(const struct pst_log *log);
+uint64_t pst_log_last_index(const struct pst_log *log);
+uint64_t pst_log_last_term(const struct pst_log *log);
+uint64_t pst_log_durable_index(const struct pst_log *log);
+
+/*
+ * Append a batch: entries[i].index must be last_index + 1 + i (CHECK). One write() per
+ * segment touched (a batch rolls to a new segment first when it would pass segment_size),
+ * then in durable mode one fdatasync() per segment touched. Returns 0 or -errno; after an
+ * error the log is unchanged as far as its indices go (a partial write is cut off).
+ */
+int pst_log_append(struct pst_log *log, const struct pst_entry *entries, uint32_t count);
+/* fdatasync the active segment if it has unsynced writes (memory mode: no-op). 0/-errno. */
+int pst_log_sync(struct pst_log *log);
+
+/*
+ * Read up to max entries starting at index (first <= index <= last) into out[], their data
+ * copied into buf (buf_size bytes, each entry's data 8-byte aligned). Stops at the end of a
+ * segment, of the log, or of buf. Every record's CRC is checked again. Returns the count
+ * read (>= 1), -ENOENT (index not held), -ENOBUFS (the first entry does not fit buf),
+ * -EBADMSG (a record no longer checks: bit rot), or -errno.
+ */
+int pst_log_read(struct pst_log *log, uint64_t index, struct pst_entry *out, uint32_t max,
+		 void *buf, size_t buf_size);
+/* The term of the entry at index (first <= index <= last). 0 or -errno / -ENOENT. */
+int pst_log_term(struct pst_log *log, uint64_t index, uint64_t *term);
+
+/* Raft conflict (§5.3): remove the entry at index and every later one (first <= index).
+ * Later segments are deleted, the one holding index is cut; synced. 0 or -errno. */
+int pst_log_truncate(struct pst_log *log, uint64_t index);
+/* Compaction: delete every segment whose entries are all <= index (the active segment is
+ * kept unless the log is reset). Returns segments removed or -errno. */
+int pst_log_compact(struct pst_log *log, uint64_t index);
+/* Drop every segment; the next append is at next_index (a snapshot from the leader was
+ * installed beyond our log). 0 or -errno. */
+int pst_log_reset(struct pst_log *log, uint64_t next_index);
+
+const uint64_t *pst_log_counters(const struct pst_log *log); /* PST_C_COUNT values */
+
+/* ---------------------------------------------------------------------------------------
+ * Snapshot files.
+ * ------------------------------------------------------------------------------------- */
+
+struct pst_snap_meta {
+	uint64_t last_index;   /* last log entry the snapshot covers */
+	uint64_t last_term;    /* its term */
+	uint64_t last_time_ns; /* its cluster time */
+	uint64_t length;       /* data bytes */
+};
+
+/*
+ * Write a snapshot into dir: a temp file, fsync, rename to its final name, fsync the
+ * directory; then remove older snapshots and, when log is non-NULL, compact the log behind
+ * it (segments whose entries are all <= last_index). 0 or -errno (the previous snapshot is
+ * untouched on any failure).
+ */
+int pst_snap_write(const char *dir, const struct pst_snap_meta *meta, const void *data,
+		   struct pst_log *log);
+/*
+ * Load the newest valid snapshot from dir. Corrupt or truncated ones are skipped, counted in
+ * *corrupt (may be NULL) and named in err; leftover temp files are removed. On success *data
+ * is malloc'ed (free it) and meta filled. Returns 0, -ENOENT (no valid snapshot) or -errno.
+ */
+int pst_snap_load(const char *dir, struct pst_snap_meta *meta, void **data,
+		  uint32_t *corrupt, char *err, size_t err_size);
+
+/* ---------------------------------------------------------------------------------------
+ * Raft hard state (Figure 2: currentTerm, votedFor).
+ * ------------------------------------------------------------------------------------- */
+
+/* Durable when it returns (temp, fsync, rename, directory fsync). 0 or -errno. */
+int pst_vote_save(const char *dir, uint64_t term, uint32_t vote);
+/* 0 and the values, -ENOENT when never saved (term 0, vote 0), -EBADMSG when corrupt. */
+int pst_vote_load(const char *dir, uint64_t *term, uint32_t *vote);
+
+/* ---------------------------------------------------------------------------------------
+ * PostgreSQL: hydration and fenced flush.
+ * ------------------------------------------------------------------------------------- */
+
+/* Receives one completion (HYDRATE_USER or FLUSH_COMPLETE, hdr.shard = the requesting OMS
+ * shard, hdr.length bytes; copy it). Return 0 to take it, -ENOBUFS to refuse (full ring):
+ * it is offered again on the next poll, in order. */
+typedef int(pst_db_emit_fn)(void *arg, const struct wire_msg_hdr *msg);
+
+struct pst_db_config {
+	const char *conninfo;          /* libpq conninfo; use a socket path or hostaddr: a
+					* host name would be resolved with a blocking call */
+	uint32_t requests_max;         /* queued + in flight + awaiting output */
+	uint32_t batch_max;            /* statements per pipeline sync (one transaction) */
+	uint32_t batches_in_flight_max;/* syncs outstanding on the connection */
+	uint32_t neg_cache_size;       /* "owned elsewhere" entries (power of two) */
+	uint64_t neg_ttl_ns;           /* how long an OWNED answer is reused */
+	uint64_t backoff_min_ns;       /* first reconnect delay, doubled up to max */
+	uint64_t backoff_max_ns;
+	uint64_t batch_timeout_ns;     /* oldest batch in flight longer: drop the connection */
+	uint64_t hydrate_deadline_ns;  /* unsent hydrate older than this while disconnected:
+					* answer ERROR; 0: wait for the database forever */
+	pst_db_emit_fn *emit;          /* completion output */
+	void *emit_arg;
+};
+
+/* Fill workable defaults (4096 requests, batches of 64, 8 in flight, 1024-entry negative
+ * cache of 250 ms, back-off 10 ms .. 1 s, 5 s batch timeout, hydrate deadline 2 s). */
+void pst_db_config_default(struct pst_db_config *cfg, const char *conninfo,
+			   pst_db_emit_fn *emit, void *emit_arg);
+
+struct pst_db;
+
+/* Allocate everything from the config (no allocation afterwards except inside libpq).
+ * Does not connect: the first pst_db_poll() starts the connection. 0, -EINVAL or -ENOMEM. */
+int pst_db_create(struct pst_db **out, const struct pst_db_config *cfg);
+void pst_db_destroy(struct pst_db *db);
+
+/*
+ * Accept one request: HYDRATE_REQUEST {user, epoch} or BEGIN_DEHYDRATE {epoch, state}; the
+ * requesting OMS shard is msg->shard. Idempotent: a hydrate for a (user, shard) already in
+ * flight is merged (one answer, carrying the highest epoch); an identical flush in flight
+ * is merged; anything already completed is simply done again, and the database makes the
+ * repeat harmless (a claim we hold is re-claimed; our own flush is recognised). So a new
+ * leader's persister is rebuilt by submitting the service's outstanding hydrations and
+ * flushes again (see pst_db_clear for the old one). Returns 0, -ENOBUFS (pool full: keep
+ * the message and try later), or -EINVAL (wrong type, length or content).
+ */
+int pst_db_submit(struct pst_db *db, const struct wire_msg_hdr *msg, uint64_t now_ns);
+
+/*
+ * Do bounded work without blocking: connect / reconnect with back-off, flush output, read
+ * results, send the next batches, emit completions. Call it every duty cycle. Returns the
+ * amount of work done (0 when idle).
+ */
+uint32_t pst_db_poll(struct pst_db *db, uint64_t now_ns);
+
+/* Forget every request (leadership lost: the new leader's persister takes over). In-flight
+ * statements still run to completion in the database but their answers are dropped. */
+void pst_db_clear(struct pst_db *db);
+
+bool pst_db_connected(const struct pst_db *db);
+uint32_t pst_db_pending(const struct pst_db *db); /* requests not yet answered */
+int pst_db_socket(const struct pst_db *db);       /* for epoll; -1 when not connected */
+const uint64_t *pst_db_counters(const struct pst_db *db); /* PST_C_COUNT values */
+const char *pst_db_last_error(const struct pst_db *db);   /* "" when none yet */
+
+#endif
