@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The omsd process: its lcores (agents), their roles, and the wiring between them and the
+ * dataplane (ARCHITECTURE.md §3). Private to app/.
+ *
+ * Every lcore other than main runs one agent: the duty cycle of STYLE.md §3 around the
+ * do_work function of its role. The role table (app_roles[]) says how a role is set up and
+ * what it runs; the skeleton entries here are placeholders the shard, bridge and persister
+ * work replaces:
+ *
+ *   role       lcore                 rings (created at start-up, before dp_start)
+ *   io         [io] cpu              port rx/tx; routes frames to the rings below
+ *   shard      [shard.N] cpu (each)  rx: io → shard N (class shard, and bridge for oms
+ *                                    shards, and gateway → the first oms shard, until the
+ *                                    gateway and bridge roles get rings of their own)
+ *                                    tx: dp_txq "shardN" → io
+ *   bridge     [bridge] cpu          none yet (placeholder loop)
+ *   persister  [persister] cpu       none yet (placeholder loop)
+ */
+#ifndef OMSD_APP_APP_H
+#define OMSD_APP_APP_H
+
+#include <stdint.h>
+
+#include <rte_common.h>
+#include <rte_log.h>
+
+#include "app_config.h"
+#include "dataplane/dp.h"
+
+#define APP_AGENTS_MAX (3 + APP_SHARDS_MAX)
+#define APP_SHARD_DRAIN_MAX 32 /* frames a shard lcore takes from its ring per cycle */
+
+extern int app_logtype;
+#define APP_LOG(level, fmt, ...) \
+	rte_log(RTE_LOG_##level, app_logtype, "omsd: " fmt "\n", ##__VA_ARGS__)
+
+typedef uint32_t(app_do_work_fn)(void *state, uint64_t now_ns);
+
+enum app_role {
+	APP_ROLE_IO = 0,
+	APP_ROLE_SHARD = 1,
+	APP_ROLE_BRIDGE = 2,
+	APP_ROLE_PERSISTER = 3,
+	APP_ROLE_COUNT,
+};
+
+/* One lcore's loop. */
+struct app_agent {
+	char name[32];                /* "io", "shard1", ... (stats labels) */
+	enum app_role role;
+	unsigned lcore_id;            /* EAL lcore */
+	uint16_t cpu;                 /* the CPU it is pinned to */
+	app_do_work_fn *do_work;      /* the role's work, bounded per call */
+	void *state;                  /* its argument */
+	struct dp_idle idle;          /* back-off state (policy from config) */
+	struct dp_duty duty;          /* cycle statistics */
+	int stop;                     /* set by main (atomic); the loop exits */
+	bool launched;                /* remote-launched, must be waited for */
+} __rte_cache_aligned;
+
+/* Skeleton shard state: counts what reaches it and echoes every frame to its sender. */
+struct app_shard {
+	const struct app_shard_conf *conf;
+	struct rte_ring *rx;          /* io → this shard (SP/SC) */
+	struct dp_txq *txq;           /* this shard → io */
+	uint64_t frames;              /* frames received */
+	uint64_t msgs;                /* messages in them */
+	uint64_t echoed;              /* frames sent back */
+	uint64_t echo_dropped;        /* tx queue full */
+} __rte_cache_aligned;
+
+struct app {
+	struct app_config cfg;        /* validated configuration */
+	struct dp *dp;                /* the dataplane */
+	struct app_agent agents[APP_AGENTS_MAX];
+	uint32_t agent_count;
+	struct app_shard shards[APP_SHARDS_MAX]; /* parallel to cfg.shards */
+	uint64_t start_ns;            /* dp_clock_ns at start */
+};
+
+/* How a role is wired. init runs on the main lcore before dp_start (allocate rings, state,
+ * set agent->do_work/state); fini after its lcore stopped. index: the shard's position in
+ * cfg.shards for APP_ROLE_SHARD, else 0. */
+struct app_role_ops {
+	const char *name;
+	int (*init)(struct app *app, struct app_agent *agent, uint32_t index);
+	void (*fini)(struct app *app, struct app_agent *agent);
+};
+
+extern const struct app_role_ops app_roles[APP_ROLE_COUNT];
+
+/* The agent loop (lcore entry point for rte_eal_remote_launch). */
+int app_agent_main(void *agent);
+
+/* Write every counter (dataplane, agents, shards) as "name value" lines. */
+void app_stats_write(const struct app *app, FILE *out);
+
+#endif

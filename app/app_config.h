@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * omsd configuration: one INI file read with DPDK's rte_cfgfile, validated whole before the
+ * EAL starts. Every bad key or value is reported as
+ *
+ *     FILE:LINE: [section] key: reason
+ *
+ * and the process exits 2. Unknown sections and keys are errors too, so a typo never
+ * silently falls back to a default. docs/dataplane.md lists every key with its default.
+ */
+#ifndef OMSD_APP_APP_CONFIG_H
+#define OMSD_APP_APP_CONFIG_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "dataplane/dp.h"
+
+#define APP_SHARDS_MAX 16        /* shards one host can host */
+#define APP_MEMBERS_MAX 5        /* a Raft group has 1, 3 or 5 members */
+#define APP_EAL_ARGS_MAX 64      /* tokens in [eal] args */
+#define APP_STR_MAX 256          /* longest value rte_cfgfile keeps */
+
+enum app_service {
+	APP_SERVICE_ME = 1,
+	APP_SERVICE_OMS = 2,
+};
+
+enum app_durability {
+	APP_DURABILITY_MEMORY = 1,  /* commit on a majority holding the entry in memory */
+	APP_DURABILITY_DURABLE = 2, /* commit on a majority having fsynced it */
+};
+
+/* One lcore the app runs besides the main lcore. */
+struct app_lcore_conf {
+	bool enabled;                    /* declared in the file (io always is) */
+	uint16_t cpu;                    /* physical CPU the lcore's thread is pinned to */
+	struct dp_idle_policy idle;      /* back-off when a cycle finds no work */
+};
+
+struct app_shard_conf {
+	uint16_t id;                          /* shard id (wire hdr.shard), < DP_SHARDS_MAX */
+	enum app_service service;             /* me | oms */
+	uint32_t members[APP_MEMBERS_MAX];    /* node ids, ours included */
+	uint32_t member_count;                /* 1, 3 or 5 */
+	struct app_lcore_conf lcore;          /* the shard's lcore */
+};
+
+struct app_config {
+	char path[PATH_MAX];                  /* the file it came from */
+	struct dp_conf dp;                    /* node, port, memory, peers, keys */
+
+	/* [eal] */
+	char *eal_args[APP_EAL_ARGS_MAX];     /* tokens of `args` (point into eal_buf) */
+	uint32_t eal_arg_count;
+	char eal_buf[APP_STR_MAX];            /* storage for the tokens */
+	uint16_t main_cpu;                    /* CPU of the main lcore (mgmt, stats) */
+
+	/* [port] */
+	char port_dev[APP_STR_MAX];           /* vdev spec "net_tap0,iface=x" or PCI address */
+	bool port_is_vdev;                    /* --vdev, else -a */
+
+	/* [memory] */
+	uint32_t ring_size;                   /* every inter-lcore ring */
+
+	/* lcores */
+	struct app_lcore_conf io;             /* [io] */
+	struct app_lcore_conf bridge;         /* [bridge], optional */
+	struct app_lcore_conf persister;      /* [persister], optional */
+	uint64_t duty_threshold_ns;           /* a working cycle longer than this is counted */
+
+	/* [shard.N] */
+	struct app_shard_conf shards[APP_SHARDS_MAX];
+	uint32_t shard_count;
+
+	/* [limits] */
+	uint64_t resident_users_max;          /* OMS: resident actors */
+	uint64_t parked_orders_max;           /* OMS: orders waiting for hydration */
+	uint64_t inflight_sagas_max;          /* OMS: PENDING sagas before BACKPRESSURE */
+
+	/* [timers] */
+	uint64_t user_ttl_ms;                 /* idle time before an actor may be evicted */
+	uint64_t sweep_ms;                    /* TTL/reconciliation sweep cadence */
+	uint64_t sweep_evict_max;             /* evictions per sweep */
+	uint64_t tick_ms;                     /* idle leader tick entry cadence */
+
+	/* [durability], [database], [paths] */
+	enum app_durability durability;
+	char db_conninfo[APP_STR_MAX];        /* libpq conninfo; empty = no database */
+	char data_dir[APP_STR_MAX];           /* Raft logs and snapshots */
+	char mgmt_socket[108];                /* unix socket path (sun_path size) */
+	char stats_file[APP_STR_MAX];         /* counters written on SIGUSR1 and at exit */
+};
+
+/*
+ * Load and validate path. Errors go to err, one line each; returns the number of errors
+ * (0 = success, cfg filled). Needs no EAL.
+ */
+int app_config_load(const char *path, struct app_config *cfg, FILE *err);
+
+/* Print the effective configuration (one "section.key = value" per line). */
+void app_config_dump(const struct app_config *cfg, FILE *out);
+
+const char *app_service_name(enum app_service s);
+
+#endif

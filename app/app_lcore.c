@@ -1,0 +1,169 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Agents and the role table. The duty cycle (STYLE.md §3): read the clock once, do bounded
+ * work, record the cycle, idle according to the work done.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <sys/prctl.h>
+
+#include <rte_lcore.h>
+#include <rte_ring.h>
+
+#include "app.h"
+
+int
+app_agent_main(void *arg)
+{
+	struct app_agent *a = arg;
+
+	/* Sleeping lcores on a shared box: ask for microsecond timer precision instead of the
+	 * default 50 µs slack, so the back-off's short sleeps are short. */
+	if (a->idle.policy.mode == DP_IDLE_SLEEP)
+		prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+	APP_LOG(INFO, "lcore %u (cpu %u): %s, idle %s", a->lcore_id, a->cpu, a->name,
+		dp_idle_mode_name(a->idle.policy.mode));
+	while (!__atomic_load_n(&a->stop, __ATOMIC_ACQUIRE)) {
+		uint64_t now_ns = dp_clock_ns(); /* once per cycle */
+		uint32_t work = a->do_work(a->state, now_ns);
+		dp_duty_record(&a->duty, now_ns, work ? dp_clock_ns() : now_ns, work);
+		dp_idle_run(&a->idle, work);
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * io: the dataplane's own work.
+ * ------------------------------------------------------------------------------------- */
+
+static int
+io_init(struct app *app, struct app_agent *agent, uint32_t index)
+{
+	(void)index;
+	agent->do_work = dp_io_do_work;
+	agent->state = app->dp;
+	return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * shard (skeleton): count every frame routed to the shard and echo it, unchanged, to its
+ * sender. The shard work replaces this with consensus + the service; the rings stay.
+ * ------------------------------------------------------------------------------------- */
+
+static uint32_t
+shard_do_work(void *arg, uint64_t now_ns)
+{
+	struct app_shard *s = arg;
+	struct rte_mbuf *ms[APP_SHARD_DRAIN_MAX];
+	unsigned n;
+
+	(void)now_ns;
+	n = rte_ring_sc_dequeue_burst(s->rx, (void **)ms, APP_SHARD_DRAIN_MAX, NULL);
+	for (unsigned i = 0; i < n; i++) {
+		struct dp_meta *meta = dp_meta(ms[i]);
+		struct dp_addr dst = meta->src;
+		__atomic_store_n(&s->frames, s->frames + 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->msgs, s->msgs + meta->msg_count, __ATOMIC_RELAXED);
+		if (dp_tx_send(s->txq, ms[i], ms[i]->data_len, &dst) == 0)
+			__atomic_store_n(&s->echoed, s->echoed + 1, __ATOMIC_RELAXED);
+		else
+			__atomic_store_n(&s->echo_dropped, s->echo_dropped + 1, __ATOMIC_RELAXED);
+	}
+	return n;
+}
+
+static int
+shard_init(struct app *app, struct app_agent *agent, uint32_t index)
+{
+	struct app_shard *s = &app->shards[index];
+	const struct app_shard_conf *sc = &app->cfg.shards[index];
+	char name[RTE_RING_NAMESIZE];
+	int ret;
+
+	s->conf = sc;
+	snprintf(name, sizeof(name), "shard%u_rx", sc->id);
+	s->rx = dp_ring_create(app->dp, name, app->cfg.ring_size);
+	snprintf(name, sizeof(name), "shard%u", sc->id);
+	s->txq = dp_txq_create(app->dp, name, app->cfg.ring_size);
+	if (s->rx == NULL || s->txq == NULL)
+		return -ENOMEM;
+	ret = dp_route_add(app->dp, DP_CLASS_SHARD, sc->id, s->rx);
+	/* Placeholders until the bridge and gateway roles have rings of their own: an OMS
+	 * shard takes its bridge traffic, and the first OMS shard takes client order entry. */
+	if (ret == 0 && sc->service == APP_SERVICE_OMS)
+		ret = dp_route_add(app->dp, DP_CLASS_BRIDGE, sc->id, s->rx);
+	if (ret == 0 && sc->service == APP_SERVICE_OMS) {
+		ret = dp_route_add(app->dp, DP_CLASS_GATEWAY, DP_SHARD_ANY, s->rx);
+		if (ret == -EEXIST)
+			ret = 0;
+	}
+	if (ret != 0)
+		return ret;
+	agent->do_work = shard_do_work;
+	agent->state = s;
+	return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * bridge, persister (skeleton): declared lcores with nothing to do yet.
+ * ------------------------------------------------------------------------------------- */
+
+static uint32_t
+nothing_do_work(void *arg, uint64_t now_ns)
+{
+	(void)arg;
+	(void)now_ns;
+	return 0;
+}
+
+static int
+nothing_init(struct app *app, struct app_agent *agent, uint32_t index)
+{
+	(void)app;
+	(void)index;
+	agent->do_work = nothing_do_work;
+	agent->state = NULL;
+	return 0;
+}
+
+const struct app_role_ops app_roles[APP_ROLE_COUNT] = {
+	[APP_ROLE_IO] = { .name = "io", .init = io_init },
+	[APP_ROLE_SHARD] = { .name = "shard", .init = shard_init },
+	[APP_ROLE_BRIDGE] = { .name = "bridge", .init = nothing_init },
+	[APP_ROLE_PERSISTER] = { .name = "persister", .init = nothing_init },
+};
+
+/* ---------------------------------------------------------------------------------------
+ * Stats.
+ * ------------------------------------------------------------------------------------- */
+
+#define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+
+void
+app_stats_write(const struct app *app, FILE *out)
+{
+	fprintf(out, "node.id %u\n", app->cfg.dp.node_id);
+	fprintf(out, "uptime_ms %" PRIu64 "\n", (dp_clock_ns() - app->start_ns) / 1000000);
+	if (app->dp != NULL)
+		dp_stats_write(app->dp, out);
+	for (uint32_t i = 0; i < app->agent_count; i++) {
+		const struct app_agent *a = &app->agents[i];
+		fprintf(out, "agent.%s.cycles %" PRIu64 "\n", a->name, LOAD(a->duty.cycles));
+		fprintf(out, "agent.%s.work_cycles %" PRIu64 "\n", a->name,
+			LOAD(a->duty.work_cycles));
+		fprintf(out, "agent.%s.work_items %" PRIu64 "\n", a->name, LOAD(a->duty.work_items));
+		fprintf(out, "agent.%s.max_cycle_ns %" PRIu64 "\n", a->name, LOAD(a->duty.max_ns));
+		fprintf(out, "agent.%s.over_threshold %" PRIu64 "\n", a->name,
+			LOAD(a->duty.over_count));
+		fprintf(out, "agent.%s.sleeps %" PRIu64 "\n", a->name, LOAD(a->idle.sleeps));
+	}
+	for (uint32_t i = 0; i < app->cfg.shard_count; i++) {
+		const struct app_shard *s = &app->shards[i];
+		unsigned id = app->cfg.shards[i].id;
+		fprintf(out, "shard.%u.frames %" PRIu64 "\n", id, LOAD(s->frames));
+		fprintf(out, "shard.%u.msgs %" PRIu64 "\n", id, LOAD(s->msgs));
+		fprintf(out, "shard.%u.echoed %" PRIu64 "\n", id, LOAD(s->echoed));
+		fprintf(out, "shard.%u.echo_dropped %" PRIu64 "\n", id, LOAD(s->echo_dropped));
+	}
+}

@@ -1,0 +1,317 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * omsd [-c FILE] [--check] [-- EAL args]
+ *
+ * Load and validate the configuration (exit 2 on any error, before the EAL starts), start
+ * the EAL with the lcore map and port from the configuration plus the pass-through
+ * arguments, wire the roles onto the dataplane, launch one agent per lcore, and run the
+ * main lcore (signals, stats; later mgmt) until SIGINT/SIGTERM. Then stop the lcores
+ * (producers first, io last), drain the tx queues, close the port and exit 0.
+ *
+ * SIGUSR1 writes every counter to [paths] stats_file (or the log when it is empty); the
+ * same dump is written at start-up and at shutdown.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <rte_eal.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+#include <rte_log.h>
+
+#include "app.h"
+#include "common/check.h"
+
+#define EXIT_CONFIG 2
+#define MAIN_TICK_US 20000 /* main lcore poll period for signals */
+#define EAL_ARGV_MAX (APP_EAL_ARGS_MAX * 2 + 16)
+
+int app_logtype = RTE_LOGTYPE_USER2;
+
+static volatile sig_atomic_t stopping;
+static volatile sig_atomic_t dump_requested;
+
+static void
+on_signal(int sig)
+{
+	if (sig == SIGUSR1)
+		dump_requested = 1;
+	else
+		stopping = 1;
+}
+
+static void
+usage(FILE *out)
+{
+	fprintf(out,
+		"usage: omsd [-c FILE] [--check] [-- EAL args]\n"
+		"  -c, --config FILE  configuration (default: ./deploy/omsd.ini, else "
+		"/etc/omsd/omsd.ini)\n"
+		"  --check            validate the configuration, print it and exit (0 or 2)\n"
+		"  -h, --help         this text\n"
+		"EAL arguments after -- are appended to [eal] args (e.g. --file-prefix X).\n"
+		"Signals: SIGINT/SIGTERM stop cleanly; SIGUSR1 writes the counters.\n");
+}
+
+static const char *
+default_config(void)
+{
+	if (access("deploy/omsd.ini", R_OK) == 0)
+		return "deploy/omsd.ini";
+	return "/etc/omsd/omsd.ini";
+}
+
+static void
+stats_dump(const struct app *app, const char *why)
+{
+	const char *path = app->cfg.stats_file;
+	if (path[0] == '\0') {
+		APP_LOG(INFO, "counters (%s):", why);
+		app_stats_write(app, stdout);
+		fflush(stdout);
+		return;
+	}
+	/* Write whole, then rename: a reader never sees half a file. */
+	char tmp[APP_STR_MAX + 8];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	FILE *f = fopen(tmp, "w");
+	if (f == NULL) {
+		APP_LOG(WARNING, "stats file %s: %s", tmp, strerror(errno));
+		return;
+	}
+	fprintf(f, "# omsd counters (%s)\n", why);
+	app_stats_write(app, f);
+	if (fclose(f) != 0 || rename(tmp, path) != 0)
+		APP_LOG(WARNING, "stats file %s: %s", path, strerror(errno));
+}
+
+/* The EAL argument vector: program name, [eal] args, the lcore map, the port, then the
+ * command line's pass-through arguments. */
+static int
+eal_argv_build(const struct app *app, char **argv, int argc_max, char *lcores, size_t lsize,
+	       int pass_argc, char **pass_argv)
+{
+	const struct app_config *cfg = &app->cfg;
+	int argc = 0;
+	size_t off = 0;
+
+	argv[argc++] = (char *)"omsd";
+	for (uint32_t i = 0; i < cfg->eal_arg_count; i++)
+		argv[argc++] = cfg->eal_args[i];
+	off += (size_t)snprintf(lcores + off, lsize - off, "0@%u", cfg->main_cpu);
+	for (uint32_t i = 0; i < app->agent_count && off < lsize; i++)
+		off += (size_t)snprintf(lcores + off, lsize - off, ",%u@%u",
+					app->agents[i].lcore_id, app->agents[i].cpu);
+	if (off >= lsize)
+		return -ENOSPC;
+	argv[argc++] = (char *)"--lcores";
+	argv[argc++] = lcores;
+	argv[argc++] = (char *)"--main-lcore";
+	argv[argc++] = (char *)"0";
+	argv[argc++] = (char *)(cfg->port_is_vdev ? "--vdev" : "-a");
+	argv[argc++] = (char *)cfg->port_dev;
+	for (int i = 0; i < pass_argc; i++) {
+		if (argc + 1 >= argc_max)
+			return -E2BIG;
+		argv[argc++] = pass_argv[i];
+	}
+	argv[argc] = NULL;
+	return argc;
+}
+
+/* Lay out the agents: io first, then bridge, persister, one per shard; lcore ids 1..n. */
+static void
+agents_plan(struct app *app)
+{
+	const struct app_config *cfg = &app->cfg;
+	struct app_agent *a;
+
+#define AGENT(role_, cpu_, policy_, ...)                                                   \
+	do {                                                                               \
+		a = &app->agents[app->agent_count];                                         \
+		a->role = role_;                                                           \
+		a->cpu = cpu_;                                                             \
+		a->lcore_id = ++app->agent_count;                                          \
+		snprintf(a->name, sizeof(a->name), __VA_ARGS__);                           \
+		dp_idle_init(&a->idle, policy_);                                           \
+		dp_duty_init(&a->duty, cfg->duty_threshold_ns);                            \
+	} while (0)
+
+	AGENT(APP_ROLE_IO, cfg->io.cpu, &cfg->io.idle, "io");
+	if (cfg->bridge.enabled)
+		AGENT(APP_ROLE_BRIDGE, cfg->bridge.cpu, &cfg->bridge.idle, "bridge");
+	if (cfg->persister.enabled)
+		AGENT(APP_ROLE_PERSISTER, cfg->persister.cpu, &cfg->persister.idle, "persister");
+	for (uint32_t i = 0; i < cfg->shard_count; i++)
+		AGENT(APP_ROLE_SHARD, cfg->shards[i].lcore.cpu, &cfg->shards[i].lcore.idle,
+		      "shard%u", cfg->shards[i].id);
+#undef AGENT
+}
+
+static void
+agents_stop(struct app *app, bool io)
+{
+	for (uint32_t i = 0; i < app->agent_count; i++) {
+		struct app_agent *a = &app->agents[i];
+		if ((a->role == APP_ROLE_IO) != io || !a->launched)
+			continue;
+		__atomic_store_n(&a->stop, 1, __ATOMIC_RELEASE);
+		rte_eal_wait_lcore(a->lcore_id);
+		a->launched = false;
+	}
+}
+
+int
+main(int argc, char **argv)
+{
+	static struct app app; /* large (config, agents): not on the stack */
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "check", no_argument, NULL, 'k' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *config = NULL;
+	bool check_only = false;
+	int opt, ret;
+
+	while ((opt = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'c':
+			config = optarg;
+			break;
+		case 'k':
+			check_only = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return EXIT_CONFIG;
+		}
+	}
+	int pass_argc = argc - optind;
+	char **pass_argv = argv + optind;
+	if (config == NULL)
+		config = default_config();
+
+	/* 1. Configuration, whole, before anything else. */
+	if (app_config_load(config, &app.cfg, stderr) != 0) {
+		fprintf(stderr, "omsd: %s: configuration refused\n", config);
+		return EXIT_CONFIG;
+	}
+	for (int i = 0; i < pass_argc; i++) {
+		const char *a = pass_argv[i];
+		if (!strcmp(a, "-l") || !strcmp(a, "-c") || !strncmp(a, "--lcores", 8) ||
+		    !strncmp(a, "--main-lcore", 12) || !strncmp(a, "--master-lcore", 14)) {
+			fprintf(stderr,
+				"omsd: command line: EAL argument '%s' is not allowed: the lcore "
+				"map comes from the configuration\n", a);
+			return EXIT_CONFIG;
+		}
+	}
+	if (check_only) {
+		app_config_dump(&app.cfg, stdout);
+		return 0;
+	}
+	agents_plan(&app);
+
+	/* 2. EAL. */
+	char *eal_argv[EAL_ARGV_MAX];
+	char lcores[512];
+	int eal_argc = eal_argv_build(&app, eal_argv, EAL_ARGV_MAX, lcores, sizeof(lcores),
+				      pass_argc, pass_argv);
+	if (eal_argc < 0) {
+		fprintf(stderr, "omsd: too many EAL arguments\n");
+		return EXIT_CONFIG;
+	}
+	ret = dp_eal_init(eal_argc, eal_argv);
+	if (ret != 0) {
+		fprintf(stderr, "omsd: EAL initialisation failed: %s\n", strerror(-ret));
+		return 1;
+	}
+	int lt = rte_log_register_type_and_pick_level("user.omsd.app", RTE_LOG_INFO);
+	if (lt >= 0)
+		app_logtype = lt;
+	app.start_ns = dp_clock_ns();
+
+	struct sigaction sa = { .sa_handler = on_signal };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGUSR1, &sa, NULL);
+
+	/* 3. Dataplane, roles (rings and routes), port start. */
+	ret = dp_create(&app.dp, &app.cfg.dp);
+	if (ret != 0) {
+		APP_LOG(ERR, "dataplane: %s", strerror(-ret));
+		goto fail_dp;
+	}
+	for (uint32_t i = 0, shard = 0; i < app.agent_count; i++) {
+		struct app_agent *a = &app.agents[i];
+		ret = app_roles[a->role].init(&app, a, a->role == APP_ROLE_SHARD ? shard++ : 0);
+		if (ret != 0) {
+			APP_LOG(ERR, "%s: init: %s", a->name, strerror(-ret));
+			goto fail_roles;
+		}
+	}
+	ret = dp_start(app.dp);
+	if (ret != 0)
+		goto fail_roles;
+
+	/* 4. Lcores. */
+	for (uint32_t i = 0; i < app.agent_count; i++) {
+		struct app_agent *a = &app.agents[i];
+		ret = rte_eal_remote_launch(app_agent_main, a, a->lcore_id);
+		if (ret != 0) {
+			APP_LOG(ERR, "%s: launch on lcore %u: %s", a->name, a->lcore_id,
+				strerror(-ret));
+			stopping = 1;
+			break;
+		}
+		a->launched = true;
+	}
+	if (!stopping) {
+		char ip[INET_ADDRSTRLEN];
+		struct in_addr in = { .s_addr = app.cfg.dp.ip_be };
+		inet_ntop(AF_INET, &in, ip, sizeof(ip));
+		APP_LOG(INFO, "ready: node %u, %s udp %u on %s, %u shard(s), %u lcores",
+			app.cfg.dp.node_id, ip, app.cfg.dp.udp_port, app.cfg.dp.port_name,
+			app.cfg.shard_count, app.agent_count + 1);
+		stats_dump(&app, "start");
+	}
+
+	/* 5. Main lcore: signals and stats (mgmt joins here later). */
+	while (!stopping) {
+		usleep(MAIN_TICK_US);
+		if (dump_requested) {
+			dump_requested = 0;
+			stats_dump(&app, "SIGUSR1");
+		}
+	}
+
+	/* 6. Shutdown: producers first, then io; then what is still queued goes out. */
+	APP_LOG(INFO, "stopping");
+	agents_stop(&app, false);
+	agents_stop(&app, true);
+	uint32_t drained = dp_io_drain(app.dp);
+	stats_dump(&app, "exit");
+	APP_LOG(INFO, "stopped: %u queued frame(s) drained", drained);
+	ret = 0;
+fail_roles:
+	for (uint32_t i = 0; i < app.agent_count; i++)
+		if (app_roles[app.agents[i].role].fini != NULL)
+			app_roles[app.agents[i].role].fini(&app, &app.agents[i]);
+	dp_destroy(app.dp);
+	app.dp = NULL;
+fail_dp:
+	dp_eal_cleanup();
+	return ret == 0 ? 0 : 1;
+}

@@ -1,0 +1,303 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The omsd dataplane: one DPDK port, Ethernet/ARP/IPv4/UDP/ICMP, wire frames, rings between
+ * the io lcore and the lcores that consume and produce frames (ARCHITECTURE.md §3, §8).
+ *
+ *  NIC RX ─▶ io lcore: parse L2/L3/L4, answer ARP and ICMP echo, validate the wire frame
+ *            (MAC included), classify it by (class of its messages, destination shard) and
+ *            enqueue the mbuf on the ring registered for that route.
+ *  NIC TX ◀─ io lcore: drain every registered tx queue (one SP/SC ring per producer lcore),
+ *            prepend Ethernet/IPv4/UDP, resolve the next hop with ARP, tx burst.
+ *
+ * A received frame stays in its mbuf. The io lcore moves the UDP payload to an 8-byte
+ * aligned address inside the same mbuf (wire_frame_decode needs aligned frames), so
+ * rte_pktmbuf_mtod(m) points at the validated frame header and m->data_len is its length.
+ * The source address, sender id and message count travel in the mbuf's private area
+ * (dp_meta). The consumer owns the mbuf and frees it (rte_pktmbuf_free) or sends it back.
+ *
+ * Lifecycle (single-threaded, from the main lcore, before/after the lcores run):
+ *   dp_eal_init → dp_create → dp_ring_create / dp_route_add / dp_txq_create → dp_start →
+ *   [lcores run dp_io_do_work and their own loops] → dp_stop → dp_destroy.
+ * Nothing allocates after dp_start.
+ */
+#ifndef OMSD_DATAPLANE_DP_H
+#define OMSD_DATAPLANE_DP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <rte_ether.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+
+#include "common/wire.h"
+
+#define DP_SHARDS_MAX 64         /* routable shard ids are 0..DP_SHARDS_MAX-1 */
+#define DP_SHARD_ANY UINT16_MAX  /* dp_route_add: the class's default ring */
+#define DP_TXQ_MAX 16            /* producer lcores that can send through the io lcore */
+#define DP_ARP_MAX 256           /* ARP table entries (power of two) */
+#define DP_PEERS_MAX 32          /* configured peer nodes (static ARP, peer key) */
+#define DP_NAME_MAX 64
+
+/* ---------------------------------------------------------------------------------------
+ * Counters (STYLE.md §7): one X-macro with labels; single writer (the io lcore), read by
+ * the main lcore with relaxed loads.
+ * ------------------------------------------------------------------------------------- */
+#define DP_COUNTERS(X)                                                                     \
+	X(RX_PKTS, "rx_pkts", "packets received from the port")                            \
+	X(RX_BYTES, "rx_bytes", "bytes received from the port")                            \
+	X(RX_RUNT, "rx_runt", "shorter than an Ethernet header")                           \
+	X(RX_NOT_US, "rx_not_us", "destination MAC neither ours nor broadcast")            \
+	X(RX_ETHERTYPE, "rx_ethertype", "ethertype other than ARP or IPv4")                \
+	X(RX_MULTISEG, "rx_multiseg", "chained mbuf (frame larger than the data room)")    \
+	X(ARP_BAD, "arp_bad", "malformed or unsupported ARP packet")                       \
+	X(ARP_NOT_US, "arp_not_us", "ARP for another address")                             \
+	X(ARP_REPLIED, "arp_replied", "ARP requests for our address answered")             \
+	X(ARP_REPLY_RX, "arp_reply_rx", "ARP replies to us received")                      \
+	X(ARP_LEARNED, "arp_learned", "ARP entries created or refreshed")                  \
+	X(ARP_REQUESTED, "arp_requested", "ARP requests sent to resolve a next hop")       \
+	X(IP_BAD_HDR, "ip_bad_hdr", "IPv4 header malformed (version, length)")             \
+	X(IP_BAD_CSUM, "ip_bad_csum", "IPv4 header checksum wrong")                        \
+	X(IP_NOT_US, "ip_not_us", "IPv4 destination not our address")                      \
+	X(IP_FRAGMENT, "ip_fragment", "IPv4 fragment (not reassembled)")                   \
+	X(IP_PROTO, "ip_proto", "IP protocol other than ICMP or UDP")                      \
+	X(ICMP_BAD, "icmp_bad", "ICMP malformed or checksum wrong")                        \
+	X(ICMP_OTHER, "icmp_other", "ICMP other than echo request")                        \
+	X(ICMP_ECHO_REPLIED, "icmp_echo_replied", "ICMP echo requests answered")           \
+	X(UDP_BAD_HDR, "udp_bad_hdr", "UDP length inconsistent with IPv4")                 \
+	X(UDP_BAD_CSUM, "udp_bad_csum", "UDP checksum wrong")                              \
+	X(UDP_NO_CSUM, "udp_no_csum", "UDP without checksum (accepted)")                   \
+	X(UDP_PORT, "udp_port", "UDP to a port we do not serve")                           \
+	X(FRAME_BAD, "frame_bad", "wire frames refused (sum of frame_err_*)")              \
+	X(FRAME_OK, "frame_ok", "wire frames accepted")                                    \
+	X(FRAME_MSGS, "frame_msgs", "messages in accepted frames")                         \
+	X(FRAME_MIXED, "frame_mixed", "frame whose messages go to different routes")       \
+	X(FRAME_NO_ROUTE, "frame_no_route", "no ring registered for the frame's route")    \
+	X(FRAME_RING_FULL, "frame_ring_full", "route ring full: frame dropped")            \
+	X(FRAME_ROUTED, "frame_routed", "frames enqueued to a route ring")                 \
+	X(TX_FRAMES, "tx_frames", "frames taken from tx queues")                           \
+	X(TX_TOO_BIG, "tx_too_big", "frame larger than MTU or headroom missing")           \
+	X(TX_ARP_MISS, "tx_arp_miss", "next hop unresolved: frame dropped, ARP sent")      \
+	X(TX_NOMBUF, "tx_nombuf", "mbuf pool empty for a reply or ARP request")            \
+	X(TX_PKTS, "tx_pkts", "packets handed to the port")                                \
+	X(TX_BYTES, "tx_bytes", "bytes handed to the port")                                \
+	X(TX_PORT_FULL, "tx_port_full", "port tx queue full: packet dropped")               \
+	X(IO_CYCLES, "io_cycles", "io lcore duty cycles")
+
+enum dp_counter {
+#define DP_COUNTER_ENUM(name, label, help) DP_C_##name,
+	DP_COUNTERS(DP_COUNTER_ENUM)
+#undef DP_COUNTER_ENUM
+	DP_C_COUNT,
+};
+
+const char *dp_counter_label(enum dp_counter c);
+const char *dp_counter_help(enum dp_counter c);
+
+/* ---------------------------------------------------------------------------------------
+ * Addresses and frame metadata.
+ * ------------------------------------------------------------------------------------- */
+
+/* An IPv4/UDP endpoint; both fields in network byte order. */
+struct dp_addr {
+	uint32_t ip_be;   /* IPv4 address, network order */
+	uint16_t port_be; /* UDP port, network order */
+	uint16_t reserved;
+};
+
+/* Private area of every mbuf from the dataplane pool. */
+struct dp_meta {
+	struct dp_addr src;        /* rx: who sent the frame */
+	struct dp_addr dst;        /* tx: where the frame goes */
+	struct rte_ether_addr src_mac; /* rx: Ethernet source (the last hop) */
+	uint16_t msg_count;        /* rx: messages in the validated frame */
+	uint32_t sender_id;        /* rx: frame header sender (node or session id) */
+	uint16_t cls;              /* rx: enum dp_class the frame was routed by */
+	uint16_t shard;            /* rx: destination shard of its messages */
+	uint64_t rx_tsc;           /* rx: TSC when the io lcore took it off the port */
+};
+
+static inline struct dp_meta *
+dp_meta(struct rte_mbuf *m)
+{
+	return (struct dp_meta *)rte_mbuf_to_priv(m);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Classification. Every message type has a class; a frame is routed by the class and the
+ * destination shard (hdr.shard) of its messages. All messages of one frame must route the
+ * same way (senders batch per destination); a mixed frame is dropped and counted.
+ * ------------------------------------------------------------------------------------- */
+enum dp_class {
+	DP_CLASS_NONE = 0,    /* not accepted from the network (dropped, no route) */
+	DP_CLASS_SHARD = 1,   /* Raft, admin, ME-bound requests: to the shard's lcore */
+	DP_CLASS_GATEWAY = 2, /* client order entry: to the gateway role */
+	DP_CLASS_BRIDGE = 3,  /* ME results and events for an OMS shard: to its bridge */
+	DP_CLASS_CLIENT = 4,  /* acks, NAKs, reports addressed to a client-side consumer */
+	DP_CLASS_COUNT,
+};
+
+const char *dp_class_name(enum dp_class cls);
+/* Default class of a message type (a pure function of the type). */
+enum dp_class dp_class_of_type(uint16_t type);
+
+/* ---------------------------------------------------------------------------------------
+ * Idle back-off and duty cycle (dp_idle.c, dp_duty.c).
+ * ------------------------------------------------------------------------------------- */
+enum dp_idle_mode {
+	DP_IDLE_BUSY = 0,  /* spin; production on an isolated core */
+	DP_IDLE_PAUSE = 1, /* rte_pause() on every empty poll; still one core per lcore */
+	DP_IDLE_SLEEP = 2, /* pause for spins empty polls, then sleep (doubling up to max) */
+};
+
+struct dp_idle_policy {
+	enum dp_idle_mode mode;
+	uint32_t spins;        /* empty polls before sleeping (SLEEP mode) */
+	uint32_t sleep_us_max; /* longest single sleep (SLEEP mode) */
+};
+
+struct dp_idle {
+	struct dp_idle_policy policy;
+	uint32_t empty;        /* consecutive empty polls */
+	uint32_t sleep_us;     /* next sleep length */
+	uint64_t sleeps;       /* sleeps taken (counter) */
+};
+
+const char *dp_idle_mode_name(enum dp_idle_mode mode);
+/* Parse "busy" | "pause" | "sleep". 0 or -EINVAL. */
+int dp_idle_mode_parse(const char *s, enum dp_idle_mode *out);
+void dp_idle_init(struct dp_idle *idle, const struct dp_idle_policy *policy);
+/* Called once per duty cycle with the work done in it. */
+void dp_idle_run(struct dp_idle *idle, uint32_t work);
+
+/* Duty-cycle statistics (Aeron's duty cycle tracker): cycles, cycles with work, the longest
+ * working cycle and how many exceeded the threshold. Single writer. */
+struct dp_duty {
+	uint64_t cycles;         /* all cycles */
+	uint64_t work_cycles;    /* cycles that did work */
+	uint64_t work_items;     /* sum of work */
+	uint64_t max_ns;         /* longest working cycle */
+	uint64_t over_count;     /* working cycles longer than threshold_ns */
+	uint64_t threshold_ns;   /* e.g. 100 µs */
+};
+
+void dp_duty_init(struct dp_duty *duty, uint64_t threshold_ns);
+/* Record one cycle that started at start_ns and ended at end_ns with `work` items done. */
+void dp_duty_record(struct dp_duty *duty, uint64_t start_ns, uint64_t end_ns, uint32_t work);
+
+/* Monotonic nanoseconds from the TSC (after dp_eal_init). */
+uint64_t dp_clock_ns(void);
+
+/* ---------------------------------------------------------------------------------------
+ * Configuration and lifecycle.
+ * ------------------------------------------------------------------------------------- */
+
+struct dp_peer {
+	uint32_t node_id;               /* peer's node id */
+	uint32_t ip_be;                 /* its address */
+	uint16_t port_be;               /* its UDP port */
+	bool has_mac;                   /* a static ARP entry is configured */
+	struct rte_ether_addr mac;      /* that entry */
+};
+
+struct dp_conf {
+	uint32_t node_id;            /* our node id (frame sender id) */
+	uint32_t ip_be;              /* our IPv4 address */
+	uint8_t prefix_len;          /* on-link subnet */
+	uint32_t gateway_be;         /* next hop for off-link destinations; 0 = none */
+	bool has_mac;                /* override the port's MAC */
+	struct rte_ether_addr mac;   /* that override */
+	uint16_t udp_port;           /* host order: the port we serve */
+	char port_name[DP_NAME_MAX]; /* ethdev name: vdev name ("net_tap0") or PCI address */
+	uint16_t rx_desc;            /* descriptors per rx queue */
+	uint16_t tx_desc;            /* descriptors per tx queue */
+	uint16_t burst;              /* rx/tx burst size, <= DP_BURST_MAX */
+	uint16_t mtu;                /* IP MTU (frames above it are refused on tx) */
+	bool promiscuous;            /* put the port in promiscuous mode */
+	uint32_t mbufs;              /* mbufs in the pool */
+	uint32_t mbuf_cache;         /* per-lcore mempool cache */
+	uint16_t mbuf_data_room;     /* data room per mbuf, headroom included */
+	uint32_t arp_timeout_ms;     /* dynamic ARP entries expire after this */
+	struct wire_key peer_key;    /* MAC key for frames from/to peers; zero = none */
+	struct wire_key client_key;  /* MAC key for everything else; zero = none */
+	uint32_t peer_count;
+	struct dp_peer peers[DP_PEERS_MAX];
+};
+
+#define DP_BURST_MAX 64
+
+struct dp;
+struct dp_txq;
+
+/* Build the EAL and initialise it. argv is the complete EAL argument vector (argv[0] is the
+ * program name). Returns 0 or -errno; logs the EAL's reason. Registers the log type. */
+int dp_eal_init(int argc, char **argv);
+void dp_eal_cleanup(void);
+
+/* Create the pool and configure (not start) the port. 0 or -errno. */
+int dp_create(struct dp **out, const struct dp_conf *conf);
+/* Start the port. Routes and tx queues must be registered before. 0 or -errno. */
+int dp_start(struct dp *dp);
+/* Stop and close the port. Rings are drained and freed by dp_destroy. */
+void dp_stop(struct dp *dp);
+void dp_destroy(struct dp *dp);
+
+/* The port's (or configured) MAC. */
+void dp_mac(const struct dp *dp, struct rte_ether_addr *mac);
+uint32_t dp_node_id(const struct dp *dp);
+
+/* A single-producer single-consumer ring of mbuf pointers, owned by dp (freed, with any
+ * mbufs left in it, by dp_destroy). NULL on failure. */
+struct rte_ring *dp_ring_create(struct dp *dp, const char *name, uint32_t size);
+
+/* Route frames of class cls for shard (or DP_SHARD_ANY: every shard without its own route)
+ * to ring. The io lcore is the ring's only producer. 0 or -EINVAL/-EEXIST. */
+int dp_route_add(struct dp *dp, enum dp_class cls, uint16_t shard, struct rte_ring *ring);
+
+/* A tx queue for one producer lcore (single producer, the io lcore consumes). NULL on
+ * failure. */
+struct dp_txq *dp_txq_create(struct dp *dp, const char *name, uint32_t size);
+
+/* ---------------------------------------------------------------------------------------
+ * Hot path.
+ * ------------------------------------------------------------------------------------- */
+
+/* The io lcore's duty: rx burst → parse → reply/route; drain tx queues → port. Returns the
+ * work done (packets handled). Only the io lcore calls it. arg is the struct dp. */
+uint32_t dp_io_do_work(void *dp, uint64_t now_ns);
+/* Final drain of the tx queues at shutdown (io lcore or main after the io lcore stopped). */
+uint32_t dp_io_drain(struct dp *dp);
+
+/* Allocate an mbuf for an outgoing frame; NULL when the pool is empty. The frame goes at
+ * dp_tx_buf(m) (8-byte aligned, headroom kept for the headers), at most *cap bytes. */
+struct rte_mbuf *dp_tx_alloc(struct dp *dp);
+void *dp_tx_buf(struct rte_mbuf *m, uint32_t *cap);
+/* Reuse a received frame's mbuf for a reply: reset it so dp_tx_buf works again. The meta
+ * src stays for the caller to copy into dst. */
+void dp_tx_reset(struct rte_mbuf *m);
+
+/* Queue a frame of len bytes at dp_tx_buf(m) to dst. Takes the mbuf in every case: on a full
+ * queue it is freed and counted. Returns 0 or -ENOBUFS. Only the txq's owner lcore calls. */
+int dp_tx_send(struct dp_txq *txq, struct rte_mbuf *m, uint32_t len, const struct dp_addr *dst);
+
+/* The MAC key frames to/from addr use: the peer key for a configured peer's address, else
+ * the client key. NULL when that key is zero (no MAC). */
+const struct wire_key *dp_key_for(const struct dp *dp, const struct dp_addr *addr);
+
+/* Validated frame body of a received mbuf: *msgs points after the frame header, *len covers
+ * the messages (MAC excluded). Walk it with wire_msgs_next. */
+void dp_rx_msgs(struct rte_mbuf *m, const uint8_t **msgs, uint32_t *len);
+
+/* ---------------------------------------------------------------------------------------
+ * Stats: counters, per-cause frame errors, tx queue drops, ARP table.
+ * ------------------------------------------------------------------------------------- */
+uint64_t dp_counter_get(const struct dp *dp, enum dp_counter c);
+uint64_t dp_frame_err_get(const struct dp *dp, enum wire_err e);
+/* Write "dp.<label> <value>" lines (counters, frame_err.<cause>, txq drops, ARP entries). */
+void dp_stats_write(const struct dp *dp, FILE *out);
+
+/* Log type of the dataplane (user.omsd.dp). */
+extern int dp_logtype;
+
+#endif

@@ -1,0 +1,254 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The port, the mbuf pool, rings, routes and tx queues: everything dp allocates, all of it
+ * before dp_start (STYLE.md §6: nothing allocates after start-up).
+ */
+#include <errno.h>
+#include <string.h>
+
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_malloc.h>
+
+#include "dp_int.h"
+
+static int
+port_setup(struct dp *dp)
+{
+	const struct dp_conf *c = &dp->conf;
+	struct rte_eth_conf eth_conf;
+	struct rte_eth_dev_info info;
+	uint16_t rx_desc = c->rx_desc, tx_desc = c->tx_desc;
+	int ret;
+
+	ret = rte_eth_dev_get_port_by_name(c->port_name, &dp->port_id);
+	if (ret != 0) {
+		DP_LOG(ERR, "port %s not found (is the vdev or PCI device given to the EAL?)",
+		       c->port_name);
+		return -ENODEV;
+	}
+	ret = rte_eth_dev_info_get(dp->port_id, &info);
+	if (ret != 0)
+		return ret;
+	memset(&eth_conf, 0, sizeof(eth_conf));
+	/* One rx and one tx queue: one io lcore. Checksums are verified in software unless
+	 * the PMD reports them good per packet (ol_flags), so no offload is required. */
+	if (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_CHECKSUM)
+		eth_conf.rxmode.offloads |= info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_CHECKSUM;
+	ret = rte_eth_dev_configure(dp->port_id, 1, 1, &eth_conf);
+	if (ret != 0) {
+		DP_LOG(ERR, "port %s: configure failed: %s", c->port_name, strerror(-ret));
+		return ret;
+	}
+	dp->port_configured = true;
+	ret = rte_eth_dev_adjust_nb_rx_tx_desc(dp->port_id, &rx_desc, &tx_desc);
+	if (ret != 0)
+		return ret;
+	ret = rte_eth_rx_queue_setup(dp->port_id, 0, rx_desc, rte_eth_dev_socket_id(dp->port_id),
+				     NULL, dp->pool);
+	if (ret != 0) {
+		DP_LOG(ERR, "port %s: rx queue: %s", c->port_name, strerror(-ret));
+		return ret;
+	}
+	ret = rte_eth_tx_queue_setup(dp->port_id, 0, tx_desc, rte_eth_dev_socket_id(dp->port_id),
+				     NULL);
+	if (ret != 0) {
+		DP_LOG(ERR, "port %s: tx queue: %s", c->port_name, strerror(-ret));
+		return ret;
+	}
+	/* Not every vdev can change its MTU; the dataplane enforces c->mtu on tx anyway. */
+	ret = rte_eth_dev_set_mtu(dp->port_id, c->mtu);
+	if (ret != 0 && ret != -ENOTSUP)
+		DP_LOG(WARNING, "port %s: set mtu %u: %s", c->port_name, c->mtu, strerror(-ret));
+	if (c->has_mac) {
+		dp->host.mac = c->mac;
+		ret = rte_eth_dev_default_mac_addr_set(dp->port_id, &dp->host.mac);
+		if (ret != 0)
+			DP_LOG(WARNING, "port %s: cannot set MAC (%s); enabling promiscuous mode",
+			       c->port_name, strerror(-ret));
+		if (ret != 0 && rte_eth_promiscuous_enable(dp->port_id) != 0)
+			DP_LOG(WARNING, "port %s: promiscuous mode refused", c->port_name);
+	} else {
+		ret = rte_eth_macaddr_get(dp->port_id, &dp->host.mac);
+		if (ret != 0)
+			return ret;
+	}
+	if (c->promiscuous && rte_eth_promiscuous_enable(dp->port_id) != 0)
+		DP_LOG(WARNING, "port %s: promiscuous mode refused", c->port_name);
+	return 0;
+}
+
+int
+dp_create(struct dp **out, const struct dp_conf *conf)
+{
+	struct dp *dp;
+	int ret;
+
+	if (conf->burst == 0 || conf->burst > DP_BURST_MAX || conf->peer_count > DP_PEERS_MAX ||
+	    conf->mtu < 576 || conf->ip_be == 0 || conf->prefix_len > 32)
+		return -EINVAL;
+	dp = rte_zmalloc("dp", sizeof(*dp), RTE_CACHE_LINE_SIZE);
+	if (dp == NULL)
+		return -ENOMEM;
+	dp->conf = *conf;
+	dp->host.ip_be = conf->ip_be;
+	dp->host.mask_be = conf->prefix_len == 0 ? 0
+			   : rte_cpu_to_be_32(~UINT32_C(0) << (32 - conf->prefix_len));
+	dp->host.udp_port_be = rte_cpu_to_be_16(conf->udp_port);
+	dp->peer_key = (conf->peer_key.k0 | conf->peer_key.k1) ? &dp->conf.peer_key : NULL;
+	dp->client_key = (conf->client_key.k0 | conf->client_key.k1) ? &dp->conf.client_key : NULL;
+	dp_arp_table_init(&dp->io.arp, (uint64_t)conf->arp_timeout_ms * 1000000u);
+	for (uint32_t i = 0; i < conf->peer_count; i++) {
+		if (conf->peers[i].has_mac &&
+		    dp_arp_static_add(&dp->io.arp, conf->peers[i].ip_be, &conf->peers[i].mac) != 0) {
+			ret = -ENOSPC;
+			goto fail_pool;
+		}
+	}
+
+	dp->pool = rte_pktmbuf_pool_create("dp_pool", conf->mbufs, conf->mbuf_cache,
+					   RTE_ALIGN(sizeof(struct dp_meta), RTE_MBUF_PRIV_ALIGN),
+					   conf->mbuf_data_room, rte_socket_id());
+	if (dp->pool == NULL) {
+		DP_LOG(ERR, "mbuf pool (%u x %u bytes): %s", conf->mbufs, conf->mbuf_data_room,
+		       rte_strerror(rte_errno));
+		ret = -ENOMEM;
+		goto fail_pool;
+	}
+	ret = port_setup(dp);
+	if (ret != 0)
+		goto fail_port;
+	*out = dp;
+	return 0;
+
+fail_port:
+	if (dp->port_configured)
+		rte_eth_dev_close(dp->port_id);
+	rte_mempool_free(dp->pool);
+fail_pool:
+	rte_free(dp);
+	return ret;
+}
+
+int
+dp_start(struct dp *dp)
+{
+	int ret = rte_eth_dev_start(dp->port_id);
+	if (ret != 0) {
+		DP_LOG(ERR, "port %s: start: %s", dp->conf.port_name, strerror(-ret));
+		return ret;
+	}
+	dp->port_started = true;
+	char mac[RTE_ETHER_ADDR_FMT_SIZE];
+	rte_ether_format_addr(mac, sizeof(mac), &dp->host.mac);
+	DP_LOG(INFO, "port %s (id %u) started, mac %s, udp port %u", dp->conf.port_name,
+	       dp->port_id, mac, dp->conf.udp_port);
+	return 0;
+}
+
+void
+dp_stop(struct dp *dp)
+{
+	if (dp->port_started) {
+		int ret = rte_eth_dev_stop(dp->port_id);
+		if (ret != 0)
+			DP_LOG(WARNING, "port %s: stop: %s", dp->conf.port_name, strerror(-ret));
+		dp->port_started = false;
+	}
+	if (dp->port_configured) {
+		rte_eth_dev_close(dp->port_id);
+		dp->port_configured = false;
+	}
+}
+
+static void
+ring_drain_free(struct rte_ring *r)
+{
+	void *objs[DP_BURST_MAX];
+	unsigned n;
+
+	while ((n = rte_ring_dequeue_burst(r, objs, RTE_DIM(objs), NULL)) > 0)
+		rte_pktmbuf_free_bulk((struct rte_mbuf **)objs, n);
+	rte_ring_free(r);
+}
+
+void
+dp_destroy(struct dp *dp)
+{
+	if (dp == NULL)
+		return;
+	dp_stop(dp);
+	rte_pktmbuf_free_bulk(dp->io.tx, dp->io.tx_count);
+	dp->io.tx_count = 0;
+	for (uint32_t i = 0; i < dp->ring_count; i++)
+		ring_drain_free(dp->rings[i]);
+	for (uint32_t i = 0; i < dp->txq_count; i++)
+		ring_drain_free(dp->txq[i].ring);
+	rte_mempool_free(dp->pool);
+	rte_free(dp);
+}
+
+void
+dp_mac(const struct dp *dp, struct rte_ether_addr *mac)
+{
+	rte_ether_addr_copy(&dp->host.mac, mac);
+}
+
+uint32_t
+dp_node_id(const struct dp *dp)
+{
+	return dp->conf.node_id;
+}
+
+struct rte_ring *
+dp_ring_create(struct dp *dp, const char *name, uint32_t size)
+{
+	if (dp->ring_count >= DP_RINGS_MAX || dp->port_started)
+		return NULL;
+	struct rte_ring *r = rte_ring_create(name, size, rte_socket_id(),
+					     RING_F_SP_ENQ | RING_F_SC_DEQ);
+	if (r == NULL) {
+		DP_LOG(ERR, "ring %s (%u): %s", name, size, rte_strerror(rte_errno));
+		return NULL;
+	}
+	dp->rings[dp->ring_count++] = r;
+	return r;
+}
+
+int
+dp_route_add(struct dp *dp, enum dp_class cls, uint16_t shard, struct rte_ring *ring)
+{
+	if (cls <= DP_CLASS_NONE || cls >= DP_CLASS_COUNT || ring == NULL || dp->port_started)
+		return -EINVAL;
+	struct rte_ring **slot;
+	if (shard == DP_SHARD_ANY)
+		slot = &dp->route_any[cls];
+	else if (shard < DP_SHARDS_MAX)
+		slot = &dp->route[cls][shard];
+	else
+		return -EINVAL;
+	if (*slot != NULL)
+		return -EEXIST;
+	*slot = ring;
+	return 0;
+}
+
+struct dp_txq *
+dp_txq_create(struct dp *dp, const char *name, uint32_t size)
+{
+	if (dp->txq_count >= DP_TXQ_MAX || dp->port_started)
+		return NULL;
+	struct dp_txq *q = &dp->txq[dp->txq_count];
+	char ring_name[RTE_RING_NAMESIZE];
+	snprintf(ring_name, sizeof(ring_name), "txq_%s", name);
+	q->ring = rte_ring_create(ring_name, size, rte_socket_id(), RING_F_SP_ENQ | RING_F_SC_DEQ);
+	if (q->ring == NULL) {
+		DP_LOG(ERR, "tx ring %s (%u): %s", ring_name, size, rte_strerror(rte_errno));
+		return NULL;
+	}
+	q->dp = dp;
+	q->full = 0;
+	snprintf(q->name, sizeof(q->name), "%s", name);
+	dp->txq_count++;
+	return q;
+}
