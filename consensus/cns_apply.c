@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Ingress batching and cluster time on the leader; applying committed entries to the
+ * hosted service on every member.
+ */
+#include "cns_int.h"
+
+uint64_t
+cns_stamp(const struct cns *c)
+{
+	/* Cluster time (ARCHITECTURE.md §4): the leader's clock, clamped so it never goes
+	 * backwards along the log, also across terms: a new leader holds every committed entry
+	 * (Leader Completeness, Raft §5.4) and stamps at least its last entry's time. */
+	return c->now_ns > c->last_time_ns ? c->now_ns : c->last_time_ns;
+}
+
+void
+cns_seal_batch(struct cns *c)
+{
+	if (c->role != CNS_LEADER || c->batch_len == 0)
+		return;
+	if (cns_leader_append(c, CNS_ENTRY_NORMAL, c->batch, c->batch_len) != 0)
+		return; /* log store full: the batch waits for compaction */
+	c->batch_len = 0;
+	c->batch_msgs = 0;
+	CNS_COUNT(c, BATCHES_SEALED);
+}
+
+void
+cns_maybe_tick_entry(struct cns *c)
+{
+	/* An idle leader moves cluster time with a TICK entry, so service timers fire. */
+	if (c->role != CNS_LEADER || c->cfg.tick_entry_ns == 0 || c->batch_len != 0)
+		return;
+	if (c->transfer_target != CNS_NODE_NONE || c->need_first_entry)
+		return;
+	if (c->now_ns < c->last_time_ns + c->cfg.tick_entry_ns)
+		return;
+	if (c->last_index - c->commit >= c->cfg.uncommitted_max)
+		return;
+	if (cns_leader_append(c, CNS_ENTRY_TICK, NULL, 0) == 0)
+		CNS_COUNT(c, TICK_ENTRIES);
+}
+
+int
+cns_propose(struct cns *c, uint64_t now_ns, const struct wire_msg_hdr *msg)
+{
+	CHECK(c != NULL && msg != NULL);
+	if (now_ns > c->now_ns)
+		c->now_ns = now_ns;
+	if (c->role != CNS_LEADER) {
+		/* Followers redirect: the host NAKs NOT_LEADER with cns_leader() as the hint. */
+		CNS_COUNT(c, PROPOSALS_NOT_LEADER);
+		return -EPERM;
+	}
+	if (c->transfer_target != CNS_NODE_NONE)
+		return -EBUSY;
+	uint32_t len = msg->length;
+	if (len > c->cfg.batch_bytes_max)
+		return -EMSGSIZE;
+	uint16_t checked;
+	if (len % 8 != 0 || wire_msg_check(msg, len, &checked) != WIRE_E_OK || checked != len)
+		return -EINVAL;
+	if (c->last_index - c->commit >= c->cfg.uncommitted_max) {
+		CNS_COUNT(c, PROPOSALS_BACKPRESSURE);
+		return -EAGAIN;
+	}
+	if (c->batch_len + len > c->cfg.batch_bytes_max) {
+		cns_seal_batch(c);
+		if (c->batch_len != 0) {
+			CNS_COUNT(c, PROPOSALS_BACKPRESSURE);
+			return -EAGAIN;
+		}
+		cns_replicate_all(c);
+	}
+	memcpy(c->batch + c->batch_len, msg, len);
+	c->batch_len += len;
+	c->batch_msgs++;
+	CNS_COUNT(c, PROPOSALS);
+	DCHECK(c->batch_len <= c->cfg.batch_bytes_max);
+	return 0;
+}
+
+static void
+apply_config(const struct cns *c, const struct wire_entry_hdr *e)
+{
+	/* Static membership for now: the logged configuration must be ours. */
+	struct cns_config_entry ce;
+	CHECK(e->data_len == sizeof(ce));
+	memcpy(&ce, e + 1, sizeof(ce));
+	CHECK(ce.member_count == c->cfg.member_count);
+	for (uint32_t i = 0; i < ce.member_count; i++)
+		CHECK(ce.members[i] == c->cfg.members[i]);
+}
+
+uint32_t
+cns_apply(struct cns *c, uint32_t max)
+{
+	CHECK(c != NULL);
+	const struct svc_ops *ops = c->env.svc_ops;
+	uint32_t n = 0;
+	uint64_t msgs = 0;
+	while (n < max && c->applied < c->commit) {
+		uint64_t index = c->applied + 1;
+		const struct wire_entry_hdr *e = cns_log_entry(c, index);
+		/* The service sees time only through entries, and never backwards. */
+		CHECK(e->time_ns >= c->applied_time_ns);
+		switch (e->kind) {
+		case CNS_ENTRY_NORMAL: {
+			const uint8_t *data = (const uint8_t *)(e + 1);
+			uint32_t pos = 0;
+			enum wire_err err;
+			const struct wire_msg_hdr *msg;
+			while ((msg = wire_msgs_next(data, e->data_len, &pos, &err)) != NULL) {
+				ops->apply(c->env.svc, index, e->time_ns, msg, c->env.sink);
+				msgs++;
+			}
+			/* The leader validated every message before batching it. */
+			CHECK(err == WIRE_E_OK);
+			break;
+		}
+		case CNS_ENTRY_TICK:
+		case CNS_ENTRY_NOOP:
+			ops->tick(c->env.svc, index, e->time_ns, c->env.sink);
+			break;
+		case CNS_ENTRY_CONFIG:
+			apply_config(c, e);
+			break;
+		default:
+			CHECK(false);
+		}
+		c->applied = index;
+		c->applied_time_ns = e->time_ns;
+		n++;
+	}
+	CNS_ADD(c, ENTRIES_APPLIED, n);
+	CNS_ADD(c, MSGS_APPLIED, msgs);
+	CHECK(c->applied <= c->commit);
+	return n;
+}

@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cns internals, shared by consensus/cns_*.c and the unit tests.
+ */
+#ifndef OMSD_CONSENSUS_CNS_INT_H
+#define OMSD_CONSENSUS_CNS_INT_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "cns.h"
+#include "common/check.h"
+#include "common/prng.h"
+
+#define CNS_TERM_UNKNOWN UINT64_MAX
+#define CNS_SCAN_MAX 4096u        /* bound on backward log scans (fast back-up hints) */
+#define CNS_SEND_BUF_SIZE (sizeof(struct wire_install_snapshot) + WIRE_TAIL_MAX)
+
+static_assert(sizeof(struct wire_append_entries) + WIRE_TAIL_MAX <= CNS_SEND_BUF_SIZE,
+	      "send buffer holds a full AppendEntries");
+static_assert(CNS_SNAPSHOT_CHUNK <= WIRE_TAIL_MAX, "snapshot chunk fits a tail");
+static_assert(CNS_ENTRY_DATA_MAX % 8 == 0, "entry data stays 8-byte aligned");
+
+/* Replication state of one follower, kept by the leader (Raft Figure 2 nextIndex,
+ * matchIndex, plus the flow control of etcd's Progress). */
+enum cns_peer_state {
+	CNS_PEER_PROBE = 1,     /* one AppendEntries at a time until the logs match */
+	CNS_PEER_REPLICATE = 2, /* pipelined: up to inflight_max AppendEntries in flight */
+	CNS_PEER_SNAPSHOT = 3,  /* sending InstallSnapshot chunks */
+};
+
+struct cns_peer {
+	uint32_t id;              /* node id */
+	uint8_t state;            /* enum cns_peer_state */
+	uint8_t vote_granted;     /* this election: granted us a (pre-)vote */
+	uint16_t reserved;
+	uint64_t next_index;      /* next entry to send (Raft nextIndex) */
+	uint64_t match_index;     /* highest entry known replicated (Raft matchIndex) */
+	uint32_t inflight;        /* probe: an AppendEntries is out (replicate: next - 1 - match) */
+	uint32_t reserved1;
+	uint64_t last_send_ns;    /* when we last sent it anything */
+	uint64_t last_ack_ns;     /* when it last answered in this term (check-quorum) */
+	uint64_t progress_ns;     /* when its match last advanced or the window opened */
+	uint64_t snap_index;      /* snapshot being sent (its last index) */
+	uint64_t snap_offset;     /* bytes acknowledged */
+};
+
+struct cns {
+	struct cns_config cfg;       /* membership and tuning */
+	struct cns_limits lim;       /* memory sizing */
+	struct cns_env env;          /* log store, service, host */
+	struct prng prng;            /* election timeouts */
+	uint32_t majority;           /* member_count / 2 + 1 */
+	uint32_t self_slot;          /* our position in cfg.members / peers */
+
+	/* Persistent state (Raft Figure 2), saved through log_ops.save_vote. */
+	uint64_t term;               /* currentTerm */
+	uint32_t vote;               /* votedFor in term, or CNS_NODE_NONE */
+
+	/* Volatile state. */
+	uint8_t role;                /* enum cns_role */
+	uint8_t transfer_vote;       /* this election was started by TimeoutNow */
+	uint8_t need_first_entry;    /* leader still owes its term's first entry */
+	uint8_t reserved;
+	uint32_t leader;             /* known leader of term, or CNS_NODE_NONE */
+	uint64_t now_ns;             /* latest local clock seen */
+	uint64_t commit;             /* commitIndex */
+	uint64_t applied;            /* lastApplied */
+	uint64_t applied_time_ns;    /* cluster time of the last applied entry */
+	uint64_t durable;            /* log durable through here (a prefix of the log) */
+	uint64_t last_index;         /* cached log_ops.last_index */
+	uint64_t last_term;          /* its term */
+	uint64_t last_time_ns;       /* its cluster time: the leader never stamps below it */
+	uint64_t base_index;         /* entry before the first held one (compaction point) */
+	uint64_t base_term;          /* its term */
+	uint64_t base_time_ns;       /* its cluster time */
+	uint64_t leader_match;       /* follower: log known to match the leader's through here */
+
+	/* Timers, on the local clock. */
+	uint64_t election_deadline_ns; /* follower/candidate: start a (pre-)election */
+	uint64_t leader_heard_ns;      /* last AppendEntries/snapshot from the leader */
+	uint64_t leader_since_ns;      /* leader: when elected (check-quorum grace) */
+
+	/* Leader. */
+	struct cns_peer peers[CNS_MEMBERS_MAX]; /* indexed like cfg.members; self unused */
+	uint32_t transfer_target;    /* leadership transfer in progress to, or NONE */
+	uint32_t reserved1;
+	uint64_t transfer_deadline_ns;
+
+	/* Open batch of proposals (leader), sealed into one NORMAL entry. */
+	uint8_t *batch;              /* batch_bytes_max bytes */
+	uint32_t batch_len;          /* bytes used */
+	uint32_t batch_msgs;         /* messages in it */
+
+	/* Snapshots: the node's base, and one being received. */
+	struct cns_snapshot_meta snap;   /* current snapshot (len 0 and index 0: none) */
+	uint8_t *snap_buf;               /* its bytes */
+	struct cns_snapshot_meta recv;   /* snapshot being received (len = total) */
+	uint64_t recv_offset;            /* bytes received so far */
+	uint8_t *recv_buf;
+
+	uint8_t *send_buf;           /* outgoing message with a tail */
+	uint64_t counters[CNS_C_COUNT];
+};
+
+#define CNS_COUNT(c, name) ((c)->counters[CNS_C_##name]++)
+#define CNS_ADD(c, name, n) ((c)->counters[CNS_C_##name] += (n))
+
+/* cns_core.c */
+void cns_become_follower(struct cns *c, uint64_t term, uint32_t leader);
+void cns_reset_election_timer(struct cns *c);
+void cns_save_term_vote(struct cns *c, uint64_t term, uint32_t vote);
+int cns_slot_of(const struct cns *c, uint32_t id); /* slot, or -1 */
+bool cns_lease_active(const struct cns *c);
+void cns_send(struct cns *c, uint32_t to, const void *msg);
+
+/* cns_log.c: the core's view of its log. */
+uint64_t cns_log_term(const struct cns *c, uint64_t index);
+const struct wire_entry_hdr *cns_log_entry(const struct cns *c, uint64_t index);
+int cns_log_append(struct cns *c, const struct wire_entry_hdr *hdr, const void *data);
+void cns_log_truncate(struct cns *c, uint64_t index);
+void cns_log_compact(struct cns *c, uint64_t index);
+void cns_log_reset_to(struct cns *c, uint64_t index, uint64_t term, uint64_t time_ns);
+void cns_log_refresh(struct cns *c);
+bool cns_log_up_to_date(const struct cns *c, uint64_t last_index, uint64_t last_term);
+
+/* cns_elect.c */
+void cns_start_pre_vote(struct cns *c);
+void cns_start_election(struct cns *c, bool transfer);
+void cns_on_request_vote(struct cns *c, const struct wire_request_vote *m);
+void cns_on_vote_reply(struct cns *c, const struct wire_vote_reply *m);
+void cns_on_timeout_now(struct cns *c, const struct wire_timeout_now *m);
+
+/* cns_replicate.c */
+void cns_become_leader(struct cns *c);
+int cns_leader_append(struct cns *c, uint16_t kind, const void *data, uint32_t len);
+void cns_replicate_all(struct cns *c);
+void cns_send_append(struct cns *c, struct cns_peer *p);
+void cns_leader_tick(struct cns *c);
+void cns_leader_commit(struct cns *c);
+void cns_on_append_entries(struct cns *c, const struct wire_append_entries *m);
+void cns_on_append_reply(struct cns *c, const struct wire_append_reply *m);
+void cns_follower_ack(struct cns *c);
+
+/* cns_snapshot.c */
+void cns_send_snapshot_chunk(struct cns *c, struct cns_peer *p);
+void cns_on_install_snapshot(struct cns *c, const struct wire_install_snapshot *m);
+void cns_on_snapshot_reply(struct cns *c, const struct wire_snapshot_reply *m);
+int cns_snapshot_restore(struct cns *c, const struct cns_snapshot_meta *meta, const void *data);
+
+/* cns_apply.c */
+void cns_seal_batch(struct cns *c);
+void cns_maybe_tick_entry(struct cns *c);
+uint64_t cns_stamp(const struct cns *c);
+
+static inline bool
+cns_is_self(const struct cns *c, uint32_t id)
+{
+	return id == c->cfg.self;
+}
+
+#endif

@@ -1,0 +1,495 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Log replication (Raft §5.3), commitment (§5.4.2), the leader's per-follower flow control
+ * (probe, pipelined replicate, snapshot), heartbeats, check-quorum and transfer.
+ */
+#include "cns_int.h"
+
+static struct cns_peer *
+peer_of(struct cns *c, uint32_t id)
+{
+	int slot = cns_slot_of(c, id);
+	CHECK(slot >= 0 && (uint32_t)slot != c->self_slot);
+	return &c->peers[slot];
+}
+
+int
+cns_leader_append(struct cns *c, uint16_t kind, const void *data, uint32_t len)
+{
+	CHECK(c->role == CNS_LEADER);
+	struct wire_entry_hdr h;
+	memset(&h, 0, sizeof(h));
+	h.term = c->term;
+	h.time_ns = cns_stamp(c);
+	h.data_len = len;
+	h.kind = kind;
+	return cns_log_append(c, &h, data);
+}
+
+static void
+append_first_entry(struct cns *c)
+{
+	/* Thesis §6.4 / Raft §8: a new leader commits an entry of its own term at once, which
+	 * commits everything before it. The very first entry of a log is the configuration,
+	 * so membership lives in the log and can grow into joint consensus (thesis §4.3). */
+	int rc;
+	if (c->last_index == 0) {
+		struct cns_config_entry ce;
+		memset(&ce, 0, sizeof(ce));
+		ce.member_count = c->cfg.member_count;
+		for (uint32_t i = 0; i < c->cfg.member_count; i++)
+			ce.members[i] = c->cfg.members[i];
+		rc = cns_leader_append(c, CNS_ENTRY_CONFIG, &ce, sizeof(ce));
+	} else {
+		rc = cns_leader_append(c, CNS_ENTRY_NOOP, NULL, 0);
+	}
+	c->need_first_entry = rc != 0;
+}
+
+void
+cns_become_leader(struct cns *c)
+{
+	CHECK(c->role == CNS_CANDIDATE);
+	c->role = CNS_LEADER;
+	c->leader = c->cfg.self;
+	c->leader_since_ns = c->now_ns;
+	c->transfer_target = CNS_NODE_NONE;
+	c->batch_len = 0;
+	c->batch_msgs = 0;
+	CNS_COUNT(c, LEADER_ELECTED);
+	for (uint32_t i = 0; i < c->cfg.member_count; i++) {
+		struct cns_peer *p = &c->peers[i];
+		/* Raft Figure 2: nextIndex = leader last + 1, matchIndex = 0. */
+		p->next_index = c->last_index + 1;
+		p->match_index = 0;
+		p->state = CNS_PEER_PROBE;
+		p->inflight = 0;
+		p->last_send_ns = c->now_ns;
+		p->last_ack_ns = c->now_ns;
+		p->progress_ns = c->now_ns;
+		p->snap_index = 0;
+		p->snap_offset = 0;
+	}
+	append_first_entry(c);
+	cns_replicate_all(c);
+	CHECK(c->role == CNS_LEADER);
+}
+
+/* An empty AppendEntries at the follower's match point: keeps its timer and commit index
+ * fresh without disturbing the pipeline. */
+static void
+send_heartbeat(struct cns *c, struct cns_peer *p)
+{
+	uint64_t prev = p->match_index > c->base_index ? p->match_index : c->base_index;
+	struct wire_append_entries m;
+	memset(&m, 0, sizeof(m));
+	wire_hdr_init(&m.hdr, WIRE_APPEND_ENTRIES, c->cfg.shard);
+	m.term = c->term;
+	m.prev_index = prev;
+	m.prev_term = cns_log_term(c, prev);
+	CHECK(m.prev_term != CNS_TERM_UNKNOWN);
+	m.commit = c->commit;
+	m.leader = c->cfg.self;
+	cns_send(c, p->id, &m);
+	CNS_COUNT(c, APPEND_SENT);
+	p->last_send_ns = c->now_ns;
+}
+
+void
+cns_send_append(struct cns *c, struct cns_peer *p)
+{
+	CHECK(c->role == CNS_LEADER);
+	if (p->next_index <= c->base_index) {
+		/* Raft §7: the entries it needs are compacted away; send the snapshot. */
+		p->state = CNS_PEER_SNAPSHOT;
+		p->inflight = 0;
+		cns_send_snapshot_chunk(c, p);
+		return;
+	}
+	CHECK(p->next_index <= c->last_index + 1);
+	uint64_t prev = p->next_index - 1;
+	struct wire_append_entries *m = (struct wire_append_entries *)c->send_buf;
+	memset(m, 0, sizeof(*m));
+	wire_hdr_init(&m->hdr, WIRE_APPEND_ENTRIES, c->cfg.shard);
+	m->term = c->term;
+	m->prev_index = prev;
+	m->prev_term = cns_log_term(c, prev);
+	CHECK(m->prev_term != CNS_TERM_UNKNOWN);
+	m->commit = c->commit;
+	m->leader = c->cfg.self;
+
+	/* Batching: as many whole entries as fit one tail. */
+	uint8_t *tail = (uint8_t *)(m + 1);
+	uint32_t tail_len = 0;
+	uint32_t count = 0;
+	for (uint64_t i = p->next_index; i <= c->last_index && count < c->cfg.append_entries_max;
+	     i++) {
+		const struct wire_entry_hdr *e = cns_log_entry(c, i);
+		uint32_t size = (uint32_t)sizeof(*e) + e->data_len;
+		if (tail_len + size > WIRE_TAIL_MAX)
+			break;
+		memcpy(tail + tail_len, e, size);
+		tail_len += size;
+		count++;
+	}
+	m->entry_count = (uint16_t)count;
+	m->tail_len = (uint16_t)tail_len;
+	m->hdr.length = (uint16_t)(sizeof(*m) + tail_len);
+	cns_send(c, p->id, m);
+	CNS_COUNT(c, APPEND_SENT);
+	p->last_send_ns = c->now_ns;
+	if (p->state == CNS_PEER_REPLICATE) {
+		/* Pipelining: assume success and move on; a rejection falls back to probing. */
+		if (p->next_index - 1 == p->match_index)
+			p->progress_ns = c->now_ns;
+		p->next_index += count;
+	} else {
+		p->inflight = 1;
+	}
+}
+
+/* Pipelining window (Raft §10.2.1 of the thesis): entries sent and not yet acknowledged,
+ * up to inflight_max AppendEntries worth. Counting entries rather than messages keeps the
+ * window right when replies or heartbeats are lost, duplicated or reordered. */
+static bool
+window_open(const struct cns *c, const struct cns_peer *p)
+{
+	DCHECK(p->next_index > p->match_index);
+	uint64_t outstanding = p->next_index - 1 - p->match_index;
+	return p->next_index <= c->last_index &&
+	       outstanding < (uint64_t)c->cfg.inflight_max * c->cfg.append_entries_max;
+}
+
+/* Fill one follower's window. */
+static void
+replicate_peer(struct cns *c, struct cns_peer *p)
+{
+	switch (p->state) {
+	case CNS_PEER_REPLICATE:
+		while (p->state == CNS_PEER_REPLICATE && window_open(c, p))
+			cns_send_append(c, p);
+		break;
+	case CNS_PEER_PROBE:
+		if (p->inflight == 0)
+			cns_send_append(c, p);
+		break;
+	default:
+		break;
+	}
+}
+
+static void
+maybe_timeout_now(struct cns *c)
+{
+	if (c->transfer_target == CNS_NODE_NONE || c->batch_len != 0)
+		return;
+	struct cns_peer *p = peer_of(c, c->transfer_target);
+	if (p->match_index != c->last_index)
+		return;
+	struct wire_timeout_now m;
+	memset(&m, 0, sizeof(m));
+	wire_hdr_init(&m.hdr, WIRE_TIMEOUT_NOW, c->cfg.shard);
+	m.term = c->term;
+	m.leader = c->cfg.self;
+	cns_send(c, p->id, &m);
+	CNS_COUNT(c, TIMEOUT_NOW_SENT);
+}
+
+void
+cns_replicate_all(struct cns *c)
+{
+	if (c->role != CNS_LEADER)
+		return;
+	for (uint32_t i = 0; i < c->cfg.member_count; i++)
+		if (i != c->self_slot)
+			replicate_peer(c, &c->peers[i]);
+	cns_leader_commit(c);
+}
+
+void
+cns_leader_commit(struct cns *c)
+{
+	if (c->role != CNS_LEADER)
+		return;
+	uint64_t m[CNS_MEMBERS_MAX];
+	uint32_t n = c->cfg.member_count;
+	for (uint32_t i = 0; i < n; i++) {
+		if (i == c->self_slot)
+			/* The leader counts itself like anyone else: in memory, or once durable. */
+			m[i] = c->cfg.durability == CNS_DURABLE_DISK ? c->durable : c->last_index;
+		else
+			m[i] = c->peers[i].match_index;
+	}
+	for (uint32_t i = 1; i < n; i++)
+		for (uint32_t j = i; j > 0 && m[j - 1] < m[j]; j--) {
+			uint64_t t = m[j];
+			m[j] = m[j - 1];
+			m[j - 1] = t;
+		}
+	uint64_t index = m[c->majority - 1];
+	/* Raft §5.4.2: never commit an entry from an earlier term by counting replicas; only
+	 * an entry of the current term is committed this way, and the ones before it with it. */
+	if (index > c->commit && cns_log_term(c, index) == c->term) {
+		CNS_ADD(c, ENTRIES_COMMITTED, index - c->commit);
+		c->commit = index;
+	}
+	CHECK(c->commit <= c->last_index);
+}
+
+void
+cns_leader_tick(struct cns *c)
+{
+	CHECK(c->role == CNS_LEADER);
+	uint64_t now = c->now_ns;
+	cns_seal_batch(c);
+	if (c->need_first_entry)
+		append_first_entry(c);
+	cns_maybe_tick_entry(c);
+
+	/* Check-quorum (thesis §6.2): a leader that has not heard from a majority within an
+	 * election timeout steps down, so its lease cannot hold back a new election. */
+	uint64_t window = c->cfg.election_timeout_max_ns;
+	if (now - c->leader_since_ns >= window) {
+		uint32_t heard = 1;
+		for (uint32_t i = 0; i < c->cfg.member_count; i++)
+			if (i != c->self_slot && now - c->peers[i].last_ack_ns < window)
+				heard++;
+		if (heard < c->majority) {
+			CNS_COUNT(c, CHECK_QUORUM_LOST);
+			cns_become_follower(c, c->term, CNS_NODE_NONE);
+			return;
+		}
+	}
+	if (c->transfer_target != CNS_NODE_NONE && now >= c->transfer_deadline_ns)
+		c->transfer_target = CNS_NODE_NONE; /* abandoned: keep leading */
+
+	uint64_t hb = c->cfg.heartbeat_ns;
+	for (uint32_t i = 0; i < c->cfg.member_count; i++) {
+		if (i == c->self_slot)
+			continue;
+		struct cns_peer *p = &c->peers[i];
+		switch (p->state) {
+		case CNS_PEER_REPLICATE:
+			if (p->next_index - 1 > p->match_index && now - p->progress_ns >= 2 * hb) {
+				/* Lost in flight: fall back to probing from what is known. */
+				p->state = CNS_PEER_PROBE;
+				p->next_index = p->match_index + 1;
+				p->inflight = 0;
+				cns_send_append(c, p);
+			} else if (now - p->last_send_ns >= hb) {
+				if (window_open(c, p))
+					cns_send_append(c, p);
+				else
+					send_heartbeat(c, p);
+			}
+			break;
+		case CNS_PEER_PROBE:
+			if (now - p->last_send_ns >= hb) {
+				p->inflight = 0;
+				cns_send_append(c, p);
+			}
+			break;
+		case CNS_PEER_SNAPSHOT:
+			if (now - p->last_send_ns >= hb)
+				cns_send_snapshot_chunk(c, p);
+			break;
+		default:
+			CHECK(false);
+		}
+	}
+	cns_replicate_all(c);
+	if (c->role == CNS_LEADER && c->transfer_target != CNS_NODE_NONE) {
+		struct cns_peer *t = peer_of(c, c->transfer_target);
+		if (now - t->last_send_ns >= hb / 2 || t->match_index == c->last_index)
+			maybe_timeout_now(c);
+	}
+}
+
+static void
+send_append_reply(struct cns *c, uint32_t to, bool success, uint64_t match,
+		  uint64_t conflict_index, uint64_t conflict_term)
+{
+	struct wire_append_reply r;
+	memset(&r, 0, sizeof(r));
+	wire_hdr_init(&r.hdr, WIRE_APPEND_REPLY, c->cfg.shard);
+	r.term = c->term;
+	r.match_index = match;
+	r.conflict_index = conflict_index;
+	r.conflict_term = conflict_term;
+	r.follower = c->cfg.self;
+	r.success = success;
+	cns_send(c, to, &r);
+}
+
+/* What a follower reports as replicated: in memory, or only what is durable. */
+static uint64_t
+follower_match(const struct cns *c)
+{
+	uint64_t m = c->leader_match;
+	if (c->cfg.durability == CNS_DURABLE_DISK && c->durable < m)
+		m = c->durable;
+	return m;
+}
+
+void
+cns_follower_ack(struct cns *c)
+{
+	if (c->role != CNS_FOLLOWER || c->leader == CNS_NODE_NONE)
+		return;
+	send_append_reply(c, c->leader, true, follower_match(c), 0, 0);
+}
+
+void
+cns_on_append_entries(struct cns *c, const struct wire_append_entries *m)
+{
+	if (m->term < c->term) {
+		/* Raft §5.1: tell the stale leader about the newer term. */
+		CNS_COUNT(c, STALE_MSGS);
+		send_append_reply(c, m->leader, false, 0, 0, 0);
+		return;
+	}
+	/* Election Safety (Raft §5.2): one leader per term. */
+	CHECK(c->role != CNS_LEADER);
+	if (c->role != CNS_FOLLOWER || c->leader != m->leader)
+		cns_become_follower(c, m->term, m->leader);
+	c->leader_heard_ns = c->now_ns;
+	cns_reset_election_timer(c);
+	CNS_COUNT(c, APPEND_RECV);
+
+	const uint8_t *tail = (const uint8_t *)(m + 1);
+	uint32_t tail_len = m->tail_len;
+	uint32_t count = m->entry_count;
+	uint32_t pos = 0;
+	uint64_t prev = m->prev_index;
+	uint64_t prev_term = m->prev_term;
+
+	/* Entries at or below our compaction point are committed and in our snapshot. */
+	while (prev < c->base_index && count > 0) {
+		const struct wire_entry_hdr *e = (const void *)(tail + pos);
+		if (tail_len - pos < sizeof(*e) || e->data_len > tail_len - pos - sizeof(*e))
+			return;
+		prev++;
+		prev_term = e->term;
+		pos += (uint32_t)sizeof(*e) + e->data_len;
+		count--;
+	}
+	if (prev < c->base_index) {
+		send_append_reply(c, m->leader, true, follower_match(c), 0, 0);
+		return;
+	}
+	if (prev > c->last_index) {
+		/* Fast back-up: tell the leader where our log ends. */
+		CNS_COUNT(c, APPEND_REJECTED);
+		send_append_reply(c, m->leader, false, 0, c->last_index + 1, 0);
+		return;
+	}
+	uint64_t have = cns_log_term(c, prev);
+	CHECK(have != CNS_TERM_UNKNOWN);
+	if (have != prev_term) {
+		/* Raft §5.3: the logs disagree at prev. Log Matching puts every committed entry
+		 * in agreement, so the disagreement lies beyond our commit index. Fast back-up
+		 * (§5.3, last paragraph): the first index of the conflicting term. */
+		CHECK(prev > c->commit);
+		uint64_t i = prev;
+		for (uint32_t n = 0; n < CNS_SCAN_MAX && i - 1 > c->base_index && i - 1 > c->commit &&
+				     cns_log_term(c, i - 1) == have;
+		     n++)
+			i--;
+		CNS_COUNT(c, APPEND_REJECTED);
+		send_append_reply(c, m->leader, false, 0, i, have);
+		return;
+	}
+
+	/* Raft §5.3 steps 3-4: skip what we already hold, cut at the first conflict, append. */
+	uint64_t index = prev;
+	while (count > 0) {
+		const struct wire_entry_hdr *e = (const void *)(tail + pos);
+		if (tail_len - pos < sizeof(*e) || e->data_len > tail_len - pos - sizeof(*e) ||
+		    e->data_len > CNS_ENTRY_DATA_MAX || e->data_len % 8 != 0)
+			break;
+		uint64_t i = index + 1;
+		if (i <= c->last_index) {
+			if (cns_log_term(c, i) == e->term) {
+				index = i;
+				pos += (uint32_t)sizeof(*e) + e->data_len;
+				count--;
+				continue;
+			}
+			cns_log_truncate(c, i);
+		}
+		if (cns_log_append(c, e, e + 1) != 0)
+			break; /* store full: acknowledge what we took */
+		index = i;
+		pos += (uint32_t)sizeof(*e) + e->data_len;
+		count--;
+	}
+	if (index > c->leader_match)
+		c->leader_match = index;
+	/* Raft §5.3 step 5: commit up to the leader's commit, within what we know matches. */
+	uint64_t commit = m->commit < c->leader_match ? m->commit : c->leader_match;
+	if (commit > c->commit) {
+		CNS_ADD(c, ENTRIES_COMMITTED, commit - c->commit);
+		c->commit = commit;
+	}
+	send_append_reply(c, m->leader, true, follower_match(c), 0, 0);
+	CHECK(c->leader_match <= c->last_index);
+}
+
+void
+cns_on_append_reply(struct cns *c, const struct wire_append_reply *m)
+{
+	if (c->role != CNS_LEADER || m->term != c->term) {
+		CNS_COUNT(c, STALE_MSGS);
+		return;
+	}
+	struct cns_peer *p = peer_of(c, m->follower);
+	p->last_ack_ns = c->now_ns;
+	if (p->state == CNS_PEER_SNAPSHOT)
+		return; /* the snapshot reply moves it on */
+	if (m->success) {
+		CHECK(m->match_index <= c->last_index);
+		bool advanced = m->match_index > p->match_index;
+		if (advanced) {
+			p->match_index = m->match_index;
+			p->progress_ns = c->now_ns;
+		}
+		if (p->next_index <= p->match_index)
+			p->next_index = p->match_index + 1;
+		if (p->state == CNS_PEER_PROBE) {
+			p->state = CNS_PEER_REPLICATE;
+			p->next_index = p->match_index + 1;
+			p->inflight = 0;
+		}
+		cns_leader_commit(c);
+		maybe_timeout_now(c);
+		/* Refill the window only on progress: a follower that acknowledges without taking
+		 * the entries (log store full, disk behind) is retried at heartbeat pace, not at
+		 * network speed. */
+		if (advanced || p->match_index == p->next_index - 1)
+			replicate_peer(c, p);
+		return;
+	}
+	/* Fast back-up (Raft §5.3): jump over the follower's conflicting term. */
+	uint64_t next = m->conflict_index;
+	if (m->conflict_term != 0) {
+		uint64_t i = p->next_index - 1 < c->last_index ? p->next_index - 1 : c->last_index;
+		uint32_t n = 0;
+		while (i > c->base_index && i > p->match_index && n < CNS_SCAN_MAX &&
+		       cns_log_term(c, i) > m->conflict_term) {
+			i--;
+			n++;
+		}
+		if (cns_log_term(c, i) == m->conflict_term)
+			next = i + 1;
+	}
+	if (next <= p->match_index)
+		next = p->match_index + 1;
+	if (next > c->last_index + 1)
+		next = c->last_index + 1;
+	if (next == 0)
+		next = 1;
+	p->next_index = next;
+	p->state = CNS_PEER_PROBE;
+	p->inflight = 0;
+	cns_send_append(c, p);
+}

@@ -1,0 +1,248 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Snapshots and log compaction (Raft §7): taking one at the applied index, sending it to a
+ * follower whose entries were compacted away (InstallSnapshot in chunks), installing one,
+ * and restoring one at boot.
+ */
+#include "cns_int.h"
+
+static void
+keep_compacting(struct cns *c)
+{
+	/* Keep a tail of entries behind the snapshot so a slightly lagging follower catches up
+	 * with AppendEntries rather than a whole snapshot. */
+	uint64_t keep = c->cfg.log_keep_entries;
+	if (c->snap.index > keep && c->snap.index - keep > c->base_index)
+		cns_log_compact(c, c->snap.index - keep);
+}
+
+int
+cns_snapshot_take(struct cns *c)
+{
+	CHECK(c != NULL);
+	if (c->applied <= c->snap.index)
+		return -EALREADY;
+	const struct svc_ops *ops = c->env.svc_ops;
+	size_t size = ops->snapshot_size(c->env.svc);
+	if (size > c->lim.snapshot_bytes_max)
+		return -ENOSPC;
+	size_t written = ops->snapshot(c->env.svc, c->snap_buf, c->lim.snapshot_bytes_max);
+	CHECK(written == size);
+	uint64_t term = cns_log_term(c, c->applied);
+	CHECK(term != CNS_TERM_UNKNOWN);
+	c->snap.index = c->applied;
+	c->snap.term = term;
+	c->snap.time_ns = c->applied_time_ns;
+	c->snap.len = size;
+	CNS_COUNT(c, SNAPSHOTS_TAKEN);
+	if (c->env.host.snapshot_saved != NULL)
+		c->env.host.snapshot_saved(c->env.host.ctx, &c->snap, c->snap_buf);
+	/* The snapshot is durable now, and it covers everything through its index. */
+	if (c->durable < c->snap.index)
+		c->durable = c->snap.index;
+	keep_compacting(c);
+	CHECK(c->base_index <= c->snap.index);
+	return 0;
+}
+
+void
+cns_send_snapshot_chunk(struct cns *c, struct cns_peer *p)
+{
+	CHECK(c->role == CNS_LEADER);
+	CHECK(c->snap.index > 0);
+	if (p->snap_index != c->snap.index) {
+		/* A newer snapshot replaced the one being sent: start it over. */
+		p->snap_index = c->snap.index;
+		p->snap_offset = 0;
+	}
+	uint64_t off = p->snap_offset;
+	CHECK(off <= c->snap.len);
+	uint64_t left = c->snap.len - off;
+	uint32_t n = left < CNS_SNAPSHOT_CHUNK ? (uint32_t)left : CNS_SNAPSHOT_CHUNK;
+	struct wire_install_snapshot *m = (struct wire_install_snapshot *)c->send_buf;
+	memset(m, 0, sizeof(*m));
+	wire_hdr_init(&m->hdr, WIRE_INSTALL_SNAPSHOT, c->cfg.shard);
+	m->term = c->term;
+	m->last_index = c->snap.index;
+	m->last_term = c->snap.term;
+	m->last_time_ns = c->snap.time_ns;
+	m->offset = off;
+	m->total_len = c->snap.len;
+	m->leader = c->cfg.self;
+	m->done = off + n == c->snap.len;
+	m->tail_len = (uint16_t)n;
+	uint8_t *tail = (uint8_t *)(m + 1);
+	memcpy(tail, c->snap_buf + off, n);
+	uint32_t len = ((uint32_t)sizeof(*m) + n + 7u) & ~7u;
+	memset(tail + n, 0, len - sizeof(*m) - n);
+	m->hdr.length = (uint16_t)len;
+	p->state = CNS_PEER_SNAPSHOT;
+	p->last_send_ns = c->now_ns;
+	cns_send(c, p->id, m);
+	CNS_COUNT(c, SNAPSHOT_CHUNKS_SENT);
+}
+
+static void
+send_snapshot_reply(struct cns *c, uint32_t to, uint64_t last_index, uint64_t next_offset,
+		    bool done)
+{
+	struct wire_snapshot_reply r;
+	memset(&r, 0, sizeof(r));
+	wire_hdr_init(&r.hdr, WIRE_SNAPSHOT_REPLY, c->cfg.shard);
+	r.term = c->term;
+	r.last_index = last_index;
+	r.next_offset = next_offset;
+	r.follower = c->cfg.self;
+	r.done = done;
+	cns_send(c, to, &r);
+}
+
+/* Make the received snapshot this node's base (Raft §7, receiver steps 5-8). */
+static void
+install(struct cns *c)
+{
+	const struct svc_ops *ops = c->env.svc_ops;
+	/* Before the snapshot becomes our base (cns_log_term answers from it). */
+	bool have = c->recv.index <= c->last_index &&
+		    cns_log_term(c, c->recv.index) == c->recv.term;
+	int rc = ops->restore(c->env.svc, c->recv_buf, c->recv.len);
+	CHECK(rc == 0);
+	uint8_t *t = c->snap_buf;
+	c->snap_buf = c->recv_buf;
+	c->recv_buf = t;
+	c->snap = c->recv;
+	uint64_t index = c->snap.index;
+	c->applied = index;
+	c->applied_time_ns = c->snap.time_ns;
+	if (c->commit < index)
+		c->commit = index;
+	if (have) {
+		/* Step 6: we hold the entry it ends with; keep the entries after it. */
+		cns_log_compact(c, index);
+	} else {
+		/* Step 7: discard the whole log. */
+		cns_log_reset_to(c, index, c->snap.term, c->snap.time_ns);
+		c->durable = index;
+	}
+	if (c->durable < index)
+		c->durable = index;
+	if (c->leader_match < index)
+		c->leader_match = index;
+	memset(&c->recv, 0, sizeof(c->recv));
+	c->recv_offset = 0;
+	CNS_COUNT(c, SNAPSHOTS_INSTALLED);
+	if (c->env.host.snapshot_saved != NULL)
+		c->env.host.snapshot_saved(c->env.host.ctx, &c->snap, c->snap_buf);
+	CHECK(c->commit <= c->last_index);
+}
+
+void
+cns_on_install_snapshot(struct cns *c, const struct wire_install_snapshot *m)
+{
+	if (m->term < c->term) {
+		CNS_COUNT(c, STALE_MSGS);
+		send_snapshot_reply(c, m->leader, m->last_index, 0, false);
+		return;
+	}
+	CHECK(c->role != CNS_LEADER);
+	if (c->role != CNS_FOLLOWER || c->leader != m->leader)
+		cns_become_follower(c, m->term, m->leader);
+	c->leader_heard_ns = c->now_ns;
+	cns_reset_election_timer(c);
+
+	if (m->last_index <= c->commit) {
+		/* We already hold everything it covers, committed. */
+		send_snapshot_reply(c, m->leader, m->last_index, m->total_len, true);
+		return;
+	}
+	if (m->offset == 0 && (c->recv.index != m->last_index || c->recv.term != m->last_term)) {
+		if (m->total_len > c->lim.snapshot_bytes_max) {
+			send_snapshot_reply(c, m->leader, m->last_index, 0, false);
+			return;
+		}
+		c->recv.index = m->last_index;
+		c->recv.term = m->last_term;
+		c->recv.time_ns = m->last_time_ns;
+		c->recv.len = m->total_len;
+		c->recv_offset = 0;
+	}
+	if (c->recv.index != m->last_index || c->recv.term != m->last_term ||
+	    c->recv.len != m->total_len || m->offset != c->recv_offset ||
+	    m->offset + m->tail_len > c->recv.len) {
+		/* Out of order or a different snapshot: say where we are. */
+		uint64_t at = c->recv.index == m->last_index ? c->recv_offset : 0;
+		send_snapshot_reply(c, m->leader, m->last_index, at, false);
+		return;
+	}
+	memcpy(c->recv_buf + m->offset, m + 1, m->tail_len);
+	c->recv_offset += m->tail_len;
+	if (!m->done || c->recv_offset != c->recv.len) {
+		send_snapshot_reply(c, m->leader, m->last_index, c->recv_offset, false);
+		return;
+	}
+	uint64_t index = c->recv.index;
+	uint64_t len = c->recv.len;
+	install(c);
+	send_snapshot_reply(c, m->leader, index, len, true);
+}
+
+void
+cns_on_snapshot_reply(struct cns *c, const struct wire_snapshot_reply *m)
+{
+	if (c->role != CNS_LEADER || m->term != c->term) {
+		CNS_COUNT(c, STALE_MSGS);
+		return;
+	}
+	int slot = cns_slot_of(c, m->follower);
+	CHECK(slot >= 0 && (uint32_t)slot != c->self_slot);
+	struct cns_peer *p = &c->peers[slot];
+	p->last_ack_ns = c->now_ns;
+	if (p->state != CNS_PEER_SNAPSHOT)
+		return;
+	if (m->done) {
+		if (m->last_index > p->match_index && m->last_index <= c->last_index)
+			p->match_index = m->last_index;
+		p->next_index = p->match_index + 1;
+		p->state = CNS_PEER_PROBE;
+		p->inflight = 0;
+		p->progress_ns = c->now_ns;
+		cns_leader_commit(c);
+		cns_send_append(c, p);
+		return;
+	}
+	if (m->last_index != p->snap_index || m->next_offset > c->snap.len)
+		p->snap_offset = 0;
+	else
+		p->snap_offset = m->next_offset;
+	cns_send_snapshot_chunk(c, p);
+}
+
+int
+cns_snapshot_restore(struct cns *c, const struct cns_snapshot_meta *meta, const void *data)
+{
+	CHECK(meta->len <= c->lim.snapshot_bytes_max);
+	memcpy(c->snap_buf, data, meta->len);
+	if (c->env.svc_ops->restore(c->env.svc, c->snap_buf, meta->len) != 0)
+		return -EINVAL;
+	c->snap = *meta;
+	c->applied = meta->index;
+	c->commit = meta->index;
+	c->applied_time_ns = meta->time_ns;
+	const struct cns_log_ops *ops = c->env.log_ops;
+	uint64_t first = ops->first_index(c->env.log);
+	uint64_t last = ops->last_index(c->env.log);
+	if (first <= meta->index && meta->index <= last &&
+	    ops->entry(c->env.log, meta->index)->term == meta->term) {
+		ops->compact(c->env.log, meta->index);
+	} else if (first != meta->index + 1) {
+		if (last >= first)
+			ops->truncate(c->env.log, first);
+		ops->compact(c->env.log, meta->index);
+	}
+	CHECK(ops->first_index(c->env.log) == meta->index + 1);
+	c->base_index = meta->index;
+	c->base_term = meta->term;
+	c->base_time_ns = meta->time_ns;
+	cns_log_refresh(c);
+	return 0;
+}

@@ -1,0 +1,1166 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * sim-raft: a deterministic simulator for the consensus core (TigerBeetle's VOPR,
+ * canonical/raft's fixture). One process, one thread, one seed:
+ *
+ *   - 3 or 5 members hosting the bank service over cns + an in-memory log store whose
+ *     writes become durable after a simulated, sometimes slow, disk latency;
+ *   - a network with delay, loss, duplication, reordering, full and asymmetric partitions;
+ *   - crashes and restarts (durable mode: what was not durable is lost, the write in
+ *     progress is torn and discarded; memory mode: a process crash keeps the page cache);
+ *   - per-node clock offset and drift; leadership transfers; snapshots and compaction.
+ *
+ * After every event it checks election safety, log matching, leader completeness, state
+ * machine safety, cluster time monotonic in every log, equal state hashes at equal applied
+ * index and money conservation; after the faults heal, that a leader exists, commits
+ * progress and every live member applies everything committed.
+ *
+ *   sim-raft --seed N [--steps M] [--trace]        one seed, exactly reproducible
+ *   sim-raft --seeds A-B [--steps M]               a range of seeds (stops at the first failure)
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bank.h"
+#include "common/check.h"
+#include "common/prng.h"
+#include "consensus/cns.h"
+
+#define NODES_MAX 5
+#define SLOTS 4096                 /* messages in flight */
+#define SLOT_BYTES (64 + WIRE_TAIL_MAX + 8)
+#define HEAP_MAX (SLOTS + 1024)
+#define DISKQ_MAX 4096             /* pending writes per node */
+#define TERMS_MAX 65536
+#define TRACE_LINES 48
+#define TRACE_LINE 200
+#define SNAP_MAX 4096
+#define MS UINT64_C(1000000)
+#define US UINT64_C(1000)
+
+enum ev_kind {
+	EV_DELIVER = 1,
+	EV_TICK = 2,
+	EV_CLIENT = 3,
+	EV_FAULT = 4,
+	EV_RESTART = 5,
+	EV_LINKS_HEAL = 6,
+	EV_DISK_HEAL = 7,
+};
+
+struct ev {
+	uint64_t t;    /* simulated time */
+	uint64_t seq;  /* tie-break: insertion order */
+	uint8_t kind;  /* enum ev_kind */
+	uint8_t node;  /* target node */
+	uint16_t reserved;
+	uint32_t arg;  /* slot or generation */
+};
+
+struct slot {
+	uint32_t from;
+	uint32_t to;
+	int32_t next_free;
+	uint32_t reserved;
+	uint64_t buf[SLOT_BYTES / 8];
+};
+
+struct disk_write {
+	uint64_t index;
+	uint64_t term;
+	uint64_t done_at;
+};
+
+struct node {
+	uint32_t id;                   /* node id (slot + 1) */
+	uint32_t idx;                  /* slot */
+	bool up;
+	uint32_t gen;                  /* restarts, so stale tick events are ignored */
+	struct cns *c;
+	void *cmem;
+	struct cns_memlog *log;
+	void *logmem;
+	struct bank bank;
+	int64_t clock_off_ns;          /* local clock = now * (1 + drift) + offset */
+	int64_t drift_ppm;
+	uint64_t local_last;           /* local clocks never go backwards */
+	struct disk_write dq[DISKQ_MAX];
+	uint32_t dq_head, dq_count;
+	uint64_t disk_lat_ns;          /* per-write latency */
+	uint64_t disk_slow_ns;         /* extra latency while a disk is slow */
+	struct cns_snapshot_meta snap; /* last saved snapshot (the durable one) */
+	uint8_t snap_data[SNAP_MAX];
+	bool has_snap;
+	uint64_t *chain;               /* chain hash of the entry at each index in its log */
+	uint64_t *time_at;             /* cluster time of the entry at each index */
+	uint64_t seen_commit;
+	uint64_t seen_applied;
+	uint64_t seen_term;
+	uint8_t seen_role;
+	uint64_t snap_every;           /* take a snapshot every this many applied entries */
+};
+
+struct lm_slot {
+	uint64_t index;
+	uint64_t term;
+	uint64_t chain;
+};
+
+static struct {
+	uint64_t seed;
+	uint64_t steps;
+	bool trace;
+	struct prng rng;
+	uint64_t now;
+	uint64_t seq;
+	uint32_t n;
+	uint32_t durability;
+	struct node nodes[NODES_MAX];
+	struct cns_limits limits;
+	struct cns_memlog_limits log_limits;
+	struct cns_config cfg;
+	/* network */
+	struct slot *slots;
+	int32_t free_slot;
+	struct ev heap[HEAP_MAX];
+	uint32_t heap_len;
+	bool cut[NODES_MAX][NODES_MAX]; /* cut[a][b]: a's messages to b are dropped */
+	uint32_t loss_pm;               /* per mille */
+	uint32_t dup_pm;
+	uint64_t delay_min_ns, delay_max_ns;
+	uint64_t msgs_sent, msgs_dropped;
+	/* client */
+	uint32_t client_guess;
+	uint64_t transfer_id;
+	bool clients_on;
+	uint64_t proposals_ok;
+	/* checks */
+	uint64_t idx_max;
+	uint64_t *committed_chain;  /* per index */
+	uint64_t *committed_term;   /* term of the node that first committed it */
+	uint64_t *hash_at;          /* service state hash at each applied index */
+	uint64_t global_commit;
+	uint32_t leader_of_term[TERMS_MAX];
+	struct lm_slot *lm;
+	uint64_t lm_cap;
+	bool chaos;
+	uint64_t events;
+	uint64_t crashes, torn, transfers, partitions, snapshots;
+	/* trace ring */
+	char trace_ring[TRACE_LINES][TRACE_LINE];
+	uint32_t trace_pos;
+	uint64_t trace_count;
+} S;
+
+/* ---------------------------------------------------------------------------------------
+ * Trace and failure.
+ * ------------------------------------------------------------------------------------- */
+
+__attribute__((format(printf, 1, 2))) static void
+trace(const char *fmt, ...)
+{
+	char *line = S.trace_ring[S.trace_pos];
+	int n = snprintf(line, TRACE_LINE, "t=%" PRIu64 ".%03" PRIu64 "ms ", S.now / MS,
+			 (S.now % MS) / US);
+	va_list ap;
+	va_start(ap, fmt);
+	if (n > 0 && n < TRACE_LINE)
+		vsnprintf(line + n, (size_t)(TRACE_LINE - n), fmt, ap);
+	va_end(ap);
+	if (S.trace)
+		printf("%s\n", line);
+	S.trace_pos = (S.trace_pos + 1) % TRACE_LINES;
+	S.trace_count++;
+}
+
+static void
+trace_dump(void)
+{
+	uint64_t lines = S.trace_count < TRACE_LINES ? S.trace_count : TRACE_LINES;
+	fprintf(stderr, "--- trace tail (%" PRIu64 " lines) ---\n", lines);
+	for (uint64_t i = 0; i < lines; i++) {
+		uint32_t at = (uint32_t)((S.trace_pos + TRACE_LINES - lines + i) % TRACE_LINES);
+		fprintf(stderr, "%s\n", S.trace_ring[at]);
+	}
+	fprintf(stderr, "--- replay: sim-raft --seed %" PRIu64 " --steps %" PRIu64 " --trace\n",
+		S.seed, S.steps);
+}
+
+__attribute__((format(printf, 2, 3), noreturn)) static void
+fail(const char *invariant, const char *fmt, ...)
+{
+	fprintf(stderr, "FAIL seed=%" PRIu64 " event=%" PRIu64 " t=%" PRIu64 "ns invariant=%s: ",
+		S.seed, S.events, S.now, invariant);
+	va_list ap;
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n");
+	trace_dump();
+	exit(1);
+}
+
+static void
+on_check_fail(const char *file, int line, const char *expr)
+{
+	fprintf(stderr, "FAIL seed=%" PRIu64 " event=%" PRIu64 " invariant=CHECK %s:%d %s\n",
+		S.seed, S.events, file, line, expr);
+	trace_dump();
+}
+
+#define SIM_ASSERT(inv, cond, ...)                                                         \
+	do {                                                                               \
+		if (!(cond))                                                               \
+			fail(inv, __VA_ARGS__);                                            \
+	} while (0)
+
+/* ---------------------------------------------------------------------------------------
+ * Event heap.
+ * ------------------------------------------------------------------------------------- */
+
+static bool
+ev_less(const struct ev *a, const struct ev *b)
+{
+	return a->t != b->t ? a->t < b->t : a->seq < b->seq;
+}
+
+static void
+ev_push(uint64_t t, uint8_t kind, uint32_t node, uint32_t arg)
+{
+	SIM_ASSERT("sim", S.heap_len < HEAP_MAX, "event heap full");
+	struct ev e = {.t = t, .seq = S.seq++, .kind = kind, .node = (uint8_t)node, .arg = arg};
+	uint32_t i = S.heap_len++;
+	while (i > 0) {
+		uint32_t p = (i - 1) / 2;
+		if (!ev_less(&e, &S.heap[p]))
+			break;
+		S.heap[i] = S.heap[p];
+		i = p;
+	}
+	S.heap[i] = e;
+}
+
+static struct ev
+ev_pop(void)
+{
+	struct ev top = S.heap[0];
+	struct ev last = S.heap[--S.heap_len];
+	uint32_t i = 0;
+	for (;;) {
+		uint32_t l = 2 * i + 1, r = l + 1, m = i;
+		const struct ev *best = &last;
+		if (l < S.heap_len && ev_less(&S.heap[l], best)) {
+			m = l;
+			best = &S.heap[l];
+		}
+		if (r < S.heap_len && ev_less(&S.heap[r], best))
+			m = r;
+		if (m == i)
+			break;
+		S.heap[i] = S.heap[m];
+		i = m;
+	}
+	if (S.heap_len > 0)
+		S.heap[i] = last;
+	return top;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Helpers.
+ * ------------------------------------------------------------------------------------- */
+
+static uint64_t
+rnd(uint64_t lo, uint64_t hi)
+{
+	return (uint64_t)prng_range(&S.rng, (int64_t)lo, (int64_t)hi);
+}
+
+static bool
+chance(uint32_t per_mille)
+{
+	return prng_chance(&S.rng, per_mille, 1000);
+}
+
+static uint64_t
+local_clock(struct node *n)
+{
+	int64_t t = (int64_t)S.now + (int64_t)S.now / 1000000 * n->drift_ppm + n->clock_off_ns;
+	uint64_t u = (uint64_t)t;
+	if (u < n->local_last)
+		u = n->local_last;
+	n->local_last = u;
+	return u;
+}
+
+static uint64_t
+mix(uint64_t h, uint64_t v)
+{
+	h ^= v + UINT64_C(0x9e3779b97f4a7c15) + (h << 6) + (h >> 2);
+	h *= UINT64_C(0xff51afd7ed558ccd);
+	return h ^ (h >> 33);
+}
+
+static uint64_t
+base_of(const struct node *n)
+{
+	return cns_memlog_ops.first_index(n->log) - 1;
+}
+
+static const char *
+role_name(enum cns_role r)
+{
+	switch (r) {
+	case CNS_FOLLOWER:
+		return "follower";
+	case CNS_PRE_CANDIDATE:
+		return "pre-candidate";
+	case CNS_CANDIDATE:
+		return "candidate";
+	case CNS_LEADER:
+		return "leader";
+	}
+	return "?";
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The log store seen by the core: the memlog plus a simulated disk and the checker's
+ * per-entry chain hashes.
+ * ------------------------------------------------------------------------------------- */
+
+/* Log Matching (Raft §5.3): every (index, term) ever appended anywhere has one chain hash,
+ * i.e. one entry and one prefix. */
+static void
+lm_check(uint64_t index, uint64_t term, uint64_t chain)
+{
+	uint64_t h = mix(index, term) & (S.lm_cap - 1);
+	for (uint64_t probe = 0; probe < S.lm_cap; probe++) {
+		struct lm_slot *s = &S.lm[(h + probe) & (S.lm_cap - 1)];
+		if (s->index == 0) {
+			s->index = index;
+			s->term = term;
+			s->chain = chain;
+			return;
+		}
+		if (s->index == index && s->term == term) {
+			SIM_ASSERT("log matching", s->chain == chain,
+				   "two different entries (or prefixes) at index %" PRIu64
+				   " term %" PRIu64,
+				   index, term);
+			return;
+		}
+	}
+	fail("sim", "log matching table full");
+}
+
+static int
+st_append(void *store, uint64_t index, const struct wire_entry_hdr *hdr, const void *data)
+{
+	struct node *n = store;
+	int rc = cns_memlog_ops.append(n->log, index, hdr, data);
+	if (rc != 0)
+		return rc;
+	SIM_ASSERT("sim", index < S.idx_max, "index %" PRIu64 " beyond the checker's tables",
+		   index);
+	uint64_t h = mix(n->chain[index - 1], hdr->term);
+	h = mix(h, hdr->time_ns);
+	h = mix(h, hdr->kind);
+	const uint64_t *w = data;
+	for (uint32_t i = 0; i < hdr->data_len / 8; i++)
+		h = mix(h, w[i]);
+	n->chain[index] = h;
+	lm_check(index, hdr->term, h);
+	/* Cluster time is monotonic along every log. */
+	if (index >= 2)
+		SIM_ASSERT("cluster time monotonic", hdr->time_ns >= n->time_at[index - 1],
+			   "node %u index %" PRIu64 " time %" PRIu64 " < previous %" PRIu64, n->id,
+			   index, hdr->time_ns, n->time_at[index - 1]);
+	n->time_at[index] = hdr->time_ns;
+	/* The disk writes in order; a write completes after its latency. */
+	uint64_t done = S.now + n->disk_lat_ns + n->disk_slow_ns;
+	if (n->dq_count > 0) {
+		struct disk_write *tail = &n->dq[(n->dq_head + n->dq_count - 1) % DISKQ_MAX];
+		if (done < tail->done_at)
+			done = tail->done_at;
+		if (n->dq_count == DISKQ_MAX) {
+			tail->index = index; /* coalesce: a later report covers the earlier */
+			tail->term = hdr->term;
+			tail->done_at = done;
+			return 0;
+		}
+	}
+	struct disk_write *d = &n->dq[(n->dq_head + n->dq_count) % DISKQ_MAX];
+	d->index = index;
+	d->term = hdr->term;
+	d->done_at = done;
+	n->dq_count++;
+	return 0;
+}
+
+static void
+st_truncate(void *store, uint64_t index)
+{
+	struct node *n = store;
+	cns_memlog_ops.truncate(n->log, index);
+}
+
+static void
+st_compact(void *store, uint64_t index)
+{
+	struct node *n = store;
+	cns_memlog_ops.compact(n->log, index);
+}
+
+static const struct wire_entry_hdr *
+st_entry(const void *store, uint64_t index)
+{
+	const struct node *n = store;
+	return cns_memlog_ops.entry(n->log, index);
+}
+
+static uint64_t
+st_first(const void *store)
+{
+	const struct node *n = store;
+	return cns_memlog_ops.first_index(n->log);
+}
+
+static uint64_t
+st_last(const void *store)
+{
+	const struct node *n = store;
+	return cns_memlog_ops.last_index(n->log);
+}
+
+static void
+st_save_vote(void *store, uint64_t term, uint32_t vote)
+{
+	struct node *n = store;
+	cns_memlog_ops.save_vote(n->log, term, vote); /* a small synchronous record */
+}
+
+static const struct cns_log_ops sim_store_ops = {
+	.append = st_append,
+	.truncate = st_truncate,
+	.compact = st_compact,
+	.entry = st_entry,
+	.first_index = st_first,
+	.last_index = st_last,
+	.save_vote = st_save_vote,
+};
+
+/* ---------------------------------------------------------------------------------------
+ * Host callbacks.
+ * ------------------------------------------------------------------------------------- */
+
+static void
+host_send(void *ctx, uint32_t to, const struct wire_msg_hdr *msg)
+{
+	struct node *from = ctx;
+	uint32_t ti = to - 1;
+	S.msgs_sent++;
+	if (ti >= S.n || S.cut[from->idx][ti] || chance(S.loss_pm) || S.free_slot < 0) {
+		S.msgs_dropped++;
+		return;
+	}
+	uint32_t copies = chance(S.dup_pm) ? 2 : 1;
+	for (uint32_t k = 0; k < copies && S.free_slot >= 0; k++) {
+		int32_t si = S.free_slot;
+		struct slot *s = &S.slots[si];
+		S.free_slot = s->next_free;
+		s->from = from->id;
+		s->to = to;
+		SIM_ASSERT("sim", msg->length <= SLOT_BYTES, "message too big");
+		memcpy(s->buf, msg, msg->length);
+		uint64_t delay = rnd(S.delay_min_ns, S.delay_max_ns);
+		if (chance(10))
+			delay += rnd(5 * MS, 40 * MS); /* a delay spike reorders */
+		ev_push(S.now + delay, EV_DELIVER, ti, (uint32_t)si);
+	}
+}
+
+static void
+host_snapshot_saved(void *ctx, const struct cns_snapshot_meta *meta, const void *data)
+{
+	struct node *n = ctx;
+	SIM_ASSERT("sim", meta->len <= SNAP_MAX, "snapshot too big");
+	/* Written synchronously: it is this node's durable base from now on. */
+	n->snap = *meta;
+	memcpy(n->snap_data, data, meta->len);
+	n->has_snap = true;
+	SIM_ASSERT("state machine safety", S.committed_chain[meta->index] != 0,
+		   "snapshot at %" PRIu64 " of an entry never committed", meta->index);
+	if (n->chain[meta->index] != S.committed_chain[meta->index]) {
+		/* Installed from the leader: this node's base is the committed entry. */
+		n->chain[meta->index] = S.committed_chain[meta->index];
+		n->time_at[meta->index] = meta->time_ns;
+	}
+	trace("n%u snapshot saved index=%" PRIu64 " term=%" PRIu64 " len=%" PRIu64, n->id,
+	      meta->index, meta->term, meta->len);
+}
+
+static struct svc_sink null_sink;
+
+static void
+sink_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
+{
+	(void)ctx;
+	(void)dest;
+	(void)msg;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Nodes.
+ * ------------------------------------------------------------------------------------- */
+
+static void
+node_boot(struct node *n)
+{
+	bank_init(&n->bank);
+	struct cns_config cfg = S.cfg;
+	cfg.self = n->id;
+	cfg.seed = S.seed * 31 + n->id * 7 + n->gen;
+	struct cns_env env = {
+		.log_ops = &sim_store_ops,
+		.log = n,
+		.svc_ops = &bank_ops,
+		.svc = &n->bank,
+		.sink = &null_sink,
+		.host = {.ctx = n, .send = host_send, .snapshot_saved = host_snapshot_saved},
+	};
+	struct cns_boot boot = {
+		.term = cns_memlog_term(n->log),
+		.vote = cns_memlog_vote(n->log),
+		.snapshot = n->has_snap ? &n->snap : NULL,
+		.snapshot_data = n->snap_data,
+	};
+	int rc = cns_init(&n->c, n->cmem, &S.limits, &cfg, &env, &boot);
+	SIM_ASSERT("sim", rc == 0, "cns_init node %u: %d", n->id, rc);
+	n->up = true;
+	n->seen_commit = cns_commit_index(n->c);
+	n->seen_applied = cns_applied_index(n->c);
+	n->seen_role = CNS_FOLLOWER;
+	n->seen_term = cns_term(n->c);
+	ev_push(S.now + rnd(0, 3 * MS), EV_TICK, n->idx, n->gen);
+}
+
+static void
+node_crash(struct node *n)
+{
+	n->up = false;
+	n->gen++;
+	S.crashes++;
+	if (S.durability == CNS_DURABLE_DISK) {
+		/* A host crash: only what the disk completed survives. The write in progress (if
+		 * any) is torn; the store's recovery discards a torn record, which leaves the log
+		 * at the last completed write. */
+		uint64_t d = cns_durable_index(n->c);
+		uint64_t last = cns_memlog_ops.last_index(n->log);
+		uint64_t first = cns_memlog_ops.first_index(n->log);
+		if (n->dq_count > 0)
+			S.torn++;
+		if (d < last) {
+			SIM_ASSERT("sim", d + 1 >= first, "durable index behind the log start");
+			cns_memlog_ops.truncate(n->log, d + 1);
+		}
+		trace("n%u crash (host): durable=%" PRIu64 " lost=%" PRIu64 " torn=%u", n->id, d,
+		      last - d, n->dq_count > 0);
+	} else {
+		trace("n%u crash (process): log kept through %" PRIu64, n->id,
+		      cns_memlog_ops.last_index(n->log));
+	}
+	n->dq_count = 0;
+	n->dq_head = 0;
+}
+
+static void
+node_restart(struct node *n)
+{
+	trace("n%u restart term=%" PRIu64 " snap=%" PRIu64, n->id, cns_memlog_term(n->log),
+	      n->has_snap ? n->snap.index : 0);
+	node_boot(n);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Invariants.
+ * ------------------------------------------------------------------------------------- */
+
+static void
+record_commit(struct node *n, uint64_t i)
+{
+	uint64_t ch = n->chain[i];
+	if (S.committed_chain[i] == 0) {
+		S.committed_chain[i] = ch;
+		S.committed_term[i] = cns_term(n->c);
+		if (i > S.global_commit)
+			S.global_commit = i;
+		return;
+	}
+	SIM_ASSERT("state machine safety", S.committed_chain[i] == ch,
+		   "node %u committed a different entry at index %" PRIu64, n->id, i);
+}
+
+static void
+check_leader_completeness(struct node *n)
+{
+	/* Raft §5.4: a leader of term T holds every entry committed in a term before T. */
+	uint64_t t = cns_term(n->c);
+	uint64_t i = S.global_commit;
+	while (i > 0 && S.committed_term[i] >= t)
+		i--;
+	if (i == 0 || i <= base_of(n))
+		return;
+	SIM_ASSERT("leader completeness", cns_last_index(n->c) >= i && n->chain[i] == S.committed_chain[i],
+		   "leader n%u of term %" PRIu64 " lacks committed index %" PRIu64, n->id, t, i);
+}
+
+static void
+observe(struct node *n)
+{
+	if (!n->up)
+		return;
+	struct cns *c = n->c;
+	enum cns_role role = cns_role(c);
+	uint64_t term = cns_term(c);
+	if (role != n->seen_role || term != n->seen_term) {
+		trace("n%u %s term=%" PRIu64 " last=%" PRIu64 "/%" PRIu64 " commit=%" PRIu64, n->id,
+		      role_name(role), term, cns_last_index(c), cns_last_term(c),
+		      cns_commit_index(c));
+		if (role == CNS_LEADER) {
+			SIM_ASSERT("sim", term < TERMS_MAX, "term overflow");
+			/* Election Safety (Raft §5.2): at most one leader per term. */
+			if (S.leader_of_term[term] == 0)
+				S.leader_of_term[term] = n->id;
+			SIM_ASSERT("election safety", S.leader_of_term[term] == n->id,
+				   "two leaders in term %" PRIu64 ": n%u and n%u", term,
+				   S.leader_of_term[term], n->id);
+			check_leader_completeness(n);
+		}
+		n->seen_role = (uint8_t)role;
+		n->seen_term = term;
+	}
+	uint64_t commit = cns_commit_index(c);
+	uint64_t from = n->seen_commit > base_of(n) ? n->seen_commit : base_of(n);
+	for (uint64_t i = from + 1; i <= commit; i++)
+		record_commit(n, i);
+	n->seen_commit = commit;
+
+	uint64_t applied = cns_applied_index(c);
+	from = n->seen_applied > base_of(n) ? n->seen_applied : base_of(n);
+	for (uint64_t i = from + 1; i <= applied; i++)
+		SIM_ASSERT("state machine safety", n->chain[i] == S.committed_chain[i],
+			   "node %u applied index %" PRIu64 " that differs from the committed one",
+			   n->id, i);
+	n->seen_applied = applied;
+	if (applied > 0) {
+		uint64_t h = bank_ops.state_hash(&n->bank);
+		if (S.hash_at[applied] == 0)
+			S.hash_at[applied] = h;
+		SIM_ASSERT("state hash", S.hash_at[applied] == h,
+			   "node %u state hash differs at applied index %" PRIu64, n->id, applied);
+	}
+	SIM_ASSERT("bank conservation", n->bank.violations == 0 &&
+			   bank_total(&n->bank) == (int64_t)BANK_ACCOUNTS * BANK_INITIAL,
+		   "node %u: money or time broken", n->id);
+	SIM_ASSERT("cluster time", cns_applied_time(c) == n->bank.last_time_ns || applied == 0 ||
+					   n->bank.last_index == 0,
+		   "node %u service time differs from applied entry time", n->id);
+}
+
+static void
+drive(struct node *n)
+{
+	if (!n->up)
+		return;
+	observe(n);
+	cns_apply(n->c, 64);
+	observe(n);
+	/* Host policy: snapshot every snap_every entries, or when the log store fills up. */
+	if (cns_applied_index(n->c) >= cns_snapshot(n->c, NULL)->index + n->snap_every ||
+	    cns_memlog_count(n->log) > S.log_limits.entries_max / 4 * 3) {
+		int rc = cns_snapshot_take(n->c);
+		if (rc == 0)
+			S.snapshots++;
+	}
+	observe(n);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Events.
+ * ------------------------------------------------------------------------------------- */
+
+static const char *
+msg_name(const struct wire_msg_hdr *m)
+{
+	return wire_type_name(m->type);
+}
+
+static void
+ev_deliver(struct ev *e)
+{
+	struct slot *s = &S.slots[e->arg];
+	struct node *n = &S.nodes[e->node];
+	const struct wire_msg_hdr *m = (const void *)s->buf;
+	if (n->up) {
+		if (S.trace) {
+			uint64_t term;
+			memcpy(&term, m + 1, 8);
+			trace("n%u <- n%u %s term=%" PRIu64 " len=%u", n->id, s->from, msg_name(m),
+			      term, m->length);
+		}
+		int rc = cns_step(n->c, local_clock(n), m);
+		SIM_ASSERT("sim", rc == 0, "cns_step refused a message: %d", rc);
+		drive(n);
+	}
+	s->next_free = S.free_slot;
+	S.free_slot = (int32_t)e->arg;
+}
+
+static void
+ev_tick(struct ev *e)
+{
+	struct node *n = &S.nodes[e->node];
+	if (!n->up || e->arg != n->gen)
+		return;
+	cns_tick(n->c, local_clock(n));
+	drive(n);
+	ev_push(S.now + rnd(1 * MS, 4 * MS), EV_TICK, n->idx, n->gen);
+}
+
+static void
+ev_client(void)
+{
+	if (!S.clients_on)
+		return;
+	ev_push(S.now + rnd(200 * US, 4 * MS), EV_CLIENT, 0, 0);
+	uint32_t burst = (uint32_t)rnd(1, 6);
+	for (uint32_t b = 0; b < burst; b++) {
+		struct node *n = &S.nodes[S.client_guess % S.n];
+		if (!n->up) {
+			S.client_guess = (uint32_t)rnd(0, S.n - 1);
+			return;
+		}
+		struct wire_transfer t;
+		bank_transfer_msg(&t, S.cfg.shard, rnd(0, BANK_ACCOUNTS - 1),
+				  rnd(0, BANK_ACCOUNTS - 1), (int64_t)rnd(1, 50000), ++S.transfer_id);
+		int rc = cns_propose(n->c, local_clock(n), &t.hdr);
+		if (rc == -EPERM) {
+			uint32_t hint = cns_leader(n->c);
+			S.client_guess = hint != CNS_NODE_NONE ? hint - 1 : (uint32_t)rnd(0, S.n - 1);
+			return;
+		}
+		if (rc != 0)
+			return;
+		S.proposals_ok++;
+	}
+	if (chance(300))
+		cns_flush(S.nodes[S.client_guess % S.n].c, local_clock(&S.nodes[S.client_guess % S.n]));
+	drive(&S.nodes[S.client_guess % S.n]);
+}
+
+static uint32_t
+up_count(void)
+{
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < S.n; i++)
+		k += S.nodes[i].up;
+	return k;
+}
+
+static void
+heal_links(void)
+{
+	memset(S.cut, 0, sizeof(S.cut));
+}
+
+static void
+ev_fault(void)
+{
+	if (!S.chaos)
+		return;
+	ev_push(S.now + rnd(20 * MS, 600 * MS), EV_FAULT, 0, 0);
+	uint32_t a = (uint32_t)rnd(0, S.n - 1);
+	uint32_t b = (uint32_t)rnd(0, S.n - 1);
+	switch (rnd(0, 9)) {
+	case 0: { /* full partition: a random side against the rest */
+		uint32_t side = (uint32_t)rnd(1, (1u << S.n) - 2);
+		for (uint32_t i = 0; i < S.n; i++)
+			for (uint32_t j = 0; j < S.n; j++)
+				S.cut[i][j] = ((side >> i) & 1) != ((side >> j) & 1);
+		S.partitions++;
+		trace("fault: partition side mask %#x", side);
+		ev_push(S.now + rnd(50 * MS, 2000 * MS), EV_LINKS_HEAL, 0, 0);
+		break;
+	}
+	case 1: /* asymmetric: a's messages to b are lost, b's reach a */
+		if (a != b) {
+			S.cut[a][b] = true;
+			trace("fault: asymmetric cut n%u -> n%u", a + 1, b + 1);
+			ev_push(S.now + rnd(50 * MS, 2000 * MS), EV_LINKS_HEAL, 0, 0);
+		}
+		break;
+	case 2: /* isolate one node both ways */
+		for (uint32_t j = 0; j < S.n; j++) {
+			S.cut[a][j] = j != a;
+			S.cut[j][a] = j != a;
+		}
+		trace("fault: isolate n%u", a + 1);
+		ev_push(S.now + rnd(50 * MS, 1500 * MS), EV_LINKS_HEAL, 0, 0);
+		break;
+	case 3:
+	case 4: /* crash */
+		if (S.nodes[a].up && up_count() > 1) {
+			node_crash(&S.nodes[a]);
+			ev_push(S.now + rnd(10 * MS, 1500 * MS), EV_RESTART, a, S.nodes[a].gen);
+		}
+		break;
+	case 5: /* slow disk */
+		S.nodes[a].disk_slow_ns = rnd(1 * MS, 80 * MS);
+		trace("fault: slow disk n%u +%" PRIu64 "us", a + 1, S.nodes[a].disk_slow_ns / US);
+		ev_push(S.now + rnd(50 * MS, 1000 * MS), EV_DISK_HEAL, a, 0);
+		break;
+	case 6: /* network quality */
+		S.loss_pm = (uint32_t)rnd(0, 200);
+		S.dup_pm = (uint32_t)rnd(0, 50);
+		S.delay_max_ns = rnd(S.delay_min_ns, 15 * MS);
+		trace("fault: loss=%u/1000 dup=%u/1000 delay<=%" PRIu64 "us", S.loss_pm, S.dup_pm,
+		      S.delay_max_ns / US);
+		break;
+	case 7: { /* leadership transfer */
+		for (uint32_t i = 0; i < S.n; i++) {
+			struct node *n = &S.nodes[i];
+			if (n->up && cns_role(n->c) == CNS_LEADER && i != b) {
+				int rc = cns_transfer(n->c, local_clock(n), b + 1);
+				trace("fault: transfer n%u -> n%u rc=%d", n->id, b + 1, rc);
+				S.transfers++;
+				drive(n);
+				break;
+			}
+		}
+		break;
+	}
+	case 8: /* heal links */
+		heal_links();
+		trace("fault: links healed");
+		break;
+	default: /* clock jump forward on one node */
+		S.nodes[a].clock_off_ns += (int64_t)rnd(0, 500 * MS);
+		trace("fault: clock of n%u jumps", a + 1);
+		break;
+	}
+}
+
+static void
+disk_complete(struct node *n)
+{
+	struct disk_write *d = &n->dq[n->dq_head];
+	n->dq_head = (n->dq_head + 1) % DISKQ_MAX;
+	n->dq_count--;
+	if (!n->up)
+		return;
+	cns_durable(n->c, d->index, d->term);
+	drive(n);
+}
+
+/* The next disk completion over all nodes, or UINT64_MAX. */
+static int
+next_disk(uint64_t *t)
+{
+	int best = -1;
+	*t = UINT64_MAX;
+	for (uint32_t i = 0; i < S.n; i++) {
+		struct node *n = &S.nodes[i];
+		if (n->dq_count > 0 && n->dq[n->dq_head].done_at < *t) {
+			*t = n->dq[n->dq_head].done_at;
+			best = (int)i;
+		}
+	}
+	return best;
+}
+
+static void
+step_one(void)
+{
+	uint64_t td;
+	int dn = next_disk(&td);
+	S.events++;
+	if (dn >= 0 && (S.heap_len == 0 || td <= S.heap[0].t)) {
+		S.now = td;
+		disk_complete(&S.nodes[dn]);
+		return;
+	}
+	SIM_ASSERT("sim", S.heap_len > 0, "no events");
+	struct ev e = ev_pop();
+	S.now = e.t;
+	switch (e.kind) {
+	case EV_DELIVER:
+		ev_deliver(&e);
+		break;
+	case EV_TICK:
+		ev_tick(&e);
+		break;
+	case EV_CLIENT:
+		ev_client();
+		break;
+	case EV_FAULT:
+		ev_fault();
+		break;
+	case EV_RESTART:
+		if (!S.nodes[e.node].up && S.nodes[e.node].gen == e.arg)
+			node_restart(&S.nodes[e.node]);
+		break;
+	case EV_LINKS_HEAL:
+		heal_links();
+		trace("links healed");
+		break;
+	case EV_DISK_HEAL:
+		S.nodes[e.node].disk_slow_ns = 0;
+		break;
+	default:
+		fail("sim", "bad event kind %u", e.kind);
+	}
+}
+
+/* ---------------------------------------------------------------------------------------
+ * One run.
+ * ------------------------------------------------------------------------------------- */
+
+static void *
+xalloc(size_t size)
+{
+	void *p = aligned_alloc(64, (size + 63) & ~(size_t)63);
+	if (p == NULL) {
+		fprintf(stderr, "out of memory\n");
+		exit(2);
+	}
+	memset(p, 0, size);
+	return p;
+}
+
+static struct node *
+leader_node(void)
+{
+	struct node *best = NULL;
+	for (uint32_t i = 0; i < S.n; i++) {
+		struct node *n = &S.nodes[i];
+		if (n->up && cns_role(n->c) == CNS_LEADER &&
+		    (best == NULL || cns_term(n->c) > cns_term(best->c)))
+			best = n;
+	}
+	return best;
+}
+
+static void
+run_until(uint64_t t)
+{
+	while (S.now < t)
+		step_one();
+}
+
+static int
+run(uint64_t seed, uint64_t steps)
+{
+	/* Reset everything but the allocations. */
+	struct slot *slots = S.slots;
+	struct lm_slot *lm = S.lm;
+	uint64_t *cc = S.committed_chain, *ct = S.committed_term, *ha = S.hash_at;
+	uint64_t idx_max = S.idx_max, lm_cap = S.lm_cap;
+	void *cmem[NODES_MAX], *lmem[NODES_MAX];
+	uint64_t *chains[NODES_MAX], *times[NODES_MAX];
+	for (uint32_t i = 0; i < NODES_MAX; i++) {
+		cmem[i] = S.nodes[i].cmem;
+		lmem[i] = S.nodes[i].logmem;
+		chains[i] = S.nodes[i].chain;
+		times[i] = S.nodes[i].time_at;
+	}
+	bool tr = S.trace;
+	memset(&S, 0, sizeof(S));
+	S.trace = tr;
+	S.slots = slots;
+	S.lm = lm;
+	S.committed_chain = cc;
+	S.committed_term = ct;
+	S.hash_at = ha;
+	S.idx_max = idx_max;
+	S.lm_cap = lm_cap;
+	for (uint32_t i = 0; i < NODES_MAX; i++) {
+		S.nodes[i].cmem = cmem[i];
+		S.nodes[i].logmem = lmem[i];
+		S.nodes[i].chain = chains[i];
+		S.nodes[i].time_at = times[i];
+	}
+	memset(cc, 0, idx_max * sizeof(uint64_t));
+	memset(ct, 0, idx_max * sizeof(uint64_t));
+	memset(ha, 0, idx_max * sizeof(uint64_t));
+	memset(lm, 0, lm_cap * sizeof(*lm));
+	S.seed = seed;
+	S.steps = steps;
+	prng_seed(&S.rng, seed);
+
+	S.n = chance(500) ? 3 : 5;
+	S.durability = chance(500) ? CNS_DURABLE_DISK : CNS_DURABLE_MEMORY;
+	S.limits.snapshot_bytes_max = SNAP_MAX;
+	S.log_limits.entries_max = (uint32_t)rnd(256, 2048);
+	S.log_limits.bytes_max = 1u << 20;
+	uint32_t members[NODES_MAX];
+	for (uint32_t i = 0; i < S.n; i++)
+		members[i] = i + 1;
+	cns_config_default(&S.cfg, 7, 1, S.n, members);
+	S.cfg.durability = S.durability;
+	S.cfg.election_timeout_min_ns = 150 * MS;
+	S.cfg.election_timeout_max_ns = 300 * MS;
+	S.cfg.heartbeat_ns = 30 * MS;
+	S.cfg.tick_entry_ns = rnd(20, 100) * MS;
+	S.cfg.batch_bytes_max = ((uint32_t)rnd(1, 60) * 40 + 7) & ~7u;
+	S.cfg.append_entries_max = (uint32_t)rnd(1, 32);
+	S.cfg.inflight_max = (uint32_t)rnd(1, 8);
+	S.cfg.uncommitted_max = (uint32_t)rnd(16, 128);
+	S.cfg.log_keep_entries = (uint32_t)rnd(0, 32);
+	S.delay_min_ns = 100 * US;
+	S.delay_max_ns = rnd(300 * US, 5 * MS);
+	S.loss_pm = (uint32_t)rnd(0, 50);
+	S.dup_pm = (uint32_t)rnd(0, 20);
+
+	S.free_slot = -1;
+	for (int32_t i = SLOTS - 1; i >= 0; i--) {
+		S.slots[i].next_free = S.free_slot;
+		S.free_slot = i;
+	}
+	null_sink.ctx = NULL;
+	null_sink.emit = sink_emit;
+	for (uint32_t i = 0; i < S.n; i++) {
+		struct node *n = &S.nodes[i];
+		n->id = i + 1;
+		n->idx = i;
+		memset(n->chain, 0, idx_max * sizeof(uint64_t));
+		memset(n->time_at, 0, idx_max * sizeof(uint64_t));
+		int rc = cns_memlog_init(&n->log, n->logmem, &S.log_limits);
+		SIM_ASSERT("sim", rc == 0, "memlog init");
+		n->clock_off_ns = (int64_t)rnd(1000 * MS, 3000 * MS);
+		n->drift_ppm = (int64_t)rnd(0, 400) - 200;
+		n->disk_lat_ns = rnd(20 * US, 2 * MS);
+		n->snap_every = rnd(20, 400);
+	}
+	trace("seed %" PRIu64 ": %u nodes, %s durability, log %u entries, batch %u B, window %u",
+	      seed, S.n, S.durability == CNS_DURABLE_DISK ? "disk" : "memory",
+	      S.log_limits.entries_max, S.cfg.batch_bytes_max, S.cfg.inflight_max);
+	for (uint32_t i = 0; i < S.n; i++)
+		node_boot(&S.nodes[i]);
+	S.clients_on = true;
+	S.chaos = true;
+	ev_push(rnd(100 * MS, 400 * MS), EV_CLIENT, 0, 0);
+	ev_push(rnd(300 * MS, 1000 * MS), EV_FAULT, 0, 0);
+
+	/* Chaos. */
+	for (uint64_t i = 0; i < steps; i++)
+		step_one();
+
+	/* Heal: links, disks, network, every node back up. */
+	S.chaos = false;
+	heal_links();
+	S.loss_pm = 0;
+	S.dup_pm = 0;
+	S.delay_max_ns = 2 * MS;
+	for (uint32_t i = 0; i < S.n; i++) {
+		struct node *n = &S.nodes[i];
+		n->disk_slow_ns = 0;
+		if (!n->up)
+			node_restart(n);
+	}
+	uint64_t healed_at = S.now;
+	uint64_t commit_at_heal = S.global_commit;
+	trace("healed: global commit %" PRIu64, commit_at_heal);
+
+	/* Liveness: within bounded simulated time a leader exists and commits new entries. */
+	const uint64_t bound = 5000 * MS;
+	while (S.now < healed_at + bound &&
+	       (leader_node() == NULL || S.global_commit <= commit_at_heal + 5))
+		step_one();
+	SIM_ASSERT("liveness", leader_node() != NULL && S.global_commit > commit_at_heal + 5,
+		   "no leader or no committed progress %" PRIu64 "ms after healing",
+		   bound / MS);
+
+	/* Quiesce: clients stop; every live member must apply everything committed. */
+	run_until(S.now + 1000 * MS);
+	S.clients_on = false;
+	run_until(S.now + 500 * MS);
+	uint64_t target = S.global_commit;
+	run_until(S.now + 500 * MS);
+	for (uint32_t i = 0; i < S.n; i++) {
+		struct node *n = &S.nodes[i];
+		SIM_ASSERT("eventually applied", cns_applied_index(n->c) >= target,
+			   "n%u applied %" PRIu64 " of committed %" PRIu64, n->id,
+			   cns_applied_index(n->c), target);
+	}
+	printf("seed %" PRIu64 ": ok nodes=%u %s events=%" PRIu64 " commit=%" PRIu64
+	       " proposals=%" PRIu64 " crashes=%" PRIu64 " torn=%" PRIu64 " partitions=%" PRIu64
+	       " transfers=%" PRIu64 " snapshots=%" PRIu64 " msgs=%" PRIu64 " dropped=%" PRIu64
+	       " sim_ms=%" PRIu64 "\n",
+	       seed, S.n, S.durability == CNS_DURABLE_DISK ? "disk" : "memory", S.events,
+	       S.global_commit, S.proposals_ok, S.crashes, S.torn, S.partitions, S.transfers,
+	       S.snapshots, S.msgs_sent, S.msgs_dropped, S.now / MS);
+	return 0;
+}
+
+static void
+usage(void)
+{
+	fprintf(stderr, "usage: sim-raft (--seed N | --seeds A-B) [--steps M] [--trace]\n");
+	exit(2);
+}
+
+int
+main(int argc, char **argv)
+{
+	uint64_t first = 1, last = 1, steps = 20000;
+	bool have_seed = false;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
+			first = last = strtoull(argv[++i], NULL, 0);
+			have_seed = true;
+		} else if (strcmp(argv[i], "--seeds") == 0 && i + 1 < argc) {
+			char *dash;
+			first = strtoull(argv[++i], &dash, 0);
+			if (*dash != '-')
+				usage();
+			last = strtoull(dash + 1, NULL, 0);
+			have_seed = true;
+		} else if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc) {
+			steps = strtoull(argv[++i], NULL, 0);
+		} else if (strcmp(argv[i], "--trace") == 0) {
+			S.trace = true;
+		} else {
+			usage();
+		}
+	}
+	if (!have_seed || last < first)
+		usage();
+	check_hook_set(on_check_fail);
+
+	/* All memory up front; runs reuse it. */
+	S.idx_max = steps * 2 + 200000;
+	S.lm_cap = 1;
+	while (S.lm_cap < S.idx_max * 2)
+		S.lm_cap <<= 1;
+	S.slots = xalloc(sizeof(struct slot) * SLOTS);
+	S.lm = xalloc(sizeof(struct lm_slot) * S.lm_cap);
+	S.committed_chain = xalloc(S.idx_max * sizeof(uint64_t));
+	S.committed_term = xalloc(S.idx_max * sizeof(uint64_t));
+	S.hash_at = xalloc(S.idx_max * sizeof(uint64_t));
+	struct cns_limits limits = {.snapshot_bytes_max = SNAP_MAX};
+	struct cns_memlog_limits ll = {.entries_max = 2048, .bytes_max = 1u << 20};
+	for (uint32_t i = 0; i < NODES_MAX; i++) {
+		S.nodes[i].cmem = xalloc(cns_footprint(&limits));
+		S.nodes[i].logmem = xalloc(cns_memlog_footprint(&ll));
+		S.nodes[i].chain = xalloc(S.idx_max * sizeof(uint64_t));
+		S.nodes[i].time_at = xalloc(S.idx_max * sizeof(uint64_t));
+	}
+	for (uint64_t seed = first; seed <= last; seed++)
+		run(seed, steps);
+	printf("sim-raft: %" PRIu64 " seeds ok\n", last - first + 1);
+	return 0;
+}
