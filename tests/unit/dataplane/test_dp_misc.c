@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Goal: the ARP table, the message classification and the idle/duty helpers behave as the
+ * io lcore relies on.
+ * Method: drive them directly with an injected clock.
+ */
+#include <criterion/criterion.h>
+#include <rte_byteorder.h>
+
+#include "dataplane/dp_int.h"
+
+#define MS (1000ull * 1000)
+
+static struct dp_arp_table t;
+static const struct rte_ether_addr m1 = { { 0x02, 0, 0, 0, 0, 0x11 } };
+static const struct rte_ether_addr m2 = { { 0x02, 0, 0, 0, 0, 0x22 } };
+
+static void
+setup(void)
+{
+	dp_arp_table_init(&t, 1000 * MS);
+}
+
+TestSuite(dp_arp, .init = setup);
+
+static uint32_t
+ip(uint8_t last)
+{
+	return rte_cpu_to_be_32(RTE_IPV4(10, 0, 0, last));
+}
+
+/* Goal: a miss asks once per retry interval; the answer resolves it. */
+Test(dp_arp, resolve_miss_then_learn)
+{
+	struct rte_ether_addr mac;
+	bool req;
+
+	cr_assert_eq(dp_arp_resolve(&t, ip(5), 1 * MS, &mac, &req), -ENOENT);
+	cr_assert(req);
+	cr_assert_eq(dp_arp_resolve(&t, ip(5), 50 * MS, &mac, &req), -ENOENT);
+	cr_assert(!req, "rate limited within DP_ARP_RETRY_NS");
+	cr_assert_eq(dp_arp_resolve(&t, ip(5), 300 * MS, &mac, &req), -ENOENT);
+	cr_assert(req);
+	cr_assert(dp_arp_learn(&t, ip(5), &m1, false, 310 * MS), "an incomplete entry is refreshed");
+	cr_assert_eq(dp_arp_resolve(&t, ip(5), 320 * MS, &mac, &req), 0);
+	cr_assert(!req);
+	cr_assert(rte_is_same_ether_addr(&mac, &m1));
+}
+
+/* Goal: a stale entry keeps working while it is re-resolved. */
+Test(dp_arp, stale_entry_still_used)
+{
+	struct rte_ether_addr mac;
+	bool req;
+
+	dp_arp_learn(&t, ip(6), &m1, true, 1 * MS);
+	cr_assert_eq(dp_arp_resolve(&t, ip(6), 2000 * MS, &mac, &req), 0);
+	cr_assert(req);
+	cr_assert(rte_is_same_ether_addr(&mac, &m1));
+}
+
+Test(dp_arp, static_never_changes)
+{
+	struct rte_ether_addr mac;
+	bool req;
+
+	cr_assert_eq(dp_arp_static_add(&t, ip(7), &m1), 0);
+	cr_assert(!dp_arp_learn(&t, ip(7), &m2, true, 5 * MS));
+	cr_assert_eq(dp_arp_resolve(&t, ip(7), 999999 * MS, &mac, &req), 0);
+	cr_assert(!req);
+	cr_assert(rte_is_same_ether_addr(&mac, &m1));
+}
+
+Test(dp_arp, refresh_only_does_not_create)
+{
+	struct rte_ether_addr mac;
+	bool req;
+
+	cr_assert(!dp_arp_learn(&t, ip(8), &m1, false, 1 * MS));
+	cr_assert_eq(dp_arp_resolve(&t, ip(8), 2 * MS, &mac, &req), -ENOENT);
+}
+
+/* Goal: a full table still learns by replacing the oldest dynamic entry in the window. */
+Test(dp_arp, full_table_replaces_oldest)
+{
+	struct rte_ether_addr mac;
+	bool req;
+
+	for (uint32_t i = 0; i < 4 * DP_ARP_MAX; i++)
+		dp_arp_learn(&t, rte_cpu_to_be_32(RTE_IPV4(10, 1, i >> 8, i & 255)), &m1, true,
+			     i * MS / 1000);
+	cr_assert(dp_arp_learn(&t, ip(9), &m2, true, 999 * MS));
+	cr_assert_eq(dp_arp_resolve(&t, ip(9), 999 * MS, &mac, &req), 0);
+	cr_assert(rte_is_same_ether_addr(&mac, &m2));
+}
+
+/* Goal: every message type that may come off the wire has a route class; host-internal
+ * ones have none. */
+Test(dp_class, every_type_classified)
+{
+#define CHECK_TYPE(name, value, st, tail)                                                  \
+	cr_assert_lt((unsigned)dp_class_of_type(WIRE_##name), (unsigned)DP_CLASS_COUNT);
+	WIRE_TYPES(CHECK_TYPE)
+#undef CHECK_TYPE
+	cr_assert_eq(dp_class_of_type(WIRE_NEW_ORDER), DP_CLASS_GATEWAY);
+	cr_assert_eq(dp_class_of_type(WIRE_APPEND_ENTRIES), DP_CLASS_SHARD);
+	cr_assert_eq(dp_class_of_type(WIRE_SUBMIT), DP_CLASS_SHARD);
+	cr_assert_eq(dp_class_of_type(WIRE_ME_EVENT), DP_CLASS_BRIDGE);
+	cr_assert_eq(dp_class_of_type(WIRE_EXEC_REPORT), DP_CLASS_CLIENT);
+	cr_assert_eq(dp_class_of_type(WIRE_HYDRATE_USER), DP_CLASS_NONE);
+	cr_assert_eq(dp_class_of_type(WIRE_TICK), DP_CLASS_NONE);
+	cr_assert_eq(dp_class_of_type(999), DP_CLASS_NONE);
+}
+
+Test(dp_idle, modes_parse_and_back_off)
+{
+	enum dp_idle_mode m;
+	cr_assert_eq(dp_idle_mode_parse("busy", &m), 0);
+	cr_assert_eq(m, DP_IDLE_BUSY);
+	cr_assert_eq(dp_idle_mode_parse("sleep", &m), 0);
+	cr_assert_eq(m, DP_IDLE_SLEEP);
+	cr_assert_eq(dp_idle_mode_parse("nap", &m), -EINVAL);
+
+	struct dp_idle_policy pol = { .mode = DP_IDLE_SLEEP, .spins = 3, .sleep_us_max = 4 };
+	struct dp_idle idle;
+	dp_idle_init(&idle, &pol);
+	for (int i = 0; i < 3; i++)
+		dp_idle_run(&idle, 0);
+	cr_assert_eq(idle.sleeps, 0, "spins first");
+	for (int i = 0; i < 5; i++)
+		dp_idle_run(&idle, 0);
+	cr_assert_eq(idle.sleeps, 5);
+	cr_assert_eq(idle.sleep_us, 4, "doubling stops at the cap");
+	dp_idle_run(&idle, 1);
+	cr_assert_eq(idle.empty, 0);
+	cr_assert_eq(idle.sleep_us, 1, "work resets the back-off");
+}
+
+Test(dp_duty, records_max_and_over)
+{
+	struct dp_duty d;
+	dp_duty_init(&d, 100);
+	dp_duty_record(&d, 0, 50, 1);
+	dp_duty_record(&d, 100, 350, 2);
+	dp_duty_record(&d, 400, 400, 0);
+	cr_assert_eq(d.cycles, 3);
+	cr_assert_eq(d.work_cycles, 2);
+	cr_assert_eq(d.work_items, 3);
+	cr_assert_eq(d.max_ns, 250);
+	cr_assert_eq(d.over_count, 1);
+}
