@@ -1,0 +1,574 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Hydration and fenced flush against a real PostgreSQL (run-with-pg starts a throwaway one
+ * and exports PST_TEST_CONNINFO). Each test uses its own user ids.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <libpq-fe.h>
+
+#include "persist/persist.h"
+#include "helpers.h"
+
+union msg {
+	struct wire_msg_hdr hdr;
+	struct wire_hydrate_user hyd;
+	struct wire_flush_complete fc;
+};
+
+#define SINK_MAX 8192
+
+struct sink {
+	union msg msgs[SINK_MAX]; /* completions in emission order */
+	uint32_t n;
+	uint32_t refuse;          /* refuse this many offers first */
+};
+
+static struct sink sink;
+static const char *conninfo;
+
+static int
+emit(void *arg, const struct wire_msg_hdr *m)
+{
+	struct sink *s = arg;
+	if (s->refuse > 0) {
+		s->refuse--;
+		return -ENOBUFS;
+	}
+	cr_assert(lt(u32, s->n, SINK_MAX));
+	memcpy(&s->msgs[s->n++], m, m->length);
+	return 0;
+}
+
+static void
+need_db(void)
+{
+	conninfo = getenv("PST_TEST_CONNINFO");
+	if (conninfo == NULL)
+		cr_skip_test("PST_TEST_CONNINFO not set (run through run-with-pg)");
+	memset(&sink, 0, sizeof(sink));
+}
+
+static struct pst_db *
+db_make(uint32_t requests_max)
+{
+	struct pst_db_config cfg;
+	pst_db_config_default(&cfg, conninfo, emit, &sink);
+	cfg.backoff_min_ns = 5000000;
+	cfg.backoff_max_ns = 100000000;
+	if (requests_max)
+		cfg.requests_max = requests_max;
+	struct pst_db *db;
+	cr_assert(eq(int, pst_db_create(&db, &cfg), 0));
+	return db;
+}
+
+/* Poll until the sink holds want completions (or the timeout fails the test). */
+static void
+drive(struct pst_db *db, uint32_t want, double timeout_s)
+{
+	uint64_t end = test_now_ns() + (uint64_t)(timeout_s * 1e9);
+	while (sink.n < want) {
+		uint64_t now = test_now_ns();
+		cr_assert(lt(u64, now, end), "timeout: %u of %u completions, last error: %s",
+			  sink.n, want, pst_db_last_error(db));
+		if (pst_db_poll(db, now) == 0)
+			usleep(100);
+	}
+}
+
+static void
+hydrate(struct pst_db *db, uint16_t shard, uint64_t user, uint64_t epoch)
+{
+	struct wire_hydrate_request m = {.user = user, .epoch = epoch};
+	wire_hdr_init(&m.hdr, WIRE_HYDRATE_REQUEST, shard);
+	cr_assert(eq(int, pst_db_submit(db, &m.hdr, test_now_ns()), 0));
+}
+
+static struct wire_user_state
+state_make(uint64_t user, uint64_t version, uint64_t seq, int64_t base)
+{
+	struct wire_user_state s = {.user = user, .version = version, .user_seq = seq, .tier = 2,
+				    .balance_count = 2};
+	s.balances[0] = (struct wire_balance){.asset = 1, .total = base};
+	s.balances[1] = (struct wire_balance){.asset = 7, .total = base * 3 + 1};
+	return s;
+}
+
+static int
+flush(struct pst_db *db, uint16_t shard, uint64_t epoch, const struct wire_user_state *s)
+{
+	struct wire_begin_dehydrate m = {.epoch = epoch, .state = *s};
+	wire_hdr_init(&m.hdr, WIRE_BEGIN_DEHYDRATE, shard);
+	return pst_db_submit(db, &m.hdr, test_now_ns());
+}
+
+/* One value from the database over a fresh blocking connection (checks only). */
+static int64_t
+q_i64(const char *fmt, ...)
+{
+	char sql[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(sql, sizeof(sql), fmt, ap);
+	va_end(ap);
+	PGconn *c = PQconnectdb(conninfo);
+	cr_assert(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+	PGresult *r = PQexec(c, sql);
+	cr_assert(PQresultStatus(r) == PGRES_TUPLES_OK, "%s: %s", sql, PQerrorMessage(c));
+	int64_t v = PQgetisnull(r, 0, 0) ? -999 : strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+	PQclear(r);
+	PQfinish(c);
+	return v;
+}
+
+/* Run a statement; returns the SQLSTATE class ("00" on success). */
+static void
+q_exec(char state[6], const char *sql)
+{
+	PGconn *c = PQconnectdb(conninfo);
+	cr_assert(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+	PGresult *r = PQexec(c, sql);
+	const char *s = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+	snprintf(state, 6, "%s", s ? s : "00000");
+	PQclear(r);
+	PQfinish(c);
+}
+
+TestSuite(pst_db, .init = need_db);
+
+/* Goal: the round trip — an unknown user hydrates NEW (zero balances, claimed), a flush
+ * writes version+1 and releases the claim, the next hydrate reads back what was flushed.
+ * Method: hydrate, flush, check the row, hydrate again. */
+Test(pst_db, hydrate_flush_round_trip)
+{
+	struct pst_db *db = db_make(0);
+	hydrate(db, 1, 1001, 5);
+	drive(db, 1, 10);
+	struct wire_hydrate_user *h = &sink.msgs[0].hyd;
+	cr_assert(eq(u16, h->hdr.type, WIRE_HYDRATE_USER));
+	cr_assert(eq(u16, h->hdr.shard, 1));
+	cr_assert(eq(u8, h->status, WIRE_HYD_NEW));
+	cr_assert(eq(u64, h->epoch, 5));
+	cr_assert(eq(u64, h->state.user, 1001));
+	cr_assert(eq(u64, h->state.version, 0));
+	cr_assert(eq(u32, h->state.balance_count, 0));
+	cr_assert(eq(i64, q_i64("SELECT owner_shard FROM accounts WHERE user_id = 1001"), 1));
+
+	struct wire_user_state s = state_make(1001, 0, 42, 1000);
+	cr_assert(eq(int, flush(db, 1, 5, &s), 0));
+	drive(db, 2, 10);
+	struct wire_flush_complete *f = &sink.msgs[1].fc;
+	cr_assert(eq(u16, f->hdr.type, WIRE_FLUSH_COMPLETE));
+	cr_assert(eq(u8, f->status, WIRE_FLUSH_OK));
+	cr_assert(eq(u64, f->user, 1001));
+	cr_assert(eq(u64, f->epoch, 5));
+	cr_assert(eq(u64, f->version, 1));
+	cr_assert(eq(i64, q_i64("SELECT version FROM accounts WHERE user_id = 1001"), 1));
+	cr_assert(eq(i64, q_i64("SELECT owner_shard FROM accounts WHERE user_id = 1001"), -999));
+	cr_assert(eq(i64, q_i64("SELECT totals[2] FROM accounts WHERE user_id = 1001"), 3001));
+
+	hydrate(db, 1, 1001, 6);
+	drive(db, 3, 10);
+	h = &sink.msgs[2].hyd;
+	cr_assert(eq(u8, h->status, WIRE_HYD_OK));
+	cr_assert(eq(u64, h->state.version, 1));
+	cr_assert(eq(u64, h->state.user_seq, 42));
+	cr_assert(eq(u8, h->state.tier, 2));
+	cr_assert(eq(u32, h->state.balance_count, 2));
+	cr_assert(eq(u32, h->state.balances[1].asset, 7));
+	cr_assert(eq(i64, h->state.balances[1].total, 3001));
+	cr_assert(eq(u64, pst_db_counters(db)[PST_C_DB_FLUSH_OK], 1));
+	cr_assert(eq(u32, pst_db_pending(db), 0));
+	pst_db_destroy(db);
+}
+
+/* Goal: the CAS — a flush based on a version that moved (a foreign write) is CONFLICT and
+ * writes nothing.
+ * Method: hydrate + flush (v1); re-claim; another writer bumps the version behind our back;
+ * our flush based on v1 is CONFLICT and the row keeps the foreign write. */
+Test(pst_db, cas_conflict)
+{
+	struct pst_db *db = db_make(0);
+	hydrate(db, 1, 2001, 1);
+	drive(db, 1, 10);
+	struct wire_user_state s = state_make(2001, 0, 1, 10);
+	cr_assert(eq(int, flush(db, 1, 1, &s), 0));
+	drive(db, 2, 10);
+	hydrate(db, 1, 2001, 2);
+	drive(db, 3, 10);
+	cr_assert(eq(u8, sink.msgs[2].hyd.status, WIRE_HYD_OK));
+	char st[6];
+	q_exec(st, "UPDATE accounts SET version = version + 1, totals = '{5,5}' "
+		   "WHERE user_id = 2001");
+	cr_assert(eq(str, st, "00000"));
+	s = state_make(2001, 1, 2, 999);
+	cr_assert(eq(int, flush(db, 1, 2, &s), 0));
+	drive(db, 4, 10);
+	struct wire_flush_complete *f = &sink.msgs[3].fc;
+	cr_assert(eq(u8, f->status, WIRE_FLUSH_CONFLICT));
+	cr_assert(eq(u64, f->version, 2));
+	cr_assert(eq(i64, q_i64("SELECT totals[1] FROM accounts WHERE user_id = 2001"), 5));
+	cr_assert(eq(u64, pst_db_counters(db)[PST_C_DB_FLUSH_CONFLICT], 1));
+	pst_db_destroy(db);
+}
+
+/* Goal: fencing — while shard 1 holds the claim, shard 2 can neither hydrate (OWNED, owner
+ * carried back, then served from the negative cache) nor flush (CONFLICT); once shard 1 has
+ * flushed (claim released) shard 2 hydrates.
+ * Method: as described, with counters. */
+Test(pst_db, owner_claim_refuses_second_shard)
+{
+	struct pst_db *db = db_make(0);
+	hydrate(db, 1, 3001, 1);
+	drive(db, 1, 10);
+	cr_assert(eq(u8, sink.msgs[0].hyd.status, WIRE_HYD_NEW));
+	hydrate(db, 2, 3001, 9);
+	drive(db, 2, 10);
+	struct wire_hydrate_user *h = &sink.msgs[1].hyd;
+	cr_assert(eq(u16, h->hdr.shard, 2));
+	cr_assert(eq(u8, h->status, WIRE_HYD_OWNED));
+	cr_assert(eq(u16, h->owner_shard, 1));
+	cr_assert(eq(u64, h->state.user, 3001));
+	hydrate(db, 2, 3001, 10);
+	drive(db, 3, 10);
+	cr_assert(eq(u8, sink.msgs[2].hyd.status, WIRE_HYD_OWNED));
+	cr_assert(eq(u64, pst_db_counters(db)[PST_C_DB_HYDRATES_NEG_CACHE], 1));
+	/* Shard 2 never held the claim: its flush cannot land. */
+	struct wire_user_state s = state_make(3001, 0, 1, 666);
+	cr_assert(eq(int, flush(db, 2, 10, &s), 0));
+	drive(db, 4, 10);
+	cr_assert(eq(u8, sink.msgs[3].fc.status, WIRE_FLUSH_CONFLICT));
+	cr_assert(eq(i64, q_i64("SELECT version FROM accounts WHERE user_id = 3001"), 0));
+	/* Shard 1 flushes and lets go; shard 2 may now take the user. */
+	s = state_make(3001, 0, 3, 77);
+	cr_assert(eq(int, flush(db, 1, 1, &s), 0));
+	drive(db, 5, 10);
+	cr_assert(eq(u8, sink.msgs[4].fc.status, WIRE_FLUSH_OK));
+	hydrate(db, 2, 3001, 11);
+	drive(db, 6, 10);
+	h = &sink.msgs[5].hyd;
+	cr_assert(eq(u8, h->status, WIRE_HYD_OK));
+	cr_assert(eq(i64, h->state.balances[0].total, 77));
+	cr_assert(eq(i64, q_i64("SELECT owner_shard FROM accounts WHERE user_id = 3001"), 2));
+	pst_db_destroy(db);
+}
+
+/* Goal: a flush repeated after a failover (a new leader's persister, rebuilt with the same
+ * outstanding BEGIN_DEHYDRATE) is OK, reports the version its first run produced, and is
+ * not applied twice — even after another shard has since taken and flushed the user.
+ * Method: persister A flushes and dies; persister B gets the same request; then shard 2
+ * moves the row on and B's request comes once more. */
+Test(pst_db, flush_repeat_after_failover)
+{
+	struct pst_db *a = db_make(0);
+	hydrate(a, 1, 4001, 3);
+	drive(a, 1, 10);
+	struct wire_user_state s = state_make(4001, 0, 5, 500);
+	cr_assert(eq(int, flush(a, 1, 3, &s), 0));
+	drive(a, 2, 10);
+	cr_assert(eq(u8, sink.msgs[1].fc.status, WIRE_FLUSH_OK));
+	pst_db_destroy(a);
+
+	memset(&sink, 0, sizeof(sink));
+	struct pst_db *b = db_make(0);
+	cr_assert(eq(int, flush(b, 1, 3, &s), 0));
+	drive(b, 1, 10);
+	struct wire_flush_complete *f = &sink.msgs[0].fc;
+	cr_assert(eq(u8, f->status, WIRE_FLUSH_OK));
+	cr_assert(eq(u64, f->version, 1));
+	cr_assert(eq(u64, pst_db_counters(b)[PST_C_DB_FLUSH_REPEAT], 1));
+	cr_assert(eq(i64, q_i64("SELECT version FROM accounts WHERE user_id = 4001"), 1));
+	cr_assert(eq(i64, q_i64("SELECT count(*) FROM account_flushes WHERE user_id = 4001"), 1));
+
+	/* Shard 2 takes the user and flushes (v2); the old request is still ours, still OK. */
+	hydrate(b, 2, 4001, 1);
+	drive(b, 2, 10);
+	cr_assert(eq(u8, sink.msgs[1].hyd.status, WIRE_HYD_OK));
+	struct wire_user_state s2 = state_make(4001, 1, 9, 10);
+	cr_assert(eq(int, flush(b, 2, 1, &s2), 0));
+	drive(b, 3, 10);
+	cr_assert(eq(u8, sink.msgs[2].fc.status, WIRE_FLUSH_OK));
+	cr_assert(eq(int, flush(b, 1, 3, &s), 0));
+	drive(b, 4, 10);
+	cr_assert(eq(u8, sink.msgs[3].fc.status, WIRE_FLUSH_OK));
+	cr_assert(eq(u64, sink.msgs[3].fc.version, 1));
+	cr_assert(eq(i64, q_i64("SELECT version FROM accounts WHERE user_id = 4001"), 2));
+	cr_assert(eq(i64, q_i64("SELECT totals[1] FROM accounts WHERE user_id = 4001"), 10));
+	/* A different epoch on the same base version is not ours: conflict. */
+	cr_assert(eq(int, flush(b, 1, 4, &s), 0));
+	drive(b, 5, 10);
+	cr_assert(eq(u8, sink.msgs[4].fc.status, WIRE_FLUSH_CONFLICT));
+	pst_db_destroy(b);
+}
+
+/* Goal: single flight — a burst of hydrates for one user from one shard is one read and
+ * one answer carrying the newest epoch; an identical flush in flight is merged too.
+ * Method: submit 5 hydrates before polling; then 3 identical flushes. */
+Test(pst_db, single_flight_merges)
+{
+	struct pst_db *db = db_make(0);
+	for (uint64_t e = 1; e <= 5; e++)
+		hydrate(db, 3, 5001, e);
+	drive(db, 1, 10);
+	for (int k = 0; k < 50; k++)
+		pst_db_poll(db, test_now_ns());
+	cr_assert(eq(u32, sink.n, 1));
+	cr_assert(eq(u64, sink.msgs[0].hyd.epoch, 5));
+	cr_assert(eq(u64, pst_db_counters(db)[PST_C_DB_HYDRATES_MERGED], 4));
+	struct wire_user_state s = state_make(5001, 0, 1, 1);
+	for (int k = 0; k < 3; k++)
+		cr_assert(eq(int, flush(db, 3, 5, &s), 0));
+	drive(db, 2, 10);
+	for (int k = 0; k < 50; k++)
+		pst_db_poll(db, test_now_ns());
+	cr_assert(eq(u32, sink.n, 2));
+	cr_assert(eq(u64, pst_db_counters(db)[PST_C_DB_FLUSHES_MERGED], 2));
+	cr_assert(eq(i64, q_i64("SELECT version FROM accounts WHERE user_id = 5001"), 1));
+	pst_db_destroy(db);
+}
+
+#define BURST_USERS 1500
+
+/* Goal: PostgreSQL stopped and restarted in the middle of a flush burst — every flush
+ * completes exactly once, OK, driven only by polling; nothing lost, nothing applied twice.
+ * Method: hydrate 1500 users; a second session locks the accounts table so the first 500
+ * flushes sit in flight inside the database; a child process halts the server (which aborts
+ * them) and starts it again while the rest of the burst is submitted in waves; poll
+ * throughout; check every completion, the rows (version 1 each), the ledger (one row each),
+ * that the connection was lost and that in-flight statements were sent again. */
+Test(pst_db, postgres_restart_mid_flush_burst, .timeout = 240)
+{
+	const char *pgdir = getenv("PST_TEST_PGDIR"), *pgctl = getenv("PST_TEST_PGCTL");
+	if (pgdir == NULL || pgctl == NULL)
+		cr_skip_test("PST_TEST_PGDIR / PST_TEST_PGCTL not set");
+	struct pst_db *db = db_make(BURST_USERS + 16);
+	for (uint64_t u = 0; u < BURST_USERS; u++)
+		hydrate(db, 4, 100000 + u, 1);
+	drive(db, BURST_USERS, 60);
+	for (uint32_t k = 0; k < BURST_USERS; k++)
+		cr_assert(eq(u8, sink.msgs[k].hyd.status, WIRE_HYD_NEW));
+	memset(&sink, 0, sizeof(sink));
+
+	/* Hold the flushes inside the database. */
+	PGconn *locker = PQconnectdb(conninfo);
+	cr_assert(PQstatus(locker) == CONNECTION_OK);
+	PGresult *r = PQexec(locker, "BEGIN; LOCK TABLE accounts IN EXCLUSIVE MODE");
+	cr_assert(PQresultStatus(r) == PGRES_COMMAND_OK, "%s", PQerrorMessage(locker));
+	PQclear(r);
+	uint32_t submitted = 0;
+	for (; submitted < 500; submitted++) {
+		uint64_t u = 100000 + submitted;
+		struct wire_user_state s = state_make(u, 0, u, (int64_t)u);
+		cr_assert(eq(int, flush(db, 4, 1, &s), 0));
+	}
+	uint64_t until = test_now_ns() + 200000000;
+	while (test_now_ns() < until)
+		if (pst_db_poll(db, test_now_ns()) == 0)
+			usleep(200);
+	cr_assert(eq(u32, sink.n, 0), "flushes went through a locked table");
+
+	char cmd[512];
+	snprintf(cmd, sizeof(cmd), "'%s' halt '%s' && sleep 0.5 && '%s' resume '%s'", pgctl,
+		 pgdir, pgctl, pgdir);
+	pid_t child = fork();
+	cr_assert(child >= 0);
+	if (child == 0) {
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	/* The rest in waves of 50 every 20 ms, while the server goes away and comes back. */
+	uint64_t next_wave = test_now_ns();
+	int child_status = -1;
+	uint64_t end = test_now_ns() + UINT64_C(120000000000);
+	while (sink.n < BURST_USERS || child_status < 0) {
+		uint64_t now = test_now_ns();
+		cr_assert(lt(u64, now, end), "timeout: %u/%u, %s", sink.n, BURST_USERS,
+			  pst_db_last_error(db));
+		if (submitted < BURST_USERS && now >= next_wave) {
+			for (int k = 0; k < 50 && submitted < BURST_USERS; k++, submitted++) {
+				uint64_t u = 100000 + submitted;
+				struct wire_user_state s = state_make(u, 0, u, (int64_t)u);
+				cr_assert(eq(int, flush(db, 4, 1, &s), 0));
+			}
+			next_wave = now + 20000000;
+		}
+		if (pst_db_poll(db, now) == 0)
+			usleep(200);
+		if (child_status < 0) {
+			int st;
+			if (waitpid(child, &st, WNOHANG) == child)
+				child_status = st;
+		}
+	}
+	PQfinish(locker);
+	bool child_ok = WIFEXITED(child_status) && WEXITSTATUS(child_status) == 0;
+	cr_assert(child_ok, "pgctl halt/resume failed");
+	for (int k = 0; k < 100; k++) /* nothing more may come */
+		pst_db_poll(db, test_now_ns());
+	cr_assert(eq(u32, sink.n, BURST_USERS));
+	static uint8_t seen[BURST_USERS];
+	for (uint32_t k = 0; k < BURST_USERS; k++) {
+		struct wire_flush_complete *f = &sink.msgs[k].fc;
+		cr_assert(eq(u16, f->hdr.type, WIRE_FLUSH_COMPLETE));
+		cr_assert(eq(u8, f->status, WIRE_FLUSH_OK), "user %" PRIu64 " status %u", f->user,
+			  f->status);
+		cr_assert(eq(u64, f->version, 1));
+		uint64_t i = f->user - 100000;
+		cr_assert(lt(u64, i, BURST_USERS));
+		cr_assert(eq(u8, seen[i], 0), "user %" PRIu64 " answered twice", f->user);
+		seen[i] = 1;
+	}
+	const uint64_t *c = pst_db_counters(db);
+	cr_assert(ge(u64, c[PST_C_DB_DISCONNECTS], 1), "the restart was not noticed");
+	cr_assert(ge(u64, c[PST_C_DB_RESENT], 500), "in-flight statements were not sent again");
+	cr_log_info("restart burst: disconnects %" PRIu64 ", resent %" PRIu64 ", repeats %" PRIu64
+		    ", connect failures %" PRIu64,
+		    c[PST_C_DB_DISCONNECTS], c[PST_C_DB_RESENT], c[PST_C_DB_FLUSH_REPEAT],
+		    c[PST_C_DB_CONNECT_FAILURES]);
+	cr_assert(eq(i64, q_i64("SELECT count(*) FROM accounts WHERE user_id >= 100000 AND "
+				"user_id < %d AND version = 1 AND owner_shard IS NULL AND "
+				"totals[1] = user_id",
+				100000 + BURST_USERS),
+		     BURST_USERS));
+	cr_assert(eq(i64, q_i64("SELECT count(*) FROM account_flushes WHERE user_id >= 100000 "
+				"AND user_id < %d",
+				100000 + BURST_USERS),
+		     BURST_USERS));
+	pst_db_destroy(db);
+}
+
+/* Goal: a full output keeps completions in order and loses none.
+ * Method: the sink refuses the first 5 offers; 3 hydrates come out in order anyway. */
+Test(pst_db, output_backpressure_keeps_order)
+{
+	struct pst_db *db = db_make(0);
+	sink.refuse = 5;
+	hydrate(db, 1, 6001, 1);
+	hydrate(db, 1, 6002, 1);
+	hydrate(db, 1, 6003, 1);
+	drive(db, 3, 10);
+	cr_assert(eq(u64, sink.msgs[0].hyd.state.user, 6001));
+	cr_assert(eq(u64, sink.msgs[1].hyd.state.user, 6002));
+	cr_assert(eq(u64, sink.msgs[2].hyd.state.user, 6003));
+	cr_assert(eq(u64, pst_db_counters(db)[PST_C_DB_EMIT_BLOCKED], 5));
+	cr_assert(eq(u64, pst_db_counters(db)[PST_C_DB_HYDRATE_NEW], 3));
+	pst_db_destroy(db);
+}
+
+/* Goal: bad requests are refused with -EINVAL and a full pool with -ENOBUFS, nothing
+ * queued for them.
+ * Method: wrong type, zero user, negative balance, asset 0; a 2-slot pool. */
+Test(pst_db, refuses_bad_requests_and_full_pool)
+{
+	struct pst_db *db = db_make(2);
+	struct wire_tick t = {0};
+	wire_hdr_init(&t.hdr, WIRE_TICK, 1);
+	cr_assert(eq(int, pst_db_submit(db, &t.hdr, 0), -EINVAL));
+	struct wire_hydrate_request h = {.user = 0, .epoch = 1};
+	wire_hdr_init(&h.hdr, WIRE_HYDRATE_REQUEST, 1);
+	cr_assert(eq(int, pst_db_submit(db, &h.hdr, 0), -EINVAL));
+	struct wire_user_state s = state_make(7001, 0, 1, 5);
+	s.balances[1].total = -1;
+	cr_assert(eq(int, flush(db, 1, 1, &s), -EINVAL));
+	s = state_make(7001, 0, 1, 5);
+	s.balances[0].asset = 0;
+	cr_assert(eq(int, flush(db, 1, 1, &s), -EINVAL));
+	s.balance_count = WIRE_BALANCES_MAX + 1;
+	cr_assert(eq(int, flush(db, 1, 1, &s), -EINVAL));
+	hydrate(db, 1, 7001, 1);
+	hydrate(db, 1, 7002, 1);
+	h.user = 7003;
+	cr_assert(eq(int, pst_db_submit(db, &h.hdr, 0), -ENOBUFS));
+	cr_assert(eq(u64, pst_db_counters(db)[PST_C_DB_FULL], 1));
+	cr_assert(eq(u32, pst_db_pending(db), 2));
+	drive(db, 2, 10);
+	cr_assert(eq(u32, pst_db_pending(db), 0));
+	pst_db_destroy(db);
+}
+
+/* Goal: with the database unreachable, nothing blocks: a hydrate is answered ERROR after
+ * its deadline (the shard may ask again), a flush stays queued (money is never given up).
+ * Method: a conninfo pointing at a socket directory with no server. */
+Test(pst_db, unreachable_database_never_blocks)
+{
+	struct pst_db_config cfg;
+	pst_db_config_default(&cfg, "host=/nonexistent-omsd port=1 dbname=x user=y "
+				    "connect_timeout=1",
+			      emit, &sink);
+	cfg.backoff_min_ns = 1000000;
+	cfg.backoff_max_ns = 10000000;
+	cfg.hydrate_deadline_ns = 50000000;
+	struct pst_db *db;
+	cr_assert(eq(int, pst_db_create(&db, &cfg), 0));
+	hydrate(db, 1, 8001, 1);
+	struct wire_user_state s = state_make(8001, 0, 1, 1);
+	cr_assert(eq(int, flush(db, 1, 1, &s), 0));
+	uint64_t start = test_now_ns(), worst = 0;
+	while (sink.n < 1) {
+		uint64_t t0 = test_now_ns();
+		pst_db_poll(db, t0);
+		uint64_t d = test_now_ns() - t0;
+		worst = d > worst ? d : worst;
+		cr_assert(lt(u64, t0 - start, UINT64_C(5000000000)));
+		usleep(500);
+	}
+	cr_assert(eq(u8, sink.msgs[0].hyd.status, WIRE_HYD_ERROR));
+	cr_assert(eq(u32, pst_db_pending(db), 1)); /* the flush waits */
+	cr_assert(gt(u64, pst_db_counters(db)[PST_C_DB_CONNECT_FAILURES], 0));
+	cr_assert(lt(u64, worst, UINT64_C(20000000)), "a poll took %" PRIu64 " ns", worst);
+	bool connected = pst_db_connected(db);
+	cr_assert(eq(int, connected, 0));
+	pst_db_destroy(db);
+}
+
+/* Goal: pst_db_clear (leadership lost) drops every answer, including those in flight, and
+ * the same requests submitted again afterwards are answered once.
+ * Method: submit, poll once (sent), clear, poll: nothing; resubmit: one answer each. */
+Test(pst_db, clear_then_rebuild)
+{
+	struct pst_db *db = db_make(0);
+	while (!pst_db_connected(db))
+		pst_db_poll(db, test_now_ns());
+	for (uint64_t u = 0; u < 20; u++)
+		hydrate(db, 6, 9000 + u, 1);
+	pst_db_poll(db, test_now_ns());
+	pst_db_clear(db);
+	uint64_t end = test_now_ns() + 300000000;
+	while (test_now_ns() < end)
+		pst_db_poll(db, test_now_ns());
+	cr_assert(eq(u32, sink.n, 0));
+	cr_assert(eq(u32, pst_db_pending(db), 0));
+	for (uint64_t u = 0; u < 20; u++)
+		hydrate(db, 6, 9000 + u, 2);
+	drive(db, 20, 10);
+	for (uint32_t k = 0; k < 20; k++) {
+		uint8_t st = sink.msgs[k].hyd.status;
+		cr_assert(st == WIRE_HYD_OK || st == WIRE_HYD_NEW);
+		cr_assert(eq(u64, sink.msgs[k].hyd.epoch, 2));
+	}
+	pst_db_destroy(db);
+}
+
+/* Goal: the omsd role is least-privilege: no DDL, no DELETE.
+ * Method: try CREATE TABLE, DROP TABLE and DELETE as omsd. */
+Test(pst_db, omsd_role_has_no_ddl)
+{
+	char st[6];
+	q_exec(st, "CREATE TABLE pst_should_fail (a int)");
+	cr_assert(eq(str, st, "42501"));
+	q_exec(st, "DROP TABLE accounts");
+	cr_assert(eq(str, st, "42501"));
+	q_exec(st, "DELETE FROM accounts");
+	cr_assert(eq(str, st, "42501"));
+	q_exec(st, "ALTER TABLE accounts ADD COLUMN x int");
+	cr_assert(eq(str, st, "42501"));
+}
