@@ -104,11 +104,18 @@ if [ "$rc" -eq 2 ] && echo "$out" | grep -q "nope.ini: cannot open"; then echo "
 rc=0; out=$("$OMSD" -c "$TMP/good.ini" -- -l 0-1 2>&1) || rc=$?
 if [ "$rc" -eq 2 ] && echo "$out" | grep -q "'-l' is not allowed"; then echo "ok   cmdline_lcores"; else echo "FAIL cmdline_lcores ($rc): $out"; fails=$((fails + 1)); fi
 
-# The shipped configurations are valid.
+# The shipped configurations are valid. Only CPU availability may differ from this host
+# (production.ini names isolated cores a development box does not have).
 for f in "$SRC/deploy/omsd.ini" "$SRC"/deploy/configs/*.ini; do
 	[ -f "$f" ] || continue
-	if "$OMSD" -c "$f" --check >/dev/null 2>"$TMP/err"; then echo "ok   shipped $(basename "$f")"
-	else echo "FAIL shipped $f:"; cat "$TMP/err"; fails=$((fails + 1)); fi
+	if "$OMSD" -c "$f" --check >/dev/null 2>"$TMP/err"; then
+		echo "ok   shipped $(basename "$f")"
+	elif ! grep -v -e "is not available to this process" -e "configuration refused" \
+		"$TMP/err" | grep -q .; then
+		echo "ok   shipped $(basename "$f") (valid; names CPUs this host lacks)"
+	else
+		echo "FAIL shipped $f:"; cat "$TMP/err"; fails=$((fails + 1))
+	fi
 done
 
 [ "$fails" -eq 0 ] || { echo "$fails case(s) failed"; exit 1; }
