@@ -142,7 +142,9 @@ me_kill_switch(struct me *me, const struct wire_kill_switch *m)
 	}
 	if (!m->engage) {
 		struct me_user *u = me_user_find(me, m->id);
-		if (u != NULL) {
+		if (u != NULL && (u->count & ME_USER_KILLED) != 0) {
+			CHECK(me->users_killed > 0);
+			me->users_killed--;
 			u->count &= ~ME_USER_KILLED;
 			me_user_put(me, u);
 		}
@@ -154,6 +156,8 @@ me_kill_switch(struct me *me, const struct wire_kill_switch *m)
 		me_admin_reply(me, WIRE_REASON_CAPACITY, m->id);
 		return;
 	}
+	if ((u->count & ME_USER_KILLED) == 0)
+		me->users_killed++;
 	u->count |= ME_USER_KILLED;
 	/* Cancel the user's live orders, oldest first. The slot stays (it carries the kill
 	 * flag), so u remains valid while orders are unlinked. */

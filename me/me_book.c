@@ -13,38 +13,38 @@
 
 #include "me/me_int.h"
 
-/* True if price a is strictly better than b on this side (0 bids: higher; 1 asks: lower). */
-static inline bool
-better(uint32_t side, int64_t a, int64_t b)
-{
-	return side == 0 ? a > b : a < b;
-}
+/* First index in [0, n) whose price is better than px (entries are sorted worst → best).
+ * Walks from the touch first: most prices are within a few levels of it. */
+#define BOOK_SEARCH(name, BETTER)                                                          \
+	static inline uint32_t name(const struct me_lref *r, uint32_t n, int64_t px)       \
+	{                                                                                  \
+		uint32_t i = n;                                                            \
+		uint32_t stop = n > 16 ? n - 16 : 0;                                       \
+		while (i > stop && BETTER(r[i - 1].px, px))                                \
+			i--;                                                               \
+		if (i != stop || i == 0)                                                   \
+			return i;                                                          \
+		uint32_t lo = 0, hi = i;                                                   \
+		while (lo < hi) {                                                          \
+			uint32_t mid = lo + (hi - lo) / 2;                                 \
+			if (BETTER(r[mid].px, px))                                         \
+				hi = mid;                                                  \
+			else                                                               \
+				lo = mid + 1;                                              \
+		}                                                                          \
+		return lo;                                                                 \
+	}
+#define BID_BETTER(a, b) ((a) > (b))
+#define ASK_BETTER(a, b) ((a) < (b))
+BOOK_SEARCH(search_bids, BID_BETTER)
+BOOK_SEARCH(search_asks, ASK_BETTER)
 
 uint32_t
 me_book_find(struct me *me, uint32_t si, uint32_t side, int64_t px, uint32_t *pos)
 {
-	struct me_lref *r = me_lrefs(me, si, side);
+	const struct me_lref *r = me_lrefs(me, si, side);
 	uint32_t n = me_sym(me, si)->side_count[side];
-	/* Walk from the touch: the array is sorted worst → best, so from the end prices get
-	 * worse. Stop at the first entry that is not better than px. */
-	uint32_t i = n;
-	uint32_t steps = 0;
-	while (i > 0 && steps < 8 && better(side, r[i - 1].px, px)) {
-		i--;
-		steps++;
-	}
-	if (i > 0 && steps == 8) {
-		/* Binary search in [0, i): first index whose price is better than px. */
-		uint32_t lo = 0, hi = i;
-		while (lo < hi) {
-			uint32_t mid = lo + (hi - lo) / 2;
-			if (better(side, r[mid].px, px))
-				hi = mid;
-			else
-				lo = mid + 1;
-		}
-		i = lo;
-	}
+	uint32_t i = side == 0 ? search_bids(r, n, px) : search_asks(r, n, px);
 	/* Entries [i, n) are better than px; entry i-1 (if any) is at or worse than px. */
 	*pos = i;
 	if (i > 0 && r[i - 1].px == px)
@@ -55,10 +55,11 @@ me_book_find(struct me *me, uint32_t si, uint32_t side, int64_t px, uint32_t *po
 bool
 me_book_can_rest(struct me *me, uint32_t si, uint32_t side, int64_t px)
 {
-	uint32_t pos;
-	if (me_book_find(me, si, side, px, &pos) != ME_NIL)
+	/* Room for a new level means room for any price; only a full side needs the search. */
+	if (me->level_free != ME_NIL && me_sym(me, si)->side_count[side] < me->limits.levels_side_max)
 		return true;
-	return me->level_free != ME_NIL && me_sym(me, si)->side_count[side] < me->limits.levels_side_max;
+	uint32_t pos;
+	return me_book_find(me, si, side, px, &pos) != ME_NIL;
 }
 
 void
@@ -82,7 +83,7 @@ me_book_rest(struct me *me, uint32_t si, uint32_t oi)
 		l->qty = 0;
 		l->head = l->tail = ME_NIL;
 		l->count = 0;
-		l->reserved = 0;
+		l->symbol = si;
 		struct me_lref *r = me_lrefs(me, si, side);
 		uint32_t n = s->side_count[side];
 		memmove(&r[pos + 1], &r[pos], (size_t)(n - pos) * sizeof(*r));

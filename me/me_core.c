@@ -66,7 +66,7 @@ layout(struct me *me, const struct me_limits *l)
 	me->off_orders = off;
 	off = align64(off + (uint64_t)l->orders_max * sizeof(struct me_order));
 	me->off_index = off;
-	off = align64(off + (uint64_t)index_size * sizeof(uint32_t));
+	off = align64(off + (uint64_t)index_size * sizeof(struct me_slot));
 	me->off_users = off;
 	off = align64(off + (uint64_t)user_slots * sizeof(struct me_user));
 	me->off_levels = off;
@@ -150,17 +150,21 @@ me_init(struct me **out, void *memory, const struct me_limits *limits)
 
 /* ---- order records and the oid index ---- */
 
+/* The oid index stores, per slot, the record index + 1 and the low 32 bits of the oid's
+ * hash: a probe compares the tag before it touches a record (one cache miss saved per
+ * collision), and deletion finds each entry's home slot from its tag alone. */
 uint32_t
 me_order_find(struct me *me, struct wire_oid oid)
 {
-	uint32_t *ix = ME_ARR(me, off_index, uint32_t);
-	struct me_order *o = me_orders(me);
+	const struct me_slot *ix = ME_ARR(me, off_index, struct me_slot);
+	const struct me_order *o = me_orders(me);
 	uint32_t mask = me->index_mask;
-	for (uint32_t h = (uint32_t)me_oid_hash(oid) & mask;; h = (h + 1) & mask) {
-		uint32_t v = ix[h];
+	uint32_t tag = (uint32_t)me_oid_hash(oid);
+	for (uint32_t h = tag & mask;; h = (h + 1) & mask) {
+		uint32_t v = ix[h].order;
 		if (v == 0)
 			return ME_NIL;
-		if (wire_oid_eq(o[v - 1].oid, oid))
+		if (ix[h].tag == tag && wire_oid_eq(o[v - 1].oid, oid))
 			return v - 1;
 	}
 }
@@ -180,31 +184,33 @@ me_order_alloc(struct me *me, struct wire_oid oid)
 	o->state = ME_ST_ACTIVE;
 	me->records_used++;
 
-	uint32_t *ix = ME_ARR(me, off_index, uint32_t);
+	struct me_slot *ix = ME_ARR(me, off_index, struct me_slot);
 	uint32_t mask = me->index_mask;
-	uint32_t h = (uint32_t)me_oid_hash(oid) & mask;
-	while (ix[h] != 0)
+	uint32_t tag = (uint32_t)me_oid_hash(oid);
+	uint32_t h = tag & mask;
+	while (ix[h].order != 0)
 		h = (h + 1) & mask;
-	ix[h] = oi + 1;
+	ix[h].order = oi + 1;
+	ix[h].tag = tag;
 	return oi;
 }
 
 void
 me_order_release(struct me *me, uint32_t oi)
 {
-	uint32_t *ix = ME_ARR(me, off_index, uint32_t);
+	struct me_slot *ix = ME_ARR(me, off_index, struct me_slot);
 	struct me_order *o = me_orders(me);
 	uint32_t mask = me->index_mask;
 	uint32_t i = (uint32_t)me_oid_hash(o[oi].oid) & mask;
-	while (ix[i] != oi + 1) {
-		CHECK(ix[i] != 0); /* a record being released is always indexed */
+	while (ix[i].order != oi + 1) {
+		CHECK(ix[i].order != 0); /* a record being released is always indexed */
 		i = (i + 1) & mask;
 	}
 	/* Backward-shift deletion (Knuth 6.4 Algorithm R). */
 	for (uint32_t j = (i + 1) & mask;; j = (j + 1) & mask) {
-		if (ix[j] == 0)
+		if (ix[j].order == 0)
 			break;
-		uint32_t home = (uint32_t)me_oid_hash(o[ix[j] - 1].oid) & mask;
+		uint32_t home = ix[j].tag & mask;
 		/* Move j into the hole at i unless its home lies cyclically in (i, j]. */
 		bool in_range = i <= j ? (home > i && home <= j) : (home > i || home <= j);
 		if (!in_range) {
@@ -212,10 +218,11 @@ me_order_release(struct me *me, uint32_t oi)
 			i = j;
 		}
 	}
-	ix[i] = 0;
-	memset(&o[oi], 0, sizeof(o[oi]));
-	o[oi].prev = o[oi].uprev = o[oi].unext = o[oi].level = ME_NIL;
-	o[oi].next = me->order_free;
+	ix[i].order = 0;
+	ix[i].tag = 0;
+	struct me_order *r = &o[oi];
+	r->state = ME_ST_FREE;
+	r->next = me->order_free;
 	me->order_free = oi;
 	CHECK(me->records_used > 0);
 	me->records_used--;
@@ -470,7 +477,8 @@ me_apply(struct me *me, uint64_t now_ns, const struct wire_msg_hdr *msg, struct 
 	/* Cluster time never goes backwards (consensus clamps it); tolerate it anyway. */
 	if (now_ns > me->now_ns)
 		me->now_ns = now_ns;
-	me_expire_due(me);
+	if (me->gtd_count > 0 && ME_ARR(me, off_gtd, struct me_gtd)[0].expire_ns <= me->now_ns)
+		me_expire_due(me);
 
 	switch (msg->type) {
 	case WIRE_SUBMIT:

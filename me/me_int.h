@@ -77,6 +77,13 @@ struct me_order {
 static_assert(WIRE_REASON_MAX <= UINT8_MAX, "reasons fit a byte");
 static_assert(sizeof(struct me_order) == 96, "me_order is 96 bytes");
 
+/* One slot of the oid index (open addressing, linear probing). */
+struct me_slot {
+	uint32_t order;    /* record index + 1; 0 = empty */
+	uint32_t tag;      /* low 32 bits of the oid hash (home slot = tag & mask) */
+};
+static_assert(sizeof(struct me_slot) == 8, "me_slot");
+
 /* One price level: an intrusive FIFO of live orders at one price. */
 struct me_level {
 	int64_t px;        /* price */
@@ -84,7 +91,7 @@ struct me_level {
 	uint32_t head;     /* oldest order (first to fill) */
 	uint32_t tail;     /* newest order */
 	uint32_t count;    /* orders at this level; free-list link when free */
-	uint32_t reserved;
+	uint32_t symbol;   /* symbol index of its book */
 };
 static_assert(sizeof(struct me_level) == 32, "me_level");
 
@@ -167,7 +174,7 @@ struct me {
 	uint64_t now_ns;             /* cluster time of the last call */
 	/* Region layout: byte offsets from the start of struct me. */
 	uint64_t off_orders;         /* struct me_order[orders_max] */
-	uint64_t off_index;          /* uint32_t[index_size]: oid hash → order index + 1 */
+	uint64_t off_index;          /* struct me_slot[index_size]: oid hash → order index */
 	uint64_t off_users;          /* struct me_user[user_slots] */
 	uint64_t off_levels;         /* struct me_level[levels_max] */
 	uint64_t off_lrefs;          /* struct me_lref[symbols_max * 2 * levels_side_max] */
@@ -190,7 +197,7 @@ struct me {
 	uint32_t gtd_count;          /* heap entries */
 	uint32_t streams_used;       /* streams created */
 	uint32_t levels_used;        /* levels not free */
-	uint32_t reserved1;
+	uint32_t users_killed;       /* users with an engaged kill-switch */
 	uint64_t counters[ME_C_COUNT];
 };
 
@@ -243,6 +250,18 @@ static inline void
 me_count(struct me *me, enum me_counter c)
 {
 	me->counters[c]++;
+}
+
+/* Exact notional px * qty / base_unit (money_notional), without the 128-bit division when the
+ * product fits 64 bits, and without any division for base_unit 1. Same truncation. */
+static inline int
+me_notional(int64_t px, int64_t qty, int64_t base_unit, int64_t *out)
+{
+	int64_t p;
+	if (__builtin_mul_overflow(px, qty, &p))
+		return money_notional(px, qty, base_unit, out);
+	*out = base_unit == 1 ? p : p / base_unit;
+	return 0;
 }
 
 /* 64-bit finaliser (MurmurHash3 fmix64): spreads ids over the hash tables. */

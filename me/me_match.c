@@ -85,8 +85,8 @@ me_cancel_live(struct me *me, uint32_t oi, uint8_t cause, const struct wire_oid 
 {
 	struct me_order *o = me_ord(me, oi);
 	CHECK(o->state == ME_ST_LIVE);
-	uint32_t si = me_symbol_find(me, o->symbol);
-	CHECK(si != ME_NIL);
+	uint32_t si = me_lvl(me, o->level)->symbol;
+	DCHECK(me_sym(me, si)->symbol == o->symbol);
 	me_book_remove(me, si, oi);
 	me_user_unlink(me, oi);
 	emit_cancelled(me, oi, cause, contra);
@@ -122,6 +122,8 @@ user_room(struct me *me, uint64_t user)
 static bool
 user_killed(struct me *me, uint64_t user)
 {
+	if (me->users_killed == 0)
+		return false; /* the common case costs no lookup */
 	const struct me_user *u = me_user_find(me, user);
 	return u != NULL && (u->count & ME_USER_KILLED) != 0;
 }
@@ -228,7 +230,7 @@ validate(struct me *me, const struct wire_submit *m, uint32_t st, uint32_t *si_o
 		if (m->qty < s->min_qty)
 			return WIRE_REASON_BELOW_MIN_QTY;
 		int64_t notional;
-		if (money_notional(m->px, m->qty, s->base_unit, &notional) != 0)
+		if (me_notional(m->px, m->qty, s->base_unit, &notional) != 0)
 			return WIRE_REASON_OVERFLOW;
 		if (notional < s->min_notional)
 			return WIRE_REASON_BELOW_MIN_NOTIONAL;
@@ -431,7 +433,7 @@ match(struct me *me, uint32_t si, uint32_t ti, int64_t budget)
 		} else {
 			q = t->leaves < mk->leaves ? t->leaves : mk->leaves;
 		}
-		int rc = money_notional(l->px, q, s->base_unit, &notional);
+		int rc = me_notional(l->px, q, s->base_unit, &notional);
 		CHECK(rc == 0); /* bounded by the maker's own validated notional */
 		if (market_buy)
 			budget -= notional;

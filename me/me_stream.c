@@ -75,17 +75,17 @@ me_ev_begin(struct me *me, uint32_t oi, uint8_t event)
 		me_count(me, ME_C_EVENTS_OVERRUN);
 	}
 	struct wire_me_event *ev = &ring(me, st)[(s->next_seq - 1) & me->events_mask];
-	memset(ev, 0, sizeof(*ev));
-	ev->hdr.type = WIRE_ME_EVENT;
-	ev->hdr.length = (uint16_t)sizeof(*ev);
-	ev->hdr.shard = s->shard;
-	ev->seq = s->next_seq;
-	ev->time_ns = me->now_ns;
-	ev->oid = o->oid;
-	ev->symbol = o->symbol;
-	ev->event = event;
-	ev->side = o->side;
-	ev->leaves_qty = o->leaves;
+	/* Every byte written (no padding in wire structs): replays and snapshots are exact. */
+	*ev = (struct wire_me_event){
+		.hdr = {.type = WIRE_ME_EVENT, .length = (uint16_t)sizeof(*ev), .shard = s->shard},
+		.seq = s->next_seq,
+		.time_ns = me->now_ns,
+		.oid = o->oid,
+		.symbol = o->symbol,
+		.event = event,
+		.side = o->side,
+		.leaves_qty = o->leaves,
+	};
 	return ev;
 }
 

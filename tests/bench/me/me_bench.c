@@ -285,8 +285,8 @@ main(int argc, char **argv)
 		.levels_max = 32768,
 		.levels_side_max = 1024,
 		.gtd_max = 16384,
-		.events_max = 65536,
-		.events_reserve = 4096,
+		.events_max = 8192,
+		.events_reserve = 2048,
 	};
 	size_t fp = me_footprint(&limits);
 	void *mem = aligned_alloc(64, (fp + 63) & ~(size_t)63);
