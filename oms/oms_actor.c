@@ -173,6 +173,9 @@ static struct oms_actor *
 actor_obtain(struct oms *oms, uint64_t user, struct svc_sink *sink)
 {
 	if (oms->c.lru.count + oms->c.hydrating.count >= oms->c.limits.users_max) {
+		/* Every headroom slot is held by a flush in flight: nothing to gain now. */
+		if (oms->c.actor_free_count == 0)
+			return NULL;
 		/* Seed: "Size-bound safety valve: if resident count hits the memory cap, evict
 		 * the LRU tail immediately, before TTL". Only a flat tail qualifies; if none is
 		 * flat we refuse the new cold user rather than grow. */

@@ -326,13 +326,17 @@ int
 oms_restore(struct oms *oms, const void *buf, size_t len)
 {
 	CHECK(oms != NULL);
+	struct oms_limits mine;
+	memcpy(&mine, &oms->c.limits, sizeof(mine));
 	oms_reset(oms);
-	if (buf == NULL) {
+	if (buf == NULL)
 		return -EINVAL;
-	}
 	struct des d = { .buf = buf, .len = len };
 	int rc = deserialise(oms, &d);
-	if (rc != 0)
-		oms_reset(oms); /* a corrupt snapshot leaves an empty, consistent state */
+	if (rc != 0) {
+		/* A corrupt snapshot leaves an empty, consistent state with our own limits. */
+		memcpy(&oms->c.limits, &mine, sizeof(mine));
+		oms_reset(oms);
+	}
 	return rc;
 }

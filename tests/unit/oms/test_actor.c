@@ -1,0 +1,442 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Hot-user actors: hydration with parked orders, the dehydration handshake with fencing
+ * epochs, the TTL sweep, the size-bound valve, and each eviction anti-pattern of the seed
+ * shown impossible. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+static struct h H;
+
+static void
+setup(void)
+{
+	h_init(&H, NULL);
+	h_std_symbols(&H);
+}
+
+static void
+teardown(void)
+{
+	h_fini(&H);
+}
+
+TestSuite(oms_actor, .init = setup, .fini = teardown);
+
+static struct oms_user_info
+info(uint64_t user)
+{
+	struct oms_user_info i;
+	oms_user_get(H.oms, user, &i);
+	return i;
+}
+
+/* Goal: orders for a cold user park in log order behind one HydrateRequest and run, in
+ * order, when HydrateUser lands. */
+Test(oms_actor, cold_orders_park_then_run_in_order)
+{
+	h_limit(&H, 50, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 5);
+	cr_assert(eq(u32, h_count(&H, WIRE_HYDRATE_REQUEST), 1));
+	cr_assert(eq(int, h_dest(&H, WIRE_HYDRATE_REQUEST, 0), WIRE_DEST_PERSIST));
+	cr_assert(eq(u32, h_count(&H, WIRE_ACK) + h_count(&H, WIRE_NAK), 0));
+	h_limit(&H, 50, 2, S_ETHUSD, WIRE_SIDE_BUY, 11, 5);
+	cr_assert(eq(u32, h_count(&H, WIRE_HYDRATE_REQUEST), 0)); /* single-flight */
+	cr_assert(eq(u32, info(50).status, OMS_USER_HYDRATING));
+	cr_assert(eq(u32, info(50).parked, 2));
+	h_hydrate(&H, 50, 9, A_USD, 1000, 0, 0);
+	cr_assert(eq(u32, h_count(&H, WIRE_ACK), 2));
+	const struct wire_ack *a0 = h_get(&H, WIRE_ACK, 0), *a1 = h_get(&H, WIRE_ACK, 1);
+	cr_assert(eq(u64, a0->cl_ord_id, 1));
+	cr_assert(eq(u64, a1->cl_ord_id, 2));
+	cr_assert(eq(u64, wire_oid_seq(a1->oid), 2));
+	cr_assert(eq(u32, info(50).status, OMS_USER_RESIDENT));
+	cr_assert(eq(u64, info(50).epoch, 9));
+	cr_assert(eq(i64, h_reserved(&H, 50, A_USD), 50 + 1 + 55 + 1));
+}
+
+/* Goal: parking is bounded per user and in total; over the bound the order is NAKed
+ * PARKED_FULL (nothing parked, nothing debited). */
+Test(oms_actor, parked_bounds)
+{
+	for (uint64_t i = 0; i < H.lim.parked_per_user; i++)
+		h_limit(&H, 50, 1 + i, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	h_limit(&H, 50, 99, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	cr_assert(eq(u16, h_last_nak(&H), WIRE_REASON_PARKED_FULL));
+	cr_assert(eq(u32, info(50).parked, H.lim.parked_per_user));
+	h_fini(&H);
+	struct oms_limits l;
+	h_limits(&l);
+	l.parked_max = 3;
+	h_init(&H, &l);
+	h_std_symbols(&H);
+	h_limit(&H, 51, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	h_limit(&H, 52, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	h_limit(&H, 53, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	h_limit(&H, 54, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	cr_assert(eq(u16, h_last_nak(&H), WIRE_REASON_PARKED_FULL));
+	cr_assert(eq(u32, h_status(&H, 54), OMS_USER_ABSENT));
+}
+
+/* Goal: HydrateUser OWNED refuses the parked orders NOT_OWNER naming the owner. */
+Test(oms_actor, hydrate_owned_naks_not_owner)
+{
+	h_limit(&H, 50, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	h_limit(&H, 50, 2, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	h_hydrate_status(&H, 50, WIRE_HYD_OWNED, 3);
+	cr_assert(eq(u32, h_count(&H, WIRE_NAK), 2));
+	const struct wire_nak *n = h_get(&H, WIRE_NAK, 1);
+	cr_assert(eq(u16, n->reason, WIRE_REASON_NOT_OWNER));
+	cr_assert(eq(u16, n->owner_shard, 3));
+	cr_assert(eq(u64, n->cl_ord_id, 2));
+	cr_assert(eq(u32, h_status(&H, 50), OMS_USER_ABSENT));
+	cr_assert(eq(u32, oms_resident_count(H.oms), 0));
+}
+
+/* Goal: HydrateUser ERROR asks again (bounded), then refuses the parked orders DB_ERROR. */
+Test(oms_actor, hydrate_error_retries_then_db_error)
+{
+	h_limit(&H, 50, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	for (uint32_t i = 1; i < H.lim.hydrate_retries_max; i++) {
+		h_hydrate_status(&H, 50, WIRE_HYD_ERROR, 0);
+		cr_assert(eq(u32, h_count(&H, WIRE_HYDRATE_REQUEST), 1));
+	}
+	h_hydrate_status(&H, 50, WIRE_HYD_ERROR, 0);
+	cr_assert(eq(u32, h_count(&H, WIRE_HYDRATE_REQUEST), 0));
+	cr_assert(eq(u16, h_last_nak(&H), WIRE_REASON_DB_ERROR));
+	cr_assert(eq(u32, h_status(&H, 50), OMS_USER_ABSENT));
+}
+
+/* Goal: a hydrate-ahead (HydrateUser before any order) installs the actor; a second
+ * HydrateUser for a resident user is ignored (RAM is newer than the row). */
+Test(oms_actor, hydrate_ahead_and_duplicate)
+{
+	h_hydrate(&H, 60, 4, A_USD, 500, 0, 0);
+	cr_assert(eq(u32, h_status(&H, 60), OMS_USER_RESIDENT));
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_HYDRATE_AHEAD), 1));
+	h_limit(&H, 60, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 10);
+	h_hydrate(&H, 60, 5, A_USD, 999999, 0, 0);
+	cr_assert(eq(i64, h_total(&H, 60, A_USD), 500));
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_HYDRATE_DUP), 1));
+}
+
+/* Goal: the sweep dehydrates a flat user idle past TTL (not before); BeginDehydrate carries
+ * only the quiescent state; the actor stays in RAM until FlushComplete. */
+Test(oms_actor, ttl_sweep_and_handshake)
+{
+	h_user(&H, 7, 100, 200);
+	H.now += 9 * SEC;
+	h_tick(&H);
+	cr_assert(eq(u32, h_count(&H, WIRE_BEGIN_DEHYDRATE), 0));
+	H.now += 2 * SEC;
+	h_tick(&H);
+	cr_assert(eq(u32, h_count(&H, WIRE_BEGIN_DEHYDRATE), 1));
+	const struct wire_begin_dehydrate *b = h_get(&H, WIRE_BEGIN_DEHYDRATE, 0);
+	cr_assert(eq(int, h_dest(&H, WIRE_BEGIN_DEHYDRATE, 0), WIRE_DEST_PERSIST));
+	cr_assert(eq(u64, b->state.user, 7));
+	cr_assert(eq(u32, b->state.balance_count, 2));
+	cr_assert(eq(i64, b->state.balances[1].total, 200));
+	cr_assert(eq(u64, b->epoch, 2));
+	/* Not dropped before FlushComplete: still readable, still counted resident. */
+	cr_assert(eq(u32, h_status(&H, 7), OMS_USER_FLUSHING));
+	cr_assert(eq(i64, h_total(&H, 7, A_USD), 200));
+	h_flush(&H, 7, b->epoch, WIRE_FLUSH_OK, 2);
+	cr_assert(eq(u32, h_status(&H, 7), OMS_USER_ABSENT));
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_EVICTIONS), 1));
+}
+
+/* Anti-pattern: evicting a user with live resting orders. */
+Test(oms_actor, never_evicts_with_resting_order)
+{
+	h_user(&H, 7, 1000, 100000);
+	h_limit(&H, 7, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 5);
+	struct wire_oid o = h_last_ack_oid(&H);
+	h_ev(&H, o, S_ETHUSD, WIRE_EV_ACCEPTED, 0, 0, 5, 0);
+	h_ev(&H, o, S_ETHUSD, WIRE_EV_RESTED, 10, 5, 5, 0);
+	for (int i = 0; i < 100; i++) {
+		H.now += 5 * SEC;
+		h_tick(&H);
+		cr_assert(eq(u32, h_count(&H, WIRE_BEGIN_DEHYDRATE), 0));
+	}
+	cr_assert(eq(u32, h_status(&H, 7), OMS_USER_RESIDENT));
+	cr_assert(gt(u64, h_ctr(&H, OMS_C_SWEEP_TOUCHED), 0));
+	/* A fill 500 s later lands on the live actor: the fill path is never cold. */
+	h_ev(&H, o, S_ETHUSD, WIRE_EV_FILL, 10, 5, 0, 1);
+	h_ev(&H, o, S_ETHUSD, WIRE_EV_DONE, 0, 0, 0, 0);
+	cr_assert(eq(i64, h_total(&H, 7, A_ETH), 5));
+	H.now += 11 * SEC;
+	h_tick(&H);
+	H.now += 11 * SEC;
+	h_tick(&H);
+	cr_assert(eq(u32, h_status(&H, 7), OMS_USER_FLUSHING));
+}
+
+/* Anti-pattern: evicting a user with an in-flight saga (sent, no result yet). */
+Test(oms_actor, never_evicts_with_inflight_saga)
+{
+	h_user(&H, 7, 1000, 100000);
+	h_limit(&H, 7, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 5);
+	for (int i = 0; i < 50; i++) {
+		H.now += 5 * SEC;
+		h_tick(&H);
+	}
+	cr_assert(eq(u32, h_status(&H, 7), OMS_USER_RESIDENT));
+	cr_assert(eq(u32, info(7).sagas, 1));
+	/* White box: a saga alone (no reservation, no live order) still blocks eviction. */
+	struct oms_actor *a = oms_actor_find(H.oms, 7);
+	a->live = 0;
+	a->reservations = 0;
+	a->order_count = 0;
+	cr_assert(not(oms_actor_flat(a)));
+}
+
+/* Anti-pattern: evicting a user with funds committed (an outstanding reservation). */
+Test(oms_actor, never_evicts_with_reservation)
+{
+	h_user(&H, 7, 1000, 100000);
+	struct oms_actor *a = oms_actor_find(H.oms, 7);
+	cr_assert(oms_actor_flat(a));
+	a->reservations = 1; /* white box: the reservation counter alone */
+	cr_assert(not(oms_actor_flat(a)));
+	H.now += 30 * SEC;
+	oms_tick(H.oms, H.now, &H.sink);
+	cr_assert(eq(u32, h_status(&H, 7), OMS_USER_RESIDENT));
+	a->reservations = 0;
+	a->live = 1; /* and the resting-order counter alone */
+	cr_assert(not(oms_actor_flat(a)));
+	H.now += 30 * SEC;
+	oms_tick(H.oms, H.now, &H.sink);
+	cr_assert(eq(u32, h_status(&H, 7), OMS_USER_RESIDENT));
+	a->live = 0;
+}
+
+/* Goal: starting a flush for a non-flat actor is a programmer error caught by CHECK. */
+Test(oms_actor, begin_dehydrate_non_flat_aborts, .signal = SIGABRT)
+{
+	h_user(&H, 7, 1000, 100000);
+	h_limit(&H, 7, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 5);
+	oms_actor_begin_dehydrate(H.oms, oms_actor_find(H.oms, 7), &H.sink);
+}
+
+/* Goal: an order in the flush window cancels the eviction (served from RAM, epoch bump);
+ * the stale FlushComplete that follows never evicts the re-activated user. */
+Test(oms_actor, order_in_flush_window_and_stale_flush_complete)
+{
+	h_user(&H, 7, 1000, 100000);
+	H.now += 11 * SEC;
+	h_tick(&H);
+	const struct wire_begin_dehydrate *b = h_get(&H, WIRE_BEGIN_DEHYDRATE, 0);
+	cr_assert(b != NULL);
+	uint64_t e = b->epoch;
+	h_limit(&H, 7, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 5);
+	cr_assert(eq(u32, h_count(&H, WIRE_ACK), 1));
+	cr_assert(eq(u32, h_count(&H, WIRE_HYDRATE_REQUEST), 0)); /* no DB read */
+	cr_assert(eq(u32, h_status(&H, 7), OMS_USER_RESIDENT));
+	cr_assert(gt(u64, h_epoch(&H, 7), e));
+	h_flush(&H, 7, e, WIRE_FLUSH_OK, 2);
+	cr_assert(eq(u32, h_status(&H, 7), OMS_USER_RESIDENT));
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_FLUSH_STALE), 1));
+	cr_assert(eq(u64, info(7).version, 2)); /* the next CAS expects our own write */
+	cr_assert(eq(u32, info(7).sagas, 1));
+}
+
+/* Goal: dropping happens only on FlushComplete with the current epoch; nothing else
+ * (a HydrateUser, a completion with another epoch) drops or overwrites the actor. */
+Test(oms_actor, no_drop_before_flush_complete)
+{
+	h_user(&H, 7, 1000, 100000);
+	H.now += 11 * SEC;
+	h_tick(&H);
+	uint64_t e = ((const struct wire_begin_dehydrate *)h_get(&H, WIRE_BEGIN_DEHYDRATE, 0))->epoch;
+	h_hydrate(&H, 7, 77, A_USD, 1, 0, 0);
+	cr_assert(eq(u32, h_status(&H, 7), OMS_USER_FLUSHING));
+	cr_assert(eq(i64, h_total(&H, 7, A_USD), 100000));
+	h_flush(&H, 7, e + 1, WIRE_FLUSH_OK, 2);
+	h_flush(&H, 8, e, WIRE_FLUSH_OK, 2);
+	cr_assert(eq(u32, h_status(&H, 7), OMS_USER_FLUSHING));
+	for (int i = 0; i < 10; i++) {
+		H.now += 20 * SEC;
+		h_tick(&H);
+	}
+	cr_assert(eq(u32, h_status(&H, 7), OMS_USER_FLUSHING)); /* crash-safe: waits */
+	h_flush(&H, 7, e, WIRE_FLUSH_OK, 2);
+	cr_assert(eq(u32, h_status(&H, 7), OMS_USER_ABSENT));
+}
+
+/* Goal: a CONFLICT flush keeps the actor, raises the alarm and is not retried by the sweep;
+ * an operator USER_ADMIN evict flushes it again. A transient ERROR is retried after TTL. */
+Test(oms_actor, flush_conflict_and_error)
+{
+	h_user(&H, 7, 1000, 100000);
+	H.now += 11 * SEC;
+	h_tick(&H);
+	uint64_t e = ((const struct wire_begin_dehydrate *)h_get(&H, WIRE_BEGIN_DEHYDRATE, 0))->epoch;
+	h_flush(&H, 7, e, WIRE_FLUSH_CONFLICT, 0);
+	cr_assert(eq(u32, h_status(&H, 7), OMS_USER_RESIDENT));
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_ALARM_FLUSH_CONFLICT), 1));
+	H.now += 30 * SEC;
+	h_tick(&H);
+	cr_assert(eq(u32, h_count(&H, WIRE_BEGIN_DEHYDRATE), 0));
+	struct wire_user_admin ua;
+	memset(&ua, 0, sizeof(ua));
+	ua.hdr.type = WIRE_USER_ADMIN;
+	ua.hdr.length = sizeof(ua);
+	ua.user = 7;
+	ua.op = 1;
+	h_apply(&H, &ua);
+	cr_assert(eq(u32, h_count(&H, WIRE_BEGIN_DEHYDRATE), 1));
+	e = ((const struct wire_begin_dehydrate *)h_get(&H, WIRE_BEGIN_DEHYDRATE, 0))->epoch;
+	h_flush(&H, 7, e, WIRE_FLUSH_ERROR, 0);
+	cr_assert(eq(u32, h_status(&H, 7), OMS_USER_RESIDENT));
+	H.now += 11 * SEC;
+	h_tick(&H);
+	cr_assert(eq(u32, h_count(&H, WIRE_BEGIN_DEHYDRATE), 1));
+}
+
+/* Goal: at the resident cap the flat LRU tail is dehydrated at once for a new cold user;
+ * with nothing flat the new cold user is refused CAPACITY rather than growing. */
+Test(oms_actor, resident_cap_valve_and_capacity)
+{
+	h_fini(&H);
+	struct oms_limits l;
+	h_limits(&l);
+	l.users_max = 4;
+	l.flush_headroom = 1;
+	h_init(&H, &l);
+	h_std_symbols(&H);
+	for (uint64_t u = 1; u <= 4; u++) {
+		h_user(&H, u, 1000, 100000);
+		H.now += SEC / 100;
+	}
+	h_limit(&H, 2, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1); /* touch 2; LRU tail is 1 */
+	h_limit(&H, 9, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	cr_assert(eq(u32, h_count(&H, WIRE_BEGIN_DEHYDRATE), 1));
+	cr_assert(eq(u64, ((const struct wire_begin_dehydrate *)h_get(&H, WIRE_BEGIN_DEHYDRATE, 0))
+				  ->state.user,
+		     1));
+	cr_assert(eq(u32, h_count(&H, WIRE_HYDRATE_REQUEST), 1));
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_VALVE_DEHYDRATES), 1));
+	/* Headroom is used by the flush in flight: the next cold user cannot get a slot. */
+	h_limit(&H, 10, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	cr_assert(eq(u16, h_last_nak(&H), WIRE_REASON_CAPACITY));
+	/* Make everybody non-flat: no valve candidate → CAPACITY. */
+	h_flush(&H, 1, h_epoch(&H, 1), WIRE_FLUSH_OK, 2);
+	h_hydrate(&H, 9, 1, A_USD, 100000, 0, 0);
+	h_limit(&H, 3, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	h_limit(&H, 4, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	h_limit(&H, 11, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	cr_assert(eq(u16, h_last_nak(&H), WIRE_REASON_CAPACITY));
+	cr_assert(eq(u32, h_count(&H, WIRE_BEGIN_DEHYDRATE), 0));
+}
+
+/* Goal: the sweep is O(expired): it stops at the first non-expired actor and evicts at
+ * most K per sweep. */
+Test(oms_actor, sweep_bounded_and_stops_early)
+{
+	h_fini(&H);
+	struct oms_limits l;
+	h_limits(&l);
+	l.sweep_evict_max = 3;
+	l.sweep_scan_max = 100;
+	h_init(&H, &l);
+	h_std_symbols(&H);
+	for (uint64_t u = 1; u <= 10; u++)
+		h_user(&H, u, 1, 1);
+	H.now += 5 * SEC;
+	for (uint64_t u = 11; u <= 40; u++)
+		h_user(&H, u, 1, 1);
+	H.now += 6 * SEC; /* users 1..10 expired, 11..40 not */
+	h_tick(&H);
+	cr_assert(eq(u32, h_count(&H, WIRE_BEGIN_DEHYDRATE), 3));
+	H.now += SEC;
+	h_tick(&H);
+	cr_assert(eq(u32, h_count(&H, WIRE_BEGIN_DEHYDRATE), 3));
+	H.now += SEC;
+	h_tick(&H);
+	H.now += SEC;
+	h_tick(&H);
+	cr_assert(eq(u32, h_count(&H, WIRE_BEGIN_DEHYDRATE), 1));
+	H.now += SEC / 10;
+	h_tick(&H);
+	cr_assert(eq(u32, h_count(&H, WIRE_BEGIN_DEHYDRATE), 0));
+	cr_assert(eq(u32, H.oms->c.flushing.count, 10));
+}
+
+/* Goal: a fill for a non-resident user is never dropped: it hydrates on miss, the stream
+ * moves on, and the event is applied after HydrateUser. */
+Test(oms_actor, event_for_cold_user_hydrates_on_miss)
+{
+	struct wire_me_event e;
+	h_event_msg(&H, &e, 1, h_oid(&H, 70, 5), S_ETHUSD, WIRE_EV_FILL);
+	e.side = WIRE_SIDE_SELL;
+	e.px = 10;
+	e.qty = 3;
+	e.notional = 30;
+	e.liquidity = 1;
+	h_apply(&H, &e);
+	cr_assert(eq(u32, h_count(&H, WIRE_HYDRATE_REQUEST), 1));
+	cr_assert(eq(u64, oms_stream_next_seq(H.oms, 1), 2));
+	cr_assert(eq(u32, info(70).parked, 1));
+	h_hydrate(&H, 70, 1, A_ETH, 10, A_USD, 0);
+	/* Applied: it names an order this state does not know (alarm), and the trade's money
+	 * still moves (sold 3 ETH for 30 USD + 0.003 rebate rounded to 0). */
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_ALARM_UNKNOWN_ORDER), 1));
+	cr_assert(eq(i64, h_total(&H, 70, A_ETH), 7));
+	cr_assert(eq(i64, h_total(&H, 70, A_USD), 30));
+}
+
+struct seen {
+	uint32_t hyd, deh;
+};
+
+static void
+seen_fn(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
+{
+	struct seen *s = ctx;
+	cr_assert(eq(int, dest, WIRE_DEST_PERSIST));
+	s->hyd += msg->type == WIRE_HYDRATE_REQUEST;
+	s->deh += msg->type == WIRE_BEGIN_DEHYDRATE;
+}
+
+/* Goal: outstanding hydrations and flushes are enumerable (the persister's work queue). */
+Test(oms_actor, persist_foreach)
+{
+	h_user(&H, 7, 1, 1);
+	h_limit(&H, 50, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	h_limit(&H, 51, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	H.now += 11 * SEC;
+	h_tick(&H);
+	struct seen s = { 0 };
+	cr_assert(eq(u32, oms_persist_foreach(H.oms, seen_fn, &s), 3));
+	cr_assert(eq(u32, s.hyd, 2));
+	cr_assert(eq(u32, s.deh, 1));
+}
+
+/* Goal: deposits/withdrawals are idempotent, hydrate a cold user first, and never make an
+ * available balance negative. */
+Test(oms_actor, transfers)
+{
+	h_transfer(&H, 80, 1, A_USD, 500);
+	cr_assert(eq(u32, h_count(&H, WIRE_HYDRATE_REQUEST), 1));
+	struct wire_hydrate_user hu;
+	memset(&hu, 0, sizeof(hu));
+	hu.hdr.type = WIRE_HYDRATE_USER;
+	hu.hdr.length = sizeof(hu);
+	hu.epoch = 1;
+	hu.status = WIRE_HYD_NEW;
+	hu.state.user = 80;
+	h_apply(&H, &hu);
+	cr_assert(eq(i64, h_total(&H, 80, A_USD), 500));
+	h_transfer(&H, 80, 1, A_USD, 500);
+	cr_assert(eq(i64, h_total(&H, 80, A_USD), 500));
+	h_limit(&H, 80, 1, S_ETHUSD, WIRE_SIDE_BUY, 100, 4); /* reserves 400 + 1 */
+	h_transfer(&H, 80, 2, A_USD, -100);
+	const struct wire_admin_reply *r = h_get(&H, WIRE_ADMIN_REPLY, 0);
+	cr_assert(eq(u16, r->reason, WIRE_REASON_INSUFFICIENT_FUNDS));
+	h_transfer(&H, 80, 3, A_USD, -99);
+	cr_assert(eq(i64, h_total(&H, 80, A_USD), 401));
+	cr_assert(eq(i64, h_reserved(&H, 80, A_USD), 401));
+}

@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Reconciliation: phantom orders closed and released, snapshots applied only once the stream
+ * is applied through as_of_seq, unknown orders and leaked reservations flagged and healed,
+ * the periodic capped sweep. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+static struct h H;
+
+static void
+setup(void)
+{
+	struct oms_limits l;
+	h_limits(&l);
+	l.reconcile_interval_ns = 5 * SEC;
+	l.reconcile_users_max = 2;
+	h_init(&H, &l);
+	h_std_symbols(&H);
+	h_user(&H, 7, 1000000, 1000000);
+}
+
+static void
+teardown(void)
+{
+	h_fini(&H);
+}
+
+TestSuite(oms_recon, .init = setup, .fini = teardown);
+
+static void
+snap(uint64_t user, uint64_t req, uint64_t as_of, uint16_t ms, const struct wire_oid *oids,
+     uint32_t n, int64_t leaves)
+{
+	struct wire_open_orders_snapshot m;
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = WIRE_OPEN_ORDERS_SNAPSHOT;
+	m.hdr.length = sizeof(m);
+	m.user = user;
+	m.req_id = req;
+	m.as_of_seq = as_of;
+	m.me_shard = ms;
+	m.last = 1;
+	m.count = n;
+	for (uint32_t i = 0; i < n; i++) {
+		m.orders[i].oid = oids[i];
+		m.orders[i].symbol = S_ETHUSD;
+		m.orders[i].leaves_qty = leaves;
+	}
+	h_apply(&H, &m);
+}
+
+/* Goal: an order the ME no longer has (as of a seq we applied) is a phantom: closed with
+ * cause RECONCILE and its reservation released; the user becomes flat. */
+Test(oms_recon, phantom_closed_and_released)
+{
+	h_limit(&H, 7, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 10);
+	struct wire_oid a = h_last_ack_oid(&H);
+	h_limit(&H, 7, 2, S_ETHUSD, WIRE_SIDE_BUY, 10, 10);
+	struct wire_oid b = h_last_ack_oid(&H);
+	h_ev(&H, a, S_ETHUSD, WIRE_EV_ACCEPTED, 0, 0, 10, 0);
+	h_ev(&H, a, S_ETHUSD, WIRE_EV_RESTED, 10, 10, 10, 0);
+	h_ev(&H, b, S_ETHUSD, WIRE_EV_ACCEPTED, 0, 0, 10, 0);
+	h_ev(&H, b, S_ETHUSD, WIRE_EV_RESTED, 10, 10, 10, 0);
+	/* The ME lost b's expiry: its snapshot lists only a. */
+	snap(7, 1, 4, 1, &a, 1, 10);
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_ALARM_RECON_PHANTOM), 1));
+	const struct wire_exec_report *r = h_get(&H, WIRE_EXEC_REPORT, 0);
+	cr_assert(eq(u8, r->exec, WIRE_EXEC_CANCELLED));
+	cr_assert(eq(u8, r->cause, WIRE_CAUSE_RECONCILE));
+	cr_assert(wire_oid_eq(r->oid, b));
+	cr_assert(eq(i64, h_reserved(&H, 7, A_USD), 101));
+	snap(7, 2, 4, 1, NULL, 0, 0);
+	cr_assert(oms_actor_flat(oms_actor_find(H.oms, 7)));
+}
+
+/* Goal: a snapshot newer than the applied stream is deferred, not applied. */
+Test(oms_recon, deferred_until_stream_applied)
+{
+	h_limit(&H, 7, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 10);
+	struct wire_oid a = h_last_ack_oid(&H);
+	h_ev(&H, a, S_ETHUSD, WIRE_EV_ACCEPTED, 0, 0, 10, 0);
+	snap(7, 1, 5, 1, NULL, 0, 0);
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_RECON_DEFERRED), 1));
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_ALARM_RECON_PHANTOM), 0));
+	cr_assert(eq(u32, oms_actor_find(H.oms, 7)->live, 1));
+	/* An order whose last event is after as_of_seq is not judged by that snapshot. */
+	snap(7, 2, 0, 1, NULL, 0, 0);
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_ALARM_RECON_PHANTOM), 0));
+}
+
+/* Goal: an order the ME has but we do not know, and a reservation no order explains, are
+ * impossible states: flagged; the leak is released. */
+Test(oms_recon, unknown_order_and_leak)
+{
+	struct wire_oid ghost = h_oid(&H, 7, 99);
+	snap(7, 1, 0, 1, &ghost, 1, 5);
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_ALARM_RECON_UNKNOWN), 1));
+	struct oms_actor *a = oms_actor_find(H.oms, 7);
+	oms_balance_find(H.oms, a, A_USD)->reserved = 77; /* a leaked reservation */
+	cr_assert(eq(u32, oms_recon_leaks(H.oms, a), 1));
+	cr_assert(eq(i64, h_reserved(&H, 7, A_USD), 0));
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_ALARM_RECON_LEAK), 1));
+}
+
+/* Goal: the periodic sweep (cluster time) queries at most reconcile_users_max users with
+ * live orders, one query per ME shard holding them. */
+Test(oms_recon, periodic_sweep_capped)
+{
+	for (uint64_t u = 20; u < 25; u++) {
+		h_user(&H, u, 1000000, 1000000);
+		h_limit(&H, u, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 10);
+		h_ev(&H, h_last_ack_oid(&H), S_ETHUSD, WIRE_EV_ACCEPTED, 0, 0, 10, 0);
+		h_limit(&H, u, 2, S_BTCUSD, WIRE_SIDE_BUY, 1000, 10);
+		h_ev(&H, h_last_ack_oid(&H), S_BTCUSD, WIRE_EV_ACCEPTED, 0, 0, 10, 0);
+	}
+	H.now += 6 * SEC;
+	h_tick(&H);
+	cr_assert(eq(u32, h_count(&H, WIRE_OPEN_ORDERS_QUERY), 4));
+	const struct wire_open_orders_query *q = h_get(&H, WIRE_OPEN_ORDERS_QUERY, 0);
+	cr_assert(eq(int, h_dest(&H, WIRE_OPEN_ORDERS_QUERY, 0), WIRE_DEST_ME));
+	cr_assert(eq(u16, q->oms_shard, 0));
+	H.now += 6 * SEC;
+	h_tick(&H);
+	cr_assert(eq(u32, h_count(&H, WIRE_OPEN_ORDERS_QUERY), 4));
+}

@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Routing authority: NOT_OWNER with the owner, resident users served until drained, the
+ * drain after a config change (capped, flat only), whale pins, stale epochs. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/hrw.h"
+#include "harness.h"
+
+static struct h H;
+
+static void
+setup(void)
+{
+	h_init(&H, NULL);
+	h_std_symbols(&H);
+}
+
+static void
+teardown(void)
+{
+	h_fini(&H);
+}
+
+TestSuite(oms_route, .init = setup, .fini = teardown);
+
+static void
+route(uint64_t epoch, const uint16_t *active, uint32_t na, const uint16_t *recv, uint32_t nr,
+      uint64_t pin_user, uint16_t pin_shard)
+{
+	struct wire_routing_config m;
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = WIRE_ROUTING_CONFIG;
+	m.hdr.length = sizeof(m);
+	m.epoch = epoch;
+	for (uint32_t i = 0; i < na; i++)
+		m.shards[m.shard_count++] = (struct wire_route_shard){ active[i], WIRE_SHARD_ACTIVE, 0 };
+	for (uint32_t i = 0; i < nr; i++)
+		m.shards[m.shard_count++] =
+			(struct wire_route_shard){ recv[i], WIRE_SHARD_RECEIVING, 0 };
+	if (pin_user != 0) {
+		m.pins[0].user = pin_user;
+		m.pins[0].shard = pin_shard;
+		m.pin_count = 1;
+	}
+	h_apply(&H, &m);
+}
+
+/* A user HRW places on shard `want` among shards[]. */
+static uint64_t
+user_on(const uint16_t *shards, uint32_t n, uint16_t want, uint64_t from)
+{
+	for (uint64_t u = from;; u++)
+		if (hrw_pick(u, shards, n) == want)
+			return u;
+}
+
+/* Goal: a cold user owned elsewhere is refused NOT_OWNER naming the owner, with our epoch. */
+Test(oms_route, not_owner_names_owner)
+{
+	uint16_t act[] = { 0, 1, 2 };
+	route(5, act, 3, NULL, 0, 0, 0);
+	uint64_t u = user_on(act, 3, 2, 100);
+	h_limit(&H, u, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	const struct wire_nak *n = h_get(&H, WIRE_NAK, 0);
+	cr_assert(n != NULL);
+	cr_assert(eq(u16, n->reason, WIRE_REASON_NOT_OWNER));
+	cr_assert(eq(u16, n->owner_shard, 2));
+	cr_assert(eq(u64, n->route_epoch, 5));
+	cr_assert(eq(u32, h_count(&H, WIRE_HYDRATE_REQUEST), 0));
+	uint64_t mine = user_on(act, 3, 0, 100);
+	h_limit(&H, mine, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	cr_assert(eq(u32, h_count(&H, WIRE_HYDRATE_REQUEST), 1));
+}
+
+/* Goal: receiving shards get no new users; a whale pin overrides HRW. */
+Test(oms_route, receiving_and_pins)
+{
+	uint16_t act[] = { 0, 1 }, rcv[] = { 2 };
+	route(1, act, 2, rcv, 1, 0, 0);
+	for (uint64_t u = 1; u < 200; u++)
+		cr_assert(oms_owner(H.oms, u) != 2);
+	uint64_t u = user_on(act, 2, 1, 1);
+	route(2, act, 2, rcv, 1, u, 0);
+	cr_assert(eq(u16, oms_owner(H.oms, u), 0));
+	struct wire_whale_pin p;
+	memset(&p, 0, sizeof(p));
+	p.hdr.type = WIRE_WHALE_PIN;
+	p.hdr.length = sizeof(p);
+	p.user = u;
+	p.hdr.flags = 1; /* unpin */
+	h_apply(&H, &p);
+	cr_assert(eq(u16, oms_owner(H.oms, u), 1));
+	cr_assert(eq(u64, oms_route_epoch(H.oms), 3));
+}
+
+/* Goal: an older or equal epoch is refused; membership and pins move only together. */
+Test(oms_route, stale_epoch_refused)
+{
+	uint16_t act[] = { 0, 1 };
+	route(5, act, 2, NULL, 0, 0, 0);
+	uint16_t only0[] = { 0 };
+	route(5, only0, 1, NULL, 0, 0, 0);
+	const struct wire_admin_reply *r = h_get(&H, WIRE_ADMIN_REPLY, 0);
+	cr_assert(eq(u16, r->reason, WIRE_REASON_STALE_EPOCH));
+	cr_assert(eq(u32, H.oms->c.route.active_count, 2));
+	route(6, NULL, 0, only0, 1, 0, 0); /* no active shard: refused */
+	r = h_get(&H, WIRE_ADMIN_REPLY, 0);
+	cr_assert(eq(u16, r->reason, WIRE_REASON_BAD_REQUEST));
+}
+
+/* Goal: after a config change, resident users no longer owned are still served (the shard
+ * stays authoritative) and drained once flat, at most drain_max per sweep. */
+Test(oms_route, drain_non_owned_when_flat)
+{
+	h_fini(&H);
+	struct oms_limits l;
+	h_limits(&l);
+	l.drain_max = 2;
+	h_init(&H, &l);
+	h_std_symbols(&H);
+	uint16_t two[] = { 0, 1 };
+	uint64_t users[6];
+	uint64_t from = 1;
+	for (int i = 0; i < 6; i++) {
+		users[i] = user_on(two, 2, 1, from);
+		from = users[i] + 1;
+		h_user(&H, users[i], 1000, 100000);
+	}
+	h_limit(&H, users[0], 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1); /* not flat */
+	route(7, two, 2, NULL, 0, 0, 0);
+	h_limit(&H, users[1], 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	cr_assert(eq(u32, h_count(&H, WIRE_ACK), 1)); /* still served while resident */
+	struct wire_oid o1 = h_last_ack_oid(&H);
+	uint32_t flushed = 0;
+	for (int s = 0; s < 6; s++) {
+		H.now += SEC;
+		h_tick(&H);
+		cr_assert(le(u32, h_count(&H, WIRE_BEGIN_DEHYDRATE), 2));
+		flushed += h_count(&H, WIRE_BEGIN_DEHYDRATE);
+	}
+	cr_assert(eq(u32, flushed, 4));
+	cr_assert(eq(u32, h_status(&H, users[0]), OMS_USER_RESIDENT));
+	cr_assert(eq(u32, h_status(&H, users[1]), OMS_USER_RESIDENT));
+	h_ev(&H, o1, S_ETHUSD, WIRE_EV_REJECTED, 0, 0, 0, 0);
+	H.now += SEC;
+	h_tick(&H);
+	cr_assert(eq(u32, h_count(&H, WIRE_BEGIN_DEHYDRATE), 1));
+	cr_assert(eq(u32, h_status(&H, users[1]), OMS_USER_FLUSHING));
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_DRAINED), 5));
+}

@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* ME event streams: strictly in sequence per ME shard, duplicates ignored, gaps held with a
+ * rate-limited ReplayRequest, batched StreamAcks. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+static struct h H;
+
+static void
+setup(void)
+{
+	h_init(&H, NULL);
+	h_std_symbols(&H);
+	h_user(&H, 7, 1000000, 1000000);
+}
+
+static void
+teardown(void)
+{
+	h_fini(&H);
+}
+
+TestSuite(oms_stream, .init = setup, .fini = teardown);
+
+static void
+send_ev(uint64_t seq, struct wire_oid oid, uint32_t sym, uint8_t ev, int64_t px, int64_t qty,
+	int64_t leaves)
+{
+	struct wire_me_event e;
+	h_event_msg(&H, &e, seq, oid, sym, ev);
+	e.px = px;
+	e.qty = qty;
+	e.leaves_qty = leaves;
+	e.liquidity = 2;
+	e.notional = px * qty / (sym == S_BTCUSD ? 100 : 1);
+	h_apply(&H, &e);
+}
+
+/* Goal: a duplicate event (seq already applied) changes nothing — settle is idempotent. */
+Test(oms_stream, duplicate_ignored)
+{
+	h_limit(&H, 7, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 10);
+	struct wire_oid o = h_last_ack_oid(&H);
+	send_ev(1, o, S_ETHUSD, WIRE_EV_ACCEPTED, 0, 0, 10);
+	send_ev(2, o, S_ETHUSD, WIRE_EV_FILL, 10, 4, 6);
+	int64_t usd = h_total(&H, 7, A_USD);
+	send_ev(2, o, S_ETHUSD, WIRE_EV_FILL, 10, 4, 6);
+	send_ev(1, o, S_ETHUSD, WIRE_EV_ACCEPTED, 0, 0, 10);
+	cr_assert(eq(i64, h_total(&H, 7, A_USD), usd));
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_EVENTS_DUP), 2));
+	cr_assert(eq(u32, h_count(&H, WIRE_EXEC_REPORT), 0));
+	cr_assert(eq(u64, oms_stream_next_seq(H.oms, 1), 3));
+}
+
+/* Goal: a gap holds later events and asks for a replay once per interval; when the gap
+ * fills the held events run in order. */
+Test(oms_stream, gap_holds_and_replays)
+{
+	h_limit(&H, 7, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 10);
+	struct wire_oid o = h_last_ack_oid(&H);
+	send_ev(2, o, S_ETHUSD, WIRE_EV_FILL, 10, 4, 6);
+	cr_assert(eq(u32, h_count(&H, WIRE_REPLAY_REQUEST), 1));
+	const struct wire_replay_request *r = h_get(&H, WIRE_REPLAY_REQUEST, 0);
+	cr_assert(eq(u64, r->from_seq, 1));
+	cr_assert(eq(u16, r->hdr.shard, 1));
+	cr_assert(eq(u16, r->stream, 0));
+	send_ev(3, o, S_ETHUSD, WIRE_EV_FILL, 10, 6, 0);
+	cr_assert(eq(u32, h_count(&H, WIRE_REPLAY_REQUEST), 0)); /* rate-limited */
+	cr_assert(eq(i64, h_total(&H, 7, A_ETH), 0));
+	H.now += SEC;
+	h_tick(&H);
+	cr_assert(eq(u32, h_count(&H, WIRE_REPLAY_REQUEST), 1)); /* gap persists: ask again */
+	send_ev(1, o, S_ETHUSD, WIRE_EV_ACCEPTED, 0, 0, 10);
+	cr_assert(eq(i64, h_total(&H, 7, A_ETH), 10));
+	cr_assert(eq(u32, h_count(&H, WIRE_EXEC_REPORT), 2));
+	cr_assert(eq(u64, oms_stream_next_seq(H.oms, 1), 4));
+	send_ev(4, o, S_ETHUSD, WIRE_EV_DONE, 0, 0, 0);
+	cr_assert(oms_actor_flat(oms_actor_find(H.oms, 7)));
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_EVENTS_HELD), 2));
+}
+
+/* Goal: each ME shard's stream has its own sequence (identified by the symbol's ME shard). */
+Test(oms_stream, streams_per_me_shard)
+{
+	h_limit(&H, 7, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 10);
+	struct wire_oid a = h_last_ack_oid(&H);
+	h_limit(&H, 7, 2, S_BTCUSD, WIRE_SIDE_BUY, 1000, 10);
+	struct wire_oid b = h_last_ack_oid(&H);
+	send_ev(1, a, S_ETHUSD, WIRE_EV_ACCEPTED, 0, 0, 10);
+	send_ev(1, b, S_BTCUSD, WIRE_EV_ACCEPTED, 0, 0, 10);
+	cr_assert(eq(u64, oms_stream_next_seq(H.oms, 0), 2));
+	cr_assert(eq(u64, oms_stream_next_seq(H.oms, 1), 2));
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_EVENTS_DUP), 0));
+}
+
+/* Goal: StreamAck is batched: every stream_ack_every events, and on tick for the rest. */
+Test(oms_stream, stream_ack_batched)
+{
+	H.keep = true;
+	h_limit(&H, 7, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 10);
+	struct wire_oid o = h_last_ack_oid(&H);
+	h_clear(&H);
+	send_ev(1, o, S_ETHUSD, WIRE_EV_ACCEPTED, 0, 0, 10);
+	send_ev(2, o, S_ETHUSD, WIRE_EV_RESTED, 10, 10, 10);
+	send_ev(3, o, S_ETHUSD, WIRE_EV_FILL, 10, 1, 9);
+	cr_assert(eq(u32, h_count(&H, WIRE_STREAM_ACK), 0));
+	send_ev(4, o, S_ETHUSD, WIRE_EV_FILL, 10, 1, 8);
+	cr_assert(eq(u32, h_count(&H, WIRE_STREAM_ACK), 1));
+	const struct wire_stream_ack *a = h_get(&H, WIRE_STREAM_ACK, 0);
+	cr_assert(eq(u64, a->seq, 4));
+	cr_assert(eq(u16, a->hdr.shard, 1));
+	cr_assert(eq(int, h_dest(&H, WIRE_STREAM_ACK, 0), WIRE_DEST_ME));
+	send_ev(5, o, S_ETHUSD, WIRE_EV_FILL, 10, 1, 7);
+	h_tick(&H);
+	cr_assert(eq(u32, h_count(&H, WIRE_STREAM_ACK), 2));
+	a = h_get(&H, WIRE_STREAM_ACK, 1);
+	cr_assert(eq(u64, a->seq, 5));
+	h_tick(&H);
+	cr_assert(eq(u32, h_count(&H, WIRE_STREAM_ACK), 2)); /* nothing new to ack */
+}
+
+/* Goal: events for another OMS shard or with a bad enum are counted and ignored. */
+Test(oms_stream, foreign_and_bad_events)
+{
+	struct wire_me_event e;
+	h_event_msg(&H, &e, 1, wire_oid_make(5, 7, 1), S_ETHUSD, WIRE_EV_ACCEPTED);
+	h_apply(&H, &e); /* consumed in sequence, but names another shard's order */
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_EVENTS_FOREIGN), 1));
+	h_event_msg(&H, &e, 2, h_oid(&H, 7, 1), S_ETHUSD, 99);
+	h_apply(&H, &e);
+	e.event = WIRE_EV_ACCEPTED;
+	e.hdr.shard = 3;
+	h_apply(&H, &e);
+	h_event_msg(&H, &e, 2, h_oid(&H, 7, 1), 12345, WIRE_EV_ACCEPTED);
+	h_apply(&H, &e);
+	cr_assert(eq(u64, oms_stream_next_seq(H.oms, 1), 2));
+}
+
+/* Goal: ME_RESULT is unsequenced and changes no money. */
+Test(oms_stream, me_result_changes_nothing)
+{
+	h_limit(&H, 7, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 10);
+	uint64_t h0 = oms_state_hash(H.oms);
+	struct wire_me_result r;
+	memset(&r, 0, sizeof(r));
+	r.hdr.type = WIRE_ME_RESULT;
+	r.hdr.length = sizeof(r);
+	r.oid = h_oid(&H, 7, 1);
+	r.known = 1;
+	h_apply(&H, &r);
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_RESULTS), 1));
+	cr_assert(eq(i64, h_reserved(&H, 7, A_USD), 101));
+	(void)h0;
+}
