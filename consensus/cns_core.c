@@ -415,6 +415,7 @@ cns_transfer(struct cns *c, uint64_t now_ns, uint32_t target)
 	 * time out now. Abandoned after an election timeout. */
 	cns_seal_batch(c);
 	c->transfer_target = target;
+	c->transfer_sent_ns = 0;
 	c->transfer_deadline_ns = c->now_ns + c->cfg.election_timeout_max_ns;
 	CNS_COUNT(c, TRANSFERS);
 	cns_replicate_all(c);

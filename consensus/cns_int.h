@@ -42,6 +42,7 @@ struct cns_peer {
 	uint64_t last_send_ns;    /* when we last sent it anything */
 	uint64_t last_ack_ns;     /* when it last answered in this term (check-quorum) */
 	uint64_t progress_ns;     /* when its match last advanced or the window opened */
+	uint64_t commit_sent;     /* commit index last sent to it */
 	uint64_t snap_index;      /* snapshot being sent (its last index) */
 	uint64_t snap_offset;     /* bytes acknowledged */
 };
@@ -87,6 +88,7 @@ struct cns {
 	uint32_t transfer_target;    /* leadership transfer in progress to, or NONE */
 	uint32_t reserved1;
 	uint64_t transfer_deadline_ns;
+	uint64_t transfer_sent_ns;   /* last TimeoutNow sent (0: none yet) */
 
 	/* Open batch of proposals (leader), sealed into one NORMAL entry. */
 	uint8_t *batch;              /* batch_bytes_max bytes */

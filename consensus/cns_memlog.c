@@ -102,13 +102,14 @@ memlog_append(void *store, uint64_t index, const struct wire_entry_hdr *hdr, con
 		/* Not wrapped: room before the end, or start again at 0 before the head. */
 		if (m->tail_off + size <= m->lim.bytes_max)
 			off = m->tail_off;
-		else if (size < m->head_off)
+		else if (size <= m->head_off)
 			off = 0;
 		else
 			return -ENOSPC;
 	} else {
-		/* Wrapped: the free space lies between tail and head; never let them meet. */
-		if (m->tail_off + size < m->head_off)
+		/* Wrapped (or exactly full: tail == head): the free space lies between tail and
+		 * head. The entry count tells a full ring from an empty one. */
+		if (m->tail_off + size <= m->head_off)
 			off = m->tail_off;
 		else
 			return -ENOSPC;

@@ -69,6 +69,7 @@ cns_become_leader(struct cns *c)
 		p->progress_ns = c->now_ns;
 		p->snap_index = 0;
 		p->snap_offset = 0;
+		p->commit_sent = 0;
 	}
 	append_first_entry(c);
 	cns_replicate_all(c);
@@ -90,6 +91,7 @@ send_heartbeat(struct cns *c, struct cns_peer *p)
 	CHECK(m.prev_term != CNS_TERM_UNKNOWN);
 	m.commit = c->commit;
 	m.leader = c->cfg.self;
+	p->commit_sent = c->commit;
 	cns_send(c, p->id, &m);
 	CNS_COUNT(c, APPEND_SENT);
 	p->last_send_ns = c->now_ns;
@@ -117,6 +119,7 @@ cns_send_append(struct cns *c, struct cns_peer *p)
 	CHECK(m->prev_term != CNS_TERM_UNKNOWN);
 	m->commit = c->commit;
 	m->leader = c->cfg.self;
+	p->commit_sent = c->commit;
 
 	/* Batching: as many whole entries as fit one tail. */
 	uint8_t *tail = (uint8_t *)(m + 1);
@@ -186,6 +189,10 @@ maybe_timeout_now(struct cns *c)
 	struct cns_peer *p = peer_of(c, c->transfer_target);
 	if (p->match_index != c->last_index)
 		return;
+	/* Once per heartbeat: a lost TimeoutNow is resent, a delivered one not repeated. */
+	if (c->transfer_sent_ns != 0 && c->now_ns - c->transfer_sent_ns < c->cfg.heartbeat_ns)
+		return;
+	c->transfer_sent_ns = c->now_ns;
 	struct wire_timeout_now m;
 	memset(&m, 0, sizeof(m));
 	wire_hdr_init(&m.hdr, WIRE_TIMEOUT_NOW, c->cfg.shard);
@@ -276,7 +283,9 @@ cns_leader_tick(struct cns *c)
 				p->next_index = p->match_index + 1;
 				p->inflight = 0;
 				cns_send_append(c, p);
-			} else if (now - p->last_send_ns >= hb) {
+			} else if (now - p->last_send_ns >= hb || p->commit_sent < c->commit) {
+				/* Heartbeat, or tell it the new commit index at once so followers
+				 * apply promptly (Aeron's commit position). */
 				if (window_open(c, p))
 					cns_send_append(c, p);
 				else
@@ -298,11 +307,8 @@ cns_leader_tick(struct cns *c)
 		}
 	}
 	cns_replicate_all(c);
-	if (c->role == CNS_LEADER && c->transfer_target != CNS_NODE_NONE) {
-		struct cns_peer *t = peer_of(c, c->transfer_target);
-		if (now - t->last_send_ns >= hb / 2 || t->match_index == c->last_index)
-			maybe_timeout_now(c);
-	}
+	if (c->role == CNS_LEADER)
+		maybe_timeout_now(c);
 }
 
 static void

@@ -115,6 +115,7 @@ static struct {
 	uint64_t seed;
 	uint64_t steps;
 	bool trace;
+	bool verbose;
 	struct prng rng;
 	uint64_t now;
 	uint64_t seq;
@@ -977,9 +978,10 @@ run(uint64_t seed, uint64_t steps)
 		chains[i] = S.nodes[i].chain;
 		times[i] = S.nodes[i].time_at;
 	}
-	bool tr = S.trace;
+	bool tr = S.trace, verbose = S.verbose;
 	memset(&S, 0, sizeof(S));
 	S.trace = tr;
+	S.verbose = verbose;
 	S.slots = slots;
 	S.lm = lm;
 	S.committed_chain = cc;
@@ -1096,6 +1098,21 @@ run(uint64_t seed, uint64_t steps)
 			   "n%u applied %" PRIu64 " of committed %" PRIu64, n->id,
 			   cns_applied_index(n->c), target);
 	}
+	uint64_t installed = 0, truncated = 0, rejected = 0, lease = 0, tnow = 0, cq = 0;
+	for (uint32_t i = 0; i < S.n; i++) {
+		const struct cns *c = S.nodes[i].c;
+		installed += cns_counter(c, CNS_C_SNAPSHOTS_INSTALLED);
+		truncated += cns_counter(c, CNS_C_ENTRIES_TRUNCATED);
+		rejected += cns_counter(c, CNS_C_APPEND_REJECTED);
+		lease += cns_counter(c, CNS_C_VOTES_IGNORED_LEASE);
+		tnow += cns_counter(c, CNS_C_TIMEOUT_NOW_SENT);
+		cq += cns_counter(c, CNS_C_CHECK_QUORUM_LOST);
+	}
+	if (S.trace || S.verbose)
+		printf("seed %" PRIu64 ": counters (since last restart) installed=%" PRIu64
+		       " truncated=%" PRIu64 " rejected=%" PRIu64 " lease_ignored=%" PRIu64
+		       " timeout_now=%" PRIu64 " check_quorum_lost=%" PRIu64 "\n",
+		       seed, installed, truncated, rejected, lease, tnow, cq);
 	printf("seed %" PRIu64 ": ok nodes=%u %s events=%" PRIu64 " commit=%" PRIu64
 	       " proposals=%" PRIu64 " crashes=%" PRIu64 " torn=%" PRIu64 " partitions=%" PRIu64
 	       " transfers=%" PRIu64 " snapshots=%" PRIu64 " msgs=%" PRIu64 " dropped=%" PRIu64
@@ -1109,7 +1126,7 @@ run(uint64_t seed, uint64_t steps)
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: sim-raft (--seed N | --seeds A-B) [--steps M] [--trace]\n");
+	fprintf(stderr, "usage: sim-raft (--seed N | --seeds A-B) [--steps M] [--trace] [--verbose]\n");
 	exit(2);
 }
 
@@ -1133,6 +1150,8 @@ main(int argc, char **argv)
 			steps = strtoull(argv[++i], NULL, 0);
 		} else if (strcmp(argv[i], "--trace") == 0) {
 			S.trace = true;
+		} else if (strcmp(argv[i], "--verbose") == 0) {
+			S.verbose = true;
 		} else {
 			usage();
 		}

@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <stdlib.h>
+
+#include "fixture.h"
+
+static struct fx F;
+
+static void
+fini(void)
+{
+	fx_check(&F);
+	fx_fini(&F);
+}
+
+static void
+propose_n(uint32_t node, uint64_t first, uint32_t n)
+{
+	for (uint32_t k = 0; k < n; k++)
+		cr_assert(eq(int, fx_propose(&F, node, first + k), 0));
+	cns_flush(F.nodes[node].c, fx_local(&F, node));
+}
+
+/* Goal: batching puts many ingress messages in one entry; everything is applied in order
+ * on every member.
+ * Method: 100 proposals then one flush make one NORMAL entry (plus nothing else); after
+ * delivery all three services hold the same sum. */
+Test(cns_replication, batches_many_messages_per_entry, .fini = fini)
+{
+	fx_init(&F, 3, CNS_DURABLE_MEMORY);
+	fx_campaign(&F, 0);
+	uint64_t last = cns_last_index(F.nodes[0].c);
+	propose_n(0, 1, 100);
+	cr_assert(eq(u64, cns_last_index(F.nodes[0].c), last + 1));
+	cr_assert(eq(u32, cns_log_entry(F.nodes[0].c, last + 1)->data_len,
+		     100 * (uint32_t)sizeof(struct wire_transfer)));
+	fx_deliver_all(&F);
+	fx_run_ms(&F, 50);
+	for (uint32_t i = 0; i < 3; i++) {
+		cr_assert(eq(u64, F.nodes[i].svc.sum, 5050));
+		cr_assert(eq(u64, F.nodes[i].svc.msgs, 100));
+	}
+}
+
+/* Goal: a full batch is sealed on its own and the next proposal opens a new one.
+ * Method: batch_bytes_max = 4 messages; 10 proposals give 3 entries. */
+Test(cns_replication, full_batch_seals, .fini = fini)
+{
+	fx_init(&F, 3, CNS_DURABLE_MEMORY);
+	F.cfg.batch_bytes_max = 4 * sizeof(struct wire_transfer);
+	fx_reconfigure(&F);
+	fx_campaign(&F, 0);
+	uint64_t last = cns_last_index(F.nodes[0].c);
+	propose_n(0, 1, 10);
+	cr_assert(eq(u64, cns_last_index(F.nodes[0].c), last + 3));
+}
+
+/* Goal: pipelining keeps several AppendEntries in flight to one follower.
+ * Method: window 4, one entry per AppendEntries; 10 separate entries produce 4 messages to
+ * each follower before any reply is delivered. */
+Test(cns_replication, pipelines_a_window, .fini = fini)
+{
+	fx_init(&F, 3, CNS_DURABLE_MEMORY);
+	F.cfg.append_entries_max = 1;
+	F.cfg.inflight_max = 4;
+	fx_reconfigure(&F);
+	fx_campaign(&F, 0);
+	fx_run_ms(&F, 5);
+	cr_assert(eq(u32, F.q_len, 0));
+	for (uint64_t v = 1; v <= 10; v++)
+		propose_n(0, v, 1);
+	uint32_t to2 = 0;
+	for (uint32_t k = 0; k < F.q_len; k++)
+		to2 += F.q[(F.q_head + k) % FX_QUEUE].to == 2;
+	cr_assert(eq(u32, to2, 4), "AppendEntries in flight to n2: %u", to2);
+	fx_run_ms(&F, 100);
+	cr_assert(eq(u64, F.nodes[1].svc.sum, 55));
+}
+
+/* Goal: conflicting uncommitted entries are overwritten by the new leader's (Raft §5.3),
+ * using the fast back-up hint.
+ * Method: isolate the leader n1 and let it append 5 entries nobody else sees; n2 wins a
+ * new term and commits its own; heal: n1 truncates its 5 entries and converges. */
+Test(cns_replication, conflicting_entries_are_truncated, .fini = fini)
+{
+	fx_init(&F, 3, CNS_DURABLE_MEMORY);
+	fx_campaign(&F, 0);
+	fx_isolate(&F, 0, true);
+	for (uint64_t v = 1; v <= 5; v++)
+		propose_n(0, 100 + v, 1);
+	F.now += 400000000;
+	fx_campaign(&F, 1);
+	cr_assert(fx_leader(&F) == 1 || cns_term(F.nodes[1].c) > cns_term(F.nodes[0].c));
+	propose_n(1, 1, 3);
+	fx_deliver_all(&F);
+	fx_heal(&F);
+	fx_run_ms(&F, 500);
+	cr_assert(cns_counter(F.nodes[0].c, CNS_C_ENTRIES_TRUNCATED) >= 5);
+	cr_assert(cns_counter(F.nodes[1].c, CNS_C_APPEND_SENT) > 0);
+	for (uint32_t i = 0; i < 3; i++)
+		cr_assert(eq(u64, F.nodes[i].svc.sum, 6), "n%u sum %lu", i + 1,
+			  (unsigned long)F.nodes[i].svc.sum);
+}
+
+/* Goal: Raft §5.4.2 (Figure 8): a leader never commits an entry of an earlier term by
+ * counting replicas; it commits it only together with an entry of its own term.
+ * Method: n1 (term 1) appends E alone; n2 wins term 2 without replicating anything; n1
+ * wins a later term with its noop after E. With one entry per AppendEntries, E reaches n3
+ * (a majority now holds E) strictly before the noop: the leader's commit must not move to
+ * E's index until the noop is acknowledged, then both commit. */
+static bool
+drop_appends(struct fx *f, uint32_t from, uint32_t to, const struct wire_msg_hdr *msg)
+{
+	(void)f;
+	(void)to;
+	return from == 2 && msg->type == WIRE_APPEND_ENTRIES;
+}
+
+Test(cns_replication, no_commit_of_old_term_by_counting, .fini = fini)
+{
+	fx_init(&F, 3, CNS_DURABLE_MEMORY);
+	F.cfg.append_entries_max = 1;
+	fx_reconfigure(&F);
+	fx_campaign(&F, 0);
+	fx_run_ms(&F, 5);
+	uint64_t base = cns_commit_index(F.nodes[0].c);
+	cr_assert(eq(u64, base, 1));
+	/* n1 appends E at index 2 (term 1), alone. */
+	fx_isolate(&F, 0, true);
+	propose_n(0, 42, 1);
+	uint64_t e_index = cns_last_index(F.nodes[0].c);
+	cr_assert(eq(u64, e_index, 2));
+	/* n2 wins term 2 but its entries never leave (its AppendEntries are dropped). */
+	F.now += 400000000;
+	F.drop = drop_appends;
+	fx_campaign(&F, 1);
+	cr_assert(eq(int, cns_role(F.nodes[1].c), CNS_LEADER));
+	/* n2 goes away; n1 comes back and wins (its log 2/1 beats n3's 1/1). */
+	fx_isolate(&F, 1, true);
+	fx_isolate(&F, 0, false);
+	fx_isolate(&F, 1, true);
+	F.drop = NULL;
+	F.now += 400000000;
+	struct cns *c1 = F.nodes[0].c;
+	c1->election_deadline_ns = 1;
+	if (cns_role(c1) == CNS_LEADER)
+		cns_become_follower(c1, cns_term(c1), CNS_NODE_NONE);
+	cns_tick(c1, fx_local(&F, 0));
+	bool e_held_by_majority_uncommitted = false;
+	for (uint32_t ms = 0; ms < 3000 && cns_commit_index(c1) <= e_index; ms++) {
+		F.now += 1000000;
+		for (uint32_t i = 0; i < 3; i++)
+			cns_tick(F.nodes[i].c, fx_local(&F, i));
+		do {
+			if (cns_role(c1) != CNS_LEADER)
+				continue;
+			cr_assert(cns_commit_index(c1) != e_index,
+				  "committed the term-1 entry by counting replicas");
+			if (cns_term_at(F.nodes[2].c, e_index) == 1 &&
+			    cns_commit_index(c1) < e_index)
+				e_held_by_majority_uncommitted = true;
+		} while (fx_deliver_one(&F));
+	}
+	cr_assert(eq(int, cns_role(c1), CNS_LEADER));
+	cr_assert(cns_term(c1) >= 3);
+	cr_assert(e_held_by_majority_uncommitted, "scenario did not reach the Figure 8 state");
+	cr_assert(eq(u64, cns_commit_index(c1), e_index + 1));
+	cr_assert(eq(u16, cns_log_entry(c1, e_index + 1)->kind, CNS_ENTRY_NOOP));
+	fx_run_ms(&F, 50);
+	cr_assert(eq(u64, F.nodes[2].svc.sum, 42));
+}
+
+/* Goal: durability mode "disk": nobody counts for a majority until its log store reported
+ * the entry durable, the leader included; mode "memory" commits on receipt.
+ * Method: disk mode with automatic reports off: a proposal stays uncommitted while no
+ * store reports; reporting on the leader alone is not enough; one follower more commits. */
+Test(cns_replication, disk_mode_waits_for_durability, .fini = fini)
+{
+	fx_init(&F, 3, CNS_DURABLE_DISK);
+	fx_campaign(&F, 0);
+	for (uint32_t i = 0; i < 3; i++)
+		fx_durable(&F, i);
+	fx_run_ms(&F, 5);
+	F.auto_durable = false;
+	uint64_t commit = cns_commit_index(F.nodes[0].c);
+	propose_n(0, 9, 1);
+	fx_deliver_all(&F);
+	cr_assert(eq(u64, cns_commit_index(F.nodes[0].c), commit), "committed before durable");
+	fx_durable(&F, 0);
+	fx_deliver_all(&F);
+	cr_assert(eq(u64, cns_commit_index(F.nodes[0].c), commit), "leader alone is no majority");
+	fx_durable(&F, 2);
+	fx_deliver_all(&F);
+	cr_assert(eq(u64, cns_commit_index(F.nodes[0].c), commit + 1));
+	F.auto_durable = true;
+}
+
+Test(cns_replication, memory_mode_commits_on_receipt, .fini = fini)
+{
+	fx_init(&F, 3, CNS_DURABLE_MEMORY);
+	fx_campaign(&F, 0);
+	uint64_t commit = cns_commit_index(F.nodes[0].c);
+	propose_n(0, 9, 1);
+	fx_deliver_all(&F);
+	cr_assert(eq(u64, cns_commit_index(F.nodes[0].c), commit + 1));
+	cr_assert(eq(u64, cns_durable_index(F.nodes[0].c), 0));
+}
+
+/* Goal: a stale durability report (an entry since truncated) is ignored.
+ * Method: report (last index, wrong term) on a follower; durable index unchanged and the
+ * stale counter moves. */
+Test(cns_replication, stale_durability_report_ignored, .fini = fini)
+{
+	fx_init(&F, 3, CNS_DURABLE_DISK);
+	F.auto_durable = false;
+	fx_campaign(&F, 0);
+	struct cns *c = F.nodes[1].c;
+	uint64_t last = cns_last_index(c);
+	cr_assert(last >= 1);
+	cns_durable(c, last, cns_last_term(c) + 7);
+	cr_assert(eq(u64, cns_durable_index(c), 0));
+	cr_assert(eq(u64, cns_counter(c, CNS_C_DURABLE_REPORTS_STALE), 1));
+	F.auto_durable = true;
+}
+
+/* Goal: backpressure: proposals beyond the uncommitted window are refused with -EAGAIN.
+ * Method: uncommitted_max 4, followers isolated; after 4 sealed entries the next
+ * proposal that needs a new entry is refused. */
+Test(cns_replication, backpressure_on_uncommitted_window, .fini = fini)
+{
+	fx_init(&F, 3, CNS_DURABLE_MEMORY);
+	F.cfg.uncommitted_max = 4;
+	fx_reconfigure(&F);
+	fx_campaign(&F, 0);
+	fx_isolate(&F, 0, true);
+	int rc = 0;
+	uint32_t ok = 0;
+	for (uint64_t v = 1; v <= 10 && rc == 0; v++) {
+		rc = fx_propose(&F, 0, v);
+		cns_flush(F.nodes[0].c, fx_local(&F, 0));
+		ok += rc == 0;
+	}
+	cr_assert(eq(int, rc, -EAGAIN));
+	cr_assert(eq(u32, ok, 4));
+	fx_heal(&F);
+}
