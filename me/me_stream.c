@@ -75,17 +75,31 @@ me_ev_begin(struct me *me, uint32_t oi, uint8_t event)
 		me_count(me, ME_C_EVENTS_OVERRUN);
 	}
 	struct wire_me_event *ev = &ring(me, st)[(s->next_seq - 1) & me->events_mask];
-	/* Every byte written (no padding in wire structs): replays and snapshots are exact. */
-	*ev = (struct wire_me_event){
-		.hdr = {.type = WIRE_ME_EVENT, .length = (uint16_t)sizeof(*ev), .shard = s->shard},
-		.seq = s->next_seq,
-		.time_ns = me->now_ns,
-		.oid = o->oid,
-		.symbol = o->symbol,
-		.event = event,
-		.side = o->side,
-		.leaves_qty = o->leaves,
-	};
+	/* Every byte written, field by field (no padding in wire structs, and no rep-stos
+	 * zeroing on the hot path): replays and snapshots are exact. */
+	ev->hdr.type = WIRE_ME_EVENT;
+	ev->hdr.length = (uint16_t)sizeof(*ev);
+	ev->hdr.shard = s->shard;
+	ev->hdr.flags = 0;
+	ev->seq = s->next_seq;
+	ev->time_ns = me->now_ns;
+	ev->oid = o->oid;
+	ev->contra.user = 0;
+	ev->contra.shard_seq = 0;
+	ev->contra_user = 0;
+	ev->trade_id = 0;
+	ev->symbol = o->symbol;
+	ev->event = event;
+	ev->side = o->side;
+	ev->liquidity = 0;
+	ev->cause = 0;
+	ev->reason = 0;
+	ev->reserved0 = 0;
+	ev->reserved1 = 0;
+	ev->px = 0;
+	ev->qty = 0;
+	ev->leaves_qty = o->leaves;
+	ev->notional = 0;
 	return ev;
 }
 
