@@ -14,25 +14,37 @@
 #include "me/me_int.h"
 
 /* First index in [0, n) whose price is better than px (entries are sorted worst → best).
- * Walks from the touch first: most prices are within a few levels of it. */
+ * Exponential search back from the touch (most prices are a few levels from it), then
+ * binary search inside the bracket: O(log distance-from-touch). */
 #define BOOK_SEARCH(name, BETTER)                                                          \
 	static inline uint32_t name(const struct me_lref *r, uint32_t n, int64_t px)       \
 	{                                                                                  \
-		uint32_t i = n;                                                            \
-		uint32_t stop = n > 16 ? n - 16 : 0;                                       \
-		while (i > stop && BETTER(r[i - 1].px, px))                                \
-			i--;                                                               \
-		if (i != stop || i == 0)                                                   \
-			return i;                                                          \
-		uint32_t lo = 0, hi = i;                                                   \
-		while (lo < hi) {                                                          \
+		if (n == 0 || !BETTER(r[n - 1].px, px))                                    \
+			return n;                                                          \
+		/* r[hi] is better than px; find lo with r[lo] not better (or lo = 0). */  \
+		uint32_t hi = n - 1, step = 1, lo;                                         \
+		for (;;) {                                                                 \
+			if (hi < step) {                                                   \
+				lo = 0;                                                    \
+				if (BETTER(r[0].px, px))                                   \
+					return 0;                                          \
+				break;                                                     \
+			}                                                                  \
+			lo = hi - step;                                                    \
+			if (!BETTER(r[lo].px, px))                                         \
+				break;                                                     \
+			hi = lo;                                                           \
+			step <<= 1;                                                        \
+		}                                                                          \
+		/* r[lo] not better, r[hi] better: the answer is in (lo, hi]. */           \
+		while (hi - lo > 1) {                                                      \
 			uint32_t mid = lo + (hi - lo) / 2;                                 \
 			if (BETTER(r[mid].px, px))                                         \
 				hi = mid;                                                  \
 			else                                                               \
-				lo = mid + 1;                                              \
+				lo = mid;                                                  \
 		}                                                                          \
-		return lo;                                                                 \
+		return hi;                                                                 \
 	}
 #define BID_BETTER(a, b) ((a) > (b))
 #define ASK_BETTER(a, b) ((a) < (b))
