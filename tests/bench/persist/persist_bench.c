@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * persist_bench — the persister's throughput on this machine.
+ *
+ *   persist_bench [--conninfo STR] [--users N] [--serial N] [--log-mb N] [--dir DIR]
+ *                 [--batch N] [--inflight N]      (statements per Sync, Syncs in flight)
+ *
+ * Without --conninfo it starts a throwaway PostgreSQL with deploy/pg/pgctl (unix socket,
+ * removed at exit). Measures, in one run:
+ *   hydrations/s and flushes/s pipelined (batches of 64, 8 in flight, one transaction each)
+ *   hydrations/s and flushes/s one at a time (submit, wait for the answer, next)
+ *   log appends/s and MB/s in memory mode (no fdatasync) and durable mode (fdatasync per
+ *   batch of 64 entries of 1 KiB)
+ * Last line: bench: persist flush_per_s=N hydrate_per_s=N flush_serial_per_s=N log_mb_per_s=N
+ * (log_mb_per_s is the durable mode: what a shard commits with fdatasync on).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/hist.h"
+#include "persist/persist.h"
+
+#ifndef PST_BENCH_PGCTL
+#define PST_BENCH_PGCTL "deploy/pg/pgctl"
+#endif
+
+static uint64_t
+now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+struct counts {
+	uint64_t answers; /* completions seen */
+	uint64_t bad;     /* completions that were not OK/NEW */
+};
+
+static int
+emit(void *arg, const struct wire_msg_hdr *m)
+{
+	struct counts *c = arg;
+	c->answers++;
+	if (m->type == WIRE_HYDRATE_USER) {
+		const struct wire_hydrate_user *h = (const void *)m;
+		if (h->status != WIRE_HYD_OK && h->status != WIRE_HYD_NEW)
+			c->bad++;
+	} else {
+		const struct wire_flush_complete *f = (const void *)m;
+		if (f->status != WIRE_FLUSH_OK)
+			c->bad++;
+	}
+	return 0;
+}
+
+union req_msg {
+	struct wire_hydrate_request h;
+	struct wire_begin_dehydrate b;
+};
+
+static void
+req_hydrate(union req_msg *m, uint64_t user)
+{
+	memset(m, 0, sizeof(*m));
+	m->h.user = user;
+	m->h.epoch = 1;
+	wire_hdr_init(&m->h.hdr, WIRE_HYDRATE_REQUEST, 1);
+}
+
+static void
+req_flush(union req_msg *m, uint64_t user)
+{
+	memset(m, 0, sizeof(*m));
+	m->b.epoch = 1;
+	m->b.state.user = user;
+	m->b.state.version = 0;
+	m->b.state.user_seq = user & 0xffff;
+	m->b.state.tier = 1;
+	m->b.state.balance_count = 3;
+	for (uint32_t k = 0; k < 3; k++) {
+		m->b.state.balances[k].asset = k + 1;
+		m->b.state.balances[k].total = (int64_t)(user * (k + 1));
+	}
+	wire_hdr_init(&m->b.hdr, WIRE_BEGIN_DEHYDRATE, 1);
+}
+
+/* Run n requests for users [base, base + n); window = how many may be outstanding (1:
+ * one at a time). Returns requests per second. */
+static double
+run(struct pst_db *db, struct counts *c, bool flush, uint64_t base, uint32_t n,
+    uint32_t window)
+{
+	uint64_t start = now_ns(), want = c->answers + n, first = c->answers;
+	uint32_t next = 0;
+	while (c->answers < want) {
+		uint64_t now = now_ns();
+		while (next < n && (next - (c->answers - first)) < window) {
+			union req_msg m;
+			if (flush)
+				req_flush(&m, base + next);
+			else
+				req_hydrate(&m, base + next);
+			int rc = pst_db_submit(db, &m.h.hdr, now);
+			if (rc == -ENOBUFS)
+				break;
+			if (rc < 0) {
+				fprintf(stderr, "submit: %s\n", strerror(-rc));
+				exit(1);
+			}
+			next++;
+		}
+		/* Idle back-off as the persister lcore does: spinning on recv() would take the
+		 * core the database backend needs (2 cores here). */
+		if (pst_db_poll(db, now) == 0)
+			usleep(20);
+		if (now - start > UINT64_C(300000000000)) {
+			fprintf(stderr, "bench: stuck (%s)\n", pst_db_last_error(db));
+			exit(1);
+		}
+	}
+	return n / ((double)(now_ns() - start) / 1e9);
+}
+
+struct log_result {
+	double entries_per_s;
+	double mb_per_s;
+	uint64_t p50_ns; /* per batch append (+ fdatasync) */
+	uint64_t p99_ns;
+};
+
+static struct log_result
+log_bench(const char *dir, uint32_t sync, uint64_t bytes_total)
+{
+	enum { BATCH = 64, LEN = 1024 }; /* 64 KiB per write: a full consensus batch */
+	char sub[512];
+	snprintf(sub, sizeof(sub), "%s/log-%s", dir, sync == PST_SYNC_DATA ? "durable" : "memory");
+	struct pst_log_config cfg = {.dir = sub, .sync = sync};
+	struct pst_log *log;
+	char err[PST_ERR_SIZE];
+	int rc = pst_log_open(&log, &cfg, err, sizeof(err));
+	if (rc < 0) {
+		fprintf(stderr, "log open: %s\n", err);
+		exit(1);
+	}
+	static uint8_t data[BATCH][LEN];
+	struct pst_entry e[BATCH];
+	static struct hist h;
+	hist_init(&h);
+	uint64_t idx = 1, bytes = 0, start = now_ns();
+	while (bytes < bytes_total) {
+		for (uint32_t k = 0; k < BATCH; k++) {
+			memset(data[k], (int)(idx + k), LEN);
+			e[k] = (struct pst_entry){.index = idx + k, .term = 1, .time_ns = idx + k,
+						  .kind = 1, .data_len = LEN, .data = data[k]};
+		}
+		uint64_t t0 = now_ns();
+		rc = pst_log_append(log, e, BATCH);
+		hist_record(&h, now_ns() - t0);
+		if (rc < 0) {
+			fprintf(stderr, "append: %s\n", strerror(-rc));
+			exit(1);
+		}
+		idx += BATCH;
+		bytes += (uint64_t)BATCH * LEN;
+	}
+	double secs = (double)(now_ns() - start) / 1e9;
+	struct log_result r = {
+		.entries_per_s = (double)(idx - 1) / secs,
+		.mb_per_s = (double)bytes / secs / 1e6,
+		.p50_ns = hist_percentile(&h, 50),
+		.p99_ns = hist_percentile(&h, 99),
+	};
+	pst_log_close(log);
+	char cmd[600];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", sub);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", sub);
+	return r;
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *conninfo = NULL;
+	uint32_t users = 20000, serial = 2000;
+	uint64_t log_mb = 64, log_mb_durable = 16;
+	const char *tmp_base = "/tmp";
+	static const struct option opts[] = {
+		{"conninfo", required_argument, NULL, 'c'},
+		{"users", required_argument, NULL, 'u'},
+		{"serial", required_argument, NULL, 's'},
+		{"log-mb", required_argument, NULL, 'l'},
+		{"dir", required_argument, NULL, 'd'},
+		{"batch", required_argument, NULL, 'b'},
+		{"inflight", required_argument, NULL, 'i'},
+		{NULL, 0, NULL, 0},
+	};
+	int o;
+	uint32_t batch = 0, inflight = 0;
+	while ((o = getopt_long(argc, argv, "c:u:s:l:d:b:i:", opts, NULL)) != -1) {
+		switch (o) {
+		case 'c': conninfo = optarg; break;
+		case 'u': users = (uint32_t)strtoul(optarg, NULL, 10); break;
+		case 's': serial = (uint32_t)strtoul(optarg, NULL, 10); break;
+		case 'l': log_mb_durable = strtoull(optarg, NULL, 10); log_mb = 4 * log_mb_durable; break;
+		case 'd': tmp_base = optarg; break;
+		case 'b': batch = (uint32_t)strtoul(optarg, NULL, 10); break;
+		case 'i': inflight = (uint32_t)strtoul(optarg, NULL, 10); break;
+		default:
+			fprintf(stderr, "usage: persist_bench [--conninfo STR] [--users N] "
+					"[--serial N] [--log-mb N] [--dir DIR] [--batch N] "
+					"[--inflight N]\n");
+			return 2;
+		}
+	}
+
+	char dir[512];
+	snprintf(dir, sizeof(dir), "%s/omsd-pst-bench.XXXXXX", tmp_base);
+	if (mkdtemp(dir) == NULL) {
+		perror("mkdtemp");
+		return 1;
+	}
+	chmod(dir, 0711); /* the postgres user must reach the cluster directory inside */
+	char pgdir[600], conn_buf[1024], cmd[2048];
+	bool own_pg = conninfo == NULL;
+	if (own_pg) {
+		snprintf(pgdir, sizeof(pgdir), "%s/pg", dir);
+		snprintf(cmd, sizeof(cmd), "'%s' start '%s' 2>'%s/pgctl.log'", PST_BENCH_PGCTL, pgdir,
+			 dir);
+		FILE *p = popen(cmd, "r");
+		if (p == NULL || fgets(conn_buf, sizeof(conn_buf), p) == NULL) {
+			fprintf(stderr, "bench: could not start PostgreSQL with %s (see %s/pgctl.log)\n",
+				PST_BENCH_PGCTL, dir);
+			return 1;
+		}
+		pclose(p);
+		conn_buf[strcspn(conn_buf, "\n")] = '\0';
+		conninfo = conn_buf;
+	}
+	printf("persist_bench: conninfo '%s'\n", conninfo);
+
+	struct counts c = {0};
+	struct pst_db_config cfg;
+	pst_db_config_default(&cfg, conninfo, emit, &c);
+	cfg.requests_max = 16384;
+	if (batch)
+		cfg.batch_max = batch;
+	if (inflight)
+		cfg.batches_in_flight_max = inflight;
+	struct pst_db *db;
+	if (pst_db_create(&db, &cfg) < 0)
+		return 1;
+	/* Users from a fresh range each run so a shared database works too. */
+	uint64_t base = ((uint64_t)time(NULL) % 100000) * 1000000 + 1;
+
+	double hyd = run(db, &c, false, base, users, UINT32_MAX);
+	double fl = run(db, &c, true, base, users, UINT32_MAX);
+	uint64_t sbase = base + users;
+	double hyd_serial = run(db, &c, false, sbase, serial, 1);
+	double fl_serial = run(db, &c, true, sbase, serial, 1);
+	const uint64_t *k = pst_db_counters(db);
+	printf("db: hydrate pipelined %.0f/s, one at a time %.0f/s (%u users)\n", hyd, hyd_serial,
+	       users);
+	printf("db: flush   pipelined %.0f/s, one at a time %.0f/s (%u users)\n", fl, fl_serial,
+	       serial);
+	printf("db: batch_max %u, batches in flight %u; batches %" PRIu64 ", answers %" PRIu64
+	       ", not ok %" PRIu64 "\n",
+	       cfg.batch_max, cfg.batches_in_flight_max, k[PST_C_DB_BATCHES], c.answers, c.bad);
+	pst_db_destroy(db);
+
+	struct log_result mem = log_bench(dir, PST_SYNC_NONE, log_mb << 20);
+	struct log_result dur = log_bench(dir, PST_SYNC_DATA, log_mb_durable << 20);
+	printf("log: memory  %.0f entries/s, %.1f MB/s, batch of 64 p50 %" PRIu64 " ns p99 %" PRIu64
+	       " ns\n",
+	       mem.entries_per_s, mem.mb_per_s, mem.p50_ns, mem.p99_ns);
+	printf("log: durable %.0f entries/s, %.1f MB/s, batch of 64 + fdatasync p50 %" PRIu64
+	       " ns p99 %" PRIu64 " ns\n",
+	       dur.entries_per_s, dur.mb_per_s, dur.p50_ns, dur.p99_ns);
+
+	if (own_pg) {
+		snprintf(cmd, sizeof(cmd), "'%s' stop '%s'", PST_BENCH_PGCTL, pgdir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "bench: pgctl stop failed\n");
+	}
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "bench: could not remove %s\n", dir);
+	if (c.bad != 0) {
+		fprintf(stderr, "bench: %" PRIu64 " answers were not OK\n", c.bad);
+		return 1;
+	}
+	printf("bench: persist flush_per_s=%.0f hydrate_per_s=%.0f flush_serial_per_s=%.0f "
+	       "log_mb_per_s=%.0f\n",
+	       fl, hyd, fl_serial, dur.mb_per_s);
+	return 0;
+}
