@@ -304,6 +304,15 @@ body_check(const struct wire_msg_hdr *h, int depth)
 		ok = in_range(m->status, WIRE_FLUSH_OK, WIRE_FLUSH_ERROR);
 		break;
 	}
+	case WIRE_RELEASE_CLAIM:
+	case WIRE_RELEASE_DONE: {
+		const struct wire_release_claim *m = (const void *)h;
+		if (!RESERVED(m->reserved))
+			return WIRE_E_BAD_RESERVED;
+		ok = h->type == WIRE_RELEASE_CLAIM ? m->status == 0
+						   : in_range(m->status, WIRE_FLUSH_OK, WIRE_FLUSH_ERROR);
+		break;
+	}
 	case WIRE_ROUTING_CONFIG: {
 		const struct wire_routing_config *m = (const void *)h;
 		if (m->shard_count > WIRE_ROUTE_SHARDS_MAX || m->pin_count > WIRE_ROUTE_PINS_MAX)

@@ -550,6 +550,19 @@ struct wire_flush_complete {
 };
 static_assert(sizeof(struct wire_flush_complete) == 40, "wire_flush_complete");
 
+/* Release of the owner claim a flush kept (docs/fencing.md). The OMS emits RELEASE_CLAIM
+ * when it drops an actor (its FlushComplete applied), and re-emits it from state until the
+ * persister's RELEASE_DONE is applied. The flush itself keeps the claim, so no other shard
+ * can hydrate the user while this shard might still serve it. */
+struct wire_release_claim {
+	struct wire_msg_hdr hdr;
+	uint64_t user;
+	uint64_t epoch;     /* the epoch of the flush that dropped the actor */
+	uint8_t status;     /* RELEASE_DONE: enum wire_flush_status; RELEASE_CLAIM: 0 */
+	uint8_t reserved[7];
+};
+static_assert(sizeof(struct wire_release_claim) == 32, "wire_release_claim");
+
 /* ---------------------------------------------------------------------------------------
  * Admin (each becomes an entry in the target shard's log).
  * ------------------------------------------------------------------------------------- */
@@ -804,6 +817,8 @@ static_assert(sizeof(struct wire_ingress) == 16, "wire_ingress");
 	X(HYDRATE_USER, 33, wire_hydrate_user, 0)                                          \
 	X(BEGIN_DEHYDRATE, 34, wire_begin_dehydrate, 0)                                    \
 	X(FLUSH_COMPLETE, 35, wire_flush_complete, 0)                                      \
+	X(RELEASE_CLAIM, 36, wire_release_claim, 0)                                        \
+	X(RELEASE_DONE, 37, wire_release_claim, 0)                                         \
 	X(ROUTING_CONFIG, 48, wire_routing_config, 0)                                      \
 	X(SYMBOL_CONFIG, 49, wire_symbol_config, 0)                                        \
 	X(SYMBOL_STATUS, 50, wire_symbol_status_msg, 0)                                    \

@@ -66,7 +66,7 @@ Test(wire, tables_consistent)
 		cr_assert(eq(u16, size % 8, 0));
 		cr_assert(ne(str, (char *)wire_type_name(t), "?"));
 	}
-	cr_assert(eq(u32, types, 40));
+	cr_assert(eq(u32, types, 42));
 	cr_assert(eq(str, (char *)wire_reason_name(WIRE_REASON_NOT_OWNER), "NOT_OWNER"));
 	cr_assert(eq(str, (char *)wire_reason_name(WIRE_REASON_MAX), "?"));
 	cr_assert(eq(str, (char *)wire_err_text(WIRE_E_BAD_MAC), "MAC missing or wrong"));
@@ -382,4 +382,33 @@ Test(wire, oid_packing)
 	cr_assert(eq(u64, oid.user, 0xdeadbeef));
 	cr_assert(wire_oid_eq(oid, wire_oid_make(513, 0xdeadbeef, WIRE_USER_SEQ_MAX)));
 	cr_assert(not(wire_oid_eq(oid, wire_oid_make(512, 0xdeadbeef, WIRE_USER_SEQ_MAX))));
+}
+
+/* Goal: claim releases carry a status only in the answer. */
+Test(wire, release_claim_status)
+{
+	struct wire_release_claim r = {0};
+	wire_hdr_init(&r.hdr, WIRE_RELEASE_CLAIM, 1);
+	r.user = 5;
+	r.epoch = 3;
+	struct wire_builder b;
+	wire_builder_init(&b, frame, sizeof(frame), 1);
+	wire_builder_add(&b, &r);
+	uint32_t len = wire_builder_finish(&b, NULL), count;
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_OK));
+	r.status = WIRE_FLUSH_OK; /* a request carries no status */
+	wire_builder_init(&b, frame, sizeof(frame), 1);
+	wire_builder_add(&b, &r);
+	len = wire_builder_finish(&b, NULL);
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_ENUM));
+	wire_hdr_init(&r.hdr, WIRE_RELEASE_DONE, 1);
+	wire_builder_init(&b, frame, sizeof(frame), 1);
+	wire_builder_add(&b, &r);
+	len = wire_builder_finish(&b, NULL);
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_OK));
+	r.status = 0; /* an answer must */
+	wire_builder_init(&b, frame, sizeof(frame), 1);
+	wire_builder_add(&b, &r);
+	len = wire_builder_finish(&b, NULL);
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_ENUM));
 }
