@@ -3,6 +3,7 @@
 """Packet helpers for the e2e tests, run inside the client namespace.
 
   e2e_net.py csum-off IFACE      turn tx checksum offload off (SIOCETHTOOL, no ethtool here)
+  e2e_net.py echo ...            one frame from a given source until it is echoed
   e2e_net.py storm ...           malformed-frame storm with valid traffic interleaved; checks
                                  the node's per-cause counters (see storm())
 """
@@ -232,6 +233,24 @@ def storm(a):
         sys.exit(1)
 
 
+def echo(a):
+    """Send one valid frame from --src every 300 ms until its echo comes back; print the
+    number of attempts (the first may be dropped while the node resolves its next hop)."""
+    f = frame(a.tool, "order", seq=42)
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind((a.src, 9001))
+    s.settimeout(0.3)
+    for attempt in range(1, a.tries + 1):
+        s.sendto(f, (a.dst, a.port))
+        try:
+            if s.recv(65535) == f:
+                print(attempt)
+                return
+        except socket.timeout:
+            pass
+    raise SystemExit("FAIL: no echo after %d attempts" % a.tries)
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -245,9 +264,17 @@ def main():
     s.add_argument("--pid", type=int, required=True)
     s.add_argument("--rounds", type=int, default=200)
     s.add_argument("--seed", type=int, default=7)
+    e = sub.add_parser("echo")
+    e.add_argument("--src", required=True)
+    e.add_argument("--dst", required=True)
+    e.add_argument("--tool", required=True)
+    e.add_argument("--port", type=int, default=7400)
+    e.add_argument("--tries", type=int, default=10)
     a = p.parse_args()
     if a.cmd == "csum-off":
         csum_off(a.iface)
+    elif a.cmd == "echo":
+        echo(a)
     else:
         storm(a)
 
