@@ -62,8 +62,12 @@ oms_on_open_orders_snapshot(struct oms *oms, const struct wire_open_orders_snaps
 		struct oms_order *o = NULL;
 		if (e->oid.user == m->user && wire_oid_shard(e->oid) == oms->c.limits.shard_id)
 			o = oms_order_find(oms, m->user, wire_oid_seq(e->oid));
+		if (o == NULL && e->oid.user == m->user &&
+		    wire_oid_shard(e->oid) == oms->c.limits.shard_id &&
+		    wire_oid_seq(e->oid) <= a->user_seq)
+			continue; /* we applied its DONE after as_of_seq: the snapshot is older */
 		if (o == NULL || o->kind != OMS_K_ORDER) {
-			/* The ME rests an order we do not know: impossible, flag it. */
+			/* The ME rests an order this shard never issued: impossible, flag it. */
 			oms_count(oms, OMS_C_ALARM_RECON_UNKNOWN);
 			continue;
 		}

@@ -96,7 +96,7 @@ Test(oms_recon, deferred_until_stream_applied)
  * impossible states: flagged; the leak is released. */
 Test(oms_recon, unknown_order_and_leak)
 {
-	struct wire_oid ghost = h_oid(&H, 7, 99);
+	struct wire_oid ghost = h_oid(&H, 7, 99); /* a seq this shard never issued */
 	snap(7, 1, 0, 1, &ghost, 1, 5);
 	cr_assert(eq(u64, h_ctr(&H, OMS_C_ALARM_RECON_UNKNOWN), 1));
 	struct oms_actor *a = oms_actor_find(H.oms, 7);

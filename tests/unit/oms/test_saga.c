@@ -250,7 +250,7 @@ Test(oms_saga, cancel_replace)
 
 struct collect {
 	uint32_t n;
-	uint8_t msgs[16][128];
+	_Alignas(8) uint8_t msgs[16][128];
 	enum wire_dest dest[16];
 };
 
