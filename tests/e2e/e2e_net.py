@@ -236,10 +236,22 @@ def storm(a):
 def echo(a):
     """Send one valid frame from --src every 300 ms until its echo comes back; print the
     number of attempts (the first may be dropped while the node resolves its next hop)."""
-    f = frame(a.tool, "order", seq=42)
+    kw = {"seq": 42, "shard": a.shard}
+    if a.key:
+        kw["key"] = a.key
+    f = frame(a.tool, a.kind, **kw)
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.bind((a.src, 9001))
     s.settimeout(0.3)
+    if a.expect_none:
+        # The node must drop this frame: send it once and make sure nothing comes back.
+        s.sendto(f, (a.dst, a.port))
+        try:
+            s.recv(65535)
+        except socket.timeout:
+            print(0)
+            return
+        raise SystemExit("FAIL: a frame that must be refused was echoed")
     for attempt in range(1, a.tries + 1):
         s.sendto(f, (a.dst, a.port))
         try:
@@ -270,6 +282,10 @@ def main():
     e.add_argument("--tool", required=True)
     e.add_argument("--port", type=int, default=7400)
     e.add_argument("--tries", type=int, default=10)
+    e.add_argument("--kind", default="order")
+    e.add_argument("--shard", type=int, default=1)
+    e.add_argument("--key", default="")
+    e.add_argument("--expect-none", action="store_true")
     a = p.parse_args()
     if a.cmd == "csum-off":
         csum_off(a.iface)
