@@ -12,8 +12,9 @@
  *               one is loaded, corrupt ones are skipped and reported.
  *   pst_vote_*  the Raft hard state (currentTerm, votedFor), durable before it returns.
  *   pst_db_*    PostgreSQL through libpq in non-blocking pipeline mode, driven by
- *               pst_db_poll(), which never blocks: HYDRATE_REQUEST / BEGIN_DEHYDRATE in,
- *               HYDRATE_USER / FLUSH_COMPLETE out.
+ *               pst_db_poll(), which never blocks: HYDRATE_REQUEST / BEGIN_DEHYDRATE /
+ *               RELEASE_CLAIM in, HYDRATE_USER / FLUSH_COMPLETE / RELEASE_DONE out
+ *               (fencing protocol: docs/fencing.md, docs/persist.md).
  *
  * Not a pure module: it uses stdio, unistd, fcntl and libpq. It never includes a DPDK
  * header; the host wraps it in an lcore with rings. Operating errors return -errno.
@@ -61,6 +62,11 @@
 	X(DB_FLUSH_REPEAT, "FLUSH_COMPLETE OK sent (our own write found already there)")  \
 	X(DB_FLUSH_CONFLICT, "FLUSH_COMPLETE CONFLICT sent (alarm)")                      \
 	X(DB_FLUSH_ERROR, "FLUSH_COMPLETE ERROR sent")                                    \
+	X(DB_RELEASES, "release requests accepted")                                       \
+	X(DB_RELEASES_MERGED, "release requests merged into an identical one in flight")  \
+	X(DB_RELEASE_OK, "RELEASE_DONE OK sent (claim released now)")                     \
+	X(DB_RELEASE_NOOP, "RELEASE_DONE OK sent (nothing held: released or re-hydrated)")\
+	X(DB_RELEASE_ERROR, "RELEASE_DONE ERROR sent")                                    \
 	X(DB_FULL, "requests refused: request pool full")                                 \
 	X(DB_EMIT_BLOCKED, "completions held back: the output refused them")
 
@@ -202,8 +208,8 @@ int pst_vote_load(const char *dir, uint64_t *term, uint32_t *vote);
  * PostgreSQL: hydration and fenced flush.
  * ------------------------------------------------------------------------------------- */
 
-/* Receives one completion (HYDRATE_USER or FLUSH_COMPLETE, hdr.shard = the requesting OMS
- * shard, hdr.length bytes; copy it). Return 0 to take it, -ENOBUFS to refuse (full ring):
+/* Receives one completion (HYDRATE_USER, FLUSH_COMPLETE or RELEASE_DONE; hdr.shard = the
+ * requesting OMS shard, hdr.length bytes; copy it). Return 0 to take it, -ENOBUFS to refuse (full ring):
  * it is offered again on the next poll, in order. */
 typedef int(pst_db_emit_fn)(void *arg, const struct wire_msg_hdr *msg);
 
@@ -225,7 +231,7 @@ struct pst_db_config {
 };
 
 /* Fill workable defaults (4096 requests, batches of 64, 8 in flight, 1024-entry negative
- * cache of 250 ms, back-off 10 ms .. 1 s, 5 s batch timeout, hydrate deadline 2 s). */
+ * cache of 50 ms, back-off 10 ms .. 1 s, 5 s batch timeout, hydrate deadline 2 s). */
 void pst_db_config_default(struct pst_db_config *cfg, const char *conninfo,
 			   pst_db_emit_fn *emit, void *emit_arg);
 
@@ -237,11 +243,13 @@ int pst_db_create(struct pst_db **out, const struct pst_db_config *cfg);
 void pst_db_destroy(struct pst_db *db);
 
 /*
- * Accept one request: HYDRATE_REQUEST {user, epoch} or BEGIN_DEHYDRATE {epoch, state}; the
- * requesting OMS shard is msg->shard. Idempotent: a hydrate for a (user, shard) already in
- * flight is merged (one answer, carrying the highest epoch); an identical flush in flight
- * is merged; anything already completed is simply done again, and the database makes the
- * repeat harmless (a claim we hold is re-claimed; our own flush is recognised). So a new
+ * Accept one request: HYDRATE_REQUEST {user, epoch}, BEGIN_DEHYDRATE {epoch, state} or
+ * RELEASE_CLAIM {user, epoch}; the requesting OMS shard is msg->shard. Idempotent: a
+ * hydrate for a (user, shard) already in flight is merged (one answer, carrying the highest
+ * epoch); an identical flush or release in flight is merged; anything already completed is
+ * simply done again, and the database makes the repeat harmless (a claim we hold is
+ * re-claimed; our own flush is recognised in the ledger; a release is a no-op the second
+ * time). So a new
  * leader's persister is rebuilt by submitting the service's outstanding hydrations and
  * flushes again (see pst_db_clear for the old one). Returns 0, -ENOBUFS (pool full: keep
  * the message and try later), or -EINVAL (wrong type, length or content).

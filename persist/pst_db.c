@@ -20,7 +20,8 @@
  *
  * Seed: "Hydration and flush carry a monotonic fencing epoch per user, and the DB flush is a
  * version-checked CAS — so a stale route or a slow flush racing a newer write cannot corrupt
- * state." ARCHITECTURE.md §6: the claim refuses a second shard; a repeat that finds its own
+ * state." ARCHITECTURE.md §6 and docs/fencing.md: the claim refuses a second shard; the flush
+ * keeps the claim and RELEASE_CLAIM lets it go after the drop; a repeat that finds its own
  * write is a success.
  */
 #include <errno.h>
@@ -38,7 +39,7 @@
 #define NONE UINT32_MAX
 #define ITEM_SYNC (UINT32_MAX - 1)   /* pipe item: a Sync */
 #define ITEM_PREPARE (UINT32_MAX - 2) /* pipe item: a statement being prepared */
-#define PREPARES 2
+#define PREPARES 3
 
 /* Read and claim in one statement (ARCHITECTURE.md §6: "Hydration claims the row (fails if
  * another shard holds it)"). An unknown user gets a row with zero balances (NEW). A claim
@@ -49,8 +50,7 @@ static const char SQL_HYDRATE[] =
 	"  owner_epoch, assets, totals)"
 	" VALUES ($1::bigint, 0, 0, 0, $2::integer, $3::bigint, '{}', '{}')"
 	" ON CONFLICT (user_id) DO UPDATE SET owner_shard = EXCLUDED.owner_shard,"
-	"  owner_epoch = CASE WHEN a.owner_shard IS NULL THEN EXCLUDED.owner_epoch"
-	"   ELSE GREATEST(a.owner_epoch, EXCLUDED.owner_epoch) END,"
+	"  owner_epoch = EXCLUDED.owner_epoch,"
 	"  updated_at = now()"
 	"  WHERE a.owner_shard IS NULL OR a.owner_shard = EXCLUDED.owner_shard"
 	" RETURNING a.version, a.user_seq, a.tier, a.assets, a.totals,"
@@ -61,15 +61,17 @@ static const char SQL_HYDRATE[] =
 	" SELECT 0, false, version, user_seq, tier, assets, totals, owner_shard"
 	"  FROM accounts WHERE user_id = $1::bigint AND NOT EXISTS (SELECT 1 FROM claim)";
 
-/* The fenced flush: CAS on version, only while we hold the claim; releases the claim and
- * records the write in the ledger, so a repeat (after failover, after a lost answer) finds
+/* The fenced flush (docs/fencing.md): CAS on version, only while we hold the claim. It KEEPS
+ * the claim (stamping owner_epoch with the flush's epoch) so nobody can hydrate the user
+ * while this shard might still serve it (cancel-on-activity); RELEASE_CLAIM lets go. The
+ * write is recorded in the ledger, so a repeat (after failover, after a lost answer) finds
  * its own write even when later flushes have moved the row on. Outcome 1 written, 2 our own
  * write already there, 3 conflict (a foreign write, or no claim). */
 static const char SQL_FLUSH[] =
 	"WITH up AS ("
 	" UPDATE accounts SET user_seq = $5::bigint, tier = $6::smallint,"
 	"  assets = $7::integer[], totals = $8::bigint[], version = version + 1,"
-	"  owner_shard = NULL, owner_epoch = NULL, last_flush_shard = $3::integer,"
+	"  owner_epoch = $4::bigint, last_flush_shard = $3::integer,"
 	"  last_flush_epoch = $4::bigint, updated_at = now()"
 	" WHERE user_id = $1::bigint AND version = $2::bigint AND owner_shard = $3::integer"
 	" RETURNING version),"
@@ -84,9 +86,20 @@ static const char SQL_FLUSH[] =
 	"  COALESCE((SELECT version FROM accounts WHERE user_id = $1::bigint), -1)"
 	" WHERE NOT EXISTS (SELECT 1 FROM up)";
 
+/* Release the claim a flush kept, once the shard has dropped the actor (docs/fencing.md).
+ * Idempotent, and a no-op when the user was hydrated again since (the epoch moved) or was
+ * released already. Returns how many rows it released (0 or 1); both answer OK. */
+static const char SQL_RELEASE[] =
+	"WITH rel AS ("
+	" UPDATE accounts SET owner_shard = NULL, owner_epoch = NULL, updated_at = now()"
+	" WHERE user_id = $1::bigint AND owner_shard = $2::integer AND owner_epoch = $3::bigint"
+	" RETURNING 1)"
+	" SELECT count(*) FROM rel";
+
 enum req_kind {
 	REQ_HYDRATE = 1,
 	REQ_FLUSH = 2,
+	REQ_RELEASE = 3,
 };
 
 enum req_state {
@@ -105,6 +118,8 @@ enum outcome {
 	OUT_FLUSH_WRITTEN, /* flush: written now */
 	OUT_FLUSH_REPEAT,  /* flush: our own write found */
 	OUT_FLUSH_CONFLICT,/* flush: foreign write */
+	OUT_RELEASED,      /* release: the claim was let go now */
+	OUT_RELEASE_NOOP,  /* release: nothing to do (released already, or hydrated again) */
 	OUT_FAILED,        /* the statement failed (permanent) */
 	OUT_FAILED_RETRY,  /* the statement failed (transient) */
 	OUT_BAD_ROW,       /* a row we cannot represent (too many balances, ...) */
@@ -302,7 +317,7 @@ pst_db_config_default(struct pst_db_config *cfg, const char *conninfo, pst_db_em
 	cfg->batch_max = 64;
 	cfg->batches_in_flight_max = 8;
 	cfg->neg_cache_size = 1024;
-	cfg->neg_ttl_ns = UINT64_C(250000000);
+	cfg->neg_ttl_ns = UINT64_C(50000000);
 	cfg->backoff_min_ns = UINT64_C(10000000);
 	cfg->backoff_max_ns = UINT64_C(1000000000);
 	cfg->batch_timeout_ns = UINT64_C(5000000000);
@@ -496,6 +511,31 @@ flush_answer(const struct pst_db *db, uint32_t i, struct wire_flush_complete *m,
 	}
 }
 
+static void
+release_answer(const struct pst_db *db, uint32_t i, struct wire_release_claim *m,
+	       enum pst_counter *counter)
+{
+	const struct req *r = &db->reqs[i];
+	memset(m, 0, sizeof(*m));
+	wire_hdr_init(&m->hdr, WIRE_RELEASE_DONE, r->shard);
+	m->user = r->user;
+	m->epoch = r->epoch;
+	switch (r->outcome) {
+	case OUT_RELEASED:
+		m->status = WIRE_FLUSH_OK;
+		*counter = PST_C_DB_RELEASE_OK;
+		break;
+	case OUT_RELEASE_NOOP:
+		m->status = WIRE_FLUSH_OK;
+		*counter = PST_C_DB_RELEASE_NOOP;
+		break;
+	default:
+		m->status = WIRE_FLUSH_ERROR;
+		*counter = PST_C_DB_RELEASE_ERROR;
+		break;
+	}
+}
+
 /* Offer completions to the output, in order, until it refuses. */
 static uint32_t
 emit_done(struct pst_db *db)
@@ -507,12 +547,15 @@ emit_done(struct pst_db *db)
 			struct wire_msg_hdr hdr;
 			struct wire_hydrate_user hyd;
 			struct wire_flush_complete fc;
+			struct wire_release_claim rc;
 		} m;
 		enum pst_counter counter;
 		if (db->reqs[i].kind == REQ_HYDRATE)
 			hydrate_answer(db, i, &m.hyd, &counter);
-		else
+		else if (db->reqs[i].kind == REQ_FLUSH)
 			flush_answer(db, i, &m.fc, &counter);
+		else
+			release_answer(db, i, &m.rc, &counter);
 		if (db->cfg.emit(db->cfg.emit_arg, &m.hdr) < 0) {
 			db->counters[PST_C_DB_EMIT_BLOCKED]++;
 			break; /* the output is full: the answer stays first in line */
@@ -549,6 +592,19 @@ find_flush(const struct pst_db *db, const struct wire_user_state *us, uint16_t s
 		const struct req *r = &db->reqs[i];
 		if (r->kind == REQ_FLUSH && r->user == us->user && r->shard == shard &&
 		    r->epoch == epoch && r->us.version == us->version)
+			return i;
+	}
+	return NONE;
+}
+
+static uint32_t
+find_release(const struct pst_db *db, uint64_t user, uint16_t shard, uint64_t epoch)
+{
+	for (uint32_t i = db->buckets[user_hash(user) & db->bucket_mask]; i != NONE;
+	     i = db->reqs[i].hnext) {
+		const struct req *r = &db->reqs[i];
+		if (r->kind == REQ_RELEASE && r->user == user && r->shard == shard &&
+		    r->epoch == epoch)
 			return i;
 	}
 	return NONE;
@@ -638,6 +694,33 @@ pst_db_submit(struct pst_db *db, const struct wire_msg_hdr *msg, uint64_t now_ns
 		r->us = b->state;
 		hash_insert(db, i);
 		db->counters[PST_C_DB_FLUSHES]++;
+		r->phase = RS_QUEUED;
+		fifo_push(db, &db->queue, i);
+		return 0;
+	}
+	if (msg->type == WIRE_RELEASE_CLAIM) {
+		if (msg->length != sizeof(struct wire_release_claim))
+			return -EINVAL;
+		const struct wire_release_claim *c = (const void *)msg;
+		if (c->user == 0 || c->user > INT64_MAX || c->epoch > INT64_MAX || c->status != 0)
+			return -EINVAL;
+		if (find_release(db, c->user, msg->shard, c->epoch) != NONE) {
+			db->counters[PST_C_DB_RELEASES_MERGED]++;
+			return 0;
+		}
+		uint32_t i = slot_alloc(db);
+		if (i == NONE) {
+			db->counters[PST_C_DB_FULL]++;
+			return -ENOBUFS;
+		}
+		struct req *r = &db->reqs[i];
+		r->kind = REQ_RELEASE;
+		r->shard = msg->shard;
+		r->user = c->user;
+		r->epoch = c->epoch;
+		r->accepted_ns = now_ns;
+		hash_insert(db, i);
+		db->counters[PST_C_DB_RELEASES]++;
 		r->phase = RS_QUEUED;
 		fifo_push(db, &db->queue, i);
 		return 0;
@@ -796,6 +879,9 @@ conn_setup(struct pst_db *db, uint64_t now_ns)
 	if (!PQsendPrepare(db->conn, "pst_flush", SQL_FLUSH, 0, NULL))
 		return -1;
 	pipe_push(db, ITEM_PREPARE, now_ns);
+	if (!PQsendPrepare(db->conn, "pst_release", SQL_RELEASE, 0, NULL))
+		return -1;
+	pipe_push(db, ITEM_PREPARE, now_ns);
 	if (!PQpipelineSync(db->conn))
 		return -1;
 	pipe_push(db, ITEM_SYNC, now_ns);
@@ -868,14 +954,14 @@ send_req(struct pst_db *db, uint32_t i)
 	int n;
 
 	fmt_i64(p[0], sizeof(p[0]), (int64_t)r->user);
-	if (r->kind == REQ_HYDRATE) {
+	if (r->kind == REQ_HYDRATE || r->kind == REQ_RELEASE) {
 		fmt_i64(p[1], sizeof(p[1]), r->shard);
 		fmt_i64(p[2], sizeof(p[2]), (int64_t)r->epoch);
 		values[0] = p[0];
 		values[1] = p[1];
 		values[2] = p[2];
-		return PQsendQueryPrepared(db->conn, "pst_hydrate", 3, values, NULL, NULL, 0) ? 0
-											     : -1;
+		const char *stmt = r->kind == REQ_HYDRATE ? "pst_hydrate" : "pst_release";
+		return PQsendQueryPrepared(db->conn, stmt, 3, values, NULL, NULL, 0) ? 0 : -1;
 	}
 	fmt_i64(p[1], sizeof(p[1]), (int64_t)r->us.version);
 	fmt_i64(p[2], sizeof(p[2]), r->shard);
@@ -1048,6 +1134,17 @@ flush_row(struct req *r, const PGresult *res)
 		r->version = r->us.version + 1; /* the version our write produced */
 }
 
+static void
+release_row(struct req *r, const PGresult *res)
+{
+	int64_t n;
+	if (PQntuples(res) != 1 || PQnfields(res) != 1 || !parse_i64(PQgetvalue(res, 0, 0), &n)) {
+		r->outcome = OUT_FAILED_RETRY;
+		return;
+	}
+	r->outcome = n > 0 ? OUT_RELEASED : OUT_RELEASE_NOOP;
+}
+
 /* Errors a retry cannot cure: bad data, constraint violations, missing privileges. */
 static bool
 sqlstate_permanent(const char *state)
@@ -1067,8 +1164,10 @@ statement_result(struct pst_db *db, uint32_t i, const PGresult *res)
 	if (st == PGRES_TUPLES_OK) {
 		if (r->kind == REQ_HYDRATE)
 			hydrate_row(db, r, res);
-		else
+		else if (r->kind == REQ_FLUSH)
 			flush_row(r, res);
+		else
+			release_row(r, res);
 		return;
 	}
 	db->batch_failed = true;
@@ -1118,10 +1217,12 @@ batch_done(struct pst_db *db, uint64_t now_ns)
 			n->expires_ns = now_ns + db->cfg.neg_ttl_ns;
 			break;
 		}
+		case OUT_RELEASED:
+		case OUT_RELEASE_NOOP:
+			neg_forget(db, r->user); /* the claim is free (or ours again) */
+			break;
 		case OUT_FLUSH_WRITTEN:
 		case OUT_FLUSH_REPEAT:
-			neg_forget(db, r->user); /* the claim was released */
-			break;
 		case OUT_FLUSH_CONFLICT:
 		case OUT_FAILED:
 		case OUT_BAD_ROW:

@@ -61,9 +61,10 @@ hdr_fill(struct pst_snap_hdr *h, const struct pst_snap_meta *meta, const void *d
 	h->hdr_crc = pst_crc32c(0, h, offsetof(struct pst_snap_hdr, hdr_crc));
 }
 
-/* Remove every snapshot other than keep (its name), and leftover temp files. */
+/* Remove every snapshot older than (index, term) and leftover temp files. A newer one is
+ * never touched (it would be the caller's bug to write an older snapshot after it). */
 static void
-prune(const char *dir, const char *keep)
+prune(const char *dir, uint64_t index, uint64_t term)
 {
 	DIR *d = opendir(dir);
 	if (d == NULL)
@@ -74,8 +75,8 @@ prune(const char *dir, const char *keep)
 		struct snap_name sn;
 		bool tmp = strncmp(de->d_name, PST_SNAP_TMP_PREFIX,
 				   strlen(PST_SNAP_TMP_PREFIX)) == 0;
-		if (!tmp && (name_parse(de->d_name, &sn) < 0 ||
-			     (keep != NULL && strcmp(de->d_name, keep) == 0)))
+		if (!tmp && (name_parse(de->d_name, &sn) < 0 || sn.index > index ||
+			     (sn.index == index && sn.term >= term)))
 			continue;
 		char path[PATH_MAX];
 		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
@@ -136,7 +137,7 @@ pst_snap_write(const char *dir, const struct pst_snap_meta *meta, const void *da
 	if (rc < 0)
 		return rc;
 	/* The new snapshot is durable: everything behind it can go. */
-	prune(dir, name);
+	prune(dir, meta->last_index, meta->last_term);
 	if (log != NULL) {
 		rc = pst_log_compact(log, meta->last_index);
 		if (rc < 0)

@@ -22,6 +22,7 @@ union msg {
 	struct wire_msg_hdr hdr;
 	struct wire_hydrate_user hyd;
 	struct wire_flush_complete fc;
+	struct wire_release_claim rel;
 };
 
 #define SINK_MAX 8192
@@ -44,6 +45,11 @@ emit(void *arg, const struct wire_msg_hdr *m)
 		return -ENOBUFS;
 	}
 	cr_assert(lt(u32, s->n, SINK_MAX));
+	/* Every completion is a valid wire message (the shard's decoder would take it). */
+	uint16_t len = 0;
+	cr_assert(eq(int, wire_msg_check(m, m->length, &len), WIRE_E_OK), "%s",
+		  wire_type_name(m->type));
+	cr_assert(eq(u16, len, m->length));
 	memcpy(&s->msgs[s->n++], m, m->length);
 	return 0;
 }
@@ -103,6 +109,14 @@ state_make(uint64_t user, uint64_t version, uint64_t seq, int64_t base)
 	return s;
 }
 
+static void
+release(struct pst_db *db, uint16_t shard, uint64_t user, uint64_t epoch)
+{
+	struct wire_release_claim m = {.user = user, .epoch = epoch};
+	wire_hdr_init(&m.hdr, WIRE_RELEASE_CLAIM, shard);
+	cr_assert(eq(int, pst_db_submit(db, &m.hdr, test_now_ns()), 0));
+}
+
 static int
 flush(struct pst_db *db, uint16_t shard, uint64_t epoch, const struct wire_user_state *s)
 {
@@ -146,8 +160,9 @@ q_exec(char state[6], const char *sql)
 TestSuite(pst_db, .init = need_db);
 
 /* Goal: the round trip — an unknown user hydrates NEW (zero balances, claimed), a flush
- * writes version+1 and releases the claim, the next hydrate reads back what was flushed.
- * Method: hydrate, flush, check the row, hydrate again. */
+ * writes version+1 and keeps the claim (docs/fencing.md), RELEASE_CLAIM lets it go, the next
+ * hydrate reads back what was flushed.
+ * Method: hydrate, flush, check the row, release, check, hydrate again. */
 Test(pst_db, hydrate_flush_round_trip)
 {
 	struct pst_db *db = db_make(0);
@@ -173,12 +188,23 @@ Test(pst_db, hydrate_flush_round_trip)
 	cr_assert(eq(u64, f->epoch, 5));
 	cr_assert(eq(u64, f->version, 1));
 	cr_assert(eq(i64, q_i64("SELECT version FROM accounts WHERE user_id = 1001"), 1));
-	cr_assert(eq(i64, q_i64("SELECT owner_shard FROM accounts WHERE user_id = 1001"), -999));
+	cr_assert(eq(i64, q_i64("SELECT owner_shard FROM accounts WHERE user_id = 1001"), 1));
+	cr_assert(eq(i64, q_i64("SELECT owner_epoch FROM accounts WHERE user_id = 1001"), 5));
 	cr_assert(eq(i64, q_i64("SELECT totals[2] FROM accounts WHERE user_id = 1001"), 3001));
 
-	hydrate(db, 1, 1001, 6);
+	release(db, 1, 1001, 5);
 	drive(db, 3, 10);
-	h = &sink.msgs[2].hyd;
+	struct wire_release_claim *rd = &sink.msgs[2].rel;
+	cr_assert(eq(u16, rd->hdr.type, WIRE_RELEASE_DONE));
+	cr_assert(eq(u16, rd->hdr.shard, 1));
+	cr_assert(eq(u64, rd->user, 1001));
+	cr_assert(eq(u64, rd->epoch, 5));
+	cr_assert(eq(u8, rd->status, WIRE_FLUSH_OK));
+	cr_assert(eq(i64, q_i64("SELECT owner_shard FROM accounts WHERE user_id = 1001"), -999));
+
+	hydrate(db, 1, 1001, 6);
+	drive(db, 4, 10);
+	h = &sink.msgs[3].hyd;
 	cr_assert(eq(u8, h->status, WIRE_HYD_OK));
 	cr_assert(eq(u64, h->state.version, 1));
 	cr_assert(eq(u64, h->state.user_seq, 42));
@@ -222,8 +248,8 @@ Test(pst_db, cas_conflict)
 }
 
 /* Goal: fencing — while shard 1 holds the claim, shard 2 can neither hydrate (OWNED, owner
- * carried back, then served from the negative cache) nor flush (CONFLICT); once shard 1 has
- * flushed (claim released) shard 2 hydrates.
+ * carried back, then served from the negative cache) nor flush (CONFLICT); shard 1's flush
+ * keeps the claim (still OWNED for shard 2); only its RELEASE_CLAIM lets shard 2 in.
  * Method: as described, with counters. */
 Test(pst_db, owner_claim_refuses_second_shard)
 {
@@ -248,14 +274,23 @@ Test(pst_db, owner_claim_refuses_second_shard)
 	drive(db, 4, 10);
 	cr_assert(eq(u8, sink.msgs[3].fc.status, WIRE_FLUSH_CONFLICT));
 	cr_assert(eq(i64, q_i64("SELECT version FROM accounts WHERE user_id = 3001"), 0));
-	/* Shard 1 flushes and lets go; shard 2 may now take the user. */
+	/* Shard 1 flushes: the claim stays (it may still cancel the eviction). */
 	s = state_make(3001, 0, 3, 77);
 	cr_assert(eq(int, flush(db, 1, 1, &s), 0));
 	drive(db, 5, 10);
 	cr_assert(eq(u8, sink.msgs[4].fc.status, WIRE_FLUSH_OK));
+	usleep(60000); /* past the negative cache: this answer comes from the database */
 	hydrate(db, 2, 3001, 11);
 	drive(db, 6, 10);
-	h = &sink.msgs[5].hyd;
+	cr_assert(eq(u8, sink.msgs[5].hyd.status, WIRE_HYD_OWNED));
+	cr_assert(eq(u16, sink.msgs[5].hyd.owner_shard, 1));
+	/* Shard 1 drops the actor and releases; shard 2 may now take the user. */
+	release(db, 1, 3001, 1);
+	drive(db, 7, 10);
+	cr_assert(eq(u8, sink.msgs[6].rel.status, WIRE_FLUSH_OK));
+	hydrate(db, 2, 3001, 12);
+	drive(db, 8, 10);
+	h = &sink.msgs[7].hyd;
 	cr_assert(eq(u8, h->status, WIRE_HYD_OK));
 	cr_assert(eq(i64, h->state.balances[0].total, 77));
 	cr_assert(eq(i64, q_i64("SELECT owner_shard FROM accounts WHERE user_id = 3001"), 2));
@@ -289,24 +324,28 @@ Test(pst_db, flush_repeat_after_failover)
 	cr_assert(eq(i64, q_i64("SELECT version FROM accounts WHERE user_id = 4001"), 1));
 	cr_assert(eq(i64, q_i64("SELECT count(*) FROM account_flushes WHERE user_id = 4001"), 1));
 
-	/* Shard 2 takes the user and flushes (v2); the old request is still ours, still OK. */
-	hydrate(b, 2, 4001, 1);
+	/* Shard 1 releases; shard 2 takes the user and flushes (v2); the old request is still
+	 * ours, still OK, and writes nothing. */
+	release(b, 1, 4001, 3);
 	drive(b, 2, 10);
-	cr_assert(eq(u8, sink.msgs[1].hyd.status, WIRE_HYD_OK));
+	hydrate(b, 2, 4001, 1);
+	drive(b, 3, 10);
+	cr_assert(eq(u8, sink.msgs[2].hyd.status, WIRE_HYD_OK));
 	struct wire_user_state s2 = state_make(4001, 1, 9, 10);
 	cr_assert(eq(int, flush(b, 2, 1, &s2), 0));
-	drive(b, 3, 10);
-	cr_assert(eq(u8, sink.msgs[2].fc.status, WIRE_FLUSH_OK));
-	cr_assert(eq(int, flush(b, 1, 3, &s), 0));
 	drive(b, 4, 10);
 	cr_assert(eq(u8, sink.msgs[3].fc.status, WIRE_FLUSH_OK));
-	cr_assert(eq(u64, sink.msgs[3].fc.version, 1));
+	cr_assert(eq(int, flush(b, 1, 3, &s), 0));
+	drive(b, 5, 10);
+	cr_assert(eq(u8, sink.msgs[4].fc.status, WIRE_FLUSH_OK));
+	cr_assert(eq(u64, sink.msgs[4].fc.version, 1));
 	cr_assert(eq(i64, q_i64("SELECT version FROM accounts WHERE user_id = 4001"), 2));
 	cr_assert(eq(i64, q_i64("SELECT totals[1] FROM accounts WHERE user_id = 4001"), 10));
+	cr_assert(eq(i64, q_i64("SELECT owner_shard FROM accounts WHERE user_id = 4001"), 2));
 	/* A different epoch on the same base version is not ours: conflict. */
 	cr_assert(eq(int, flush(b, 1, 4, &s), 0));
-	drive(b, 5, 10);
-	cr_assert(eq(u8, sink.msgs[4].fc.status, WIRE_FLUSH_CONFLICT));
+	drive(b, 6, 10);
+	cr_assert(eq(u8, sink.msgs[5].fc.status, WIRE_FLUSH_CONFLICT));
 	pst_db_destroy(b);
 }
 
@@ -333,6 +372,49 @@ Test(pst_db, single_flight_merges)
 	cr_assert(eq(u32, sink.n, 2));
 	cr_assert(eq(u64, pst_db_counters(db)[PST_C_DB_FLUSHES_MERGED], 2));
 	cr_assert(eq(i64, q_i64("SELECT version FROM accounts WHERE user_id = 5001"), 1));
+	pst_db_destroy(db);
+}
+
+/* Goal: RELEASE_CLAIM is idempotent and fenced by the epoch (docs/fencing.md): it releases
+ * only the claim the flush of that epoch kept; a stale release re-emitted after the user was
+ * hydrated again (epoch moved), or one from another shard, is a harmless no-op.
+ * Method: hydrate at epoch 3, flush at 4 (stamps 4); release 3 (no-op), release 4 (done),
+ * release 4 again (no-op); hydrate at 5; release 4 again (no-op, claim kept); shard 2's
+ * release of shard 1's claim (no-op). */
+Test(pst_db, release_is_idempotent_and_fenced)
+{
+	struct pst_db *db = db_make(0);
+	hydrate(db, 1, 10001, 3);
+	drive(db, 1, 10);
+	struct wire_user_state s = state_make(10001, 0, 1, 1);
+	cr_assert(eq(int, flush(db, 1, 4, &s), 0));
+	drive(db, 2, 10);
+	cr_assert(eq(u8, sink.msgs[1].fc.status, WIRE_FLUSH_OK));
+	release(db, 1, 10001, 3);
+	drive(db, 3, 10);
+	cr_assert(eq(i64, q_i64("SELECT owner_shard FROM accounts WHERE user_id = 10001"), 1));
+	release(db, 1, 10001, 4);
+	drive(db, 4, 10);
+	cr_assert(eq(i64, q_i64("SELECT owner_shard FROM accounts WHERE user_id = 10001"), -999));
+	release(db, 1, 10001, 4);
+	drive(db, 5, 10);
+	hydrate(db, 1, 10001, 5);
+	drive(db, 6, 10);
+	cr_assert(eq(u8, sink.msgs[5].hyd.status, WIRE_HYD_OK));
+	release(db, 1, 10001, 4);
+	release(db, 2, 10001, 5);
+	drive(db, 8, 10);
+	cr_assert(eq(i64, q_i64("SELECT owner_shard FROM accounts WHERE user_id = 10001"), 1));
+	cr_assert(eq(i64, q_i64("SELECT owner_epoch FROM accounts WHERE user_id = 10001"), 5));
+	for (uint32_t k = 2; k < 8; k++) {
+		if (k == 5)
+			continue;
+		cr_assert(eq(u16, sink.msgs[k].hdr.type, WIRE_RELEASE_DONE));
+		cr_assert(eq(u8, sink.msgs[k].rel.status, WIRE_FLUSH_OK));
+	}
+	const uint64_t *c = pst_db_counters(db);
+	cr_assert(eq(u64, c[PST_C_DB_RELEASE_OK], 1));
+	cr_assert(eq(u64, c[PST_C_DB_RELEASE_NOOP], 4));
 	pst_db_destroy(db);
 }
 
@@ -435,7 +517,7 @@ Test(pst_db, postgres_restart_mid_flush_burst, .timeout = 240)
 		    c[PST_C_DB_DISCONNECTS], c[PST_C_DB_RESENT], c[PST_C_DB_FLUSH_REPEAT],
 		    c[PST_C_DB_CONNECT_FAILURES]);
 	cr_assert(eq(i64, q_i64("SELECT count(*) FROM accounts WHERE user_id >= 100000 AND "
-				"user_id < %d AND version = 1 AND owner_shard IS NULL AND "
+				"user_id < %d AND version = 1 AND owner_shard = 4 AND "
 				"totals[1] = user_id",
 				100000 + BURST_USERS),
 		     BURST_USERS));
@@ -484,6 +566,9 @@ Test(pst_db, refuses_bad_requests_and_full_pool)
 	cr_assert(eq(int, flush(db, 1, 1, &s), -EINVAL));
 	s.balance_count = WIRE_BALANCES_MAX + 1;
 	cr_assert(eq(int, flush(db, 1, 1, &s), -EINVAL));
+	struct wire_release_claim rc = {.user = 7001, .epoch = 1, .status = 1};
+	wire_hdr_init(&rc.hdr, WIRE_RELEASE_CLAIM, 1);
+	cr_assert(eq(int, pst_db_submit(db, &rc.hdr, 0), -EINVAL));
 	hydrate(db, 1, 7001, 1);
 	hydrate(db, 1, 7002, 1);
 	h.user = 7003;
