@@ -267,6 +267,7 @@ main(int argc, char **argv)
 		goto fail_roles;
 
 	/* 4. Lcores. */
+	bool launch_failed = false;
 	for (uint32_t i = 0; i < app.agent_count; i++) {
 		struct app_agent *a = &app.agents[i];
 		ret = rte_eal_remote_launch(app_agent_main, a, a->lcore_id);
@@ -274,6 +275,7 @@ main(int argc, char **argv)
 			APP_LOG(ERR, "%s: launch on lcore %u: %s", a->name, a->lcore_id,
 				strerror(-ret));
 			stopping = 1;
+			launch_failed = true;
 			break;
 		}
 		a->launched = true;
@@ -304,7 +306,7 @@ main(int argc, char **argv)
 	uint32_t drained = dp_io_drain(app.dp);
 	stats_dump(&app, "exit");
 	APP_LOG(INFO, "stopped: %u queued frame(s) drained", drained);
-	ret = 0;
+	ret = launch_failed ? -ECHILD : 0;
 fail_roles:
 	for (uint32_t i = 0; i < app.agent_count; i++)
 		if (app_roles[app.agents[i].role].fini != NULL)

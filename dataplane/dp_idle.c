@@ -75,7 +75,7 @@ dp_idle_run(struct dp_idle *idle, uint32_t work)
 			.tv_nsec = (long)(idle->sleep_us % 1000000) * 1000,
 		};
 		nanosleep(&ts, NULL);
-		idle->sleeps++;
+		__atomic_store_n(&idle->sleeps, idle->sleeps + 1, __ATOMIC_RELAXED); /* read by main */
 		idle->sleep_us = RTE_MIN(idle->sleep_us * 2, idle->policy.sleep_us_max);
 		return;
 	}

@@ -30,6 +30,7 @@
 #define DP_ARP_RETRY_NS (200ull * 1000 * 1000) /* at most one request per next hop per 200 ms */
 #define DP_ARP_PROBE_MAX 16       /* linear-probe window of the ARP table */
 #define DP_IP_TTL 64
+#define DP_DRAIN_ROUNDS_MAX 1024  /* dp_io_drain: tx-queue rounds at shutdown */
 
 /* ---------------------------------------------------------------------------------------
  * Parsers (dp_ip.c, dp_arp.c): pure over one contiguous packet.

@@ -274,7 +274,7 @@ dp_io_drain(struct dp *dp)
 	uint32_t total = 0, work;
 
 	/* Bounded: producers have stopped, so each queue empties within size/burst rounds. */
-	for (uint32_t round = 0; round < 1024; round++) {
+	for (uint32_t round = 0; round < DP_DRAIN_ROUNDS_MAX; round++) {
 		work = tx_drain(dp, dp_clock_ns());
 		tx_flush(dp);
 		total += work;
