@@ -97,8 +97,8 @@ def read_stats(path, pid):
 
 def storm(a):
     """Send `rounds` rounds; each round sends, in a seeded random order, every malformed
-    class once plus two valid frames (an order to the gateway class, a Raft message to
-    shard 2). Valid frames are echoed by the skeleton shards; every echo must come back
+    class once plus three valid frames (an order and a batch of five orders to the gateway
+    class, a Raft message to shard 2). Valid frames are echoed by the skeleton shards; every echo must come back
     intact, and the node's counters must move by exactly what was sent, per cause."""
     rng = random.Random(a.seed)
     key = a.key
@@ -147,6 +147,7 @@ def storm(a):
     raft2 = frame(a.tool, "raft", key=key, shard=2)
     raft9 = frame(a.tool, "raft", key=key, shard=9)
     mixed = frame(a.tool, "mixed", key=key, seq=5)
+    batch = frame(a.tool, "orders", key=key, seq=5)  # five NEW_ORDERs in one frame
     sent_valid = []
     orders = [frame(a.tool, "order", key=key, seq=100 + r) for r in range(a.rounds)]
 
@@ -160,6 +161,7 @@ def storm(a):
         sends = [
             ("valid_order", lambda: send_udp(good)),
             ("valid_raft2", lambda: send_udp(raft2)),
+            ("valid_batch", lambda: send_udp(batch)),
             ("bad_magic", lambda: send_udp(bad_magic)),
             ("garbage", lambda: send_udp(garbage)),
             ("truncated", lambda: send_udp(good[:10])),
@@ -182,6 +184,8 @@ def storm(a):
                 sent_valid.append(good)
             elif name == "valid_raft2":
                 sent_valid.append(raft2)
+            elif name == "valid_batch":
+                sent_valid.append(batch)
         drain(time.time())
 
     deadline = time.time() + 10
@@ -211,11 +215,13 @@ def storm(a):
         "dp.udp_port": R,
         "dp.frame_no_route": R,
         "dp.frame_mixed": R,
-        "dp.frame_ok": 4 * R,                # order, raft2, no-route, mixed decode fine
-        "dp.frame_routed": 2 * R,
+        "dp.frame_ok": 5 * R,                # order, raft2, batch, no-route, mixed decode
+        "dp.frame_msgs": 10 * R,             # 1 + 1 + 5 + 1 + 2
+        "dp.frame_routed": 3 * R,
         "dp.frame_ring_full": 0,
-        "shard.1.frames": R,
-        "shard.1.echoed": R,
+        "shard.1.frames": 2 * R,
+        "shard.1.msgs": 6 * R,
+        "shard.1.echoed": 2 * R,
         "shard.2.frames": R,
         "shard.2.echoed": R,
         "dp.tx_arp_miss": 0,

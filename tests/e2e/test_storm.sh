@@ -5,7 +5,8 @@
 # Method: a node with a client MAC key; from the client namespace send 200 rounds of every
 # malformed class (bad magic, garbage, truncated, bad length, bad version, wrong MAC, no MAC,
 # unknown message type, bad UDP checksum, bad IP checksum, unknown IP protocol, wrong UDP
-# port, unroutable shard, mixed routes) shuffled with valid frames; every valid frame must
+# port, unroutable shard, mixed routes) shuffled with valid frames (one message, and five
+# messages in one frame); every valid frame must
 # be echoed back intact and every counter must move by exactly what was sent.
 source "$(dirname "$0")/lib.sh"
 need_root
