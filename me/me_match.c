@@ -94,19 +94,8 @@ me_cancel_live(struct me *me, uint32_t oi, uint8_t cause, const struct wire_oid 
 	me_order_finish(me, oi);
 }
 
-/* Keep a refused request's record for dedup unless it was the spare record (the pool keeps
- * one spare so that a refusal can always be emitted) or the refusal is CAPACITY. */
-static void
-keep_or_release(struct me *me, uint32_t oi, uint16_t reason)
-{
-	if (reason == WIRE_REASON_CAPACITY || me->order_free == ME_NIL) {
-		me_order_release(me, oi);
-		return;
-	}
-	me_order_finish(me, oi);
-}
-
-/* Two records free: one for this request, one spare for refusals. */
+/* Two records free: one for this order, one left so that a cancel (which relieves the pool)
+ * or a refusal can still be recorded. */
 static inline bool
 records_room(const struct me *me)
 {
@@ -300,7 +289,9 @@ refuse(struct me *me, struct wire_oid oid, uint32_t st, uint32_t fp, enum me_kin
        uint32_t symbol, uint8_t side, uint8_t event, uint16_t reason,
        const struct wire_oid *contra)
 {
-	/* With no retention left at all, answer unsequenced rather than overrun the stream. */
+	/* With no record to keep for dedup, or no retention left at all, answer unsequenced
+	 * (ME_RESULT known=0): nothing is recorded, nothing terminal is said, and the bridge
+	 * keeps re-driving until acks free room. */
 	if (me_stream_free(me, st) < 2 || me->order_free == ME_NIL) {
 		me_result_emit(me, oid, ME_NIL, reason);
 		return;
@@ -319,7 +310,9 @@ refuse(struct me *me, struct wire_oid oid, uint32_t st, uint32_t fp, enum me_kin
 	if (contra != NULL)
 		ev->contra = *contra;
 	me_ev_emit(me, oi, ev);
-	keep_or_release(me, oi, reason);
+	/* A sequenced refusal always keeps its dedup record (until acked), so a re-driven
+	 * duplicate can never turn a REJECTED into an accepted order. */
+	me_order_finish(me, oi);
 }
 
 static void
@@ -599,8 +592,7 @@ validate_modify(struct me *me, const struct wire_modify *m, enum me_kind kind, u
 		me_count(me, ME_C_BACKPRESSURE);
 		return WIRE_REASON_BACKPRESSURE;
 	}
-	/* A cancel relieves the pool, so it may use the spare record; its own refusal would
-	 * then be answered unsequenced (refuse). */
+	/* A cancel relieves the pool, so it may take the last record. */
 	if (kind == ME_KIND_CANCEL ? me->order_free == ME_NIL : !records_room(me))
 		return WIRE_REASON_CAPACITY;
 	switch (kind) {

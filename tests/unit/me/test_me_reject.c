@@ -239,11 +239,25 @@ Test(me_reject, capacity_records)
 	fx_gtc(1, 3, B, 80, 1);
 	fx_gtc(1, 4, B, 70, 1);
 	assert_rejected(1, 4, WIRE_REASON_CAPACITY);
-	/* Not kept for dedup: once room exists the same id is a new order. */
-	fx_cancel(1, 5, 1);
-	fx_ack(0, 1000);
+	/* The refusal is recorded (it took the last record): a re-drive is a duplicate. */
+	fx_reset();
 	fx_gtc(1, 4, B, 70, 1);
-	cr_assert_eq(fx_count(1, 4, WIRE_EV_RESTED), 1);
+	cr_assert_eq(fx_events(), 0);
+	cr_assert_eq(fx_result()->known, 1);
+	cr_assert_eq(fx_result()->reason, WIRE_REASON_CAPACITY);
+	/* Pool completely full: a refusal is unsequenced, nothing recorded. */
+	fx_cancel(1, 5, 1);
+	cr_assert_eq(fx_events(), 0);
+	cr_assert_eq(fx_result()->known, 0);
+	cr_assert_eq(fx_result()->reason, WIRE_REASON_CAPACITY);
+	cr_assert_null(fx_rec(1, 5));
+	/* Acks release the refusal's record; a cancel then frees the pool. */
+	fx_ack(0, 1000);
+	fx_cancel(1, 6, 1);
+	cr_assert_eq(fx_count(1, 1, WIRE_EV_DONE), 1);
+	fx_ack(0, 1000);
+	fx_gtc(1, 7, B, 70, 1);
+	cr_assert_eq(fx_count(1, 7, WIRE_EV_RESTED), 1);
 }
 
 Test(me_reject, capacity_levels)
