@@ -302,7 +302,9 @@ refuse(struct me *me, struct wire_oid oid, uint32_t st, uint32_t fp, enum me_kin
 	o->fp = fp;
 	o->kind = (uint8_t)kind;
 	o->symbol = symbol;
-	o->side = side;
+	/* An event's side must decode (1 or 2): a refusal whose side is unknown (invalid in the
+	 * request, or a modify of an unknown order) reports BUY. */
+	o->side = side == WIRE_SIDE_SELL ? WIRE_SIDE_SELL : WIRE_SIDE_BUY;
 	o->stream = (uint16_t)st;
 	o->reason = (uint8_t)reason;
 	struct wire_me_event *ev = me_ev_begin(me, oi, event);

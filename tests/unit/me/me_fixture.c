@@ -20,6 +20,12 @@ capture(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 {
 	(void)ctx;
 	cr_assert(msg->length <= FX_MSG_MAX);
+	/* Everything the ME emits must pass the wire codec the bridge and the OMS use. */
+	uint16_t len = 0;
+	enum wire_err err = wire_msg_check(msg, msg->length, &len);
+	cr_assert_eq(err, WIRE_E_OK, "egress %s fails the codec: %s", wire_type_name(msg->type),
+		     wire_err_text(err));
+	cr_assert_eq(len, msg->length);
 	cr_assert(fx_cap_count < FX_CAP_MAX, "fixture capture overflow");
 	struct fx_cap *c = &fx_caps[fx_cap_count++];
 	c->dest = dest;
