@@ -36,6 +36,9 @@
 /* The largest entry data: one entry alone must fit an AppendEntries tail. */
 #define CNS_ENTRY_DATA_MAX (WIRE_TAIL_MAX - (uint32_t)sizeof(struct wire_entry_hdr))
 #define CNS_SNAPSHOT_CHUNK WIRE_TAIL_MAX /* InstallSnapshot chunk size */
+/* Named bounds for a host's duty cycle (STYLE.md §3). */
+#define CNS_INGRESS_DRAIN_MAX 256 /* ingress messages proposed per cycle */
+#define CNS_APPLY_DRAIN_MAX 256   /* entries applied per cycle (cns_apply max) */
 
 enum cns_role {
 	CNS_FOLLOWER = 1,
