@@ -150,25 +150,6 @@ me_init(struct me **out, void *memory, const struct me_limits *limits)
 
 /* ---- order records and the oid index ---- */
 
-/* The oid index stores, per slot, the record index + 1 and the low 32 bits of the oid's
- * hash: a probe compares the tag before it touches a record (one cache miss saved per
- * collision), and deletion finds each entry's home slot from its tag alone. */
-uint32_t
-me_order_find(struct me *me, struct wire_oid oid)
-{
-	const struct me_slot *ix = ME_ARR(me, off_index, struct me_slot);
-	const struct me_order *o = me_orders(me);
-	uint32_t mask = me->index_mask;
-	uint32_t tag = (uint32_t)me_oid_hash(oid);
-	for (uint32_t h = tag & mask;; h = (h + 1) & mask) {
-		uint32_t v = ix[h].order;
-		if (v == 0)
-			return ME_NIL;
-		if (ix[h].tag == tag && wire_oid_eq(o[v - 1].oid, oid))
-			return v - 1;
-	}
-}
-
 uint32_t
 me_order_alloc(struct me *me, struct wire_oid oid)
 {
@@ -231,20 +212,6 @@ me_order_release(struct me *me, uint32_t oi)
 /* ---- symbols ---- */
 
 uint32_t
-me_symbol_find(struct me *me, uint32_t symbol)
-{
-	uint32_t *ix = ME_ARR(me, off_symidx, uint32_t);
-	uint32_t mask = me->sym_mask;
-	for (uint32_t h = (uint32_t)me_mix64(symbol) & mask;; h = (h + 1) & mask) {
-		uint32_t v = ix[h];
-		if (v == 0)
-			return ME_NIL;
-		if (me_sym(me, v - 1)->symbol == symbol)
-			return v - 1;
-	}
-}
-
-uint32_t
 me_symbol_add(struct me *me, uint32_t symbol)
 {
 	DCHECK(me_symbol_find(me, symbol) == ME_NIL);
@@ -267,19 +234,6 @@ static struct me_user *
 users(struct me *me)
 {
 	return ME_ARR(me, off_users, struct me_user);
-}
-
-struct me_user *
-me_user_find(struct me *me, uint64_t user)
-{
-	struct me_user *u = users(me);
-	uint32_t mask = me->user_mask;
-	for (uint32_t h = (uint32_t)me_mix64(user) & mask;; h = (h + 1) & mask) {
-		if ((u[h].count & ME_USER_USED) == 0)
-			return NULL;
-		if (u[h].user == user)
-			return &u[h];
-	}
 }
 
 struct me_user *

@@ -282,12 +282,9 @@ me_oid_hash(struct wire_oid oid)
 }
 
 /* ---- me_core.c: records, tables ---- */
-uint32_t me_order_find(struct me *me, struct wire_oid oid);      /* index or ME_NIL */
 uint32_t me_order_alloc(struct me *me, struct wire_oid oid);     /* indexed; ME_NIL if full */
 void me_order_release(struct me *me, uint32_t oi);              /* unindex and free */
-uint32_t me_symbol_find(struct me *me, uint32_t symbol);          /* index or ME_NIL */
 uint32_t me_symbol_add(struct me *me, uint32_t symbol);           /* ME_NIL if full */
-struct me_user *me_user_find(struct me *me, uint64_t user);       /* NULL if absent */
 struct me_user *me_user_get(struct me *me, uint64_t user);        /* create; NULL if full */
 void me_user_put(struct me *me, struct me_user *u);               /* drop if empty */
 void me_user_link(struct me *me, uint32_t oi);                    /* order became live */
@@ -311,12 +308,6 @@ me_book_best(struct me *me, uint32_t si, uint32_t side)
 
 /* ---- me_stream.c: events ---- */
 uint32_t me_stream_get(struct me *me, uint16_t shard);           /* create; ME_NIL if full */
-uint32_t me_stream_find(const struct me *me, uint16_t shard);    /* ME_NIL if absent */
-uint32_t me_stream_free(const struct me *me, uint32_t st);       /* retention slots left */
-/* Start an event about record oi in its stream; the caller fills event-specific fields,
- * then calls me_ev_emit. */
-struct wire_me_event *me_ev_begin(struct me *me, uint32_t oi, uint8_t event);
-void me_ev_emit(struct me *me, uint32_t oi, struct wire_me_event *ev);
 /* Move a record to FINAL and queue it for release once its stream ack covers it. */
 void me_order_finish(struct me *me, uint32_t oi);
 void me_result_emit(struct me *me, struct wire_oid oid, uint32_t oi, uint16_t reason);
@@ -335,5 +326,131 @@ void me_cancel_live(struct me *me, uint32_t oi, uint8_t cause, const struct wire
 void me_symbol_config(struct me *me, const struct wire_symbol_config *m);
 void me_symbol_status(struct me *me, const struct wire_symbol_status_msg *m);
 void me_kill_switch(struct me *me, const struct wire_kill_switch *m);
+
+/* ---- hot lookups and event emission, inline (no LTO across the part's files) ---- */
+
+/* Order record by oid: index or ME_NIL. */
+/* The oid index stores, per slot, the record index + 1 and the low 32 bits of the oid's
+ * hash: a probe compares the tag before it touches a record (one cache miss saved per
+ * collision), and deletion finds each entry's home slot from its tag alone. */
+static inline uint32_t
+me_order_find(struct me *me, struct wire_oid oid)
+{
+	const struct me_slot *ix = ME_ARR(me, off_index, struct me_slot);
+	const struct me_order *o = me_orders(me);
+	uint32_t mask = me->index_mask;
+	uint32_t tag = (uint32_t)me_oid_hash(oid);
+	for (uint32_t h = tag & mask;; h = (h + 1) & mask) {
+		uint32_t v = ix[h].order;
+		if (v == 0)
+			return ME_NIL;
+		if (ix[h].tag == tag && wire_oid_eq(o[v - 1].oid, oid))
+			return v - 1;
+	}
+}
+
+/* Symbol index by id, or ME_NIL. */
+static inline uint32_t
+me_symbol_find(struct me *me, uint32_t symbol)
+{
+	uint32_t *ix = ME_ARR(me, off_symidx, uint32_t);
+	uint32_t mask = me->sym_mask;
+	for (uint32_t h = (uint32_t)me_mix64(symbol) & mask;; h = (h + 1) & mask) {
+		uint32_t v = ix[h];
+		if (v == 0)
+			return ME_NIL;
+		if (me_sym(me, v - 1)->symbol == symbol)
+			return v - 1;
+	}
+}
+
+/* User slot, or NULL if absent. */
+static inline struct me_user *
+me_user_find(struct me *me, uint64_t user)
+{
+	struct me_user *u = ME_ARR(me, off_users, struct me_user);
+	uint32_t mask = me->user_mask;
+	for (uint32_t h = (uint32_t)me_mix64(user) & mask;; h = (h + 1) & mask) {
+		if ((u[h].count & ME_USER_USED) == 0)
+			return NULL;
+		if (u[h].user == user)
+			return &u[h];
+	}
+}
+
+/* Stream index of an OMS shard, or ME_NIL. */
+static inline uint32_t
+me_stream_find(const struct me *me, uint16_t shard)
+{
+	uint16_t v = ME_CARR(me, off_stream_map, uint16_t)[shard];
+	return v == 0 ? ME_NIL : (uint32_t)v - 1;
+}
+
+/* Retention slots left in a stream. */
+static inline uint32_t
+me_stream_free(const struct me *me, uint32_t st)
+{
+	const struct me_stream *s = &ME_CARR(me, off_streams, struct me_stream)[st];
+	uint64_t used = s->next_seq - s->oldest;
+	DCHECK(used <= me->limits.events_max);
+	return me->limits.events_max - (uint32_t)used;
+}
+
+/* Start an event about record oi in its stream; the caller fills event-specific fields,
+ * then calls me_ev_emit. */
+static inline struct wire_me_event *
+me_ev_begin(struct me *me, uint32_t oi, uint8_t event)
+{
+	struct me_order *o = me_ord(me, oi);
+	uint32_t st = o->stream;
+	struct me_stream *s = me_stream_at(me, st);
+	if (s->next_seq - s->oldest >= me->limits.events_max) {
+		/* Retention exhausted by an ME-initiated burst (requests are refused with
+		 * BACKPRESSURE long before this): the oldest unacknowledged event is overwritten
+		 * and can no longer be replayed. Counted; sized away by events_reserve. */
+		s->oldest++;
+		me_count(me, ME_C_EVENTS_OVERRUN);
+	}
+	struct wire_me_event *ev = &(ME_ARR(me, off_events, struct wire_me_event) + (size_t)st * me->limits.events_max)[(s->next_seq - 1) & me->events_mask];
+	/* Every byte written, field by field (no padding in wire structs, and no rep-stos
+	 * zeroing on the hot path): replays and snapshots are exact. */
+	ev->hdr.type = WIRE_ME_EVENT;
+	ev->hdr.length = (uint16_t)sizeof(*ev);
+	ev->hdr.shard = s->shard;
+	ev->hdr.flags = 0;
+	ev->seq = s->next_seq;
+	ev->time_ns = me->now_ns;
+	ev->oid = o->oid;
+	ev->contra.user = 0;
+	ev->contra.shard_seq = 0;
+	ev->contra_user = 0;
+	ev->trade_id = 0;
+	ev->symbol = o->symbol;
+	ev->event = event;
+	ev->side = o->side;
+	ev->liquidity = 0;
+	ev->cause = 0;
+	ev->reason = 0;
+	ev->reserved0 = 0;
+	ev->reserved1 = 0;
+	ev->px = 0;
+	ev->qty = 0;
+	ev->leaves_qty = o->leaves;
+	ev->notional = 0;
+	return ev;
+}
+
+static inline void
+me_ev_emit(struct me *me, uint32_t oi, struct wire_me_event *ev)
+{
+	struct me_order *o = me_ord(me, oi);
+	struct me_stream *s = me_stream_at(me, o->stream);
+	DCHECK(ev->seq == s->next_seq);
+	s->next_seq++;
+	o->last_seq = ev->seq;
+	me_count(me, ME_C_EVENTS);
+	svc_emit(me->rt.sink, WIRE_DEST_OMS, ev);
+}
+
 
 #endif

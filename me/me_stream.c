@@ -27,13 +27,6 @@ ring(struct me *me, uint32_t st)
 }
 
 uint32_t
-me_stream_find(const struct me *me, uint16_t shard)
-{
-	uint16_t v = ME_CARR(me, off_stream_map, uint16_t)[shard];
-	return v == 0 ? ME_NIL : (uint32_t)v - 1;
-}
-
-uint32_t
 me_stream_get(struct me *me, uint16_t shard)
 {
 	uint16_t *map = stream_map(me);
@@ -50,69 +43,6 @@ me_stream_get(struct me *me, uint16_t shard)
 	s->shard = shard;
 	map[shard] = (uint16_t)(st + 1);
 	return st;
-}
-
-uint32_t
-me_stream_free(const struct me *me, uint32_t st)
-{
-	const struct me_stream *s = &ME_CARR(me, off_streams, struct me_stream)[st];
-	uint64_t used = s->next_seq - s->oldest;
-	DCHECK(used <= me->limits.events_max);
-	return me->limits.events_max - (uint32_t)used;
-}
-
-struct wire_me_event *
-me_ev_begin(struct me *me, uint32_t oi, uint8_t event)
-{
-	struct me_order *o = me_ord(me, oi);
-	uint32_t st = o->stream;
-	struct me_stream *s = me_stream_at(me, st);
-	if (s->next_seq - s->oldest >= me->limits.events_max) {
-		/* Retention exhausted by an ME-initiated burst (requests are refused with
-		 * BACKPRESSURE long before this): the oldest unacknowledged event is overwritten
-		 * and can no longer be replayed. Counted; sized away by events_reserve. */
-		s->oldest++;
-		me_count(me, ME_C_EVENTS_OVERRUN);
-	}
-	struct wire_me_event *ev = &ring(me, st)[(s->next_seq - 1) & me->events_mask];
-	/* Every byte written, field by field (no padding in wire structs, and no rep-stos
-	 * zeroing on the hot path): replays and snapshots are exact. */
-	ev->hdr.type = WIRE_ME_EVENT;
-	ev->hdr.length = (uint16_t)sizeof(*ev);
-	ev->hdr.shard = s->shard;
-	ev->hdr.flags = 0;
-	ev->seq = s->next_seq;
-	ev->time_ns = me->now_ns;
-	ev->oid = o->oid;
-	ev->contra.user = 0;
-	ev->contra.shard_seq = 0;
-	ev->contra_user = 0;
-	ev->trade_id = 0;
-	ev->symbol = o->symbol;
-	ev->event = event;
-	ev->side = o->side;
-	ev->liquidity = 0;
-	ev->cause = 0;
-	ev->reason = 0;
-	ev->reserved0 = 0;
-	ev->reserved1 = 0;
-	ev->px = 0;
-	ev->qty = 0;
-	ev->leaves_qty = o->leaves;
-	ev->notional = 0;
-	return ev;
-}
-
-void
-me_ev_emit(struct me *me, uint32_t oi, struct wire_me_event *ev)
-{
-	struct me_order *o = me_ord(me, oi);
-	struct me_stream *s = me_stream_at(me, o->stream);
-	DCHECK(ev->seq == s->next_seq);
-	s->next_seq++;
-	o->last_seq = ev->seq;
-	me_count(me, ME_C_EVENTS);
-	svc_emit(me->rt.sink, WIRE_DEST_OMS, ev);
 }
 
 void
