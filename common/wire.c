@@ -220,7 +220,8 @@ body_check(const struct wire_msg_hdr *h, int depth)
 	}
 	case WIRE_EXEC_REPORT: {
 		const struct wire_exec_report *m = (const void *)h;
-		ok = in_range(m->exec, WIRE_EXEC_PENDING, WIRE_EXEC_MAX - 1) && side_ok(m->side) &&
+		bool side = side_ok(m->side) || (m->exec == WIRE_EXEC_CANCEL_REJECTED && m->side == 0);
+		ok = in_range(m->exec, WIRE_EXEC_PENDING, WIRE_EXEC_MAX - 1) && side &&
 		     m->liquidity <= 2 && m->cause < WIRE_CAUSE_MAX && reason_ok(m->reason);
 		if (ok && (!RESERVED(m->reserved0) || !RESERVED(m->reserved1)))
 			return WIRE_E_BAD_RESERVED;
@@ -241,7 +242,9 @@ body_check(const struct wire_msg_hdr *h, int depth)
 	}
 	case WIRE_ME_EVENT: {
 		const struct wire_me_event *m = (const void *)h;
-		ok = in_range(m->event, WIRE_EV_ACCEPTED, WIRE_EV_MAX - 1) && side_ok(m->side) &&
+		/* A refused cancel/amend of an order the ME no longer knows has no side. */
+		bool side = side_ok(m->side) || (m->event == WIRE_EV_CANCEL_REJECTED && m->side == 0);
+		ok = in_range(m->event, WIRE_EV_ACCEPTED, WIRE_EV_MAX - 1) && side &&
 		     m->liquidity <= 2 && m->cause < WIRE_CAUSE_MAX && reason_ok(m->reason);
 		if (ok && (!RESERVED(m->reserved0) || !RESERVED(m->reserved1)))
 			return WIRE_E_BAD_RESERVED;

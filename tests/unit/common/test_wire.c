@@ -412,3 +412,25 @@ Test(wire, release_claim_status)
 	len = wire_builder_finish(&b, NULL);
 	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_ENUM));
 }
+
+/* Goal: a refused modify of an order the ME no longer knows may carry no side; nothing else
+ * may. (The simulator found the ME emitting exactly this, and a decoder that refused it
+ * stalled the OMS stream behind it.) */
+Test(wire, cancel_rejected_without_side)
+{
+	struct wire_me_event ev = {0};
+	wire_hdr_init(&ev.hdr, WIRE_ME_EVENT, 1);
+	ev.seq = 1;
+	ev.event = WIRE_EV_CANCEL_REJECTED;
+	ev.reason = WIRE_REASON_TOO_LATE;
+	struct wire_builder b;
+	wire_builder_init(&b, frame, sizeof(frame), 1);
+	wire_builder_add(&b, &ev);
+	uint32_t len = wire_builder_finish(&b, NULL), count;
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_OK));
+	ev.event = WIRE_EV_FILL;
+	wire_builder_init(&b, frame, sizeof(frame), 1);
+	wire_builder_add(&b, &ev);
+	len = wire_builder_finish(&b, NULL);
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_ENUM));
+}
