@@ -56,20 +56,26 @@ shard_do_work(void *arg, uint64_t now_ns)
 {
 	struct app_shard *s = arg;
 	struct rte_mbuf *ms[APP_SHARD_DRAIN_MAX];
+	uint64_t msgs = 0;
 	unsigned n;
 
 	(void)now_ns;
 	n = rte_ring_sc_dequeue_burst(s->rx, (void **)ms, APP_SHARD_DRAIN_MAX, NULL);
+	if (n == 0)
+		return 0;
 	for (unsigned i = 0; i < n; i++) {
 		struct dp_meta *meta = dp_meta(ms[i]);
 		struct dp_addr dst = meta->src;
-		__atomic_store_n(&s->frames, s->frames + 1, __ATOMIC_RELAXED);
-		__atomic_store_n(&s->msgs, s->msgs + meta->msg_count, __ATOMIC_RELAXED);
-		if (dp_tx_send(s->txq, ms[i], ms[i]->data_len, &dst) == 0)
-			__atomic_store_n(&s->echoed, s->echoed + 1, __ATOMIC_RELAXED);
-		else
-			__atomic_store_n(&s->echo_dropped, s->echo_dropped + 1, __ATOMIC_RELAXED);
+		msgs += meta->msg_count;
+		dp_tx_prepare(ms[i], ms[i]->data_len, &dst);
 	}
+	uint32_t queued = dp_tx_send_burst(s->txq, ms, n);
+	if (queued < n)
+		rte_pktmbuf_free_bulk(&ms[queued], n - queued);
+	__atomic_store_n(&s->frames, s->frames + n, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->msgs, s->msgs + msgs, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->echoed, s->echoed + queued, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->echo_dropped, s->echo_dropped + (n - queued), __ATOMIC_RELAXED);
 	return n;
 }
 

@@ -281,6 +281,14 @@ void dp_tx_reset(struct rte_mbuf *m);
  * queue it is freed and counted. Returns 0 or -ENOBUFS. Only the txq's owner lcore calls. */
 int dp_tx_send(struct dp_txq *txq, struct rte_mbuf *m, uint32_t len, const struct dp_addr *dst);
 
+/* Burst form (DPDK idiom): dp_tx_prepare each frame, then queue them together. Returns how
+ * many were queued (a prefix of ms); the caller still owns the rest (retry or free them). */
+void dp_tx_prepare(struct rte_mbuf *m, uint32_t len, const struct dp_addr *dst);
+uint32_t dp_tx_send_burst(struct dp_txq *txq, struct rte_mbuf **ms, uint32_t n);
+
+/* Address of configured peer node_id. 0, or -ENOENT when it is not a [peer.N]. */
+int dp_peer_addr(const struct dp *dp, uint32_t node_id, struct dp_addr *addr);
+
 /* The MAC key frames to/from addr use: the peer key for a configured peer's address, else
  * the client key. NULL when that key is zero (no MAC). */
 const struct wire_key *dp_key_for(const struct dp *dp, const struct dp_addr *addr);

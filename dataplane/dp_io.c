@@ -308,13 +308,43 @@ dp_tx_buf(struct rte_mbuf *m, uint32_t *cap)
 	return buf;
 }
 
-int
-dp_tx_send(struct dp_txq *txq, struct rte_mbuf *m, uint32_t len, const struct dp_addr *dst)
+void
+dp_tx_prepare(struct rte_mbuf *m, uint32_t len, const struct dp_addr *dst)
 {
 	CHECK(len <= (uint32_t)(m->buf_len - m->data_off));
+	CHECK(dst->ip_be != 0 && dst->port_be != 0);
 	m->data_len = (uint16_t)len;
 	m->pkt_len = len;
 	dp_meta(m)->dst = *dst;
+}
+
+uint32_t
+dp_tx_send_burst(struct dp_txq *txq, struct rte_mbuf **ms, uint32_t n)
+{
+	uint32_t queued = rte_ring_sp_enqueue_burst(txq->ring, (void **)ms, n, NULL);
+	if (queued < n)
+		__atomic_store_n(&txq->full, txq->full + (n - queued), __ATOMIC_RELAXED);
+	return queued;
+}
+
+int
+dp_peer_addr(const struct dp *dp, uint32_t node_id, struct dp_addr *addr)
+{
+	for (uint32_t i = 0; i < dp->conf.peer_count; i++) {
+		if (dp->conf.peers[i].node_id == node_id) {
+			addr->ip_be = dp->conf.peers[i].ip_be;
+			addr->port_be = dp->conf.peers[i].port_be;
+			addr->reserved = 0;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+int
+dp_tx_send(struct dp_txq *txq, struct rte_mbuf *m, uint32_t len, const struct dp_addr *dst)
+{
+	dp_tx_prepare(m, len, dst);
 	if (rte_ring_sp_enqueue(txq->ring, m) != 0) {
 		__atomic_store_n(&txq->full, txq->full + 1, __ATOMIC_RELAXED);
 		rte_pktmbuf_free(m);
