@@ -131,6 +131,7 @@ me_init(struct me **out, void *memory, const struct me_limits *limits)
 	me->magic = ME_MAGIC;
 	me->footprint = fp;
 	me->limits = *limits;
+	me_rt_bind(me);
 
 	struct me_order *o = me_orders(me);
 	for (uint32_t i = 0; i < limits->orders_max; i++) {

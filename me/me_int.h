@@ -25,7 +25,7 @@
 #define ME_MAGIC UINT64_C(0x315f454d5f44534f) /* "OSD_ME_1" */
 #define ME_SNAP_MAGIC UINT64_C(0x50414e53454d4f4d) /* "MOMESNAP" */
 #define ME_SNAP_VERSION 1
-#define ME_RT_SIZE 64              /* runtime header, excluded from snapshot and hash */
+#define ME_RT_SIZE 128             /* runtime header, excluded from snapshot and hash */
 #define ME_STREAM_MAP_SIZE 65536   /* one entry per possible OMS shard id */
 #define ME_EV_MATCH_ROOM 6         /* taker-stream slots a match step may need */
 #define ME_EV_MAKER_ROOM 3         /* maker-stream slots a match step may need */
@@ -157,10 +157,23 @@ struct me_stream {
 };
 static_assert(sizeof(struct me_stream) == 40, "me_stream");
 
-/* Runtime header: host pointers, never snapshotted or hashed. */
+/* Runtime header: host pointers, never snapshotted or hashed. The array pointers are the
+ * region offsets below resolved against this instance's address (me_rt_bind), so the hot
+ * paths do not add an offset on every access; the state itself stays position independent. */
 struct me_rt {
 	struct svc_sink *sink;   /* sink of the current call */
-	uint8_t pad[ME_RT_SIZE - sizeof(struct svc_sink *)];
+	void *p_off_orders;
+	void *p_off_index;
+	void *p_off_users;
+	void *p_off_levels;
+	void *p_off_lrefs;
+	void *p_off_symbols;
+	void *p_off_symidx;
+	void *p_off_gtd;
+	void *p_off_streams;
+	void *p_off_stream_map;
+	void *p_off_events;
+	uint8_t pad[ME_RT_SIZE - 12 * sizeof(void *)];
 };
 static_assert(sizeof(struct me_rt) == ME_RT_SIZE, "me_rt");
 
@@ -202,8 +215,26 @@ struct me {
 };
 
 /* ---- region accessors ---- */
-#define ME_ARR(me, off, type) ((type *)((uint8_t *)(me) + (me)->off))
-#define ME_CARR(me, off, type) ((const type *)((const uint8_t *)(me) + (me)->off))
+#define ME_ARR(me, off, type) ((type *)(me)->rt.p_##off)
+#define ME_CARR(me, off, type) ((const type *)(me)->rt.p_##off)
+
+/* Resolve the region offsets into the runtime header (init, restore). */
+static inline void
+me_rt_bind(struct me *me)
+{
+	uint8_t *b = (uint8_t *)me;
+	me->rt.p_off_orders = b + me->off_orders;
+	me->rt.p_off_index = b + me->off_index;
+	me->rt.p_off_users = b + me->off_users;
+	me->rt.p_off_levels = b + me->off_levels;
+	me->rt.p_off_lrefs = b + me->off_lrefs;
+	me->rt.p_off_symbols = b + me->off_symbols;
+	me->rt.p_off_symidx = b + me->off_symidx;
+	me->rt.p_off_gtd = b + me->off_gtd;
+	me->rt.p_off_streams = b + me->off_streams;
+	me->rt.p_off_stream_map = b + me->off_stream_map;
+	me->rt.p_off_events = b + me->off_events;
+}
 
 static inline struct me_order *
 me_orders(struct me *me)

@@ -88,6 +88,7 @@ me_restore(struct me *me, const void *buf, size_t len)
 	if (probe.magic != ME_MAGIC || probe.footprint != me->footprint)
 		goto fail;
 	memcpy((uint8_t *)me + ME_RT_SIZE, state, (size_t)h.state_len);
+	me_rt_bind(me);
 	return 0;
 fail: {
 	struct me *fresh;
