@@ -439,15 +439,15 @@ get_id_list(struct ctx *c, const char *sec, const char *key, uint32_t *ids, int 
 	return n;
 }
 
-/* "name.N" → N, or -1. */
-static long
-section_index(const char *sec, const char *prefix)
+/* "name.N" → N (at most max), or -1. */
+static long long
+section_index(const char *sec, const char *prefix, uint64_t max)
 {
 	size_t p = strlen(prefix);
 	uint64_t x;
-	if (strncmp(sec, prefix, p) != 0 || !parse_u64(sec + p, &x) || x > UINT16_MAX)
+	if (strncmp(sec, prefix, p) != 0 || !parse_u64(sec + p, &x) || x > max)
 		return -1;
-	return (long)x;
+	return (long long)x;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -639,14 +639,14 @@ sec_peers(struct ctx *c, struct app_config *cfg)
 {
 	for (uint32_t i = 0; i < c->count; i++) {
 		const struct scan_ent *e = &c->ents[i];
-		long id;
+		long long id;
 		if (e->key[0] != '\0' || strncmp(e->sec, "peer.", 5) != 0)
 			continue;
 		const char *s = e->sec;
 		c->ents[i].used = true;
-		id = section_index(s, "peer.");
+		id = section_index(s, "peer.", UINT32_MAX);
 		if (id <= 0) {
-			report(c, s, NULL, "peer sections are named peer.<node id>, id 1..65535");
+			report(c, s, NULL, "peer sections are named peer.<node id>, id 1..4294967295");
 			continue;
 		}
 		if (cfg->dp.peer_count == DP_PEERS_MAX) {
@@ -656,7 +656,7 @@ sec_peers(struct ctx *c, struct app_config *cfg)
 		struct dp_peer *p = &cfg->dp.peers[cfg->dp.peer_count++];
 		p->node_id = (uint32_t)id;
 		if ((uint32_t)id == cfg->dp.node_id)
-			report(c, s, NULL, "node %ld is this node ([node] id), not a peer", id);
+			report(c, s, NULL, "node %lld is this node ([node] id), not a peer", id);
 		get_ipv4(c, s, "ip", true, &p->ip_be);
 		uint64_t port = cfg->dp.udp_port;
 		get_u64(c, s, "udp_port", false, 1, 65535, &port);
@@ -691,7 +691,7 @@ sec_shards(struct ctx *c, struct app_config *cfg)
 			continue;
 		const char *s = e->sec;
 		c->ents[i].used = true;
-		long id = section_index(s, "shard.");
+		long long id = section_index(s, "shard.", DP_SHARDS_MAX - 1);
 		if (id < 0 || id >= DP_SHARDS_MAX) {
 			report(c, s, NULL, "shard sections are named shard.<id>, id 0..%d",
 			       DP_SHARDS_MAX - 1);
