@@ -6,6 +6,7 @@
 #define OMSD_PERSIST_PST_INT_H
 
 #include <assert.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -30,10 +30,28 @@
 #include "common/check.h"
 #include "persist/pst_int.h"
 
+/* Durable mode extends a segment with written zeros this much at a time, so an fdatasync
+ * after an append within the extended part flushes data only, not the inode size (the
+ * journal commit that otherwise doubles the cost of every sync; PostgreSQL pre-fills WAL
+ * segments for the same reason). */
+#define PREALLOC_SIZE (UINT64_C(1) << 20)
+
+static const uint8_t zeros[1 << 16];
+
+static bool
+all_zero(const uint8_t *p, uint64_t len)
+{
+	for (uint64_t i = 0; i < len; i++)
+		if (p[i] != 0)
+			return false;
+	return true;
+}
+
 struct seg {
 	uint64_t first_index; /* index of its first record (its name) */
 	uint64_t last_index;  /* first_index - 1 when it holds no record */
-	uint64_t size;        /* bytes, header included */
+	uint64_t size;        /* bytes of header and records (the logical end) */
+	uint64_t file_size;   /* bytes in the file: size plus a zero-filled preallocated tail */
 	uint64_t *offsets;    /* offset of each record, last - first + 1 of them */
 	uint64_t offsets_cap; /* slots in offsets */
 	int fd;               /* open read-write */
@@ -151,6 +169,10 @@ seg_scan(struct pst_log *log, struct seg *s, const uint8_t *map, uint64_t *prev_
 		struct pst_rec_hdr h;
 		uint64_t rs;
 		if (!rec_ok(map, s->size, off, &h, &rs)) {
+			if (all_zero(map + off, s->size - off)) {
+				s->size = off; /* the preallocated tail: the end of the records */
+				return 0;
+			}
 			*bad_off = off;
 			return 1;
 		}
@@ -240,6 +262,7 @@ seg_load(struct pst_log *log, uint64_t first, bool last, uint64_t *prev_term, bo
 		return rc;
 	}
 	s->size = (uint64_t)st.st_size;
+	s->file_size = s->size;
 	if (s->size < sizeof(struct pst_seg_hdr)) {
 		/* Torn while being created: only the last segment may be in this state. */
 		if (last) {
@@ -262,9 +285,13 @@ seg_load(struct pst_log *log, uint64_t first, bool last, uint64_t *prev_term, bo
 	int rc = 0;
 	struct pst_seg_hdr h;
 	memcpy(&h, map, sizeof(h));
+	uint64_t found_any = 0;
 	if (!seg_hdr_ok(&h, first)) {
-		if (last && s->size == sizeof(h)) {
-			*drop = true; /* a header torn before any record was written */
+		/* The header goes out with the segment's first batch and is synced with it, so a
+		 * bad header with no record that checks anywhere is a creation torn by a crash
+		 * before anything was acknowledged. */
+		if (last && !valid_after(map, s->size, 0, &found_any)) {
+			*drop = true;
 			log->counters[PST_C_LOG_TORN_TAIL_BYTES] += s->size;
 		} else {
 			pst_errf(err, err_size, "%s: offset 0: bad segment header", s->path);
@@ -285,14 +312,20 @@ seg_load(struct pst_log *log, uint64_t first, bool last, uint64_t *prev_term, bo
 				 "by a valid one at offset %" PRIu64, s->path, bad, found);
 			rc = -EBADMSG;
 		} else {
-			/* Torn tail: what a crash during the last write leaves. Cut it off. */
+			/* Torn tail: what a crash during the last write leaves. Cut it off. The
+			 * preallocated zeros behind it are not torn data (counted before the cut:
+			 * the mapping ends with the file). */
+			uint64_t torn = s->size - bad;
+			while (torn > 0 && map[bad + torn - 1] == 0)
+				torn--;
 			if (ftruncate(s->fd, (off_t)bad) < 0 || fdatasync(s->fd) < 0) {
 				rc = -errno;
 				pst_errf(err, err_size, "%s: truncate torn tail at %" PRIu64 ": %s",
 					 s->path, bad, strerror(errno));
 			} else {
-				log->counters[PST_C_LOG_TORN_TAIL_BYTES] += s->size - bad;
+				log->counters[PST_C_LOG_TORN_TAIL_BYTES] += torn;
 				s->size = bad;
+				s->file_size = bad;
 				rc = 0;
 			}
 		}
@@ -514,7 +547,14 @@ pst_log_append(struct pst_log *log, const struct pst_entry *entries, uint32_t co
 	bool created = false;
 	if (s == NULL || (s->last_index >= s->first_index &&
 			  s->size + total > log->segment_size)) {
-		/* Roll: the previous segment is complete (synced already in durable mode). */
+		/* Roll: the previous segment is complete (synced already in durable mode); its
+		 * preallocated tail goes first, so only the last segment ever has one. */
+		if (s != NULL && s->file_size > s->size) {
+			if (ftruncate(s->fd, (off_t)s->size) < 0 ||
+			    (log->sync == PST_SYNC_DATA && fdatasync(s->fd) < 0))
+				return -errno;
+			s->file_size = s->size;
+		}
 		int rc = seg_create(log, log->next_index);
 		if (rc < 0)
 			return rc;
@@ -550,14 +590,30 @@ pst_log_append(struct pst_log *log, const struct pst_entry *entries, uint32_t co
 		p += rs;
 	}
 	uint64_t base = s->size;
+	uint64_t end = base + hdr_len + total;
 	rc = pst_write_full(s->fd, log->wbuf, hdr_len + total, base);
+	if (rc == 0 && log->sync == PST_SYNC_DATA && end > s->file_size) {
+		/* Extend with written zeros; this batch's fdatasync makes the new size durable
+		 * once, the next batches up to it sync data only. */
+		uint64_t grown = (end + PREALLOC_SIZE - 1) / PREALLOC_SIZE * PREALLOC_SIZE;
+		for (uint64_t at = end; rc == 0 && at < grown;) {
+			uint64_t n = grown - at < sizeof(zeros) ? grown - at : sizeof(zeros);
+			rc = pst_write_full(s->fd, zeros, n, at);
+			at += n;
+		}
+		if (rc == 0)
+			s->file_size = grown;
+	}
 	if (rc < 0) {
 		/* Cut whatever part reached the file so the next batch starts clean. */
 		if (ftruncate(s->fd, (off_t)base) < 0) {
 			/* The torn tail is repaired on the next open. */
 		}
+		s->file_size = base;
 		return rc;
 	}
+	if (end > s->file_size)
+		s->file_size = end;
 	/* Every record is in the file: remember where. */
 	uint64_t off = base + hdr_len;
 	for (uint32_t i = 0; i < count; i++) {
@@ -720,10 +776,11 @@ pst_log_truncate(struct pst_log *log, uint64_t index)
 	uint64_t cut = index > s->last_index ? s->size
 		     : index == s->first_index ? sizeof(struct pst_seg_hdr)
 					       : s->offsets[index - s->first_index];
-	if (cut < s->size) {
+	if (cut < s->file_size) {
 		if (ftruncate(s->fd, (off_t)cut) < 0 || fdatasync(s->fd) < 0)
 			return -errno;
-		s->size = cut;
+		s->size = cut < s->size ? cut : s->size;
+		s->file_size = cut;
 		s->last_index = index - 1 < s->last_index ? index - 1 : s->last_index;
 	}
 	if (unlinked) {
