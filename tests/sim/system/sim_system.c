@@ -36,6 +36,7 @@
 #include "common/wire.h"
 #include "consensus/cns.h"
 #include "me/me.h"
+#include "me/me_int.h" /* debugging output only: stream positions */
 #include "oms/oms.h"
 
 /* ---------------------------------------------------------------------------------------
@@ -458,7 +459,8 @@ map_put(struct map *m, uint64_t k1, uint64_t k2)
 /* Facts the wrappers record. */
 static struct map me_accepted;   /* oid → 1 + (group << 56 | index) of its ACCEPTED event */
 static struct map me_rejected;   /* oid → rejected by the ME */
-static struct map oms_acked;     /* oid → ACK emitted by an OMS shard */
+static struct map oms_acked;     /* oid → clientOrderId of an ACK emitted by an OMS shard */
+static struct map order_cls;     /* (user, clientOrderId) of new orders (not cancels) */
 static struct map oms_nak_seen;  /* (user, cl) → a NAK was emitted */
 
 /* The entry the group's observer is at: effects of (index, ordinal) seen once. */
@@ -506,7 +508,7 @@ sink_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 		return;
 	if (msg->type == WIRE_ACK) {
 		const struct wire_ack *a = (const void *)msg;
-		*map_put(&oms_acked, a->oid.user, a->oid.shard_seq) = 1;
+		*map_put(&oms_acked, a->oid.user, a->oid.shard_seq) = a->cl_ord_id;
 	} else if (msg->type == WIRE_NAK) {
 		const struct wire_nak *n = (const void *)msg;
 		*map_put(&oms_nak_seen, n->user, n->cl_ord_id) = n->reason;
@@ -680,31 +682,62 @@ db_flush(uint16_t shard, const struct wire_begin_dehydrate *req, struct wire_flu
 		out->status = WIRE_FLUSH_ERROR;
 		return;
 	}
-	if (r->exists && r->version == req->state.version && r->owner == shard) {
+	/* Fenced by the claim and the epoch (docs/fencing.md): only the claim holder writes,
+	 * and only a flush newer than the claim's stamp (epochs are unique and increasing per
+	 * shard, so a stale flush of an older incarnation is refused). Under our claim a
+	 * version ahead of what we expect can only be our own earlier flush (overtaken by
+	 * cancel-on-activity), so it is overwritten with our newer state. The flush keeps the
+	 * claim; the drop releases it. */
+	if (r->exists && r->owner == shard && r->last_shard == shard &&
+	    r->last_epoch == req->epoch) {
+		/* The same flush again (re-driven after failover): its write is there. */
+		out->status = WIRE_FLUSH_OK;
+		out->version = r->version;
+		return;
+	}
+	if (r->exists && r->owner == shard && req->epoch > r->owner_epoch &&
+	    (r->version == req->state.version || r->last_shard == shard)) {
 		r->state = req->state;
 		r->version++;
 		r->state.version = r->version;
-		r->owner = 0;
-		r->owner_epoch = 0;
+		r->owner_epoch = req->epoch;
 		r->last_shard = shard;
 		r->last_epoch = req->epoch;
 		out->status = WIRE_FLUSH_OK;
 		out->version = r->version;
 		db_stats_ok++;
 		trace("db: user %" PRIu64 " flushed by shard %u epoch %" PRIu64 " → version %" PRIu64
-		      ", claim released", req->state.user, shard, req->epoch, r->version);
-		return;
-	}
-	if (r->exists && r->version == req->state.version + 1 && r->last_shard == shard &&
-	    r->last_epoch == req->epoch) {
-		/* A repeat after failover that finds its own write: success. */
-		out->status = WIRE_FLUSH_OK;
-		out->version = r->version;
+		      ", claim kept", req->state.user, shard, req->epoch, r->version);
 		return;
 	}
 	db_stats_conflicts++;
+	trace("db: user %" PRIu64 " flush by shard %u epoch %" PRIu64 " (expects version %" PRIu64
+	      ") CONFLICT: row version %" PRIu64 " owner %u last writer %u", req->state.user, shard,
+	      req->epoch, req->state.version, r->version, r->owner, r->last_shard);
 	out->status = WIRE_FLUSH_CONFLICT;
 	out->version = r->version;
+}
+
+/* The drop's release: idempotent, and a no-op once the claim has moved on (re-hydrated,
+ * another epoch). */
+static void
+db_release(uint16_t shard, const struct wire_release_claim *req, struct wire_release_claim *out)
+{
+	*out = *req;
+	wire_hdr_init(&out->hdr, WIRE_RELEASE_DONE, shard);
+	CHECK(req->user >= 1 && req->user <= USERS);
+	struct db_row *r = &db[req->user];
+	if (prng_chance(&rng, f.db_fail_pct, 100)) {
+		out->status = WIRE_FLUSH_ERROR;
+		return;
+	}
+	if (r->exists && r->owner == shard && r->owner_epoch == req->epoch) {
+		r->owner = 0;
+		r->owner_epoch = 0;
+		trace("db: user %" PRIu64 " claim of shard %u released (epoch %" PRIu64 ")", req->user,
+		      shard, req->epoch);
+	}
+	out->status = WIRE_FLUSH_OK;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -728,6 +761,10 @@ persister_submit(struct group *g, const struct wire_msg_hdr *msg)
 	if (msg->type == WIRE_HYDRATE_REQUEST) {
 		struct wire_hydrate_user out;
 		db_hydrate(g->shard, (const void *)msg, &out);
+		ev_attach(e, &out, sizeof(out));
+	} else if (msg->type == WIRE_RELEASE_CLAIM) {
+		struct wire_release_claim out;
+		db_release(g->shard, (const void *)msg, &out);
 		ev_attach(e, &out, sizeof(out));
 	} else {
 		CHECK(msg->type == WIRE_BEGIN_DEHYDRATE);
@@ -794,6 +831,11 @@ roles_tick(struct group *g)
 {
 	struct member *leader = leader_of(g);
 	if (leader == NULL)
+		return;
+	/* Rebuild from state only once the state is current: the leader has committed an
+	 * entry of its own term (so it knows the whole committed log) and applied it all. */
+	if (cns_term_at(leader->cns, cns_commit_index(leader->cns)) != cns_term(leader->cns) ||
+	    cns_applied_index(leader->cns) != cns_commit_index(leader->cns))
 		return;
 	uint32_t h = leader->idx;
 	if (g->bridge_host != h || g->bridge_term != cns_term(leader->cns)) {
@@ -998,11 +1040,11 @@ member_apply(struct group *g, struct member *m)
 		applying = m;
 		uint32_t n = cns_apply(m->cns, 1);
 		applying = NULL;
+		route_egress(g, m);
 		if (n == 0)
 			break;
 		hash_check(g, m);
 	}
-	route_egress(g, m);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -1067,9 +1109,14 @@ member_boot(struct group *g, struct member *m, bool fresh)
 	cfg.seed = seed * 131 + (uint64_t)m->group * 7 + m->idx + hosts[m->idx].incarnation * 1009;
 	cfg.tick_entry_ns = 5 * MS;
 
+	/* Services must define their whole state at init: boot over junk, never over zeroes,
+	 * so a restart (which reuses the memory) can be compared with a fresh member. */
+	memset(m->svc_mem, 0xa5 + 7 * (int)m->idx + (int)hosts[m->idx].incarnation, g->svc_size);
 	if (g->is_oms) {
+		oms_lim.shard_id = g->shard;
 		CHECK(oms_init((struct oms **)&m->svc, m->svc_mem, &oms_lim) == 0);
 	} else {
+		me_lim.shard = g->shard;
 		CHECK(me_init((struct me **)&m->svc, m->svc_mem, &me_lim) == 0);
 	}
 	if (fresh)
@@ -1419,6 +1466,7 @@ make_order(uint64_t user, struct client *c)
 		o.expire_ns = host_clock(0) + (uint64_t)prng_range(&rng, 5, 200) * MS;
 	}
 	o.route_epoch = gws[gw_of(user)].cfg.epoch;
+	*map_put(&order_cls, user, o.cl_ord_id) = 1;
 	c->kind = REQ_ORDER;
 	c->cl = o.cl_ord_id;
 	memcpy(c->req, &o, sizeof(o));
@@ -1806,6 +1854,8 @@ check_acked_reached_me(void)
 		struct kv *s = &oms_acked.slots[i];
 		if (s->k1 == 0 && s->k2 == 0)
 			continue;
+		if (map_get(&order_cls, s->k1, s->v) == NULL)
+			continue; /* the ACK of a cancel or amend request */
 		if (map_get(&me_accepted, s->k1, s->k2) == NULL &&
 		    map_get(&me_rejected, s->k1, s->k2) == NULL)
 			violation("acknowledged order %" PRIu64 ":%" PRIx64 " never reached the ME",
@@ -1963,6 +2013,12 @@ quiesce_and_check(const char *why)
 						printf(" next_seq[%u]=%" PRIu64, me_ids[mi],
 						       oms_stream_next_seq(l->svc, me_ids[mi]));
 				} else {
+					struct me *me = l->svc;
+					for (uint32_t si = 0; si < me->streams_used; si++) {
+						const struct me_stream *st = &ME_CARR(me, off_streams, struct me_stream)[si];
+						printf(" stream[%u]: next %" PRIu64 " acked %" PRIu64 " oldest %" PRIu64, st->shard,
+						       st->next_seq, st->acked, st->oldest);
+					}
 					for (int c = 0; c < ME_C_COUNT; c++)
 						if (me_counter(l->svc, c))
 							printf(" %s=%" PRIu64, me_counter_label(c),
