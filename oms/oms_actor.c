@@ -70,26 +70,6 @@ move_to(struct oms *oms, struct oms_actor *a, uint8_t state)
 
 /* ---- table ---- */
 
-uint32_t
-oms_actor_index(const struct oms *oms, const struct oms_actor *a)
-{
-	DCHECK(a >= oms->actors && a < oms->actors + oms->actor_slots);
-	return (uint32_t)(a - oms->actors);
-}
-
-struct oms_actor *
-oms_actor_find(const struct oms *oms, uint64_t user)
-{
-	uint32_t idx = oms_tab_find(oms, OMS_TAG_USER, user, 0);
-	return idx == OMS_NIL ? NULL : &oms->actors[idx];
-}
-
-struct oms_balance *
-oms_actor_balances(const struct oms *oms, const struct oms_actor *a)
-{
-	return &oms->balances[(size_t)oms_actor_index(oms, a) * oms->c.limits.assets_per_user];
-}
-
 struct oms_balance *
 oms_balance_find(const struct oms *oms, const struct oms_actor *a, uint32_t asset)
 {
@@ -386,7 +366,7 @@ oms_on_hydrate_user(struct oms *oms, const struct wire_hydrate_user *m, struct s
 			const struct wire_msg_hdr *h = (const void *)p.msg;
 			if (p.pad == 1)
 				oms_event_apply(oms, a, (const struct wire_me_event *)(const void *)p.msg,
-						sink);
+						NULL, sink);
 			else
 				oms_dispatch(oms, h, sink);
 		}

@@ -98,10 +98,14 @@ static size_t
 layout(const struct oms_limits *l, struct oms *oms, uint8_t *base)
 {
 	size_t slots = (size_t)l->users_max + l->flush_headroom;
-	size_t keys = slots + l->orders_max + l->dedup_max + l->symbols_max + l->kill_users_max;
-	size_t table = 16;
+	/* Two tables, each at most half full: the hot index (users, orders, symbols, kills)
+	 * stays small enough to live in cache; the dedup window gets its own. */
+	size_t keys = slots + l->orders_max + l->symbols_max + l->kill_users_max;
+	size_t table = 16, dtable = 16;
 	while (table < 2 * keys)
 		table <<= 1;
+	while (dtable < 2 * (size_t)l->dedup_max)
+		dtable <<= 1;
 	size_t off = align_up(sizeof(struct oms));
 #define REGION(field, type, n)                                                             \
 	do {                                                                               \
@@ -123,10 +127,12 @@ layout(const struct oms_limits *l, struct oms *oms, uint8_t *base)
 	REGION(held, struct wire_me_event, (size_t)l->me_shards_max * l->held_max);
 	REGION(kills, uint64_t, l->kill_users_max);
 	REGION(table, struct oms_entry, table);
+	REGION(dedup_table, struct oms_entry, dtable);
 #undef REGION
 	if (oms != NULL) {
 		oms->actor_slots = (uint32_t)slots;
 		oms->table_mask = (uint32_t)(table - 1);
+		oms->dedup_mask = (uint32_t)(dtable - 1);
 	}
 	return off;
 }

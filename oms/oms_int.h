@@ -247,7 +247,8 @@ static_assert(sizeof(struct oms_route) == 984, "oms_route has no padding");
 struct oms {
 	struct oms_core c;            /* scalar state */
 	uint32_t actor_slots;         /* users_max + flush_headroom */
-	uint32_t table_mask;          /* hash table size - 1 */
+	uint32_t table_mask;          /* index table size - 1 (users, orders, symbols, kills) */
+	uint32_t dedup_mask;          /* dedup table size - 1 */
 	struct oms_actor *actors;     /* [actor_slots] */
 	struct oms_balance *balances; /* [actor_slots * assets_per_user] */
 	uint32_t *actor_free;         /* free-slot stack [actor_slots] */
@@ -261,11 +262,51 @@ struct oms {
 	struct oms_stream *streams;   /* [me_shards_max] */
 	struct wire_me_event *held;   /* [me_shards_max * held_max] */
 	uint64_t *kills;              /* users with a kill-switch, [kill_count] in log order */
-	struct oms_entry *table;      /* [table_mask + 1] */
+	struct oms_entry *table;      /* [table_mask + 1]: the hot index, kept small */
+	struct oms_entry *dedup_table; /* [dedup_mask + 1]: the (user, id) window */
 };
 
 /* ---- oms_table.c: one open-addressing (linear probing) table for every index ---- */
-uint32_t oms_tab_find(const struct oms *oms, uint32_t tag, uint64_t a, uint64_t b);
+static inline uint64_t
+oms_tab_hash(uint32_t tag, uint64_t a, uint64_t b)
+{
+	uint64_t h = a * UINT64_C(0x9e3779b97f4a7c15) ^ b * UINT64_C(0xc2b2ae3d27d4eb4f) ^
+		     (uint64_t)tag * UINT64_C(0x165667b19e3779f9);
+	h ^= h >> 29;
+	h *= UINT64_C(0xbf58476d1ce4e5b9);
+	h ^= h >> 32;
+	return h;
+}
+
+static inline struct oms_entry *
+oms_tab_of(const struct oms *oms, uint32_t tag, uint32_t *mask)
+{
+	if (tag == OMS_TAG_DEDUP || tag == OMS_TAG_XFER) {
+		*mask = oms->dedup_mask;
+		return oms->dedup_table;
+	}
+	*mask = oms->table_mask;
+	return oms->table;
+}
+
+static inline uint32_t
+oms_tab_find(const struct oms *oms, uint32_t tag, uint64_t a, uint64_t b)
+{
+	uint32_t mask;
+	const struct oms_entry *t = oms_tab_of(oms, tag, &mask);
+	uint32_t i = (uint32_t)oms_tab_hash(tag, a, b) & mask;
+	/* The table is at most half full, so an empty entry ends every probe sequence. */
+	for (uint32_t n = 0; n <= mask; n++) {
+		const struct oms_entry *e = &t[i];
+		if (e->tag == OMS_TAG_EMPTY)
+			return OMS_NIL;
+		if (e->tag == tag && e->a == a && e->b == b)
+			return e->val;
+		i = (i + 1) & mask;
+	}
+	return OMS_NIL;
+}
+
 void oms_tab_insert(struct oms *oms, uint32_t tag, uint64_t a, uint64_t b, uint32_t val);
 void oms_tab_remove(struct oms *oms, uint32_t tag, uint64_t a, uint64_t b);
 void oms_tab_clear(struct oms *oms);
@@ -292,9 +333,54 @@ void oms_run_timers(struct oms *oms, uint64_t now_ns, struct svc_sink *sink);
 void oms_dispatch(struct oms *oms, const struct wire_msg_hdr *msg, struct svc_sink *sink);
 
 /* ---- oms_actor.c: table, recency list, hydration, dehydration, sweep, drain ---- */
-struct oms_actor *oms_actor_find(const struct oms *oms, uint64_t user);
-uint32_t oms_actor_index(const struct oms *oms, const struct oms_actor *a);
-struct oms_balance *oms_actor_balances(const struct oms *oms, const struct oms_actor *a);
+static inline uint32_t
+oms_actor_index(const struct oms *oms, const struct oms_actor *a)
+{
+	DCHECK(a >= oms->actors && a < oms->actors + oms->actor_slots);
+	return (uint32_t)(a - oms->actors);
+}
+
+static inline struct oms_actor *
+oms_actor_find(const struct oms *oms, uint64_t user)
+{
+	uint32_t idx = oms_tab_find(oms, OMS_TAG_USER, user, 0);
+	return idx == OMS_NIL ? NULL : &oms->actors[idx];
+}
+
+static inline struct oms_balance *
+oms_actor_balances(const struct oms *oms, const struct oms_actor *a)
+{
+	return &oms->balances[(size_t)oms_actor_index(oms, a) * oms->c.limits.assets_per_user];
+}
+
+/* a * b / d (d > 0) rounded like money_mul_div, in 64 bits when the product fits (the
+ * common case), else in 128 bits. */
+static inline int
+oms_mul_div(int64_t a, int64_t b, int64_t d, bool round_up, int64_t *out)
+{
+	int64_t p;
+	if (d > 0 && !__builtin_mul_overflow(a, b, &p)) {
+		int64_t q = p / d, r = p % d;
+		if (round_up && r != 0)
+			q += p > 0 ? 1 : -1;
+		*out = q;
+		return 0;
+	}
+	return money_mul_div(a, b, d, round_up, out);
+}
+
+static inline int
+oms_fee(int64_t amount, int32_t bps, int64_t *out)
+{
+	return oms_mul_div(amount, bps, MONEY_BPS_DENOM, bps > 0, out);
+}
+
+static inline int
+oms_notional(int64_t px, int64_t qty, int64_t base_unit, int64_t *out)
+{
+	return oms_mul_div(px, qty, base_unit, false, out);
+}
+
 struct oms_balance *oms_balance_find(const struct oms *oms, const struct oms_actor *a,
 				     uint32_t asset);
 struct oms_balance *oms_balance_get_or_add(struct oms *oms, struct oms_actor *a, uint32_t asset);
@@ -353,7 +439,7 @@ void oms_dedup_add(struct oms *oms, uint32_t kind, uint64_t user, uint64_t id, u
 void oms_on_me_event(struct oms *oms, const struct wire_me_event *m, struct svc_sink *sink);
 /* Apply one in-sequence event to a resident actor (also used for parked events). */
 void oms_event_apply(struct oms *oms, struct oms_actor *a, const struct wire_me_event *ev,
-		     struct svc_sink *sink);
+		     const struct oms_symbol *sym, struct svc_sink *sink);
 void oms_on_me_result(struct oms *oms, const struct wire_me_result *m, struct svc_sink *sink);
 void oms_streams_tick(struct oms *oms, struct svc_sink *sink);
 void oms_exec_report(struct oms *oms, struct oms_actor *a, const struct oms_order *o,

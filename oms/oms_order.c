@@ -320,14 +320,14 @@ market_budget(int64_t spend, int16_t taker_bps)
 	if (money_mul_div(spend, MONEY_BPS_DENOM, MONEY_BPS_DENOM + taker_bps, false, &n) != 0)
 		return -1;
 	for (int i = 0; i < 8 && n > 0; i++) {
-		if (money_fee(n, taker_bps, &f) != 0)
+		if (oms_fee(n, taker_bps, &f) != 0)
 			return -1;
 		if (n + f <= spend)
 			break;
 		n--;
 	}
 	for (int i = 0; i < 8; i++) {
-		if (money_fee(n + 1, taker_bps, &f) != 0 || n + 1 + f > spend)
+		if (oms_fee(n + 1, taker_bps, &f) != 0 || n + 1 + f > spend)
 			break;
 		n++;
 	}
@@ -339,9 +339,9 @@ static int
 buy_reserve(const struct oms_symbol *s, int64_t px, int64_t qty, int64_t *out)
 {
 	int64_t n, f;
-	if (money_notional(px, qty, s->base_unit, &n) != 0)
+	if (oms_notional(px, qty, s->base_unit, &n) != 0)
 		return -EOVERFLOW;
-	if (money_fee(n, fee_bps_max(s), &f) != 0)
+	if (oms_fee(n, fee_bps_max(s), &f) != 0)
 		return -EOVERFLOW;
 	return money_add(n, f, out);
 }
@@ -359,7 +359,7 @@ limit_check(const struct oms_symbol *s, int64_t px, int64_t qty)
 		return WIRE_REASON_OFF_LOT;
 	if (qty < s->min_qty)
 		return WIRE_REASON_BELOW_MIN_QTY;
-	if (money_notional(px, qty, s->base_unit, &n) != 0)
+	if (oms_notional(px, qty, s->base_unit, &n) != 0)
 		return WIRE_REASON_OVERFLOW;
 	if (n < s->min_notional)
 		return WIRE_REASON_BELOW_MIN_NOTIONAL;

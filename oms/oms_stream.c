@@ -68,8 +68,8 @@ reserve_trim(struct oms *oms, struct oms_actor *a, struct oms_order *o, const st
 		need = o->leaves;
 	} else if (o->ord_type == WIRE_ORD_LIMIT && s != NULL) {
 		int64_t n, f;
-		if (money_notional(o->px, o->leaves, s->base_unit, &n) == 0 &&
-		    money_fee(n, bps_max(s), &f) == 0 && n <= INT64_MAX - f)
+		if (oms_notional(o->px, o->leaves, s->base_unit, &n) == 0 &&
+		    oms_fee(n, bps_max(s), &f) == 0 && n <= INT64_MAX - f)
 			need = n + f;
 	}
 	if (need < o->reserved)
@@ -89,14 +89,14 @@ settle(struct oms *oms, struct oms_actor *a, struct oms_order *o, const struct o
 		oms_count(oms, OMS_C_ALARM_BAD_STATE);
 		return 0;
 	}
-	if (money_notional(ev->px, qty, s->base_unit, &check) != 0 || check != notional)
+	if (oms_notional(ev->px, qty, s->base_unit, &check) != 0 || check != notional)
 		oms_count(oms, OMS_C_ALARM_RECON_MISMATCH);
 	bool maker = ev->liquidity == 1;
 	int16_t bps = maker ? s->maker_fee_bps : s->taker_fee_bps;
 	int64_t *cum = maker ? &o->notional_maker : &o->notional_taker;
 	int64_t after, f0, f1, fee;
-	if (money_add(*cum, notional, &after) != 0 || money_fee(*cum, bps, &f0) != 0 ||
-	    money_fee(after, bps, &f1) != 0) {
+	if (money_add(*cum, notional, &after) != 0 || oms_fee(*cum, bps, &f0) != 0 ||
+	    oms_fee(after, bps, &f1) != 0) {
 		oms_count(oms, OMS_C_ALARM_OVERFLOW);
 		return 0;
 	}
@@ -211,7 +211,7 @@ modify_refused(struct oms *oms, struct oms_actor *a, struct oms_order *m,
 
 void
 oms_event_apply(struct oms *oms, struct oms_actor *a, const struct wire_me_event *ev,
-		struct svc_sink *sink)
+		const struct oms_symbol *sym, struct svc_sink *sink)
 {
 	DCHECK(a->state == OMS_A_RESIDENT || a->state == OMS_A_FLUSHING);
 	oms_actor_touch(oms, a);
@@ -220,8 +220,12 @@ oms_event_apply(struct oms *oms, struct oms_actor *a, const struct wire_me_event
 		event_unknown(oms, a, ev);
 		return;
 	}
-	const struct oms_symbol *s = oms_symbol_find(oms, o->symbol);
+	/* The symbol is looked up only by the transitions that price something. */
+	const struct oms_symbol *s = NULL;
 	o->last_seq = ev->seq;
+	if (ev->event == WIRE_EV_FILL || ev->event == WIRE_EV_CANCELLED ||
+	    ev->event == WIRE_EV_AMENDED)
+		s = ev->symbol == o->symbol && sym != NULL ? sym : oms_symbol_find(oms, o->symbol);
 	bool is_order = o->kind == OMS_K_ORDER;
 	switch (ev->event) {
 	case WIRE_EV_ACCEPTED:
@@ -379,7 +383,8 @@ hold(struct oms *oms, uint16_t ms, const struct wire_me_event *ev)
 /* Consume one in-sequence event. False: it cannot be taken now (no slot to park it for a
  * hydrate-on-miss); the stream stays at this seq and the replay brings it again. */
 static bool
-consume(struct oms *oms, const struct wire_me_event *ev, struct svc_sink *sink)
+consume(struct oms *oms, const struct wire_me_event *ev, const struct oms_symbol *s,
+	struct svc_sink *sink)
 {
 	if (wire_oid_shard(ev->oid) != oms->c.limits.shard_id || ev->oid.user == 0) {
 		oms_count(oms, OMS_C_EVENTS_FOREIGN);
@@ -387,7 +392,7 @@ consume(struct oms *oms, const struct wire_me_event *ev, struct svc_sink *sink)
 	}
 	struct oms_actor *a = oms_actor_find(oms, ev->oid.user);
 	if (a != NULL && a->state != OMS_A_HYDRATING) {
-		oms_event_apply(oms, a, ev, sink);
+		oms_event_apply(oms, a, ev, s, sink);
 		return true;
 	}
 	/* Seed: "a fill for a non-resident user triggers hydrate-on-miss, so it is never
@@ -425,7 +430,7 @@ oms_on_me_event(struct oms *oms, const struct wire_me_event *m, struct svc_sink 
 		maybe_replay(oms, ms, sink);
 		return;
 	}
-	if (!consume(oms, m, sink)) {
+	if (!consume(oms, m, s, sink)) {
 		oms_count(oms, OMS_C_EVENTS_BLOCKED);
 		maybe_replay(oms, ms, sink);
 		return;
@@ -435,7 +440,7 @@ oms_on_me_event(struct oms *oms, const struct wire_me_event *m, struct svc_sink 
 	struct wire_me_event *h = held_of(oms, ms);
 	while (st->held_count > 0 && h[0].seq <= st->next_seq) {
 		if (h[0].seq == st->next_seq) {
-			if (!consume(oms, &h[0], sink)) {
+			if (!consume(oms, &h[0], oms_symbol_find(oms, h[0].symbol), sink)) {
 				oms_count(oms, OMS_C_EVENTS_BLOCKED);
 				break;
 			}
