@@ -345,6 +345,20 @@ cns_follower_ack(struct cns *c)
 	send_append_reply(c, c->leader, true, follower_match(c), 0, 0);
 }
 
+/* Validate an entry from the wire before it reaches the log (the log's CHECKs guard the
+ * other side of this boundary): lengths, kind, a term no newer than the leader's. */
+static bool
+entry_ok(const struct wire_append_entries *m, const struct wire_entry_hdr *e, uint32_t avail)
+{
+	if (avail < sizeof(*e) || e->data_len > avail - sizeof(*e))
+		return false;
+	if (e->data_len > CNS_ENTRY_DATA_MAX || e->data_len % 8 != 0 || e->reserved != 0)
+		return false;
+	if (e->kind < CNS_ENTRY_NORMAL || e->kind > CNS_ENTRY_NOOP)
+		return false;
+	return e->term <= m->term;
+}
+
 void
 cns_on_append_entries(struct cns *c, const struct wire_append_entries *m)
 {
@@ -410,9 +424,11 @@ cns_on_append_entries(struct cns *c, const struct wire_append_entries *m)
 	uint64_t index = prev;
 	while (count > 0) {
 		const struct wire_entry_hdr *e = (const void *)(tail + pos);
-		if (tail_len - pos < sizeof(*e) || e->data_len > tail_len - pos - sizeof(*e) ||
-		    e->data_len > CNS_ENTRY_DATA_MAX || e->data_len % 8 != 0)
+		if (!entry_ok(m, e, tail_len - pos)) {
+			/* A leader that sends this is broken: take nothing more from it. */
+			CNS_COUNT(c, MALFORMED);
 			break;
+		}
 		uint64_t i = index + 1;
 		if (i <= c->last_index) {
 			if (cns_log_term(c, i) == e->term) {
@@ -422,6 +438,11 @@ cns_on_append_entries(struct cns *c, const struct wire_append_entries *m)
 				continue;
 			}
 			cns_log_truncate(c, i);
+		}
+		if (e->term < c->last_term || e->time_ns < c->last_time_ns) {
+			/* Terms and cluster time never go backwards along a log. */
+			CNS_COUNT(c, MALFORMED);
+			break;
 		}
 		if (cns_log_append(c, e, e + 1) != 0)
 			break; /* store full: acknowledge what we took */

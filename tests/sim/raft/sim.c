@@ -664,6 +664,8 @@ observe(struct node *n)
 		SIM_ASSERT("state hash", S.hash_at[applied] == h,
 			   "node %u state hash differs at applied index %" PRIu64, n->id, applied);
 	}
+	SIM_ASSERT("well-formed replication", cns_counter(c, CNS_C_MALFORMED) == 0,
+		   "node %u refused entries from a leader as malformed", n->id);
 	SIM_ASSERT("bank conservation", n->bank.violations == 0 &&
 			   bank_total(&n->bank) == (int64_t)BANK_ACCOUNTS * BANK_INITIAL,
 		   "node %u: money or time broken", n->id);

@@ -245,3 +245,47 @@ Test(cns_replication, backpressure_on_uncommitted_window, .fini = fini)
 	cr_assert(eq(u32, ok, 4));
 	fx_heal(&F);
 }
+
+/* Goal: entries from the wire are validated before they reach the log: a bad kind or a
+ * cluster time going backwards is refused and counted, never a CHECK.
+ * Method: hand a follower AppendEntries with a kind-9 entry, then one whose time is below
+ * its last entry's; neither is appended and MALFORMED counts both. */
+static void
+send_one_entry(struct cns *c, uint64_t term, uint64_t prev, uint64_t prev_term, uint16_t kind,
+	       uint64_t time_ns)
+{
+	struct {
+		struct wire_append_entries ae;
+		struct wire_entry_hdr e;
+	} m;
+	memset(&m, 0, sizeof(m));
+	wire_hdr_init(&m.ae.hdr, WIRE_APPEND_ENTRIES, F.cfg.shard);
+	m.ae.hdr.length = sizeof(m);
+	m.ae.term = term;
+	m.ae.prev_index = prev;
+	m.ae.prev_term = prev_term;
+	m.ae.leader = 1;
+	m.ae.entry_count = 1;
+	m.ae.tail_len = sizeof(m.e);
+	m.e.term = term;
+	m.e.time_ns = time_ns;
+	m.e.kind = kind;
+	cr_assert(eq(int, cns_step(c, fx_local(&F, 1), &m.ae.hdr), 0));
+}
+
+Test(cns_replication, malformed_entries_refused, .fini = fini)
+{
+	fx_init(&F, 3, CNS_DURABLE_MEMORY);
+	fx_campaign(&F, 0);
+	struct cns *c = F.nodes[1].c;
+	uint64_t last = cns_last_index(c), term = cns_term(c);
+	uint64_t t = cns_log_entry(c, last)->time_ns;
+	send_one_entry(c, term, last, cns_last_term(c), 9, t + 1);
+	cr_assert(eq(u64, cns_last_index(c), last));
+	send_one_entry(c, term, last, cns_last_term(c), CNS_ENTRY_TICK, t - 1);
+	cr_assert(eq(u64, cns_last_index(c), last));
+	cr_assert(eq(u64, cns_counter(c, CNS_C_MALFORMED), 2));
+	send_one_entry(c, term, last, cns_last_term(c), CNS_ENTRY_TICK, t + 1);
+	cr_assert(eq(u64, cns_last_index(c), last + 1));
+	F.q_len = 0; /* drop the replies to the fake leader message */
+}
