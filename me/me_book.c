@@ -91,6 +91,8 @@ me_book_rest(struct me *me, uint32_t si, uint32_t oi)
 		l = me_lvl(me, li);
 		me->level_free = l->count;
 		me->levels_used++;
+		if (li >= me->levels_hwm)
+			me->levels_hwm = li + 1;
 		l->px = o->px;
 		l->qty = 0;
 		l->head = l->tail = ME_NIL;

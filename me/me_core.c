@@ -160,6 +160,8 @@ me_order_alloc(struct me *me, struct wire_oid oid)
 	struct me_order *o = me_ord(me, oi);
 	DCHECK(o->state == ME_ST_FREE);
 	me->order_free = o->next;
+	if (oi >= me->orders_hwm)
+		me->orders_hwm = oi + 1; /* the free list hands out fresh slots in index order */
 	memset(o, 0, sizeof(*o));
 	o->oid = oid;
 	o->prev = o->next = o->uprev = o->unext = o->level = ME_NIL;

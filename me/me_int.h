@@ -211,6 +211,8 @@ struct me {
 	uint32_t streams_used;       /* streams created */
 	uint32_t levels_used;        /* levels not free */
 	uint32_t users_killed;       /* users with an engaged kill-switch */
+	uint32_t orders_hwm;         /* records ever allocated: [hwm, max) are as init left them */
+	uint32_t levels_hwm;         /* levels ever allocated: likewise */
 	uint64_t counters[ME_C_COUNT];
 };
 

@@ -2,12 +2,25 @@
 /*
  * me snapshot: snapshot/restore, state hash, and the svc_ops table consensus hosts.
  *
- * The engine's region holds no pointers (me_int.h), so the state is exactly the region's
- * bytes after the runtime header. A snapshot is a small header (magic, version, sizes, the
- * limits, an XXH3 checksum) followed by those bytes: byte-exact and deterministic, because
- * every byte of the region is written only by init and by applied messages. Restore checks
- * the header against this instance's limits and the checksum before it copies, so a corrupt
- * or foreign snapshot is refused (-EINVAL) and leaves an empty engine.
+ * The engine's region holds no pointers in its state (me_int.h), and every byte of it is
+ * written only by init and by applied messages, so the state hash is XXH3 over the region
+ * after the runtime header, and equal histories hash equal.
+ *
+ * A snapshot carries the same state, compactly: the parts of each array that init did not
+ * leave as they are. Records and levels are handed out in index order from fresh free lists,
+ * so everything at or above their high-water marks is still as init wrote it; sorted level
+ * arrays, the GTD heap, symbols and streams are used from the front; a stream's ring is
+ * written from slot 0. Hash tables (oid index, users, symbols, stream map) are copied whole.
+ * Restore initialises a fresh engine and copies the parts back, which rebuilds the region
+ * byte for byte: restore(snapshot(x)) hashes equal to x.
+ *
+ * Format: struct me_snap_hdr | state header | records[0, orders_hwm) | oid index | users |
+ * levels[0, levels_hwm) | symbols[0, symbols_used) | per book side: lrefs[0, side_count) |
+ * gtd[0, gtd_count) | symbol index | streams[0, streams_used) | stream map |
+ * per stream: events[0, min(next_seq - 1, events_max)).
+ * The header carries the limits and an XXH3 checksum of everything after it; restore refuses
+ * (-EINVAL, leaving an empty engine) a snapshot whose checksum, limits, layout or counts do
+ * not match this instance.
  */
 #include <errno.h>
 #include <string.h>
@@ -19,12 +32,14 @@ struct me_snap_hdr {
 	uint64_t magic;          /* ME_SNAP_MAGIC */
 	uint32_t version;        /* ME_SNAP_VERSION */
 	uint32_t reserved0;
-	uint64_t state_len;      /* bytes of state that follow */
+	uint64_t body_len;       /* bytes that follow */
 	uint64_t checksum;       /* XXH3-64 of those bytes */
 	struct me_limits limits; /* of the engine that wrote it */
 	uint32_t reserved1;
 };
 static_assert(sizeof(struct me_snap_hdr) == 72, "me_snap_hdr");
+
+#define STATE_HDR_LEN (sizeof(struct me) - ME_RT_SIZE)
 
 static const uint8_t *
 state_bytes(const struct me *me)
@@ -38,17 +53,117 @@ state_len(const struct me *me)
 	return (size_t)me->footprint - ME_RT_SIZE;
 }
 
-size_t
-me_snapshot_size(const struct me *me)
+/* A section list walker shared by sizing, writing and reading: `fn` is called with each
+ * section's address in the region and its length. */
+typedef bool(section_fn)(void *ctx, uint8_t *region_part, size_t len);
+
+static size_t
+ring_written(const struct me *me, const struct me_stream *st)
 {
-	CHECK(me != NULL && me->magic == ME_MAGIC);
-	return sizeof(struct me_snap_hdr) + state_len(me);
+	uint64_t n = st->next_seq - 1;
+	return (size_t)(n < me->limits.events_max ? n : me->limits.events_max);
+}
+
+/* Visit the sections of engine `me` whose counts are already valid. */
+static bool
+sections(struct me *me, section_fn *fn, void *ctx)
+{
+	uint8_t *b = (uint8_t *)me;
+	const struct me_limits *l = &me->limits;
+	if (!fn(ctx, b + ME_RT_SIZE, STATE_HDR_LEN))
+		return false;
+	if (!fn(ctx, b + me->off_orders, (size_t)me->orders_hwm * sizeof(struct me_order)))
+		return false;
+	if (!fn(ctx, b + me->off_index, ((size_t)me->index_mask + 1) * sizeof(struct me_slot)))
+		return false;
+	if (!fn(ctx, b + me->off_users, ((size_t)me->user_mask + 1) * sizeof(struct me_user)))
+		return false;
+	if (!fn(ctx, b + me->off_levels, (size_t)me->levels_hwm * sizeof(struct me_level)))
+		return false;
+	if (!fn(ctx, b + me->off_symbols, (size_t)me->symbols_used * sizeof(struct me_symbol)))
+		return false;
+	for (uint32_t si = 0; si < me->symbols_used; si++) {
+		for (uint32_t side = 0; side < 2; side++) {
+			uint32_t n = me_sym(me, si)->side_count[side];
+			if (n > l->levels_side_max)
+				return false;
+			if (!fn(ctx, (uint8_t *)me_lrefs(me, si, side), (size_t)n * sizeof(struct me_lref)))
+				return false;
+		}
+	}
+	if (!fn(ctx, b + me->off_gtd, (size_t)me->gtd_count * sizeof(struct me_gtd)))
+		return false;
+	if (!fn(ctx, b + me->off_symidx, ((size_t)me->sym_mask + 1) * sizeof(uint32_t)))
+		return false;
+	if (!fn(ctx, b + me->off_streams, (size_t)me->streams_used * sizeof(struct me_stream)))
+		return false;
+	if (!fn(ctx, b + me->off_stream_map, ME_STREAM_MAP_SIZE * sizeof(uint16_t)))
+		return false;
+	for (uint32_t st = 0; st < me->streams_used; st++) {
+		const struct me_stream *s = me_stream_at(me, st);
+		if (s->next_seq == 0)
+			return false;
+		uint8_t *ring = b + me->off_events + (size_t)st * l->events_max * sizeof(struct wire_me_event);
+		if (!fn(ctx, ring, ring_written(me, s) * sizeof(struct wire_me_event)))
+			return false;
+	}
+	return true;
+}
+
+struct cursor {
+	uint8_t *p;       /* snapshot bytes (write: destination; read: source); NULL: size only */
+	size_t left;      /* bytes left */
+	size_t total;     /* bytes visited */
+};
+
+static bool
+visit_size(void *ctx, uint8_t *part, size_t len)
+{
+	(void)part;
+	((struct cursor *)ctx)->total += len;
+	return true;
+}
+
+static bool
+visit_write(void *ctx, uint8_t *part, size_t len)
+{
+	struct cursor *c = ctx;
+	if (len > c->left)
+		return false;
+	memcpy(c->p, part, len);
+	c->p += len;
+	c->left -= len;
+	return true;
+}
+
+static bool
+visit_read(void *ctx, uint8_t *part, size_t len)
+{
+	struct cursor *c = ctx;
+	if (len > c->left)
+		return false;
+	memcpy(part, c->p, len);
+	c->p += len;
+	c->left -= len;
+	return true;
 }
 
 size_t
-me_snapshot(const struct me *me, void *buf, size_t cap)
+me_snapshot_size(const struct me *cme)
 {
-	CHECK(me != NULL && me->magic == ME_MAGIC);
+	CHECK(cme != NULL && cme->magic == ME_MAGIC);
+	struct me *me = (struct me *)(uintptr_t)cme; /* sections() only reads through visit_size */
+	struct cursor c = {0};
+	bool ok = sections(me, visit_size, &c);
+	CHECK(ok);
+	return sizeof(struct me_snap_hdr) + c.total;
+}
+
+size_t
+me_snapshot(const struct me *cme, void *buf, size_t cap)
+{
+	CHECK(cme != NULL && cme->magic == ME_MAGIC);
+	struct me *me = (struct me *)(uintptr_t)cme; /* visit_write only reads the region */
 	size_t need = me_snapshot_size(me);
 	if (buf == NULL || cap < need)
 		return 0;
@@ -56,12 +171,40 @@ me_snapshot(const struct me *me, void *buf, size_t cap)
 	memset(&h, 0, sizeof(h));
 	h.magic = ME_SNAP_MAGIC;
 	h.version = ME_SNAP_VERSION;
-	h.state_len = state_len(me);
-	h.checksum = XXH3_64bits(state_bytes(me), state_len(me));
+	h.body_len = need - sizeof(h);
 	h.limits = me->limits;
+	struct cursor c = {.p = (uint8_t *)buf + sizeof(h), .left = (size_t)h.body_len};
+	bool ok = sections(me, visit_write, &c);
+	CHECK(ok && c.left == 0);
+	h.checksum = XXH3_64bits((const uint8_t *)buf + sizeof(h), (size_t)h.body_len);
 	memcpy(buf, &h, sizeof(h));
-	memcpy((uint8_t *)buf + sizeof(h), state_bytes(me), state_len(me));
 	return need;
+}
+
+/* The snapshot's state header must describe an engine laid out exactly like this one, with
+ * every count within its limit: they are used as lengths while reading the rest. */
+static bool
+state_hdr_ok(const struct me *me, const struct me *probe)
+{
+	const struct me_limits *l = &me->limits;
+	if (probe->magic != ME_MAGIC || probe->footprint != me->footprint)
+		return false;
+	if (memcmp(&probe->limits, l, sizeof(*l)) != 0)
+		return false;
+	if (probe->off_orders != me->off_orders || probe->off_index != me->off_index ||
+	    probe->off_users != me->off_users || probe->off_levels != me->off_levels ||
+	    probe->off_lrefs != me->off_lrefs || probe->off_symbols != me->off_symbols ||
+	    probe->off_symidx != me->off_symidx || probe->off_gtd != me->off_gtd ||
+	    probe->off_streams != me->off_streams || probe->off_stream_map != me->off_stream_map ||
+	    probe->off_events != me->off_events)
+		return false;
+	if (probe->index_mask != me->index_mask || probe->user_mask != me->user_mask ||
+	    probe->sym_mask != me->sym_mask || probe->events_mask != me->events_mask)
+		return false;
+	return probe->orders_hwm <= l->orders_max && probe->levels_hwm <= l->levels_max &&
+	       probe->symbols_used <= l->symbols_max && probe->streams_used <= l->streams_max &&
+	       probe->gtd_count <= l->gtd_max && probe->records_used <= probe->orders_hwm &&
+	       probe->levels_used <= probe->levels_hwm;
 }
 
 int
@@ -69,29 +212,33 @@ me_restore(struct me *me, const void *buf, size_t len)
 {
 	CHECK(me != NULL && me->magic == ME_MAGIC);
 	struct me_limits limits = me->limits;
+	struct me *fresh;
 	struct me_snap_hdr h;
-	if (buf == NULL || len < sizeof(h))
+	if (buf == NULL || len < sizeof(h) + STATE_HDR_LEN)
 		goto fail;
 	memcpy(&h, buf, sizeof(h));
 	if (h.magic != ME_SNAP_MAGIC || h.version != ME_SNAP_VERSION)
 		goto fail;
-	if (h.state_len != state_len(me) || len != sizeof(h) + h.state_len)
+	if (h.body_len != len - sizeof(h))
 		goto fail;
 	if (memcmp(&h.limits, &limits, sizeof(limits)) != 0)
 		goto fail;
-	const uint8_t *state = (const uint8_t *)buf + sizeof(h);
-	if (XXH3_64bits(state, (size_t)h.state_len) != h.checksum)
+	const uint8_t *body = (const uint8_t *)buf + sizeof(h);
+	if (XXH3_64bits(body, (size_t)h.body_len) != h.checksum)
 		goto fail;
-	/* The header fields inside the state must agree with what we are. */
 	struct me probe;
-	memcpy((uint8_t *)&probe + ME_RT_SIZE, state, sizeof(probe) - ME_RT_SIZE);
-	if (probe.magic != ME_MAGIC || probe.footprint != me->footprint)
+	memcpy((uint8_t *)&probe + ME_RT_SIZE, body, STATE_HDR_LEN);
+	if (!state_hdr_ok(me, &probe))
 		goto fail;
-	memcpy((uint8_t *)me + ME_RT_SIZE, state, (size_t)h.state_len);
+	/* Start from exactly what init leaves, then lay the sections over it. */
+	if (me_init(&fresh, me, &limits) != 0 || fresh != me)
+		goto fail;
+	struct cursor c = {.p = (uint8_t *)(uintptr_t)body, .left = (size_t)h.body_len};
+	if (!sections(me, visit_read, &c) || c.left != 0)
+		goto fail;
 	me_rt_bind(me);
 	return 0;
 fail: {
-	struct me *fresh;
 	int rc = me_init(&fresh, me, &limits);
 	CHECK(rc == 0 && fresh == me);
 	return -EINVAL;
