@@ -384,8 +384,8 @@ main(int argc, char **argv)
 	for (uint32_t c = 0; c < ME_C_COUNT; c++)
 		printf("me_bench: counter %-60s %lu\n", me_counter_label((enum me_counter)c),
 		       (unsigned long)me_counter(B.me, (enum me_counter)c));
-	printf("me_bench: footprint=%zu bytes (streams %u x %u events retained)\n", fp,
-	       limits.streams_max, limits.events_max);
+	printf("me_bench: footprint=%zu bytes (streams %u x %u events retained) snapshot=%zu bytes\n",
+	       fp, limits.streams_max, limits.events_max, me_snapshot_size(B.me));
 	printf("bench: me ops_per_s=%lu p50_ns=%lu p99_ns=%lu p999_ns=%lu bytes_per_order=%zu\n",
 	       (unsigned long)ops_per_s, (unsigned long)hist_percentile(&h, 50.0),
 	       (unsigned long)hist_percentile(&h, 99.0), (unsigned long)hist_percentile(&h, 99.9),
