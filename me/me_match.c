@@ -629,10 +629,10 @@ validate_modify(struct me *me, const struct wire_modify *m, enum me_kind kind, u
 		sub.qty = m->qty;
 		sub.expire_ns = t->expire_ns;
 		uint32_t si2;
-		/* The target leaves the book first, so its level may free up: a replace at a new
-		 * price on a full side is checked with the target counted as gone only if it is
-		 * alone at its level. Keep it simple and exact: require room as for a new order,
-		 * except that a target alone at its level frees one level. */
+		/* The target leaves the book first: when it is alone at its level, that level
+		 * (and, for a GTD, its heap entry) frees up, so a CAPACITY verdict that counted the
+		 * target is not final. The check after the cancel decides; in the rare case it
+		 * still finds no room the new order is REJECTED(CAPACITY) with the target gone. */
 		uint16_t r = validate(me, &sub, st, &si2, 0);
 		if (r == WIRE_REASON_CAPACITY && me_lvl(me, t->level)->count == 1)
 			r = WIRE_REASON_NONE;
