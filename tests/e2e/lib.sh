@@ -197,9 +197,11 @@ e2e_cluster_cleanup() {
 		for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 		kill -KILL "$pid" 2>/dev/null || true
 		wait "$pid" 2>/dev/null || true
+	done
+	for i in $(seq "$NODES"); do
+		ip netns del "${TAG}$i" 2>/dev/null || true
 		rm -rf "/var/run/dpdk/$PREFIX-$i"
 	done
-	for i in $(seq "$NODES"); do ip netns del "${TAG}$i" 2>/dev/null || true; done
 	ip netns del "$NS_C" 2>/dev/null || true
 	ip netns del "$NS_SW" 2>/dev/null || true
 	if [ "$rc" -eq 0 ]; then rm -rf "$TMP"; else echo "kept $TMP for inspection" >&2; fi
