@@ -528,6 +528,54 @@ Test(pst_db, postgres_restart_mid_flush_burst, .timeout = 240)
 	pst_db_destroy(db);
 }
 
+/* Goal: one bad statement does not take its batch with it. The batch's transaction rolls
+ * back, every request of it is re-run alone, the bad one is answered ERROR (a permanent
+ * SQLSTATE), the others OK exactly once.
+ * Method: the superuser adds a CHECK that one flush of ten violates; submit the ten together
+ * (one batch); check answers, counters and rows; drop the CHECK. */
+Test(pst_db, bad_statement_is_isolated)
+{
+	const char *pgdir = getenv("PST_TEST_PGDIR"), *pgctl = getenv("PST_TEST_PGCTL");
+	if (pgdir == NULL || pgctl == NULL)
+		cr_skip_test("PST_TEST_PGDIR / PST_TEST_PGCTL not set");
+	struct pst_db *db = db_make(0);
+	for (uint64_t u = 11001; u <= 11010; u++)
+		hydrate(db, 1, u, 1);
+	drive(db, 10, 10);
+	char cmd[512];
+	snprintf(cmd, sizeof(cmd), "'%s' psql '%s' -c 'ALTER TABLE accounts ADD CONSTRAINT "
+		 "pst_test_seq CHECK (user_seq < 1000000) NOT VALID' >/dev/null", pgctl, pgdir);
+	cr_assert(eq(int, system(cmd), 0));
+	memset(&sink, 0, sizeof(sink));
+	for (uint64_t u = 11001; u <= 11010; u++) {
+		struct wire_user_state s = state_make(u, 0, u == 11005 ? 5000000 : 1, 9);
+		cr_assert(eq(int, flush(db, 1, 1, &s), 0));
+	}
+	drive(db, 10, 10);
+	snprintf(cmd, sizeof(cmd), "'%s' psql '%s' -c 'ALTER TABLE accounts DROP CONSTRAINT "
+		 "pst_test_seq' >/dev/null", pgctl, pgdir);
+	cr_assert(eq(int, system(cmd), 0));
+	for (uint32_t k = 0; k < 10; k++) {
+		struct wire_flush_complete *f = &sink.msgs[k].fc;
+		cr_assert(eq(u8, f->status, f->user == 11005 ? WIRE_FLUSH_ERROR : WIRE_FLUSH_OK),
+			  "user %" PRIu64, f->user);
+	}
+	const uint64_t *c = pst_db_counters(db);
+	cr_assert(ge(u64, c[PST_C_DB_BATCH_FAILURES], 1));
+	cr_assert(eq(u64, c[PST_C_DB_FLUSH_ERROR], 1));
+	cr_assert(eq(u64, c[PST_C_DB_FLUSH_OK], 9));
+	cr_assert(strstr(pst_db_last_error(db), "pst_test_seq") != NULL, "%s",
+		  pst_db_last_error(db));
+	cr_assert(eq(i64, q_i64("SELECT count(*) FROM accounts WHERE user_id BETWEEN 11001 AND "
+				"11010 AND version = 1"),
+		     9));
+	cr_assert(eq(i64, q_i64("SELECT version FROM accounts WHERE user_id = 11005"), 0));
+	cr_assert(eq(i64, q_i64("SELECT count(*) FROM account_flushes WHERE user_id BETWEEN "
+				"11001 AND 11010"),
+		     9));
+	pst_db_destroy(db);
+}
+
 /* Goal: a full output keeps completions in order and loses none.
  * Method: the sink refuses the first 5 offers; 3 hydrates come out in order anyway. */
 Test(pst_db, output_backpressure_keeps_order)
