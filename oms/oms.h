@@ -47,7 +47,7 @@ struct oms_limits {
 	uint32_t inflight_max;          /* PENDING sagas; over it new orders NAK BACKPRESSURE */
 	uint32_t parked_max;            /* messages parked for hydration, all users */
 	uint32_t parked_per_user;       /* client messages parked per user */
-	uint32_t dedup_max;             /* (user, clientOrderId) window, entries */
+	uint32_t dedup_per_user;        /* (user, clientOrderId) window: outcomes kept per user */
 	uint32_t symbols_max;           /* symbol configs */
 	uint32_t fee_assets_max;        /* assets with a fee account */
 	uint32_t kill_users_max;        /* users with an engaged kill-switch */

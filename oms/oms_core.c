@@ -23,7 +23,7 @@ oms_limits_default(struct oms_limits *l)
 	l->inflight_max = 4096;
 	l->parked_max = 1024;
 	l->parked_per_user = 16;
-	l->dedup_max = 8192;
+	l->dedup_per_user = 16;
 	l->symbols_max = 64;
 	l->fee_assets_max = 64;
 	l->kill_users_max = 64;
@@ -63,7 +63,7 @@ oms_limits_check(const struct oms_limits *l)
 		return -EINVAL;
 	if (l->inflight_max == 0 || l->parked_max == 0 || l->parked_max > LIMIT_BIG)
 		return -EINVAL;
-	if (l->parked_per_user == 0 || l->dedup_max == 0 || l->dedup_max > LIMIT_BIG)
+	if (l->parked_per_user == 0 || l->dedup_per_user == 0 || l->dedup_per_user > 4096)
 		return -EINVAL;
 	if (l->symbols_max == 0 || l->symbols_max > LIMIT_BIG || l->fee_assets_max == 0)
 		return -EINVAL;
@@ -98,14 +98,11 @@ static size_t
 layout(const struct oms_limits *l, struct oms *oms, uint8_t *base)
 {
 	size_t slots = (size_t)l->users_max + l->flush_headroom;
-	/* Two tables, each at most half full: the hot index (users, orders, symbols, kills)
-	 * stays small enough to live in cache; the dedup window gets its own. */
+	/* One table, at most half full: users, orders, symbols, kills. */
 	size_t keys = slots + l->orders_max + l->symbols_max + l->kill_users_max;
-	size_t table = 16, dtable = 16;
+	size_t table = 16;
 	while (table < 2 * keys)
 		table <<= 1;
-	while (dtable < 2 * (size_t)l->dedup_max)
-		dtable <<= 1;
 	size_t off = align_up(sizeof(struct oms));
 #define REGION(field, type, n)                                                             \
 	do {                                                                               \
@@ -120,19 +117,17 @@ layout(const struct oms_limits *l, struct oms *oms, uint8_t *base)
 	REGION(order_free, uint32_t, l->orders_max);
 	REGION(parked, struct oms_parked, l->parked_max);
 	REGION(parked_free, uint32_t, l->parked_max);
-	REGION(dedup, struct oms_dedup, l->dedup_max);
+	REGION(dedup, struct oms_dedup, slots * l->dedup_per_user);
 	REGION(symbols, struct oms_symbol, l->symbols_max);
 	REGION(fees, struct oms_fee, l->fee_assets_max);
 	REGION(streams, struct oms_stream, l->me_shards_max);
 	REGION(held, struct wire_me_event, (size_t)l->me_shards_max * l->held_max);
 	REGION(kills, uint64_t, l->kill_users_max);
 	REGION(table, struct oms_entry, table);
-	REGION(dedup_table, struct oms_entry, dtable);
 #undef REGION
 	if (oms != NULL) {
 		oms->actor_slots = (uint32_t)slots;
 		oms->table_mask = (uint32_t)(table - 1);
-		oms->dedup_mask = (uint32_t)(dtable - 1);
 	}
 	return off;
 }

@@ -30,8 +30,8 @@ enum oms_tag {
 	OMS_TAG_EMPTY = 0,
 	OMS_TAG_USER = 1,   /* a = user → actor slot */
 	OMS_TAG_ORDER = 2,  /* a = user, b = user_seq → order slot */
-	OMS_TAG_DEDUP = 3,  /* a = user, b = cl_ord_id → dedup ring index */
-	OMS_TAG_XFER = 4,   /* a = user, b = transfer_id → dedup ring index */
+	OMS_TAG_RESERVED3 = 3, /* unused (dedup lives in the actor) */
+	OMS_TAG_RESERVED4 = 4,
 	OMS_TAG_SYMBOL = 5, /* a = symbol → symbol slot */
 	OMS_TAG_KILL = 6,   /* a = user: kill-switch engaged */
 };
@@ -76,12 +76,14 @@ struct oms_actor {
 	uint32_t sagas;          /* in flight: PENDING orders and modify requests */
 	uint32_t live;           /* ME-accepted orders not yet DONE (resting or filling) */
 	uint32_t reservations;   /* orders holding reserved > 0 */
+	uint32_t dedup_head;     /* oldest entry of this user's dedup ring */
+	uint32_t dedup_count;    /* entries in it */
 	uint8_t state;           /* enum oms_actor_state */
 	uint8_t tier;            /* rate-limit tier */
 	uint8_t flags;           /* OMS_AF_* */
 	uint8_t hydrate_tries;   /* HydrateRequests sent for the current miss */
 };
-static_assert(sizeof(struct oms_actor) == 8 * 8 + 11 * 4 + 4, "oms_actor has no padding");
+static_assert(sizeof(struct oms_actor) == 8 * 8 + 13 * 4 + 4, "oms_actor has no padding");
 
 struct oms_balance {
 	uint32_t asset;   /* 0 marks an unused slot */
@@ -147,9 +149,10 @@ struct oms_parked {
 #define OMS_DEDUP_ORDER 1 /* new order / cancel / amend / replace */
 #define OMS_DEDUP_XFER 2  /* transfer */
 
-/* One entry of the (user, id) dedup window: the original outcome. */
+/* One entry of a user's (clientOrderId | transfer_id) dedup window: the original outcome.
+ * The window lives with the actor (session state, seed: "what a user-actor owns"), so the
+ * check touches no cache line the order does not already need. */
 struct oms_dedup {
-	uint64_t user;      /* account */
 	uint64_t id;        /* cl_ord_id or transfer_id */
 	uint64_t user_seq;  /* ACKed: the orderId sequence it got; 0 for a NAK */
 	uint64_t time_ns;   /* cluster time of the original outcome */
@@ -158,7 +161,7 @@ struct oms_dedup {
 	uint8_t kind;       /* OMS_DEDUP_*; 0 marks a free slot */
 	uint8_t pad[5];     /* zero */
 };
-static_assert(sizeof(struct oms_dedup) == 48, "oms_dedup has no padding");
+static_assert(sizeof(struct oms_dedup) == 40, "oms_dedup has no padding");
 
 #define OMS_SYM_KILLED 0x01
 
@@ -232,8 +235,6 @@ struct oms_core {
 	uint32_t order_used;           /* records in use */
 	uint32_t parked_used;          /* parked messages */
 	uint32_t inflight;             /* PENDING sagas over all users */
-	uint32_t dedup_head;           /* oldest entry of the ring */
-	uint32_t dedup_count;          /* entries in the ring */
 	uint32_t symbol_count;
 	uint32_t kill_count;
 	uint32_t drain_cursor;         /* next actor slot the drain scan visits */
@@ -248,7 +249,6 @@ struct oms {
 	struct oms_core c;            /* scalar state */
 	uint32_t actor_slots;         /* users_max + flush_headroom */
 	uint32_t table_mask;          /* index table size - 1 (users, orders, symbols, kills) */
-	uint32_t dedup_mask;          /* dedup table size - 1 */
 	struct oms_actor *actors;     /* [actor_slots] */
 	struct oms_balance *balances; /* [actor_slots * assets_per_user] */
 	uint32_t *actor_free;         /* free-slot stack [actor_slots] */
@@ -256,14 +256,13 @@ struct oms {
 	uint32_t *order_free;         /* [orders_max] */
 	struct oms_parked *parked;    /* [parked_max] */
 	uint32_t *parked_free;        /* [parked_max] */
-	struct oms_dedup *dedup;      /* ring [dedup_max] */
+	struct oms_dedup *dedup;      /* [actor_slots * dedup_per_user]: per-user rings */
 	struct oms_symbol *symbols;   /* [symbols_max] */
 	struct oms_fee *fees;         /* [fee_assets_max] */
 	struct oms_stream *streams;   /* [me_shards_max] */
 	struct wire_me_event *held;   /* [me_shards_max * held_max] */
 	uint64_t *kills;              /* users with a kill-switch, [kill_count] in log order */
 	struct oms_entry *table;      /* [table_mask + 1]: the hot index, kept small */
-	struct oms_entry *dedup_table; /* [dedup_mask + 1]: the (user, id) window */
 };
 
 /* ---- oms_table.c: one open-addressing (linear probing) table for every index ---- */
@@ -281,10 +280,7 @@ oms_tab_hash(uint32_t tag, uint64_t a, uint64_t b)
 static inline struct oms_entry *
 oms_tab_of(const struct oms *oms, uint32_t tag, uint32_t *mask)
 {
-	if (tag == OMS_TAG_DEDUP || tag == OMS_TAG_XFER) {
-		*mask = oms->dedup_mask;
-		return oms->dedup_table;
-	}
+	(void)tag;
 	*mask = oms->table_mask;
 	return oms->table;
 }
@@ -430,10 +426,15 @@ void oms_order_reserve_set(struct oms *oms, struct oms_actor *a, struct oms_orde
 			   int64_t reserved);
 void oms_build_to_me(const struct oms *oms, const struct oms_actor *a, const struct oms_order *o,
 		     struct svc_sink *sink, oms_msg_fn *fn, void *ctx);
-const struct oms_dedup *oms_dedup_find(const struct oms *oms, uint32_t kind, uint64_t user,
-				       uint64_t id);
-void oms_dedup_add(struct oms *oms, uint32_t kind, uint64_t user, uint64_t id, uint64_t user_seq,
-		   uint64_t content, uint16_t reason);
+const struct oms_dedup *oms_dedup_find(const struct oms *oms, const struct oms_actor *a,
+				       uint32_t kind, uint64_t id);
+void oms_dedup_add(struct oms *oms, struct oms_actor *a, uint32_t kind, uint64_t id,
+		   uint64_t user_seq, uint64_t content, uint16_t reason);
+static inline struct oms_dedup *
+oms_actor_dedup(const struct oms *oms, const struct oms_actor *a)
+{
+	return &oms->dedup[(size_t)oms_actor_index(oms, a) * oms->c.limits.dedup_per_user];
+}
 
 /* ---- oms_stream.c: ME events, results, settlement ---- */
 void oms_on_me_event(struct oms *oms, const struct wire_me_event *m, struct svc_sink *sink);

@@ -12,46 +12,45 @@
 
 #define NANO INT64_C(1000000000)
 
-/* ---- dedup window: a FIFO ring of outcomes indexed by (user, id) ---- */
-
-static uint32_t
-dedup_tag(uint32_t kind)
-{
-	return kind == OMS_DEDUP_XFER ? OMS_TAG_XFER : OMS_TAG_DEDUP;
-}
+/* ---- dedup window: a per-user FIFO ring of outcomes, kept in the actor's slab ---- */
 
 const struct oms_dedup *
-oms_dedup_find(const struct oms *oms, uint32_t kind, uint64_t user, uint64_t id)
+oms_dedup_find(const struct oms *oms, const struct oms_actor *a, uint32_t kind, uint64_t id)
 {
-	uint32_t i = oms_tab_find(oms, dedup_tag(kind), user, id);
-	return i == OMS_NIL ? NULL : &oms->dedup[i];
+	const struct oms_dedup *ring = oms_actor_dedup(oms, a);
+	uint32_t max = oms->c.limits.dedup_per_user;
+	for (uint32_t k = 0, i = a->dedup_head; k < a->dedup_count; k++) {
+		if (ring[i].id == id && ring[i].kind == kind)
+			return &ring[i];
+		if (++i == max)
+			i = 0;
+	}
+	return NULL;
 }
 
 void
-oms_dedup_add(struct oms *oms, uint32_t kind, uint64_t user, uint64_t id, uint64_t user_seq,
+oms_dedup_add(struct oms *oms, struct oms_actor *a, uint32_t kind, uint64_t id, uint64_t user_seq,
 	      uint64_t content, uint16_t reason)
 {
-	uint32_t max = oms->c.limits.dedup_max;
-	if (oms->c.dedup_count == max) {
+	struct oms_dedup *ring = oms_actor_dedup(oms, a);
+	uint32_t max = oms->c.limits.dedup_per_user;
+	if (a->dedup_count == max) {
 		/* The window is bounded: the oldest outcome is forgotten first. */
-		struct oms_dedup *old = &oms->dedup[oms->c.dedup_head];
-		oms_tab_remove(oms, dedup_tag(old->kind), old->user, old->id);
-		memset(old, 0, sizeof(*old));
-		oms->c.dedup_head = (oms->c.dedup_head + 1) % max;
-		oms->c.dedup_count--;
+		a->dedup_head = a->dedup_head + 1 == max ? 0 : a->dedup_head + 1;
+		a->dedup_count--;
 	}
-	uint32_t i = (uint32_t)(((uint64_t)oms->c.dedup_head + oms->c.dedup_count) % max);
-	struct oms_dedup *d = &oms->dedup[i];
+	uint32_t i = a->dedup_head + a->dedup_count;
+	if (i >= max)
+		i -= max;
+	struct oms_dedup *d = &ring[i];
 	memset(d, 0, sizeof(*d));
-	d->user = user;
 	d->id = id;
 	d->user_seq = user_seq;
 	d->time_ns = oms->c.now_ns;
 	d->content = content;
 	d->reason = reason;
 	d->kind = (uint8_t)kind;
-	oms->c.dedup_count++;
-	oms_tab_insert(oms, dedup_tag(kind), user, id, i);
+	a->dedup_count++;
 }
 
 static uint64_t
@@ -103,7 +102,7 @@ refuse(struct oms *oms, struct svc_sink *sink, struct oms_actor *a, uint64_t cl_
        uint64_t content, uint16_t reason)
 {
 	if (reason_final(reason))
-		oms_dedup_add(oms, OMS_DEDUP_ORDER, a->user, cl_ord_id, 0, content, reason);
+		oms_dedup_add(oms, a, OMS_DEDUP_ORDER, cl_ord_id, 0, content, reason);
 	oms_nak(oms, sink, a, a->user, cl_ord_id, reason, 0);
 }
 
@@ -469,7 +468,7 @@ oms_on_new_order(struct oms *oms, const struct wire_new_order *m, struct svc_sin
 	if (a == NULL)
 		return;
 	uint64_t content = new_order_content(m);
-	const struct oms_dedup *d = oms_dedup_find(oms, OMS_DEDUP_ORDER, a->user, m->cl_ord_id);
+	const struct oms_dedup *d = oms_dedup_find(oms, a, OMS_DEDUP_ORDER, m->cl_ord_id);
 	oms_actor_touch(oms, a);
 	if (d != NULL) {
 		answer_duplicate(oms, a, d, content, sink);
@@ -526,7 +525,7 @@ oms_on_new_order(struct oms *oms, const struct wire_new_order *m, struct svc_sin
 	o->res_asset = ad.res_asset;
 	o->recv_asset = ad.recv_asset;
 	oms_order_reserve_set(oms, a, o, ad.reserve);
-	oms_dedup_add(oms, OMS_DEDUP_ORDER, a->user, m->cl_ord_id, o->user_seq, content,
+	oms_dedup_add(oms, a, OMS_DEDUP_ORDER, m->cl_ord_id, o->user_seq, content,
 		      WIRE_REASON_NONE);
 	emit_ack(oms, a, m->cl_ord_id, o->user_seq, oms->c.now_ns, sink);
 	oms_count(oms, OMS_C_SUBMITS);
@@ -550,7 +549,7 @@ static struct oms_order *
 modify_front(struct oms *oms, struct oms_actor *a, uint64_t cl_ord_id, uint64_t orig,
 	     uint64_t content, struct svc_sink *sink)
 {
-	const struct oms_dedup *d = oms_dedup_find(oms, OMS_DEDUP_ORDER, a->user, cl_ord_id);
+	const struct oms_dedup *d = oms_dedup_find(oms, a, OMS_DEDUP_ORDER, cl_ord_id);
 	oms_actor_touch(oms, a);
 	if (d != NULL) {
 		answer_duplicate(oms, a, d, content, sink);
@@ -589,7 +588,7 @@ modify_commit(struct oms *oms, struct oms_actor *a, struct oms_order *t, uint8_t
 	o->res_asset = t->res_asset;
 	o->recv_asset = t->recv_asset;
 	t->mod_seq = o->user_seq;
-	oms_dedup_add(oms, OMS_DEDUP_ORDER, a->user, cl_ord_id, o->user_seq, content,
+	oms_dedup_add(oms, a, OMS_DEDUP_ORDER, cl_ord_id, o->user_seq, content,
 		      WIRE_REASON_NONE);
 	emit_ack(oms, a, cl_ord_id, o->user_seq, oms->c.now_ns, sink);
 	oms_count(oms, OMS_C_MODIFIES);
@@ -696,7 +695,7 @@ oms_on_cancel_replace(struct oms *oms, const struct wire_cancel_replace *m, stru
 	o->recv_asset = ad.recv_asset;
 	oms_order_reserve_set(oms, a, o, ad.reserve);
 	t->mod_seq = o->user_seq;
-	oms_dedup_add(oms, OMS_DEDUP_ORDER, a->user, m->cl_ord_id, o->user_seq, content,
+	oms_dedup_add(oms, a, OMS_DEDUP_ORDER, m->cl_ord_id, o->user_seq, content,
 		      WIRE_REASON_NONE);
 	emit_ack(oms, a, m->cl_ord_id, o->user_seq, oms->c.now_ns, sink);
 	oms_count(oms, OMS_C_MODIFIES);

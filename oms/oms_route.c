@@ -308,7 +308,7 @@ oms_on_transfer(struct oms *oms, const struct wire_transfer *m, struct svc_sink 
 			oms_admin_reply(oms, sink, m->transfer_id, (uint16_t)r, owner);
 		return;
 	}
-	const struct oms_dedup *d = oms_dedup_find(oms, OMS_DEDUP_XFER, m->user, m->transfer_id);
+	const struct oms_dedup *d = oms_dedup_find(oms, a, OMS_DEDUP_XFER, m->transfer_id);
 	if (d != NULL) {
 		/* Idempotent on (user, transfer_id): the original outcome. */
 		oms_count(oms, OMS_C_DUPLICATES);
@@ -337,6 +337,6 @@ oms_on_transfer(struct oms *oms, const struct wire_transfer *m, struct svc_sink 
 		b->total = total;
 		oms_count(oms, OMS_C_TRANSFERS);
 	}
-	oms_dedup_add(oms, OMS_DEDUP_XFER, m->user, m->transfer_id, 0, transfer_content(m), reason);
+	oms_dedup_add(oms, a, OMS_DEDUP_XFER, m->transfer_id, 0, transfer_content(m), reason);
 	oms_admin_reply(oms, sink, m->transfer_id, reason, b != NULL ? (uint64_t)b->total : 0);
 }

@@ -71,6 +71,7 @@ serialise(const struct oms *oms, struct ser *s)
 		put_u32(s, i);
 		put(s, a, sizeof(*a));
 		put(s, oms_actor_balances(oms, a), sizeof(struct oms_balance) * l->assets_per_user);
+		put(s, oms_actor_dedup(oms, a), sizeof(struct oms_dedup) * l->dedup_per_user);
 	}
 	put(s, oms->actor_free, sizeof(uint32_t) * oms->c.actor_free_count);
 	put_u32(s, oms->c.order_used);
@@ -89,9 +90,6 @@ serialise(const struct oms *oms, struct ser *s)
 		put(s, &oms->parked[i], sizeof(oms->parked[i]));
 	}
 	put(s, oms->parked_free, sizeof(uint32_t) * oms->c.parked_free_count);
-	for (uint32_t k = 0; k < oms->c.dedup_count; k++)
-		put(s, &oms->dedup[(uint32_t)(((uint64_t)oms->c.dedup_head + k) % l->dedup_max)],
-		    sizeof(struct oms_dedup));
 	put(s, oms->symbols, sizeof(struct oms_symbol) * oms->c.symbol_count);
 	put(s, oms->fees, sizeof(struct oms_fee) * l->fee_assets_max);
 	put(s, oms->streams, sizeof(struct oms_stream) * l->me_shards_max);
@@ -190,8 +188,7 @@ deserialise(struct oms *oms, struct des *d)
 		return -EINVAL;
 	const struct oms_core *c = &oms->c;
 	if (c->actor_free_count > oms->actor_slots || c->order_free_count > l->orders_max ||
-	    c->parked_free_count > l->parked_max || c->dedup_count > l->dedup_max ||
-	    c->dedup_head >= l->dedup_max || c->symbol_count > l->symbols_max ||
+	    c->parked_free_count > l->parked_max || c->symbol_count > l->symbols_max ||
 	    c->kill_count > l->kill_users_max || c->route.active_count > WIRE_ROUTE_SHARDS_MAX ||
 	    c->route.pin_count > WIRE_ROUTE_PINS_MAX || c->route.shard_count > WIRE_ROUTE_SHARDS_MAX)
 		return -EINVAL;
@@ -205,6 +202,9 @@ deserialise(struct oms *oms, struct des *d)
 		struct oms_actor *a = &oms->actors[i];
 		get(d, a, sizeof(*a));
 		get(d, oms_actor_balances(oms, a), sizeof(struct oms_balance) * l->assets_per_user);
+		get(d, oms_actor_dedup(oms, a), sizeof(struct oms_dedup) * l->dedup_per_user);
+		if (a->dedup_count > l->dedup_per_user || a->dedup_head >= l->dedup_per_user)
+			return -EINVAL;
 		if (a->state < OMS_A_HYDRATING || a->state > OMS_A_FLUSHING || a->tier >= OMS_TIERS_MAX)
 			return -EINVAL;
 		if (!idx_ok(a->prev, oms->actor_slots) || !idx_ok(a->next, oms->actor_slots) ||
@@ -260,17 +260,6 @@ deserialise(struct oms *oms, struct des *d)
 	for (uint32_t k = 0; k < c->parked_free_count; k++)
 		if (oms->parked_free[k] >= l->parked_max || oms->parked[oms->parked_free[k]].len != 0)
 			return -EINVAL;
-	for (uint32_t k = 0; k < c->dedup_count && !d->bad; k++) {
-		uint32_t i = (uint32_t)(((uint64_t)c->dedup_head + k) % l->dedup_max);
-		struct oms_dedup *e = &oms->dedup[i];
-		get(d, e, sizeof(*e));
-		if (e->kind != OMS_DEDUP_ORDER && e->kind != OMS_DEDUP_XFER)
-			return -EINVAL;
-		uint32_t tag = e->kind == OMS_DEDUP_XFER ? OMS_TAG_XFER : OMS_TAG_DEDUP;
-		if (oms_tab_find(oms, tag, e->user, e->id) != OMS_NIL)
-			return -EINVAL;
-		oms_tab_insert(oms, tag, e->user, e->id, i);
-	}
 	get(d, oms->symbols, sizeof(struct oms_symbol) * c->symbol_count);
 	for (uint32_t i = 0; i < c->symbol_count && !d->bad; i++) {
 		const struct oms_symbol *s = &oms->symbols[i];

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Two open-addressing hash tables (linear probing, backward-shift deletion): the hot index
- * (users, orders, symbols, kill-switches) and the dedup window, selected by key tag. It is sized at init to at most half
+ * One open-addressing hash table (linear probing, backward-shift deletion) indexes users,
+ * orders, symbols and kill-switches. It is sized at init to at most half
  * full, so a probe sequence is short; deletion moves entries back instead of leaving
  * tombstones, so lookups never degrade over a long run (Knuth 6.4, Algorithm R).
  *
@@ -71,5 +71,4 @@ void
 oms_tab_clear(struct oms *oms)
 {
 	memset(oms->table, 0, ((size_t)oms->table_mask + 1) * sizeof(struct oms_entry));
-	memset(oms->dedup_table, 0, ((size_t)oms->dedup_mask + 1) * sizeof(struct oms_entry));
 }

@@ -192,7 +192,7 @@ main(int argc, char **argv)
 	l.orders_max = 65536;
 	l.orders_per_user = 64;
 	l.inflight_max = 65536;
-	l.dedup_max = getenv("OMS_BENCH_DEDUP") ? (uint32_t)strtoul(getenv("OMS_BENCH_DEDUP"), NULL, 10) : 1u << 20;
+	l.dedup_per_user = 8;
 	l.me_shards_max = 1;
 	l.ttl_ns = UINT64_C(3600) * 1000000000u;
 	l.reconcile_interval_ns = 0;
@@ -243,10 +243,12 @@ main(int argc, char **argv)
 		one(&b, &m, &sink, users[i], i);
 		hist_record(h, clock_ns() - a);
 	}
-	/* Per resident user: the actor, its balance slots, its free-list slot and its share
+	/* Per resident user: the actor, its balance slots, its free-list slot, its dedup
+	 * window (dedup_per_user outcomes) and its share
 	 * of the hash table (kept at most half full: two entries per key). */
 	size_t per_actor = sizeof(struct oms_actor) +
 			   l.assets_per_user * sizeof(struct oms_balance) + sizeof(uint32_t) +
+			   l.dedup_per_user * sizeof(struct oms_dedup) +
 			   2 * sizeof(struct oms_entry);
 	printf("oms_bench: users=%u ops=%lu footprint_mb=%.1f emitted=%lu fees=%ld\n", USERS,
 	       (unsigned long)ops, (double)fp / 1048576.0, (unsigned long)b.emitted,

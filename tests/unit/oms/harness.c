@@ -31,7 +31,7 @@ h_limits(struct oms_limits *l)
 	l->inflight_max = 512;
 	l->parked_max = 64;
 	l->parked_per_user = 4;
-	l->dedup_max = 256;
+	l->dedup_per_user = 16;
 	l->ttl_ns = 10 * SEC;
 	l->sweep_interval_ns = SEC;
 	l->reconcile_interval_ns = 0;

@@ -227,16 +227,16 @@ Test(oms_admit, duplicate_answers_original_outcome)
 	cr_assert(eq(u64, h_ctr(&H, OMS_C_DUPLICATES), 3));
 }
 
-/* Goal: the dedup window is bounded: the oldest outcome is forgotten first. */
+/* Goal: the dedup window (per user) is bounded: the oldest outcome is forgotten first. */
 Test(oms_admit, dedup_window_bounded)
 {
-	for (uint64_t i = 0; i < H.lim.dedup_max + 1; i++)
+	for (uint64_t i = 0; i < H.lim.dedup_per_user + 1; i++)
 		h_limit(&H, 7, 1000 + i, S_ETHUSD, WIRE_SIDE_BUY, 10, 1000000000);
 	/* All were refused (funds: not remembered); now fill the window with final NAKs. */
-	for (uint64_t i = 0; i < H.lim.dedup_max + 1; i++)
+	for (uint64_t i = 0; i < H.lim.dedup_per_user + 1; i++)
 		h_limit(&H, 7, 5000 + i, 99, WIRE_SIDE_BUY, 10, 1);
 	cr_assert(eq(u64, h_ctr(&H, OMS_C_DUPLICATES), 0));
-	h_limit(&H, 7, 5000 + H.lim.dedup_max, 99, WIRE_SIDE_BUY, 10, 1);
+	h_limit(&H, 7, 5000 + H.lim.dedup_per_user, 99, WIRE_SIDE_BUY, 10, 1);
 	cr_assert(eq(u64, h_ctr(&H, OMS_C_DUPLICATES), 1));
 	h_limit(&H, 7, 5000, 99, WIRE_SIDE_BUY, 10, 1); /* evicted from the window */
 	cr_assert(eq(u64, h_ctr(&H, OMS_C_DUPLICATES), 1));
