@@ -475,3 +475,18 @@ Test(me_garbage, random_fields_never_crash)
 			fx_check_invariants();
 	}
 }
+
+/* Goal: a longer soak on demand. Method: ME_PROPERTY_SEEDS=N runs seeds 1000..1000+N-1 (the
+ * suite's setup is repeated per seed); without the variable the test does nothing. */
+Test(me_property, env_seeds, .timeout = 3600)
+{
+	const char *env = getenv("ME_PROPERTY_SEEDS");
+	uint64_t n = env != NULL ? strtoull(env, NULL, 10) : 0;
+	for (uint64_t k = 0; k < n; k++) {
+		if (k > 0) {
+			p_fini();
+			p_setup();
+		}
+		run_seed(1000 + k);
+	}
+}
