@@ -186,6 +186,27 @@ log_bench(const char *dir, uint32_t sync, uint64_t bytes_total)
 	return r;
 }
 
+/* Whatever happens (a failed start, a stuck run), the throwaway cluster and the scratch
+ * directory go away at exit. */
+static char cleanup_dir[512];
+static char cleanup_pgdir[600];
+
+static void
+cleanup(void)
+{
+	char cmd[2048];
+	if (cleanup_pgdir[0] != '\0') {
+		snprintf(cmd, sizeof(cmd), "'%s' stop '%s'", PST_BENCH_PGCTL, cleanup_pgdir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "bench: pgctl stop failed\n");
+	}
+	if (cleanup_dir[0] != '\0') {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", cleanup_dir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "bench: could not remove %s\n", cleanup_dir);
+	}
+}
+
 int
 main(int argc, char **argv)
 {
@@ -228,11 +249,14 @@ main(int argc, char **argv)
 		perror("mkdtemp");
 		return 1;
 	}
+	snprintf(cleanup_dir, sizeof(cleanup_dir), "%s", dir);
+	atexit(cleanup);
 	chmod(dir, 0711); /* the postgres user must reach the cluster directory inside */
 	char pgdir[600], conn_buf[1024], cmd[2048];
 	bool own_pg = conninfo == NULL;
 	if (own_pg) {
 		snprintf(pgdir, sizeof(pgdir), "%s/pg", dir);
+		snprintf(cleanup_pgdir, sizeof(cleanup_pgdir), "%s", pgdir);
 		snprintf(cmd, sizeof(cmd), "'%s' start '%s' 2>'%s/pgctl.log'", PST_BENCH_PGCTL, pgdir,
 			 dir);
 		FILE *p = popen(cmd, "r");
@@ -285,14 +309,6 @@ main(int argc, char **argv)
 	       " ns p99 %" PRIu64 " ns\n",
 	       dur.entries_per_s, dur.mb_per_s, dur.p50_ns, dur.p99_ns);
 
-	if (own_pg) {
-		snprintf(cmd, sizeof(cmd), "'%s' stop '%s'", PST_BENCH_PGCTL, pgdir);
-		if (system(cmd) != 0)
-			fprintf(stderr, "bench: pgctl stop failed\n");
-	}
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "bench: could not remove %s\n", dir);
 	if (c.bad != 0) {
 		fprintf(stderr, "bench: %" PRIu64 " answers were not OK\n", c.bad);
 		return 1;
