@@ -209,11 +209,12 @@ int cns_init(struct cns **out, void *memory, const struct cns_limits *limits,
 int cns_step(struct cns *c, uint64_t now_ns, const struct wire_msg_hdr *msg);
 /* The local clock moved (call at least every heartbeat/4). Seals the open batch. */
 void cns_tick(struct cns *c, uint64_t now_ns);
-/* Replicate one ingress message (msg->length bytes, a valid wire message). Batched into
+/* Replicate one ingress message (msg->length bytes, already validated by the host's
+ * decoder: wire_frame_decode/wire_msg_check; DCHECKed here). Batched into
  * the open entry; the entry is sealed by cns_tick/cns_flush or when full. Returns 0,
  * -EPERM (not leader: NAK NOT_LEADER with cns_leader() as the hint), -EBUSY (leadership
  * transfer in progress), -EAGAIN (backpressure: uncommitted window or log store full),
- * -EMSGSIZE, -EINVAL. */
+ * -EMSGSIZE, -EINVAL (length not a multiple of 8). */
 int cns_propose(struct cns *c, uint64_t now_ns, const struct wire_msg_hdr *msg);
 /* Seal the open batch into an entry and replicate now. */
 void cns_flush(struct cns *c, uint64_t now_ns);

@@ -5,6 +5,13 @@
  */
 #include "cns_int.h"
 
+static bool
+wire_msg_valid(const struct wire_msg_hdr *msg, uint32_t len)
+{
+	uint16_t checked = 0;
+	return wire_msg_check(msg, len, &checked) == WIRE_E_OK && checked == len;
+}
+
 uint64_t
 cns_stamp(const struct cns *c)
 {
@@ -58,9 +65,10 @@ cns_propose(struct cns *c, uint64_t now_ns, const struct wire_msg_hdr *msg)
 	uint32_t len = msg->length;
 	if (len > c->cfg.batch_bytes_max)
 		return -EMSGSIZE;
-	uint16_t checked;
-	if (len % 8 != 0 || wire_msg_check(msg, len, &checked) != WIRE_E_OK || checked != len)
+	if (len < sizeof(*msg) || len % 8 != 0)
 		return -EINVAL;
+	/* Precondition: the host decoded it (wire_frame_decode validates every message). */
+	DCHECK(wire_msg_valid(msg, len));
 	if (c->last_index - c->commit >= c->cfg.uncommitted_max) {
 		CNS_COUNT(c, PROPOSALS_BACKPRESSURE);
 		return -EAGAIN;
@@ -107,16 +115,20 @@ cns_apply(struct cns *c, uint32_t max)
 		CHECK(e->time_ns >= c->applied_time_ns);
 		switch (e->kind) {
 		case CNS_ENTRY_NORMAL: {
+			/* The leader's host validated every message before it was batched; here
+			 * the walk checks the framing and DCHECK repeats the full validation. */
 			const uint8_t *data = (const uint8_t *)(e + 1);
 			uint32_t pos = 0;
-			enum wire_err err;
-			const struct wire_msg_hdr *msg;
-			while ((msg = wire_msgs_next(data, e->data_len, &pos, &err)) != NULL) {
+			while (pos < e->data_len) {
+				const struct wire_msg_hdr *msg = (const void *)(data + pos);
+				CHECK(e->data_len - pos >= sizeof(*msg));
+				CHECK(msg->length >= sizeof(*msg) && msg->length % 8 == 0 &&
+				      msg->length <= e->data_len - pos);
+				DCHECK(wire_msg_valid(msg, msg->length));
 				ops->apply(c->env.svc, index, e->time_ns, msg, c->env.sink);
+				pos += msg->length;
 				msgs++;
 			}
-			/* The leader validated every message before batching it. */
-			CHECK(err == WIRE_E_OK);
 			break;
 		}
 		case CNS_ENTRY_TICK:
