@@ -343,3 +343,35 @@ Test(me_reject, short_and_foreign_messages)
 	cr_assert_eq(fx_events(), 0);
 	cr_assert_eq(me_counter(fx_me, ME_C_IGNORED), 2);
 }
+
+/* ---- programmer errors and limits ---- */
+
+#include <signal.h>
+
+/* Goal: a host that calls the engine without a sink is a programmer error: CHECK aborts. */
+Test(me_reject, null_sink_aborts, .signal = SIGABRT)
+{
+	struct wire_tick t;
+	wire_hdr_init(&t.hdr, WIRE_TICK, 0);
+	me_apply(fx_me, fx_now, &t.hdr, NULL);
+}
+
+/* Goal: invalid limits are refused up front (footprint 0, init -EINVAL), never half-built. */
+Test(me_reject, invalid_limits)
+{
+	struct me_limits l = fx_limits;
+	l.events_max = 1000; /* not a power of two */
+	cr_assert_eq(me_footprint(&l), 0);
+	l = fx_limits;
+	l.events_reserve = l.events_max;
+	cr_assert_eq(me_footprint(&l), 0);
+	l = fx_limits;
+	l.orders_max = 0;
+	cr_assert_eq(me_footprint(&l), 0);
+	struct me *e;
+	static _Alignas(64) uint8_t mem[64];
+	cr_assert_eq(me_init(&e, mem, &l), -EINVAL);
+	cr_assert_eq(me_init(&e, mem + 8, &fx_limits), -EINVAL); /* misaligned */
+	cr_assert_eq(me_init(NULL, mem, &fx_limits), -EINVAL);
+	cr_assert(me_bytes_per_order(&fx_limits) > 96);
+}
