@@ -135,10 +135,13 @@ uint64_t pst_log_last_term(const struct pst_log *log);
 uint64_t pst_log_durable_index(const struct pst_log *log);
 
 /*
- * Append a batch: entries[i].index must be last_index + 1 + i (CHECK). One write() per
- * segment touched (a batch rolls to a new segment first when it would pass segment_size),
- * then in durable mode one fdatasync() per segment touched. Returns 0 or -errno; after an
- * error the log is unchanged as far as its indices go (a partial write is cut off).
+ * Append a batch: entries[i].index must be last_index + 1 + i (CHECK). The batch goes into
+ * one segment (the log rolls to a new one first when the batch would pass segment_size) with
+ * one pwrite(); in durable mode one fdatasync() follows and the batch is durable when this
+ * returns (durable mode also extends the segment with written zeros 1 MiB at a time, so the
+ * sync flushes data, not the file size). It blocks for the sync: call it on the persister,
+ * never on a shard lcore. Returns 0 or -errno; after an error the log's indices are
+ * unchanged (a partial write is cut off).
  */
 int pst_log_append(struct pst_log *log, const struct pst_entry *entries, uint32_t count);
 /* fdatasync the active segment if it has unsynced writes (memory mode: no-op). 0/-errno. */
@@ -146,7 +149,8 @@ int pst_log_sync(struct pst_log *log);
 
 /*
  * Read up to max entries starting at index (first <= index <= last) into out[], their data
- * copied into buf (buf_size bytes, each entry's data 8-byte aligned). Stops at the end of a
+ * copied into buf (8-byte aligned, buf_size bytes; it holds the raw records, 40 bytes of
+ * header each, so each entry's data is 8-byte aligned). Stops at the end of a
  * segment, of the log, or of buf. Every record's CRC is checked again. Returns the count
  * read (>= 1), -ENOENT (index not held), -ENOBUFS (the first entry does not fit buf),
  * -EBADMSG (a record no longer checks: bit rot), or -errno.
