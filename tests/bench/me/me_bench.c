@@ -291,8 +291,8 @@ main(int argc, char **argv)
 		.levels_max = 32768,
 		.levels_side_max = 1024,
 		.gtd_max = 16384,
-		.events_max = 8192,
-		.events_reserve = 2048,
+		.events_max = 2048,    /* acks come every 1024 requests: ~330 events/stream */
+		.events_reserve = 512,
 	};
 	size_t fp = me_footprint(&limits);
 	void *mem = aligned_alloc(64, (fp + 63) & ~(size_t)63);
