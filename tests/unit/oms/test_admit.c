@@ -325,3 +325,126 @@ Test(oms_admit, random_garbage_is_harmless)
 		H.now += prng_below(&p, SEC);
 	}
 }
+
+/* Goal: unusable limits are refused; init works in caller memory and is reproducible. */
+Test(oms_init, limits_and_footprint)
+{
+	struct oms_limits l;
+	h_limits(&l);
+	cr_assert(eq(int, oms_limits_check(&l), 0));
+	cr_assert(gt(sz, oms_footprint(&l), sizeof(struct oms)));
+	struct oms_limits bad = l;
+	bad.users_max = 0;
+	cr_assert(eq(sz, oms_footprint(&bad), 0));
+	bad = l;
+	bad.assets_per_user = WIRE_BALANCES_MAX + 1;
+	cr_assert(eq(int, oms_limits_check(&bad), -EINVAL));
+	bad = l;
+	bad.sweep_scan_max = bad.sweep_evict_max - 1;
+	cr_assert(eq(int, oms_limits_check(&bad), -EINVAL));
+	bad = l;
+	bad.reserved0 = 1;
+	cr_assert(eq(int, oms_limits_check(&bad), -EINVAL));
+	bad = l;
+	bad.tiers[1] = (struct oms_tier){ 5, 0 };
+	cr_assert(eq(int, oms_limits_check(&bad), -EINVAL));
+	size_t fp = oms_footprint(&l);
+	uint8_t *mem = aligned_alloc(64, fp + 64);
+	struct oms *o;
+	cr_assert(eq(int, oms_init(&o, mem + 4, &l), -EINVAL)); /* misaligned */
+	cr_assert(eq(int, oms_init(&o, mem, &bad), -EINVAL));
+	cr_assert(eq(int, oms_init(&o, mem, &l), 0));
+	uint64_t h1 = oms_state_hash(o);
+	memset(mem, 0x5a, fp);
+	cr_assert(eq(int, oms_init(&o, mem, &l), 0));
+	cr_assert(eq(u64, oms_state_hash(o), h1)); /* init does not depend on memory contents */
+	cr_assert(eq(u32, oms_resident_count(o), 0));
+	cr_assert(eq(int, oms_check_invariants(o), 0));
+	free(mem);
+}
+
+/* Goal: wall-clock use is impossible by construction: the only time is now_ns in the
+ * entries, so the same entries applied at different real times give the same state. */
+Test(oms_init, no_wall_clock)
+{
+	struct h A, B;
+	h_init(&A, NULL);
+	h_init(&B, NULL);
+	struct h *both[2] = { &A, &B };
+	for (int i = 0; i < 2; i++) {
+		struct h *x = both[i];
+		h_std_symbols(x);
+		h_user(x, 7, 1000, 100000);
+		h_limit(x, 7, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 5);
+		x->now += 30 * SEC;
+		h_tick(x);
+		for (volatile int spin = 0; spin < 3000000; spin++)
+			; /* real time passes between the two runs */
+	}
+	cr_assert(eq(u64, oms_state_hash(A.oms), oms_state_hash(B.oms)));
+	h_fini(&A);
+	h_fini(&B);
+}
+
+/* Goal: admin edge cases answer with a reason and never crash. */
+Test(oms_admit, admin_edge_cases)
+{
+	struct wire_user_admin ua;
+	memset(&ua, 0, sizeof(ua));
+	ua.hdr.type = WIRE_USER_ADMIN;
+	ua.hdr.length = sizeof(ua);
+	ua.user = 999;
+	ua.op = 1;
+	h_apply(&H, &ua);
+	cr_assert(eq(u16, ((const struct wire_admin_reply *)h_get(&H, WIRE_ADMIN_REPLY, 0))->reason,
+		     WIRE_REASON_NOT_FOUND));
+	ua.op = 9;
+	h_apply(&H, &ua);
+	cr_assert(eq(u16, ((const struct wire_admin_reply *)h_get(&H, WIRE_ADMIN_REPLY, 0))->reason,
+		     WIRE_REASON_BAD_REQUEST));
+	struct wire_kill_switch k;
+	memset(&k, 0, sizeof(k));
+	k.hdr.type = WIRE_KILL_SWITCH;
+	k.hdr.length = sizeof(k);
+	k.scope = WIRE_KILL_USER;
+	k.engage = 1;
+	for (uint64_t u = 1; u <= H.lim.kill_users_max; u++) {
+		k.id = 1000 + u;
+		h_apply(&H, &k);
+	}
+	k.id = 5000;
+	h_apply(&H, &k);
+	cr_assert(eq(u16, ((const struct wire_admin_reply *)h_get(&H, WIRE_ADMIN_REPLY, 0))->reason,
+		     WIRE_REASON_CAPACITY));
+	k.engage = 0;
+	k.id = 1001;
+	h_apply(&H, &k); /* swap-remove keeps the others engaged */
+	k.engage = 1;
+	k.id = 5000;
+	h_apply(&H, &k);
+	cr_assert(eq(u16, ((const struct wire_admin_reply *)h_get(&H, WIRE_ADMIN_REPLY, 0))->reason,
+		     WIRE_REASON_NONE));
+	h_hydrate(&H, 1000 + H.lim.kill_users_max, 1, A_USD, 100000, 0, 0);
+	h_limit(&H, 1000 + H.lim.kill_users_max, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	cr_assert(eq(u16, h_last_nak(&H), WIRE_REASON_KILLED));
+	/* Symbol config refusals. */
+	struct wire_symbol_config sc;
+	memset(&sc, 0, sizeof(sc));
+	sc.hdr.type = WIRE_SYMBOL_CONFIG;
+	sc.hdr.length = sizeof(sc);
+	sc.symbol = S_BTCUSD;
+	sc.base_asset = A_ETH; /* assets of a live symbol never change */
+	sc.quote_asset = A_USD;
+	sc.status = WIRE_SYM_TRADING;
+	sc.tick = sc.lot = sc.base_unit = 1;
+	h_apply(&H, &sc);
+	cr_assert(eq(u16, ((const struct wire_admin_reply *)h_get(&H, WIRE_ADMIN_REPLY, 0))->reason,
+		     WIRE_REASON_BAD_REQUEST));
+	sc.symbol = 77;
+	sc.tick = 3;
+	sc.lot = 3;
+	sc.base_unit = 2; /* tick × lot not a multiple of base_unit */
+	h_apply(&H, &sc);
+	cr_assert(eq(u16, ((const struct wire_admin_reply *)h_get(&H, WIRE_ADMIN_REPLY, 0))->reason,
+		     WIRE_REASON_BAD_REQUEST));
+}
