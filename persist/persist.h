@@ -249,8 +249,9 @@ void pst_db_destroy(struct pst_db *db);
 /*
  * Accept one request: HYDRATE_REQUEST {user, epoch}, BEGIN_DEHYDRATE {epoch, state} or
  * RELEASE_CLAIM {user, epoch}; the requesting OMS shard is msg->shard. Idempotent: a
- * hydrate for a (user, shard) already in flight is merged (one answer, carrying the highest
- * epoch); an identical flush or release in flight is merged; anything already completed is
+ * hydrate for a (user, shard) not yet sent is merged (one answer, carrying the highest
+ * epoch; once sent, only an ask with an epoch no higher joins it, since the database holds
+ * the sent epoch); an identical flush or release in flight is merged; anything already completed is
  * simply done again, and the database makes the repeat harmless (a claim we hold is
  * re-claimed; our own flush is recognised in the ledger; a release is a no-op the second
  * time). So a new

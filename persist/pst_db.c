@@ -571,16 +571,25 @@ emit_done(struct pst_db *db)
 
 /* ----------------------------------------------------------------------------- submit -- */
 
+/* A hydrate of (user, shard) this one can join. Before it is sent, any: the claim goes out
+ * with the highest epoch asked for. Once sent, only when it already carries an epoch at
+ * least as high: the database stored the sent epoch as owner_epoch, and the answer must name
+ * exactly that epoch (a later RELEASE_CLAIM is fenced by it). */
 static uint32_t
-find_hydrate(const struct pst_db *db, uint64_t user, uint16_t shard)
+find_hydrate(const struct pst_db *db, uint64_t user, uint16_t shard, uint64_t epoch)
 {
+	uint32_t found = NONE;
 	for (uint32_t i = db->buckets[user_hash(user) & db->bucket_mask]; i != NONE;
 	     i = db->reqs[i].hnext) {
 		const struct req *r = &db->reqs[i];
-		if (r->kind == REQ_HYDRATE && r->user == user && r->shard == shard)
+		if (r->kind != REQ_HYDRATE || r->user != user || r->shard != shard)
+			continue;
+		if (r->phase == RS_QUEUED)
 			return i;
+		if (r->epoch >= epoch)
+			found = i;
 	}
-	return NONE;
+	return found;
 }
 
 static uint32_t
@@ -634,12 +643,14 @@ pst_db_submit(struct pst_db *db, const struct wire_msg_hdr *msg, uint64_t now_ns
 		const struct wire_hydrate_request *h = (const void *)msg;
 		if (h->user == 0 || h->user > INT64_MAX || h->epoch > INT64_MAX)
 			return -EINVAL;
-		uint32_t i = find_hydrate(db, h->user, msg->shard);
+		uint32_t i = find_hydrate(db, h->user, msg->shard, h->epoch);
 		if (i != NONE) {
 			/* Seed: single-flight collapses a burst of first orders into one read;
 			 * the answer carries the newest epoch asked for. */
-			if (h->epoch > db->reqs[i].epoch)
+			if (h->epoch > db->reqs[i].epoch) {
+				DCHECK(db->reqs[i].phase == RS_QUEUED);
 				db->reqs[i].epoch = h->epoch;
+			}
 			db->counters[PST_C_DB_HYDRATES_MERGED]++;
 			return 0;
 		}

@@ -363,6 +363,21 @@ Test(pst_db, single_flight_merges)
 	cr_assert(eq(u32, sink.n, 1));
 	cr_assert(eq(u64, sink.msgs[0].hyd.epoch, 5));
 	cr_assert(eq(u64, pst_db_counters(db)[PST_C_DB_HYDRATES_MERGED], 4));
+	cr_assert(eq(i64, q_i64("SELECT owner_epoch FROM accounts WHERE user_id = 5001"), 5));
+	/* Once sent, a higher epoch is a read (and claim) of its own; a lower one joins. */
+	hydrate(db, 3, 5001, 7);
+	pst_db_poll(db, test_now_ns()); /* sent */
+	hydrate(db, 3, 5001, 6);
+	hydrate(db, 3, 5001, 8);
+	drive(db, 3, 10);
+	for (int k = 0; k < 50; k++)
+		pst_db_poll(db, test_now_ns());
+	cr_assert(eq(u32, sink.n, 3));
+	cr_assert(eq(u64, pst_db_counters(db)[PST_C_DB_HYDRATES_MERGED], 5));
+	cr_assert(eq(i64, q_i64("SELECT owner_epoch FROM accounts WHERE user_id = 5001"), 8));
+	cr_assert(eq(u64, sink.msgs[2].hyd.epoch, 8));
+	memmove(&sink.msgs[1], &sink.msgs[2], sizeof(sink.msgs[0]));
+	sink.n = 1;
 	struct wire_user_state s = state_make(5001, 0, 1, 1);
 	for (int k = 0; k < 3; k++)
 		cr_assert(eq(int, flush(db, 3, 5, &s), 0));
