@@ -119,6 +119,7 @@ actor_release(struct oms *oms, struct oms_actor *a)
 	memset(oms_actor_balances(oms, a), 0,
 	       sizeof(struct oms_balance) * oms->c.limits.assets_per_user);
 	memset(oms_actor_dedup(oms, a), 0, sizeof(struct oms_dedup) * oms->c.limits.dedup_per_user);
+	memset(oms_actor_dedup_ids(oms, a), 0, sizeof(uint64_t) * oms->c.limits.dedup_per_user);
 	memset(a, 0, sizeof(*a));
 	oms->actor_free[oms->c.actor_free_count++] = idx;
 	CHECK(oms->c.actor_free_count <= oms->actor_slots);

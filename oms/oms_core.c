@@ -118,6 +118,7 @@ layout(const struct oms_limits *l, struct oms *oms, uint8_t *base)
 	REGION(parked, struct oms_parked, l->parked_max);
 	REGION(parked_free, uint32_t, l->parked_max);
 	REGION(dedup, struct oms_dedup, slots * l->dedup_per_user);
+	REGION(dedup_ids, uint64_t, slots * l->dedup_per_user);
 	REGION(symbols, struct oms_symbol, l->symbols_max);
 	REGION(fees, struct oms_fee, l->fee_assets_max);
 	REGION(streams, struct oms_stream, l->me_shards_max);

@@ -257,6 +257,7 @@ struct oms {
 	struct oms_parked *parked;    /* [parked_max] */
 	uint32_t *parked_free;        /* [parked_max] */
 	struct oms_dedup *dedup;      /* [actor_slots * dedup_per_user]: per-user rings */
+	uint64_t *dedup_ids;          /* the same rings' ids only: one cache line to scan */
 	struct oms_symbol *symbols;   /* [symbols_max] */
 	struct oms_fee *fees;         /* [fee_assets_max] */
 	struct oms_stream *streams;   /* [me_shards_max] */
@@ -434,6 +435,12 @@ static inline struct oms_dedup *
 oms_actor_dedup(const struct oms *oms, const struct oms_actor *a)
 {
 	return &oms->dedup[(size_t)oms_actor_index(oms, a) * oms->c.limits.dedup_per_user];
+}
+
+static inline uint64_t *
+oms_actor_dedup_ids(const struct oms *oms, const struct oms_actor *a)
+{
+	return &oms->dedup_ids[(size_t)oms_actor_index(oms, a) * oms->c.limits.dedup_per_user];
 }
 
 /* ---- oms_stream.c: ME events, results, settlement ---- */

@@ -17,11 +17,15 @@
 const struct oms_dedup *
 oms_dedup_find(const struct oms *oms, const struct oms_actor *a, uint32_t kind, uint64_t id)
 {
-	const struct oms_dedup *ring = oms_actor_dedup(oms, a);
+	const uint64_t *ids = oms_actor_dedup_ids(oms, a);
 	uint32_t max = oms->c.limits.dedup_per_user;
+	/* Scan the dense id array; the full outcome is read only on a match. */
 	for (uint32_t k = 0, i = a->dedup_head; k < a->dedup_count; k++) {
-		if (ring[i].id == id && ring[i].kind == kind)
-			return &ring[i];
+		if (ids[i] == id) {
+			const struct oms_dedup *d = &oms_actor_dedup(oms, a)[i];
+			if (d->kind == kind)
+				return d;
+		}
 		if (++i == max)
 			i = 0;
 	}
@@ -43,6 +47,7 @@ oms_dedup_add(struct oms *oms, struct oms_actor *a, uint32_t kind, uint64_t id, 
 	if (i >= max)
 		i -= max;
 	struct oms_dedup *d = &ring[i];
+	oms_actor_dedup_ids(oms, a)[i] = id;
 	memset(d, 0, sizeof(*d));
 	d->id = id;
 	d->user_seq = user_seq;

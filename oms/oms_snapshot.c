@@ -72,6 +72,7 @@ serialise(const struct oms *oms, struct ser *s)
 		put(s, a, sizeof(*a));
 		put(s, oms_actor_balances(oms, a), sizeof(struct oms_balance) * l->assets_per_user);
 		put(s, oms_actor_dedup(oms, a), sizeof(struct oms_dedup) * l->dedup_per_user);
+		put(s, oms_actor_dedup_ids(oms, a), sizeof(uint64_t) * l->dedup_per_user);
 	}
 	put(s, oms->actor_free, sizeof(uint32_t) * oms->c.actor_free_count);
 	put_u32(s, oms->c.order_used);
@@ -203,6 +204,7 @@ deserialise(struct oms *oms, struct des *d)
 		get(d, a, sizeof(*a));
 		get(d, oms_actor_balances(oms, a), sizeof(struct oms_balance) * l->assets_per_user);
 		get(d, oms_actor_dedup(oms, a), sizeof(struct oms_dedup) * l->dedup_per_user);
+		get(d, oms_actor_dedup_ids(oms, a), sizeof(uint64_t) * l->dedup_per_user);
 		if (a->dedup_count > l->dedup_per_user || a->dedup_head >= l->dedup_per_user)
 			return -EINVAL;
 		if (a->state < OMS_A_HYDRATING || a->state > OMS_A_FLUSHING || a->tier >= OMS_TIERS_MAX)
