@@ -12,6 +12,11 @@ capture(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 	cr_assert(msg->length <= H_MSG_MAX);
 	cr_assert(msg->length == wire_type_size(msg->type), "emitted %s with length %u",
 		  wire_type_name(msg->type), msg->length);
+	/* Everything the service emits must pass the receiving side's decoder. */
+	uint16_t len = 0;
+	enum wire_err err = wire_msg_check(msg, msg->length, &len);
+	cr_assert(err == WIRE_E_OK, "emitted %s refused by the codec: %s", wire_type_name(msg->type),
+		  wire_err_text(err));
 	h->total++;
 	if (h->n == H_OUT_MAX)
 		return;
