@@ -391,7 +391,8 @@ pst_log_open(struct pst_log **out, const struct pst_log_config *cfg, char *err,
 	}
 	closedir(d);
 	d = NULL;
-	qsort(firsts, n, sizeof(*firsts), cmp_u64);
+	if (n > 0)
+		qsort(firsts, n, sizeof(*firsts), cmp_u64);
 
 	uint64_t prev_term = 0;
 	for (uint32_t i = 0; i < n; i++) {

@@ -270,7 +270,8 @@ pst_snap_load(const char *dir, struct pst_snap_meta *meta, void **data, uint32_t
 	}
 	if (tmp_removed)
 		pst_dir_sync(dir);
-	qsort(names, n, sizeof(*names), cmp_newest);
+	if (n > 0)
+		qsort(names, n, sizeof(*names), cmp_newest);
 	rc = -ENOENT;
 	size_t used = 0;
 	for (uint32_t i = 0; i < n; i++) {
