@@ -1,0 +1,765 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * omsclient: request table (open addressing over a slab with a free list), a min-heap of
+ * retransmit deadlines, per-user egress seq tracking, frame building and decoding.
+ * Everything is sized once in client_open; nothing is allocated afterwards.
+ */
+#include "tools/client.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/check.h"
+
+#define HEAP_NONE UINT32_MAX
+
+struct client {
+	int fd;                       /* UDP socket, connected to the node */
+	struct client_config cfg;     /* with defaults filled in */
+	struct wire_builder b;        /* frame being built */
+	bool building;                /* b holds at least one message */
+	uint64_t *tx;                 /* frame memory (frame_max bytes, 8-aligned) */
+	uint64_t *rx;                 /* receive buffer (WIRE_FRAME_MAX bytes) */
+
+	struct client_req *reqs;      /* slab of requests_max */
+	uint32_t *free_list;          /* free slab indices */
+	uint32_t free_count;
+	uint32_t *index;              /* open addressing: slab index + 1, 0 empty */
+	uint32_t index_mask;          /* index size - 1 (power of two, >= 2 * requests_max) */
+	uint32_t *heap;               /* slab indices of SENT requests by next_ns */
+	uint32_t heap_count;
+
+	uint64_t *user_key;           /* open addressing: user + 1, 0 empty */
+	uint64_t *user_seq;           /* last egress seq per user */
+	uint32_t user_mask;
+	uint32_t user_count;
+
+	uint32_t unanswered;          /* requests in state SENT */
+	struct client_stats stats;
+};
+
+uint64_t
+client_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int
+client_key_parse(const char *hex, struct wire_key *key)
+{
+	uint8_t b[16];
+	if (hex == NULL || strlen(hex) != 32)
+		return -EINVAL;
+	for (int i = 0; i < 16; i++) {
+		unsigned v = 0;
+		for (int k = 0; k < 2; k++) {
+			char ch = hex[2 * i + k];
+			unsigned d;
+			if (ch >= '0' && ch <= '9')
+				d = (unsigned)(ch - '0');
+			else if (ch >= 'a' && ch <= 'f')
+				d = (unsigned)(ch - 'a' + 10);
+			else if (ch >= 'A' && ch <= 'F')
+				d = (unsigned)(ch - 'A' + 10);
+			else
+				return -EINVAL;
+			v = v << 4 | d;
+		}
+		b[i] = (uint8_t)v;
+	}
+	memcpy(&key->k0, b, 8);
+	memcpy(&key->k1, b + 8, 8);
+	return 0;
+}
+
+const char *
+client_exec_name(uint8_t exec)
+{
+	static const char *const names[WIRE_EXEC_MAX] = {
+		[WIRE_EXEC_PENDING] = "pending",     [WIRE_EXEC_OPEN] = "open",
+		[WIRE_EXEC_REJECTED] = "rejected",   [WIRE_EXEC_FILL] = "fill",
+		[WIRE_EXEC_CANCELLED] = "cancelled", [WIRE_EXEC_DONE] = "done",
+		[WIRE_EXEC_AMENDED] = "amended",     [WIRE_EXEC_CANCEL_REJECTED] = "cancel_rejected",
+	};
+	return exec < WIRE_EXEC_MAX && names[exec] != NULL ? names[exec] : "?";
+}
+
+const char *
+client_cause_name(uint8_t cause)
+{
+	static const char *const names[WIRE_CAUSE_MAX] = {
+		[WIRE_CAUSE_USER] = "user",         [WIRE_CAUSE_IOC] = "ioc",
+		[WIRE_CAUSE_FOK] = "fok",           [WIRE_CAUSE_STP] = "stp",
+		[WIRE_CAUSE_EXPIRED] = "expired",   [WIRE_CAUSE_HALT] = "halt",
+		[WIRE_CAUSE_KILL_SWITCH] = "kill_switch",
+		[WIRE_CAUSE_NO_LIQUIDITY] = "no_liquidity",
+		[WIRE_CAUSE_REPLACED] = "replaced", [WIRE_CAUSE_RECONCILE] = "reconcile",
+	};
+	return cause < WIRE_CAUSE_MAX && names[cause] != NULL ? names[cause] : "-";
+}
+
+static uint32_t
+pow2_at_least(uint32_t n)
+{
+	uint32_t p = 1;
+	while (p < n)
+		p <<= 1;
+	return p;
+}
+
+static uint64_t
+mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= UINT64_C(0xff51afd7ed558ccd);
+	x ^= x >> 33;
+	x *= UINT64_C(0xc4ceb9fe1a85ec53);
+	x ^= x >> 33;
+	return x;
+}
+
+static uint32_t
+req_home(const struct client *c, uint64_t user, uint64_t id)
+{
+	return (uint32_t)mix64(user * UINT64_C(0x9e3779b97f4a7c15) ^ id) & c->index_mask;
+}
+
+int
+client_open(struct client **out, const struct client_config *cfg)
+{
+	struct client_config k = *cfg;
+	if (k.host == NULL)
+		k.host = CLIENT_DEFAULT_HOST;
+	if (k.port == 0)
+		k.port = CLIENT_DEFAULT_PORT;
+	if (k.frame_max == 0)
+		k.frame_max = CLIENT_FRAME_DEFAULT;
+	if (k.requests_max == 0)
+		k.requests_max = 1024;
+	if (k.users_max == 0)
+		k.users_max = 1024;
+	if (k.retry_first_ms == 0)
+		k.retry_first_ms = 200;
+	if (k.retry_cap_ms == 0)
+		k.retry_cap_ms = 2000;
+	if (k.retries_max == 0)
+		k.retries_max = 8;
+	if (k.give_up_ms == 0)
+		k.give_up_ms = 10000;
+	if (k.frame_max < 128 || k.frame_max > WIRE_FRAME_MAX || k.requests_max > (1u << 24) ||
+	    k.users_max > (1u << 24))
+		return -EINVAL;
+	k.frame_max &= ~7u;
+
+	struct sockaddr_in peer = {.sin_family = AF_INET, .sin_port = htons(k.port)};
+	if (inet_pton(AF_INET, k.host, &peer.sin_addr) != 1)
+		return -EINVAL;
+	struct sockaddr_in local = {.sin_family = AF_INET, .sin_port = htons(k.bind_port)};
+	if (k.bind_host != NULL && inet_pton(AF_INET, k.bind_host, &local.sin_addr) != 1)
+		return -EINVAL;
+
+	struct client *c = calloc(1, sizeof(*c));
+	if (c == NULL)
+		return -ENOMEM;
+	c->cfg = k;
+	c->cfg.host = NULL; /* not kept: the caller's string */
+	c->cfg.bind_host = NULL;
+	uint32_t index_size = pow2_at_least(k.requests_max * 2);
+	uint32_t user_size = pow2_at_least(k.users_max * 2);
+	c->index_mask = index_size - 1;
+	c->user_mask = user_size - 1;
+	c->tx = aligned_alloc(8, k.frame_max);
+	c->rx = aligned_alloc(8, WIRE_FRAME_MAX);
+	c->reqs = calloc(k.requests_max, sizeof(*c->reqs));
+	c->free_list = calloc(k.requests_max, sizeof(uint32_t));
+	c->index = calloc(index_size, sizeof(uint32_t));
+	c->heap = calloc(k.requests_max, sizeof(uint32_t));
+	c->user_key = calloc(user_size, sizeof(uint64_t));
+	c->user_seq = calloc(user_size, sizeof(uint64_t));
+	int err = -ENOMEM;
+	if (!c->tx || !c->rx || !c->reqs || !c->free_list || !c->index || !c->heap ||
+	    !c->user_key || !c->user_seq)
+		goto fail_alloc;
+	for (uint32_t i = 0; i < k.requests_max; i++)
+		c->free_list[i] = k.requests_max - 1 - i;
+	c->free_count = k.requests_max;
+
+	c->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (c->fd < 0) {
+		err = -errno;
+		goto fail_alloc;
+	}
+	int rcvbuf = 4 << 20;
+	(void)setsockopt(c->fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+	if (bind(c->fd, (struct sockaddr *)&local, sizeof(local)) < 0 ||
+	    connect(c->fd, (struct sockaddr *)&peer, sizeof(peer)) < 0) {
+		err = -errno;
+		goto fail_socket;
+	}
+	*out = c;
+	return 0;
+
+fail_socket:
+	close(c->fd);
+fail_alloc:
+	free(c->tx);
+	free(c->rx);
+	free(c->reqs);
+	free(c->free_list);
+	free(c->index);
+	free(c->heap);
+	free(c->user_key);
+	free(c->user_seq);
+	free(c);
+	return err;
+}
+
+void
+client_close(struct client *c)
+{
+	if (c == NULL)
+		return;
+	close(c->fd);
+	free(c->tx);
+	free(c->rx);
+	free(c->reqs);
+	free(c->free_list);
+	free(c->index);
+	free(c->heap);
+	free(c->user_key);
+	free(c->user_seq);
+	free(c);
+}
+
+int
+client_fd(const struct client *c)
+{
+	return c->fd;
+}
+
+uint16_t
+client_local_port(const struct client *c)
+{
+	struct sockaddr_in a;
+	socklen_t len = sizeof(a);
+	if (getsockname(c->fd, (struct sockaddr *)&a, &len) < 0)
+		return 0;
+	return ntohs(a.sin_port);
+}
+
+const struct client_stats *
+client_stats(const struct client *c)
+{
+	return &c->stats;
+}
+
+uint32_t
+client_tracked(const struct client *c)
+{
+	return c->cfg.requests_max - c->free_count;
+}
+
+uint32_t
+client_unanswered(const struct client *c)
+{
+	return c->unanswered;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Request index (linear probing, backward-shift deletion: no tombstones).
+ * ------------------------------------------------------------------------------------- */
+
+struct client_req *
+client_find(struct client *c, uint64_t user, uint64_t id)
+{
+	uint32_t i = req_home(c, user, id);
+	for (uint32_t n = 0; n <= c->index_mask; n++, i = (i + 1) & c->index_mask) {
+		uint32_t v = c->index[i];
+		if (v == 0)
+			return NULL;
+		struct client_req *r = &c->reqs[v - 1];
+		if (r->user == user && r->id == id)
+			return r;
+	}
+	return NULL;
+}
+
+static void
+index_insert(struct client *c, uint32_t slab)
+{
+	const struct client_req *r = &c->reqs[slab];
+	uint32_t i = req_home(c, r->user, r->id);
+	while (c->index[i] != 0)
+		i = (i + 1) & c->index_mask; /* the index is at most half full: this ends */
+	c->index[i] = slab + 1;
+}
+
+static void
+index_remove(struct client *c, uint32_t slab)
+{
+	const struct client_req *r = &c->reqs[slab];
+	uint32_t i = req_home(c, r->user, r->id);
+	while (c->index[i] != slab + 1) {
+		CHECK(c->index[i] != 0);
+		i = (i + 1) & c->index_mask;
+	}
+	/* Shift later members of the cluster back over the hole when their home allows. */
+	uint32_t j = i;
+	for (;;) {
+		j = (j + 1) & c->index_mask;
+		uint32_t v = c->index[j];
+		if (v == 0)
+			break;
+		const struct client_req *q = &c->reqs[v - 1];
+		uint32_t home = req_home(c, q->user, q->id);
+		/* q may move to i when its home is not cyclically within (i, j]. */
+		bool in_range = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+		if (!in_range) {
+			c->index[i] = v;
+			i = j;
+		}
+	}
+	c->index[i] = 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Retransmit heap (min by next_ns).
+ * ------------------------------------------------------------------------------------- */
+
+static bool
+heap_less(const struct client *c, uint32_t a, uint32_t b)
+{
+	return c->reqs[c->heap[a]].next_ns < c->reqs[c->heap[b]].next_ns;
+}
+
+static void
+heap_swap(struct client *c, uint32_t a, uint32_t b)
+{
+	uint32_t t = c->heap[a];
+	c->heap[a] = c->heap[b];
+	c->heap[b] = t;
+	c->reqs[c->heap[a]].heap_index = a;
+	c->reqs[c->heap[b]].heap_index = b;
+}
+
+static void
+heap_up(struct client *c, uint32_t i)
+{
+	while (i > 0 && heap_less(c, i, (i - 1) / 2)) {
+		heap_swap(c, i, (i - 1) / 2);
+		i = (i - 1) / 2;
+	}
+}
+
+static void
+heap_down(struct client *c, uint32_t i)
+{
+	for (;;) {
+		uint32_t l = 2 * i + 1, r = l + 1, m = i;
+		if (l < c->heap_count && heap_less(c, l, m))
+			m = l;
+		if (r < c->heap_count && heap_less(c, r, m))
+			m = r;
+		if (m == i)
+			return;
+		heap_swap(c, i, m);
+		i = m;
+	}
+}
+
+static void
+heap_push(struct client *c, uint32_t slab)
+{
+	CHECK(c->heap_count < c->cfg.requests_max);
+	c->heap[c->heap_count] = slab;
+	c->reqs[slab].heap_index = c->heap_count;
+	c->heap_count++;
+	heap_up(c, c->heap_count - 1);
+}
+
+static void
+heap_remove(struct client *c, uint32_t slab)
+{
+	uint32_t i = c->reqs[slab].heap_index;
+	if (i == HEAP_NONE)
+		return;
+	CHECK(i < c->heap_count && c->heap[i] == slab);
+	c->heap_count--;
+	if (i != c->heap_count) {
+		c->heap[i] = c->heap[c->heap_count];
+		c->reqs[c->heap[i]].heap_index = i;
+		heap_down(c, i);
+		heap_up(c, i);
+	}
+	c->reqs[slab].heap_index = HEAP_NONE;
+}
+
+uint64_t
+client_next_due_ns(const struct client *c)
+{
+	return c->heap_count > 0 ? c->reqs[c->heap[0]].next_ns : UINT64_MAX;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Sending.
+ * ------------------------------------------------------------------------------------- */
+
+int
+client_flush(struct client *c)
+{
+	if (!c->building)
+		return 0;
+	uint32_t len = wire_builder_finish(&c->b, &c->cfg.key);
+	uint16_t count = c->b.count;
+	c->building = false;
+	ssize_t w = send(c->fd, c->tx, len, MSG_NOSIGNAL);
+	if (w != (ssize_t)len) {
+		c->stats.send_errors++;
+		return w < 0 ? -errno : -EIO;
+	}
+	c->stats.frames_tx++;
+	c->stats.msgs_tx += count;
+	return 0;
+}
+
+static int
+frame_add(struct client *c, const void *msg)
+{
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if (!c->building) {
+			wire_builder_init(&c->b, c->tx, c->cfg.frame_max, c->cfg.session_id);
+			c->building = true;
+		}
+		if (wire_builder_add(&c->b, msg) == 0)
+			return 0;
+		if (c->b.count == 0)
+			return -EMSGSIZE; /* does not fit even an empty frame */
+		int err = client_flush(c);
+		if (err < 0)
+			return err;
+	}
+	return -EMSGSIZE;
+}
+
+int
+client_send_untracked(struct client *c, const void *msg)
+{
+	const struct wire_msg_hdr *h = msg;
+	if (wire_type_size(h->type) == 0)
+		return -EINVAL;
+	return frame_add(c, msg);
+}
+
+/* The key a request is matched by. */
+static int
+request_key(const struct wire_msg_hdr *h, uint64_t *user, uint64_t *id)
+{
+	switch (h->type) {
+	case WIRE_NEW_ORDER:
+	case WIRE_CANCEL:
+	case WIRE_AMEND:
+	case WIRE_CANCEL_REPLACE: {
+		/* user and cl_ord_id lead every client request. */
+		const struct wire_cancel *m = (const void *)h;
+		*user = m->user;
+		*id = m->cl_ord_id;
+		return 0;
+	}
+	case WIRE_TRANSFER: {
+		const struct wire_transfer *t = (const void *)h;
+		*user = CLIENT_TRANSFER_USER;
+		*id = t->transfer_id;
+		return 0;
+	}
+	default:
+		return -EINVAL;
+	}
+}
+
+static uint64_t
+backoff_ns(const struct client *c, uint32_t tries)
+{
+	uint64_t ms = c->cfg.retry_first_ms;
+	for (uint32_t i = 1; i < tries && ms < c->cfg.retry_cap_ms; i++)
+		ms *= 2;
+	if (ms > c->cfg.retry_cap_ms)
+		ms = c->cfg.retry_cap_ms;
+	return ms * 1000000u;
+}
+
+struct client_req *
+client_submit(struct client *c, const void *msg, uint64_t tag, uint64_t now_ns, int *err)
+{
+	const struct wire_msg_hdr *h = msg;
+	uint64_t user, id;
+	int dummy;
+	if (err == NULL)
+		err = &dummy;
+	if (request_key(h, &user, &id) < 0 || h->length != wire_type_size(h->type) ||
+	    h->length > CLIENT_MSG_MAX) {
+		*err = -EINVAL;
+		return NULL;
+	}
+	if (client_find(c, user, id) != NULL) {
+		*err = -EEXIST;
+		return NULL;
+	}
+	if (c->free_count == 0) {
+		c->stats.table_full++;
+		*err = -ENOSPC;
+		return NULL;
+	}
+	uint32_t slab = c->free_list[--c->free_count];
+	struct client_req *r = &c->reqs[slab];
+	memset(r, 0, sizeof(*r));
+	r->user = user;
+	r->id = id;
+	r->tag = tag;
+	r->type = h->type;
+	r->msg_len = h->length;
+	memcpy(r->msg, msg, h->length);
+	r->state = CLIENT_REQ_SENT;
+	r->tries = 1;
+	r->first_ns = now_ns;
+	r->next_ns = now_ns + backoff_ns(c, 1);
+	r->heap_index = HEAP_NONE;
+	index_insert(c, slab);
+	heap_push(c, slab);
+	c->unanswered++;
+	int rc = frame_add(c, r->msg);
+	*err = rc;
+	/* A send failure is not fatal for the request: the retransmit timer resends it. */
+	return r;
+}
+
+void
+client_release(struct client *c, struct client_req *r)
+{
+	uint32_t slab = (uint32_t)(r - c->reqs);
+	CHECK(slab < c->cfg.requests_max);
+	CHECK(r->state != 0);
+	if (r->state == CLIENT_REQ_SENT)
+		c->unanswered--;
+	heap_remove(c, slab);
+	index_remove(c, slab);
+	r->state = 0;
+	c->free_list[c->free_count++] = slab;
+}
+
+/* Stop retransmitting: the node has seen the request. */
+static void
+answered(struct client *c, struct client_req *r, uint8_t state, uint16_t reason, uint64_t now_ns)
+{
+	if (r->state != CLIENT_REQ_SENT)
+		return;
+	heap_remove(c, (uint32_t)(r - c->reqs));
+	c->unanswered--;
+	r->state = state;
+	r->reason = reason;
+	r->answer_ns = now_ns;
+}
+
+uint32_t
+client_tick(struct client *c, uint64_t now_ns, client_event_fn *fn, void *ctx)
+{
+	uint32_t handled = 0;
+	uint64_t give_up_ns = (uint64_t)c->cfg.give_up_ms * 1000000u;
+	while (c->heap_count > 0 && handled < CLIENT_TICK_MAX) {
+		uint32_t slab = c->heap[0];
+		struct client_req *r = &c->reqs[slab];
+		if (r->next_ns > now_ns)
+			break;
+		handled++;
+		if (r->tries > c->cfg.retries_max || now_ns - r->first_ns >= give_up_ns) {
+			heap_remove(c, slab);
+			c->unanswered--;
+			r->state = CLIENT_REQ_GAVE_UP;
+			c->stats.gave_up++;
+			if (fn != NULL) {
+				struct client_event ev = {
+					.kind = CLIENT_EV_GAVE_UP, .req = r, .now_ns = now_ns};
+				fn(ctx, &ev);
+			}
+			continue;
+		}
+		r->tries++;
+		r->next_ns = now_ns + backoff_ns(c, r->tries);
+		if (r->next_ns > r->first_ns + give_up_ns)
+			r->next_ns = r->first_ns + give_up_ns; /* give up on time, not later */
+		heap_down(c, 0);
+		c->stats.retransmits++;
+		(void)frame_add(c, r->msg);
+	}
+	(void)client_flush(c);
+	return handled;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Receiving.
+ * ------------------------------------------------------------------------------------- */
+
+uint64_t
+client_user_seq(const struct client *c, uint64_t user)
+{
+	uint32_t i = (uint32_t)mix64(user) & c->user_mask;
+	for (uint32_t n = 0; n <= c->user_mask; n++, i = (i + 1) & c->user_mask) {
+		if (c->user_key[i] == 0)
+			return 0;
+		if (c->user_key[i] == user + 1)
+			return c->user_seq[i];
+	}
+	return 0;
+}
+
+/* Per-user egress seq: the first one seen is the baseline; later ones must follow it. */
+static void
+seq_note(struct client *c, uint64_t user, uint64_t seq, struct client_event *ev)
+{
+	if (seq == 0 || user == UINT64_MAX)
+		return; /* NAK for a user that is not resident: unsequenced */
+	uint32_t i = (uint32_t)mix64(user) & c->user_mask;
+	for (uint32_t n = 0; n <= c->user_mask; n++, i = (i + 1) & c->user_mask) {
+		if (c->user_key[i] == user + 1)
+			break;
+		if (c->user_key[i] == 0) {
+			if (c->user_count >= c->cfg.users_max)
+				return; /* table full: that user is not tracked */
+			c->user_key[i] = user + 1;
+			c->user_seq[i] = seq;
+			c->user_count++;
+			return;
+		}
+	}
+	uint64_t last = c->user_seq[i];
+	if (seq == last + 1) {
+		c->user_seq[i] = seq;
+	} else if (seq > last + 1) {
+		ev->seq_gap = seq - last - 1;
+		c->stats.seq_gaps += ev->seq_gap;
+		c->user_seq[i] = seq;
+	} else {
+		ev->seq_repeat = true;
+		c->stats.seq_repeats++;
+	}
+}
+
+static void
+dispatch(struct client *c, const struct wire_msg_hdr *h, uint64_t now_ns, client_event_fn *fn,
+	 void *ctx)
+{
+	struct client_event ev = {.msg = h, .now_ns = now_ns};
+	switch (h->type) {
+	case WIRE_ACK: {
+		const struct wire_ack *m = (const void *)h;
+		ev.kind = CLIENT_EV_ACK;
+		c->stats.acks++;
+		seq_note(c, m->user, m->seq, &ev);
+		ev.req = client_find(c, m->user, m->cl_ord_id);
+		if (ev.req != NULL)
+			answered(c, ev.req, CLIENT_REQ_ANSWERED, 0, now_ns);
+		break;
+	}
+	case WIRE_NAK: {
+		const struct wire_nak *m = (const void *)h;
+		ev.kind = CLIENT_EV_NAK;
+		c->stats.naks++;
+		c->stats.nak_reason[m->reason < WIRE_REASON_MAX ? m->reason : WIRE_REASON_MAX]++;
+		seq_note(c, m->user, m->seq, &ev);
+		ev.req = client_find(c, m->user, m->cl_ord_id);
+		if (ev.req != NULL)
+			answered(c, ev.req, CLIENT_REQ_NAKED, m->reason, now_ns);
+		break;
+	}
+	case WIRE_EXEC_REPORT: {
+		const struct wire_exec_report *m = (const void *)h;
+		ev.kind = CLIENT_EV_EXEC;
+		c->stats.execs++;
+		c->stats.exec_kind[m->exec < WIRE_EXEC_MAX ? m->exec : 0]++;
+		seq_note(c, m->user, m->seq, &ev);
+		ev.req = client_find(c, m->user, m->cl_ord_id);
+		if (ev.req != NULL) {
+			/* A report about the request proves the node has it (the ACK may be lost). */
+			answered(c, ev.req, CLIENT_REQ_ANSWERED, 0, now_ns);
+			if (m->exec == WIRE_EXEC_REJECTED || m->exec == WIRE_EXEC_CANCEL_REJECTED)
+				ev.req->reason = m->reason;
+		}
+		break;
+	}
+	case WIRE_ADMIN_REPLY: {
+		const struct wire_admin_reply *m = (const void *)h;
+		ev.kind = CLIENT_EV_ADMIN_REPLY;
+		c->stats.admin_replies++;
+		ev.req = client_find(c, CLIENT_TRANSFER_USER, m->req_id);
+		if (ev.req != NULL)
+			answered(c, ev.req,
+				 m->reason == WIRE_REASON_NONE ? CLIENT_REQ_ANSWERED : CLIENT_REQ_NAKED,
+				 m->reason, now_ns);
+		break;
+	}
+	default:
+		ev.kind = CLIENT_EV_OTHER;
+		c->stats.other++;
+		break;
+	}
+	if (ev.req == NULL && ev.kind != CLIENT_EV_OTHER)
+		c->stats.unmatched++;
+	if (fn != NULL)
+		fn(ctx, &ev);
+}
+
+uint32_t
+client_rx(struct client *c, const void *buf, size_t len, uint64_t now_ns, client_event_fn *fn,
+	  void *ctx)
+{
+	const struct wire_msg_hdr *msgs[WIRE_FRAME_MSGS_MAX];
+	uint32_t count = 0, sender = 0;
+	c->stats.frames_rx++;
+	enum wire_err e = wire_frame_decode(buf, len, &c->cfg.key, msgs, WIRE_FRAME_MSGS_MAX,
+					    &count, &sender);
+	if (e != WIRE_E_OK) {
+		c->stats.decode_errors++;
+		c->stats.decode_err[e]++;
+		return 0;
+	}
+	c->stats.msgs_rx += count;
+	for (uint32_t i = 0; i < count; i++)
+		dispatch(c, msgs[i], now_ns, fn, ctx);
+	return count;
+}
+
+uint32_t
+client_poll(struct client *c, int timeout_ms, client_event_fn *fn, void *ctx)
+{
+	uint32_t handled = 0;
+	(void)client_flush(c);
+	struct pollfd p = {.fd = c->fd, .events = POLLIN};
+	if (timeout_ms > 0) {
+		/* Do not sleep past the next retransmit. */
+		uint64_t due = client_next_due_ns(c), now = client_now_ns();
+		if (due != UINT64_MAX) {
+			uint64_t wait_ms = due > now ? (due - now + 999999) / 1000000 : 0;
+			if (wait_ms < (uint64_t)timeout_ms)
+				timeout_ms = (int)wait_ms;
+		}
+	}
+	if (poll(&p, 1, timeout_ms) > 0) {
+		for (uint32_t n = 0; n < CLIENT_RX_BURST; n++) {
+			ssize_t r = recv(c->fd, c->rx, WIRE_FRAME_MAX, 0);
+			if (r < 0)
+				break; /* EAGAIN, or ECONNREFUSED from an ICMP: nothing to read */
+			handled += client_rx(c, c->rx, (size_t)r, client_now_ns(), fn, ctx);
+		}
+	}
+	client_tick(c, client_now_ns(), fn, ctx);
+	return handled;
+}

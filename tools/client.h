@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * omsclient — the order-entry client shared by omsctl, omsload and the tool tests.
+ *
+ * It speaks the omsd wire protocol (common/wire.h, docs/wire.md) over an ordinary kernel UDP
+ * socket: frames of several messages, sender_id = the session id, hdr.shard = 0 (the node's
+ * gateway routes them), an optional SipHash MAC.
+ *
+ * Every request (NEW_ORDER, CANCEL, AMEND, CANCEL_REPLACE, TRANSFER) is kept in a bounded
+ * table until the caller releases it. Until an answer arrives (ACK, NAK, an EXEC_REPORT or
+ * ADMIN_REPLY naming it) it is retransmitted with exponential back-off, byte for byte with
+ * the same cl_ord_id / transfer_id: the node dedups by (user, clientOrderId) and
+ * (user, transfer_id), ARCHITECTURE.md §8. Retransmission is bounded in count and in time;
+ * a request that exhausts both is reported once as CLIENT_EV_GAVE_UP.
+ *
+ * The node numbers everything it sends about one user (ACK, NAK, EXEC_REPORT) with a per-user
+ * egress `seq`; the client tracks the last one per user and reports gaps and repeats.
+ *
+ * Time is injected (now_ns arguments, CLOCK_MONOTONIC from client_now_ns()) so the
+ * bookkeeping can be tested without sleeping. Not thread-safe: one thread per client.
+ */
+#ifndef OMSD_TOOLS_CLIENT_H
+#define OMSD_TOOLS_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/wire.h"
+
+#define CLIENT_DEFAULT_HOST "10.77.0.2" /* deploy/omsd.ini [node] ip */
+#define CLIENT_DEFAULT_PORT 7400        /* deploy/omsd.ini [node] udp_port */
+#define CLIENT_FRAME_DEFAULT 1472       /* UDP payload of a 1500-byte MTU */
+#define CLIENT_RX_BURST 64              /* datagrams drained per client_poll */
+#define CLIENT_TICK_MAX 256             /* retransmits/give-ups handled per client_tick */
+#define CLIENT_MSG_MAX 72               /* largest request we track (wire_new_order) */
+#define CLIENT_TRANSFER_USER UINT64_MAX /* key space of transfers: ADMIN_REPLY has no user */
+
+struct client_config {
+	const char *host;        /* node IPv4 address (dotted quad) */
+	uint16_t port;           /* node UDP port */
+	const char *bind_host;   /* local address, NULL: any */
+	uint16_t bind_port;      /* local port, 0: ephemeral */
+	uint32_t session_id;     /* frame sender_id */
+	struct wire_key key;     /* zero: frames carry no MAC */
+	uint32_t frame_max;      /* bytes per datagram, 0: CLIENT_FRAME_DEFAULT */
+	uint32_t requests_max;   /* requests tracked at once, 0: 1024 */
+	uint32_t users_max;      /* users whose egress seq is tracked, 0: 1024 */
+	uint32_t retry_first_ms; /* first retransmit after this, 0: 200 */
+	uint32_t retry_cap_ms;   /* back-off doubles up to this, 0: 2000 */
+	uint32_t retries_max;    /* retransmits per request, 0: 8 */
+	uint32_t give_up_ms;     /* unanswered this long after the first send: give up, 0: 10000 */
+};
+
+enum client_req_state {
+	CLIENT_REQ_SENT = 1,    /* sent, no answer yet: retransmitted when due */
+	CLIENT_REQ_ANSWERED,    /* ACK, EXEC_REPORT or ADMIN_REPLY seen (no more retransmits) */
+	CLIENT_REQ_NAKED,       /* NAK seen (answered too) */
+	CLIENT_REQ_GAVE_UP,     /* retransmits and time exhausted without an answer */
+};
+
+/* One tracked request. Fields are read-only for the caller except `tag`. */
+struct client_req {
+	uint64_t user;        /* account, CLIENT_TRANSFER_USER for transfers */
+	uint64_t id;          /* cl_ord_id, or transfer_id for transfers */
+	uint64_t tag;         /* the caller's */
+	uint64_t first_ns;    /* first send */
+	uint64_t next_ns;     /* next retransmit (state SENT) */
+	uint64_t answer_ns;   /* first answer */
+	uint32_t tries;       /* sends, the first included */
+	uint32_t heap_index;  /* position in the retransmit heap, UINT32_MAX when not in it */
+	uint16_t type;        /* enum wire_type of the request */
+	uint16_t msg_len;     /* bytes in msg */
+	uint8_t state;        /* enum client_req_state */
+	uint8_t reserved;
+	uint16_t reason;      /* NAK / reject / ADMIN_REPLY reason */
+	uint64_t msg[CLIENT_MSG_MAX / 8]; /* the request, resent byte for byte */
+};
+
+enum client_ev_kind {
+	CLIENT_EV_ACK = 1,     /* msg is a wire_ack */
+	CLIENT_EV_NAK,         /* msg is a wire_nak */
+	CLIENT_EV_EXEC,        /* msg is a wire_exec_report */
+	CLIENT_EV_ADMIN_REPLY, /* msg is a wire_admin_reply */
+	CLIENT_EV_OTHER,       /* another message type (msg set) */
+	CLIENT_EV_GAVE_UP,     /* req gave up; msg is NULL */
+};
+
+struct client_event {
+	uint8_t kind;                   /* enum client_ev_kind */
+	const struct wire_msg_hdr *msg; /* the received message, valid during the callback */
+	struct client_req *req;         /* the matched request, or NULL */
+	uint64_t now_ns;                /* when it was handled */
+	uint64_t seq_gap;               /* egress seqs missing just before this message */
+	bool seq_repeat;                /* seq at or below one already seen (dup or late) */
+};
+
+typedef void(client_event_fn)(void *ctx, const struct client_event *ev);
+
+struct client_stats {
+	uint64_t frames_tx;           /* datagrams sent */
+	uint64_t msgs_tx;             /* messages sent, retransmits included */
+	uint64_t retransmits;         /* messages sent again */
+	uint64_t send_errors;         /* sendto failures */
+	uint64_t frames_rx;           /* datagrams received */
+	uint64_t msgs_rx;             /* messages decoded */
+	uint64_t decode_errors;       /* frames refused by wire_frame_decode */
+	uint64_t decode_err[WIRE_E_COUNT]; /* ... per cause */
+	uint64_t acks;
+	uint64_t naks;
+	uint64_t nak_reason[WIRE_REASON_MAX + 1]; /* NAKs per reason (MAX: out of range) */
+	uint64_t execs;
+	uint64_t exec_kind[WIRE_EXEC_MAX];        /* exec reports per kind */
+	uint64_t admin_replies;
+	uint64_t other;               /* messages of other types */
+	uint64_t unmatched;           /* answers naming no tracked request */
+	uint64_t seq_gaps;            /* egress seqs never seen (sum of gaps) */
+	uint64_t seq_repeats;         /* egress seqs seen again or late */
+	uint64_t gave_up;             /* requests given up */
+	uint64_t table_full;          /* submits refused: request table full */
+};
+
+struct client;
+
+uint64_t client_now_ns(void); /* CLOCK_MONOTONIC */
+
+/* Parse 32 hex digits into a key (bytes 0..7 → k0, 8..15 → k1, little-endian, as omsd's
+ * [keys] client). 0 or -EINVAL. */
+int client_key_parse(const char *hex, struct wire_key *key);
+/* Short names for printing: "pending", "open", ... and "buy"/"sell". */
+const char *client_exec_name(uint8_t exec);
+const char *client_cause_name(uint8_t cause);
+
+/* Open the socket (connected to host:port) and size the tables. 0 or -errno. */
+int client_open(struct client **out, const struct client_config *cfg);
+void client_close(struct client *c);
+int client_fd(const struct client *c);
+uint16_t client_local_port(const struct client *c);
+
+/*
+ * Track a request and append it to the frame being built (sent by client_flush, or at once
+ * when the frame is full). msg is a NEW_ORDER, CANCEL, AMEND, CANCEL_REPLACE or TRANSFER with
+ * its header set (wire_hdr_init). Returns the tracked request, or NULL with *err set:
+ * -EEXIST (that (user, id) is already tracked), -ENOSPC (table full), -EINVAL (not a request).
+ */
+struct client_req *client_submit(struct client *c, const void *msg, uint64_t tag,
+				 uint64_t now_ns, int *err);
+/* Append any message without tracking it (tests, raw senders). 0 or -errno. */
+int client_send_untracked(struct client *c, const void *msg);
+/* Send the frame being built, if any. 0 or -errno. */
+int client_flush(struct client *c);
+
+/*
+ * Wait up to timeout_ms for datagrams, drain at most CLIENT_RX_BURST, call fn for every
+ * message, then run client_tick. Returns messages handled (events delivered).
+ */
+uint32_t client_poll(struct client *c, int timeout_ms, client_event_fn *fn, void *ctx);
+/* Handle one received datagram (exposed for tests). Returns messages handled. */
+uint32_t client_rx(struct client *c, const void *buf, size_t len, uint64_t now_ns,
+		   client_event_fn *fn, void *ctx);
+/* Retransmit due requests and give up on exhausted ones (at most CLIENT_TICK_MAX), then
+ * flush. Returns requests handled. */
+uint32_t client_tick(struct client *c, uint64_t now_ns, client_event_fn *fn, void *ctx);
+/* Earliest pending retransmit deadline, or UINT64_MAX. */
+uint64_t client_next_due_ns(const struct client *c);
+
+struct client_req *client_find(struct client *c, uint64_t user, uint64_t id);
+/* Forget a request (after its final report). */
+void client_release(struct client *c, struct client_req *req);
+/* Requests tracked; of those, not yet answered. */
+uint32_t client_tracked(const struct client *c);
+uint32_t client_unanswered(const struct client *c);
+const struct client_stats *client_stats(const struct client *c);
+/* The last egress seq seen for user, 0 if none. */
+uint64_t client_user_seq(const struct client *c, uint64_t user);
+
+#endif

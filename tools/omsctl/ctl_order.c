@@ -1,0 +1,578 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * omsctl order entry: one request over UDP, then the transitions as they arrive
+ * (ARCHITECTURE.md §5: ack, pending → open | rejected, fills, done) until a final state
+ * or --wait-ms.
+ *
+ * What ends the wait (request R with id cl-id, target T with id --orig):
+ *   order new      NAK(R) → 1; REJECTED(R) → 1; OPEN(R) → 0 (resting; --follow waits for
+ *                  DONE); DONE(R) → 0
+ *   order cancel   NAK(R) → 1; CANCEL_REJECTED(R) → 1; DONE(T) → 0 (CANCELLED(T) → 0 at
+ *                  the deadline)
+ *   order amend    NAK(R) → 1; CANCEL_REJECTED(R) → 1; AMENDED(T) or DONE(T) → 0
+ *   order replace  NAK(R) → 1; CANCEL_REJECTED(R) or REJECTED(R) → 1; OPEN(R)/DONE(R) → 0
+ *   deposit etc.   ADMIN_REPLY(R): reason NONE → 0, else 1
+ * With --wait ack the first ACK (or ADMIN_REPLY) ends it with 0.
+ * Nothing at all before the deadline → 3; an ACK but no final state → 3 as well (said so).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tools/client.h"
+#include "tools/omsctl/omsctl.h"
+
+enum op {
+	OP_NEW = 1,
+	OP_CANCEL,
+	OP_AMEND,
+	OP_REPLACE,
+	OP_TRANSFER,
+};
+
+struct run {
+	struct ctl *ctl;
+	enum op op;
+	uint64_t user;
+	uint64_t id;          /* cl_ord_id of the request (transfer_id for transfers) */
+	uint64_t orig;        /* target of cancel/amend/replace */
+	bool follow;          /* new: wait for DONE even when the order rests */
+	bool wait_ack;        /* stop at the first ACK */
+	bool acked;           /* an ACK for the request arrived */
+	bool target_cancelled;/* cancel: CANCELLED(T) seen */
+	bool done;            /* a final state was reached */
+	int exit_code;        /* when done */
+};
+
+struct name_value {
+	const char *name;
+	uint8_t value;
+};
+
+static int
+lookup(struct ctl *ctl, const char *opt, const struct name_value *t, size_t n, uint8_t *out,
+       bool required)
+{
+	const char *v = ctl_opt(ctl, opt);
+	if (v == NULL) {
+		if (required) {
+			ctl_usage(ctl, "--%s is required", opt);
+			return -EINVAL;
+		}
+		return -ENOENT;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(t[i].name, v) == 0) {
+			*out = t[i].value;
+			return 0;
+		}
+	}
+	ctl_usage(ctl, "--%s: unknown value '%s'", opt, v);
+	return -EINVAL;
+}
+
+static int
+need_u64(struct ctl *ctl, const char *name, uint64_t *out)
+{
+	int rc = ctl_opt_u64(ctl, name, out);
+	if (rc == -ENOENT)
+		ctl_usage(ctl, "--%s is required", name);
+	return rc;
+}
+
+static int
+need_i64(struct ctl *ctl, const char *name, int64_t *out)
+{
+	int rc = ctl_opt_i64(ctl, name, out);
+	if (rc == -ENOENT)
+		ctl_usage(ctl, "--%s is required", name);
+	return rc;
+}
+
+static uint64_t
+wall_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A fresh client id: wall-clock microseconds, unique per user for one operator. */
+static uint64_t
+fresh_id(void)
+{
+	return wall_ns() / 1000u;
+}
+
+static const char *
+side_name(uint8_t side)
+{
+	return side == WIRE_SIDE_BUY ? "buy" : side == WIRE_SIDE_SELL ? "sell" : "?";
+}
+
+static void
+print_oid(FILE *f, struct wire_oid oid)
+{
+	fprintf(f, "%u:%" PRIu64 ":%" PRIu64, wire_oid_shard(oid), oid.user, wire_oid_seq(oid));
+}
+
+/* --json: one object per received message. */
+static void
+print_json(FILE *f, const struct client_event *ev)
+{
+	const struct wire_msg_hdr *h = ev->msg;
+	if (h == NULL) {
+		fprintf(f, "{\"type\":\"GAVE_UP\",\"user\":%" PRIu64 ",\"id\":%" PRIu64
+			   ",\"tries\":%u}\n",
+			ev->req->user, ev->req->id, ev->req->tries);
+		return;
+	}
+	fprintf(f, "{\"type\":\"%s\"", wire_type_name(h->type));
+	switch (h->type) {
+	case WIRE_ACK: {
+		const struct wire_ack *m = (const void *)h;
+		fprintf(f, ",\"user\":%" PRIu64 ",\"cl_ord_id\":%" PRIu64 ",\"oid\":\"", m->user,
+			m->cl_ord_id);
+		print_oid(f, m->oid);
+		fprintf(f, "\",\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64, m->seq, m->time_ns);
+		break;
+	}
+	case WIRE_NAK: {
+		const struct wire_nak *m = (const void *)h;
+		fprintf(f, ",\"user\":%" PRIu64 ",\"cl_ord_id\":%" PRIu64 ",\"reason\":\"%s\""
+			   ",\"owner_shard\":%u,\"leader_node\":%u,\"route_epoch\":%" PRIu64
+			   ",\"seq\":%" PRIu64,
+			m->user, m->cl_ord_id, wire_reason_name(m->reason), m->owner_shard,
+			m->leader_node, m->route_epoch, m->seq);
+		break;
+	}
+	case WIRE_EXEC_REPORT: {
+		const struct wire_exec_report *m = (const void *)h;
+		fprintf(f, ",\"user\":%" PRIu64 ",\"cl_ord_id\":%" PRIu64 ",\"oid\":\"", m->user,
+			m->cl_ord_id);
+		print_oid(f, m->oid);
+		fprintf(f, "\",\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64 ",\"exec\":\"%s\""
+			   ",\"symbol\":%u,\"side\":\"%s\",\"liquidity\":%u,\"cause\":\"%s\""
+			   ",\"reason\":\"%s\",\"last_px\":%" PRId64 ",\"last_qty\":%" PRId64
+			   ",\"cum_qty\":%" PRId64 ",\"leaves_qty\":%" PRId64 ",\"fee\":%" PRId64,
+			m->seq, m->time_ns, client_exec_name(m->exec), m->symbol, side_name(m->side),
+			m->liquidity, client_cause_name(m->cause), wire_reason_name(m->reason),
+			m->last_px, m->last_qty, m->cum_qty, m->leaves_qty, m->fee);
+		break;
+	}
+	case WIRE_ADMIN_REPLY: {
+		const struct wire_admin_reply *m = (const void *)h;
+		fprintf(f, ",\"req_id\":%" PRIu64 ",\"reason\":\"%s\",\"leader_node\":%u"
+			   ",\"value\":%" PRIu64,
+			m->req_id, wire_reason_name(m->reason), m->leader_node, m->value);
+		break;
+	}
+	default:
+		break;
+	}
+	if (ev->seq_gap != 0)
+		fprintf(f, ",\"seq_gap\":%" PRIu64, ev->seq_gap);
+	if (ev->seq_repeat)
+		fputs(",\"seq_repeat\":true", f);
+	fputs("}\n", f);
+}
+
+static void
+print_human(FILE *f, const struct client_event *ev)
+{
+	const struct wire_msg_hdr *h = ev->msg;
+	if (ev->seq_gap != 0)
+		fprintf(f, "warning: %" PRIu64 " egress message(s) missing before this one\n",
+			ev->seq_gap);
+	if (h == NULL) {
+		fprintf(f, "no answer: gave up after %u send(s)\n", ev->req->tries);
+		return;
+	}
+	switch (h->type) {
+	case WIRE_ACK: {
+		const struct wire_ack *m = (const void *)h;
+		fprintf(f, "ack        user=%" PRIu64 " cl_id=%" PRIu64 " oid=", m->user,
+			m->cl_ord_id);
+		print_oid(f, m->oid);
+		fprintf(f, " seq=%" PRIu64 "\n", m->seq);
+		break;
+	}
+	case WIRE_NAK: {
+		const struct wire_nak *m = (const void *)h;
+		fprintf(f, "nak        user=%" PRIu64 " cl_id=%" PRIu64 " reason=%s", m->user,
+			m->cl_ord_id, wire_reason_name(m->reason));
+		if (m->reason == WIRE_REASON_NOT_OWNER)
+			fprintf(f, " owner_shard=%u", m->owner_shard);
+		if (m->reason == WIRE_REASON_NOT_LEADER)
+			fprintf(f, " leader_node=%u", m->leader_node);
+		fputc('\n', f);
+		break;
+	}
+	case WIRE_EXEC_REPORT: {
+		const struct wire_exec_report *m = (const void *)h;
+		fprintf(f, "%-10s user=%" PRIu64 " cl_id=%" PRIu64 " %s", client_exec_name(m->exec),
+			m->user, m->cl_ord_id, side_name(m->side));
+		switch (m->exec) {
+		case WIRE_EXEC_FILL:
+			fprintf(f, " px=%" PRId64 " qty=%" PRId64 " fee=%" PRId64 " %s",
+				m->last_px, m->last_qty, m->fee,
+				m->liquidity == 1 ? "maker" : m->liquidity == 2 ? "taker" : "");
+			break;
+		case WIRE_EXEC_OPEN:
+			if (m->last_px != 0)
+				fprintf(f, " px=%" PRId64, m->last_px);
+			break;
+		case WIRE_EXEC_REJECTED:
+		case WIRE_EXEC_CANCEL_REJECTED:
+			fprintf(f, " reason=%s", wire_reason_name(m->reason));
+			break;
+		case WIRE_EXEC_CANCELLED:
+			fprintf(f, " qty=%" PRId64 " cause=%s", m->last_qty,
+				client_cause_name(m->cause));
+			break;
+		default:
+			break;
+		}
+		fprintf(f, " cum=%" PRId64 " leaves=%" PRId64 " seq=%" PRIu64 "\n", m->cum_qty,
+			m->leaves_qty, m->seq);
+		break;
+	}
+	case WIRE_ADMIN_REPLY: {
+		const struct wire_admin_reply *m = (const void *)h;
+		if (m->reason == WIRE_REASON_NONE)
+			fprintf(f, "ok         transfer_id=%" PRIu64 " total=%" PRIu64 "\n", m->req_id,
+				m->value);
+		else
+			fprintf(f, "refused    transfer_id=%" PRIu64 " reason=%s\n", m->req_id,
+				wire_reason_name(m->reason));
+		break;
+	}
+	default:
+		fprintf(f, "other      %s\n", wire_type_name(h->type));
+		break;
+	}
+}
+
+static void
+finish(struct run *r, int code)
+{
+	if (!r->done) {
+		r->done = true;
+		r->exit_code = code;
+	}
+}
+
+static void
+on_event(void *ctx, const struct client_event *ev)
+{
+	struct run *r = ctx;
+	FILE *f = r->ctl->out;
+	const struct wire_msg_hdr *h = ev->msg;
+	/* Show only what concerns this run (a shared session may carry other traffic). */
+	bool mine = ev->req != NULL;
+	uint64_t user = 0, id = 0;
+	if (h != NULL && (h->type == WIRE_ACK || h->type == WIRE_NAK ||
+			  h->type == WIRE_EXEC_REPORT)) {
+		const struct wire_cancel *m = (const void *)h; /* user, cl_ord_id lead all three */
+		user = m->user;
+		id = m->cl_ord_id;
+		mine = mine || (user == r->user && (id == r->id || id == r->orig));
+	}
+	if (!mine)
+		return;
+	if (r->ctl->json)
+		print_json(f, ev);
+	else
+		print_human(f, ev);
+	fflush(f);
+
+	if (ev->kind == CLIENT_EV_GAVE_UP) {
+		finish(r, CTL_EXIT_NO_ANSWER);
+		return;
+	}
+	if (ev->kind == CLIENT_EV_ADMIN_REPLY) {
+		const struct wire_admin_reply *m = (const void *)h;
+		finish(r, m->reason == WIRE_REASON_NONE ? CTL_EXIT_OK : CTL_EXIT_REFUSED);
+		return;
+	}
+	bool is_req = user == r->user && id == r->id;
+	bool is_target = r->orig != 0 && user == r->user && id == r->orig;
+	if (ev->kind == CLIENT_EV_NAK && is_req) {
+		finish(r, CTL_EXIT_REFUSED);
+		return;
+	}
+	if (ev->kind == CLIENT_EV_ACK && is_req) {
+		r->acked = true;
+		if (r->wait_ack)
+			finish(r, CTL_EXIT_OK);
+		return;
+	}
+	if (ev->kind != CLIENT_EV_EXEC)
+		return;
+	const struct wire_exec_report *m = (const void *)h;
+	if (is_req && m->exec == WIRE_EXEC_CANCEL_REJECTED) {
+		finish(r, CTL_EXIT_REFUSED);
+		return;
+	}
+	switch (r->op) {
+	case OP_NEW:
+	case OP_REPLACE:
+		if (!is_req)
+			break;
+		if (m->exec == WIRE_EXEC_REJECTED)
+			finish(r, CTL_EXIT_REFUSED);
+		else if (m->exec == WIRE_EXEC_DONE || (m->exec == WIRE_EXEC_OPEN && !r->follow))
+			finish(r, CTL_EXIT_OK);
+		break;
+	case OP_CANCEL:
+		if (is_target && m->exec == WIRE_EXEC_CANCELLED)
+			r->target_cancelled = true;
+		if (is_target && m->exec == WIRE_EXEC_DONE)
+			finish(r, CTL_EXIT_OK);
+		break;
+	case OP_AMEND:
+		if (is_target && (m->exec == WIRE_EXEC_AMENDED || m->exec == WIRE_EXEC_DONE))
+			finish(r, CTL_EXIT_OK);
+		break;
+	default:
+		break;
+	}
+}
+
+/* Build the request message from the options. 0, or an exit code. */
+static int
+build(struct ctl *ctl, struct run *r, uint64_t *msg)
+{
+	static const struct name_value sides[] = {{"buy", WIRE_SIDE_BUY}, {"sell", WIRE_SIDE_SELL}};
+	static const struct name_value types[] = {{"limit", WIRE_ORD_LIMIT},
+						  {"market", WIRE_ORD_MARKET}};
+	static const struct name_value tifs[] = {
+		{"gtc", WIRE_TIF_GTC}, {"ioc", WIRE_TIF_IOC}, {"fok", WIRE_TIF_FOK},
+		{"gtd", WIRE_TIF_GTD}, {"post_only", WIRE_TIF_POST_ONLY},
+	};
+	static const struct name_value stps[] = {
+		{"none", WIRE_STP_NONE},
+		{"expire_taker", WIRE_STP_EXPIRE_TAKER},
+		{"expire_maker", WIRE_STP_EXPIRE_MAKER},
+		{"expire_both", WIRE_STP_EXPIRE_BOTH},
+	};
+	if (need_u64(ctl, "user", &r->user) < 0)
+		return CTL_EXIT_USAGE;
+	int rc = ctl_opt_u64(ctl, r->op == OP_TRANSFER ? "transfer-id" : "cl-id", &r->id);
+	if (rc == -EINVAL)
+		return CTL_EXIT_USAGE;
+	if (rc == -ENOENT)
+		r->id = fresh_id();
+	if (r->op == OP_CANCEL || r->op == OP_AMEND || r->op == OP_REPLACE) {
+		if (need_u64(ctl, "orig", &r->orig) < 0)
+			return CTL_EXIT_USAGE;
+		if (r->orig == r->id)
+			return ctl_usage(ctl, "--cl-id must differ from --orig");
+	}
+	switch (r->op) {
+	case OP_NEW: {
+		struct wire_new_order *m = (void *)msg;
+		wire_hdr_init(&m->hdr, WIRE_NEW_ORDER, 0);
+		m->user = r->user;
+		m->cl_ord_id = r->id;
+		uint64_t sym;
+		int64_t px = 0, qty = 0, quote = 0, expire_ms = 0;
+		if (need_u64(ctl, "symbol", &sym) < 0 || sym > UINT32_MAX)
+			return CTL_EXIT_USAGE;
+		m->symbol = (uint32_t)sym;
+		if (lookup(ctl, "side", sides, 2, &m->side, true) < 0 ||
+		    lookup(ctl, "type", types, 2, &m->ord_type, true) < 0)
+			return CTL_EXIT_USAGE;
+		m->tif = m->ord_type == WIRE_ORD_MARKET ? WIRE_TIF_IOC : WIRE_TIF_GTC;
+		if (lookup(ctl, "tif", tifs, 5, &m->tif, false) == -EINVAL ||
+		    lookup(ctl, "stp", stps, 4, &m->stp, false) == -EINVAL)
+			return CTL_EXIT_USAGE;
+		if (ctl_opt_i64(ctl, "px", &px) == -EINVAL || ctl_opt_i64(ctl, "qty", &qty) == -EINVAL ||
+		    ctl_opt_i64(ctl, "quote", &quote) == -EINVAL ||
+		    ctl_opt_i64(ctl, "expire-ms", &expire_ms) == -EINVAL)
+			return CTL_EXIT_USAGE;
+		if (m->ord_type == WIRE_ORD_LIMIT && (px <= 0 || qty <= 0))
+			return ctl_usage(ctl, "a limit order needs --px and --qty above zero");
+		if (m->ord_type == WIRE_ORD_MARKET && m->side == WIRE_SIDE_BUY && quote <= 0)
+			return ctl_usage(ctl, "a market buy needs --quote (the quote budget)");
+		if (m->ord_type == WIRE_ORD_MARKET && m->side == WIRE_SIDE_SELL && qty <= 0)
+			return ctl_usage(ctl, "a market sell needs --qty");
+		if (m->tif == WIRE_TIF_GTD && expire_ms <= 0)
+			return ctl_usage(ctl, "--tif gtd needs --expire-ms");
+		m->px = px;
+		m->qty = qty;
+		m->quote_qty = quote;
+		/* Cluster time is the leader's wall clock (ARCHITECTURE.md §4). */
+		if (m->tif == WIRE_TIF_GTD)
+			m->expire_ns = wall_ns() + (uint64_t)expire_ms * 1000000u;
+		break;
+	}
+	case OP_CANCEL: {
+		struct wire_cancel *m = (void *)msg;
+		wire_hdr_init(&m->hdr, WIRE_CANCEL, 0);
+		m->user = r->user;
+		m->cl_ord_id = r->id;
+		m->orig_cl_ord_id = r->orig;
+		break;
+	}
+	case OP_AMEND: {
+		struct wire_amend *m = (void *)msg;
+		wire_hdr_init(&m->hdr, WIRE_AMEND, 0);
+		m->user = r->user;
+		m->cl_ord_id = r->id;
+		m->orig_cl_ord_id = r->orig;
+		if (need_i64(ctl, "qty", &m->qty) < 0)
+			return CTL_EXIT_USAGE;
+		break;
+	}
+	case OP_REPLACE: {
+		struct wire_cancel_replace *m = (void *)msg;
+		wire_hdr_init(&m->hdr, WIRE_CANCEL_REPLACE, 0);
+		m->user = r->user;
+		m->cl_ord_id = r->id;
+		m->orig_cl_ord_id = r->orig;
+		if (need_i64(ctl, "px", &m->px) < 0 || need_i64(ctl, "qty", &m->qty) < 0)
+			return CTL_EXIT_USAGE;
+		break;
+	}
+	case OP_TRANSFER: {
+		struct wire_transfer *m = (void *)msg;
+		wire_hdr_init(&m->hdr, WIRE_TRANSFER, 0);
+		m->user = r->user;
+		m->transfer_id = r->id;
+		uint64_t asset;
+		if (need_u64(ctl, "asset", &asset) < 0 || asset > UINT32_MAX)
+			return CTL_EXIT_USAGE;
+		m->asset = (uint32_t)asset;
+		if (need_i64(ctl, "amount", &m->amount) < 0)
+			return CTL_EXIT_USAGE;
+		if (m->amount <= 0)
+			return ctl_usage(ctl, "--amount must be above zero");
+		if (strcmp(ctl->words[0], "withdraw") == 0)
+			m->amount = -m->amount;
+		break;
+	}
+	}
+	return 0;
+}
+
+int
+ctl_order_main(struct ctl *ctl)
+{
+	struct run r = {.ctl = ctl};
+	const char *w0 = ctl->words[0];
+	const char *w1 = ctl->word_count > 1 ? ctl->words[1] : "";
+	uint32_t words = 1;
+	if (strcmp(w0, "deposit") == 0 || strcmp(w0, "withdraw") == 0) {
+		r.op = OP_TRANSFER;
+	} else {
+		words = 2;
+		if (strcmp(w1, "new") == 0)
+			r.op = OP_NEW;
+		else if (strcmp(w1, "cancel") == 0)
+			r.op = OP_CANCEL;
+		else if (strcmp(w1, "amend") == 0)
+			r.op = OP_AMEND;
+		else if (strcmp(w1, "replace") == 0)
+			r.op = OP_REPLACE;
+		else
+			return ctl_usage(ctl, "order: expected new|cancel|amend|replace");
+	}
+	if (ctl->word_count != words)
+		return ctl_usage(ctl, "unexpected word '%s'", ctl->words[words]);
+
+	struct client_config cfg = {
+		.host = ctl_opt(ctl, "host"),
+		.bind_host = ctl_opt(ctl, "bind"),
+		.requests_max = 16,
+		.users_max = 16,
+	};
+	uint64_t v;
+	if (ctl_opt_u64(ctl, "port", &v) == 0)
+		cfg.port = (uint16_t)v;
+	if (ctl_opt_u64(ctl, "session", &v) == 0)
+		cfg.session_id = (uint32_t)v;
+	else
+		cfg.session_id = (uint32_t)getpid() ^ (uint32_t)(wall_ns() >> 20);
+	uint64_t wait_ms = 5000;
+	if (ctl_opt_u64(ctl, "wait-ms", &wait_ms) == -EINVAL)
+		return CTL_EXIT_USAGE;
+	if (ctl_opt_u64(ctl, "retry-ms", &v) == 0)
+		cfg.retry_first_ms = (uint32_t)v;
+	if (ctl_opt_u64(ctl, "retries", &v) == 0)
+		cfg.retries_max = (uint32_t)v;
+	cfg.give_up_ms = (uint32_t)wait_ms;
+	const char *key = ctl_opt(ctl, "key");
+	if (key != NULL && client_key_parse(key, &cfg.key) < 0)
+		return ctl_usage(ctl, "--key must be 32 hex digits");
+	const char *wait = ctl_opt(ctl, "wait");
+	if (wait != NULL && strcmp(wait, "ack") != 0 && strcmp(wait, "final") != 0)
+		return ctl_usage(ctl, "--wait must be ack or final");
+	r.wait_ack = wait != NULL && strcmp(wait, "ack") == 0;
+	r.follow = ctl_flag(ctl, "follow");
+
+	uint64_t msg[CLIENT_MSG_MAX / 8];
+	memset(msg, 0, sizeof(msg));
+	int rc = build(ctl, &r, msg);
+	if (rc != 0)
+		return rc;
+	for (uint32_t i = 0; i < ctl->opt_count; i++)
+		if (!ctl->opts[i].used)
+			return ctl_usage(ctl, "unknown option --%s", ctl->opts[i].name);
+
+	struct client *c;
+	rc = client_open(&c, &cfg);
+	if (rc < 0) {
+		fprintf(ctl->err, "omsctl: cannot open the UDP socket to %s:%u: %s\n",
+			cfg.host ? cfg.host : CLIENT_DEFAULT_HOST,
+			cfg.port ? cfg.port : CLIENT_DEFAULT_PORT, strerror(-rc));
+		return rc == -EINVAL ? CTL_EXIT_USAGE : CTL_EXIT_IO;
+	}
+	uint64_t start = client_now_ns();
+	int err = 0;
+	struct client_req *req = client_submit(c, msg, 0, start, &err);
+	if (req == NULL) {
+		fprintf(ctl->err, "omsctl: %s\n", strerror(-err));
+		client_close(c);
+		return CTL_EXIT_IO;
+	}
+	if (!ctl->json)
+		fprintf(ctl->out, "sent %s user=%" PRIu64 " %s=%" PRIu64 "\n",
+			wire_type_name(req->type), r.user,
+			r.op == OP_TRANSFER ? "transfer_id" : "cl_id", r.id);
+	err = client_flush(c);
+	if (err < 0 && err != -ECONNREFUSED) {
+		fprintf(ctl->err, "omsctl: send: %s\n", strerror(-err));
+		client_close(c);
+		return CTL_EXIT_IO;
+	}
+	uint64_t deadline = start + wait_ms * 1000000u;
+	/* Bounded: the deadline, and the client gives up on its own before it. */
+	while (!r.done) {
+		uint64_t now = client_now_ns();
+		if (now >= deadline)
+			break;
+		uint64_t left_ms = (deadline - now + 999999) / 1000000;
+		client_poll(c, (int)(left_ms < 100 ? left_ms : 100), on_event, &r);
+	}
+	const struct client_stats *st = client_stats(c);
+	if (!r.done) {
+		if (r.op == OP_CANCEL && r.target_cancelled) {
+			finish(&r, CTL_EXIT_OK);
+		} else {
+			if (!ctl->json)
+				fprintf(ctl->err, "omsctl: %s within %" PRIu64 " ms (%u send(s))\n",
+					r.acked ? "acknowledged, but no final state" : "no answer",
+					wait_ms, req->tries);
+			finish(&r, CTL_EXIT_NO_ANSWER);
+		}
+	}
+	if (st->decode_errors != 0)
+		fprintf(ctl->err, "omsctl: %" PRIu64 " frame(s) refused by the decoder\n",
+			st->decode_errors);
+	client_close(c);
+	return r.exit_code;
+}

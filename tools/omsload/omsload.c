@@ -1,0 +1,379 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * omsload — a load generator over UDP (docs/tools.md).
+ *
+ *   omsload [--host A] [--port N] [--session N] [--key HEX32] [--users N] [--rate R]
+ *           [--seconds S] [--seed S] [--symbols N] [--mid P] [--first-user U]
+ *           [--drain-ms N] [--inflight N] [--json]
+ *
+ * 1. Funding: one deposit per user and asset (base 1, quote 2); waits for the answers (or
+ *    --drain-ms) so orders do not race their money.
+ * 2. Load: --rate requests/s for --seconds from a seeded mix (common/prng.h): limit orders
+ *    near --mid (some crossing), cancels of the user's own open orders, some IOC limits and
+ *    market orders. At most --inflight requests are unanswered at once; beyond that the
+ *    generator waits (counted as throttled) rather than queueing without bound.
+ * 3. Drain: waits up to --drain-ms for the outstanding answers, then prints the report. The
+ *    last line is
+ *      load: sent=N acked=N naked=N final=N ack_p50_us=N ack_p99_us=N
+ *    where final counts DONE and REJECTED reports and latency is first send → ACK.
+ * Exit: 0 after a run with answers, 3 when nothing at all was answered, 2 usage, 4 I/O.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/hist.h"
+#include "common/prng.h"
+#include "tools/client.h"
+
+#define USERS_MAX 100000
+#define LIVE_MAX 32           /* open orders remembered per user (cancel targets) */
+#define SEND_BURST 256        /* requests generated per loop turn */
+#define ASSET_BASE 1
+#define ASSET_QUOTE 2
+
+enum tag {
+	TAG_DEPOSIT = 1,
+	TAG_ORDER,
+	TAG_CANCEL,
+};
+
+struct user_state {
+	uint64_t live[LIVE_MAX]; /* cl_ord_ids the node reported open */
+	uint32_t live_count;
+};
+
+struct load {
+	struct client *c;
+	struct prng prng;
+	struct user_state *users;
+	uint32_t user_count;
+	uint64_t first_user;
+	uint32_t symbols;
+	int64_t mid;
+	uint64_t id_base;        /* run-unique high bits of every cl_ord_id / transfer_id */
+	uint64_t id_next;
+	struct hist ack_us;      /* first send → ACK */
+	uint64_t sent, acked, naked, final, gave_up, throttled;
+	uint64_t orders, cancels, markets, iocs;
+	uint64_t deposits_sent, deposits_ok, deposits_refused, deposits_lost;
+	uint64_t fills, opens;
+	uint64_t naks_by_reason[WIRE_REASON_MAX + 1];
+};
+
+static int
+usage(void)
+{
+	fputs("usage: omsload [--host A] [--port N] [--session N] [--key HEX32] [--users N]\n"
+	      "               [--rate R] [--seconds S] [--seed S] [--symbols N] [--mid P]\n"
+	      "               [--first-user U] [--drain-ms N] [--inflight N]\n",
+	      stderr);
+	return 2;
+}
+
+static struct user_state *
+user_of(struct load *l, uint64_t user)
+{
+	if (user < l->first_user || user - l->first_user >= l->user_count)
+		return NULL;
+	return &l->users[user - l->first_user];
+}
+
+static void
+live_remove(struct user_state *u, uint64_t id)
+{
+	for (uint32_t i = 0; i < u->live_count; i++) {
+		if (u->live[i] == id) {
+			u->live[i] = u->live[--u->live_count];
+			return;
+		}
+	}
+}
+
+static void
+on_event(void *ctx, const struct client_event *ev)
+{
+	struct load *l = ctx;
+	struct client_req *r = ev->req;
+	switch (ev->kind) {
+	case CLIENT_EV_ACK:
+		if (r != NULL) {
+			l->acked++;
+			hist_record(&l->ack_us, (ev->now_ns - r->first_ns) / 1000u);
+		}
+		break;
+	case CLIENT_EV_NAK: {
+		const struct wire_nak *m = (const void *)ev->msg;
+		if (r != NULL)
+			l->naked++;
+		l->naks_by_reason[m->reason < WIRE_REASON_MAX ? m->reason : WIRE_REASON_MAX]++;
+		break;
+	}
+	case CLIENT_EV_EXEC: {
+		const struct wire_exec_report *m = (const void *)ev->msg;
+		struct user_state *u = user_of(l, m->user);
+		if (m->exec == WIRE_EXEC_OPEN && u != NULL && u->live_count < LIVE_MAX) {
+			l->opens++;
+			live_remove(u, m->cl_ord_id);
+			u->live[u->live_count++] = m->cl_ord_id;
+		} else if (m->exec == WIRE_EXEC_FILL) {
+			l->fills++;
+		} else if (m->exec == WIRE_EXEC_DONE || m->exec == WIRE_EXEC_REJECTED) {
+			l->final++;
+			if (u != NULL)
+				live_remove(u, m->cl_ord_id);
+		}
+		break;
+	}
+	case CLIENT_EV_ADMIN_REPLY:
+		if (r != NULL && r->state == CLIENT_REQ_ANSWERED)
+			l->deposits_ok++;
+		else if (r != NULL)
+			l->deposits_refused++;
+		break;
+	case CLIENT_EV_GAVE_UP:
+		if (r->tag == TAG_DEPOSIT)
+			l->deposits_lost++;
+		else
+			l->gave_up++;
+		break;
+	default:
+		break;
+	}
+	/* The table only has to hold a request until its first answer (retransmits stop
+	 * there); what follows is matched by user and cl_ord_id above. */
+	if (r != NULL)
+		client_release(l->c, r);
+}
+
+static void
+send_one(struct load *l, uint64_t now_ns)
+{
+	uint64_t msg[CLIENT_MSG_MAX / 8];
+	memset(msg, 0, sizeof(msg));
+	uint32_t ui = (uint32_t)prng_below(&l->prng, l->user_count);
+	struct user_state *u = &l->users[ui];
+	uint64_t user = l->first_user + ui;
+	uint64_t id = l->id_base | l->id_next++;
+	uint64_t roll = prng_below(&l->prng, 100);
+	enum tag tag;
+	if (u->live_count > 0 && roll < 15) {
+		uint32_t k = (uint32_t)prng_below(&l->prng, u->live_count);
+		struct wire_cancel *m = (void *)msg;
+		wire_hdr_init(&m->hdr, WIRE_CANCEL, 0);
+		m->user = user;
+		m->cl_ord_id = id;
+		m->orig_cl_ord_id = u->live[k];
+		u->live[k] = u->live[--u->live_count]; /* one cancel per order */
+		tag = TAG_CANCEL;
+		l->cancels++;
+	} else {
+		struct wire_new_order *m = (void *)msg;
+		wire_hdr_init(&m->hdr, WIRE_NEW_ORDER, 0);
+		m->user = user;
+		m->cl_ord_id = id;
+		m->symbol = 1 + (uint32_t)prng_below(&l->prng, l->symbols);
+		m->side = prng_chance(&l->prng, 1, 2) ? WIRE_SIDE_BUY : WIRE_SIDE_SELL;
+		if (roll >= 95) {
+			m->ord_type = WIRE_ORD_MARKET;
+			m->tif = WIRE_TIF_IOC;
+			if (m->side == WIRE_SIDE_BUY)
+				m->quote_qty = l->mid * prng_range(&l->prng, 1, 5);
+			else
+				m->qty = prng_range(&l->prng, 1, 5);
+			l->markets++;
+		} else {
+			m->ord_type = WIRE_ORD_LIMIT;
+			m->tif = roll >= 85 ? WIRE_TIF_IOC : WIRE_TIF_GTC;
+			l->iocs += m->tif == WIRE_TIF_IOC;
+			/* Bids below the mid and asks above it, a few crossing so trades happen. */
+			int64_t off = prng_range(&l->prng, -2, 20);
+			m->px = m->side == WIRE_SIDE_BUY ? l->mid - off : l->mid + off;
+			m->qty = prng_range(&l->prng, 1, 10);
+		}
+		tag = TAG_ORDER;
+		l->orders++;
+	}
+	int err = 0;
+	if (client_submit(l->c, msg, tag, now_ns, &err) != NULL)
+		l->sent++;
+}
+
+static void
+sleep_until_answers(struct load *l, uint64_t drain_ms)
+{
+	uint64_t end = client_now_ns() + drain_ms * 1000000u;
+	while (client_unanswered(l->c) > 0 && client_now_ns() < end)
+		client_poll(l->c, 10, on_event, l);
+}
+
+int
+main(int argc, char **argv)
+{
+	struct client_config cfg = {.requests_max = 4096, .users_max = 0};
+	uint64_t users = 10, rate = 1000, seconds = 5, seed = 1, symbols = 1, mid = 10000;
+	uint64_t first_user = 1000, drain_ms = 2000, inflight = 4096, v;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+			usage();
+			return 0;
+		}
+		if (val == NULL || strncmp(a, "--", 2) != 0)
+			return usage();
+		i++;
+		char *end;
+		errno = 0;
+		v = strtoull(val, &end, 0);
+		bool num = errno == 0 && end != val && *end == '\0' && val[0] != '-';
+		if (strcmp(a, "--host") == 0)
+			cfg.host = val;
+		else if (strcmp(a, "--bind") == 0)
+			cfg.bind_host = val;
+		else if (strcmp(a, "--key") == 0 && client_key_parse(val, &cfg.key) == 0)
+			;
+		else if (strcmp(a, "--port") == 0 && num && v > 0 && v <= UINT16_MAX)
+			cfg.port = (uint16_t)v;
+		else if (strcmp(a, "--session") == 0 && num && v <= UINT32_MAX)
+			cfg.session_id = (uint32_t)v;
+		else if (strcmp(a, "--users") == 0 && num && v > 0 && v <= USERS_MAX)
+			users = v;
+		else if (strcmp(a, "--rate") == 0 && num && v > 0 && v <= 10000000)
+			rate = v;
+		else if (strcmp(a, "--seconds") == 0 && num && v > 0 && v <= 3600)
+			seconds = v;
+		else if (strcmp(a, "--seed") == 0 && num)
+			seed = v;
+		else if (strcmp(a, "--symbols") == 0 && num && v > 0 && v <= 1000000)
+			symbols = v;
+		else if (strcmp(a, "--mid") == 0 && num && v >= 100 && v <= INT32_MAX)
+			mid = v;
+		else if (strcmp(a, "--first-user") == 0 && num && v > 0 && v < UINT64_MAX / 2)
+			first_user = v;
+		else if (strcmp(a, "--drain-ms") == 0 && num && v <= 600000)
+			drain_ms = v;
+		else if (strcmp(a, "--inflight") == 0 && num && v > 0 && v <= (1u << 20))
+			inflight = v;
+		else {
+			fprintf(stderr, "omsload: bad option %s %s\n", a, val);
+			return usage();
+		}
+	}
+	if (cfg.session_id == 0)
+		cfg.session_id = (uint32_t)getpid();
+	cfg.requests_max = (uint32_t)(inflight + users * 2);
+	cfg.users_max = (uint32_t)users;
+
+	static struct load l;
+	l.user_count = (uint32_t)users;
+	l.first_user = first_user;
+	l.symbols = (uint32_t)symbols;
+	l.mid = (int64_t)mid;
+	l.users = calloc(users, sizeof(*l.users));
+	if (l.users == NULL)
+		return 4;
+	prng_seed(&l.prng, seed);
+	hist_init(&l.ack_us);
+	/* Ids must not repeat across runs (the node dedups by (user, id)): the run's wall-clock
+	 * second in the high 32 bits, a counter below. */
+	l.id_base = (uint64_t)time(NULL) << 32;
+	l.id_next = 1;
+	int rc = client_open(&l.c, &cfg);
+	if (rc < 0) {
+		fprintf(stderr, "omsload: cannot open the UDP socket: %s\n", strerror(-rc));
+		free(l.users);
+		return rc == -EINVAL ? 2 : 4;
+	}
+
+	/* 1. Funding. */
+	uint64_t now = client_now_ns();
+	for (uint32_t i = 0; i < l.user_count; i++) {
+		for (uint32_t asset = ASSET_BASE; asset <= ASSET_QUOTE; asset++) {
+			uint64_t msg[CLIENT_MSG_MAX / 8] = {0};
+			struct wire_transfer *t = (void *)msg;
+			wire_hdr_init(&t->hdr, WIRE_TRANSFER, 0);
+			t->user = first_user + i;
+			t->transfer_id = l.id_base | l.id_next++;
+			t->asset = asset;
+			t->amount = asset == ASSET_BASE ? INT64_C(1000000000) : INT64_C(1000000000000);
+			int err;
+			if (client_submit(l.c, msg, TAG_DEPOSIT, now, &err) != NULL)
+				l.deposits_sent++;
+			if (client_tracked(l.c) >= cfg.requests_max / 2)
+				sleep_until_answers(&l, drain_ms);
+		}
+	}
+	client_flush(l.c);
+	sleep_until_answers(&l, drain_ms);
+	fprintf(stderr, "omsload: deposits sent=%" PRIu64 " ok=%" PRIu64 " refused=%" PRIu64
+			" unanswered=%u\n",
+		l.deposits_sent, l.deposits_ok, l.deposits_refused, client_unanswered(l.c));
+	/* Deposits still unanswered keep being retransmitted during the load until they give
+	 * up; they are counted apart from the orders. */
+
+	/* 2. Load, paced: the number due grows with elapsed time. */
+	uint64_t start = client_now_ns(), end = start + seconds * 1000000000u;
+	uint64_t due_sent = 0;
+	while ((now = client_now_ns()) < end) {
+		uint64_t due = (uint64_t)((unsigned __int128)(now - start) * rate / 1000000000u);
+		uint32_t burst = 0;
+		while (due_sent < due && burst < SEND_BURST) {
+			if (client_unanswered(l.c) >= inflight ||
+			    client_tracked(l.c) >= cfg.requests_max) {
+				l.throttled++;
+				break;
+			}
+			send_one(&l, now);
+			due_sent++;
+			burst++;
+		}
+		client_flush(l.c);
+		client_poll(l.c, burst == SEND_BURST ? 0 : 1, on_event, &l);
+	}
+	uint64_t load_ns = client_now_ns() - start;
+
+	/* 3. Drain. */
+	sleep_until_answers(&l, drain_ms);
+
+	const struct client_stats *st = client_stats(l.c);
+	double secs = (double)load_ns / 1e9;
+	printf("load: users=%" PRIu64 " rate=%" PRIu64 " seconds=%.2f orders=%" PRIu64
+	       " cancels=%" PRIu64 " markets=%" PRIu64 " iocs=%" PRIu64 " throttled=%" PRIu64 "\n",
+	       users, rate, secs, l.orders, l.cancels, l.markets, l.iocs, l.throttled);
+	printf("throughput: sent_per_s=%.0f acked_per_s=%.0f frames_tx=%" PRIu64
+	       " retransmits=%" PRIu64 " gave_up=%" PRIu64 " unanswered=%u\n",
+	       (double)l.sent / secs, (double)l.acked / secs, st->frames_tx, st->retransmits,
+	       l.gave_up, client_unanswered(l.c));
+	printf("reports: opens=%" PRIu64 " fills=%" PRIu64 " final=%" PRIu64
+	       " seq_gaps=%" PRIu64 " seq_repeats=%" PRIu64 " decode_errors=%" PRIu64
+	       " unmatched=%" PRIu64 "\n",
+	       l.opens, l.fills, l.final, st->seq_gaps, st->seq_repeats, st->decode_errors,
+	       st->unmatched);
+	printf("deposits: sent=%" PRIu64 " ok=%" PRIu64 " refused=%" PRIu64 " lost=%" PRIu64 "\n",
+	       l.deposits_sent, l.deposits_ok, l.deposits_refused, l.deposits_lost);
+	printf("naks:");
+	bool any = false;
+	for (int r = 0; r <= WIRE_REASON_MAX; r++) {
+		if (l.naks_by_reason[r] != 0) {
+			printf(" %s=%" PRIu64, wire_reason_name((uint16_t)r), l.naks_by_reason[r]);
+			any = true;
+		}
+	}
+	printf("%s\n", any ? "" : " none");
+	printf("latency: ack_p50_us=%" PRIu64 " ack_p90_us=%" PRIu64 " ack_p99_us=%" PRIu64
+	       " ack_p999_us=%" PRIu64 " ack_max_us=%" PRIu64 "\n",
+	       hist_percentile(&l.ack_us, 50), hist_percentile(&l.ack_us, 90),
+	       hist_percentile(&l.ack_us, 99), hist_percentile(&l.ack_us, 99.9),
+	       l.ack_us.count ? l.ack_us.max : 0);
+	printf("load: sent=%" PRIu64 " acked=%" PRIu64 " naked=%" PRIu64 " final=%" PRIu64
+	       " ack_p50_us=%" PRIu64 " ack_p99_us=%" PRIu64 "\n",
+	       l.sent, l.acked, l.naked, l.final, hist_percentile(&l.ack_us, 50),
+	       hist_percentile(&l.ack_us, 99));
+	client_close(l.c);
+	free(l.users);
+	return l.sent > 0 && l.acked + l.naked == 0 ? 3 : 0;
+}

@@ -1,0 +1,501 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * omspcap — seeded order-flow captures for replay through net_pcap (rx_pcap) and for
+ * tshark (docs/tools.md).
+ *
+ *   omspcap gen --out FILE --count N --seed S [--src-ip A] [--dst-ip A] [--src-mac M]
+ *               [--dst-mac M] [--src-port N] [--dst-port N] [--users N] [--symbols N]
+ *               [--mid P] [--session N] [--key HEX32] [--gap-us N] [--multi PCT]
+ *   omspcap show FILE [--key HEX32] [--verbose]
+ *
+ * gen writes N wire messages as Ethernet/IPv4/UDP frames (DLT_EN10MB) with correct IPv4 and
+ * UDP checksums; about --multi percent of frames carry several messages. The flow per user:
+ * a deposit first (both assets), then limit orders near a mid, cancels and amends of the
+ * user's own live orders, some IOC and market orders. Same seed, same bytes (timestamps
+ * included: they start at a fixed epoch and advance by --gap-us).
+ * show decodes every UDP payload with wire_frame_decode and prints counts per message type
+ * and per decode error; the last line is
+ *   show: frames=N msgs=N decode_errors=N non_udp=N
+ * and the exit status is 1 when a frame did not decode.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pcap/pcap.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/prng.h"
+#include "common/wire.h"
+
+#define ETH_HDR 14
+#define IP_HDR 20
+#define UDP_HDR 8
+#define PAYLOAD_MAX 1472 /* a 1500-byte MTU */
+#define USERS_MAX 100000
+#define LIVE_MAX 64      /* live orders remembered per user (cancel/amend targets) */
+#define MSG_SIZE 72      /* largest message generated (wire_new_order) */
+#define ASSET_BASE 1     /* asset ids funded by the deposits */
+#define ASSET_QUOTE 2
+#define START_SEC 1767225600u /* 2026-01-01T00:00:00Z: fixed, so the file is reproducible */
+
+struct opts {
+	const char *out;
+	uint64_t count;
+	uint64_t seed;
+	uint32_t src_ip, dst_ip;        /* network order */
+	uint8_t src_mac[6], dst_mac[6];
+	uint16_t src_port, dst_port;
+	uint32_t users, symbols;
+	int64_t mid;
+	uint32_t session;
+	struct wire_key key;
+	uint32_t gap_us;
+	uint32_t multi_pct;
+};
+
+struct user_state {
+	uint64_t next_id;               /* next cl_ord_id */
+	uint64_t live[LIVE_MAX];        /* cl_ord_ids of orders that may still be live */
+	uint32_t live_count;
+	bool funded;
+};
+
+static int
+usage(void)
+{
+	fputs("usage: omspcap gen --out FILE --count N --seed S [--src-ip A] [--dst-ip A]\n"
+	      "                   [--src-mac M] [--dst-mac M] [--src-port N] [--dst-port N]\n"
+	      "                   [--users N] [--symbols N] [--mid P] [--session N]\n"
+	      "                   [--key HEX32] [--gap-us N] [--multi PCT]\n"
+	      "       omspcap show FILE [--key HEX32] [--verbose]\n",
+	      stderr);
+	return 2;
+}
+
+static int
+parse_mac(const char *s, uint8_t mac[6])
+{
+	unsigned v[6];
+	if (sscanf(s, "%x:%x:%x:%x:%x:%x", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) != 6)
+		return -1;
+	for (int i = 0; i < 6; i++) {
+		if (v[i] > 255)
+			return -1;
+		mac[i] = (uint8_t)v[i];
+	}
+	return 0;
+}
+
+static int
+parse_key(const char *hex, struct wire_key *key)
+{
+	uint8_t b[16];
+	if (strlen(hex) != 32)
+		return -1;
+	for (int i = 0; i < 16; i++) {
+		unsigned v;
+		if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+			return -1;
+		b[i] = (uint8_t)v;
+	}
+	memcpy(&key->k0, b, 8);
+	memcpy(&key->k1, b + 8, 8);
+	return 0;
+}
+
+static int
+parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 0);
+	if (errno != 0 || end == s || *end != '\0' || s[0] == '-')
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* RFC 1071 one's-complement sum. */
+static uint32_t
+csum_add(uint32_t sum, const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i + 1 < n; i += 2)
+		sum += (uint32_t)(p[i] << 8 | p[i + 1]);
+	if (n & 1)
+		sum += (uint32_t)(p[n - 1] << 8);
+	return sum;
+}
+
+static uint16_t
+csum_fold(uint32_t sum)
+{
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return (uint16_t)~sum;
+}
+
+/* Wrap payload into Ethernet/IPv4/UDP at pkt. Returns the frame length. */
+static uint32_t
+encapsulate(const struct opts *o, uint8_t *pkt, const void *payload, uint32_t len,
+	    uint16_t ip_id)
+{
+	uint8_t *eth = pkt, *ip = pkt + ETH_HDR, *udp = ip + IP_HDR;
+	memcpy(eth, o->dst_mac, 6);
+	memcpy(eth + 6, o->src_mac, 6);
+	eth[12] = 0x08;
+	eth[13] = 0x00;
+	uint16_t ip_len = (uint16_t)(IP_HDR + UDP_HDR + len);
+	uint16_t udp_len = (uint16_t)(UDP_HDR + len);
+	memset(ip, 0, IP_HDR);
+	ip[0] = 0x45;
+	ip[2] = (uint8_t)(ip_len >> 8);
+	ip[3] = (uint8_t)ip_len;
+	ip[4] = (uint8_t)(ip_id >> 8);
+	ip[5] = (uint8_t)ip_id;
+	ip[6] = 0x40; /* don't fragment */
+	ip[8] = 64;   /* ttl */
+	ip[9] = 17;   /* UDP */
+	memcpy(ip + 12, &o->src_ip, 4);
+	memcpy(ip + 16, &o->dst_ip, 4);
+	uint16_t ipc = csum_fold(csum_add(0, ip, IP_HDR));
+	ip[10] = (uint8_t)(ipc >> 8);
+	ip[11] = (uint8_t)ipc;
+	udp[0] = (uint8_t)(o->src_port >> 8);
+	udp[1] = (uint8_t)o->src_port;
+	udp[2] = (uint8_t)(o->dst_port >> 8);
+	udp[3] = (uint8_t)o->dst_port;
+	udp[4] = (uint8_t)(udp_len >> 8);
+	udp[5] = (uint8_t)udp_len;
+	udp[6] = 0;
+	udp[7] = 0;
+	memcpy(udp + UDP_HDR, payload, len);
+	/* The UDP checksum covers the pseudo-header, the header and the payload. */
+	uint8_t pseudo[12];
+	memcpy(pseudo, ip + 12, 8);
+	pseudo[8] = 0;
+	pseudo[9] = 17;
+	pseudo[10] = (uint8_t)(udp_len >> 8);
+	pseudo[11] = (uint8_t)udp_len;
+	uint32_t sum = csum_add(0, pseudo, sizeof(pseudo));
+	uint16_t uc = csum_fold(csum_add(sum, udp, udp_len));
+	if (uc == 0)
+		uc = 0xffff; /* zero means "no checksum" in UDP over IPv4 */
+	udp[6] = (uint8_t)(uc >> 8);
+	udp[7] = (uint8_t)uc;
+	return ETH_HDR + ip_len;
+}
+
+/* The next message of the seeded flow into msg. */
+static void
+next_message(const struct opts *o, struct prng *p, struct user_state *users, uint64_t *msg)
+{
+	memset(msg, 0, MSG_SIZE);
+	uint32_t ui = (uint32_t)prng_below(p, o->users);
+	struct user_state *u = &users[ui];
+	uint64_t user = 1000 + ui;
+	if (!u->funded) {
+		/* Deposits first: base then quote, so the user can trade both sides. */
+		struct wire_transfer *t = (void *)msg;
+		wire_hdr_init(&t->hdr, WIRE_TRANSFER, 0);
+		t->user = user;
+		t->transfer_id = u->next_id++;
+		t->asset = u->next_id == 2 ? ASSET_BASE : ASSET_QUOTE;
+		t->amount = t->asset == ASSET_BASE ? 1000000 : 1000000000;
+		u->funded = u->next_id > 2;
+		return;
+	}
+	uint64_t roll = prng_below(p, 100);
+	if (u->live_count > 0 && roll < 15) {
+		/* Cancel one of the user's own orders. */
+		uint32_t k = (uint32_t)prng_below(p, u->live_count);
+		struct wire_cancel *c = (void *)msg;
+		wire_hdr_init(&c->hdr, WIRE_CANCEL, 0);
+		c->user = user;
+		c->cl_ord_id = u->next_id++;
+		c->orig_cl_ord_id = u->live[k];
+		u->live[k] = u->live[--u->live_count];
+		return;
+	}
+	if (u->live_count > 0 && roll < 20) {
+		struct wire_amend *a = (void *)msg;
+		wire_hdr_init(&a->hdr, WIRE_AMEND, 0);
+		a->user = user;
+		a->cl_ord_id = u->next_id++;
+		a->orig_cl_ord_id = u->live[prng_below(p, u->live_count)];
+		a->qty = prng_range(p, 1, 5);
+		return;
+	}
+	if (u->live_count > 0 && roll < 23) {
+		uint32_t k = (uint32_t)prng_below(p, u->live_count);
+		struct wire_cancel_replace *r = (void *)msg;
+		wire_hdr_init(&r->hdr, WIRE_CANCEL_REPLACE, 0);
+		r->user = user;
+		r->cl_ord_id = u->next_id++;
+		r->orig_cl_ord_id = u->live[k];
+		r->px = o->mid + prng_range(p, -10, 10);
+		r->qty = prng_range(p, 1, 20);
+		u->live[k] = r->cl_ord_id;
+		return;
+	}
+	struct wire_new_order *n = (void *)msg;
+	wire_hdr_init(&n->hdr, WIRE_NEW_ORDER, 0);
+	n->user = user;
+	n->cl_ord_id = u->next_id++;
+	n->symbol = 1 + (uint32_t)prng_below(p, o->symbols);
+	n->side = prng_chance(p, 1, 2) ? WIRE_SIDE_BUY : WIRE_SIDE_SELL;
+	if (roll < 28) {
+		n->ord_type = WIRE_ORD_MARKET;
+		n->tif = WIRE_TIF_IOC;
+		if (n->side == WIRE_SIDE_BUY)
+			n->quote_qty = o->mid * prng_range(p, 1, 10);
+		else
+			n->qty = prng_range(p, 1, 10);
+		return;
+	}
+	n->ord_type = WIRE_ORD_LIMIT;
+	n->tif = roll < 35 ? WIRE_TIF_IOC : roll < 38 ? WIRE_TIF_POST_ONLY : WIRE_TIF_GTC;
+	/* Buyers bid below the mid and sellers ask above it, with some overlap so trades. */
+	int64_t off = prng_range(p, -3, 20);
+	n->px = n->side == WIRE_SIDE_BUY ? o->mid - off : o->mid + off;
+	if (n->px < 1)
+		n->px = 1;
+	n->qty = prng_range(p, 1, 20);
+	if (n->tif != WIRE_TIF_IOC) {
+		if (u->live_count == LIVE_MAX)
+			u->live[prng_below(p, LIVE_MAX)] = n->cl_ord_id;
+		else
+			u->live[u->live_count++] = n->cl_ord_id;
+	}
+}
+
+static int
+gen(int argc, char **argv)
+{
+	struct opts o = {
+		.count = 1000,
+		.seed = 1,
+		.src_mac = {0x02, 0x00, 0x00, 0x00, 0x00, 0x01},
+		.dst_mac = {0x02, 0x00, 0x00, 0x00, 0x00, 0x02},
+		.src_port = 40000,
+		.dst_port = 7400,
+		.users = 16,
+		.symbols = 1,
+		.mid = 10000,
+		.session = 1,
+		.gap_us = 10,
+		.multi_pct = 30,
+	};
+	inet_pton(AF_INET, "10.77.0.1", &o.src_ip);
+	inet_pton(AF_INET, "10.77.0.2", &o.dst_ip);
+	for (int i = 2; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		uint64_t x = 0;
+		if (v == NULL)
+			return usage();
+		i++;
+		bool num = parse_u64(v, &x) == 0;
+		if (strcmp(a, "--out") == 0)
+			o.out = v;
+		else if (strcmp(a, "--count") == 0 && num && x > 0)
+			o.count = x;
+		else if (strcmp(a, "--seed") == 0 && num)
+			o.seed = x;
+		else if (strcmp(a, "--src-ip") == 0 && inet_pton(AF_INET, v, &o.src_ip) == 1)
+			;
+		else if (strcmp(a, "--dst-ip") == 0 && inet_pton(AF_INET, v, &o.dst_ip) == 1)
+			;
+		else if (strcmp(a, "--src-mac") == 0 && parse_mac(v, o.src_mac) == 0)
+			;
+		else if (strcmp(a, "--dst-mac") == 0 && parse_mac(v, o.dst_mac) == 0)
+			;
+		else if (strcmp(a, "--src-port") == 0 && num && x > 0 && x <= UINT16_MAX)
+			o.src_port = (uint16_t)x;
+		else if (strcmp(a, "--dst-port") == 0 && num && x > 0 && x <= UINT16_MAX)
+			o.dst_port = (uint16_t)x;
+		else if (strcmp(a, "--users") == 0 && num && x > 0 && x <= USERS_MAX)
+			o.users = (uint32_t)x;
+		else if (strcmp(a, "--symbols") == 0 && num && x > 0 && x <= 1000000)
+			o.symbols = (uint32_t)x;
+		else if (strcmp(a, "--mid") == 0 && num && x >= 100 && x <= INT32_MAX)
+			o.mid = (int64_t)x;
+		else if (strcmp(a, "--session") == 0 && num && x <= UINT32_MAX)
+			o.session = (uint32_t)x;
+		else if (strcmp(a, "--key") == 0 && parse_key(v, &o.key) == 0)
+			;
+		else if (strcmp(a, "--gap-us") == 0 && num && x <= 1000000)
+			o.gap_us = (uint32_t)x;
+		else if (strcmp(a, "--multi") == 0 && num && x <= 100)
+			o.multi_pct = (uint32_t)x;
+		else {
+			fprintf(stderr, "omspcap: bad option %s %s\n", a, v);
+			return usage();
+		}
+	}
+	if (o.out == NULL)
+		return usage();
+
+	struct user_state *users = calloc(o.users, sizeof(*users));
+	pcap_t *pd = pcap_open_dead(DLT_EN10MB, 65535);
+	pcap_dumper_t *dump = pd != NULL ? pcap_dump_open(pd, o.out) : NULL;
+	if (users == NULL || dump == NULL) {
+		fprintf(stderr, "omspcap: cannot write %s: %s\n", o.out,
+			pd != NULL ? pcap_geterr(pd) : "pcap_open_dead failed");
+		free(users);
+		if (pd != NULL)
+			pcap_close(pd);
+		return 1;
+	}
+	for (uint32_t i = 0; i < o.users; i++)
+		users[i].next_id = 1;
+	struct prng p;
+	prng_seed(&p, o.seed);
+	static uint64_t frame[PAYLOAD_MAX / 8];
+	static uint8_t pkt[ETH_HDR + IP_HDR + UDP_HDR + PAYLOAD_MAX];
+	uint64_t msg[MSG_SIZE / 8];
+	uint64_t written = 0, frames = 0, t_us = 0;
+	uint64_t per_type[WIRE_TYPE_LIMIT] = {0};
+	while (written < o.count) {
+		/* Several messages per frame sometimes (a client batching its burst). */
+		uint64_t want = prng_chance(&p, o.multi_pct, 100) ? (uint64_t)prng_range(&p, 2, 8) : 1;
+		if (want > o.count - written)
+			want = o.count - written;
+		struct wire_builder b;
+		wire_builder_init(&b, frame, PAYLOAD_MAX, o.session);
+		for (uint64_t k = 0; k < want; k++) {
+			next_message(&o, &p, users, msg);
+			const struct wire_msg_hdr *h = (const void *)msg;
+			if (wire_builder_add(&b, msg) < 0)
+				break; /* cannot happen at 8 x 72 bytes; the flow just moves on */
+			per_type[h->type]++;
+			written++;
+		}
+		uint32_t len = wire_builder_finish(&b, &o.key);
+		uint32_t n = encapsulate(&o, pkt, frame, len, (uint16_t)frames);
+		t_us += o.gap_us;
+		struct pcap_pkthdr ph = {
+			.ts = {.tv_sec = (time_t)(START_SEC + t_us / 1000000),
+			       .tv_usec = (suseconds_t)(t_us % 1000000)},
+			.caplen = n,
+			.len = n,
+		};
+		pcap_dump((u_char *)dump, &ph, pkt);
+		frames++;
+	}
+	pcap_dump_close(dump);
+	pcap_close(pd);
+	free(users);
+	printf("gen: file=%s frames=%" PRIu64 " msgs=%" PRIu64, o.out, frames, written);
+	for (uint16_t t = 0; t < WIRE_TYPE_LIMIT; t++)
+		if (per_type[t] != 0)
+			printf(" %s=%" PRIu64, wire_type_name(t), per_type[t]);
+	printf("\n");
+	return 0;
+}
+
+static int
+show(int argc, char **argv)
+{
+	const char *file = NULL;
+	struct wire_key key = {0, 0};
+	bool verbose = false;
+	for (int i = 2; i < argc; i++) {
+		if (strcmp(argv[i], "--key") == 0 && i + 1 < argc) {
+			if (parse_key(argv[++i], &key) < 0)
+				return usage();
+		} else if (strcmp(argv[i], "--verbose") == 0) {
+			verbose = true;
+		} else if (argv[i][0] != '-' && file == NULL) {
+			file = argv[i];
+		} else {
+			return usage();
+		}
+	}
+	if (file == NULL)
+		return usage();
+	char errbuf[PCAP_ERRBUF_SIZE];
+	pcap_t *pd = pcap_open_offline(file, errbuf);
+	if (pd == NULL) {
+		fprintf(stderr, "omspcap: %s\n", errbuf);
+		return 1;
+	}
+	if (pcap_datalink(pd) != DLT_EN10MB) {
+		fprintf(stderr, "omspcap: %s: not an Ethernet capture\n", file);
+		pcap_close(pd);
+		return 1;
+	}
+	uint64_t frames = 0, msgs = 0, errors = 0, non_udp = 0;
+	uint64_t per_type[WIRE_TYPE_LIMIT] = {0}, per_err[WIRE_E_COUNT] = {0};
+	static uint64_t payload[WIRE_FRAME_MAX / 8 + 1];
+	struct pcap_pkthdr *ph;
+	const u_char *pkt;
+	int rc;
+	while ((rc = pcap_next_ex(pd, &ph, &pkt)) == 1) {
+		/* Ethernet II, IPv4 without fragments, UDP. Anything else is counted and skipped. */
+		if (ph->caplen < ETH_HDR + IP_HDR + UDP_HDR || pkt[12] != 0x08 || pkt[13] != 0x00 ||
+		    (pkt[ETH_HDR] >> 4) != 4 || pkt[ETH_HDR + 9] != 17) {
+			non_udp++;
+			continue;
+		}
+		uint32_t ihl = (uint32_t)(pkt[ETH_HDR] & 0x0f) * 4;
+		const u_char *udp = pkt + ETH_HDR + ihl;
+		if (ETH_HDR + ihl + UDP_HDR > ph->caplen) {
+			non_udp++;
+			continue;
+		}
+		uint32_t udp_len = (uint32_t)(udp[4] << 8 | udp[5]);
+		if (udp_len < UDP_HDR || ETH_HDR + ihl + udp_len > ph->caplen ||
+		    udp_len - UDP_HDR > WIRE_FRAME_MAX) {
+			non_udp++;
+			continue;
+		}
+		frames++;
+		uint32_t len = udp_len - UDP_HDR;
+		memcpy(payload, udp + UDP_HDR, len); /* aligned copy for the decoder */
+		const struct wire_msg_hdr *m[WIRE_FRAME_MSGS_MAX];
+		uint32_t count = 0, sender = 0;
+		enum wire_err e = wire_frame_decode(payload, len, &key, m, WIRE_FRAME_MSGS_MAX,
+						    &count, &sender);
+		if (e != WIRE_E_OK) {
+			errors++;
+			per_err[e]++;
+			if (verbose)
+				printf("frame %" PRIu64 ": %s\n", frames, wire_err_text(e));
+			continue;
+		}
+		msgs += count;
+		for (uint32_t i = 0; i < count; i++) {
+			per_type[m[i]->type]++;
+			if (verbose)
+				printf("frame %" PRIu64 " sender %u: %s\n", frames, sender,
+				       wire_type_name(m[i]->type));
+		}
+	}
+	if (rc == PCAP_ERROR)
+		fprintf(stderr, "omspcap: %s: %s\n", file, pcap_geterr(pd));
+	pcap_close(pd);
+	for (uint16_t t = 0; t < WIRE_TYPE_LIMIT; t++)
+		if (per_type[t] != 0)
+			printf("type %-16s %" PRIu64 "\n", wire_type_name(t), per_type[t]);
+	for (int e = 1; e < WIRE_E_COUNT; e++)
+		if (per_err[e] != 0)
+			printf("error %-40s %" PRIu64 "\n", wire_err_text((enum wire_err)e), per_err[e]);
+	printf("show: frames=%" PRIu64 " msgs=%" PRIu64 " decode_errors=%" PRIu64
+	       " non_udp=%" PRIu64 "\n",
+	       frames, msgs, errors, non_udp);
+	return errors != 0 || rc == PCAP_ERROR ? 1 : 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	if (argc < 2)
+		return usage();
+	if (strcmp(argv[1], "gen") == 0)
+		return gen(argc, argv);
+	if (strcmp(argv[1], "show") == 0)
+		return show(argc, argv);
+	return usage();
+}
