@@ -36,6 +36,9 @@ struct me_limits {
 	uint32_t gtd_max;         /* pending GTD expiry entries */
 	uint32_t events_max;      /* retained events per stream; a power of two */
 	uint32_t events_reserve;  /* free slots below which new requests get BACKPRESSURE */
+	uint32_t replay_max;      /* events re-emitted per REPLAY_REQUEST; 0 = 128 */
+	uint64_t dedup_ttl_ns;    /* cluster time a finished order's dedup record outlives its
+				   * ack (the idempotency window for late re-sends); 0 = none */
 };
 
 /* One aggregated price level of an L2 depth answer. */

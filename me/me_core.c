@@ -436,6 +436,8 @@ me_apply(struct me *me, uint64_t now_ns, const struct wire_msg_hdr *msg, struct 
 		me->now_ns = now_ns;
 	if (me->gtd_count > 0 && ME_ARR(me, off_gtd, struct me_gtd)[0].expire_ns <= me->now_ns)
 		me_expire_due(me);
+	if (me->limits.dedup_ttl_ns != 0)
+		me_streams_release_aged(me);
 
 	switch (msg->type) {
 	case WIRE_SUBMIT:
@@ -504,6 +506,7 @@ me_tick(struct me *me, uint64_t now_ns, struct svc_sink *sink)
 	if (now_ns > me->now_ns)
 		me->now_ns = now_ns;
 	me_expire_due(me);
+	me_streams_release_aged(me);
 }
 
 uint32_t

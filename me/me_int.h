@@ -24,7 +24,7 @@
 #define ME_NIL UINT32_MAX          /* no record / no level */
 #define ME_MAGIC UINT64_C(0x315f454d5f44534f) /* "OSD_ME_1" */
 #define ME_SNAP_MAGIC UINT64_C(0x50414e53454d4f4d) /* "MOMESNAP" */
-#define ME_SNAP_VERSION 1
+#define ME_SNAP_VERSION 2
 #define ME_RT_SIZE 128             /* runtime header, excluded from snapshot and hash */
 #define ME_STREAM_MAP_SIZE 65536   /* one entry per possible OMS shard id */
 #define ME_EV_MATCH_ROOM 6         /* taker-stream slots a match step may need */
@@ -55,7 +55,8 @@ struct me_order {
 	int64_t px;            /* limit price; 0 for market */
 	int64_t leaves;        /* live qty (base units) */
 	int64_t cum;           /* filled qty */
-	uint64_t expire_ns;    /* GTD expiry, cluster time; else 0 */
+	uint64_t expire_ns;    /* live: GTD expiry, cluster time, else 0; final: the cluster
+				* time it finished (start of its dedup window) */
 	uint64_t last_seq;     /* last stream seq about this record (in stream `stream`) */
 	uint32_t fp;           /* fingerprint of the request content (dedup mismatch check) */
 	uint32_t prev;         /* level FIFO (live) or finished FIFO (final) */
@@ -345,6 +346,8 @@ uint32_t me_stream_get(struct me *me, uint16_t shard);           /* create; ME_N
 void me_order_finish(struct me *me, uint32_t oi);
 void me_result_emit(struct me *me, struct wire_oid oid, uint32_t oi, uint16_t reason);
 void me_stream_ack(struct me *me, const struct wire_stream_ack *m);
+/* Release acknowledged records whose dedup window has passed (every apply and tick). */
+void me_streams_release_aged(struct me *me);
 void me_stream_replay(struct me *me, const struct wire_replay_request *m);
 void me_open_orders(struct me *me, const struct wire_open_orders_query *m);
 void me_admin_reply(struct me *me, uint16_t reason, uint64_t value);

@@ -35,9 +35,9 @@ struct me_snap_hdr {
 	uint64_t body_len;       /* bytes that follow */
 	uint64_t checksum;       /* XXH3-64 of those bytes */
 	struct me_limits limits; /* of the engine that wrote it */
-	uint32_t reserved1;
+	uint64_t reserved1;
 };
-static_assert(sizeof(struct me_snap_hdr) == 72, "me_snap_hdr");
+static_assert(sizeof(struct me_snap_hdr) == 88, "me_snap_hdr");
 
 #define STATE_HDR_LEN (sizeof(struct me) - ME_RT_SIZE)
 

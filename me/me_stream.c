@@ -52,6 +52,8 @@ me_order_finish(struct me *me, uint32_t oi)
 	DCHECK(o->state != ME_ST_FINAL && o->level == ME_NIL);
 	o->state = ME_ST_FINAL;
 	o->leaves = 0;
+	/* Its dedup window starts now (me_limits.dedup_ttl_ns). */
+	o->expire_ns = me->now_ns;
 	struct me_stream *s = me_stream_at(me, o->stream);
 	o->next = ME_NIL;
 	o->prev = s->fin_tail;
@@ -89,6 +91,8 @@ me_result_emit(struct me *me, struct wire_oid oid, uint32_t oi, uint16_t reason)
 	svc_emit(me->rt.sink, WIRE_DEST_OMS, &r);
 }
 
+static void stream_release(struct me *me, struct me_stream *s);
+
 void
 me_stream_ack(struct me *me, const struct wire_stream_ack *m)
 {
@@ -105,12 +109,32 @@ me_stream_ack(struct me *me, const struct wire_stream_ack *m)
 	s->acked = seq;
 	if (s->oldest <= seq)
 		s->oldest = seq + 1;
-	/* Contract: dedup records of finished orders are kept until the ack covers their final
-	 * event. Bounded by the records finished in the acknowledged range. */
+	stream_release(me, s);
+}
+
+/* Acknowledged records whose dedup window has passed, on every stream. O(1) when none is
+ * due; bounded by the records released. */
+void
+me_streams_release_aged(struct me *me)
+{
+	for (uint32_t st = 0; st < me->streams_used; st++)
+		stream_release(me, me_stream_at(me, st));
+}
+
+/* Contract: a finished order's dedup record is kept until the ack covers its final event
+ * AND its dedup window (dedup_ttl_ns of cluster time since it finished) has passed: a
+ * re-driven SUBMIT still in flight when the ack lands must find the record, not a fresh
+ * book (found by sim-system). The FIFO is in finish order, so both conditions stop at the
+ * first record that does not meet them. */
+static void
+stream_release(struct me *me, struct me_stream *s)
+{
 	while (s->fin_head != ME_NIL) {
 		uint32_t oi = s->fin_head;
 		struct me_order *o = me_ord(me, oi);
-		if (o->last_seq > seq)
+		if (o->last_seq > s->acked)
+			break;
+		if (me->now_ns - o->expire_ns < me->limits.dedup_ttl_ns)
 			break;
 		s->fin_head = o->next;
 		if (s->fin_head != ME_NIL)
@@ -132,8 +156,15 @@ me_stream_replay(struct me *me, const struct wire_replay_request *m)
 	struct me_stream *s = me_stream_at(me, st);
 	/* Contract: a seq already acknowledged replays from the oldest retained one. */
 	uint64_t from = m->from_seq > s->oldest ? m->from_seq : s->oldest;
+	/* Bounded work per request: replaying the whole retention in one apply floods the OMS
+	 * log and starves the very event it waits for (found by sim-system). The OMS asks
+	 * again as it advances. */
+	if (from >= s->next_seq)
+		return; /* nothing at or after from_seq yet */
+	uint64_t max = me->limits.replay_max != 0 ? me->limits.replay_max : 128;
+	uint64_t end = s->next_seq - from > max ? from + max : s->next_seq;
 	struct wire_me_event *r = ring(me, st);
-	for (uint64_t q = from; q < s->next_seq; q++) {
+	for (uint64_t q = from; q < end; q++) {
 		me_count(me, ME_C_REPLAYED);
 		svc_emit(me->rt.sink, WIRE_DEST_OMS, &r[(q - 1) & me->events_mask]);
 	}
