@@ -10,12 +10,15 @@
  *
  *   role       lcore                 rings (created at start-up, before dp_start)
  *   io         [io] cpu              port rx/tx; routes frames to the rings below
- *   shard      [shard.N] cpu (each)  rx: io → shard N (class shard, and bridge for oms
- *                                    shards, and gateway → the first oms shard, until the
- *                                    gateway and bridge roles get rings of their own)
+ *   shard      [shard.N] cpu (each)  rx: io → shard N (class shard; class bridge for an oms
+ *                                    shard; classes gateway and client → the gateway lcore,
+ *                                    the first oms shard of the node)
+ *                                    local: MP/SC ring, frames from other lcores of this
+ *                                    node (same mbuf layout as received frames)
  *                                    tx: dp_txq "shardN" → io
- *   bridge     [bridge] cpu          none yet (placeholder loop)
- *   persister  [persister] cpu       none yet (placeholder loop)
+ *   bridge     [bridge] cpu          idle: the bridge runs inside the OMS shard lcore (the
+ *                                    only lcore that may read the oms state; docs/appliance.md)
+ *   persister  [persister] cpu       idle for now (no database: answered inline)
  */
 #ifndef OMSD_APP_APP_H
 #define OMSD_APP_APP_H
@@ -59,8 +62,11 @@ struct app_agent {
 	bool launched;                /* remote-launched, must be waited for */
 } __rte_cache_aligned;
 
-/* Skeleton shard state: counts what reaches it and echoes every frame to its sender. */
-struct app_shard {
+struct app_shard; /* app_shard.c: one shard lcore (consensus + service + roles) */
+
+/* Echo shard (diagnostic service "echo"): counts what reaches it and echoes every frame to
+ * its sender. The dataplane tests use it; it was the skeleton of the shard lcore. */
+struct app_echo {
 	const struct app_shard_conf *conf;
 	struct rte_ring *rx;          /* io → this shard (SP/SC) */
 	struct dp_txq *txq;           /* this shard → io */
@@ -75,7 +81,15 @@ struct app {
 	struct dp *dp;                /* the dataplane */
 	struct app_agent agents[APP_AGENTS_MAX];
 	uint32_t agent_count;
-	struct app_shard shards[APP_SHARDS_MAX]; /* parallel to cfg.shards */
+	struct app_shard *shards[APP_SHARDS_MAX]; /* parallel to cfg.shards (oms, me) */
+	struct app_echo echoes[APP_SHARDS_MAX];  /* parallel to cfg.shards (echo) */
+	int8_t shard_index[DP_SHARDS_MAX];       /* shard id → index in shards[], -1: not here */
+	int gateway_index;                       /* shard lcore running the gateway, -1: none */
+	/* Node-wide leader hints per shard id: written by the local member of a shard (from
+	 * cns_leader) and by NOT_LEADER answers; read by every lcore that sends to a shard's
+	 * leader. Relaxed atomics: a hint is only a hint, a wrong one costs one NAK. */
+	uint32_t leader_hint[DP_SHARDS_MAX];
+	int64_t clock_offset_ns;      /* cluster clock = dp_clock_ns + this (wall clock) */
 	uint64_t start_ns;            /* dp_clock_ns at start */
 };
 
@@ -95,5 +109,12 @@ int app_agent_main(void *agent);
 
 /* Write every counter (dataplane, agents, shards) as "name value" lines. */
 void app_stats_write(const struct app *app, FILE *out);
+
+/* app_shard.c: the shard role for oms and me shards (echo shards stay in app_lcore.c). */
+int app_shard_init(struct app *app, struct app_agent *agent, uint32_t index);
+void app_shard_fini(struct app *app, struct app_agent *agent);
+void app_shard_stats_write(const struct app *app, uint32_t index, FILE *out);
+/* app_lcore.c: the echo shard (diagnostic service of the dataplane tests). */
+int app_echo_init(struct app *app, struct app_agent *agent, uint32_t index);
 
 #endif

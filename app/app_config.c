@@ -490,6 +490,15 @@ defaults(struct app_config *cfg)
 	cfg->sweep_ms = 1000;
 	cfg->sweep_evict_max = 1000;
 	cfg->tick_ms = 10;
+	cfg->bridge_redrive_ms = 200;
+	cfg->election_ms = 150;
+	cfg->heartbeat_ms = 25;
+	cfg->orders_max = 65536;
+	cfg->log_entries_max = 65536;
+	cfg->log_mb = 64;
+	cfg->snapshot_mb = 16;
+	cfg->snapshot_entries = 20000;
+	cfg->routing.epoch = 1;
 	cfg->durability = APP_DURABILITY_MEMORY;
 	snprintf(cfg->data_dir, sizeof(cfg->data_dir), "/var/lib/omsd");
 	snprintf(cfg->mgmt_socket, sizeof(cfg->mgmt_socket), "/run/omsd/omsd.sock");
@@ -710,8 +719,10 @@ sec_shards(struct ctx *c, struct app_config *cfg)
 				sh->service = APP_SERVICE_ME;
 			else if (strcmp(v, "oms") == 0)
 				sh->service = APP_SERVICE_OMS;
+			else if (strcmp(v, "echo") == 0)
+				sh->service = APP_SERVICE_ECHO;
 			else
-				report(c, s, "service", "'%s' is not one of me|oms", v);
+				report(c, s, "service", "'%s' is not one of me|oms|echo", v);
 		}
 		int n = get_id_list(c, s, "members", sh->members, APP_MEMBERS_MAX);
 		if (n > 0) {
@@ -747,6 +758,22 @@ sec_rest(struct ctx *c, struct app_config *cfg)
 	get_u64(c, "timers", "sweep_ms", false, 1, UINT32_MAX, &cfg->sweep_ms);
 	get_u64(c, "timers", "sweep_evict_max", false, 1, 1u << 24, &cfg->sweep_evict_max);
 	get_u64(c, "timers", "tick_ms", false, 1, 60000, &cfg->tick_ms);
+	get_u64(c, "timers", "bridge_redrive_ms", false, 1, 600000, &cfg->bridge_redrive_ms);
+	get_u64(c, "timers", "election_ms", false, 10, 60000, &cfg->election_ms);
+	get_u64(c, "timers", "heartbeat_ms", false, 1, 60000, &cfg->heartbeat_ms);
+	if (cfg->heartbeat_ms * 2 > cfg->election_ms)
+		report(c, "timers", "heartbeat_ms", "%" PRIu64 " is more than half of election_ms "
+		       "(%" PRIu64 "): followers would time out between heartbeats",
+		       cfg->heartbeat_ms, cfg->election_ms);
+	get_u64(c, "limits", "orders", false, 64, 1u << 26, &cfg->orders_max);
+	get_u64(c, "limits", "log_entries", false, 1024, 1u << 26, &cfg->log_entries_max);
+	get_u64(c, "limits", "log_mb", false, 1, 1u << 16, &cfg->log_mb);
+	get_u64(c, "limits", "snapshot_mb", false, 1, 1u << 12, &cfg->snapshot_mb);
+	get_u64(c, "limits", "snapshot_entries", false, 16, 1u << 30, &cfg->snapshot_entries);
+	if (cfg->snapshot_entries >= cfg->log_entries_max)
+		report(c, "limits", "snapshot_entries", "%" PRIu64 " must be below log_entries "
+		       "(%" PRIu64 "): the log would fill before the first snapshot",
+		       cfg->snapshot_entries, cfg->log_entries_max);
 	if (cfg->sweep_ms > cfg->user_ttl_ms)
 		report(c, "timers", "sweep_ms", "%" PRIu64 " is longer than user_ttl_ms (%" PRIu64
 		       "): users would outlive their TTL by more than a TTL",
@@ -769,6 +796,145 @@ sec_rest(struct ctx *c, struct app_config *cfg)
 		report(c, "paths", "data_dir", "empty");
 	get_key(c, "keys", "peer", &cfg->dp.peer_key);
 	get_key(c, "keys", "client", &cfg->dp.client_key);
+}
+
+static bool
+get_i64(struct ctx *c, const char *sec, const char *key, bool required, int64_t min,
+	int64_t max, int64_t *out)
+{
+	const char *v = get(c, sec, key);
+	char *end;
+
+	if (v == NULL) {
+		if (required)
+			need(c, sec, key, v);
+		return false;
+	}
+	errno = 0;
+	long long x = strtoll(v, &end, 10);
+	if (*v == '\0' || errno != 0 || *end != '\0') {
+		report(c, sec, key, "'%s' is not a decimal integer", v);
+		return false;
+	}
+	if (x < min || x > max) {
+		report(c, sec, key, "%lld is out of range [%" PRId64 ", %" PRId64 "]", x, min, max);
+		return false;
+	}
+	*out = x;
+	return true;
+}
+
+/* [routing] epoch, oms_shards = 1,2, pins = user:shard,... Without oms_shards, the OMS
+ * shards this node hosts are the active set. */
+static void
+sec_routing(struct ctx *c, struct app_config *cfg)
+{
+	const char *s = "routing";
+	struct app_routing_conf *r = &cfg->routing;
+	char buf[APP_STR_MAX];
+	const char *v;
+
+	get_u64(c, s, "epoch", false, 1, UINT32_MAX, &r->epoch);
+	v = get(c, s, "oms_shards");
+	if (v != NULL) {
+		snprintf(buf, sizeof(buf), "%s", v);
+		for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok != NULL;
+		     tok = strtok_r(NULL, ",", &save)) {
+			uint64_t id;
+			tok = trim(tok);
+			if (!parse_u64(tok, &id) || id >= DP_SHARDS_MAX) {
+				report(c, s, "oms_shards", "'%s' is not a shard id (0..%d)", tok,
+				       DP_SHARDS_MAX - 1);
+				continue;
+			}
+			if (r->shard_count == WIRE_ROUTE_SHARDS_MAX) {
+				report(c, s, "oms_shards", "more than %d shards",
+				       WIRE_ROUTE_SHARDS_MAX);
+				break;
+			}
+			r->shards[r->shard_count++] = (uint16_t)id;
+		}
+	} else {
+		for (uint32_t i = 0; i < cfg->shard_count; i++)
+			if (cfg->shards[i].service == APP_SERVICE_OMS &&
+			    r->shard_count < WIRE_ROUTE_SHARDS_MAX)
+				r->shards[r->shard_count++] = cfg->shards[i].id;
+	}
+	v = get(c, s, "pins");
+	if (v != NULL && *v != '\0') {
+		snprintf(buf, sizeof(buf), "%s", v);
+		for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok != NULL;
+		     tok = strtok_r(NULL, ",", &save)) {
+			uint64_t user, shard;
+			tok = trim(tok);
+			char *colon = strchr(tok, ':');
+			if (colon == NULL) {
+				report(c, s, "pins", "'%s' is not user:shard", tok);
+				continue;
+			}
+			*colon = '\0';
+			if (!parse_u64(tok, &user) || user == 0 || !parse_u64(colon + 1, &shard) ||
+			    shard >= DP_SHARDS_MAX) {
+				report(c, s, "pins", "'%s:%s' is not user:shard", tok, colon + 1);
+				continue;
+			}
+			if (r->pin_count == WIRE_ROUTE_PINS_MAX) {
+				report(c, s, "pins", "more than %d pins", WIRE_ROUTE_PINS_MAX);
+				break;
+			}
+			r->pins[r->pin_count].user = user;
+			r->pins[r->pin_count].shard = (uint16_t)shard;
+			r->pin_count++;
+		}
+	}
+	bool any_oms = false;
+	for (uint32_t i = 0; i < cfg->shard_count; i++)
+		any_oms |= cfg->shards[i].service == APP_SERVICE_OMS;
+	if (any_oms && r->shard_count == 0)
+		report(c, s, "oms_shards", "no active OMS shard");
+}
+
+static void
+sec_symbols(struct ctx *c, struct app_config *cfg)
+{
+	for (uint32_t i = 0; i < c->count; i++) {
+		const struct scan_ent *e = &c->ents[i];
+		if (e->key[0] != '\0' || strncmp(e->sec, "symbol.", 7) != 0)
+			continue;
+		const char *s = e->sec;
+		c->ents[i].used = true;
+		long long id = section_index(s, "symbol.", UINT32_MAX);
+		if (id <= 0) {
+			report(c, s, NULL, "symbol sections are named symbol.<id>, id 1..4294967295");
+			continue;
+		}
+		if (cfg->symbol_count == APP_SYMBOLS_MAX) {
+			report(c, s, NULL, "more than %d symbols", APP_SYMBOLS_MAX);
+			continue;
+		}
+		struct app_symbol_conf *y = &cfg->symbols[cfg->symbol_count++];
+		int64_t v;
+		memset(y, 0, sizeof(*y));
+		y->id = (uint32_t)id;
+		y->tick = y->lot = y->min_qty = y->min_notional = y->base_unit = 1;
+		y->ref_px = 0;
+		GET_UINT(c, s, "base", true, 1, UINT32_MAX, y->base_asset);
+		GET_UINT(c, s, "quote", true, 1, UINT32_MAX, y->quote_asset);
+		GET_UINT(c, s, "me_shard", true, 0, DP_SHARDS_MAX - 1, y->me_shard);
+		get_i64(c, s, "tick", false, 1, INT64_MAX, &y->tick);
+		get_i64(c, s, "lot", false, 1, INT64_MAX, &y->lot);
+		get_i64(c, s, "min_qty", false, 1, INT64_MAX, &y->min_qty);
+		get_i64(c, s, "min_notional", false, 0, INT64_MAX, &y->min_notional);
+		get_i64(c, s, "base_unit", false, 1, INT64_MAX, &y->base_unit);
+		get_i64(c, s, "ref_px", false, 0, INT64_MAX, &y->ref_px);
+		GET_UINT(c, s, "band_bps", false, 0, 1000000, y->band_bps);
+		if (get_i64(c, s, "maker_fee_bps", false, -10000, 10000, &v))
+			y->maker_fee_bps = (int16_t)v;
+		if (get_i64(c, s, "taker_fee_bps", false, -10000, 10000, &v))
+			y->taker_fee_bps = (int16_t)v;
+		if (y->base_asset == y->quote_asset && y->base_asset != 0)
+			report(c, s, "quote", "same asset as base");
+	}
 }
 
 /* Every lcore's CPU must be one this process may run on. */
@@ -808,7 +974,7 @@ check_cpus(struct ctx *c, struct app_config *cfg)
 
 static const char *const known_sections[] = {
 	"node", "eal", "port", "memory", "io", "bridge", "persister", "limits", "timers",
-	"durability", "database", "paths", "keys",
+	"durability", "database", "paths", "keys", "routing",
 };
 
 int
@@ -840,6 +1006,8 @@ app_config_load(const char *path, struct app_config *cfg, FILE *err)
 	sec_peers(&c, cfg);
 	sec_shards(&c, cfg);
 	sec_rest(&c, cfg);
+	sec_routing(&c, cfg);
+	sec_symbols(&c, cfg);
 	if (cfg->shard_count == 0)
 		report(&c, NULL, NULL, "no [shard.N] section: a node hosts at least one shard");
 	check_cpus(&c, cfg);
@@ -866,7 +1034,8 @@ out:
 const char *
 app_service_name(enum app_service s)
 {
-	return s == APP_SERVICE_ME ? "me" : s == APP_SERVICE_OMS ? "oms" : "?";
+	return s == APP_SERVICE_ME ? "me" : s == APP_SERVICE_OMS ? "oms" :
+	       s == APP_SERVICE_ECHO ? "echo" : "?";
 }
 
 static void
@@ -902,6 +1071,16 @@ app_config_dump(const struct app_config *cfg, FILE *out)
 		fprintf(out, "peer.%u = %s:%u\n", cfg->dp.peers[i].node_id, ip,
 			rte_be_to_cpu_16(cfg->dp.peers[i].port_be));
 	}
+	fprintf(out, "routing.epoch = %" PRIu64 "\nrouting.oms_shards =", cfg->routing.epoch);
+	for (uint32_t i = 0; i < cfg->routing.shard_count; i++)
+		fprintf(out, "%s%u", i ? "," : " ", cfg->routing.shards[i]);
+	fprintf(out, "\nrouting.pins = %u\n", cfg->routing.pin_count);
+	for (uint32_t i = 0; i < cfg->symbol_count; i++) {
+		const struct app_symbol_conf *y = &cfg->symbols[i];
+		fprintf(out, "symbol.%u = base %u quote %u me_shard %u tick %" PRId64 " lot %" PRId64
+			"\n", y->id, y->base_asset, y->quote_asset, y->me_shard, y->tick, y->lot);
+	}
+	fprintf(out, "database = %s\n", cfg->db_conninfo[0] ? "configured" : "none");
 	fprintf(out, "durability.mode = %s\nkeys.peer = %s\nkeys.client = %s\n",
 		cfg->durability == APP_DURABILITY_DURABLE ? "durable" : "memory",
 		(cfg->dp.peer_key.k0 | cfg->dp.peer_key.k1) ? "set" : "none",

@@ -22,10 +22,12 @@
 #define APP_MEMBERS_MAX 5        /* a Raft group has 1, 3 or 5 members */
 #define APP_EAL_ARGS_MAX 64      /* tokens in [eal] args */
 #define APP_STR_MAX 256          /* longest value rte_cfgfile keeps */
+#define APP_SYMBOLS_MAX 64       /* [symbol.N] sections */
 
 enum app_service {
 	APP_SERVICE_ME = 1,
 	APP_SERVICE_OMS = 2,
+	APP_SERVICE_ECHO = 3, /* diagnostic: echo every frame to its sender (dataplane tests) */
 };
 
 enum app_durability {
@@ -46,6 +48,34 @@ struct app_shard_conf {
 	uint32_t members[APP_MEMBERS_MAX];    /* node ids, ours included */
 	uint32_t member_count;                /* 1, 3 or 5 */
 	struct app_lcore_conf lcore;          /* the shard's lcore */
+};
+
+/* [symbol.N]: one instrument, proposed as a SYMBOL_CONFIG into every OMS and ME shard by
+ * their leaders at bootstrap (same content on every node). */
+struct app_symbol_conf {
+	uint32_t id;                          /* symbol id (N) */
+	uint32_t base_asset;                  /* base */
+	uint32_t quote_asset;                 /* quote */
+	uint16_t me_shard;                    /* owning ME shard */
+	int16_t maker_fee_bps;                /* may be negative (rebate) */
+	int16_t taker_fee_bps;
+	uint16_t reserved;
+	uint32_t band_bps;                    /* 0 = no band */
+	int64_t tick;                         /* price increment */
+	int64_t lot;                          /* quantity increment */
+	int64_t min_qty;
+	int64_t min_notional;
+	int64_t base_unit;                    /* notional = px * qty / base_unit */
+	int64_t ref_px;                       /* band reference until the first trade */
+};
+
+/* [routing]: the routing config every gateway uses and every OMS leader proposes. */
+struct app_routing_conf {
+	uint64_t epoch;                               /* routing epoch (>= 1) */
+	uint16_t shards[WIRE_ROUTE_SHARDS_MAX];       /* active OMS shards */
+	uint32_t shard_count;
+	struct wire_route_pin pins[WIRE_ROUTE_PINS_MAX]; /* whale pins */
+	uint32_t pin_count;
 };
 
 struct app_config {
@@ -79,12 +109,25 @@ struct app_config {
 	uint64_t resident_users_max;          /* OMS: resident actors */
 	uint64_t parked_orders_max;           /* OMS: orders waiting for hydration */
 	uint64_t inflight_sagas_max;          /* OMS: PENDING sagas before BACKPRESSURE */
+	uint64_t orders_max;                  /* OMS and ME: order records */
+	uint64_t log_entries_max;             /* in-memory Raft log: entries per shard */
+	uint64_t log_mb;                      /* in-memory Raft log: MiB per shard */
+	uint64_t snapshot_mb;                 /* largest snapshot (two buffers per shard) */
+	uint64_t snapshot_entries;            /* applied entries between snapshots */
 
 	/* [timers] */
 	uint64_t user_ttl_ms;                 /* idle time before an actor may be evicted */
 	uint64_t sweep_ms;                    /* TTL/reconciliation sweep cadence */
 	uint64_t sweep_evict_max;             /* evictions per sweep */
 	uint64_t tick_ms;                     /* idle leader tick entry cadence */
+	uint64_t bridge_redrive_ms;           /* bridge re-sends pending sagas this often */
+	uint64_t election_ms;                 /* Raft election timeout (min; max is 2x) */
+	uint64_t heartbeat_ms;                /* Raft leader heartbeat */
+
+	/* [routing], [symbol.N] */
+	struct app_routing_conf routing;
+	struct app_symbol_conf symbols[APP_SYMBOLS_MAX];
+	uint32_t symbol_count;
 
 	/* [durability], [database], [paths] */
 	enum app_durability durability;

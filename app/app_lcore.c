@@ -47,14 +47,14 @@ io_init(struct app *app, struct app_agent *agent, uint32_t index)
 }
 
 /* ---------------------------------------------------------------------------------------
- * shard (skeleton): count every frame routed to the shard and echo it, unchanged, to its
- * sender. The shard work replaces this with consensus + the service; the rings stay.
+ * echo shard (diagnostic): count every frame routed to the shard and echo it, unchanged, to
+ * its sender. oms and me shards run app_shard.c instead.
  * ------------------------------------------------------------------------------------- */
 
 static uint32_t
-shard_do_work(void *arg, uint64_t now_ns)
+echo_do_work(void *arg, uint64_t now_ns)
 {
-	struct app_shard *s = arg;
+	struct app_echo *s = arg;
 	struct rte_mbuf *ms[APP_SHARD_DRAIN_MAX];
 	uint64_t msgs = 0;
 	unsigned n;
@@ -79,10 +79,10 @@ shard_do_work(void *arg, uint64_t now_ns)
 	return n;
 }
 
-static int
-shard_init(struct app *app, struct app_agent *agent, uint32_t index)
+int
+app_echo_init(struct app *app, struct app_agent *agent, uint32_t index)
 {
-	struct app_shard *s = &app->shards[index];
+	struct app_echo *s = &app->echoes[index];
 	const struct app_shard_conf *sc = &app->cfg.shards[index];
 	char name[RTE_RING_NAMESIZE];
 	int ret;
@@ -95,18 +95,18 @@ shard_init(struct app *app, struct app_agent *agent, uint32_t index)
 	if (s->rx == NULL || s->txq == NULL)
 		return -ENOMEM;
 	ret = dp_route_add(app->dp, DP_CLASS_SHARD, sc->id, s->rx);
-	/* Placeholders until the bridge and gateway roles have rings of their own: an OMS
-	 * shard takes its bridge traffic, and the first OMS shard takes client order entry. */
-	if (ret == 0 && sc->service == APP_SERVICE_OMS)
+	/* An echo shard also takes bridge traffic for its id, and the first one takes client
+	 * order entry (the gateway class), so every valid frame class comes back. */
+	if (ret == 0)
 		ret = dp_route_add(app->dp, DP_CLASS_BRIDGE, sc->id, s->rx);
-	if (ret == 0 && sc->service == APP_SERVICE_OMS) {
+	if (ret == 0) {
 		ret = dp_route_add(app->dp, DP_CLASS_GATEWAY, DP_SHARD_ANY, s->rx);
 		if (ret == -EEXIST)
 			ret = 0;
 	}
 	if (ret != 0)
 		return ret;
-	agent->do_work = shard_do_work;
+	agent->do_work = echo_do_work;
 	agent->state = s;
 	return 0;
 }
@@ -133,9 +133,23 @@ nothing_init(struct app *app, struct app_agent *agent, uint32_t index)
 	return 0;
 }
 
+static int
+shard_init(struct app *app, struct app_agent *agent, uint32_t index)
+{
+	if (app->cfg.shards[index].service == APP_SERVICE_ECHO)
+		return app_echo_init(app, agent, index);
+	return app_shard_init(app, agent, index);
+}
+
+static void
+shard_fini(struct app *app, struct app_agent *agent)
+{
+	app_shard_fini(app, agent);
+}
+
 const struct app_role_ops app_roles[APP_ROLE_COUNT] = {
 	[APP_ROLE_IO] = { .name = "io", .init = io_init },
-	[APP_ROLE_SHARD] = { .name = "shard", .init = shard_init },
+	[APP_ROLE_SHARD] = { .name = "shard", .init = shard_init, .fini = shard_fini },
 	[APP_ROLE_BRIDGE] = { .name = "bridge", .init = nothing_init },
 	[APP_ROLE_PERSISTER] = { .name = "persister", .init = nothing_init },
 };
@@ -165,8 +179,12 @@ app_stats_write(const struct app *app, FILE *out)
 		fprintf(out, "agent.%s.sleeps %" PRIu64 "\n", a->name, LOAD(a->idle.sleeps));
 	}
 	for (uint32_t i = 0; i < app->cfg.shard_count; i++) {
-		const struct app_shard *s = &app->shards[i];
+		const struct app_echo *s = &app->echoes[i];
 		unsigned id = app->cfg.shards[i].id;
+		if (app->cfg.shards[i].service != APP_SERVICE_ECHO) {
+			app_shard_stats_write(app, i, out);
+			continue;
+		}
 		fprintf(out, "shard.%u.frames %" PRIu64 "\n", id, LOAD(s->frames));
 		fprintf(out, "shard.%u.msgs %" PRIu64 "\n", id, LOAD(s->msgs));
 		fprintf(out, "shard.%u.echoed %" PRIu64 "\n", id, LOAD(s->echoed));

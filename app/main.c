@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <rte_eal.h>
@@ -222,6 +223,18 @@ main(int argc, char **argv)
 		return 0;
 	}
 	agents_plan(&app);
+	memset(app.shard_index, -1, sizeof(app.shard_index));
+	app.gateway_index = -1;
+	for (uint32_t i = 0; i < app.cfg.shard_count; i++) {
+		const struct app_shard_conf *sc = &app.cfg.shards[i];
+		app.shard_index[sc->id] = (int8_t)i;
+		/* The gateway runs on the first OMS shard lcore (else the first oms/me one). */
+		if (sc->service == APP_SERVICE_OMS && app.gateway_index < 0)
+			app.gateway_index = (int)i;
+	}
+	for (uint32_t i = 0; i < app.cfg.shard_count && app.gateway_index < 0; i++)
+		if (app.cfg.shards[i].service != APP_SERVICE_ECHO)
+			app.gateway_index = (int)i;
 
 	/* 2. EAL. */
 	char *eal_argv[EAL_ARGV_MAX];
@@ -241,6 +254,13 @@ main(int argc, char **argv)
 	if (lt >= 0)
 		app_logtype = lt;
 	app.start_ns = dp_clock_ns();
+	{
+		/* Cluster time is wall-clock based (GTD expiry, reports), advanced by the TSC. */
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		app.clock_offset_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec -
+				      (int64_t)app.start_ns;
+	}
 
 	struct sigaction sa = { .sa_handler = on_signal };
 	sigemptyset(&sa.sa_mask);

@@ -113,13 +113,13 @@ idle_spins = 200
 idle_sleep_us = 200
 
 [shard.1]
-service = oms
+service = ${E2E_SERVICE_1:-echo}
 members = 1
 cpu = 0
 idle = sleep
 
 [shard.2]
-service = me
+service = ${E2E_SERVICE_2:-echo}
 members = 1
 cpu = 1
 idle = sleep
@@ -130,6 +130,36 @@ mgmt_socket = $TMP/omsd.sock
 stats_file = $STATS
 INI
 	for line in "$@"; do echo "$line" >>"$file"; done
+}
+
+# The trading part of a config: symbol 1 (base asset 1, quote asset 2) on ME shard 2,
+# routing to OMS shard 1, small limits for a 512 MiB EAL.
+E2E_TRADE_LINES=(
+	"" "[limits]" "resident_users = 4096" "parked_orders = 1024" "inflight_sagas = 1024"
+	"orders = 8192" "log_entries = 65536" "log_mb = 32" "snapshot_mb = 4"
+	"snapshot_entries = 20000"
+	"" "[timers]" "tick_ms = 10" "bridge_redrive_ms = 200"
+	"" "[routing]" "epoch = 1" "oms_shards = 1"
+	"" "[symbol.1]" "base = 1" "quote = 2" "me_shard = 2" "tick = 1" "lot = 1" "min_qty = 1"
+	"min_notional = 1" "base_unit = 1" "ref_px = 100" "band_bps = 5000"
+	"maker_fee_bps = 2" "taker_fee_bps = 7"
+)
+
+# e2e_trade_config FILE [extra lines...]: single node, OMS shard 1 + ME shard 2, trading.
+e2e_trade_config() {
+	local file=$1
+	shift
+	E2E_SERVICE_1=oms E2E_SERVICE_2=me e2e_config "$file" "${E2E_TRADE_LINES[@]}" "$@"
+}
+
+# e2e_wait_stat KEY VALUE [TRIES]: SIGUSR1 until KEY has VALUE (0.2 s apart).
+e2e_wait_stat() {
+	for _ in $(seq "${3:-75}"); do
+		e2e_stats
+		[ "$(e2e_stat "$1")" = "$2" ] && return 0
+		sleep 0.2
+	done
+	return 1
 }
 
 # e2e_start CONFIG: run omsd in the node namespace and wait until it is ready.
@@ -260,13 +290,13 @@ cpu = $((i % 2))
 idle = sleep
 
 [shard.1]
-service = oms
+service = ${E2E_SERVICE_1:-echo}
 members = $members
 cpu = 0
 idle = sleep
 
 [shard.2]
-service = me
+service = ${E2E_SERVICE_2:-echo}
 members = $members
 cpu = 1
 idle = sleep

@@ -1,0 +1,347 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""A tiny trading client for the e2e tests (run in the client namespace): raw wire frames
+(common/wire.h layouts) over a kernel UDP socket, retransmission of unanswered requests
+(the OMS dedups on (user, clientOrderId), transfers on (user, transfer_id)).
+
+  e2e_trade.py single  --nodes IP              deposit, rest, cross, check reports and funds
+  e2e_trade.py cluster --nodes IP,IP,IP --pids 1:PID,2:PID,3:PID --stats DIR
+                       trade, kill -9 the OMS leader, trade on, check nothing ACKed is lost
+"""
+import argparse
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+import time
+
+MAGIC = 0x44534D4F
+PORT = 7400
+SESSION = 500
+
+NEW_ORDER, CANCEL, ACK, NAK, EXEC_REPORT = 1, 2, 5, 6, 7
+TRANSFER, ADMIN_REPLY = 52, 57
+BUY, SELL = 1, 2
+LIMIT = 1
+GTC = 1
+EXEC = {1: "PENDING", 2: "OPEN", 3: "REJECTED", 4: "FILL", 5: "CANCELLED", 6: "DONE",
+        7: "AMENDED", 8: "CANCEL_REJECTED"}
+REASON = {0: "NONE", 1: "BAD_REQUEST", 2: "UNKNOWN_SYMBOL", 12: "CAPACITY", 14: "NOT_OWNER",
+          15: "NOT_LEADER", 16: "BACKPRESSURE", 18: "INSUFFICIENT_FUNDS",
+          19: "PARKED_FULL", 26: "DB_ERROR", 28: "DUPLICATE_REQUEST", 29: "UNKNOWN_USER"}
+RETRY_REASONS = (15, 16, 19, 26)  # NOT_LEADER, BACKPRESSURE, PARKED_FULL, DB_ERROR
+
+
+def log(*a):
+    print("[trade %s]" % time.strftime("%H:%M:%S"), *a, flush=True)
+
+
+def hdr(mtype, length, shard=0):
+    return struct.pack("<HHHH", mtype, length, shard, 0)
+
+
+def new_order(user, cl, symbol, side, px, qty):
+    return hdr(NEW_ORDER, 72) + struct.pack("<QQIBBBBqqqQQ", user, cl, symbol, side, LIMIT,
+                                            GTC, 0, px, qty, 0, 0, 0)
+
+
+def transfer(shard, user, tid, asset, amount):
+    return hdr(TRANSFER, 40, shard) + struct.pack("<QQIIq", user, tid, asset, 0, amount)
+
+
+def frame(msgs):
+    body = b"".join(msgs)
+    return struct.pack("<IBBHII", MAGIC, 1, 0, len(msgs), SESSION, 16 + len(body)) + body
+
+
+def parse(data):
+    out = []
+    if len(data) < 16:
+        return out
+    magic, _ver, _flags, count, _sender, length = struct.unpack_from("<IBBHII", data)
+    if magic != MAGIC:
+        return out
+    pos = 16
+    for _ in range(count):
+        mtype, mlen, shard, _f = struct.unpack_from("<HHHH", data, pos)
+        body = data[pos + 8:pos + mlen]
+        m = {"type": mtype, "shard": shard}
+        if mtype == ACK:
+            m["user"], m["cl"], m["oid_user"], m["oid_seq"], m["seq"], m["time"] = \
+                struct.unpack_from("<QQQQQQ", body)
+        elif mtype == NAK:
+            (m["user"], m["cl"], m["reason"], m["owner"], m["leader"], m["epoch"],
+             m["seq"]) = struct.unpack_from("<QQHHIQQ", body)
+        elif mtype == EXEC_REPORT:
+            (m["user"], m["cl"], _ou, _os, m["seq"], m["time"], m["symbol"], m["exec"],
+             m["side"], m["liq"], m["cause"], m["reason"], _r0, _r1, m["last_px"],
+             m["last_qty"], m["cum_qty"], m["leaves"], m["fee"]) = \
+                struct.unpack_from("<QQQQQQIBBBBHHIqqqqq", body)
+        elif mtype == ADMIN_REPLY:
+            m["req_id"], m["reason"], _r, m["leader"], m["value"] = \
+                struct.unpack_from("<QHHIQ", body)
+        out.append(m)
+        pos += mlen
+    return out
+
+
+class Client:
+    def __init__(self, nodes):
+        self.nodes = nodes
+        self.node = 0
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("0.0.0.0", 0))
+        self.got = []   # every message received, in order
+
+    def send(self, msgs, node=None):
+        ip = self.nodes[self.node if node is None else node]
+        self.sock.sendto(frame(msgs), (ip, PORT))
+
+    def poll(self, timeout):
+        end = time.time() + timeout
+        while True:
+            left = end - time.time()
+            if left <= 0:
+                return
+            r, _, _ = select.select([self.sock], [], [], left)
+            if not r:
+                return
+            data, _ = self.sock.recvfrom(65536)
+            self.got.extend(parse(data))
+
+    def find(self, pred):
+        return [m for m in self.got if pred(m)]
+
+    def wait(self, pred, timeout):
+        end = time.time() + timeout
+        while time.time() < end:
+            hits = self.find(pred)
+            if hits:
+                return hits
+            self.poll(min(0.05, max(0.0, end - time.time())))
+        return self.find(pred)
+
+    def deposit(self, shard, user, tid, asset, amount, timeout=20, all_nodes=False):
+        """TRANSFER to the OMS shard (admin, straight to the shard); retried until the
+        ADMIN_REPLY for tid arrives."""
+        end = time.time() + timeout
+        msg = transfer(shard, user, tid, asset, amount)
+        while time.time() < end:
+            if all_nodes:
+                for i in range(len(self.nodes)):
+                    self.send([msg], i)
+            else:
+                self.send([msg])
+            hits = self.wait(lambda m: m["type"] == ADMIN_REPLY and m["req_id"] == tid, 0.5)
+            for h in hits:
+                if h["reason"] == 0:
+                    return True
+                if h["reason"] not in RETRY_REASONS:
+                    raise SystemExit("deposit %d refused: %s" % (tid, REASON.get(h["reason"],
+                                                                             h["reason"])))
+                self.got.remove(h)
+        return False
+
+    def order(self, user, cl, symbol, side, px, qty, timeout=20, rotate=False):
+        """NEW_ORDER until ACKed or NAKed for good. Returns the ACK or NAK."""
+        end = time.time() + timeout
+        msg = new_order(user, cl, symbol, side, px, qty)
+        tries = 0
+        while time.time() < end:
+            self.send([msg])
+            tries += 1
+            hits = self.wait(lambda m: m["type"] in (ACK, NAK) and m.get("user") == user and
+                             m.get("cl") == cl, 0.5)
+            for h in hits:
+                if h["type"] == ACK:
+                    return h
+                if h["reason"] == 28:  # DUPLICATE_REQUEST: the first attempt was taken
+                    acks = self.find(lambda m: m["type"] == ACK and m["user"] == user and
+                                     m["cl"] == cl)
+                    if acks:
+                        return acks[0]
+                    return h
+                if h["reason"] not in RETRY_REASONS:
+                    return h
+                self.got.remove(h)
+            if rotate and not hits and tries % 3 == 0:
+                self.node = (self.node + 1) % len(self.nodes)
+                log("no answer: trying node", self.nodes[self.node])
+        return None
+
+    def reports(self, user, cl):
+        return [EXEC[m["exec"]] for m in self.got
+                if m["type"] == EXEC_REPORT and m["user"] == user and m["cl"] == cl]
+
+    def wait_reports(self, user, cl, want_last, timeout=10):
+        end = time.time() + timeout
+        while time.time() < end:
+            r = self.reports(user, cl)
+            if r and r[-1] in want_last:
+                return r
+            self.poll(0.05)
+        return self.reports(user, cl)
+
+
+def check(cond, what):
+    if not cond:
+        log("FAIL:", what)
+        sys.exit(1)
+    log("ok:", what)
+
+
+SYM, BASE, QUOTE = 1, 1, 2
+OMS, ME = 1, 2
+SELLER, BUYER = 1001, 1002
+
+
+def single(a):
+    c = Client(a.nodes.split(","))
+    check(c.deposit(OMS, SELLER, 1, BASE, 1000), "deposit 1000 base to the seller")
+    check(c.deposit(OMS, BUYER, 2, QUOTE, 1000000), "deposit 1000000 quote to the buyer")
+
+    r = c.order(SELLER, 11, SYM, SELL, 100, 10)
+    check(r is not None and r["type"] == ACK, "resting sell acknowledged")
+    rep = c.wait_reports(SELLER, 11, ("OPEN",))
+    check("OPEN" in rep, "sell reported OPEN: %s" % rep)
+
+    r = c.order(BUYER, 21, SYM, BUY, 100, 10)
+    check(r is not None and r["type"] == ACK, "crossing buy acknowledged")
+    rb = c.wait_reports(BUYER, 21, ("DONE",))
+    rs = c.wait_reports(SELLER, 11, ("DONE",))
+    check(rb[-2:] == ["FILL", "DONE"], "buy reported FILL then DONE: %s" % rb)
+    check(rs[-3:] == ["OPEN", "FILL", "DONE"], "sell reported OPEN, FILL, DONE: %s" % rs)
+    fills = [m for m in c.got if m["type"] == EXEC_REPORT and m["exec"] == 4]
+    check(all(f["last_px"] == 100 and f["last_qty"] == 10 for f in fills),
+          "both fills at 100 x 10")
+
+    # Funds moved: the seller has no base left, the buyer has 10.
+    r = c.order(SELLER, 12, SYM, SELL, 100, 1)
+    check(r is not None and r["type"] == NAK and r["reason"] == 18,
+          "seller's next sell NAKed INSUFFICIENT_FUNDS (base moved away)")
+    r = c.order(BUYER, 22, SYM, SELL, 200, 10)
+    check(r is not None and r["type"] == ACK, "buyer can sell the 10 base it bought")
+    rep = c.wait_reports(BUYER, 22, ("OPEN",))
+    check("OPEN" in rep, "buyer's sell rests: %s" % rep)
+    r = c.order(BUYER, 23, SYM, SELL, 200, 1)
+    check(r is not None and r["type"] == NAK and r["reason"] == 18,
+          "and no more than 10 (INSUFFICIENT_FUNDS)")
+
+    # A bad order: unknown symbol.
+    r = c.order(BUYER, 24, 99, BUY, 100, 1)
+    check(r is not None and r["type"] == NAK and r["reason"] == 2,
+          "unknown symbol NAKed UNKNOWN_SYMBOL (%s)" %
+          (REASON.get(r["reason"], r["reason"]) if r and r["type"] == NAK else r))
+    log("PASS")
+
+
+def read_stat(path, pid, key):
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    os.kill(pid, signal.SIGUSR1)
+    for _ in range(50):
+        if os.path.exists(path):
+            break
+        time.sleep(0.1)
+    try:
+        with open(path) as f:
+            for line in f:
+                k, _, v = line.strip().partition(" ")
+                if k == key:
+                    return v
+    except FileNotFoundError:
+        pass
+    return None
+
+
+def cluster(a):
+    nodes = a.nodes.split(",")
+    pids = {int(k): int(v) for k, v in (p.split(":") for p in a.pids.split(","))}
+    c = Client(nodes)
+
+    def leader_of(shard):
+        for i, pid in pids.items():
+            if read_stat("%s/%d/stats" % (a.stats, i), pid, "shard.%d.is_leader" % shard) == "1":
+                return i
+        return None
+
+    check(c.deposit(OMS, SELLER, 1, BASE, 100000, all_nodes=True), "deposit base (cluster)")
+    check(c.deposit(OMS, BUYER, 2, QUOTE, 100000000, all_nodes=True), "deposit quote (cluster)")
+    acked = []
+    cl = 100
+
+    def trade(n, rotate=False):
+        nonlocal cl
+        for _ in range(n):
+            cl += 1
+            r = c.order(SELLER, cl, SYM, SELL, 100, 1, rotate=rotate, timeout=30)
+            check(r is not None and r["type"] == ACK, "sell %d acknowledged" % cl)
+            acked.append((SELLER, cl))
+            r = c.order(BUYER, cl, SYM, BUY, 100, 1, rotate=rotate, timeout=30)
+            check(r is not None and r["type"] == ACK, "buy %d acknowledged" % cl)
+            acked.append((BUYER, cl))
+
+    trade(5)
+    for u, o in acked:
+        rep = c.wait_reports(u, o, ("DONE",))
+        check(rep and rep[-1] == "DONE", "order %d/%d filled and done: %s" % (u, o, rep))
+
+    oms_leader = leader_of(OMS)
+    check(oms_leader is not None, "OMS leader is node %s" % oms_leader)
+    # The client sits behind a node that survives, unless told otherwise.
+    survivors = [i for i in pids if i != oms_leader]
+    c.node = survivors[0] - 1
+    # A resting order that must survive the failover.
+    cl += 1
+    r = c.order(SELLER, cl, SYM, SELL, 150, 3)
+    check(r is not None and r["type"] == ACK, "resting sell before the kill acknowledged")
+    resting = (SELLER, cl)
+    log("kill -9 node %d (OMS leader, pid %d)" % (oms_leader, pids[oms_leader]))
+    os.kill(pids[oms_leader], signal.SIGKILL)
+    del pids[oms_leader]
+    t0 = time.time()
+    new = None
+    while time.time() - t0 < 15 and new is None:
+        new = leader_of(OMS)
+        if new is None:
+            time.sleep(0.2)
+    check(new is not None and new != oms_leader, "new OMS leader: node %s after %.1f s" %
+          (new, time.time() - t0))
+    trade(5, rotate=True)
+    # Cross the order that rested before the kill.
+    cl += 1
+    r = c.order(BUYER, cl, SYM, BUY, 150, 3, rotate=True)
+    check(r is not None and r["type"] == ACK, "buy crossing the pre-kill resting order acked")
+    acked.append((BUYER, cl))
+    acked.append(resting)
+    lost = []
+    for u, o in acked:
+        rep = c.wait_reports(u, o, ("DONE", "OPEN"), timeout=15)
+        if not rep or rep[-1] not in ("DONE", "OPEN"):
+            lost.append((u, o, rep))
+    check(not lost, "every acknowledged order reached OPEN or DONE (%d orders) %s" %
+          (len(acked), lost[:5]))
+    rep = c.wait_reports(*resting, ("DONE",), timeout=10)
+    check(rep and rep[-1] == "DONE", "the pre-kill resting order filled after failover: %s" % rep)
+    log("PASS")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("mode", choices=["single", "cluster"])
+    p.add_argument("--nodes", required=True)
+    p.add_argument("--pids")
+    p.add_argument("--stats")
+    a = p.parse_args()
+    if a.mode == "single":
+        single(a)
+    else:
+        cluster(a)
+
+
+if __name__ == "__main__":
+    main()
