@@ -199,7 +199,7 @@ SELLER, BUYER = 1001, 1002
 
 def single(a):
     c = Client(a.nodes.split(","))
-    check(c.deposit(OMS, SELLER, 1, BASE, 1000), "deposit 1000 base to the seller")
+    check(c.deposit(OMS, SELLER, 1, BASE, 10), "deposit 10 base to the seller")
     check(c.deposit(OMS, BUYER, 2, QUOTE, 1000000), "deposit 1000000 quote to the buyer")
 
     r = c.order(SELLER, 11, SYM, SELL, 100, 10)
@@ -220,12 +220,12 @@ def single(a):
     # Funds moved: the seller has no base left, the buyer has 10.
     r = c.order(SELLER, 12, SYM, SELL, 100, 1)
     check(r is not None and r["type"] == NAK and r["reason"] == 18,
-          "seller's next sell NAKed INSUFFICIENT_FUNDS (base moved away)")
-    r = c.order(BUYER, 22, SYM, SELL, 200, 10)
+          "seller's next sell NAKed INSUFFICIENT_FUNDS (base moved away): %s" % r)
+    r = c.order(BUYER, 22, SYM, SELL, 120, 10)
     check(r is not None and r["type"] == ACK, "buyer can sell the 10 base it bought")
     rep = c.wait_reports(BUYER, 22, ("OPEN",))
     check("OPEN" in rep, "buyer's sell rests: %s" % rep)
-    r = c.order(BUYER, 23, SYM, SELL, 200, 1)
+    r = c.order(BUYER, 23, SYM, SELL, 120, 1)
     check(r is not None and r["type"] == NAK and r["reason"] == 18,
           "and no more than 10 (INSUFFICIENT_FUNDS)")
 

@@ -24,7 +24,7 @@ ip netns exec "$NS_C" "$PY" "$E2E_DIR/e2e_trade.py" single --nodes "$NODE_IP" ||
 e2e_stats
 base=$(e2e_stat shard.1.asset.1.sum)
 quote=$(e2e_stat shard.1.asset.2.sum)
-[ "$base" = 1000 ] || fail "base asset sum $base, want 1000 (deposits only)"
+[ "$base" = 10 ] || fail "base asset sum $base, want 10 (deposits only)"
 [ "$quote" = 1000000 ] || fail "quote asset sum $quote, want 1000000 (fees included)"
 fills=$(e2e_stat shard.1.oms.fills)
 trades=$(e2e_stat shard.2.me.TRADES)
