@@ -135,6 +135,26 @@ user_state_ok(const struct wire_user_state *s, enum wire_err *err)
 			return false;
 		}
 	}
+	if (!RESERVED(s->reserved1)) {
+		*err = WIRE_E_BAD_RESERVED;
+		return false;
+	}
+	if (s->recent_count > WIRE_RECENT_MAX) {
+		*err = WIRE_E_BAD_COUNT;
+		return false;
+	}
+	for (uint32_t i = 0; i < WIRE_RECENT_MAX; i++) {
+		const struct wire_recent *r = &s->recent[i];
+		if (!RESERVED(r->reserved)) {
+			*err = WIRE_E_BAD_RESERVED;
+			return false;
+		}
+		if (i < s->recent_count &&
+		    (!in_range(r->kind, WIRE_RECENT_ORDER, WIRE_RECENT_TRANSFER) || !reason_ok(r->reason))) {
+			*err = WIRE_E_BAD_ENUM;
+			return false;
+		}
+	}
 	return true;
 }
 

@@ -30,12 +30,13 @@
 #include <stdint.h>
 
 #define WIRE_MAGIC UINT32_C(0x44534d4f) /* "OMSD" little-endian */
-#define WIRE_VERSION 1
+#define WIRE_VERSION 2
 #define WIRE_FRAME_F_MAC 0x01     /* a 16-byte SipHash-2-4-128 tag follows the last message */
 #define WIRE_MAC_SIZE 16
 #define WIRE_FRAME_MAX 9000       /* jumbo frame payload; ordinary ports use ~1472 */
 #define WIRE_FRAME_MSGS_MAX 256   /* messages in one frame */
 #define WIRE_BALANCES_MAX 16      /* assets carried in one user's state */
+#define WIRE_RECENT_MAX 16        /* request ids carried with a user's state (idempotency) */
 #define WIRE_OPEN_ORDERS_MAX 16   /* orders in one OpenOrdersSnapshot part */
 #define WIRE_ROUTE_SHARDS_MAX 32  /* OMS shards in a routing config */
 #define WIRE_ROUTE_PINS_MAX 48    /* whale pins carried in a routing config */
@@ -501,6 +502,24 @@ struct wire_balance {
 };
 static_assert(sizeof(struct wire_balance) == 16, "wire_balance");
 
+enum wire_recent_kind {
+	WIRE_RECENT_ORDER = 1,    /* a client request by clientOrderId (order or modify) */
+	WIRE_RECENT_TRANSFER = 2, /* a deposit or withdrawal by transfer_id */
+};
+
+/* One request the user made recently and what became of it. Carried with the user's state,
+ * so the idempotency window moves with the user between OMS shards: a re-send that reaches
+ * the new owner is answered with the original outcome, not applied again (found by
+ * sim-system: a deposit applied twice across a routing change). */
+struct wire_recent {
+	uint64_t id;        /* clientOrderId or transfer_id; 0 marks an unused slot */
+	uint64_t user_seq;  /* orders: the orderId sequence it got (0 if refused) */
+	uint16_t reason;    /* original outcome: WIRE_REASON_NONE or the refusal */
+	uint8_t kind;       /* enum wire_recent_kind */
+	uint8_t reserved[5];
+};
+static_assert(sizeof(struct wire_recent) == 24, "wire_recent");
+
 /* The flushed (quiescent) part of a user's state: what the database row holds. */
 struct wire_user_state {
 	uint64_t user;
@@ -510,8 +529,13 @@ struct wire_user_state {
 	uint8_t reserved0[3];
 	uint32_t balance_count;
 	struct wire_balance balances[WIRE_BALANCES_MAX];
+	uint32_t recent_count;                     /* valid entries in recent[], oldest first */
+	uint32_t reserved1;
+	struct wire_recent recent[WIRE_RECENT_MAX];
 };
-static_assert(sizeof(struct wire_user_state) == 32 + 16 * WIRE_BALANCES_MAX, "wire_user_state");
+static_assert(sizeof(struct wire_user_state) ==
+		      40 + 16 * WIRE_BALANCES_MAX + 24 * WIRE_RECENT_MAX,
+	      "wire_user_state");
 
 struct wire_hydrate_request {
 	struct wire_msg_hdr hdr;
