@@ -184,7 +184,6 @@ struct me {
 	uint64_t magic;              /* ME_MAGIC */
 	uint64_t footprint;          /* region size */
 	struct me_limits limits;     /* as given to me_init */
-	uint32_t reserved0;
 	uint64_t now_ns;             /* cluster time of the last call */
 	/* Region layout: byte offsets from the start of struct me. */
 	uint64_t off_orders;         /* struct me_order[orders_max] */
@@ -216,6 +215,11 @@ struct me {
 	uint32_t levels_hwm;         /* levels ever allocated: likewise */
 	uint64_t counters[ME_C_COUNT];
 };
+/* The state is hashed byte for byte: no implicit padding may sit between its fields. */
+static_assert(sizeof(struct me_limits) % 8 == 0, "me_limits packs into struct me");
+static_assert(offsetof(struct me, now_ns) ==
+		      offsetof(struct me, limits) + sizeof(struct me_limits),
+	      "no padding after limits");
 
 /* ---- region accessors ---- */
 #define ME_ARR(me, off, type) ((type *)(me)->rt.p_##off)
