@@ -94,7 +94,7 @@ static const char *const sc_labels[SC_COUNT] = {
 #define USERS_SLOTS (1u << 16)    /* user tables: a cache, the home slot is overwritten */
 #define USERS_PROBE 8
 #define PQ_MAX 256                /* inline persistence answers waiting to be proposed */
-#define PQ_MSG_MAX 320            /* largest answer (wire_hydrate_user) */
+#define PQ_MSG_MAX 768            /* largest answer (wire_hydrate_user) */
 #define ASSETS_WATCH 8            /* assets whose sums the stats show */
 #define AGG_EVERY_NS (200 * 1000000ull) /* aggregate refresh for the stats */
 

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Goal: three nodes trade, and survive the loss of the OMS leader: a new leader is elected,
+# its bridge re-drives from state, further orders are acknowledged, and no acknowledged
+# order is lost (every ACKed order reaches OPEN or DONE).
+# Method: three omsd processes on a Linux bridge, each a member of OMS shard 1 and ME shard
+# 2 (no database). The client (tests/e2e/e2e_trade.py cluster) deposits, trades five
+# crossing pairs, rests one sell, then kill -9s the node that leads the OMS shard, waits for
+# a new leader, trades five more pairs (rotating to a live gateway when one is silent),
+# crosses the order rested before the kill, and checks every report.
+source "$(dirname "$0")/lib.sh"
+need_root
+e2e_cluster_init oef 16 3
+e2e_cluster_net_up
+for i in 1 2 3; do
+	mkdir -p "$TMP/$i"
+	E2E_SERVICE_1=oms E2E_SERVICE_2=me e2e_cluster_config "$i" "$TMP/$i/omsd.ini" \
+		"${E2E_TRADE_LINES[@]}"
+	e2e_cluster_start "$i" "$TMP/$i/omsd.ini"
+done
+log "3 nodes up: ${NODE_PIDS[*]}"
+
+# Wait for both shards to elect and the OMS shard to apply its bootstrap routing config.
+ready=
+for _ in $(seq 75); do
+	for i in 1 2 3; do
+		if [ "$(e2e_cluster_stat "$i" shard.1.route_epoch)" = 1 ]; then ready=1; fi
+	done
+	[ -n "$ready" ] && break
+	sleep 0.2
+done
+[ -n "$ready" ] || { OMSD_LOG=$TMP/1/omsd.log; fail "no OMS leader applied the routing config"; }
+log "OMS shard bootstrapped"
+
+pids="1:${NODE_PIDS[1]},2:${NODE_PIDS[2]},3:${NODE_PIDS[3]}"
+if ! ip netns exec "$NS_C" "$PY" "$E2E_DIR/e2e_trade.py" cluster \
+	--nodes "$NET.11,$NET.12,$NET.13" --pids "$pids" --stats "$TMP"; then
+	for i in 1 2 3; do
+		echo "---- node $i ----" >&2
+		tail -n 15 "$TMP/$i/omsd.log" >&2
+	done
+	fail "failover checks"
+fi
+for i in 1 2 3; do
+	# The killed node is a zombie until reaped: reap it first.
+	if [ "$(ps -o stat= -p "${NODE_PIDS[$i]}" 2>/dev/null | cut -c1)" = Z ]; then
+		wait "${NODE_PIDS[$i]}" 2>/dev/null || true
+	fi
+	if kill -0 "${NODE_PIDS[$i]}" 2>/dev/null; then
+		log "node $i: oms $(e2e_cluster_stat "$i" shard.1.role) term $(e2e_cluster_stat "$i" shard.1.term), rebuilds $(e2e_cluster_stat "$i" shard.1.bridge_rebuilds), re-sent $(e2e_cluster_stat "$i" shard.1.bridge_resent)"
+	else
+		unset "NODE_PIDS[$i]"
+	fi
+done
+log "PASS"
