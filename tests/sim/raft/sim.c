@@ -150,6 +150,7 @@ static struct {
 	struct lm_slot *lm;
 	uint64_t lm_cap;
 	bool chaos;
+	uint64_t fault_min_ns, fault_max_ns; /* time between faults */
 	uint64_t events;
 	uint64_t crashes, torn, transfers, partitions, snapshots;
 	/* trace ring */
@@ -774,6 +775,8 @@ up_count(void)
 	return k;
 }
 
+static struct node *leader_node(void);
+
 static void
 heal_links(void)
 {
@@ -785,10 +788,11 @@ ev_fault(void)
 {
 	if (!S.chaos)
 		return;
-	ev_push(S.now + rnd(20 * MS, 600 * MS), EV_FAULT, 0, 0);
+	ev_push(S.now + rnd(S.fault_min_ns, S.fault_max_ns), EV_FAULT, 0, 0);
 	uint32_t a = (uint32_t)rnd(0, S.n - 1);
 	uint32_t b = (uint32_t)rnd(0, S.n - 1);
-	switch (rnd(0, 9)) {
+	struct node *l = leader_node();
+	switch (rnd(0, 12)) {
 	case 0: { /* full partition: a random side against the rest */
 		uint32_t side = (uint32_t)rnd(1, (1u << S.n) - 2);
 		for (uint32_t i = 0; i < S.n; i++)
@@ -849,6 +853,22 @@ ev_fault(void)
 	case 8: /* heal links */
 		heal_links();
 		trace("fault: links healed");
+		break;
+	case 10: /* crash the leader right after it appended */
+		if (l != NULL && up_count() > 1) {
+			node_crash(l);
+			ev_push(S.now + rnd(10 * MS, 800 * MS), EV_RESTART, l->idx, l->gen);
+		}
+		break;
+	case 11: /* cut the leader off, briefly */
+		if (l != NULL) {
+			for (uint32_t j = 0; j < S.n; j++) {
+				S.cut[l->idx][j] = j != l->idx;
+				S.cut[j][l->idx] = j != l->idx;
+			}
+			trace("fault: isolate leader n%u", l->id);
+			ev_push(S.now + rnd(5 * MS, 700 * MS), EV_LINKS_HEAL, 0, 0);
+		}
 		break;
 	default: /* clock jump forward on one node */
 		S.nodes[a].clock_off_ns += (int64_t)rnd(0, 500 * MS);
@@ -1027,6 +1047,9 @@ run(uint64_t seed, uint64_t steps)
 	S.delay_min_ns = 100 * US;
 	S.delay_max_ns = rnd(300 * US, 5 * MS);
 	S.loss_pm = (uint32_t)rnd(0, 50);
+	/* Some seeds are calm, some are storms of leader changes. */
+	S.fault_min_ns = rnd(2, 20) * MS;
+	S.fault_max_ns = S.fault_min_ns + rnd(20, 600) * MS;
 	S.dup_pm = (uint32_t)rnd(0, 20);
 
 	S.free_slot = -1;

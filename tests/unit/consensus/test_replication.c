@@ -289,3 +289,37 @@ Test(cns_replication, malformed_entries_refused, .fini = fini)
 	cr_assert(eq(u64, cns_last_index(c), last + 1));
 	F.q_len = 0; /* drop the replies to the fake leader message */
 }
+
+/* Goal: a follower commits only within the prefix it verified against the current leader
+ * (Raft §5.3 step 5: "index of last new entry"), never its own stale entries beyond it.
+ * Method: n3 holds three uncommitted term-1 entries (its acks to n1 are lost); a term-2
+ * leader's empty AppendEntries at prev = 1 with commit = 4 may move n3's commit to 1 only. */
+Test(cns_replication, follower_commits_only_verified_prefix, .fini = fini)
+{
+	fx_init(&F, 3, CNS_DURABLE_MEMORY);
+	fx_campaign(&F, 0);
+	fx_run_ms(&F, 5);
+	F.cut[0][1] = true; /* n1 -> n2 lost */
+	F.cut[2][0] = true; /* n3 -> n1 lost */
+	for (uint64_t v = 1; v <= 3; v++) {
+		cr_assert(eq(int, fx_propose(&F, 0, v), 0));
+		cns_flush(F.nodes[0].c, fx_local(&F, 0));
+	}
+	fx_deliver_all(&F);
+	struct cns *c3 = F.nodes[2].c;
+	cr_assert(eq(u64, cns_last_index(c3), 4));
+	cr_assert(eq(u64, cns_commit_index(c3), 1));
+	struct wire_append_entries ae;
+	memset(&ae, 0, sizeof(ae));
+	wire_hdr_init(&ae.hdr, WIRE_APPEND_ENTRIES, F.cfg.shard);
+	ae.term = cns_term(c3) + 1;
+	ae.prev_index = 1;
+	ae.prev_term = cns_term_at(c3, 1);
+	ae.commit = 4;
+	ae.leader = 2;
+	F.leader_of_term[ae.term] = 2; /* n2 is the (imagined) leader of that term */
+	cr_assert(eq(int, cns_step(c3, fx_local(&F, 2), &ae.hdr), 0));
+	cr_assert(eq(u64, cns_commit_index(c3), 1), "committed entries not verified with the leader");
+	F.q_len = 0;
+	fx_heal(&F);
+}
