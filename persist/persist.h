@@ -61,6 +61,7 @@
 	X(DB_FLUSH_OK, "FLUSH_COMPLETE OK sent (written now)")                            \
 	X(DB_FLUSH_REPEAT, "FLUSH_COMPLETE OK sent (our own write found already there)")  \
 	X(DB_FLUSH_CONFLICT, "FLUSH_COMPLETE CONFLICT sent (alarm)")                      \
+	X(DB_FLUSH_RECHECKS, "conflicts checked again by a second statement")             \
 	X(DB_FLUSH_ERROR, "FLUSH_COMPLETE ERROR sent")                                    \
 	X(DB_RELEASES, "release requests accepted")                                       \
 	X(DB_RELEASES_MERGED, "release requests merged into an identical one in flight")  \

@@ -131,7 +131,7 @@ struct req {
 	uint8_t outcome;   /* enum outcome, pending the Sync */
 	uint8_t isolate;   /* send alone (its batch failed) */
 	uint8_t abandoned; /* pst_db_clear: answer dropped */
-	uint8_t reserved[1];
+	uint8_t rechecked; /* flush: a CONFLICT was confirmed by a second statement */
 	uint16_t shard;    /* requesting OMS shard */
 	uint32_t next;     /* FIFO link (queue / done / batch) */
 	uint32_t hnext;    /* hash chain */
@@ -1232,9 +1232,22 @@ batch_done(struct pst_db *db, uint64_t now_ns)
 		case OUT_RELEASE_NOOP:
 			neg_forget(db, r->user); /* the claim is free (or ours again) */
 			break;
+		case OUT_FLUSH_CONFLICT:
+			/* READ COMMITTED: when our UPDATE waited for a concurrent writer of the row
+			 * (our own earlier attempt, still running on a connection we gave up), it
+			 * re-checks the row but the ledger lookup still sees the statement's old
+			 * snapshot, so our own write can look foreign. A conflict is final only
+			 * when a second statement, started after that writer committed, agrees. */
+			if (!r->rechecked) {
+				r->rechecked = 1;
+				r->phase = RS_QUEUED;
+				db->counters[PST_C_DB_FLUSH_RECHECKS]++;
+				fifo_push(db, &again, i);
+				continue;
+			}
+			break;
 		case OUT_FLUSH_WRITTEN:
 		case OUT_FLUSH_REPEAT:
-		case OUT_FLUSH_CONFLICT:
 		case OUT_FAILED:
 		case OUT_BAD_ROW:
 			break;

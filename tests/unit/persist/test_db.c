@@ -35,6 +35,13 @@ struct sink {
 
 static struct sink sink;
 static const char *conninfo;
+static uint64_t time_skew_ns; /* added to the clock the persister sees (time is injected) */
+
+static uint64_t
+db_now(void)
+{
+	return test_now_ns() + time_skew_ns;
+}
 
 static int
 emit(void *arg, const struct wire_msg_hdr *m)
@@ -61,6 +68,7 @@ need_db(void)
 	if (conninfo == NULL)
 		cr_skip_test("PST_TEST_CONNINFO not set (run through run-with-pg)");
 	memset(&sink, 0, sizeof(sink));
+	time_skew_ns = 0;
 }
 
 static struct pst_db *
@@ -86,7 +94,7 @@ drive(struct pst_db *db, uint32_t want, double timeout_s)
 		uint64_t now = test_now_ns();
 		cr_assert(lt(u64, now, end), "timeout: %u of %u completions, last error: %s",
 			  sink.n, want, pst_db_last_error(db));
-		if (pst_db_poll(db, now) == 0)
+		if (pst_db_poll(db, now + time_skew_ns) == 0)
 			usleep(100);
 	}
 }
@@ -244,6 +252,7 @@ Test(pst_db, cas_conflict)
 	cr_assert(eq(u64, f->version, 2));
 	cr_assert(eq(i64, q_i64("SELECT totals[1] FROM accounts WHERE user_id = 2001"), 5));
 	cr_assert(eq(u64, pst_db_counters(db)[PST_C_DB_FLUSH_CONFLICT], 1));
+	cr_assert(eq(u64, pst_db_counters(db)[PST_C_DB_FLUSH_RECHECKS], 1));
 	pst_db_destroy(db);
 }
 
@@ -540,6 +549,55 @@ Test(pst_db, postgres_restart_mid_flush_burst, .timeout = 240)
 				"AND user_id < %d",
 				100000 + BURST_USERS),
 		     BURST_USERS));
+	pst_db_destroy(db);
+}
+
+/* Goal: an answer lost after the commit may have happened (the connection given up while
+ * the statement was inside the database) costs nothing: the statement is sent again on a
+ * new connection, the flush is applied exactly once, and the answer is OK.
+ * Method: a second session locks the table; the flush is sent and waits on the lock; the
+ * persister's clock jumps past the batch timeout, so it drops the connection and sends the
+ * flush again (that one waits too); the lock goes; both statements run, one writes, the
+ * other finds the write (ledger) or nothing to do. Exactly one version bump, one ledger row,
+ * one OK. */
+Test(pst_db, answer_lost_after_commit_is_applied_once)
+{
+	struct pst_db *db = db_make(0);
+	hydrate(db, 1, 12001, 1);
+	drive(db, 1, 10);
+	PGconn *locker = PQconnectdb(conninfo);
+	cr_assert(PQstatus(locker) == CONNECTION_OK);
+	PGresult *r = PQexec(locker, "BEGIN; LOCK TABLE accounts IN EXCLUSIVE MODE");
+	cr_assert(PQresultStatus(r) == PGRES_COMMAND_OK, "%s", PQerrorMessage(locker));
+	PQclear(r);
+	struct wire_user_state s = state_make(12001, 0, 3, 30);
+	cr_assert(eq(int, flush(db, 1, 1, &s), 0));
+	uint64_t until = test_now_ns() + 100000000;
+	while (test_now_ns() < until)
+		pst_db_poll(db, db_now());
+	cr_assert(eq(u32, sink.n, 1));
+	time_skew_ns = UINT64_C(10000000000); /* past batch_timeout_ns (5 s) */
+	until = test_now_ns() + 200000000;
+	while (test_now_ns() < until)
+		if (pst_db_poll(db, db_now()) == 0)
+			usleep(100);
+	const uint64_t *c = pst_db_counters(db);
+	cr_assert(eq(u64, c[PST_C_DB_TIMEOUTS], 1));
+	cr_assert(ge(u64, c[PST_C_DB_RESENT], 1));
+	cr_assert(eq(u32, sink.n, 1));
+	r = PQexec(locker, "COMMIT");
+	PQclear(r);
+	PQfinish(locker);
+	drive(db, 2, 10);
+	struct wire_flush_complete *f = &sink.msgs[1].fc;
+	cr_assert(eq(u8, f->status, WIRE_FLUSH_OK));
+	cr_assert(eq(u64, f->version, 1));
+	cr_assert(eq(u64, c[PST_C_DB_FLUSH_OK] + c[PST_C_DB_FLUSH_REPEAT], 1));
+	usleep(200000); /* the abandoned backend's statement has run by now */
+	cr_assert(eq(i64, q_i64("SELECT version FROM accounts WHERE user_id = 12001"), 1));
+	cr_assert(eq(i64, q_i64("SELECT count(*) FROM account_flushes WHERE user_id = 12001"), 1));
+	cr_log_info("lost answer: flush ok %" PRIu64 ", repeat %" PRIu64 ", rechecks %" PRIu64,
+		    c[PST_C_DB_FLUSH_OK], c[PST_C_DB_FLUSH_REPEAT], c[PST_C_DB_FLUSH_RECHECKS]);
 	pst_db_destroy(db);
 }
 
