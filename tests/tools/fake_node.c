@@ -1,0 +1,264 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "fake_node.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+struct out {
+	struct wire_builder b;
+	uint64_t buf[WIRE_FRAME_MAX / 8];
+};
+
+static uint64_t
+next_seq(struct fake_node *n, uint64_t user)
+{
+	uint32_t i = 0;
+	while (i < n->user_count && n->users[i] != user)
+		i++;
+	if (i == n->user_count) {
+		if (n->user_count == FAKE_USERS_MAX)
+			return 0;
+		n->users[n->user_count] = user;
+		n->seqs[n->user_count++] = 0;
+	}
+	if (atomic_exchange(&n->skip_seq_once, 0))
+		n->seqs[i]++;
+	return ++n->seqs[i];
+}
+
+static int
+order_find(const struct fake_node *n, uint64_t user, uint64_t id)
+{
+	for (uint32_t i = 0; i < n->ord_count; i++)
+		if (n->ord_user[i] == user && n->ord_id[i] == id)
+			return (int)i;
+	return -1;
+}
+
+static void
+order_add(struct fake_node *n, uint64_t user, uint64_t id)
+{
+	if (n->ord_count < FAKE_ORDERS_MAX) {
+		n->ord_user[n->ord_count] = user;
+		n->ord_id[n->ord_count++] = id;
+	}
+}
+
+static void
+ack(struct fake_node *n, struct out *o, uint64_t user, uint64_t id)
+{
+	struct wire_ack m;
+	memset(&m, 0, sizeof(m));
+	wire_hdr_init(&m.hdr, WIRE_ACK, 0);
+	m.user = user;
+	m.cl_ord_id = id;
+	m.oid = wire_oid_make(1, user, id & 0xffff);
+	m.seq = next_seq(n, user);
+	m.time_ns = 1;
+	wire_builder_add(&o->b, &m);
+}
+
+static void
+nak(struct fake_node *n, struct out *o, uint64_t user, uint64_t id, uint16_t reason)
+{
+	struct wire_nak m;
+	memset(&m, 0, sizeof(m));
+	wire_hdr_init(&m.hdr, WIRE_NAK, 0);
+	m.user = user;
+	m.cl_ord_id = id;
+	m.reason = reason;
+	m.seq = next_seq(n, user);
+	wire_builder_add(&o->b, &m);
+}
+
+static void
+exec(struct fake_node *n, struct out *o, uint64_t user, uint64_t id, uint8_t exec,
+     int64_t px, int64_t qty, uint8_t cause, uint16_t reason)
+{
+	struct wire_exec_report m;
+	memset(&m, 0, sizeof(m));
+	wire_hdr_init(&m.hdr, WIRE_EXEC_REPORT, 0);
+	m.user = user;
+	m.cl_ord_id = id;
+	m.oid = wire_oid_make(1, user, id & 0xffff);
+	m.seq = next_seq(n, user);
+	m.time_ns = 2;
+	m.symbol = 1;
+	m.exec = exec;
+	m.side = WIRE_SIDE_BUY;
+	m.cause = cause;
+	m.reason = reason;
+	if (exec == WIRE_EXEC_FILL) {
+		m.liquidity = 2;
+		m.last_px = px;
+		m.last_qty = qty;
+		m.cum_qty = qty;
+		m.fee = 1;
+	} else if (exec == WIRE_EXEC_OPEN) {
+		m.last_px = px;
+		m.leaves_qty = qty;
+	} else if (exec == WIRE_EXEC_CANCELLED) {
+		m.last_qty = qty;
+	}
+	wire_builder_add(&o->b, &m);
+}
+
+static void
+answer(struct fake_node *n, const struct wire_msg_hdr *h, struct out *o)
+{
+	switch (h->type) {
+	case WIRE_NEW_ORDER: {
+		const struct wire_new_order *m = (const void *)h;
+		if (order_find(n, m->user, m->cl_ord_id) >= 0) {
+			atomic_fetch_add(&n->duplicates, 1);
+			ack(n, o, m->user, m->cl_ord_id);
+			break;
+		}
+		order_add(n, m->user, m->cl_ord_id);
+		if (m->user == 666) {
+			nak(n, o, m->user, m->cl_ord_id, WIRE_REASON_INSUFFICIENT_FUNDS);
+			break;
+		}
+		ack(n, o, m->user, m->cl_ord_id);
+		if (m->px == 13) {
+			exec(n, o, m->user, m->cl_ord_id, WIRE_EXEC_REJECTED, 0, 0, 0,
+			     WIRE_REASON_OUTSIDE_BAND);
+		} else if (m->tif == WIRE_TIF_IOC || m->ord_type == WIRE_ORD_MARKET) {
+			exec(n, o, m->user, m->cl_ord_id, WIRE_EXEC_FILL, m->px ? m->px : 100,
+			     m->qty ? m->qty : 1, 0, 0);
+			exec(n, o, m->user, m->cl_ord_id, WIRE_EXEC_DONE, 0, 0, 0, 0);
+		} else {
+			exec(n, o, m->user, m->cl_ord_id, WIRE_EXEC_OPEN, m->px, m->qty, 0, 0);
+		}
+		break;
+	}
+	case WIRE_CANCEL:
+	case WIRE_AMEND:
+	case WIRE_CANCEL_REPLACE: {
+		const struct wire_cancel *m = (const void *)h; /* user, cl, orig lead all three */
+		if (order_find(n, m->user, m->cl_ord_id) >= 0) {
+			atomic_fetch_add(&n->duplicates, 1);
+			ack(n, o, m->user, m->cl_ord_id);
+			break;
+		}
+		order_add(n, m->user, m->cl_ord_id);
+		if (order_find(n, m->user, m->orig_cl_ord_id) < 0) {
+			nak(n, o, m->user, m->cl_ord_id, WIRE_REASON_UNKNOWN_ORDER);
+			break;
+		}
+		ack(n, o, m->user, m->cl_ord_id);
+		if (h->type == WIRE_AMEND) {
+			exec(n, o, m->user, m->orig_cl_ord_id, WIRE_EXEC_AMENDED, 0, 0, 0, 0);
+			break;
+		}
+		exec(n, o, m->user, m->orig_cl_ord_id, WIRE_EXEC_CANCELLED, 0, 5,
+		     h->type == WIRE_CANCEL ? WIRE_CAUSE_USER : WIRE_CAUSE_REPLACED, 0);
+		exec(n, o, m->user, m->orig_cl_ord_id, WIRE_EXEC_DONE, 0, 0, 0, 0);
+		if (h->type == WIRE_CANCEL_REPLACE) {
+			const struct wire_cancel_replace *r = (const void *)h;
+			exec(n, o, m->user, m->cl_ord_id, WIRE_EXEC_OPEN, r->px, r->qty, 0, 0);
+		}
+		break;
+	}
+	case WIRE_TRANSFER: {
+		const struct wire_transfer *t = (const void *)h;
+		struct wire_admin_reply m;
+		memset(&m, 0, sizeof(m));
+		wire_hdr_init(&m.hdr, WIRE_ADMIN_REPLY, 0);
+		m.req_id = t->transfer_id;
+		m.value = (uint64_t)(t->amount < 0 ? -t->amount : t->amount);
+		wire_builder_add(&o->b, &m);
+		break;
+	}
+	default:
+		break;
+	}
+}
+
+static void *
+run(void *arg)
+{
+	struct fake_node *n = arg;
+	static _Thread_local uint64_t in[WIRE_FRAME_MAX / 8 + 1];
+	static _Thread_local struct out o;
+	while (!atomic_load(&n->stop)) {
+		struct pollfd p = {.fd = n->fd, .events = POLLIN};
+		if (poll(&p, 1, 10) <= 0)
+			continue;
+		struct sockaddr_in from;
+		socklen_t flen = sizeof(from);
+		ssize_t r = recvfrom(n->fd, in, WIRE_FRAME_MAX, 0, (struct sockaddr *)&from, &flen);
+		if (r <= 0)
+			continue;
+		atomic_fetch_add(&n->frames_rx, 1);
+		unsigned drop = atomic_load(&n->drop_frames);
+		if (drop > 0) {
+			atomic_store(&n->drop_frames, drop - 1);
+			continue;
+		}
+		const struct wire_msg_hdr *msgs[WIRE_FRAME_MSGS_MAX];
+		uint32_t count = 0, sender = 0;
+		enum wire_err e = wire_frame_decode(in, (size_t)r, &n->key, msgs,
+						    WIRE_FRAME_MSGS_MAX, &count, &sender);
+		if (e != WIRE_E_OK) {
+			n->last_error = e;
+			atomic_fetch_add(&n->decode_errors, 1);
+			continue;
+		}
+		n->last_sender = sender;
+		atomic_fetch_add(&n->msgs_rx, count);
+		if (atomic_load(&n->silent))
+			continue;
+		wire_builder_init(&o.b, o.buf, 1472, 1);
+		for (uint32_t i = 0; i < count; i++) {
+			/* A full answer frame goes out and a new one starts. */
+			if (o.b.len > 1472 - 5 * 112 - WIRE_MAC_SIZE) {
+				uint32_t len = wire_builder_finish(&o.b, &n->key);
+				sendto(n->fd, o.buf, len, 0, (struct sockaddr *)&from, flen);
+				wire_builder_init(&o.b, o.buf, 1472, 1);
+			}
+			answer(n, msgs[i], &o);
+		}
+		if (o.b.count > 0) {
+			uint32_t len = wire_builder_finish(&o.b, &n->key);
+			sendto(n->fd, o.buf, len, 0, (struct sockaddr *)&from, flen);
+		}
+	}
+	return NULL;
+}
+
+int
+fake_node_start(struct fake_node *n)
+{
+	n->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (n->fd < 0)
+		return -errno;
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(a);
+	if (bind(n->fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    getsockname(n->fd, (struct sockaddr *)&a, &len) < 0) {
+		int err = -errno;
+		close(n->fd);
+		return err;
+	}
+	n->port = ntohs(a.sin_port);
+	atomic_store(&n->stop, false);
+	if (pthread_create(&n->thread, NULL, run, n) != 0) {
+		close(n->fd);
+		return -EAGAIN;
+	}
+	return 0;
+}
+
+void
+fake_node_stop(struct fake_node *n)
+{
+	atomic_store(&n->stop, true);
+	pthread_join(n->thread, NULL);
+	close(n->fd);
+}
