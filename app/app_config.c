@@ -767,8 +767,8 @@ sec_rest(struct ctx *c, struct app_config *cfg)
 		       cfg->heartbeat_ms, cfg->election_ms);
 	get_u64(c, "limits", "orders", false, 64, 1u << 26, &cfg->orders_max);
 	get_u64(c, "limits", "log_entries", false, 1024, 1u << 26, &cfg->log_entries_max);
-	get_u64(c, "limits", "log_mb", false, 1, 1u << 16, &cfg->log_mb);
-	get_u64(c, "limits", "snapshot_mb", false, 1, 1u << 12, &cfg->snapshot_mb);
+	get_u64(c, "limits", "log_mb", false, 1, 4095, &cfg->log_mb);
+	get_u64(c, "limits", "snapshot_mb", false, 1, 2047, &cfg->snapshot_mb);
 	get_u64(c, "limits", "snapshot_entries", false, 16, 1u << 30, &cfg->snapshot_entries);
 	if (cfg->snapshot_entries >= cfg->log_entries_max)
 		report(c, "limits", "snapshot_entries", "%" PRIu64 " must be below log_entries "
