@@ -340,6 +340,13 @@ Test(omsctl_order, new_rests, .init = start_node, .fini = stop_node)
 		  "%s", out);
 	cr_assert(not(eq(ptr, strstr(out, "open       user=1 cl_id=5 buy px=100 cum=0 leaves=10"),
 			 NULL)), "%s", out);
+	/* --wait ack stops at the provisional ack; a repeated cl-id is answered (dedup). */
+	const char *a2[] = {"order", "new", "--user", "1", "--symbol", "1", "--side", "buy",
+			    "--type", "limit", "--px", "100", "--qty", "10", "--cl-id", "5",
+			    "--wait", "ack", NODE, NULL};
+	cr_assert(eq(int, run_tool("OMSCTL", a2), 0), "%s%s", out, err);
+	cr_assert(not(eq(ptr, strstr(out, "ack        user=1 cl_id=5"), NULL)), "%s", out);
+	cr_assert(eq(u64, atomic_load(&node.duplicates), 1));
 }
 
 /* Goal: an IOC that fills prints the fill with px/qty/fee, then done; exit 0. */

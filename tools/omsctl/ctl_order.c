@@ -380,6 +380,7 @@ build(struct ctl *ctl, struct run *r, uint64_t *msg)
 		m->cl_ord_id = r->id;
 		uint64_t sym;
 		int64_t px = 0, qty = 0, quote = 0, expire_ms = 0;
+		uint64_t expire_ns = 0;
 		if (need_u64(ctl, "symbol", &sym) < 0 || sym > UINT32_MAX)
 			return CTL_EXIT_USAGE;
 		m->symbol = (uint32_t)sym;
@@ -392,7 +393,8 @@ build(struct ctl *ctl, struct run *r, uint64_t *msg)
 			return CTL_EXIT_USAGE;
 		if (ctl_opt_i64(ctl, "px", &px) == -EINVAL || ctl_opt_i64(ctl, "qty", &qty) == -EINVAL ||
 		    ctl_opt_i64(ctl, "quote", &quote) == -EINVAL ||
-		    ctl_opt_i64(ctl, "expire-ms", &expire_ms) == -EINVAL)
+		    ctl_opt_i64(ctl, "expire-ms", &expire_ms) == -EINVAL ||
+		    ctl_opt_u64(ctl, "expire-ns", &expire_ns) == -EINVAL)
 			return CTL_EXIT_USAGE;
 		if (m->ord_type == WIRE_ORD_LIMIT && (px <= 0 || qty <= 0))
 			return ctl_usage(ctl, "a limit order needs --px and --qty above zero");
@@ -400,14 +402,16 @@ build(struct ctl *ctl, struct run *r, uint64_t *msg)
 			return ctl_usage(ctl, "a market buy needs --quote (the quote budget)");
 		if (m->ord_type == WIRE_ORD_MARKET && m->side == WIRE_SIDE_SELL && qty <= 0)
 			return ctl_usage(ctl, "a market sell needs --qty");
-		if (m->tif == WIRE_TIF_GTD && expire_ms <= 0)
-			return ctl_usage(ctl, "--tif gtd needs --expire-ms");
+		if (m->tif == WIRE_TIF_GTD && expire_ms <= 0 && expire_ns == 0)
+			return ctl_usage(ctl, "--tif gtd needs --expire-ms or --expire-ns");
 		m->px = px;
 		m->qty = qty;
 		m->quote_qty = quote;
-		/* Cluster time is the leader's wall clock (ARCHITECTURE.md §4). */
+		/* Cluster time is stamped by the leader from its clock (ARCHITECTURE.md §4); we
+		 * assume that clock is CLOCK_REALTIME. --expire-ns gives the exact value. */
 		if (m->tif == WIRE_TIF_GTD)
-			m->expire_ns = wall_ns() + (uint64_t)expire_ms * 1000000u;
+			m->expire_ns = expire_ns != 0 ? expire_ns
+						      : wall_ns() + (uint64_t)expire_ms * 1000000u;
 		break;
 	}
 	case OP_CANCEL: {

@@ -349,10 +349,8 @@ main(int argc, char **argv)
 	       (double)l.sent / secs, (double)l.acked / secs, st->frames_tx, st->retransmits,
 	       l.gave_up, client_unanswered(l.c));
 	printf("reports: opens=%" PRIu64 " fills=%" PRIu64 " final=%" PRIu64
-	       " seq_gaps=%" PRIu64 " seq_repeats=%" PRIu64 " decode_errors=%" PRIu64
-	       " unmatched=%" PRIu64 "\n",
-	       l.opens, l.fills, l.final, st->seq_gaps, st->seq_repeats, st->decode_errors,
-	       st->unmatched);
+	       " seq_gaps=%" PRIu64 " seq_repeats=%" PRIu64 " decode_errors=%" PRIu64 "\n",
+	       l.opens, l.fills, l.final, st->seq_gaps, st->seq_repeats, st->decode_errors);
 	printf("deposits: sent=%" PRIu64 " ok=%" PRIu64 " refused=%" PRIu64 " lost=%" PRIu64 "\n",
 	       l.deposits_sent, l.deposits_ok, l.deposits_refused, l.deposits_lost);
 	printf("naks:");
