@@ -134,6 +134,22 @@ gtd_room(struct me *me)
 	return false;
 }
 
+/* The worst price an order may trade at: its limit, or for a market order the edge of the
+ * price band around the reference at entry (a market order never sweeps an empty book to an
+ * absurd price); 0 / INT64_MAX when a market order has no band. */
+static int64_t
+price_bound(const struct me_symbol *s, uint8_t side, uint8_t ord_type, int64_t px)
+{
+	if (ord_type == WIRE_ORD_LIMIT)
+		return px;
+	int64_t ref = s->last_px != 0 ? s->last_px : s->ref_px;
+	if (s->band_bps == 0 || ref <= 0)
+		return side == WIRE_SIDE_BUY ? INT64_MAX : 0;
+	/* ref * band_bps / 10000 fits: band_bps <= 10000. */
+	int64_t dist = (int64_t)((__int128)ref * s->band_bps / MONEY_BPS_DENOM);
+	return side == WIRE_SIDE_BUY ? ref + dist : ref - dist;
+}
+
 /* FOK: can qty fill entirely against the book now, honouring STP? Decided before the book is
  * touched (issue 3). */
 static bool
@@ -143,10 +159,10 @@ fok_fillable(struct me *me, uint32_t si, const struct wire_submit *m)
 	const struct me_lref *r = me_lrefs(me, si, opp);
 	uint32_t n = me_sym(me, si)->side_count[opp];
 	int64_t need = m->qty;
-	bool limit = m->ord_type == WIRE_ORD_LIMIT;
+	int64_t bound = price_bound(me_sym(me, si), m->side, m->ord_type, m->px);
 	for (uint32_t k = n; k-- > 0;) {
 		const struct me_level *l = me_lvl(me, r[k].level);
-		if (limit && !crosses(m->side, m->px, l->px))
+		if (!crosses(m->side, bound, l->px))
 			return false;
 		if (m->stp == WIRE_STP_NONE) {
 			need -= l->qty;
@@ -381,7 +397,8 @@ match(struct me *me, uint32_t si, uint32_t ti, int64_t budget)
 	struct me_order *t = me_ord(me, ti);
 	uint32_t opp = t->side == WIRE_SIDE_BUY ? 1u : 0u;
 	bool market_buy = t->ord_type == WIRE_ORD_MARKET && t->side == WIRE_SIDE_BUY;
-	bool limit = t->ord_type == WIRE_ORD_LIMIT;
+	/* Limit price, or the band edge for a market order (fixed at entry). */
+	int64_t bound = price_bound(s, t->side, t->ord_type, t->px);
 	for (;;) {
 		if (!market_buy && t->leaves == 0)
 			return STOP_FILLED;
@@ -389,7 +406,7 @@ match(struct me *me, uint32_t si, uint32_t ti, int64_t budget)
 		if (li == ME_NIL)
 			return STOP_BOOK;
 		struct me_level *l = me_lvl(me, li);
-		if (limit && !crosses(t->side, t->px, l->px))
+		if (!crosses(t->side, bound, l->px))
 			return STOP_BOOK;
 		uint32_t mi = l->head;
 		struct me_order *mk = me_ord(me, mi);

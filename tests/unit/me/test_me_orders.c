@@ -373,3 +373,47 @@ Test(me_stp, fok_honours_stp)
 	cr_assert_eq(fx_count(1, 4, WIRE_EV_DONE), 1);
 	cr_assert_eq(fx_best(S), 0);
 }
+
+/* Goal: a market order never trades outside the price band around the reference at its
+ * entry: the rest is cancelled NO_LIQUIDITY.
+ * Method: ref 1000, band 10% (900..1100): rest bids 950, 900 and asks 1050, 1100 inside it,
+ * and a bid at 880 and an ask at 1200 through a temporarily wider band; a market sell stops
+ * after 900; then (reference now 900, band 810..990) a market buy finds no ask in band. */
+Test(me_orders, market_respects_band)
+{
+	cr_assert_eq(fx_config(4, 10, 1, 1, 0, 1, 1000, 1000, 0), WIRE_REASON_NONE);
+	struct wire_submit s;
+	int64_t px[4] = {950, 900, 1050, 1100};
+	uint8_t side[4] = {B, B, S, S};
+	for (uint64_t i = 0; i < 4; i++) {
+		s = fx_order(1, 1 + i, side[i], WIRE_ORD_LIMIT, WIRE_TIF_GTC, px[i], 2);
+		s.symbol = 4;
+		fx_submit(&s);
+		cr_assert_eq(fx_count(1, 1 + i, WIRE_EV_RESTED), 1);
+	}
+	cr_assert_eq(fx_config(4, 10, 1, 1, 0, 1, 1000, 2000, 0), WIRE_REASON_NONE);
+	s = fx_order(1, 10, B, WIRE_ORD_LIMIT, WIRE_TIF_GTC, 880, 3);
+	s.symbol = 4;
+	fx_submit(&s);
+	s = fx_order(1, 11, S, WIRE_ORD_LIMIT, WIRE_TIF_GTC, 1200, 3);
+	s.symbol = 4;
+	fx_submit(&s);
+	cr_assert_eq(fx_config(4, 10, 1, 1, 0, 1, 1000, 1000, 0), WIRE_REASON_NONE);
+	fx_reset();
+	s = fx_order(2, 1, S, WIRE_ORD_MARKET, WIRE_TIF_IOC, 0, 10);
+	s.symbol = 4;
+	fx_submit(&s);
+	cr_assert_eq(fx_find(2, 1, WIRE_EV_FILL, 0)->px, 950);
+	cr_assert_eq(fx_find(2, 1, WIRE_EV_FILL, 1)->px, 900);
+	cr_assert_null(fx_find(2, 1, WIRE_EV_FILL, 2));
+	cr_assert_eq(fx_find(2, 1, WIRE_EV_CANCELLED, 0)->cause, WIRE_CAUSE_NO_LIQUIDITY);
+	cr_assert_eq(fx_find(2, 1, WIRE_EV_CANCELLED, 0)->qty, 6);
+	/* The reference is now the last trade (900): band 810..990, so asks at 1050+ are out. */
+	fx_reset();
+	s = fx_order(3, 1, B, WIRE_ORD_MARKET, WIRE_TIF_IOC, 0, 0);
+	s.symbol = 4;
+	s.quote_qty = 100000;
+	fx_submit(&s);
+	cr_assert_eq(fx_count(3, 1, WIRE_EV_FILL), 0);
+	cr_assert_eq(fx_find(3, 1, WIRE_EV_CANCELLED, 0)->cause, WIRE_CAUSE_NO_LIQUIDITY);
+}
