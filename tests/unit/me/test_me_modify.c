@@ -87,6 +87,7 @@ Test(me_modify, amend_after_partial_fill)
 	cr_assert_eq(fx_best(B), 0);
 }
 
+/* Goal: OFF_LOT for an amend to a quantity off the lot. Method: lot 5, amend 20 → 12. */
 Test(me_modify, amend_off_lot)
 {
 	cr_assert_eq(fx_config(2, 10, 5, 5, 0, 1, 0, 0, 0), WIRE_REASON_NONE);

@@ -24,6 +24,8 @@ assert_rejected(uint64_t user, uint64_t seq, uint16_t reason)
 	cr_assert_eq(fx_count(user, seq, WIRE_EV_RESTED), 0);
 }
 
+/* Goal: malformed orders are refused BAD_REQUEST. Method: bad side, zero tif, zero qty,
+ * negative price, STP out of range. */
 Test(me_reject, bad_request_enums_and_shapes)
 {
 	struct wire_submit s = fx_order(1, 1, 9, WIRE_ORD_LIMIT, WIRE_TIF_GTC, 100, 1);
@@ -44,6 +46,7 @@ Test(me_reject, bad_request_enums_and_shapes)
 	assert_rejected(1, 5, WIRE_REASON_BAD_REQUEST);
 }
 
+/* Goal: UNKNOWN_SYMBOL for a symbol never configured. Method: submit on symbol 77. */
 Test(me_reject, unknown_symbol)
 {
 	struct wire_submit s = fx_order(1, 1, B, WIRE_ORD_LIMIT, WIRE_TIF_GTC, 100, 1);
@@ -52,6 +55,8 @@ Test(me_reject, unknown_symbol)
 	assert_rejected(1, 1, WIRE_REASON_UNKNOWN_SYMBOL);
 }
 
+/* Goal: SYMBOL_NOT_OWNED for a symbol mapped to another ME shard. Method: configure it
+ * for shard 3, submit. */
 Test(me_reject, symbol_not_owned)
 {
 	cr_assert_eq(fx_config(5, 10, 1, 1, 0, 1, 0, 0, 3), WIRE_REASON_NONE); /* shard 3's */
@@ -61,6 +66,7 @@ Test(me_reject, symbol_not_owned)
 	assert_rejected(1, 1, WIRE_REASON_SYMBOL_NOT_OWNED);
 }
 
+/* Goal: HALTED while the symbol is halted. Method: halt, submit. */
 Test(me_reject, halted)
 {
 	cr_assert_eq(fx_status(FX_SYM, WIRE_SYM_HALTED, 0), WIRE_REASON_NONE);
@@ -68,12 +74,14 @@ Test(me_reject, halted)
 	assert_rejected(1, 1, WIRE_REASON_HALTED);
 }
 
+/* Goal: OFF_TICK. Method: price 105 on tick 10. */
 Test(me_reject, off_tick)
 {
 	fx_gtc(1, 1, B, 105, 1);
 	assert_rejected(1, 1, WIRE_REASON_OFF_TICK);
 }
 
+/* Goal: OFF_LOT. Method: qty 7 on lot 5. */
 Test(me_reject, off_lot)
 {
 	cr_assert_eq(fx_config(2, 10, 5, 5, 0, 1, 0, 0, 0), WIRE_REASON_NONE);
@@ -83,6 +91,7 @@ Test(me_reject, off_lot)
 	assert_rejected(1, 1, WIRE_REASON_OFF_LOT);
 }
 
+/* Goal: BELOW_MIN_QTY. Method: qty 15 with min qty 20. */
 Test(me_reject, below_min_qty)
 {
 	cr_assert_eq(fx_config(2, 10, 5, 20, 0, 1, 0, 0, 0), WIRE_REASON_NONE);
@@ -92,6 +101,8 @@ Test(me_reject, below_min_qty)
 	assert_rejected(1, 1, WIRE_REASON_BELOW_MIN_QTY);
 }
 
+/* Goal: BELOW_MIN_NOTIONAL for limits and market buys. Method: notional 900 and budget 999
+ * under a minimum of 1000; exactly 1000 rests. */
 Test(me_reject, below_min_notional)
 {
 	cr_assert_eq(fx_config(2, 10, 1, 1, 1000, 1, 0, 0, 0), WIRE_REASON_NONE);
@@ -136,6 +147,7 @@ Test(me_reject, outside_band)
 	assert_rejected(1, 4, WIRE_REASON_OUTSIDE_BAND);
 }
 
+/* Goal: POST_ONLY_WOULD_CROSS. Method: post-only bid through a resting ask. */
 Test(me_reject, post_only_would_cross)
 {
 	fx_gtc(1, 1, S, 100, 1);
@@ -143,12 +155,14 @@ Test(me_reject, post_only_would_cross)
 	assert_rejected(2, 1, WIRE_REASON_POST_ONLY_WOULD_CROSS);
 }
 
+/* Goal: FOK_NOT_FILLABLE. Method: FOK into an empty book. */
 Test(me_reject, fok_not_fillable)
 {
 	fx_limit(2, 1, B, 110, 1, WIRE_TIF_FOK);
 	assert_rejected(2, 1, WIRE_REASON_FOK_NOT_FILLABLE);
 }
 
+/* Goal: OVERFLOW when px * qty / base_unit does not fit int64. Method: 2^40 x 2^40. */
 Test(me_reject, overflow)
 {
 	cr_assert_eq(fx_config(2, 1, 1, 1, 0, 1, 0, 0, 0), WIRE_REASON_NONE);
@@ -159,6 +173,7 @@ Test(me_reject, overflow)
 	assert_rejected(1, 1, WIRE_REASON_OVERFLOW);
 }
 
+/* Goal: KILLED for a user under a kill-switch, others unaffected. Method: kill user 1. */
 Test(me_reject, killed)
 {
 	cr_assert_eq(fx_kill(WIRE_KILL_USER, 1, 1), WIRE_REASON_NONE);
@@ -168,6 +183,8 @@ Test(me_reject, killed)
 	cr_assert_eq(fx_count(2, 1, WIRE_EV_RESTED), 1);
 }
 
+/* Goal: UNKNOWN_ORDER for a cancel of an unknown id (contra = target), TOO_LATE for a
+ * finished one. Method: cancel before any order; cancel an IOC that already finished. */
 Test(me_reject, too_late_and_unknown_order)
 {
 	fx_cancel(1, 2, 1);
@@ -179,6 +196,7 @@ Test(me_reject, too_late_and_unknown_order)
 	cr_assert_eq(fx_reject_reason(1, 4), WIRE_REASON_TOO_LATE);
 }
 
+/* Goal: AMEND_NOT_DOWN for an amend to the same or a larger total. Method: 5 → 5, 5 → 9. */
 Test(me_reject, amend_not_down)
 {
 	fx_gtc(1, 1, B, 100, 5);
@@ -260,6 +278,8 @@ Test(me_reject, capacity_records)
 	cr_assert_eq(fx_count(1, 7, WIRE_EV_RESTED), 1);
 }
 
+/* Goal: CAPACITY when a new price level is needed on a full side; existing levels and
+ * orders that never rest are unaffected. Method: levels_side_max 2. */
 Test(me_reject, capacity_levels)
 {
 	fx_teardown();
