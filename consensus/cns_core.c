@@ -138,7 +138,6 @@ cns_init(struct cns **out, void *memory, const struct cns_limits *limits,
 	/* The log store holds what survived; the boot snapshot (if any) is its base. */
 	const struct cns_log_ops *ops = env->log_ops;
 	uint64_t first = ops->first_index(env->log);
-	uint64_t last = ops->last_index(env->log);
 	if (boot->snapshot != NULL) {
 		const struct cns_snapshot_meta *s = boot->snapshot;
 		if (s->len > limits->snapshot_bytes_max || s->index == 0)
@@ -157,7 +156,6 @@ cns_init(struct cns **out, void *memory, const struct cns_limits *limits,
 		c->base_time_ns = 0;
 		cns_log_refresh(c);
 	}
-	(void)last;
 	/* What the store holds after a restart is durable by contract. */
 	c->durable = c->last_index;
 	c->leader_match = c->base_index;
@@ -228,6 +226,7 @@ cns_become_follower(struct cns *c, uint64_t term, uint32_t leader)
 		/* Raft §5.1: a newer term resets the vote. */
 		cns_save_term_vote(c, term, CNS_NODE_NONE);
 		c->leader_match = c->base_index;
+		c->match_acked = 0;
 	}
 	if (c->role == CNS_LEADER) {
 		/* Proposals not yet sealed are dropped: the host NAKs them (not leader). */
@@ -240,6 +239,7 @@ cns_become_follower(struct cns *c, uint64_t term, uint32_t leader)
 	if (leader != c->leader) {
 		c->leader = leader;
 		c->leader_match = c->base_index;
+		c->match_acked = 0;
 	}
 	if (leader != CNS_NODE_NONE)
 		c->leader_heard_ns = c->now_ns;

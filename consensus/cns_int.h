@@ -77,6 +77,7 @@ struct cns {
 	uint64_t base_term;          /* its term */
 	uint64_t base_time_ns;       /* its cluster time */
 	uint64_t leader_match;       /* follower: log known to match the leader's through here */
+	uint64_t match_acked;        /* follower: match index last acknowledged to the leader */
 
 	/* Timers, on the local clock. */
 	uint64_t election_deadline_ns; /* follower/candidate: start a (pre-)election */

@@ -315,6 +315,8 @@ static void
 send_append_reply(struct cns *c, uint32_t to, bool success, uint64_t match,
 		  uint64_t conflict_index, uint64_t conflict_term)
 {
+	if (success)
+		c->match_acked = match;
 	struct wire_append_reply r;
 	memset(&r, 0, sizeof(r));
 	wire_hdr_init(&r.hdr, WIRE_APPEND_REPLY, c->cfg.shard);
@@ -342,7 +344,10 @@ cns_follower_ack(struct cns *c)
 {
 	if (c->role != CNS_FOLLOWER || c->leader == CNS_NODE_NONE)
 		return;
-	send_append_reply(c, c->leader, true, follower_match(c), 0, 0);
+	uint64_t m = follower_match(c);
+	if (m == c->match_acked)
+		return; /* the disk caught up with nothing new for this leader */
+	send_append_reply(c, c->leader, true, m, 0, 0);
 }
 
 /* Validate an entry from the wire before it reaches the log (the log's CHECKs guard the
