@@ -262,6 +262,9 @@ Test(omsctl_mgmt, unknown_command, .init = start_server, .fini = stop_server)
 	cr_assert(not(eq(ptr, strstr(err, "error: unknown_command: unknown command "
 					  "'symbols.halt'"), NULL)), "%s", err);
 	cr_assert(not(eq(ptr, strstr(err, "does not implement 'symbols.halt'"), NULL)));
+	const char *st[] = {"order", "status", "--user", "3", "--socket", sock_path, NULL};
+	cr_assert(eq(int, run_tool("OMSCTL", st), 1));
+	cr_assert(not(eq(ptr, strstr(err, "unknown command 'users.show'"), NULL)), "%s", err);
 	const char *a2[] = {"frobnicate", "--socket", sock_path, NULL};
 	cr_assert(eq(int, run_tool("OMSCTL", a2), 1));
 	cr_assert(not(eq(ptr, strstr(err, "error: unknown_command"), NULL)), "%s", err);
