@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * PostgreSQL: hydration (read + claim) and fenced flush (version-checked CAS), through libpq
- * in non-blocking pipeline mode (docs/persist.md "Database" and "Fencing").
+ * PostgreSQL: hydration (read + claim), fenced flush (version-checked CAS, claim kept) and
+ * claim release, through libpq in non-blocking pipeline mode (docs/persist.md "Database",
+ * "Fencing protocol"; docs/fencing.md).
  *
  * Shape (Aeron agent style): pst_db_submit() queues a request, pst_db_poll() does bounded,
  * non-blocking work — connect with back-off, send batches, read results, emit completions.
@@ -13,10 +14,10 @@
  *    requests are re-sent one per Sync; a statement that fails alone with a permanent error
  *    (integrity, data, privilege) is answered ERROR, a transient one is retried.
  *  - A lost connection puts every unanswered request back at the front of the queue in its
- *    original order and reconnects with exponential back-off. Both statements are
- *    idempotent (a claim we hold is claimed again; our own flush is found in the ledger), so
- *    a commit whose answer was lost is harmless when re-sent: nothing lost, nothing applied
- *    twice.
+ *    original order and reconnects with exponential back-off. Every statement is
+ *    idempotent (a claim we hold is claimed again; our own flush is found in the ledger; a
+ *    release is a no-op the second time), so a commit whose answer was lost is harmless when
+ *    re-sent: nothing lost, nothing applied twice.
  *
  * Seed: "Hydration and flush carry a monotonic fencing epoch per user, and the DB flush is a
  * version-checked CAS — so a stale route or a slow flush racing a newer write cannot corrupt
