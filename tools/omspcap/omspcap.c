@@ -278,7 +278,9 @@ gen(int argc, char **argv)
 		.count = 1000,
 		.seed = 1,
 		.src_mac = {0x02, 0x00, 0x00, 0x00, 0x00, 0x01},
-		.dst_mac = {0x02, 0x00, 0x00, 0x00, 0x00, 0x02},
+		/* DPDK net_pcap's first port is 02:70:63:61:70:00 ("\x02pcap\0"), so a capture
+		 * replays through rx_pcap as is; with [port] mac set, pass --dst-mac. */
+		.dst_mac = {0x02, 0x70, 0x63, 0x61, 0x70, 0x00},
 		.src_port = 40000,
 		.dst_port = 7400,
 		.users = 16,
