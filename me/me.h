@@ -86,7 +86,9 @@ size_t me_bytes_per_order(const struct me_limits *limits);
 
 /*
  * Initialise an empty engine in `memory` (at least me_footprint(limits) bytes, 64-byte
- * aligned). Returns 0 and sets *out, or -EINVAL for invalid limits or memory.
+ * aligned). Returns 0 and sets *out, or -EINVAL for invalid limits or memory. The engine must
+ * not be moved by copying its memory (a runtime header caches pointers into it); move state
+ * with me_snapshot / me_restore.
  */
 int me_init(struct me **out, void *memory, const struct me_limits *limits);
 
