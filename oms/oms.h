@@ -59,8 +59,9 @@ struct oms_limits {
 	uint32_t reconcile_users_max;   /* users queried per reconciliation sweep */
 	uint32_t reconcile_scan_max;    /* slots the reconciliation cursor visits per sweep */
 	uint32_t stream_ack_every;      /* events applied per STREAM_ACK (also sent on tick) */
-	uint32_t hydrate_retries_max;   /* HYDRATE_REQUEST attempts before NAK DB_ERROR */
-	uint32_t reserved0;             /* zero */
+	uint32_t hydrate_retries_max;   /* HYDRATE_REQUEST attempts (on ERROR, or OWNED while the
+					   routing says we own the user), one per sweep, then NAK */
+	uint32_t releases_max;          /* RELEASE_CLAIMs awaiting RELEASE_DONE (docs/fencing.md) */
 	uint64_t ttl_ns;                /* idle time before a flat user is dehydrated */
 	uint64_t sweep_interval_ns;     /* eviction/drain sweep cadence, cluster time */
 	uint64_t reconcile_interval_ns; /* reconciliation sweep cadence; 0 = off */
@@ -169,6 +170,10 @@ int oms_check_invariants(const struct oms *oms);
 	X(FLUSH_CANCELLED, "flush_cancelled")                                              \
 	X(FLUSH_STALE, "flush_stale")                                                      \
 	X(FLUSH_ERRORS, "flush_errors")                                                    \
+	X(RELEASES, "releases")                                                            \
+	X(RELEASES_DONE, "releases_done")                                                  \
+	X(RELEASE_RETRIES, "release_retries")                                              \
+	X(HYDRATE_RETRIES, "hydrate_retries")                                              \
 	X(SWEEPS, "sweeps")                                                                \
 	X(SWEEP_TOUCHED, "sweep_touched")                                                  \
 	X(DRAINED, "drained")                                                              \

@@ -125,23 +125,35 @@ actor_release(struct oms *oms, struct oms_actor *a)
 	CHECK(oms->c.actor_free_count <= oms->actor_slots);
 }
 
-/* The first flat actor from the LRU tail (bounded look), or NULL. */
+bool
+oms_actor_evictable(const struct oms *oms, const struct oms_actor *a)
+{
+	/* docs/fencing.md: a new dehydration waits until the outstanding flush's answer is in,
+	 * and every drop must be able to record its claim release. */
+	return a->state == OMS_A_RESIDENT && oms_actor_flat(a) &&
+	       (a->flags & OMS_AF_CONFLICT) == 0 && a->flush_epoch == 0 &&
+	       oms->c.release_count + oms->c.flushing.count < oms->c.limits.releases_max;
+}
+
+/* The first evictable actor from the LRU tail (bounded look), or NULL. */
 static struct oms_actor *
 lru_flat_tail(struct oms *oms)
 {
 	uint32_t idx = oms->c.lru.tail;
 	for (uint32_t n = 0; idx != OMS_NIL && n < oms->c.limits.sweep_scan_max; n++) {
 		struct oms_actor *a = &oms->actors[idx];
-		if (oms_actor_flat(a) && (a->flags & OMS_AF_CONFLICT) == 0)
+		if (oms_actor_evictable(oms, a))
 			return a;
 		idx = a->prev;
 	}
 	return NULL;
 }
 
+/* Every hydration attempt draws a fresh epoch (the claim stamp it asks for). */
 static void
-emit_hydrate_request(struct oms *oms, const struct oms_actor *a, struct svc_sink *sink)
+emit_hydrate_request(struct oms *oms, struct oms_actor *a, struct svc_sink *sink)
 {
+	a->epoch = oms_epoch_next(oms);
 	struct wire_hydrate_request m;
 	memset(&m, 0, sizeof(m));
 	m.user = a->user;
@@ -189,8 +201,9 @@ oms_actor_touch(struct oms *oms, struct oms_actor *a)
 {
 	if (a->state == OMS_A_FLUSHING) {
 		/* Seed: "Order arrives during the flush window → cancel-on-activity ... The actor
-		 * bumps its epoch; a stale in-flight FlushComplete is then dropped." */
-		a->epoch++;
+		 * bumps its epoch; a stale in-flight FlushComplete is then dropped." The claim
+		 * was never released (the flush keeps it), so serving on is safe (fencing.md). */
+		a->epoch = oms_epoch_next(oms);
 		move_to(oms, a, OMS_A_RESIDENT);
 		oms_count(oms, OMS_C_FLUSH_CANCELLED);
 	} else if (a->state == OMS_A_RESIDENT && a->prev != OMS_NIL) {
@@ -285,8 +298,12 @@ park_refuse(struct oms *oms, struct oms_actor *a, uint16_t reason, uint16_t owne
 static bool
 user_state_ok(const struct oms *oms, const struct wire_user_state *st)
 {
-	if (st->balance_count > WIRE_BALANCES_MAX || st->user_seq > WIRE_USER_SEQ_MAX)
+	if (st->balance_count > WIRE_BALANCES_MAX || st->user_seq > WIRE_USER_SEQ_MAX ||
+	    st->recent_count > WIRE_RECENT_MAX)
 		return false;
+	for (uint32_t i = 0; i < st->recent_count; i++)
+		if (st->recent[i].kind != WIRE_RECENT_ORDER && st->recent[i].kind != WIRE_RECENT_TRANSFER)
+			return false;
 	uint32_t used = 0;
 	for (uint32_t i = 0; i < st->balance_count; i++) {
 		const struct wire_balance *b = &st->balances[i];
@@ -316,7 +333,21 @@ install(struct oms *oms, struct oms_actor *a, const struct wire_hydrate_user *m)
 		bal[k].reserved = 0;
 		k++;
 	}
+	/* The claim's stamp: the epoch the database stored for this hydration. */
 	a->epoch = m->epoch;
+	if (m->epoch > oms->c.epoch_seq)
+		oms->c.epoch_seq = m->epoch;
+	a->flush_epoch = 0;
+	a->flags &= (uint8_t)~OMS_AF_RETRY;
+	/* The idempotency window moves with the user (wire_recent): re-sends that reach this
+	 * shard after a move are answered with their original outcome. */
+	uint32_t keep = st->recent_count;
+	uint32_t first = keep > oms->c.limits.dedup_per_user ? keep - oms->c.limits.dedup_per_user : 0;
+	for (uint32_t i = first; i < keep; i++) {
+		const struct wire_recent *r = &st->recent[i];
+		oms_dedup_add(oms, a, r->kind == WIRE_RECENT_TRANSFER ? OMS_DEDUP_XFER : OMS_DEDUP_ORDER,
+			      r->id, r->user_seq, 0, r->reason);
+	}
 	a->version = st->version;
 	a->user_seq = st->user_seq;
 	a->tier = st->tier < OMS_TIERS_MAX ? st->tier : 0;
@@ -376,22 +407,28 @@ oms_on_hydrate_user(struct oms *oms, const struct wire_hydrate_user *m, struct s
 	}
 	if (a == NULL)
 		return; /* nothing waits for it */
+	bool events = false;
+	for (uint32_t pi = a->parked_head; pi != OMS_NIL; pi = oms->parked[pi].next)
+		events |= oms->parked[pi].pad == 1;
+	bool more = a->hydrate_tries < oms->c.limits.hydrate_retries_max;
 	if (status == WIRE_HYD_OWNED) {
-		/* Database fencing (ARCHITECTURE §6): another shard holds the claim. */
+		/* Database fencing (docs/fencing.md): another shard holds the claim. If routing
+		 * says the user is ours, the old owner has not released yet: ask again (at the
+		 * next sweep) with the parked orders waiting; only then refuse. */
 		oms_count(oms, OMS_C_HYDRATE_OWNED);
+		uint16_t owner;
+		if (more && oms_route_owns(oms, user, &owner)) {
+			a->flags |= OMS_AF_RETRY;
+			return;
+		}
 		park_refuse(oms, a, WIRE_REASON_NOT_OWNER, m->owner_shard, sink);
 		actor_release(oms, a);
 		return;
 	}
 	oms_count(oms, OMS_C_HYDRATE_ERRORS);
-	bool events = false;
-	for (uint32_t pi = a->parked_head; pi != OMS_NIL; pi = oms->parked[pi].next)
-		events |= oms->parked[pi].pad == 1;
 	/* A parked event must never be dropped: keep asking while one waits. */
-	if (a->hydrate_tries < oms->c.limits.hydrate_retries_max || events) {
-		if (a->hydrate_tries < UINT8_MAX)
-			a->hydrate_tries++;
-		emit_hydrate_request(oms, a, sink);
+	if (more || events) {
+		a->flags |= OMS_AF_RETRY;
 		return;
 	}
 	park_refuse(oms, a, WIRE_REASON_DB_ERROR, 0, sink);
@@ -416,6 +453,24 @@ oms_build_user_state(const struct oms *oms, const struct oms_actor *a, struct wi
 		n++;
 	}
 	st->balance_count = n;
+	/* The idempotency window travels with the state (wire_recent), oldest first. */
+	const struct oms_dedup *ring = oms_actor_dedup(oms, a);
+	uint32_t max = oms->c.limits.dedup_per_user;
+	uint32_t skip = a->dedup_count > WIRE_RECENT_MAX ? a->dedup_count - WIRE_RECENT_MAX : 0;
+	uint32_t r = 0;
+	for (uint32_t k = 0, i = a->dedup_head; k < a->dedup_count; k++) {
+		if (k >= skip) {
+			st->recent[r].id = ring[i].id;
+			st->recent[r].user_seq = ring[i].user_seq;
+			st->recent[r].reason = ring[i].reason;
+			st->recent[r].kind = ring[i].kind == OMS_DEDUP_XFER ? WIRE_RECENT_TRANSFER
+									      : WIRE_RECENT_ORDER;
+			r++;
+		}
+		if (++i == max)
+			i = 0;
+	}
+	st->recent_count = r;
 }
 
 static void
@@ -444,10 +499,98 @@ oms_actor_begin_dehydrate(struct oms *oms, struct oms_actor *a, struct svc_sink 
 	 * "with funds committed to the market": a flush starts only for a flat actor. */
 	CHECK(a->state == OMS_A_RESIDENT);
 	CHECK(oms_actor_flat(a));
-	a->epoch++;
+	CHECK(a->flush_epoch == 0);
+	CHECK(oms->c.release_count + oms->c.flushing.count < oms->c.limits.releases_max);
+	/* Every flush attempt draws a fresh epoch: newer than the claim's stamp (fencing.md). */
+	a->epoch = oms_epoch_next(oms);
+	a->flush_epoch = a->epoch;
 	move_to(oms, a, OMS_A_FLUSHING);
 	oms_count(oms, OMS_C_DEHYDRATES);
 	emit_begin_dehydrate(oms, a, sink, NULL, NULL);
+}
+
+static void
+emit_release(const struct oms *oms, const struct oms_release *r, struct svc_sink *sink,
+	     oms_msg_fn *fn, void *ctx)
+{
+	struct wire_release_claim m;
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = WIRE_RELEASE_CLAIM;
+	m.hdr.length = sizeof(m);
+	m.hdr.shard = oms->c.limits.shard_id;
+	m.user = r->user;
+	m.epoch = r->epoch;
+	if (fn != NULL)
+		fn(ctx, WIRE_DEST_PERSIST, &m.hdr);
+	else
+		sink->emit(sink->ctx, WIRE_DEST_PERSIST, &m.hdr);
+}
+
+/* Record a pending release (in the state, so a new leader re-drives it) and send it. */
+static void
+release_add(struct oms *oms, uint64_t user, uint64_t epoch, struct svc_sink *sink)
+{
+	CHECK(oms->c.release_count < oms->c.limits.releases_max);
+	struct oms_release *r = &oms->releases[oms->c.release_count];
+	memset(r, 0, sizeof(*r));
+	r->user = user;
+	r->epoch = epoch;
+	oms_tab_insert(oms, OMS_TAG_RELEASE, user, epoch, oms->c.release_count);
+	oms->c.release_count++;
+	oms_count(oms, OMS_C_RELEASES);
+	emit_release(oms, r, sink, NULL, NULL);
+}
+
+void
+oms_on_release_done(struct oms *oms, const struct wire_release_claim *m, struct svc_sink *sink)
+{
+	(void)sink;
+	uint32_t i = oms_tab_find(oms, OMS_TAG_RELEASE, m->user, m->epoch);
+	if (i == OMS_NIL) {
+		oms_count(oms, OMS_C_FLUSH_STALE); /* a repeat of an answer already applied */
+		return;
+	}
+	if (m->status == WIRE_FLUSH_ERROR) {
+		oms->releases[i].retry = 1; /* the sweep sends it again */
+		return;
+	}
+	/* OK (released now, or already / no longer ours): done. Swap-remove keeps it dense. */
+	uint32_t last = --oms->c.release_count;
+	oms_tab_remove(oms, OMS_TAG_RELEASE, m->user, m->epoch);
+	if (i != last) {
+		oms->releases[i] = oms->releases[last];
+		oms_tab_insert(oms, OMS_TAG_RELEASE, oms->releases[i].user, oms->releases[i].epoch, i);
+	}
+	memset(&oms->releases[last], 0, sizeof(oms->releases[last]));
+	oms_count(oms, OMS_C_RELEASES_DONE);
+}
+
+/* Deferred retries on the sweep's cadence: hydrations refused OWNED/ERROR, releases that
+ * failed. Bounded by sweep_scan_max each. */
+static void
+retries(struct oms *oms, struct svc_sink *sink)
+{
+	uint32_t n = 0;
+	for (uint32_t idx = oms->c.hydrating.tail; idx != OMS_NIL && n < oms->c.limits.sweep_scan_max;
+	     n++) {
+		struct oms_actor *a = &oms->actors[idx];
+		idx = a->prev;
+		if ((a->flags & OMS_AF_RETRY) == 0)
+			continue;
+		a->flags &= (uint8_t)~OMS_AF_RETRY;
+		if (a->hydrate_tries < UINT8_MAX)
+			a->hydrate_tries++;
+		oms_count(oms, OMS_C_HYDRATE_RETRIES);
+		emit_hydrate_request(oms, a, sink);
+	}
+	for (uint32_t i = 0, k = 0; i < oms->c.release_count && k < oms->c.limits.sweep_scan_max; i++) {
+		if (oms->releases[i].retry == 0)
+			continue;
+		oms->releases[i].retry = 0;
+		oms_count(oms, OMS_C_RELEASE_RETRIES);
+		emit_release(oms, &oms->releases[i], sink, NULL, NULL);
+		k++;
+	}
 }
 
 void
@@ -459,6 +602,8 @@ oms_on_flush_complete(struct oms *oms, const struct wire_flush_complete *m, stru
 		oms_count(oms, OMS_C_BAD_MSGS);
 		return;
 	}
+	if (a != NULL && a->flush_epoch == m->epoch)
+		a->flush_epoch = 0; /* the outstanding flush's answer is in */
 	if (a == NULL || a->state != OMS_A_FLUSHING || a->epoch != m->epoch) {
 		/* A stale completion (the flush was cancelled by activity, which bumped the
 		 * epoch) never evicts. Our own write did land, though: the next flush's CAS
@@ -472,8 +617,10 @@ oms_on_flush_complete(struct oms *oms, const struct wire_flush_complete *m, stru
 	DCHECK(oms_actor_flat(a));
 	switch (m->status) {
 	case WIRE_FLUSH_OK:
-		/* Seed invariant 3: U is dropped only on FlushComplete. */
+		/* Seed invariant 3: U is dropped only on FlushComplete. The flush kept the
+		 * owner claim; the drop lets it go (docs/fencing.md). */
 		oms_count(oms, OMS_C_EVICTIONS);
+		release_add(oms, a->user, a->epoch, sink);
 		actor_release(oms, a);
 		break;
 	case WIRE_FLUSH_CONFLICT:
@@ -481,14 +628,14 @@ oms_on_flush_complete(struct oms *oms, const struct wire_flush_complete *m, stru
 		 * know), raise the alarm, and do not auto-flush it again. */
 		oms_count(oms, OMS_C_ALARM_FLUSH_CONFLICT);
 		a->flags |= OMS_AF_CONFLICT;
-		a->epoch++;
+		a->epoch = oms_epoch_next(oms);
 		move_to(oms, a, OMS_A_RESIDENT);
 		a->last_active_ns = oms->c.now_ns;
 		break;
 	default:
 		/* Transient: stay resident, the sweep retries after another TTL. */
 		oms_count(oms, OMS_C_FLUSH_ERRORS);
-		a->epoch++;
+		a->epoch = oms_epoch_next(oms);
 		move_to(oms, a, OMS_A_RESIDENT);
 		a->last_active_ns = oms->c.now_ns;
 		break;
@@ -509,7 +656,7 @@ oms_on_user_admin(struct oms *oms, const struct wire_user_admin *m, struct svc_s
 	}
 	/* An operator decision resolves a conflict alarm. */
 	a->flags &= (uint8_t)~OMS_AF_CONFLICT;
-	if (a->state == OMS_A_RESIDENT && oms_actor_flat(a)) {
+	if (oms_actor_evictable(oms, a)) {
 		oms_actor_begin_dehydrate(oms, a, sink);
 	} else if (a->state != OMS_A_FLUSHING) {
 		/* Quiesce: flush as soon as it is flat (drain scan). */
@@ -528,6 +675,7 @@ oms_sweep(struct oms *oms, struct svc_sink *sink)
 	uint32_t evicted = 0;
 	uint32_t idx = oms->c.lru.tail;
 	oms_count(oms, OMS_C_SWEEPS);
+	retries(oms, sink);
 	/* Seed: "walk the cold tail only, stopping at the first non-expired actor — so the
 	 * sweep is O(expired), not O(resident) ... Cap evictions per sweep". */
 	for (uint32_t n = 0; idx != OMS_NIL && n < l->sweep_scan_max && evicted < l->sweep_evict_max;
@@ -536,7 +684,7 @@ oms_sweep(struct oms *oms, struct svc_sink *sink)
 		uint32_t prev = a->prev;
 		if (now - a->last_active_ns < l->ttl_ns)
 			break;
-		if (oms_actor_flat(a) && (a->flags & OMS_AF_CONFLICT) == 0) {
+		if (oms_actor_evictable(oms, a)) {
 			oms_actor_begin_dehydrate(oms, a, sink);
 			evicted++;
 		} else {
@@ -577,8 +725,11 @@ oms_drain_step(struct oms *oms, struct svc_sink *sink)
 		if (!want)
 			continue;
 		oms->c.drain_found++;
-		if (a->state == OMS_A_RESIDENT && oms_actor_flat(a)) {
-			a->flags &= (uint8_t)~(OMS_AF_EVICT_REQ | OMS_AF_CONFLICT);
+		if (a->state == OMS_A_RESIDENT && oms_actor_flat(a) &&
+		    (a->flags & OMS_AF_CONFLICT) != 0)
+			a->flags &= (uint8_t)~OMS_AF_CONFLICT; /* a move is an operator's decision */
+		if (oms_actor_evictable(oms, a)) {
+			a->flags &= (uint8_t)~OMS_AF_EVICT_REQ;
 			oms_actor_begin_dehydrate(oms, a, sink);
 			oms_count(oms, OMS_C_DRAINED);
 			flushed++;
@@ -604,6 +755,10 @@ oms_persist_foreach(const struct oms *oms, oms_msg_fn *fn, void *ctx)
 	}
 	for (uint32_t idx = oms->c.flushing.tail; idx != OMS_NIL; idx = oms->actors[idx].prev) {
 		emit_begin_dehydrate(oms, &oms->actors[idx], NULL, fn, ctx);
+		n++;
+	}
+	for (uint32_t i = 0; i < oms->c.release_count; i++) {
+		emit_release(oms, &oms->releases[i], NULL, fn, ctx);
 		n++;
 	}
 	return n;

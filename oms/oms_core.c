@@ -36,6 +36,7 @@ oms_limits_default(struct oms_limits *l)
 	l->reconcile_scan_max = 256;
 	l->stream_ack_every = 64;
 	l->hydrate_retries_max = 3;
+	l->releases_max = 256;
 	l->ttl_ns = UINT64_C(60000000000);
 	l->sweep_interval_ns = UINT64_C(1000000000);
 	l->reconcile_interval_ns = UINT64_C(10000000000);
@@ -79,7 +80,9 @@ oms_limits_check(const struct oms_limits *l)
 	if (l->stream_ack_every == 0 || l->hydrate_retries_max == 0 ||
 	    l->hydrate_retries_max > 255)
 		return -EINVAL;
-	if (l->ttl_ns == 0 || l->sweep_interval_ns == 0 || l->reserved0 != 0)
+	if (l->releases_max == 0 || l->releases_max > LIMIT_BIG)
+		return -EINVAL;
+	if (l->ttl_ns == 0 || l->sweep_interval_ns == 0)
 		return -EINVAL;
 	for (uint32_t t = 0; t < OMS_TIERS_MAX; t++)
 		if (l->tiers[t].rate_per_s != 0 && l->tiers[t].burst == 0)
@@ -99,7 +102,7 @@ layout(const struct oms_limits *l, struct oms *oms, uint8_t *base)
 {
 	size_t slots = (size_t)l->users_max + l->flush_headroom;
 	/* One table, at most half full: users, orders, symbols, kills. */
-	size_t keys = slots + l->orders_max + l->symbols_max + l->kill_users_max;
+	size_t keys = slots + l->orders_max + l->symbols_max + l->kill_users_max + l->releases_max;
 	size_t table = 16;
 	while (table < 2 * keys)
 		table <<= 1;
@@ -124,6 +127,7 @@ layout(const struct oms_limits *l, struct oms *oms, uint8_t *base)
 	REGION(streams, struct oms_stream, l->me_shards_max);
 	REGION(held, struct wire_me_event, (size_t)l->me_shards_max * l->held_max);
 	REGION(kills, uint64_t, l->kill_users_max);
+	REGION(releases, struct oms_release, l->releases_max);
 	REGION(table, struct oms_entry, table);
 #undef REGION
 	if (oms != NULL) {
@@ -312,6 +316,9 @@ oms_dispatch(struct oms *oms, const struct wire_msg_hdr *msg, struct svc_sink *s
 		break;
 	case WIRE_USER_ADMIN:
 		oms_on_user_admin(oms, (const struct wire_user_admin *)msg, sink);
+		break;
+	case WIRE_RELEASE_DONE:
+		oms_on_release_done(oms, (const struct wire_release_claim *)msg, sink);
 		break;
 	case WIRE_TICK:
 		oms_streams_tick(oms, sink);

@@ -30,7 +30,7 @@ enum oms_tag {
 	OMS_TAG_EMPTY = 0,
 	OMS_TAG_USER = 1,   /* a = user → actor slot */
 	OMS_TAG_ORDER = 2,  /* a = user, b = user_seq → order slot */
-	OMS_TAG_RESERVED3 = 3, /* unused (dedup lives in the actor) */
+	OMS_TAG_RELEASE = 3,   /* a = user, b = epoch → pending release index */
 	OMS_TAG_RESERVED4 = 4,
 	OMS_TAG_SYMBOL = 5, /* a = symbol → symbol slot */
 	OMS_TAG_KILL = 6,   /* a = user: kill-switch engaged */
@@ -52,6 +52,7 @@ enum oms_actor_state {
 
 #define OMS_AF_CONFLICT 0x01  /* last flush lost a CAS: keep resident until an operator acts */
 #define OMS_AF_EVICT_REQ 0x02 /* USER_ADMIN asked to evict/migrate once flat */
+#define OMS_AF_RETRY 0x04     /* HYDRATING: ask again at the next sweep */
 
 /* A hot-user actor: the per-user cache over the database row (seed: "What a user-actor
  * owns"). Balances live in a parallel array (assets_per_user slots per actor). */
@@ -65,6 +66,8 @@ struct oms_actor {
 	uint64_t last_active_ns; /* cluster time of the last activity (LRU stamp) */
 	int64_t tokens;          /* rate-limit bucket, nano-requests */
 	uint64_t tokens_ns;      /* cluster time of the last refill */
+	uint64_t flush_epoch;    /* epoch of a BeginDehydrate whose FlushComplete is not in
+				    yet (0: none); no new flush starts until it is */
 	uint32_t prev;           /* state-list links (LRU, flushing or hydrating list) */
 	uint32_t next;
 	uint32_t order_head;     /* this user's order records, oldest first */
@@ -83,7 +86,7 @@ struct oms_actor {
 	uint8_t flags;           /* OMS_AF_* */
 	uint8_t hydrate_tries;   /* HydrateRequests sent for the current miss */
 };
-static_assert(sizeof(struct oms_actor) == 8 * 8 + 13 * 4 + 4, "oms_actor has no padding");
+static_assert(sizeof(struct oms_actor) == 9 * 8 + 13 * 4 + 4, "oms_actor has no padding");
 
 struct oms_balance {
 	uint32_t asset;   /* 0 marks an unused slot */
@@ -183,6 +186,14 @@ struct oms_symbol {
 };
 static_assert(sizeof(struct oms_symbol) == 16 + 5 * 8 + 8, "oms_symbol has no padding");
 
+/* A claim release sent after a drop, awaiting RELEASE_DONE (docs/fencing.md). */
+struct oms_release {
+	uint64_t user;   /* account */
+	uint64_t epoch;  /* epoch of the flush that dropped the actor */
+	uint32_t retry;  /* 1: the last answer was an error; re-sent by the sweep */
+	uint32_t pad;
+};
+
 struct oms_fee {
 	uint32_t asset;  /* 0 marks an unused slot */
 	uint32_t pad;
@@ -227,6 +238,7 @@ struct oms_core {
 	uint64_t next_sweep_ns;        /* eviction/drain timer */
 	uint64_t next_recon_ns;        /* reconciliation timer */
 	uint64_t recon_req_seq;        /* last OPEN_ORDERS_QUERY req_id */
+	uint64_t epoch_seq;            /* last fencing epoch drawn (one counter per shard) */
 	uint64_t counters[OMS_C_COUNT];
 	uint64_t naks_by_reason[WIRE_REASON_MAX];
 	uint32_t actor_free_count;     /* entries in actor_free[] */
@@ -241,8 +253,11 @@ struct oms_core {
 	uint32_t drain_active;         /* 1 while non-owned or evict-requested users may remain */
 	uint32_t drain_found;          /* such users seen in the current pass */
 	uint32_t recon_cursor;         /* next actor slot the reconciliation scan visits */
+	uint32_t release_count;        /* pending releases in releases[] */
+	uint32_t pad;
 };
 static_assert(sizeof(struct oms_limits) == 160, "oms_limits has no padding");
+
 static_assert(sizeof(struct oms_route) == 984, "oms_route has no padding");
 
 struct oms {
@@ -263,8 +278,17 @@ struct oms {
 	struct oms_stream *streams;   /* [me_shards_max] */
 	struct wire_me_event *held;   /* [me_shards_max * held_max] */
 	uint64_t *kills;              /* users with a kill-switch, [kill_count] in log order */
+	struct oms_release *releases; /* pending claim releases, [release_count] */
 	struct oms_entry *table;      /* [table_mask + 1]: the hot index, kept small */
 };
+
+/* docs/fencing.md: epochs come from one counter per shard, so they are unique and increasing
+ * across every incarnation of every actor on this shard. */
+static inline uint64_t
+oms_epoch_next(struct oms *oms)
+{
+	return ++oms->c.epoch_seq;
+}
 
 /* ---- oms_table.c: one open-addressing (linear probing) table for every index ---- */
 static inline uint64_t
@@ -394,6 +418,11 @@ void oms_on_hydrate_user(struct oms *oms, const struct wire_hydrate_user *m, str
 void oms_on_flush_complete(struct oms *oms, const struct wire_flush_complete *m,
 			   struct svc_sink *sink);
 void oms_on_user_admin(struct oms *oms, const struct wire_user_admin *m, struct svc_sink *sink);
+void oms_on_release_done(struct oms *oms, const struct wire_release_claim *m,
+			 struct svc_sink *sink);
+/* A flush may start: flat, resident, no flush answer outstanding, room to record its
+ * release. */
+bool oms_actor_evictable(const struct oms *oms, const struct oms_actor *a);
 void oms_sweep(struct oms *oms, struct svc_sink *sink);
 void oms_drain_step(struct oms *oms, struct svc_sink *sink);
 void oms_build_user_state(const struct oms *oms, const struct oms_actor *a,

@@ -117,7 +117,8 @@ answer_duplicate(struct oms *oms, struct oms_actor *a, const struct oms_dedup *d
 		 uint64_t content, struct svc_sink *sink)
 {
 	oms_count(oms, OMS_C_DUPLICATES);
-	if (d->content != content)
+	/* content 0: an outcome that arrived with the user's state (its content is unknown). */
+	if (d->content != 0 && d->content != content)
 		oms_nak(oms, sink, a, a->user, d->id, WIRE_REASON_DUPLICATE_REQUEST, 0);
 	else if (d->reason == WIRE_REASON_NONE)
 		emit_ack(oms, a, d->id, d->user_seq, d->time_ns, sink);
@@ -463,7 +464,7 @@ new_order_content(const struct wire_new_order *m)
 	h = mix(h, (uint64_t)m->px);
 	h = mix(h, (uint64_t)m->qty);
 	h = mix(h, (uint64_t)m->quote_qty);
-	return mix(h, m->expire_ns);
+	return mix(h, m->expire_ns) | 1; /* never 0 (0 means unknown) */
 }
 
 void
@@ -607,7 +608,7 @@ oms_on_cancel(struct oms *oms, const struct wire_cancel *m, struct svc_sink *sin
 	if (a == NULL)
 		return;
 	/* Cancels reduce risk: no rate limit, no in-flight cap, no kill-switch block. */
-	uint64_t content = mix(mix(2, m->orig_cl_ord_id), 0);
+	uint64_t content = mix(mix(2, m->orig_cl_ord_id), 0) | 1;
 	struct oms_order *t = modify_front(oms, a, m->cl_ord_id, m->orig_cl_ord_id, content, sink);
 	if (t != NULL)
 		modify_commit(oms, a, t, OMS_K_CANCEL, m->cl_ord_id, content, 0, sink);
@@ -619,7 +620,7 @@ oms_on_amend(struct oms *oms, const struct wire_amend *m, struct svc_sink *sink)
 	struct oms_actor *a = client_actor(oms, m->user, m->cl_ord_id, &m->hdr, sink);
 	if (a == NULL)
 		return;
-	uint64_t content = mix(mix(3, m->orig_cl_ord_id), (uint64_t)m->qty);
+	uint64_t content = mix(mix(3, m->orig_cl_ord_id), (uint64_t)m->qty) | 1;
 	struct oms_order *t = modify_front(oms, a, m->cl_ord_id, m->orig_cl_ord_id, content, sink);
 	if (t == NULL)
 		return;
@@ -644,7 +645,8 @@ oms_on_cancel_replace(struct oms *oms, const struct wire_cancel_replace *m, stru
 	struct oms_actor *a = client_actor(oms, m->user, m->cl_ord_id, &m->hdr, sink);
 	if (a == NULL)
 		return;
-	uint64_t content = mix(mix(mix(4, m->orig_cl_ord_id), (uint64_t)m->px), (uint64_t)m->qty);
+	uint64_t content =
+		mix(mix(mix(4, m->orig_cl_ord_id), (uint64_t)m->px), (uint64_t)m->qty) | 1;
 	struct oms_order *t = modify_front(oms, a, m->cl_ord_id, m->orig_cl_ord_id, content, sink);
 	if (t == NULL)
 		return;

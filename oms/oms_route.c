@@ -289,7 +289,7 @@ oms_on_kill_switch(struct oms *oms, const struct wire_kill_switch *m, struct svc
 static uint64_t
 transfer_content(const struct wire_transfer *m)
 {
-	return (uint64_t)m->amount * UINT64_C(0x9e3779b97f4a7c15) ^ m->asset;
+	return ((uint64_t)m->amount * UINT64_C(0x9e3779b97f4a7c15) ^ m->asset) | 1;
 }
 
 void
@@ -312,8 +312,9 @@ oms_on_transfer(struct oms *oms, const struct wire_transfer *m, struct svc_sink 
 	if (d != NULL) {
 		/* Idempotent on (user, transfer_id): the original outcome. */
 		oms_count(oms, OMS_C_DUPLICATES);
-		uint16_t reason = d->content == transfer_content(m) ? d->reason
-								   : WIRE_REASON_DUPLICATE_REQUEST;
+		uint16_t reason = d->content == 0 || d->content == transfer_content(m)
+					  ? d->reason
+					  : WIRE_REASON_DUPLICATE_REQUEST;
 		oms_admin_reply(oms, sink, m->transfer_id, reason, 0);
 		return;
 	}

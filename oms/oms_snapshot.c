@@ -98,6 +98,7 @@ serialise(const struct oms *oms, struct ser *s)
 		put(s, &oms->held[(size_t)m * l->held_max],
 		    sizeof(struct wire_me_event) * oms->streams[m].held_count);
 	put(s, oms->kills, sizeof(uint64_t) * oms->c.kill_count);
+	put(s, oms->releases, sizeof(struct oms_release) * oms->c.release_count);
 }
 
 size_t
@@ -190,7 +191,8 @@ deserialise(struct oms *oms, struct des *d)
 	const struct oms_core *c = &oms->c;
 	if (c->actor_free_count > oms->actor_slots || c->order_free_count > l->orders_max ||
 	    c->parked_free_count > l->parked_max || c->symbol_count > l->symbols_max ||
-	    c->kill_count > l->kill_users_max || c->route.active_count > WIRE_ROUTE_SHARDS_MAX ||
+	    c->kill_count > l->kill_users_max || c->release_count > l->releases_max ||
+	    c->route.active_count > WIRE_ROUTE_SHARDS_MAX ||
 	    c->route.pin_count > WIRE_ROUTE_PINS_MAX || c->route.shard_count > WIRE_ROUTE_SHARDS_MAX)
 		return -EINVAL;
 	uint32_t n = get_u32(d);
@@ -284,6 +286,13 @@ deserialise(struct oms *oms, struct des *d)
 		if (oms_tab_find(oms, OMS_TAG_KILL, oms->kills[i], 0) != OMS_NIL)
 			return -EINVAL;
 		oms_tab_insert(oms, OMS_TAG_KILL, oms->kills[i], 0, i);
+	}
+	get(d, oms->releases, sizeof(struct oms_release) * c->release_count);
+	for (uint32_t i = 0; i < c->release_count && !d->bad; i++) {
+		const struct oms_release *r = &oms->releases[i];
+		if (oms_tab_find(oms, OMS_TAG_RELEASE, r->user, r->epoch) != OMS_NIL)
+			return -EINVAL;
+		oms_tab_insert(oms, OMS_TAG_RELEASE, r->user, r->epoch, i);
 	}
 	if (d->bad || d->pos != d->len)
 		return -EINVAL;

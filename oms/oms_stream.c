@@ -468,10 +468,14 @@ oms_streams_tick(struct oms *oms, struct svc_sink *sink)
 void
 oms_on_me_result(struct oms *oms, const struct wire_me_result *m, struct svc_sink *sink)
 {
-	(void)sink;
 	/* Unsequenced: the bridge uses it to stop re-driving; the state itself arrives (or is
-	 * replayed) through the stream, so applying it changes nothing but counters. */
+	 * replayed) through the stream, so it changes no money. But it names the last stream
+	 * seq that concerns the order: if we have not applied that far, the tail of the stream
+	 * was lost (no later event revealed the gap), so ask for a replay. */
 	oms_count(oms, OMS_C_RESULTS);
 	if (m->reason == WIRE_REASON_DUPLICATE_ID_MISMATCH)
 		oms_count(oms, OMS_C_ALARM_BAD_STATE); /* we rebuild submits byte-identically */
+	const struct oms_symbol *s = oms_symbol_find(oms, m->symbol);
+	if (m->known && s != NULL && m->last_seq >= oms->streams[s->me_shard].next_seq)
+		maybe_replay(oms, s->me_shard, sink);
 }

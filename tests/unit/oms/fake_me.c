@@ -2,6 +2,7 @@
 #include "fake_me.h"
 
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -263,8 +264,12 @@ fme_input(struct fme *m, const struct wire_msg_hdr *msg)
 	switch (msg->type) {
 	case WIRE_SUBMIT: {
 		const struct wire_submit *s = (const void *)msg;
-		if (find(m, s->oid) != NULL)
+		if (find(m, s->oid) != NULL) {
+			if (getenv("OMS_PROP_TRACE"))
+				fprintf(stderr, "me: duplicate submit user %lu seq %lu\n",
+					(unsigned long)s->oid.user, (unsigned long)wire_oid_seq(s->oid));
 			return; /* dedup: the stream already carries its state */
+		}
 		struct fme_order *o = add(m, s->oid, s->symbol, s->side, s->ord_type, s->tif, s->px,
 					  s->qty, s->quote_qty);
 		run(m, o, (struct wire_oid){ 0, 0 });

@@ -81,11 +81,25 @@ Test(oms_actor, parked_bounds)
 	cr_assert(eq(u32, h_status(&H, 54), OMS_USER_ABSENT));
 }
 
-/* Goal: HydrateUser OWNED refuses the parked orders NOT_OWNER naming the owner. */
-Test(oms_actor, hydrate_owned_naks_not_owner)
+/* Goal (docs/fencing.md): HydrateUser OWNED while routing says the user is ours means the
+ * old owner has not released yet: ask again, once per sweep, with the parked orders
+ * waiting; after hydrate_retries_max refuse them NOT_OWNER naming the claim holder. */
+Test(oms_actor, hydrate_owned_retries_then_not_owner)
 {
 	h_limit(&H, 50, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	uint64_t e0 = ((const struct wire_hydrate_request *)h_get(&H, WIRE_HYDRATE_REQUEST, 0))->epoch;
 	h_limit(&H, 50, 2, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	for (uint32_t i = 1; i < H.lim.hydrate_retries_max; i++) {
+		h_hydrate_status(&H, 50, WIRE_HYD_OWNED, 3);
+		cr_assert(eq(u32, h_count(&H, WIRE_NAK), 0));
+		cr_assert(eq(u32, h_count(&H, WIRE_HYDRATE_REQUEST), 0)); /* not at once */
+		H.now += SEC;
+		h_tick(&H);
+		cr_assert(eq(u32, h_count(&H, WIRE_HYDRATE_REQUEST), 1));
+		const struct wire_hydrate_request *r = h_get(&H, WIRE_HYDRATE_REQUEST, 0);
+		cr_assert(gt(u64, r->epoch, e0)); /* a fresh epoch per attempt */
+		e0 = r->epoch;
+	}
 	h_hydrate_status(&H, 50, WIRE_HYD_OWNED, 3);
 	cr_assert(eq(u32, h_count(&H, WIRE_NAK), 2));
 	const struct wire_nak *n = h_get(&H, WIRE_NAK, 1);
@@ -96,18 +110,136 @@ Test(oms_actor, hydrate_owned_naks_not_owner)
 	cr_assert(eq(u32, oms_resident_count(H.oms), 0));
 }
 
-/* Goal: HydrateUser ERROR asks again (bounded), then refuses the parked orders DB_ERROR. */
+/* Goal: HydrateUser OWNED for a user routing gives to another shard is refused at once. */
+Test(oms_actor, hydrate_owned_not_ours_refused_at_once)
+{
+	h_limit(&H, 50, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	struct wire_whale_pin p;
+	memset(&p, 0, sizeof(p));
+	p.hdr.type = WIRE_WHALE_PIN;
+	p.hdr.length = sizeof(p);
+	p.user = 50;
+	p.shard = 3;
+	h_apply(&H, &p);
+	h_hydrate_status(&H, 50, WIRE_HYD_OWNED, 3);
+	cr_assert(eq(u16, h_last_nak(&H), WIRE_REASON_NOT_OWNER));
+	cr_assert(eq(u32, h_status(&H, 50), OMS_USER_ABSENT));
+}
+
+/* Goal: HydrateUser ERROR asks again at the next sweeps (bounded), then refuses the parked
+ * orders DB_ERROR. */
 Test(oms_actor, hydrate_error_retries_then_db_error)
 {
 	h_limit(&H, 50, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
 	for (uint32_t i = 1; i < H.lim.hydrate_retries_max; i++) {
 		h_hydrate_status(&H, 50, WIRE_HYD_ERROR, 0);
+		H.now += SEC;
+		h_tick(&H);
 		cr_assert(eq(u32, h_count(&H, WIRE_HYDRATE_REQUEST), 1));
 	}
 	h_hydrate_status(&H, 50, WIRE_HYD_ERROR, 0);
-	cr_assert(eq(u32, h_count(&H, WIRE_HYDRATE_REQUEST), 0));
 	cr_assert(eq(u16, h_last_nak(&H), WIRE_REASON_DB_ERROR));
 	cr_assert(eq(u32, h_status(&H, 50), OMS_USER_ABSENT));
+	H.now += SEC;
+	h_tick(&H);
+	cr_assert(eq(u32, h_count(&H, WIRE_HYDRATE_REQUEST), 0));
+}
+
+/* Goal (docs/fencing.md): the drop releases the owner claim: RELEASE_CLAIM{user, epoch of the
+ * dropping flush}, kept in state (snapshot, persister rebuild) until RELEASE_DONE; an error
+ * answer is retried by the sweep. */
+Test(oms_actor, drop_releases_claim_until_done)
+{
+	h_user(&H, 7, 100, 200);
+	H.now += 11 * SEC;
+	h_tick(&H);
+	uint64_t e = ((const struct wire_begin_dehydrate *)h_get(&H, WIRE_BEGIN_DEHYDRATE, 0))->epoch;
+	h_flush(&H, 7, e, WIRE_FLUSH_OK, 2);
+	const struct wire_release_claim *r = h_get(&H, WIRE_RELEASE_CLAIM, 0);
+	cr_assert(r != NULL);
+	cr_assert(eq(int, h_dest(&H, WIRE_RELEASE_CLAIM, 0), WIRE_DEST_PERSIST));
+	cr_assert(eq(u64, r->user, 7));
+	cr_assert(eq(u64, r->epoch, e));
+	cr_assert(eq(u32, H.oms->c.release_count, 1));
+	struct wire_release_claim d;
+	memset(&d, 0, sizeof(d));
+	d.hdr.type = WIRE_RELEASE_DONE;
+	d.hdr.length = sizeof(d);
+	d.user = 7;
+	d.epoch = e;
+	d.status = WIRE_FLUSH_ERROR;
+	h_apply(&H, &d);
+	cr_assert(eq(u32, H.oms->c.release_count, 1));
+	H.now += SEC;
+	h_tick(&H);
+	cr_assert(eq(u32, h_count(&H, WIRE_RELEASE_CLAIM), 1)); /* retried */
+	d.status = WIRE_FLUSH_OK;
+	h_apply(&H, &d);
+	cr_assert(eq(u32, H.oms->c.release_count, 0));
+	h_apply(&H, &d); /* a repeat answer is harmless */
+	cr_assert(eq(u32, H.oms->c.release_count, 0));
+}
+
+/* Goal (docs/fencing.md): after cancel-on-activity no new flush starts until the stale
+ * flush's answer is in; epochs are unique and increasing across incarnations. */
+Test(oms_actor, no_new_flush_until_stale_answer)
+{
+	h_user(&H, 7, 100, 200);
+	H.now += 11 * SEC;
+	h_tick(&H);
+	uint64_t e1 = ((const struct wire_begin_dehydrate *)h_get(&H, WIRE_BEGIN_DEHYDRATE, 0))->epoch;
+	h_transfer(&H, 7, 1, A_USD, 5); /* activity: the flush is cancelled */
+	cr_assert(eq(u32, h_status(&H, 7), OMS_USER_RESIDENT));
+	uint64_t e2 = h_epoch(&H, 7);
+	cr_assert(gt(u64, e2, e1));
+	H.now += 30 * SEC;
+	h_tick(&H);
+	cr_assert(eq(u32, h_count(&H, WIRE_BEGIN_DEHYDRATE), 0)); /* the answer is not in */
+	h_flush(&H, 7, e1, WIRE_FLUSH_OK, 2);
+	cr_assert(eq(u32, h_status(&H, 7), OMS_USER_RESIDENT));
+	H.now += 11 * SEC;
+	h_tick(&H);
+	const struct wire_begin_dehydrate *b = h_get(&H, WIRE_BEGIN_DEHYDRATE, 0);
+	cr_assert(b != NULL);
+	cr_assert(gt(u64, b->epoch, e2));
+	cr_assert(eq(u64, b->state.version, 2)); /* expects the row our stale flush wrote */
+	cr_assert(eq(i64, b->state.balances[1].total, 205));
+}
+
+/* Goal: the idempotency window travels with the user's state: the flush carries the recent
+ * request ids and outcomes, and a re-send after re-hydration gets the original outcome. */
+Test(oms_actor, recent_ids_move_with_the_user)
+{
+	h_user(&H, 7, 1000, 100000);
+	h_transfer(&H, 7, 42, A_USD, 5);
+	h_limit(&H, 7, 9, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	struct wire_oid o = h_last_ack_oid(&H);
+	h_ev(&H, o, S_ETHUSD, WIRE_EV_ACCEPTED, 0, 0, 1, 0);
+	h_ev(&H, o, S_ETHUSD, WIRE_EV_REJECTED, 0, 0, 0, 0);
+	H.now += 11 * SEC;
+	h_tick(&H);
+	const struct wire_begin_dehydrate *b = h_get(&H, WIRE_BEGIN_DEHYDRATE, 0);
+	cr_assert(b != NULL);
+	cr_assert(eq(u32, b->state.recent_count, 2));
+	cr_assert(eq(u64, b->state.recent[0].id, 42));
+	cr_assert(eq(u8, b->state.recent[0].kind, WIRE_RECENT_TRANSFER));
+	cr_assert(eq(u64, b->state.recent[1].id, 9));
+	cr_assert(eq(u64, b->state.recent[1].user_seq, wire_oid_seq(o)));
+	struct wire_hydrate_user hu;
+	memset(&hu, 0, sizeof(hu));
+	hu.hdr.type = WIRE_HYDRATE_USER;
+	hu.hdr.length = sizeof(hu);
+	hu.epoch = 100;
+	hu.status = WIRE_HYD_OK;
+	hu.state = b->state;
+	h_flush(&H, 7, b->epoch, WIRE_FLUSH_OK, 2);
+	cr_assert(eq(u32, h_status(&H, 7), OMS_USER_ABSENT));
+	h_apply(&H, &hu);
+	h_transfer(&H, 7, 42, A_USD, 5); /* re-sent: not applied again */
+	cr_assert(eq(i64, h_total(&H, 7, A_USD), 100005));
+	h_limit(&H, 7, 9, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	cr_assert(eq(u32, h_count(&H, WIRE_SUBMIT), 0));
+	cr_assert(wire_oid_eq(h_last_ack_oid(&H), o));
 }
 
 /* Goal: a hydrate-ahead (HydrateUser before any order) installs the actor; a second

@@ -343,7 +343,7 @@ Test(oms_init, limits_and_footprint)
 	bad.sweep_scan_max = bad.sweep_evict_max - 1;
 	cr_assert(eq(int, oms_limits_check(&bad), -EINVAL));
 	bad = l;
-	bad.reserved0 = 1;
+	bad.releases_max = 0;
 	cr_assert(eq(int, oms_limits_check(&bad), -EINVAL));
 	bad = l;
 	bad.tiers[1] = (struct oms_tier){ 5, 0 };

@@ -140,7 +140,8 @@ Test(oms_stream, foreign_and_bad_events)
 	cr_assert(eq(u64, oms_stream_next_seq(H.oms, 1), 2));
 }
 
-/* Goal: ME_RESULT is unsequenced and changes no money. */
+/* Goal: ME_RESULT is unsequenced and changes no money; a last_seq beyond what we applied
+ * (a lost stream tail) asks for a replay. */
 Test(oms_stream, me_result_changes_nothing)
 {
 	h_limit(&H, 7, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 10);
@@ -154,5 +155,14 @@ Test(oms_stream, me_result_changes_nothing)
 	h_apply(&H, &r);
 	cr_assert(eq(u64, h_ctr(&H, OMS_C_RESULTS), 1));
 	cr_assert(eq(i64, h_reserved(&H, 7, A_USD), 101));
+	cr_assert(eq(u32, h_count(&H, WIRE_REPLAY_REQUEST), 0));
+	/* It names a stream seq we have not applied: the stream's tail was lost. */
+	r.symbol = S_ETHUSD;
+	r.last_seq = 3;
+	h_apply(&H, &r);
+	const struct wire_replay_request *rr = h_get(&H, WIRE_REPLAY_REQUEST, 0);
+	cr_assert(rr != NULL);
+	cr_assert(eq(u64, rr->from_seq, 1));
+	cr_assert(eq(u16, rr->hdr.shard, 1));
 	(void)h0;
 }
