@@ -97,8 +97,26 @@ send_snapshot_reply(struct cns *c, uint32_t to, uint64_t last_index, uint64_t ne
 	cns_send(c, to, &r);
 }
 
-/* Make the received snapshot this node's base (Raft §7, receiver steps 5-8). */
+/* The service refused a received snapshot (and reset itself to empty): go back to our own
+ * base and replay the log after it. Everything after the base is still in the log. */
 static void
+reload_own_base(struct cns *c)
+{
+	const struct svc_ops *ops = c->env.svc_ops;
+	int rc = ops->restore(c->env.svc, c->snap_buf, c->snap.len);
+	/* Our own snapshot was accepted once; with no snapshot the service is empty now. */
+	CHECK(rc == 0 || c->snap.index == 0);
+	CHECK(c->base_index <= c->snap.index);
+	c->applied = c->snap.index;
+	c->applied_time_ns = c->snap.time_ns;
+	memset(&c->recv, 0, sizeof(c->recv));
+	c->recv_offset = 0;
+	CNS_COUNT(c, MALFORMED);
+}
+
+/* Make the received snapshot this node's base (Raft §7, receiver steps 5-8). Returns false
+ * when the service refused it. */
+static bool
 install(struct cns *c)
 {
 	const struct svc_ops *ops = c->env.svc_ops;
@@ -106,7 +124,10 @@ install(struct cns *c)
 	bool have = c->recv.index <= c->last_index &&
 		    cns_log_term(c, c->recv.index) == c->recv.term;
 	int rc = ops->restore(c->env.svc, c->recv_buf, c->recv.len);
-	CHECK(rc == 0);
+	if (rc != 0) {
+		reload_own_base(c);
+		return false;
+	}
 	uint8_t *t = c->snap_buf;
 	c->snap_buf = c->recv_buf;
 	c->recv_buf = t;
@@ -134,6 +155,7 @@ install(struct cns *c)
 	if (c->env.host.snapshot_saved != NULL)
 		c->env.host.snapshot_saved(c->env.host.ctx, &c->snap, c->snap_buf);
 	CHECK(c->commit <= c->last_index);
+	return true;
 }
 
 void
@@ -182,8 +204,10 @@ cns_on_install_snapshot(struct cns *c, const struct wire_install_snapshot *m)
 	}
 	uint64_t index = c->recv.index;
 	uint64_t len = c->recv.len;
-	install(c);
-	send_snapshot_reply(c, m->leader, index, len, true);
+	if (install(c))
+		send_snapshot_reply(c, m->leader, index, len, true);
+	else
+		send_snapshot_reply(c, m->leader, index, 0, false); /* start it over */
 }
 
 void

@@ -156,3 +156,45 @@ Test(cns_snapshot, too_large_refused, .fini = fini)
 	cr_assert(eq(int, cns_snapshot_take(F.nodes[0].c), -ENOSPC));
 	cr_assert(eq(u64, cns_snapshot(F.nodes[0].c, NULL)->index, 0));
 }
+
+/* Goal: a snapshot the service refuses (svc_ops.restore fails) is not a crash: the member
+ * goes back to its own base, replays its log and asks for the snapshot again.
+ * Method: hand a follower a one-chunk InstallSnapshot of 16 garbage bytes beyond its
+ * commit; it is refused (MALFORMED), the follower's service state and applied index are
+ * what they were, and it keeps replicating. */
+Test(cns_snapshot, refused_snapshot_reloads_own_state, .fini = fini)
+{
+	fx_init(&F, 3, CNS_DURABLE_MEMORY);
+	fx_campaign(&F, 0);
+	propose_entries(0, 1, 5);
+	fx_run_ms(&F, 10);
+	struct cns *c2 = F.nodes[1].c;
+	uint64_t applied = cns_applied_index(c2);
+	uint64_t sum = F.nodes[1].svc.sum;
+	struct {
+		struct wire_install_snapshot is;
+		uint8_t data[16];
+	} m;
+	memset(&m, 0, sizeof(m));
+	wire_hdr_init(&m.is.hdr, WIRE_INSTALL_SNAPSHOT, F.cfg.shard);
+	m.is.hdr.length = sizeof(m);
+	m.is.term = cns_term(c2);
+	m.is.last_index = cns_commit_index(c2) + 100;
+	m.is.last_term = cns_term(c2);
+	m.is.total_len = 16;
+	m.is.leader = 1;
+	m.is.done = 1;
+	m.is.tail_len = 16;
+	memset(m.data, 0xab, sizeof(m.data));
+	cr_assert(eq(int, cns_step(c2, fx_local(&F, 1), &m.is.hdr), 0));
+	cr_assert(eq(u64, cns_counter(c2, CNS_C_MALFORMED), 1));
+	cr_assert(eq(u64, cns_counter(c2, CNS_C_SNAPSHOTS_INSTALLED), 0));
+	cr_assert(cns_applied_index(c2) <= applied);
+	F.q_len = 0;
+	fx_run_ms(&F, 20);
+	cr_assert(eq(u64, cns_applied_index(c2), cns_applied_index(F.nodes[0].c)));
+	cr_assert(eq(u64, F.nodes[1].svc.sum, sum));
+	propose_entries(0, 100, 1);
+	fx_run_ms(&F, 10);
+	cr_assert(eq(u64, F.nodes[1].svc.sum, sum + 100));
+}
