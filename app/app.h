@@ -63,6 +63,45 @@ struct app_agent {
 } __rte_cache_aligned;
 
 struct app_shard; /* app_shard.c: one shard lcore (consensus + service + roles) */
+struct app_persister; /* app_persist.c: the persister lcore (PostgreSQL) */
+
+/* app_out.c: frames being built by one lcore, one per destination (a route: a local ring,
+ * or an address, plus class and shard), flushed when full and at the end of every cycle.
+ * Never blocks: a full queue drops the frame and counts it (Raft retransmits, the bridge
+ * re-drives, clients retransmit). Frames to a local ring carry the same dp_meta as frames
+ * from the port. Single writer. */
+#define APP_OUT_MAX 8
+struct app_out {
+	struct rte_mbuf *m;          /* NULL: slot unused */
+	struct wire_builder b;       /* over the mbuf's data */
+	struct rte_ring *ring;       /* local: the lcore's ring; NULL: to dst through io */
+	uint16_t cls;                /* enum dp_class of its messages */
+	uint16_t shard;              /* their destination shard */
+	struct dp_addr dst;          /* remote: where it goes */
+};
+
+struct app_outbox {
+	struct app *app;
+	struct dp_txq *txq;          /* remote frames */
+	uint32_t self;               /* frame sender id */
+	uint32_t frame_cap;          /* bytes per frame (MTU) */
+	struct app_out out[APP_OUT_MAX];
+	uint64_t tx_frames;          /* frames queued to the io lcore */
+	uint64_t tx_local;           /* frames delivered to a lcore of this node */
+	uint64_t tx_full;            /* frames dropped: tx queue or local ring full */
+	uint64_t tx_nombuf;          /* messages dropped: mbuf pool empty */
+	uint64_t tx_too_big;         /* messages larger than a frame */
+};
+
+uint32_t app_frame_cap(const struct app *app);
+void app_outbox_init(struct app_outbox *ob, struct app *app, struct dp_txq *txq);
+/* Add msg (+ tail) for ring (local) or dst. 0, -ENOBUFS (no mbuf), -EMSGSIZE. */
+int app_outbox_add(struct app_outbox *ob, struct rte_ring *ring, const struct dp_addr *dst,
+		   uint16_t cls, uint16_t shard, const struct wire_msg_hdr *msg, const void *tail,
+		   uint16_t tail_len);
+void app_outbox_flush(struct app_outbox *ob);
+void app_outbox_free(struct app_outbox *ob);
+void app_outbox_stats_write(const struct app_outbox *ob, const char *prefix, FILE *out);
 
 /* Echo shard (diagnostic service "echo"): counts what reaches it and echoes every frame to
  * its sender. The dataplane tests use it; it was the skeleton of the shard lcore. */
@@ -90,6 +129,7 @@ struct app {
 	 * leader. Relaxed atomics: a hint is only a hint, a wrong one costs one NAK. */
 	uint32_t leader_hint[DP_SHARDS_MAX];
 	int64_t clock_offset_ns;      /* cluster clock = dp_clock_ns + this (wall clock) */
+	struct app_persister *persister; /* NULL: no database, answered inline */
 	uint64_t start_ns;            /* dp_clock_ns at start */
 };
 
@@ -114,6 +154,12 @@ void app_stats_write(const struct app *app, FILE *out);
 int app_shard_init(struct app *app, struct app_agent *agent, uint32_t index);
 void app_shard_fini(struct app *app, struct app_agent *agent);
 void app_shard_stats_write(const struct app *app, uint32_t index, FILE *out);
+struct rte_ring *app_shard_local_ring(const struct app *app, uint32_t index);
+/* app_persist.c: the persister role; app_persist_ring: its request ring (NULL: none). */
+int app_persist_init(struct app *app, struct app_agent *agent, uint32_t index);
+void app_persist_fini(struct app *app, struct app_agent *agent);
+struct rte_ring *app_persist_ring(const struct app *app);
+void app_persist_stats_write(const struct app *app, FILE *out);
 /* app_lcore.c: the echo shard (diagnostic service of the dataplane tests). */
 int app_echo_init(struct app *app, struct app_agent *agent, uint32_t index);
 

@@ -1008,6 +1008,8 @@ app_config_load(const char *path, struct app_config *cfg, FILE *err)
 	sec_rest(&c, cfg);
 	sec_routing(&c, cfg);
 	sec_symbols(&c, cfg);
+	if (cfg->db_conninfo[0] != '\0' && !cfg->persister.enabled)
+		report(&c, "database", "conninfo", "needs a [persister] lcore to run on");
 	if (cfg->shard_count == 0)
 		report(&c, NULL, NULL, "no [shard.N] section: a node hosts at least one shard");
 	check_cpus(&c, cfg);

@@ -151,7 +151,8 @@ const struct app_role_ops app_roles[APP_ROLE_COUNT] = {
 	[APP_ROLE_IO] = { .name = "io", .init = io_init },
 	[APP_ROLE_SHARD] = { .name = "shard", .init = shard_init, .fini = shard_fini },
 	[APP_ROLE_BRIDGE] = { .name = "bridge", .init = nothing_init },
-	[APP_ROLE_PERSISTER] = { .name = "persister", .init = nothing_init },
+	[APP_ROLE_PERSISTER] = { .name = "persister", .init = app_persist_init,
+				 .fini = app_persist_fini },
 };
 
 /* ---------------------------------------------------------------------------------------
@@ -178,6 +179,7 @@ app_stats_write(const struct app *app, FILE *out)
 			LOAD(a->duty.over_count));
 		fprintf(out, "agent.%s.sleeps %" PRIu64 "\n", a->name, LOAD(a->idle.sleeps));
 	}
+	app_persist_stats_write(app, out);
 	for (uint32_t i = 0; i < app->cfg.shard_count; i++) {
 		const struct app_echo *s = &app->echoes[i];
 		unsigned id = app->cfg.shards[i].id;

@@ -59,11 +59,6 @@
 	X(EGRESS_NOT_READY, "egress_not_ready", "egress held for the bridge rebuild")      \
 	X(EGRESS_ADMIN, "egress_admin", "admin replies")                                   \
 	X(NO_ROUTE, "no_route", "messages with no known destination")                      \
-	X(TX_FRAMES, "tx_frames", "frames queued to the io lcore")                        \
-	X(TX_LOCAL, "tx_local", "frames delivered to a lcore of this node")                \
-	X(TX_FULL, "tx_full", "frames dropped: tx queue or local ring full")               \
-	X(TX_NOMBUF, "tx_nombuf", "messages dropped: mbuf pool empty")                     \
-	X(TX_TOO_BIG, "tx_too_big", "messages larger than a frame")                        \
 	X(GW_IN, "gw_in", "client messages routed by the gateway")                         \
 	X(GW_OUT, "gw_out", "answers forwarded to clients")                               \
 	X(GW_NO_CLIENT, "gw_no_client", "answers for a user this gateway does not know")   \
@@ -90,7 +85,6 @@ static const char *const sc_labels[SC_COUNT] = {
 #undef SC_LABEL
 };
 
-#define OUT_MAX 8                 /* destinations batched at once per cycle */
 #define USERS_SLOTS (1u << 16)    /* user tables: a cache, the home slot is overwritten */
 #define USERS_PROBE 8
 #define PQ_MAX 256                /* inline persistence answers waiting to be proposed */
@@ -99,17 +93,6 @@ static const char *const sc_labels[SC_COUNT] = {
 #define AGG_EVERY_NS (200 * 1000000ull) /* aggregate refresh for the stats */
 
 static_assert(sizeof(struct wire_hydrate_user) <= PQ_MSG_MAX, "PQ_MSG_MAX");
-
-/* One frame being filled for one destination. */
-struct out {
-	struct rte_mbuf *m;          /* NULL: slot unused */
-	struct wire_builder b;       /* over the mbuf's data */
-	bool local;                  /* to a lcore of this node */
-	int target;                  /* local: index in app->shards */
-	uint16_t cls;                /* enum dp_class of its messages */
-	uint16_t shard;              /* their destination shard */
-	struct dp_addr dst;          /* remote: where it goes */
-};
 
 /* User table entry (a cache). */
 struct user_ent {
@@ -163,7 +146,7 @@ struct app_shard {
 
 	struct user_ent *users;      /* OMS: user → gateway node */
 	struct user_ent *clients;    /* gateway: user → client address */
-	struct out out[OUT_MAX];
+	struct app_outbox ob;         /* frames being built */
 	struct pq_ent *pq;           /* no database: answers to propose */
 	uint32_t pq_count;
 
@@ -306,131 +289,20 @@ leader_rotate(struct app *app, uint16_t shard, uint32_t bad)
 	PUB(app->leader_hint[shard], members[(i + 1) % n]);
 }
 
-/* ---------------------------------------------------------------------------------------
- * Outgoing frames: one open frame per destination, flushed when full and at the end of
- * every cycle. Never blocks: a full queue drops the frame and counts it (Raft retransmits,
- * the bridge re-drives, clients retransmit).
- * ------------------------------------------------------------------------------------- */
-
-static void
-out_flush(struct app_shard *s, struct out *o)
-{
-	struct rte_mbuf *m = o->m;
-	o->m = NULL;
-	if (m == NULL)
-		return;
-	if (o->b.count == 0) {
-		rte_pktmbuf_free(m);
-		return;
-	}
-	if (o->local) {
-		uint32_t len = wire_builder_finish(&o->b, NULL);
-		m->data_len = (uint16_t)len;
-		m->pkt_len = len;
-		struct dp_meta *meta = dp_meta(m);
-		memset(meta, 0, sizeof(*meta));
-		meta->src.ip_be = s->app->cfg.dp.ip_be;
-		meta->src.port_be = rte_cpu_to_be_16(s->app->cfg.dp.udp_port);
-		meta->msg_count = o->b.count;
-		meta->sender_id = s->self;
-		meta->cls = o->cls;
-		meta->shard = o->shard;
-		struct app_shard *t = s->app->shards[o->target];
-		if (rte_ring_mp_enqueue(t->local, m) != 0) {
-			rte_pktmbuf_free(m);
-			count(s, SC_TX_FULL, 1);
-		} else {
-			count(s, SC_TX_LOCAL, 1);
-		}
-		return;
-	}
-	uint32_t len = wire_builder_finish(&o->b, dp_key_for(s->app->dp, &o->dst));
-	if (dp_tx_send(s->txq, m, len, &o->dst) != 0)
-		count(s, SC_TX_FULL, 1);
-	else
-		count(s, SC_TX_FRAMES, 1);
-}
-
-static void
-out_flush_all(struct app_shard *s)
-{
-	for (uint32_t i = 0; i < OUT_MAX; i++)
-		out_flush(s, &s->out[i]);
-}
-
-static struct out *
-out_get(struct app_shard *s, bool local, int target, const struct dp_addr *dst, uint16_t cls,
-	uint16_t shard)
-{
-	struct out *slot = NULL;
-	for (uint32_t i = 0; i < OUT_MAX; i++) {
-		struct out *o = &s->out[i];
-		if (o->m == NULL) {
-			if (slot == NULL)
-				slot = o;
-			continue;
-		}
-		if (o->local != local || o->cls != cls || o->shard != shard)
-			continue;
-		if (local ? o->target == target
-			  : (o->dst.ip_be == dst->ip_be && o->dst.port_be == dst->port_be))
-			return o;
-	}
-	if (slot == NULL) {
-		slot = &s->out[0];
-		out_flush(s, slot);
-	}
-	struct rte_mbuf *m = dp_tx_alloc(s->app->dp);
-	if (m == NULL) {
-		count(s, SC_TX_NOMBUF, 1);
-		return NULL;
-	}
-	uint32_t cap;
-	void *buf = dp_tx_buf(m, &cap);
-	if (cap > s->frame_cap)
-		cap = s->frame_cap;
-	wire_builder_init(&slot->b, buf, cap, s->self);
-	slot->m = m;
-	slot->local = local;
-	slot->target = target;
-	slot->cls = cls;
-	slot->shard = shard;
-	if (dst != NULL)
-		slot->dst = *dst;
-	else
-		memset(&slot->dst, 0, sizeof(slot->dst));
-	return slot;
-}
-
-static void
-out_add(struct app_shard *s, bool local, int target, const struct dp_addr *dst, uint16_t cls,
-	uint16_t shard, const struct wire_msg_hdr *msg, const void *tail, uint16_t tail_len)
-{
-	for (int attempt = 0; attempt < 2; attempt++) {
-		struct out *o = out_get(s, local, target, dst, cls, shard);
-		if (o == NULL)
-			return;
-		int rc = tail != NULL ? wire_builder_add_tail(&o->b, msg, tail, tail_len)
-				      : wire_builder_add(&o->b, msg);
-		if (rc == 0)
-			return;
-		if (o->b.count == 0)
-			break; /* does not fit an empty frame */
-		out_flush(s, o);
-	}
-	count(s, SC_TX_TOO_BIG, 1);
-}
-
-/* The lcore of this node that takes (cls, shard), or -1. */
-static int
+/* The local ring of the lcore of this node that takes (cls, shard), or NULL. */
+static struct rte_ring *
 local_target(const struct app *app, uint16_t cls, uint16_t shard)
 {
+	int idx;
 	if (cls == DP_CLASS_GATEWAY || cls == DP_CLASS_CLIENT)
-		return app->gateway_index;
-	if (shard >= DP_SHARDS_MAX || app->shard_index[shard] < 0)
-		return -1;
-	int idx = app->shard_index[shard];
-	return app->shards[idx] != NULL ? idx : -1;
+		idx = app->gateway_index;
+	else if (shard >= DP_SHARDS_MAX)
+		return NULL;
+	else
+		idx = app->shard_index[shard];
+	if (idx < 0 || app->shards[idx] == NULL)
+		return NULL;
+	return app->shards[idx]->local;
 }
 
 /* Send msg (plus tail) to node as class cls for shard: a local lcore when node is us. */
@@ -439,12 +311,12 @@ send_node(struct app_shard *s, uint32_t node, uint16_t cls, uint16_t shard,
 	  const struct wire_msg_hdr *msg, const void *tail, uint16_t tail_len)
 {
 	if (node == s->self) {
-		int t = local_target(s->app, cls, shard);
-		if (t < 0) {
+		struct rte_ring *r = local_target(s->app, cls, shard);
+		if (r == NULL) {
 			count(s, SC_NO_ROUTE, 1);
 			return;
 		}
-		out_add(s, true, t, NULL, cls, shard, msg, tail, tail_len);
+		app_outbox_add(&s->ob, r, NULL, cls, shard, msg, tail, tail_len);
 		return;
 	}
 	struct dp_addr dst;
@@ -452,7 +324,7 @@ send_node(struct app_shard *s, uint32_t node, uint16_t cls, uint16_t shard,
 		count(s, SC_NO_ROUTE, 1);
 		return;
 	}
-	out_add(s, false, -1, &dst, cls, shard, msg, tail, tail_len);
+	app_outbox_add(&s->ob, NULL, &dst, cls, shard, msg, tail, tail_len);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -519,7 +391,7 @@ gw_client(struct app_shard *s, const struct wire_msg_hdr *msg)
 		return;
 	}
 	count(s, SC_GW_OUT, 1);
-	out_add(s, false, -1, &e->addr, DP_CLASS_CLIENT, 0, msg, NULL, 0);
+	app_outbox_add(&s->ob, NULL, &e->addr, DP_CLASS_CLIENT, 0, msg, NULL, 0);
 }
 
 /* Send a client-class message to node's gateway (ours directly). */
@@ -595,17 +467,23 @@ egress_route(struct app_shard *s, enum wire_dest dest, const struct wire_msg_hdr
 		send_node(s, node, DP_CLASS_BRIDGE, msg->shard, msg, NULL, 0);
 		break;
 	}
-	case WIRE_DEST_PERSIST:
+	case WIRE_DEST_PERSIST: {
 		if (!s->roles_ready) {
 			count(s, SC_EGRESS_NOT_READY, 1);
 			break;
 		}
-		persist_inline(s, msg);
+		struct rte_ring *pr = app_persist_ring(s->app);
+		if (pr != NULL)
+			app_outbox_add(&s->ob, pr, NULL, DP_CLASS_SHARD, s->id, msg, NULL, 0);
+		else
+			persist_inline(s, msg);
 		break;
+	}
 	case WIRE_DEST_ADMIN:
 		count(s, SC_EGRESS_ADMIN, 1);
 		if (s->admin_addr.ip_be != 0)
-			out_add(s, false, -1, &s->admin_addr, DP_CLASS_CLIENT, 0, msg, NULL, 0);
+			app_outbox_add(&s->ob, NULL, &s->admin_addr, DP_CLASS_CLIENT, 0, msg,
+				       NULL, 0);
 		break;
 	default:
 		count(s, SC_NO_ROUTE, 1);
@@ -1062,7 +940,7 @@ shard_do_work(void *arg, uint64_t now_ns)
 		s->snap_index = idx;
 		count(s, rc == 0 ? SC_SNAPSHOTS : SC_SNAPSHOT_FAILED, 1);
 	}
-	out_flush_all(s);
+	app_outbox_flush(&s->ob);
 	aggregates(s);
 
 	PUB(s->pub_role, (uint32_t)cns_role(s->cns));
@@ -1175,7 +1053,7 @@ app_shard_init(struct app *app, struct app_agent *agent, uint32_t index)
 	s->is_oms = sc->service == APP_SERVICE_OMS;
 	s->is_gateway = app->gateway_index == (int)index;
 	s->redrive_ns = cfg->bridge_redrive_ms * 1000000;
-	s->frame_cap = RTE_MIN((uint32_t)cfg->dp.mtu - 28u, (uint32_t)WIRE_FRAME_MAX);
+	s->frame_cap = app_frame_cap(app);
 
 	snprintf(name, sizeof(name), "shard%u_rx", sc->id);
 	s->rx = dp_ring_create(app->dp, name, cfg->ring_size);
@@ -1185,6 +1063,7 @@ app_shard_init(struct app *app, struct app_agent *agent, uint32_t index)
 	s->local = rte_ring_create(name, cfg->ring_size, (int)rte_socket_id(), RING_F_SC_DEQ);
 	if (s->rx == NULL || s->txq == NULL || s->local == NULL)
 		return -ENOMEM;
+	app_outbox_init(&s->ob, app, s->txq);
 	ret = dp_route_add(app->dp, DP_CLASS_SHARD, sc->id, s->rx);
 	if (ret == 0 && s->is_oms)
 		ret = dp_route_add(app->dp, DP_CLASS_BRIDGE, sc->id, s->rx);
@@ -1276,7 +1155,7 @@ app_shard_init(struct app *app, struct app_agent *agent, uint32_t index)
 		watch_asset(s, cfg->symbols[i].base_asset);
 		watch_asset(s, cfg->symbols[i].quote_asset);
 	}
-	if (s->is_oms && cfg->db_conninfo[0] == '\0')
+	if (s->is_oms && app->persister == NULL)
 		APP_LOG(WARNING, "shard %u: no database configured: accounts are not persisted "
 			"(hydration answers NEW, flushes succeed without a write)", s->id);
 
@@ -1293,11 +1172,7 @@ app_shard_fini(struct app *app, struct app_agent *agent)
 		struct app_shard *s = app->shards[i];
 		if (s == NULL || agent->state != s)
 			continue;
-		for (uint32_t k = 0; k < OUT_MAX; k++) {
-			if (s->out[k].m != NULL)
-				rte_pktmbuf_free(s->out[k].m);
-			s->out[k].m = NULL;
-		}
+		app_outbox_free(&s->ob);
 		if (s->local != NULL) {
 			struct rte_mbuf *m;
 			while (rte_ring_sc_dequeue(s->local, (void **)&m) == 0)
@@ -1313,6 +1188,12 @@ app_shard_fini(struct app *app, struct app_agent *agent)
 		rte_free(s);
 		app->shards[i] = NULL;
 	}
+}
+
+struct rte_ring *
+app_shard_local_ring(const struct app *app, uint32_t index)
+{
+	return app->shards[index] != NULL ? app->shards[index]->local : NULL;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -1354,6 +1235,9 @@ app_shard_stats_write(const struct app *app, uint32_t index, FILE *out)
 	fprintf(out, "shard.%u.applied %" PRIu64 "\n", id, LOAD(s->pub_applied));
 	for (int c = 0; c < SC_COUNT; c++)
 		fprintf(out, "shard.%u.%s %" PRIu64 "\n", id, sc_labels[c], LOAD(s->c[c]));
+	char prefix[32];
+	snprintf(prefix, sizeof(prefix), "shard.%u", id);
+	app_outbox_stats_write(&s->ob, prefix, out);
 	for (int c = 0; c < CNS_C_COUNT; c++)
 		fprintf(out, "shard.%u.cns.%s %" PRIu64 "\n", id,
 			cns_counter_name((enum cns_counter)c),

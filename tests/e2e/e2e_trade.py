@@ -18,6 +18,19 @@ import sys
 import time
 
 MAGIC = 0x44534D4F
+
+
+def wire_version():
+    """WIRE_VERSION from common/wire.h (the layouts below follow the same header)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "..", "..", "common", "wire.h")) as f:
+        for line in f:
+            if line.startswith("#define WIRE_VERSION "):
+                return int(line.split()[2])
+    return 1
+
+
+VERSION = wire_version()
 PORT = 7400
 SESSION = 500
 
@@ -53,7 +66,7 @@ def transfer(shard, user, tid, asset, amount):
 
 def frame(msgs):
     body = b"".join(msgs)
-    return struct.pack("<IBBHII", MAGIC, 1, 0, len(msgs), SESSION, 16 + len(body)) + body
+    return struct.pack("<IBBHII", MAGIC, VERSION, 0, len(msgs), SESSION, 16 + len(body)) + body
 
 
 def parse(data):

@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Outgoing frames of one lcore (app.h, struct app_outbox): one open frame per route,
+ * flushed when full, when its slot is needed, and at the end of every duty cycle.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <rte_byteorder.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+
+#include "app.h"
+
+#define BUMP(x) __atomic_store_n(&(x), (x) + 1, __ATOMIC_RELAXED)
+
+uint32_t
+app_frame_cap(const struct app *app)
+{
+	/* The UDP payload of one IP packet at our MTU (no fragments). */
+	uint32_t cap = (uint32_t)app->cfg.dp.mtu - 28u;
+	return cap < WIRE_FRAME_MAX ? cap : WIRE_FRAME_MAX;
+}
+
+void
+app_outbox_init(struct app_outbox *ob, struct app *app, struct dp_txq *txq)
+{
+	memset(ob, 0, sizeof(*ob));
+	ob->app = app;
+	ob->txq = txq;
+	ob->self = app->cfg.dp.node_id;
+	ob->frame_cap = app_frame_cap(app);
+}
+
+static void
+out_flush(struct app_outbox *ob, struct app_out *o)
+{
+	struct rte_mbuf *m = o->m;
+	o->m = NULL;
+	if (m == NULL)
+		return;
+	if (o->b.count == 0) {
+		rte_pktmbuf_free(m);
+		return;
+	}
+	if (o->ring != NULL) {
+		uint32_t len = wire_builder_finish(&o->b, NULL);
+		m->data_len = (uint16_t)len;
+		m->pkt_len = len;
+		struct dp_meta *meta = dp_meta(m);
+		memset(meta, 0, sizeof(*meta));
+		meta->src.ip_be = ob->app->cfg.dp.ip_be;
+		meta->src.port_be = rte_cpu_to_be_16(ob->app->cfg.dp.udp_port);
+		meta->msg_count = o->b.count;
+		meta->sender_id = ob->self;
+		meta->cls = o->cls;
+		meta->shard = o->shard;
+		if (rte_ring_mp_enqueue(o->ring, m) != 0) {
+			rte_pktmbuf_free(m);
+			BUMP(ob->tx_full);
+		} else {
+			BUMP(ob->tx_local);
+		}
+		return;
+	}
+	uint32_t len = wire_builder_finish(&o->b, dp_key_for(ob->app->dp, &o->dst));
+	if (dp_tx_send(ob->txq, m, len, &o->dst) != 0)
+		BUMP(ob->tx_full);
+	else
+		BUMP(ob->tx_frames);
+}
+
+void
+app_outbox_flush(struct app_outbox *ob)
+{
+	for (uint32_t i = 0; i < APP_OUT_MAX; i++)
+		out_flush(ob, &ob->out[i]);
+}
+
+void
+app_outbox_free(struct app_outbox *ob)
+{
+	for (uint32_t i = 0; i < APP_OUT_MAX; i++) {
+		if (ob->out[i].m != NULL)
+			rte_pktmbuf_free(ob->out[i].m);
+		ob->out[i].m = NULL;
+	}
+}
+
+static struct app_out *
+out_get(struct app_outbox *ob, struct rte_ring *ring, const struct dp_addr *dst, uint16_t cls,
+	uint16_t shard)
+{
+	struct app_out *slot = NULL;
+	for (uint32_t i = 0; i < APP_OUT_MAX; i++) {
+		struct app_out *o = &ob->out[i];
+		if (o->m == NULL) {
+			if (slot == NULL)
+				slot = o;
+			continue;
+		}
+		if (o->ring != ring || o->cls != cls || o->shard != shard)
+			continue;
+		if (ring != NULL || (o->dst.ip_be == dst->ip_be && o->dst.port_be == dst->port_be))
+			return o;
+	}
+	if (slot == NULL) {
+		slot = &ob->out[0];
+		out_flush(ob, slot);
+	}
+	struct rte_mbuf *m = dp_tx_alloc(ob->app->dp);
+	if (m == NULL) {
+		BUMP(ob->tx_nombuf);
+		return NULL;
+	}
+	uint32_t cap;
+	void *buf = dp_tx_buf(m, &cap);
+	if (cap > ob->frame_cap)
+		cap = ob->frame_cap;
+	wire_builder_init(&slot->b, buf, cap, ob->self);
+	slot->m = m;
+	slot->ring = ring;
+	slot->cls = cls;
+	slot->shard = shard;
+	if (ring == NULL)
+		slot->dst = *dst;
+	else
+		memset(&slot->dst, 0, sizeof(slot->dst));
+	return slot;
+}
+
+int
+app_outbox_add(struct app_outbox *ob, struct rte_ring *ring, const struct dp_addr *dst,
+	       uint16_t cls, uint16_t shard, const struct wire_msg_hdr *msg, const void *tail,
+	       uint16_t tail_len)
+{
+	for (int attempt = 0; attempt < 2; attempt++) {
+		struct app_out *o = out_get(ob, ring, dst, cls, shard);
+		if (o == NULL)
+			return -ENOBUFS;
+		int rc = tail != NULL ? wire_builder_add_tail(&o->b, msg, tail, tail_len)
+				      : wire_builder_add(&o->b, msg);
+		if (rc == 0)
+			return 0;
+		if (o->b.count == 0)
+			break; /* does not fit an empty frame */
+		out_flush(ob, o);
+	}
+	BUMP(ob->tx_too_big);
+	return -EMSGSIZE;
+}
+
+#define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+
+void
+app_outbox_stats_write(const struct app_outbox *ob, const char *prefix, FILE *out)
+{
+	fprintf(out, "%s.tx_frames %" PRIu64 "\n", prefix, LOAD(ob->tx_frames));
+	fprintf(out, "%s.tx_local %" PRIu64 "\n", prefix, LOAD(ob->tx_local));
+	fprintf(out, "%s.tx_full %" PRIu64 "\n", prefix, LOAD(ob->tx_full));
+	fprintf(out, "%s.tx_nombuf %" PRIu64 "\n", prefix, LOAD(ob->tx_nombuf));
+	fprintf(out, "%s.tx_too_big %" PRIu64 "\n", prefix, LOAD(ob->tx_too_big));
+}

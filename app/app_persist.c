@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The persister lcore: PostgreSQL through persist/ (pst_db, libpq in non-blocking pipeline
+ * mode, never blocks). OMS shard lcores send it HYDRATE_REQUEST, BEGIN_DEHYDRATE and
+ * RELEASE_CLAIM as frames on its request ring (the leader's egress, and the leader's
+ * re-drive from oms_persist_foreach); completions (HYDRATE_USER, FLUSH_COMPLETE,
+ * RELEASE_DONE) go back as frames on the requesting shard's local ring, where the shard
+ * proposes them into its log (ARCHITECTURE.md §3: results of I/O re-enter a shard only as
+ * ingress appended to its log). Fencing is the database's (docs/fencing.md), so a request
+ * from a deposed leader is harmless and its completion is refused by the shard (-EPERM).
+ *
+ * Without [database] conninfo the lcore idles and OMS shards answer inline (app_shard.c).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <rte_lcore.h>
+#include <rte_malloc.h>
+#include <rte_ring.h>
+
+#include "app.h"
+#include "persist/persist.h"
+
+#define PERSIST_DRAIN_MAX 32 /* request frames taken per cycle */
+
+struct app_persister {
+	struct app *app;
+	struct pst_db *db;
+	struct rte_ring *rq;         /* OMS shard lcores → us (MP/SC) */
+	struct app_outbox ob;        /* completions → the shards' local rings */
+	uint64_t requests;           /* requests submitted */
+	uint64_t refused_full;       /* submit refused: pool full (the re-drive resubmits) */
+	uint64_t refused_bad;        /* submit refused: not a persistence request */
+	uint64_t completions;        /* completions handed to shards */
+	uint64_t no_shard;           /* completion for a shard not hosted here */
+	bool connected;              /* last known connection state (for the log) */
+} __rte_cache_aligned;
+
+#define BUMP(x) __atomic_store_n(&(x), (x) + 1, __ATOMIC_RELAXED)
+#define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+
+static int
+emit(void *arg, const struct wire_msg_hdr *msg)
+{
+	struct app_persister *p = arg;
+	const struct app *app = p->app;
+	int idx = msg->shard < DP_SHARDS_MAX ? app->shard_index[msg->shard] : -1;
+	if (idx < 0 || app->shards[idx] == NULL) {
+		BUMP(p->no_shard);
+		return 0;
+	}
+	struct rte_ring *ring = app_shard_local_ring(app, (uint32_t)idx);
+	int rc = app_outbox_add(&p->ob, ring, NULL, DP_CLASS_SHARD, msg->shard, msg, NULL, 0);
+	if (rc == -ENOBUFS)
+		return -ENOBUFS; /* offered again on the next poll */
+	BUMP(p->completions);
+	return 0;
+}
+
+static uint32_t
+persist_do_work(void *arg, uint64_t now_ns)
+{
+	struct app_persister *p = arg;
+	struct rte_mbuf *ms[PERSIST_DRAIN_MAX];
+	uint32_t work = 0;
+
+	unsigned n = rte_ring_sc_dequeue_burst(p->rq, (void **)ms, PERSIST_DRAIN_MAX, NULL);
+	for (unsigned i = 0; i < n; i++) {
+		const uint8_t *buf;
+		uint32_t len, pos = 0;
+		enum wire_err err;
+		const struct wire_msg_hdr *msg;
+		dp_rx_msgs(ms[i], &buf, &len);
+		while ((msg = wire_msgs_next(buf, len, &pos, &err)) != NULL) {
+			int rc = pst_db_submit(p->db, msg, now_ns);
+			if (rc == 0)
+				BUMP(p->requests);
+			else if (rc == -ENOBUFS)
+				BUMP(p->refused_full);
+			else
+				BUMP(p->refused_bad);
+		}
+		rte_pktmbuf_free(ms[i]);
+	}
+	work += n;
+	work += pst_db_poll(p->db, now_ns);
+	app_outbox_flush(&p->ob);
+	bool up = pst_db_connected(p->db);
+	if (up != p->connected) {
+		p->connected = up;
+		if (up)
+			APP_LOG(INFO, "persister: database connected");
+		else
+			APP_LOG(WARNING, "persister: database disconnected: %s",
+				pst_db_last_error(p->db));
+	}
+	return work;
+}
+
+static uint32_t
+idle_do_work(void *arg, uint64_t now_ns)
+{
+	(void)arg;
+	(void)now_ns;
+	return 0;
+}
+
+int
+app_persist_init(struct app *app, struct app_agent *agent, uint32_t index)
+{
+	(void)index;
+	if (app->cfg.db_conninfo[0] == '\0') {
+		APP_LOG(INFO, "persister: no database configured: the lcore idles, OMS shards "
+			"answer persistence requests inline");
+		agent->do_work = idle_do_work;
+		agent->state = NULL;
+		return 0;
+	}
+	struct app_persister *p = rte_zmalloc("app_persister", sizeof(*p), RTE_CACHE_LINE_SIZE);
+	if (p == NULL)
+		return -ENOMEM;
+	p->app = app;
+	p->rq = rte_ring_create("persister_rq", app->cfg.ring_size, (int)rte_socket_id(),
+				RING_F_SC_DEQ);
+	if (p->rq == NULL) {
+		rte_free(p);
+		return -ENOMEM;
+	}
+	app_outbox_init(&p->ob, app, NULL);
+	struct pst_db_config dc;
+	pst_db_config_default(&dc, app->cfg.db_conninfo, emit, p);
+	int ret = pst_db_create(&p->db, &dc);
+	if (ret != 0) {
+		APP_LOG(ERR, "persister: pst_db_create: %s", strerror(-ret));
+		rte_ring_free(p->rq);
+		rte_free(p);
+		return ret;
+	}
+	app->persister = p;
+	agent->do_work = persist_do_work;
+	agent->state = p;
+	return 0;
+}
+
+void
+app_persist_fini(struct app *app, struct app_agent *agent)
+{
+	struct app_persister *p = agent->state;
+	if (p == NULL)
+		return;
+	app_outbox_free(&p->ob);
+	struct rte_mbuf *m;
+	while (rte_ring_sc_dequeue(p->rq, (void **)&m) == 0)
+		rte_pktmbuf_free(m);
+	rte_ring_free(p->rq);
+	pst_db_destroy(p->db);
+	rte_free(p);
+	app->persister = NULL;
+	agent->state = NULL;
+}
+
+struct rte_ring *
+app_persist_ring(const struct app *app)
+{
+	return app->persister != NULL ? app->persister->rq : NULL;
+}
+
+void
+app_persist_stats_write(const struct app *app, FILE *out)
+{
+	const struct app_persister *p = app->persister;
+	if (p == NULL)
+		return;
+	fprintf(out, "persister.connected %u\n", pst_db_connected(p->db) ? 1u : 0u);
+	fprintf(out, "persister.requests %" PRIu64 "\n", LOAD(p->requests));
+	fprintf(out, "persister.refused_full %" PRIu64 "\n", LOAD(p->refused_full));
+	fprintf(out, "persister.refused_bad %" PRIu64 "\n", LOAD(p->refused_bad));
+	fprintf(out, "persister.completions %" PRIu64 "\n", LOAD(p->completions));
+	fprintf(out, "persister.no_shard %" PRIu64 "\n", LOAD(p->no_shard));
+	app_outbox_stats_write(&p->ob, "persister", out);
+	/* pst counters are single-writer words of the persister lcore (slightly stale). */
+	const uint64_t *c = pst_db_counters(p->db);
+	for (int i = 0; i < PST_C_COUNT; i++)
+		if (i >= PST_C_DB_CONNECTS)
+			fprintf(out, "persister.pst.%s %" PRIu64 "\n",
+				pst_counter_name((enum pst_counter)i), c[i]);
+}
