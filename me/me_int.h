@@ -2,13 +2,14 @@
 /*
  * me internals: shared by me_*.c and the unit tests, never by other modules.
  *
- * Memory: the whole engine is one region of caller memory, [struct me | arrays...], and holds
- * no pointers — every reference is an index, every array is found by an offset from the start
- * of the region. So the region is position independent: a snapshot is the region's bytes
- * (after the runtime header), restore is a validated copy, and the state hash is a hash of
- * those bytes. Free lists hand out indices LIFO from a list built in index order, so which
- * slot an order gets — and therefore every byte of the region — is a function of the applied
- * messages only, never of addresses (STYLE.md §6).
+ * Memory: the whole engine is one region of caller memory, [struct me | arrays...]. Its state
+ * holds no pointers — every reference is an index, every array is found by an offset from the
+ * start of the region (the runtime header caches those offsets resolved to pointers and is
+ * not state). So the state is position independent: the state hash is XXH3 over the region
+ * after the runtime header, and a snapshot carries the parts of it that init did not leave
+ * as they are (me_snapshot.c). Free lists hand out indices LIFO from a list built in index
+ * order, so which slot an order gets — and therefore every byte of the region — is a
+ * function of the applied messages only, never of addresses (STYLE.md §6).
  */
 #ifndef OMSD_ME_ME_INT_H
 #define OMSD_ME_ME_INT_H
