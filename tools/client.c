@@ -26,6 +26,7 @@ struct client {
 	struct client_config cfg;     /* with defaults filled in */
 	struct wire_builder b;        /* frame being built */
 	bool building;                /* b holds at least one message */
+	uint32_t frame_class;         /* route class of the messages in b (frame_class_of) */
 	uint64_t *tx;                 /* frame memory (frame_max bytes, 8-aligned) */
 	uint64_t *rx;                 /* receive buffer (WIRE_FRAME_MAX bytes) */
 
@@ -432,13 +433,40 @@ client_flush(struct client *c)
 	return 0;
 }
 
+/*
+ * The node routes a whole frame by the class of its messages and refuses a frame that mixes
+ * classes or destination shards (dataplane: frame_mixed). Order entry goes to the gateway;
+ * everything else a client may send (TRANSFER) goes to the shard named in hdr.shard. So a
+ * frame only ever holds messages of one class and one shard.
+ */
+static uint32_t
+frame_class_of(const struct wire_msg_hdr *h)
+{
+	switch (h->type) {
+	case WIRE_NEW_ORDER:
+	case WIRE_CANCEL:
+	case WIRE_AMEND:
+	case WIRE_CANCEL_REPLACE:
+		return 1;
+	default:
+		return 2u + h->shard; /* per destination shard */
+	}
+}
+
 static int
 frame_add(struct client *c, const void *msg)
 {
+	uint32_t cls = frame_class_of(msg);
+	if (c->building && cls != c->frame_class) {
+		int err = client_flush(c);
+		if (err < 0)
+			return err;
+	}
 	for (int attempt = 0; attempt < 2; attempt++) {
 		if (!c->building) {
 			wire_builder_init(&c->b, c->tx, c->cfg.frame_max, c->cfg.session_id);
 			c->building = true;
+			c->frame_class = cls;
 		}
 		if (wire_builder_add(&c->b, msg) == 0)
 			return 0;

@@ -6,6 +6,9 @@
  * socket: frames of several messages, sender_id = the session id, hdr.shard = 0 (the node's
  * gateway routes them), an optional SipHash MAC.
  *
+ * A frame never mixes order entry (routed by the node's gateway) with messages routed by
+ * hdr.shard (TRANSFER), nor two destination shards: the node refuses mixed frames.
+ *
  * Every request (NEW_ORDER, CANCEL, AMEND, CANCEL_REPLACE, TRANSFER) is kept in a bounded
  * table until the caller releases it. Until an answer arrives (ACK, NAK, an EXEC_REPORT or
  * ADMIN_REPLY naming it) it is retransmitted with exponential back-off, byte for byte with

@@ -183,6 +183,46 @@ Test(client, batches_messages_in_one_frame, .init = setup_silent, .fini = teardo
 	cr_assert(eq(u64, client_stats(cl)->msgs_tx, 3));
 }
 
+/* Goal: a frame never mixes order entry with TRANSFER, nor two transfer shards (the node
+ * refuses mixed frames). Method: order, transfer to shard 1, transfer to shard 1, transfer
+ * to shard 2, order; flush; expect four datagrams of 1, 2, 1 and 1 messages. */
+Test(client, frames_never_mix_routes, .init = setup_silent, .fini = teardown)
+{
+	uint64_t msg[CLIENT_MSG_MAX / 8];
+	new_order(msg, 7, 1, WIRE_TIF_GTC);
+	cr_assert(not(eq(ptr, client_submit(cl, msg, 0, 0, NULL), NULL)));
+	for (uint64_t i = 0; i < 3; i++) {
+		struct wire_transfer t;
+		memset(&t, 0, sizeof(t));
+		wire_hdr_init(&t.hdr, WIRE_TRANSFER, i < 2 ? 1 : 2);
+		t.user = 7;
+		t.transfer_id = 100 + i;
+		t.asset = 1;
+		t.amount = 10;
+		cr_assert(not(eq(ptr, client_submit(cl, &t, 0, 0, NULL), NULL)));
+	}
+	new_order(msg, 7, 2, WIRE_TIF_GTC);
+	cr_assert(not(eq(ptr, client_submit(cl, msg, 0, 0, NULL), NULL)));
+	cr_assert(eq(int, client_flush(cl), 0));
+	uint32_t want[] = {1, 2, 1, 1};
+	uint16_t types[] = {WIRE_NEW_ORDER, WIRE_TRANSFER, WIRE_TRANSFER, WIRE_NEW_ORDER};
+	static uint64_t buf[WIRE_FRAME_MAX / 8];
+	for (int f = 0; f < 4; f++) {
+		ssize_t r = recv(silent_fd, buf, sizeof(buf), MSG_DONTWAIT);
+		cr_assert(r > 0, "frame %d missing", f);
+		const struct wire_msg_hdr *msgs[8];
+		uint32_t count = 0, sender = 0;
+		cr_assert(eq(int, wire_frame_decode(buf, (size_t)r, NULL, msgs, 8, &count, &sender),
+			     WIRE_E_OK));
+		cr_assert(eq(u32, count, want[f]), "frame %d", f);
+		for (uint32_t i = 0; i < count; i++) {
+			cr_assert(eq(u16, msgs[i]->type, types[f]));
+			cr_assert(eq(u16, msgs[i]->shard, msgs[0]->shard));
+		}
+	}
+	cr_assert(eq(u64, client_stats(cl)->frames_tx, 4));
+}
+
 /* Goal: with a key, frames carry a MAC the node verifies; a node without the key refuses.
  * Method: submit with a key, decode at the node with the key (ok) and without (refused). */
 Test(client, frames_carry_the_mac, .fini = teardown)

@@ -430,8 +430,8 @@ Test(omsctl_order, json_lines, .init = start_node, .fini = stop_node)
 /* Goal: deposit and withdraw are answered by ADMIN_REPLY; exit 0. */
 Test(omsctl_order, transfers, .init = start_node, .fini = stop_node)
 {
-	const char *a1[] = {"deposit", "--user", "1", "--asset", "2", "--amount", "5000", NODE,
-			    NULL};
+	const char *a1[] = {"deposit", "--user", "1", "--asset", "2", "--amount", "5000",
+			    "--shard", "1", NODE, NULL};
 	cr_assert(eq(int, run_tool("OMSCTL", a1), 0), "%s%s", out, err);
 	cr_assert(not(eq(ptr, strstr(out, "ok         transfer_id="), NULL)), "%s", out);
 	cr_assert(not(eq(ptr, strstr(out, "total=5000"), NULL)), "%s", out);

@@ -444,7 +444,12 @@ build(struct ctl *ctl, struct run *r, uint64_t *msg)
 	}
 	case OP_TRANSFER: {
 		struct wire_transfer *m = (void *)msg;
-		wire_hdr_init(&m->hdr, WIRE_TRANSFER, 0);
+		/* The node routes TRANSFER by hdr.shard (the user's OMS shard), not through the
+		 * gateway; 0 leaves the choice to the node. */
+		uint64_t shard = 0;
+		if (ctl_opt_u64(ctl, "shard", &shard) == -EINVAL || shard > UINT16_MAX)
+			return CTL_EXIT_USAGE;
+		wire_hdr_init(&m->hdr, WIRE_TRANSFER, (uint16_t)shard);
 		m->user = r->user;
 		m->transfer_id = r->id;
 		uint64_t asset;

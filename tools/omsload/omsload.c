@@ -4,10 +4,11 @@
  *
  *   omsload [--host A] [--port N] [--session N] [--key HEX32] [--users N] [--rate R]
  *           [--seconds S] [--seed S] [--symbols N] [--mid P] [--first-user U]
- *           [--drain-ms N] [--inflight N] [--json]
+ *           [--drain-ms N] [--inflight N] [--transfer-shard N]
  *
  * 1. Funding: one deposit per user and asset (base 1, quote 2); waits for the answers (or
- *    --drain-ms) so orders do not race their money.
+ *    --drain-ms) so orders do not race their money. The node routes TRANSFER by hdr.shard:
+ *    --transfer-shard names the OMS shard (0 leaves it to the node).
  * 2. Load: --rate requests/s for --seconds from a seeded mix (common/prng.h): limit orders
  *    near --mid (some crossing), cancels of the user's own open orders, some IOC limits and
  *    market orders. At most --inflight requests are unanswered at once; beyond that the
@@ -70,7 +71,8 @@ usage(void)
 {
 	fputs("usage: omsload [--host A] [--port N] [--session N] [--key HEX32] [--users N]\n"
 	      "               [--rate R] [--seconds S] [--seed S] [--symbols N] [--mid P]\n"
-	      "               [--first-user U] [--drain-ms N] [--inflight N]\n",
+	      "               [--first-user U] [--drain-ms N] [--inflight N]\n"
+	      "               [--transfer-shard N]\n",
 	      stderr);
 	return 2;
 }
@@ -216,7 +218,7 @@ main(int argc, char **argv)
 {
 	struct client_config cfg = {.requests_max = 4096, .users_max = 0};
 	uint64_t users = 10, rate = 1000, seconds = 5, seed = 1, symbols = 1, mid = 10000;
-	uint64_t first_user = 1000, drain_ms = 2000, inflight = 4096, v;
+	uint64_t first_user = 1000, drain_ms = 2000, inflight = 4096, transfer_shard = 0, v;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -258,6 +260,8 @@ main(int argc, char **argv)
 			drain_ms = v;
 		else if (strcmp(a, "--inflight") == 0 && num && v > 0 && v <= (1u << 20))
 			inflight = v;
+		else if (strcmp(a, "--transfer-shard") == 0 && num && v <= UINT16_MAX)
+			transfer_shard = v;
 		else {
 			fprintf(stderr, "omsload: bad option %s %s\n", a, val);
 			return usage();
@@ -295,7 +299,7 @@ main(int argc, char **argv)
 		for (uint32_t asset = ASSET_BASE; asset <= ASSET_QUOTE; asset++) {
 			uint64_t msg[CLIENT_MSG_MAX / 8] = {0};
 			struct wire_transfer *t = (void *)msg;
-			wire_hdr_init(&t->hdr, WIRE_TRANSFER, 0);
+			wire_hdr_init(&t->hdr, WIRE_TRANSFER, (uint16_t)transfer_shard);
 			t->user = first_user + i;
 			t->transfer_id = l.id_base | l.id_next++;
 			t->asset = asset;

@@ -6,6 +6,7 @@
  *   omspcap gen --out FILE --count N --seed S [--src-ip A] [--dst-ip A] [--src-mac M]
  *               [--dst-mac M] [--src-port N] [--dst-port N] [--users N] [--symbols N]
  *               [--mid P] [--session N] [--key HEX32] [--gap-us N] [--multi PCT]
+ *               [--transfer-shard N]
  *   omspcap show FILE [--key HEX32] [--verbose]
  *
  * gen writes N wire messages as Ethernet/IPv4/UDP frames (DLT_EN10MB) with correct IPv4 and
@@ -54,6 +55,7 @@ struct opts {
 	struct wire_key key;
 	uint32_t gap_us;
 	uint32_t multi_pct;
+	uint16_t transfer_shard;        /* hdr.shard of TRANSFER (the node routes it by shard) */
 };
 
 struct user_state {
@@ -69,7 +71,7 @@ usage(void)
 	fputs("usage: omspcap gen --out FILE --count N --seed S [--src-ip A] [--dst-ip A]\n"
 	      "                   [--src-mac M] [--dst-mac M] [--src-port N] [--dst-port N]\n"
 	      "                   [--users N] [--symbols N] [--mid P] [--session N]\n"
-	      "                   [--key HEX32] [--gap-us N] [--multi PCT]\n"
+	      "                   [--key HEX32] [--gap-us N] [--multi PCT] [--transfer-shard N]\n"
 	      "       omspcap show FILE [--key HEX32] [--verbose]\n",
 	      stderr);
 	return 2;
@@ -199,7 +201,7 @@ next_message(const struct opts *o, struct prng *p, struct user_state *users, uin
 	if (!u->funded) {
 		/* Deposits first: base then quote, so the user can trade both sides. */
 		struct wire_transfer *t = (void *)msg;
-		wire_hdr_init(&t->hdr, WIRE_TRANSFER, 0);
+		wire_hdr_init(&t->hdr, WIRE_TRANSFER, o->transfer_shard);
 		t->user = user;
 		t->transfer_id = u->next_id++;
 		t->asset = u->next_id == 2 ? ASSET_BASE : ASSET_QUOTE;
@@ -331,6 +333,8 @@ gen(int argc, char **argv)
 			o.gap_us = (uint32_t)x;
 		else if (strcmp(a, "--multi") == 0 && num && x <= 100)
 			o.multi_pct = (uint32_t)x;
+		else if (strcmp(a, "--transfer-shard") == 0 && num && x <= UINT16_MAX)
+			o.transfer_shard = (uint16_t)x;
 		else {
 			fprintf(stderr, "omspcap: bad option %s %s\n", a, v);
 			return usage();
@@ -359,6 +363,7 @@ gen(int argc, char **argv)
 	uint64_t msg[MSG_SIZE / 8];
 	uint64_t written = 0, frames = 0, t_us = 0;
 	uint64_t per_type[WIRE_TYPE_LIMIT] = {0};
+	bool held = false; /* msg holds a message that did not fit the last frame's class */
 	while (written < o.count) {
 		/* Several messages per frame sometimes (a client batching its burst). */
 		uint64_t want = prng_chance(&p, o.multi_pct, 100) ? (uint64_t)prng_range(&p, 2, 8) : 1;
@@ -366,11 +371,21 @@ gen(int argc, char **argv)
 			want = o.count - written;
 		struct wire_builder b;
 		wire_builder_init(&b, frame, PAYLOAD_MAX, o.session);
+		bool first_transfer = false;
 		for (uint64_t k = 0; k < want; k++) {
-			next_message(&o, &p, users, msg);
+			if (!held)
+				next_message(&o, &p, users, msg);
+			held = false;
 			const struct wire_msg_hdr *h = (const void *)msg;
-			if (wire_builder_add(&b, msg) < 0)
-				break; /* cannot happen at 8 x 72 bytes; the flow just moves on */
+			/* The node refuses frames that mix order entry (gateway) with TRANSFER
+			 * (routed by hdr.shard): such a message starts the next frame. */
+			bool transfer = h->type == WIRE_TRANSFER;
+			if (k == 0)
+				first_transfer = transfer;
+			if (transfer != first_transfer || wire_builder_add(&b, msg) < 0) {
+				held = true;
+				break;
+			}
 			per_type[h->type]++;
 			written++;
 		}
@@ -395,6 +410,14 @@ gen(int argc, char **argv)
 			printf(" %s=%" PRIu64, wire_type_name(t), per_type[t]);
 	printf("\n");
 	return 0;
+}
+
+/* Messages the node's gateway takes (routed as one class). */
+static bool
+is_order_entry(uint16_t type)
+{
+	return type == WIRE_NEW_ORDER || type == WIRE_CANCEL || type == WIRE_AMEND ||
+	       type == WIRE_CANCEL_REPLACE;
 }
 
 static int
@@ -428,7 +451,8 @@ show(int argc, char **argv)
 		pcap_close(pd);
 		return 1;
 	}
-	uint64_t frames = 0, msgs = 0, errors = 0, non_udp = 0;
+	uint64_t frames = 0, msgs = 0, errors = 0, non_udp = 0, mixed = 0;
+	uint64_t per_reason[WIRE_REASON_MAX] = {0}, per_exec[WIRE_EXEC_MAX] = {0};
 	uint64_t per_type[WIRE_TYPE_LIMIT] = {0}, per_err[WIRE_E_COUNT] = {0};
 	static uint64_t payload[WIRE_FRAME_MAX / 8 + 1];
 	struct pcap_pkthdr *ph;
@@ -468,8 +492,19 @@ show(int argc, char **argv)
 			continue;
 		}
 		msgs += count;
+		bool order_entry = is_order_entry(m[0]->type);
+		for (uint32_t i = 1; i < count; i++) {
+			if (is_order_entry(m[i]->type) != order_entry || m[i]->shard != m[0]->shard) {
+				mixed++;
+				break;
+			}
+		}
 		for (uint32_t i = 0; i < count; i++) {
 			per_type[m[i]->type]++;
+			if (m[i]->type == WIRE_NAK)
+				per_reason[((const struct wire_nak *)m[i])->reason]++;
+			if (m[i]->type == WIRE_EXEC_REPORT)
+				per_exec[((const struct wire_exec_report *)m[i])->exec]++;
 			if (verbose)
 				printf("frame %" PRIu64 " sender %u: %s\n", frames, sender,
 				       wire_type_name(m[i]->type));
@@ -481,6 +516,19 @@ show(int argc, char **argv)
 	for (uint16_t t = 0; t < WIRE_TYPE_LIMIT; t++)
 		if (per_type[t] != 0)
 			printf("type %-16s %" PRIu64 "\n", wire_type_name(t), per_type[t]);
+	for (uint16_t r = 0; r < WIRE_REASON_MAX; r++)
+		if (per_reason[r] != 0)
+			printf("nak   %-16s %" PRIu64 "\n", wire_reason_name(r), per_reason[r]);
+	static const char *const exec_names[WIRE_EXEC_MAX] = {
+		"?", "pending", "open", "rejected", "fill", "cancelled", "done", "amended",
+		"cancel_rejected",
+	};
+	for (int x = 0; x < WIRE_EXEC_MAX; x++)
+		if (per_exec[x] != 0)
+			printf("exec  %-16s %" PRIu64 "\n", exec_names[x], per_exec[x]);
+	if (mixed != 0)
+		printf("mixed frames (order entry with other classes or shards) %" PRIu64 "\n",
+		       mixed);
 	for (int e = 1; e < WIRE_E_COUNT; e++)
 		if (per_err[e] != 0)
 			printf("error %-40s %" PRIu64 "\n", wire_err_text((enum wire_err)e), per_err[e]);
