@@ -51,6 +51,7 @@ e2e_init() {
 
 e2e_cleanup() {
 	local rc=$?
+	if declare -F e2e_cleanup_hook >/dev/null; then e2e_cleanup_hook || true; fi
 	if [ -n "${OMSD_PID:-}" ] && kill -0 "$OMSD_PID" 2>/dev/null; then
 		kill -TERM "$OMSD_PID" 2>/dev/null || true
 		for _ in $(seq 50); do kill -0 "$OMSD_PID" 2>/dev/null || break; sleep 0.1; done

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Goal: the single-node trading path with a real PostgreSQL behind the persister lcore:
+# hydration claims rows, an idle flat user is flushed (version-checked) and released.
+# Method: a throwaway PostgreSQL (deploy/pg/pgctl, unix socket), omsd with [persister] and
+# [database] conninfo and a short user TTL; run the single-node trading checks
+# (tests/e2e/e2e_trade.py single), then wait until the seller (flat after its fill) has
+# been flushed: its accounts row has version >= 1, no owner claim, and holds the quote it
+# was paid.
+source "$(dirname "$0")/lib.sh"
+need_root
+PGCTL=$E2E_DIR/../../deploy/pg/pgctl
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+[ -x "$PGBIN/initdb" ] || { echo "SKIP: no PostgreSQL in $PGBIN"; exit 77; }
+e2e_init oeg 17
+PG_DIR=$(mktemp -d /tmp/omsd-e2e-pg.XXXXXX)
+chmod 0755 "$PG_DIR"
+e2e_cleanup_hook() { "$PGCTL" stop "$PG_DIR/pg" >/dev/null 2>&1; rm -rf "$PG_DIR"; }
+CONNINFO=$("$PGCTL" start "$PG_DIR/pg" $((55000 + $$ % 1000)) 2>"$PG_DIR/pgctl.log") ||
+	{ cat "$PG_DIR/pgctl.log" >&2; fail "pgctl start"; }
+log "PostgreSQL up: $CONNINFO"
+e2e_net_up
+e2e_trade_config "$TMP/omsd.ini" "" "[persister]" "cpu = 1" "idle = sleep" "" \
+	"[database]" "conninfo = $CONNINFO"
+sed -i '/^bridge_redrive_ms/a user_ttl_ms = 1500\nsweep_ms = 200' "$TMP/omsd.ini"
+e2e_start "$TMP/omsd.ini"
+log "omsd up (pid $OMSD_PID)"
+e2e_wait_stat shard.1.route_epoch 1 || fail "OMS shard never applied the routing config"
+e2e_wait_stat persister.connected 1 || fail "persister never connected"
+
+ip netns exec "$NS_C" "$PY" "$E2E_DIR/e2e_trade.py" single --nodes "$NODE_IP" ||
+	fail "trading checks"
+e2e_stats
+new=$(e2e_stat persister.pst.DB_HYDRATE_NEW)
+[ "$new" -ge 2 ] || fail "persister.pst.DB_HYDRATE_NEW=$new, want >= 2 (two new users)"
+
+row=
+for _ in $(seq 50); do
+	row=$("$PGCTL" psql "$PG_DIR/pg" -tA -c \
+		"SELECT version, coalesce(owner_shard, -1), assets, totals FROM accounts WHERE user_id = 1001")
+	case "$row" in 0\|*|"") sleep 0.2 ;; *) break ;; esac
+done
+log "seller's row: $row"
+IFS='|' read -r version owner assets totals <<<"$row"
+[ "${version:-0}" -ge 1 ] || fail "seller never flushed (row: $row)"
+[ "$owner" = -1 ] || fail "seller's claim not released (owner $owner)"
+e2e_stats
+log "flushes ok=$(e2e_stat persister.pst.DB_FLUSH_OK) releases ok=$(e2e_stat persister.pst.DB_RELEASE_OK)"
+e2e_stop TERM
+[ "$STOP_RC" -eq 0 ] || fail "omsd exit status $STOP_RC after SIGTERM"
+log "PASS"
