@@ -464,6 +464,11 @@ host_send(void *ctx, uint32_t to, const struct wire_msg_hdr *msg)
 {
 	struct node *from = ctx;
 	uint32_t ti = to - 1;
+	uint16_t len = 0;
+	enum wire_err err = wire_msg_check(msg, msg->length, &len);
+	SIM_ASSERT("wire", err == WIRE_E_OK && len == msg->length && msg->shard == S.cfg.shard,
+		   "n%u emitted an invalid %s: %s", from->id, wire_type_name(msg->type),
+		   wire_err_text(err));
 	S.msgs_sent++;
 	if (ti >= S.n || S.cut[from->idx][ti] || chance(S.loss_pm) || S.free_slot < 0) {
 		S.msgs_dropped++;

@@ -2,6 +2,7 @@
 #include "fixture.h"
 
 #include <criterion/criterion.h>
+#include <criterion/new/assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -117,6 +118,11 @@ fx_send(void *ctx, uint32_t to, const struct wire_msg_hdr *msg)
 	struct send_ctx *sc = ctx;
 	struct fx *f = sc->f;
 	cr_assert(to >= 1 && to <= f->n);
+	/* Everything the core emits is a valid wire message of its shard. */
+	uint16_t len = 0;
+	cr_assert(eq(int, wire_msg_check(msg, msg->length, &len), WIRE_E_OK), "bad %s",
+		  wire_type_name(msg->type));
+	cr_assert(eq(u16, msg->shard, f->cfg.shard));
 	if (f->cut[sc->idx][to - 1] || (f->drop != NULL && f->drop(f, sc->idx + 1, to, msg)) ||
 	    f->q_len == FX_QUEUE) {
 		f->dropped++;
