@@ -10,8 +10,8 @@
  *    --drain-ms) so orders do not race their money. The node routes TRANSFER by hdr.shard:
  *    --transfer-shard names the OMS shard (0 leaves it to the node).
  * 2. Load: --rate requests/s for --seconds from a seeded mix (common/prng.h): limit orders
- *    near --mid (some crossing), cancels of the user's own open orders, some IOC limits and
- *    market orders. At most --inflight requests are unanswered at once; beyond that the
+ *    near --mid (some crossing), cancels of the user's own open orders (always once a user
+ *    rests 3/4 of LIVE_MAX, so the book stays bounded), some IOC limits and market orders. At most --inflight requests are unanswered at once; beyond that the
  *    generator waits (counted as throttled) rather than queueing without bound.
  * 3. Drain: waits up to --drain-ms for the outstanding answers, then prints the report. The
  *    last line is
@@ -163,7 +163,9 @@ send_one(struct load *l, uint64_t now_ns)
 	uint64_t id = l->id_base | l->id_next++;
 	uint64_t roll = prng_below(&l->prng, 100);
 	enum tag tag;
-	if (u->live_count > 0 && roll < 15) {
+	/* Cancels of own open orders: ~15% of the mix, and always once the user rests 3/4 of
+	 * LIVE_MAX, so the book (and the node's order pool) stays bounded over a long run. */
+	if (u->live_count > 0 && (roll < 15 || u->live_count >= LIVE_MAX * 3 / 4)) {
 		uint32_t k = (uint32_t)prng_below(&l->prng, u->live_count);
 		struct wire_cancel *m = (void *)msg;
 		wire_hdr_init(&m->hdr, WIRE_CANCEL, 0);
