@@ -43,9 +43,12 @@ enum tag {
 	TAG_CANCEL,
 };
 
+#define ID_SEQ_BITS 22     /* per-user request counter below the run's start time */
+
 struct user_state {
 	uint64_t live[LIVE_MAX]; /* cl_ord_ids the node reported open */
 	uint32_t live_count;
+	uint32_t id_next;        /* next per-user request number (wraps at 2^ID_SEQ_BITS) */
 };
 
 struct load {
@@ -57,7 +60,6 @@ struct load {
 	uint32_t symbols;
 	int64_t mid;
 	uint64_t id_base;        /* run-unique high bits of every cl_ord_id / transfer_id */
-	uint64_t id_next;
 	struct hist ack_us;      /* first send → ACK */
 	uint64_t sent, acked, naked, final, gave_up, throttled;
 	uint64_t orders, cancels, markets, iocs;
@@ -160,7 +162,7 @@ send_one(struct load *l, uint64_t now_ns)
 	uint32_t ui = (uint32_t)prng_below(&l->prng, l->user_count);
 	struct user_state *u = &l->users[ui];
 	uint64_t user = l->first_user + ui;
-	uint64_t id = l->id_base | l->id_next++;
+	uint64_t id = l->id_base | (u->id_next++ & ((1u << ID_SEQ_BITS) - 1));
 	uint64_t roll = prng_below(&l->prng, 100);
 	enum tag tag;
 	/* Cancels of own open orders: ~15% of the mix, and always once the user rests 3/4 of
@@ -284,10 +286,14 @@ main(int argc, char **argv)
 		return 4;
 	prng_seed(&l.prng, seed);
 	hist_init(&l.ack_us);
-	/* Ids must not repeat across runs (the node dedups by (user, id)): the run's wall-clock
-	 * second in the high 32 bits, a counter below. */
-	l.id_base = (uint64_t)time(NULL) << 32;
-	l.id_next = 1;
+	/* Ids must not repeat across runs (the node dedups by (user, id)): the run's start in
+	 * wall-clock milliseconds (41 bits until 2039) above a per-user counter of 22 bits. */
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	uint64_t start_ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	l.id_base = start_ms << ID_SEQ_BITS;
+	for (uint32_t i = 0; i < l.user_count; i++)
+		l.users[i].id_next = 1;
 	int rc = client_open(&l.c, &cfg);
 	if (rc < 0) {
 		fprintf(stderr, "omsload: cannot open the UDP socket: %s\n", strerror(-rc));
@@ -303,7 +309,7 @@ main(int argc, char **argv)
 			struct wire_transfer *t = (void *)msg;
 			wire_hdr_init(&t->hdr, WIRE_TRANSFER, (uint16_t)transfer_shard);
 			t->user = first_user + i;
-			t->transfer_id = l.id_base | l.id_next++;
+			t->transfer_id = l.id_base | l.users[i].id_next++;
 			t->asset = asset;
 			t->amount = asset == ASSET_BASE ? INT64_C(1000000000) : INT64_C(1000000000000);
 			int err;
