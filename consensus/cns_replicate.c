@@ -373,7 +373,8 @@ cns_on_append_entries(struct cns *c, const struct wire_append_entries *m)
 		send_append_reply(c, m->leader, false, 0, 0, 0);
 		return;
 	}
-	/* Election Safety (Raft §5.2): one leader per term. */
+	/* Election Safety (Raft §5.2): one leader per term. Another leader of our own term
+	 * means safety is already lost: fail-stop rather than diverge. */
 	CHECK(c->role != CNS_LEADER);
 	if (c->role != CNS_FOLLOWER || c->leader != m->leader)
 		cns_become_follower(c, m->term, m->leader);
@@ -479,7 +480,11 @@ cns_on_append_reply(struct cns *c, const struct wire_append_reply *m)
 	if (p->state == CNS_PEER_SNAPSHOT)
 		return; /* the snapshot reply moves it on */
 	if (m->success) {
-		CHECK(m->match_index <= c->last_index);
+		if (m->match_index > c->last_index) {
+			/* Beyond anything we sent: a broken follower; never trust it. */
+			CNS_COUNT(c, MALFORMED);
+			return;
+		}
 		bool advanced = m->match_index > p->match_index;
 		if (advanced) {
 			p->match_index = m->match_index;
