@@ -309,7 +309,8 @@ main(int argc, char **argv)
 			struct wire_transfer *t = (void *)msg;
 			wire_hdr_init(&t->hdr, WIRE_TRANSFER, (uint16_t)transfer_shard);
 			t->user = first_user + i;
-			t->transfer_id = l.id_base | l.users[i].id_next++;
+			/* Unique over all users: ADMIN_REPLY names only the transfer id. */
+			t->transfer_id = l.id_base | (2u * i + asset - ASSET_BASE + 1u);
 			t->asset = asset;
 			t->amount = asset == ASSET_BASE ? INT64_C(1000000000) : INT64_C(1000000000000);
 			int err;
