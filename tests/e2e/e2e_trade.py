@@ -41,7 +41,8 @@ LIMIT = 1
 GTC = 1
 EXEC = {1: "PENDING", 2: "OPEN", 3: "REJECTED", 4: "FILL", 5: "CANCELLED", 6: "DONE",
         7: "AMENDED", 8: "CANCEL_REJECTED"}
-REASON = {0: "NONE", 1: "BAD_REQUEST", 2: "UNKNOWN_SYMBOL", 12: "CAPACITY", 14: "NOT_OWNER",
+REASON = {0: "NONE", 1: "BAD_REQUEST", 2: "UNKNOWN_SYMBOL", 12: "CAPACITY", 13: "UNKNOWN_ORDER",
+          14: "NOT_OWNER",
           15: "NOT_LEADER", 16: "BACKPRESSURE", 18: "INSUFFICIENT_FUNDS",
           19: "PARKED_FULL", 26: "DB_ERROR", 28: "DUPLICATE_REQUEST", 29: "UNKNOWN_USER"}
 RETRY_REASONS = (15, 16, 19, 26)  # NOT_LEADER, BACKPRESSURE, PARKED_FULL, DB_ERROR
@@ -58,6 +59,10 @@ def hdr(mtype, length, shard=0):
 def new_order(user, cl, symbol, side, px, qty):
     return hdr(NEW_ORDER, 72) + struct.pack("<QQIBBBBqqqQQ", user, cl, symbol, side, LIMIT,
                                             GTC, 0, px, qty, 0, 0, 0)
+
+
+def cancel(user, cl, orig):
+    return hdr(CANCEL, 40) + struct.pack("<QQQQ", user, cl, orig, 0)
 
 
 def transfer(shard, user, tid, asset, amount):
@@ -159,8 +164,12 @@ class Client:
 
     def order(self, user, cl, symbol, side, px, qty, timeout=20, rotate=False):
         """NEW_ORDER until ACKed or NAKed for good. Returns the ACK or NAK."""
+        return self.request(new_order(user, cl, symbol, side, px, qty), user, cl, timeout,
+                            rotate)
+
+    def request(self, msg, user, cl, timeout=20, rotate=False):
+        """A client request until ACKed or NAKed for good. Returns the ACK or NAK."""
         end = time.time() + timeout
-        msg = new_order(user, cl, symbol, side, px, qty)
         tries = 0
         while time.time() < end:
             self.send([msg])
@@ -310,10 +319,14 @@ def cluster(a):
     c.node = survivors[0] - 1
     # A resting order that must survive the failover.
     cl += 1
-    r = c.order(SELLER, cl, SYM, SELL, 150, 3)
+    r = c.order(SELLER, cl, SYM, SELL, 101, 3)
     check(r is not None and r["type"] == ACK, "resting sell before the kill acknowledged")
     resting = (SELLER, cl)
-    log("kill -9 node %d (OMS leader, pid %d)" % (oms_leader, pids[oms_leader]))
+    # A burst of resting sells in flight when the leader dies: some sagas are PENDING.
+    burst = list(range(1000, 1030))
+    for i, b in enumerate(burst):
+        c.send([new_order(SELLER, b, SYM, SELL, 120 + i, 1)])
+    c.wait(lambda m: m["type"] == ACK and m["user"] == SELLER and m["cl"] in burst, 5)
     os.kill(pids[oms_leader], signal.SIGKILL)
     del pids[oms_leader]
     t0 = time.time()
@@ -324,10 +337,15 @@ def cluster(a):
             time.sleep(0.2)
     check(new is not None and new != oms_leader, "new OMS leader: node %s after %.1f s" %
           (new, time.time() - t0))
+    # Every burst order is (re)submitted with its own id: the OMS dedups what it has.
+    for i, b in enumerate(burst):
+        r = c.order(SELLER, b, SYM, SELL, 120 + i, 1, rotate=True, timeout=30)
+        check(r is not None and (r["type"] == ACK or r["reason"] == 28),
+              "burst order %d acknowledged (or a duplicate of an acknowledged one)" % b)
     trade(5, rotate=True)
     # Cross the order that rested before the kill.
     cl += 1
-    r = c.order(BUYER, cl, SYM, BUY, 150, 3, rotate=True)
+    r = c.order(BUYER, cl, SYM, BUY, 101, 3, rotate=True)
     check(r is not None and r["type"] == ACK, "buy crossing the pre-kill resting order acked")
     acked.append((BUYER, cl))
     acked.append(resting)
@@ -340,6 +358,15 @@ def cluster(a):
           (len(acked), lost[:5]))
     rep = c.wait_reports(*resting, ("DONE",), timeout=10)
     check(rep and rep[-1] == "DONE", "the pre-kill resting order filled after failover: %s" % rep)
+    # Not lost: every burst order rests, so a cancel finds it (a lost one is UNKNOWN_ORDER).
+    for b in burst:
+        r = c.request(cancel(SELLER, b + 1000, b), SELLER, b + 1000, rotate=True)
+        check(r is not None and r["type"] == ACK, "cancel of burst order %d accepted (%s)" %
+              (b, REASON.get(r["reason"], r["reason"]) if r and r["type"] == NAK else "ack"))
+    for b in burst:
+        rep = c.wait_reports(SELLER, b, ("DONE",), timeout=10)
+        check(rep and rep[-2:] == ["CANCELLED", "DONE"],
+              "burst order %d cancelled and done: %s" % (b, rep))
     log("PASS")
 
 
