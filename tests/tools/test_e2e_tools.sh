@@ -3,8 +3,9 @@
 # Goal: the tools work against a real node over kernel UDP: omsctl funds users, rests, crosses
 # and cancels orders and shows every transition with the right exit code; omsload runs a
 # bounded load with every request answered; money is conserved.
-# Method: one trading node (OMS shard 1, ME shard 2, symbol 1) on net_af_packet in its own
-# namespace (tests/e2e/lib.sh); the tools run in the client namespace. Then the node's asset
+# Method: one trading node (OMS shard 1, ME shard 2, symbol 1, a client MAC key) on
+# net_af_packet in its own namespace (tests/e2e/lib.sh); the tools run in the client
+# namespace with the key (and once without it: dropped, no answer). Then the node's asset
 # sums must equal the deposits.
 set -euo pipefail
 : "${OMSCTL:?set OMSCTL}"
@@ -14,12 +15,13 @@ source "$(dirname "$0")/../e2e/lib.sh"
 need_root
 e2e_init ott 41
 e2e_net_up
-e2e_trade_config "$TMP/omsd.ini"
+KEY=8899aabbccddeeff0011223344556677
+e2e_trade_config "$TMP/omsd.ini" "" "[keys]" "client = $KEY"
 e2e_start "$TMP/omsd.ini"
 log "omsd up (pid $OMSD_PID)"
 e2e_wait_stat shard.1.route_epoch 1 || fail "OMS shard never applied the routing config"
 
-ctl() { ip netns exec "$NS_C" "$OMSCTL" --host "$NODE_IP" "$@"; }
+ctl() { ip netns exec "$NS_C" "$OMSCTL" --host "$NODE_IP" --key "$KEY" "$@"; }
 # expect RC CMD...: run, keep the output in OUT, check the exit code.
 expect() {
 	local want=$1 rc=0
@@ -51,6 +53,9 @@ expect 1 ctl order new --user 1 --symbol 99 --side buy --type limit --px 100 --q
 grep -q "reason=UNKNOWN_SYMBOL" <<<"$OUT" || fail "unknown symbol not NAKed with its reason"
 expect 1 ctl order cancel --user 2 --orig 1 --cl-id 3
 expect 2 ctl order new --user 1
+log "frames without the client MAC are dropped: no answer, exit 3"
+expect 3 ip netns exec "$NS_C" "$OMSCTL" --host "$NODE_IP" --wait-ms 600 --retry-ms 100 \
+	order new --user 1 --symbol 1 --side buy --type limit --px 100 --qty 1
 log "--json: one object per message"
 expect 0 ctl --json order new --user 2 --symbol 1 --side sell --type limit --px 120 --qty 1 \
 	--cl-id 5
@@ -59,7 +64,7 @@ expect 0 ctl --json order new --user 2 --symbol 1 --side sell --type limit --px 
 
 log "omsload"
 USERS=8
-expect 0 ip netns exec "$NS_C" "$OMSLOAD" --host "$NODE_IP" --users "$USERS" --rate 200 \
+expect 0 ip netns exec "$NS_C" "$OMSLOAD" --host "$NODE_IP" --key "$KEY" --users "$USERS" --rate 200 \
 	--seconds 2 --seed 5 --first-user 100 --transfer-shard 1 --mid 100 --drain-ms 3000
 last=$(tail -n 1 <<<"$OUT")
 read -r sent acked naked final < <(sed -E \
@@ -71,6 +76,8 @@ grep -q "deposits: sent=$((USERS * 2)) ok=$((USERS * 2)) " <<<"$OUT" || fail "om
 
 log "money is conserved"
 e2e_stats
+bad_mac=$(e2e_stat dp.frame_err.bad_mac)
+[ "$bad_mac" -ge 1 ] || fail "the unkeyed frames were not counted as bad_mac ($bad_mac)"
 base=$(e2e_stat shard.1.asset.1.sum)
 quote=$(e2e_stat shard.1.asset.2.sum)
 [ "$base" = $((10 + USERS * 1000000000)) ] || fail "base asset sum $base"
