@@ -90,6 +90,12 @@ case_bad bad_cpu         's/^cpu = 0/cpu = 1000/' "bad_cpu.ini:[0-9]+: \[io\] cp
 case_bad bad_durability  '$a [durability]\nmode = maybe' "bad_durability.ini:[0-9]+: \[durability\] mode: 'maybe' is not one of memory\|durable"
 case_bad bad_shard_name  's/^\[shard.2\]/[shard.x]/' "bad_shard_name.ini:[0-9]+: \[shard.x\] shard sections are named"
 case_bad no_shards       '/^\[shard/,$d' "no_shards.ini: no \[shard.N\] section"
+case_bad bad_pin         '$a [routing]\npins = 5:1,7' "bad_pin.ini:[0-9]+: \[routing\] pins: '7' is not user:shard"
+case_bad bad_oms_shard   '$a [routing]\noms_shards = 1,99' "bad_oms_shard.ini:[0-9]+: \[routing\] oms_shards: '99' is not a shard id"
+case_bad symbol_no_base  '$a [symbol.1]\nquote = 2\nme_shard = 2' "symbol_no_base.ini:[0-9]+: \[symbol.1\] base: missing \(required\)"
+case_bad symbol_fee      '$a [symbol.1]\nbase = 1\nquote = 2\nme_shard = 2\nmaker_fee_bps = -20000' "symbol_fee.ini:[0-9]+: \[symbol.1\] maker_fee_bps: -20000 is out of range"
+case_bad db_no_persister '$a [database]\nconninfo = host=/tmp' "db_no_persister.ini:[0-9]+: \[database\] conninfo: needs a \[persister\] lcore"
+case_bad log_mb          '$a [limits]\nlog_mb = 4096' "log_mb.ini:[0-9]+: \[limits\] log_mb: 4096 is out of range"
 case_bad sweep_vs_ttl    '$a [timers]\nuser_ttl_ms = 1000\nsweep_ms = 5000' "sweep_vs_ttl.ini:[0-9]+: \[timers\] sweep_ms: 5000 is longer than user_ttl_ms"
 
 # Several errors in one file are all reported, not just the first.
