@@ -55,34 +55,46 @@ static const char SQL_HYDRATE[] =
 	"  updated_at = now()"
 	"  WHERE a.owner_shard IS NULL OR a.owner_shard = EXCLUDED.owner_shard"
 	" RETURNING a.version, a.user_seq, a.tier, a.assets, a.totals,"
-	"  (a.xmax = 0) AS inserted)"
-	" SELECT 1, inserted, version, user_seq, tier, assets, totals, NULL::integer"
+	"  (a.xmax = 0) AS inserted, a.recent)"
+	" SELECT 1, inserted, version, user_seq, tier, assets, totals, NULL::integer, recent"
 	"  FROM claim"
 	" UNION ALL"
-	" SELECT 0, false, version, user_seq, tier, assets, totals, owner_shard"
+	" SELECT 0, false, version, user_seq, tier, assets, totals, owner_shard, NULL::bytea"
 	"  FROM accounts WHERE user_id = $1::bigint AND NOT EXISTS (SELECT 1 FROM claim)";
 
-/* The fenced flush (docs/fencing.md): CAS on version, only while we hold the claim. It KEEPS
- * the claim (stamping owner_epoch with the flush's epoch) so nobody can hydrate the user
- * while this shard might still serve it (cancel-on-activity); RELEASE_CLAIM lets go. The
- * write is recorded in the ledger, so a repeat (after failover, after a lost answer) finds
- * its own write even when later flushes have moved the row on. Outcome 1 written, 2 our own
- * write already there, 3 conflict (a foreign write, or no claim). */
+/* The fenced flush (docs/fencing.md): only while we hold the claim, and only when newer than
+ * the claim's stamp (epochs are unique and increasing per shard, so a stale flush of an older
+ * incarnation is refused). CAS on version, except that a version ahead of what we expect which
+ * our own ledgered flush produced (overtaken by cancel-on-activity) is overwritten by our
+ * newer state; any other writer's version is a conflict. A flush already in the ledger
+ * (same shard and epoch) never writes twice. It KEEPS the claim (stamping owner_epoch with
+ * the flush's epoch) so nobody can hydrate the user while this shard might still serve it;
+ * RELEASE_CLAIM lets go. The write is recorded in the ledger under (user, shard, epoch), so
+ * a repeat (after failover, after a lost answer) finds its own write even when later
+ * flushes have moved the row on. Outcome 1 written, 2 our own write already there, 3
+ * conflict (a foreign write, no claim, or a stale epoch). */
 static const char SQL_FLUSH[] =
 	"WITH up AS ("
 	" UPDATE accounts SET user_seq = $5::bigint, tier = $6::smallint,"
-	"  assets = $7::integer[], totals = $8::bigint[], version = version + 1,"
+	"  assets = $7::integer[], totals = $8::bigint[], recent = $9::bytea,"
+	"  version = version + 1,"
 	"  owner_epoch = $4::bigint, last_flush_shard = $3::integer,"
 	"  last_flush_epoch = $4::bigint, updated_at = now()"
-	" WHERE user_id = $1::bigint AND version = $2::bigint AND owner_shard = $3::integer"
+	" WHERE user_id = $1::bigint AND owner_shard = $3::integer"
+	"  AND owner_epoch <= $4::bigint"
+	"  AND (version = $2::bigint OR EXISTS (SELECT 1 FROM account_flushes g"
+	"   WHERE g.user_id = $1::bigint AND g.shard = $3::integer"
+	"    AND g.base_version + 1 = accounts.version))"
+	"  AND NOT EXISTS (SELECT 1 FROM account_flushes f WHERE f.user_id = $1::bigint"
+	"   AND f.shard = $3::integer AND f.epoch = $4::bigint)"
 	" RETURNING version),"
 	" led AS ("
 	" INSERT INTO account_flushes (user_id, base_version, shard, epoch)"
-	" SELECT $1::bigint, $2::bigint, $3::integer, $4::bigint FROM up)"
+	" SELECT $1::bigint, version - 1, $3::integer, $4::bigint FROM up)"
 	" SELECT 1, version FROM up"
 	" UNION ALL"
 	" SELECT CASE WHEN EXISTS (SELECT 1 FROM account_flushes f WHERE f.user_id = $1::bigint"
-	"   AND f.base_version = $2::bigint AND f.shard = $3::integer AND f.epoch = $4::bigint)"
+	"   AND f.shard = $3::integer AND f.epoch = $4::bigint)"
 	"  THEN 2 ELSE 3 END,"
 	"  COALESCE((SELECT version FROM accounts WHERE user_id = $1::bigint), -1)"
 	" WHERE NOT EXISTS (SELECT 1 FROM up)";
@@ -962,7 +974,8 @@ send_req(struct pst_db *db, uint32_t i)
 	const struct req *r = &db->reqs[i];
 	char p[8][24];
 	char assets[WIRE_BALANCES_MAX * 12 + 3], totals[WIRE_BALANCES_MAX * 21 + 3];
-	const char *values[8];
+	char recent[3 + 2 * sizeof(struct wire_recent) * WIRE_RECENT_MAX];
+	const char *values[9];
 	int n;
 
 	fmt_i64(p[0], sizeof(p[0]), (int64_t)r->user);
@@ -999,7 +1012,20 @@ send_req(struct pst_db *db, uint32_t i)
 		values[k] = p[k];
 	values[6] = assets;
 	values[7] = totals;
-	return PQsendQueryPrepared(db->conn, "pst_flush", 8, values, NULL, NULL, 0) ? 0 : -1;
+	/* bytea in hex text form: \x then two digits a byte; only the valid entries. */
+	static const char hex[] = "0123456789abcdef";
+	uint32_t rc = r->us.recent_count <= WIRE_RECENT_MAX ? r->us.recent_count : 0;
+	const uint8_t *rb = (const uint8_t *)r->us.recent;
+	size_t rn = 0;
+	recent[rn++] = '\\';
+	recent[rn++] = 'x';
+	for (size_t k = 0; k < rc * sizeof(struct wire_recent); k++) {
+		recent[rn++] = hex[rb[k] >> 4];
+		recent[rn++] = hex[rb[k] & 15];
+	}
+	recent[rn] = '\0';
+	values[8] = recent;
+	return PQsendQueryPrepared(db->conn, "pst_flush", 9, values, NULL, NULL, 0) ? 0 : -1;
 }
 
 /* Send queued requests as batches, each ended by a Sync. -1 when the connection failed. */
@@ -1078,11 +1104,21 @@ parse_array(const char *s, int64_t *out, int max)
 	}
 }
 
+static int
+hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
 static void
 hydrate_row(struct pst_db *db, struct req *r, const PGresult *res)
 {
 	(void)db;
-	if (PQntuples(res) != 1 || PQnfields(res) != 8) {
+	if (PQntuples(res) != 1 || PQnfields(res) != 9) {
 		/* No row: the row changed between our snapshot and the claim. Ask again. */
 		r->outcome = OUT_HYD_RETRY;
 		return;
@@ -1123,6 +1159,32 @@ hydrate_row(struct pst_db *db, struct req *r, const PGresult *res)
 		}
 		r->us.balances[k].asset = (uint32_t)assets[k];
 		r->us.balances[k].total = totals[k];
+	}
+	/* The idempotency window: packed wire_recent entries, bytea in hex text form. */
+	const char *rt = PQgetvalue(res, 0, 8);
+	size_t rl = strlen(rt);
+	if (rl < 2 || rt[0] != '\\' || rt[1] != 'x' || (rl - 2) % (2 * sizeof(struct wire_recent)) != 0 ||
+	    (rl - 2) / 2 > sizeof(r->us.recent)) {
+		r->outcome = OUT_BAD_ROW;
+		return;
+	}
+	uint8_t *rb = (uint8_t *)r->us.recent;
+	for (size_t k = 0; k < (rl - 2) / 2; k++) {
+		int hi = hexval(rt[2 + 2 * k]), lo = hexval(rt[3 + 2 * k]);
+		if (hi < 0 || lo < 0) {
+			r->outcome = OUT_BAD_ROW;
+			return;
+		}
+		rb[k] = (uint8_t)(hi << 4 | lo);
+	}
+	r->us.recent_count = (uint32_t)((rl - 2) / 2 / sizeof(struct wire_recent));
+	for (uint32_t k = 0; k < r->us.recent_count; k++) {
+		const struct wire_recent *e = &r->us.recent[k];
+		if (e->kind < WIRE_RECENT_ORDER || e->kind > WIRE_RECENT_TRANSFER ||
+		    e->reason >= WIRE_REASON_MAX) {
+			r->outcome = OUT_BAD_ROW;
+			return;
+		}
 	}
 	r->hyd_new = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
 	r->outcome = OUT_HYD_CLAIMED;

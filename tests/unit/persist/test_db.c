@@ -387,9 +387,10 @@ Test(pst_db, single_flight_merges)
 	cr_assert(eq(u64, sink.msgs[2].hyd.epoch, 8));
 	memmove(&sink.msgs[1], &sink.msgs[2], sizeof(sink.msgs[0]));
 	sink.n = 1;
+	/* A flush draws an epoch newer than the claim (docs/fencing.md). */
 	struct wire_user_state s = state_make(5001, 0, 1, 1);
 	for (int k = 0; k < 3; k++)
-		cr_assert(eq(int, flush(db, 3, 5, &s), 0));
+		cr_assert(eq(int, flush(db, 3, 9, &s), 0));
 	drive(db, 2, 10);
 	for (int k = 0; k < 50; k++)
 		pst_db_poll(db, test_now_ns());
@@ -777,4 +778,69 @@ Test(pst_db, omsd_role_has_no_ddl)
 	cr_assert(eq(str, st, "42501"));
 	q_exec(st, "ALTER TABLE accounts ADD COLUMN x int");
 	cr_assert(eq(str, st, "42501"));
+}
+
+/* Goal: the user's recent request ids travel with the account (docs/fencing.md): what a
+ * flush writes, the next hydration reads back, byte for byte.
+ * Method: hydrate, flush a state with three recent entries, release, hydrate on another
+ * shard; compare the window. */
+Test(pst_db, recent_window_round_trip)
+{
+	struct pst_db *db = db_make(0);
+	hydrate(db, 1, 12001, 1);
+	drive(db, 1, 10);
+	struct wire_user_state s = state_make(12001, 0, 3, 50);
+	s.recent_count = 3;
+	s.recent[0] = (struct wire_recent){.id = 7, .user_seq = 1, .kind = WIRE_RECENT_ORDER};
+	s.recent[1] = (struct wire_recent){.id = UINT64_C(1) << 40, .kind = WIRE_RECENT_TRANSFER};
+	s.recent[2] = (struct wire_recent){.id = 9, .reason = WIRE_REASON_INSUFFICIENT_FUNDS,
+					   .kind = WIRE_RECENT_ORDER};
+	cr_assert(eq(int, flush(db, 1, 2, &s), 0));
+	drive(db, 2, 10);
+	cr_assert(eq(u8, sink.msgs[1].fc.status, WIRE_FLUSH_OK));
+	release(db, 1, 12001, 2);
+	drive(db, 3, 10);
+	hydrate(db, 2, 12001, 1);
+	drive(db, 4, 10);
+	const struct wire_hydrate_user *h = &sink.msgs[3].hyd;
+	cr_assert(eq(u8, h->status, WIRE_HYD_OK));
+	cr_assert(eq(u32, h->state.recent_count, 3));
+	cr_assert(eq(int, memcmp(h->state.recent, s.recent, 3 * sizeof(s.recent[0])), 0));
+	cr_assert(eq(i64, q_i64("SELECT length(recent) FROM accounts WHERE user_id = 12001"), 72));
+	pst_db_destroy(db);
+}
+
+/* Goal: the epoch-fenced CAS (docs/fencing.md). A flush overtaken by cancel-on-activity is
+ * followed by a newer one that still expects the old version: it overwrites our own write.
+ * A stale flush of an older epoch, re-driven late, is refused and writes nothing.
+ * Method: hydrate (epoch 1), flush at 2 (v1), flush at 3 expecting v0 (OK, v2), then a
+ * flush at 2 with other money expecting v0 that is not a repeat (CONFLICT). */
+Test(pst_db, epoch_fenced_cas)
+{
+	struct pst_db *db = db_make(0);
+	hydrate(db, 1, 13001, 1);
+	drive(db, 1, 10);
+	struct wire_user_state s1 = state_make(13001, 0, 1, 100);
+	cr_assert(eq(int, flush(db, 1, 2, &s1), 0));
+	drive(db, 2, 10);
+	cr_assert(eq(u64, sink.msgs[1].fc.version, 1));
+	struct wire_user_state s2 = state_make(13001, 0, 2, 200);
+	cr_assert(eq(int, flush(db, 1, 3, &s2), 0));
+	drive(db, 3, 10);
+	cr_assert(eq(u8, sink.msgs[2].fc.status, WIRE_FLUSH_OK));
+	cr_assert(eq(u64, sink.msgs[2].fc.version, 2));
+	cr_assert(eq(i64, q_i64("SELECT totals[1] FROM accounts WHERE user_id = 13001"), 200));
+	/* The epoch-2 flush again is a repeat of a ledgered write: OK, nothing written. */
+	cr_assert(eq(int, flush(db, 1, 2, &s1), 0));
+	drive(db, 4, 10);
+	cr_assert(eq(u8, sink.msgs[3].fc.status, WIRE_FLUSH_OK));
+	cr_assert(eq(i64, q_i64("SELECT totals[1] FROM accounts WHERE user_id = 13001"), 200));
+	/* An older epoch that was never written (a stale incarnation's flush): refused. */
+	struct wire_user_state old = state_make(13001, 0, 1, 999);
+	cr_assert(eq(int, flush(db, 1, 1, &old), 0));
+	drive(db, 5, 10);
+	cr_assert(eq(u8, sink.msgs[4].fc.status, WIRE_FLUSH_CONFLICT));
+	cr_assert(eq(i64, q_i64("SELECT totals[1] FROM accounts WHERE user_id = 13001"), 200));
+	cr_assert(eq(i64, q_i64("SELECT version FROM accounts WHERE user_id = 13001"), 2));
+	pst_db_destroy(db);
 }
