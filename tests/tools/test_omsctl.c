@@ -472,7 +472,7 @@ Test(omsctl_order, no_answer_and_recovery, .init = start_node, .fini = stop_node
 Test(omsload, runs_and_reports, .init = start_node, .fini = stop_node, .timeout = 30)
 {
 	const char *args[] = {"--users", "4", "--rate", "300", "--seconds", "1", "--seed", "3",
-			      "--drain-ms", "500", NODE, NULL};
+			      "--drain-ms", "5000", NODE, NULL};
 	cr_assert(eq(int, run_tool("OMSLOAD", args), 0), "%s%s", out, err);
 	char *last = out + strlen(out) - 1;
 	while (last > out && last[-1] != '\n')
