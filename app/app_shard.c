@@ -53,6 +53,7 @@
 	X(BACKPRESSURE, "backpressure", "proposals refused: backpressure")                 \
 	X(PROPOSE_FAILED, "propose_failed", "proposals refused otherwise")                 \
 	X(INGRESS_BAD, "ingress_bad", "INGRESS with a bad origin or inner type")           \
+	X(NOT_FROM_NODE, "not_from_node", "node-to-node messages from a non-peer address")  \
 	X(APPLIED, "applied", "entries applied")                                           \
 	X(EGRESS, "egress", "egress messages routed (leader)")                            \
 	X(EGRESS_FOLLOWER, "egress_follower", "egress discarded on a follower")            \
@@ -817,6 +818,20 @@ shard_msg(struct app_shard *s, const struct dp_meta *meta, const struct wire_msg
 	}
 }
 
+/* Frames between nodes (Raft, INGRESS, bridge, client answers for a gateway) must come
+ * from this node or a configured peer's address (and carry the peer key when one is set):
+ * a client must not be able to inject reports or votes. */
+static bool
+from_node(const struct app *app, const struct dp_addr *src)
+{
+	if (src->ip_be == app->cfg.dp.ip_be)
+		return true;
+	for (uint32_t i = 0; i < app->cfg.dp.peer_count; i++)
+		if (app->cfg.dp.peers[i].ip_be == src->ip_be)
+			return true;
+	return false;
+}
+
 static void
 frame_in(struct app_shard *s, struct rte_mbuf *m)
 {
@@ -829,10 +844,22 @@ frame_in(struct app_shard *s, struct rte_mbuf *m)
 
 	dp_rx_msgs(m, &buf, &len);
 	count(s, SC_FRAMES, 1);
+	bool node = from_node(s->app, &meta->src);
+	if (!node && (meta->cls == DP_CLASS_BRIDGE || meta->cls == DP_CLASS_CLIENT)) {
+		count(s, SC_NOT_FROM_NODE, 1);
+		rte_pktmbuf_free(m);
+		return;
+	}
 	while ((msg = wire_msgs_next(buf, len, &pos, &err)) != NULL) {
 		count(s, SC_MSGS, 1);
 		switch (meta->cls) {
 		case DP_CLASS_SHARD:
+			if (!node && (msg->type == WIRE_INGRESS ||
+				      (msg->type >= WIRE_REQUEST_VOTE &&
+				       msg->type <= WIRE_TIMEOUT_NOW))) {
+				count(s, SC_NOT_FROM_NODE, 1);
+				break;
+			}
 			shard_msg(s, meta, msg, &hinted);
 			break;
 		case DP_CLASS_BRIDGE:

@@ -41,11 +41,13 @@ if ! ip netns exec "$NS_C" "$PY" "$E2E_DIR/e2e_trade.py" cluster \
 	done
 	fail "failover checks"
 fi
+log "client done"
 for i in 1 2 3; do
 	# The killed node is a zombie until reaped: reap it first.
 	if [ "$(ps -o stat= -p "${NODE_PIDS[$i]}" 2>/dev/null | cut -c1)" = Z ]; then
 		wait "${NODE_PIDS[$i]}" 2>/dev/null || true
 	fi
+	log "node $i: checking"
 	if kill -0 "${NODE_PIDS[$i]}" 2>/dev/null; then
 		log "node $i: oms $(e2e_cluster_stat "$i" shard.1.role) term $(e2e_cluster_stat "$i" shard.1.term), rebuilds $(e2e_cluster_stat "$i" shard.1.bridge_rebuilds), re-sent $(e2e_cluster_stat "$i" shard.1.bridge_resent)"
 	else
