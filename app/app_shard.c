@@ -966,6 +966,10 @@ shard_do_work(void *arg, uint64_t now_ns)
 		int rc = cns_snapshot_take(s->cns);
 		s->snap_index = idx;
 		count(s, rc == 0 ? SC_SNAPSHOTS : SC_SNAPSHOT_FAILED, 1);
+		if (rc != 0 && rc != -EALREADY)
+			APP_LOG(ERR, "shard %u: snapshot at %" PRIu64 " failed: %s (raise [limits] "
+				"snapshot_mb): the log is not compacted and will fill", s->id, idx,
+				strerror(-rc));
 	}
 	app_outbox_flush(&s->ob);
 	aggregates(s);
@@ -1126,6 +1130,10 @@ app_shard_init(struct app *app, struct app_agent *agent, uint32_t index)
 	size_t cns_size = cns_footprint(&cl), log_size = cns_memlog_footprint(&ll);
 	APP_LOG(INFO, "shard %u (%s): service %zu MiB, consensus %zu MiB, log %zu MiB", s->id,
 		app_service_name(sc->service), svc_size >> 20, cns_size >> 20, log_size >> 20);
+	if (svc_size > cl.snapshot_bytes_max)
+		APP_LOG(WARNING, "shard %u: snapshots are limited to %" PRIu64 " MiB, the service "
+			"can grow to %zu MiB: a snapshot of a full shard would fail ([limits] "
+			"snapshot_mb)", s->id, cfg->snapshot_mb, svc_size >> 20);
 	s->svc_mem = zalloc("svc", s->id, svc_size);
 	s->cns_mem = zalloc("cns", s->id, cns_size);
 	s->log_mem = zalloc("log", s->id, log_size);

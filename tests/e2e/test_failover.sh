@@ -16,6 +16,8 @@ for i in 1 2 3; do
 	mkdir -p "$TMP/$i"
 	E2E_SERVICE_1=oms E2E_SERVICE_2=me e2e_cluster_config "$i" "$TMP/$i/omsd.ini" \
 		"${E2E_TRADE_LINES[@]}"
+	# Snapshots (and log compaction behind them) happen during the run.
+	sed -i 's/^snapshot_entries = .*/snapshot_entries = 300/' "$TMP/$i/omsd.ini"
 	e2e_cluster_start "$i" "$TMP/$i/omsd.ini"
 done
 log "3 nodes up: ${NODE_PIDS[*]}"
@@ -49,7 +51,8 @@ for i in 1 2 3; do
 	fi
 	log "node $i: checking"
 	if kill -0 "${NODE_PIDS[$i]}" 2>/dev/null; then
-		log "node $i: oms $(e2e_cluster_stat "$i" shard.1.role) term $(e2e_cluster_stat "$i" shard.1.term), rebuilds $(e2e_cluster_stat "$i" shard.1.bridge_rebuilds), re-sent $(e2e_cluster_stat "$i" shard.1.bridge_resent)"
+		log "node $i: oms $(e2e_cluster_stat "$i" shard.1.role) term $(e2e_cluster_stat "$i" shard.1.term), rebuilds $(e2e_cluster_stat "$i" shard.1.bridge_rebuilds), re-sent $(e2e_cluster_stat "$i" shard.1.bridge_resent), snapshots oms $(e2e_cluster_stat "$i" shard.1.snapshots) me $(e2e_cluster_stat "$i" shard.2.snapshots) failed $(e2e_cluster_stat "$i" shard.1.snapshot_failed)/$(e2e_cluster_stat "$i" shard.2.snapshot_failed)"
+		[ "$(e2e_cluster_stat "$i" shard.1.snapshots)" -ge 1 ] || fail "node $i took no OMS snapshot"
 	else
 		unset "NODE_PIDS[$i]"
 	fi
