@@ -60,6 +60,7 @@ run(uint32_t residents, int rounds)
 	l.dedup_per_user = 1;
 	l.me_shards_max = 1;
 	l.sweep_evict_max = EXPIRE;
+	l.releases_max = EXPIRE * (uint32_t)rounds + 16; /* flushes in flight count against it */
 	l.sweep_scan_max = EXPIRE * 2;
 	l.ttl_ns = TTL;
 	l.sweep_interval_ns = MS / 4;
