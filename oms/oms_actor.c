@@ -474,12 +474,12 @@ oms_build_user_state(const struct oms *oms, const struct oms_actor *a, struct wi
 }
 
 static void
-emit_begin_dehydrate(const struct oms *oms, const struct oms_actor *a, struct svc_sink *sink,
-		     oms_msg_fn *fn, void *ctx)
+emit_begin_dehydrate(const struct oms *oms, const struct oms_actor *a, uint64_t epoch,
+		     struct svc_sink *sink, oms_msg_fn *fn, void *ctx)
 {
 	struct wire_begin_dehydrate m;
 	memset(&m, 0, sizeof(m));
-	m.epoch = a->epoch;
+	m.epoch = epoch;
 	/* Seed: snapshot-content ≠ flush-content. The flush carries only the quiescent state
 	 * (balances, user_seq, tier); a flushing user is flat, so there is nothing else. */
 	oms_build_user_state(oms, a, &m.state);
@@ -506,7 +506,7 @@ oms_actor_begin_dehydrate(struct oms *oms, struct oms_actor *a, struct svc_sink 
 	a->flush_epoch = a->epoch;
 	move_to(oms, a, OMS_A_FLUSHING);
 	oms_count(oms, OMS_C_DEHYDRATES);
-	emit_begin_dehydrate(oms, a, sink, NULL, NULL);
+	emit_begin_dehydrate(oms, a, a->epoch, sink, NULL, NULL);
 }
 
 static void
@@ -754,7 +754,17 @@ oms_persist_foreach(const struct oms *oms, oms_msg_fn *fn, void *ctx)
 		n++;
 	}
 	for (uint32_t idx = oms->c.flushing.tail; idx != OMS_NIL; idx = oms->actors[idx].prev) {
-		emit_begin_dehydrate(oms, &oms->actors[idx], NULL, fn, ctx);
+		emit_begin_dehydrate(oms, &oms->actors[idx], oms->actors[idx].epoch, NULL, fn, ctx);
+		n++;
+	}
+	/* A flush cancelled by activity whose answer is not in yet: re-drive it under its own
+	 * epoch with the current state (newer money, still under our claim; a repeat that finds
+	 * its write there is a success), so its answer arrives and eviction can resume. */
+	for (uint32_t idx = oms->c.lru.head; idx != OMS_NIL; idx = oms->actors[idx].next) {
+		const struct oms_actor *a = &oms->actors[idx];
+		if (a->flush_epoch == 0)
+			continue;
+		emit_begin_dehydrate(oms, a, a->flush_epoch, NULL, fn, ctx);
 		n++;
 	}
 	for (uint32_t i = 0; i < oms->c.release_count; i++) {

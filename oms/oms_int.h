@@ -157,7 +157,7 @@ struct oms_parked {
  * check touches no cache line the order does not already need. */
 struct oms_dedup {
 	uint64_t id;        /* cl_ord_id or transfer_id */
-	uint64_t user_seq;  /* ACKed: the orderId sequence it got; 0 for a NAK */
+	uint64_t user_seq;  /* ACKed: the orderId's second word (shard << 48 | seq); 0: NAK */
 	uint64_t time_ns;   /* cluster time of the original outcome */
 	uint64_t content;   /* hash of the request (a reused id with other content is refused) */
 	uint16_t reason;    /* NAK reason, NONE for an ACK */

@@ -86,15 +86,26 @@ reason_final(uint16_t reason)
 	}
 }
 
+/* The orderId's second word (this shard << 48 | user_seq): what a dedup entry remembers, so
+ * the original orderId can be repeated wherever the user lives later. */
+static uint64_t
+oid_word(const struct oms *oms, const struct oms_actor *a, uint64_t user_seq)
+{
+	return wire_oid_make(oms->c.limits.shard_id, a->user, user_seq).shard_seq;
+}
+
 static void
-emit_ack(struct oms *oms, struct oms_actor *a, uint64_t cl_ord_id, uint64_t seq, uint64_t time_ns,
-	 struct svc_sink *sink)
+emit_ack(struct oms *oms, struct oms_actor *a, uint64_t cl_ord_id, uint64_t shard_seq,
+	 uint64_t time_ns, struct svc_sink *sink)
 {
 	struct wire_ack m;
 	memset(&m, 0, sizeof(m));
 	m.user = a->user;
 	m.cl_ord_id = cl_ord_id;
-	m.oid = wire_oid_make(oms->c.limits.shard_id, a->user, seq);
+	/* The whole orderId as first given: a duplicate answered after the user moved between
+	 * shards names the shard that admitted it, not this one (found by sim-system). */
+	m.oid.user = a->user;
+	m.oid.shard_seq = shard_seq;
 	m.seq = ++a->egress_seq;
 	m.time_ns = time_ns;
 	oms_count(oms, OMS_C_ACKS);
@@ -531,9 +542,9 @@ oms_on_new_order(struct oms *oms, const struct wire_new_order *m, struct svc_sin
 	o->res_asset = ad.res_asset;
 	o->recv_asset = ad.recv_asset;
 	oms_order_reserve_set(oms, a, o, ad.reserve);
-	oms_dedup_add(oms, a, OMS_DEDUP_ORDER, m->cl_ord_id, o->user_seq, content,
+	oms_dedup_add(oms, a, OMS_DEDUP_ORDER, m->cl_ord_id, oid_word(oms, a, o->user_seq), content,
 		      WIRE_REASON_NONE);
-	emit_ack(oms, a, m->cl_ord_id, o->user_seq, oms->c.now_ns, sink);
+	emit_ack(oms, a, m->cl_ord_id, oid_word(oms, a, o->user_seq), oms->c.now_ns, sink);
 	oms_count(oms, OMS_C_SUBMITS);
 	oms_build_to_me(oms, a, o, sink, NULL, NULL);
 }
@@ -594,9 +605,9 @@ modify_commit(struct oms *oms, struct oms_actor *a, struct oms_order *t, uint8_t
 	o->res_asset = t->res_asset;
 	o->recv_asset = t->recv_asset;
 	t->mod_seq = o->user_seq;
-	oms_dedup_add(oms, a, OMS_DEDUP_ORDER, cl_ord_id, o->user_seq, content,
+	oms_dedup_add(oms, a, OMS_DEDUP_ORDER, cl_ord_id, oid_word(oms, a, o->user_seq), content,
 		      WIRE_REASON_NONE);
-	emit_ack(oms, a, cl_ord_id, o->user_seq, oms->c.now_ns, sink);
+	emit_ack(oms, a, cl_ord_id, oid_word(oms, a, o->user_seq), oms->c.now_ns, sink);
 	oms_count(oms, OMS_C_MODIFIES);
 	oms_build_to_me(oms, a, o, sink, NULL, NULL);
 }
@@ -702,9 +713,9 @@ oms_on_cancel_replace(struct oms *oms, const struct wire_cancel_replace *m, stru
 	o->recv_asset = ad.recv_asset;
 	oms_order_reserve_set(oms, a, o, ad.reserve);
 	t->mod_seq = o->user_seq;
-	oms_dedup_add(oms, a, OMS_DEDUP_ORDER, m->cl_ord_id, o->user_seq, content,
+	oms_dedup_add(oms, a, OMS_DEDUP_ORDER, m->cl_ord_id, oid_word(oms, a, o->user_seq), content,
 		      WIRE_REASON_NONE);
-	emit_ack(oms, a, m->cl_ord_id, o->user_seq, oms->c.now_ns, sink);
+	emit_ack(oms, a, m->cl_ord_id, oid_word(oms, a, o->user_seq), oms->c.now_ns, sink);
 	oms_count(oms, OMS_C_MODIFIES);
 	oms_build_to_me(oms, a, o, sink, NULL, NULL);
 }

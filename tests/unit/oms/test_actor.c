@@ -35,6 +35,19 @@ info(uint64_t user)
 	return i;
 }
 
+struct seen {
+	uint32_t hyd, deh;
+};
+
+static void
+seen_fn(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
+{
+	struct seen *s = ctx;
+	cr_assert(eq(int, dest, WIRE_DEST_PERSIST));
+	s->hyd += msg->type == WIRE_HYDRATE_REQUEST;
+	s->deh += msg->type == WIRE_BEGIN_DEHYDRATE;
+}
+
 /* Goal: orders for a cold user park in log order behind one HydrateRequest and run, in
  * order, when HydrateUser lands. */
 Test(oms_actor, cold_orders_park_then_run_in_order)
@@ -195,6 +208,9 @@ Test(oms_actor, no_new_flush_until_stale_answer)
 	H.now += 30 * SEC;
 	h_tick(&H);
 	cr_assert(eq(u32, h_count(&H, WIRE_BEGIN_DEHYDRATE), 0)); /* the answer is not in */
+	struct seen sn = { 0 };
+	cr_assert(eq(u32, oms_persist_foreach(H.oms, seen_fn, &sn), 1)); /* re-driven on failover */
+	cr_assert(eq(u32, sn.deh, 1));
 	h_flush(&H, 7, e1, WIRE_FLUSH_OK, 2);
 	cr_assert(eq(u32, h_status(&H, 7), OMS_USER_RESIDENT));
 	H.now += 11 * SEC;
@@ -518,19 +534,6 @@ Test(oms_actor, event_for_cold_user_hydrates_on_miss)
 	cr_assert(eq(u64, h_ctr(&H, OMS_C_ALARM_UNKNOWN_ORDER), 1));
 	cr_assert(eq(i64, h_total(&H, 70, A_ETH), 7));
 	cr_assert(eq(i64, h_total(&H, 70, A_USD), 30));
-}
-
-struct seen {
-	uint32_t hyd, deh;
-};
-
-static void
-seen_fn(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
-{
-	struct seen *s = ctx;
-	cr_assert(eq(int, dest, WIRE_DEST_PERSIST));
-	s->hyd += msg->type == WIRE_HYDRATE_REQUEST;
-	s->deh += msg->type == WIRE_BEGIN_DEHYDRATE;
 }
 
 /* Goal: outstanding hydrations and flushes are enumerable (the persister's work queue). */
