@@ -513,7 +513,9 @@ enum wire_recent_kind {
  * sim-system: a deposit applied twice across a routing change). */
 struct wire_recent {
 	uint64_t id;        /* clientOrderId or transfer_id; 0 marks an unused slot */
-	uint64_t user_seq;  /* orders: the orderId sequence it got (0 if refused) */
+	uint64_t user_seq;  /* orders: the orderId's whole second word it got (oms_shard << 48
+			     * | user_seq, as wire_oid.shard_seq), so a duplicate answered on
+			     * another shard repeats the original orderId; 0 if refused */
 	uint16_t reason;    /* original outcome: WIRE_REASON_NONE or the refusal */
 	uint8_t kind;       /* enum wire_recent_kind */
 	uint8_t reserved[5];

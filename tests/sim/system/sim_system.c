@@ -457,8 +457,10 @@ map_put(struct map *m, uint64_t k1, uint64_t k2)
 }
 
 /* Facts the wrappers record. */
+static uint64_t watch_user;      /* SIM_WATCH_USER: trace this user's messages */
 static struct map me_accepted;   /* oid → 1 + (group << 56 | index) of its ACCEPTED event */
 static struct map me_rejected;   /* oid → rejected by the ME */
+static struct map me_refused;    /* oid → refused by an unsequenced ME_RESULT (reason + 1) */
 static struct map oms_acked;     /* oid → clientOrderId of an ACK emitted by an OMS shard */
 static struct map order_cls;     /* (user, clientOrderId) of new orders (not cancels) */
 static struct map oms_nak_seen;  /* (user, cl) → a NAK was emitted */
@@ -506,6 +508,20 @@ sink_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 	struct observe *o = &observe[m->group];
 	if (!o->recording)
 		return;
+	if (watch_user != 0) {
+		uint64_t u = 0;
+		if (msg->type == WIRE_ACK || msg->type == WIRE_NAK || msg->type == WIRE_EXEC_REPORT)
+			memcpy(&u, msg + 1, sizeof(u));
+		else if (msg->type == WIRE_SUBMIT || msg->type == WIRE_ME_EVENT ||
+			 msg->type == WIRE_ME_RESULT)
+			memcpy(&u, (const uint8_t *)msg + (msg->type == WIRE_ME_EVENT ? 24 : 8), 8);
+		else if (msg->type == WIRE_CANCEL_TO_ME || msg->type == WIRE_AMEND_TO_ME ||
+			 msg->type == WIRE_REPLACE_TO_ME)
+			memcpy(&u, msg + 1, sizeof(u));
+		if (u == watch_user)
+			trace("watch: shard %u index %" PRIu64 " emits %s (%u bytes)",
+			      groups[m->group].shard, o->index, wire_type_name(msg->type), msg->length);
+	}
 	if (msg->type == WIRE_ACK) {
 		const struct wire_ack *a = (const void *)msg;
 		*map_put(&oms_acked, a->oid.user, a->oid.shard_seq) = a->cl_ord_id;
@@ -528,6 +544,12 @@ sink_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 		} else if (e->event == WIRE_EV_REJECTED) {
 			*map_put(&me_rejected, e->oid.user, e->oid.shard_seq) = 1;
 		}
+	} else if (msg->type == WIRE_ME_RESULT) {
+		/* The ME's unsequenced refusal (no record or stream slot free): it reached the ME,
+		 * which said no without a stream event. */
+		const struct wire_me_result *r = (const void *)msg;
+		if (r->known == 0 && r->reason != WIRE_REASON_NONE)
+			*map_put(&me_refused, r->oid.user, r->oid.shard_seq) = 1 + r->reason;
 	} else if (msg->type == WIRE_BEGIN_DEHYDRATE) {
 		/* Seed: evict only when flat — no resting orders, no saga, no reservation. */
 		const struct wire_begin_dehydrate *b = (const void *)msg;
@@ -1857,7 +1879,8 @@ check_acked_reached_me(void)
 		if (map_get(&order_cls, s->k1, s->v) == NULL)
 			continue; /* the ACK of a cancel or amend request */
 		if (map_get(&me_accepted, s->k1, s->k2) == NULL &&
-		    map_get(&me_rejected, s->k1, s->k2) == NULL)
+		    map_get(&me_rejected, s->k1, s->k2) == NULL &&
+		    map_get(&me_refused, s->k1, s->k2) == NULL)
 			violation("acknowledged order %" PRIu64 ":%" PRIx64 " never reached the ME",
 				  s->k1, s->k2);
 	}
@@ -2070,6 +2093,7 @@ setup(void)
 	me_lim.gtd_max = 1 << 12;
 	me_lim.events_max = 1 << 12;
 	me_lim.events_reserve = 256;
+	me_lim.dedup_ttl_ns = 1000 * MS; /* far above every re-drive and retry interval here */
 	cns_lim.snapshot_bytes_max = 16u << 20;
 	log_lim.entries_max = 1 << 15;
 	log_lim.bytes_max = 64u << 20;
@@ -2152,6 +2176,8 @@ main(int argc, char **argv)
 		else
 			usage();
 	}
+	if (getenv("SIM_WATCH_USER") != NULL)
+		watch_user = strtoull(getenv("SIM_WATCH_USER"), NULL, 0);
 	setup();
 
 	/* Warm-up: elect leaders, configure symbols and routing, calm. */
