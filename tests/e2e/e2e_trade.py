@@ -259,6 +259,40 @@ def single(a):
     log("PASS")
 
 
+def restart(a):
+    """Phase a before a kill -9 of the node, phase b after its restart from its files."""
+    c = Client(a.nodes.split(","))
+    if a.phase == "a":
+        check(c.deposit(OMS, SELLER, 1, BASE, 4), "deposit 4 base to the seller")
+        check(c.deposit(OMS, BUYER, 2, QUOTE, 1000000), "deposit 1000000 quote to the buyer")
+        r = c.order(SELLER, 11, SYM, SELL, 100, 4)
+        check(r is not None and r["type"] == ACK, "sell 4 acknowledged")
+        check("OPEN" in c.wait_reports(SELLER, 11, ("OPEN",)), "sell rests")
+        r = c.order(BUYER, 21, SYM, BUY, 100, 1)
+        check(r is not None and r["type"] == ACK, "buy 1 acknowledged")
+        check(c.wait_reports(BUYER, 21, ("DONE",))[-1:] == ["DONE"], "buy 1 filled")
+        log("PASS (phase a)")
+        return
+    # After the restart: the book still holds the seller's remaining 3, the buyer still has
+    # its quote and the 1 base it bought.
+    r = c.order(BUYER, 22, SYM, BUY, 100, 3, timeout=30)
+    check(r is not None and r["type"] == ACK, "buy 3 after the restart acknowledged: %s" % r)
+    rep = c.wait_reports(BUYER, 22, ("DONE",))
+    check(rep[-2:] == ["FILL", "DONE"], "it fills against the order rested before the kill: %s"
+          % rep)
+    r = c.order(BUYER, 23, SYM, SELL, 120, 4)
+    check(r is not None and r["type"] == ACK, "the buyer sells the 4 base it holds (1 + 3)")
+    r = c.order(BUYER, 24, SYM, SELL, 120, 1)
+    check(r is not None and r["type"] == NAK and r["reason"] == 18,
+          "and not a fifth (INSUFFICIENT_FUNDS)")
+    r = c.order(BUYER, 21, SYM, BUY, 100, 1)
+    check(r is not None and ((r["type"] == NAK and r["reason"] == 28) or
+                             (r["type"] == ACK and r["oid_seq"] & (2**48 - 1) == 1)),
+          "the pre-kill clientOrderId 21 is still known (its original orderId answered): %s"
+          % r)
+    log("PASS (phase b)")
+
+
 def read_stat(path, pid, key):
     try:
         os.unlink(path)
@@ -372,13 +406,16 @@ def cluster(a):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("mode", choices=["single", "cluster"])
+    p.add_argument("mode", choices=["single", "cluster", "restart"])
+    p.add_argument("--phase", choices=["a", "b"], default="a")
     p.add_argument("--nodes", required=True)
     p.add_argument("--pids")
     p.add_argument("--stats")
     a = p.parse_args()
     if a.mode == "single":
         single(a)
+    elif a.mode == "restart":
+        restart(a)
     else:
         cluster(a)
 

@@ -18,9 +18,13 @@ for i in 1 2 3; do
 		"${E2E_TRADE_LINES[@]}"
 	# Snapshots (and log compaction behind them) happen during the run.
 	sed -i 's/^snapshot_entries = .*/snapshot_entries = 300/' "$TMP/$i/omsd.ini"
+	if [ -n "${E2E_DURABLE:-}" ]; then
+		printf '\n[durability]\nmode = durable\n' >>"$TMP/$i/omsd.ini"
+	fi
 	e2e_cluster_start "$i" "$TMP/$i/omsd.ini"
 done
 log "3 nodes up: ${NODE_PIDS[*]}"
+if grep -q "file log" "$TMP/1/omsd.log"; then log "durable mode: Raft logs in $TMP/<node>/data"; fi
 
 # Wait for both shards to elect and the OMS shard to apply its bootstrap routing config.
 ready=
