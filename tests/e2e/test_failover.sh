@@ -8,6 +8,9 @@
 # crossing pairs, rests one sell, then kill -9s the node that leads the OMS shard, waits for
 # a new leader, trades five more pairs (rotating to a live gateway when one is silent),
 # crosses the order rested before the kill, and checks every report.
+# With E2E_DURABLE=1 (e2e_failover_durable) the nodes keep their Raft logs in files, and the
+# killed node is started again afterwards: it must recover from its files and catch up
+# with the leader's commit index as a follower.
 source "$(dirname "$0")/lib.sh"
 need_root
 e2e_cluster_init oef 16 3
@@ -61,4 +64,28 @@ for i in 1 2 3; do
 		unset "NODE_PIDS[$i]"
 	fi
 done
+if [ -n "${E2E_DURABLE:-}" ]; then
+	dead=
+	for i in 1 2 3; do [ -z "${NODE_PIDS[$i]:-}" ] && dead=$i; done
+	[ -n "$dead" ] || fail "no killed node found"
+	leader=
+	for i in 1 2 3; do
+		[ "$i" = "$dead" ] && continue
+		[ "$(e2e_cluster_stat "$i" shard.1.is_leader)" = 1 ] && leader=$i
+	done
+	[ -n "$leader" ] || fail "no OMS leader among the survivors"
+	target=$(e2e_cluster_stat "$leader" shard.1.commit)
+	mv "$TMP/$dead/omsd.log" "$TMP/$dead/omsd.log.1"
+	e2e_cluster_start "$dead" "$TMP/$dead/omsd.ini"
+	grep "file log" "$TMP/$dead/omsd.log" | sed 's/^/    /'
+	ok=
+	for _ in $(seq 75); do
+		applied=$(e2e_cluster_stat "$dead" shard.1.applied)
+		role=$(e2e_cluster_stat "$dead" shard.1.role)
+		if [ "$applied" -ge "$target" ] && [ "$role" = follower ]; then ok=1; break; fi
+		sleep 0.2
+	done
+	[ -n "$ok" ] || fail "restarted node $dead: applied $applied role $role, want >= $target as follower"
+	log "node $dead restarted from its files: follower, applied $applied >= leader's commit $target at restart, recovered $(e2e_cluster_stat "$dead" shard.1.flog_boot_entries) entries"
+fi
 log "PASS"
