@@ -391,7 +391,7 @@ gw_client(struct app_shard *s, const struct wire_msg_hdr *msg)
 		}
 		if (n->user == 0)
 			return;
-		if (n->reason == WIRE_REASON_NOT_OWNER) {
+		if (n->reason == WIRE_REASON_NOT_OWNER && n->owner_shard < DP_SHARDS_MAX) {
 			struct user_ent *e = user_slot(s->clients, n->user, false);
 			if (e != NULL)
 				e->owner_hint = (uint16_t)(n->owner_shard + 1);

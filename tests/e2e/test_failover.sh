@@ -56,7 +56,6 @@ for i in 1 2 3; do
 	if [ "$(ps -o stat= -p "${NODE_PIDS[$i]}" 2>/dev/null | cut -c1)" = Z ]; then
 		wait "${NODE_PIDS[$i]}" 2>/dev/null || true
 	fi
-	log "node $i: checking"
 	if kill -0 "${NODE_PIDS[$i]}" 2>/dev/null; then
 		log "node $i: oms $(e2e_cluster_stat "$i" shard.1.role) term $(e2e_cluster_stat "$i" shard.1.term), rebuilds $(e2e_cluster_stat "$i" shard.1.bridge_rebuilds), re-sent $(e2e_cluster_stat "$i" shard.1.bridge_resent), snapshots oms $(e2e_cluster_stat "$i" shard.1.snapshots) me $(e2e_cluster_stat "$i" shard.2.snapshots) failed $(e2e_cluster_stat "$i" shard.1.snapshot_failed)/$(e2e_cluster_stat "$i" shard.2.snapshot_failed)"
 		[ "$(e2e_cluster_stat "$i" shard.1.snapshots)" -ge 1 ] || fail "node $i took no OMS snapshot"
