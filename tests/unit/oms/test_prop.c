@@ -656,7 +656,7 @@ run_seed(uint64_t seed, uint32_t steps)
 
 /* Goal: money conservation, the flat rule and all invariants hold at every step of long
  * random sequences, over several seeds. */
-Test(oms_prop, random_sequences_conserve_money_and_stay_flat, .timeout = 280)
+Test(oms_prop, random_sequences_conserve_money_and_stay_flat)
 {
 	const char *env = getenv("OMS_PROP_SEED");
 	trace = getenv("OMS_PROP_TRACE") != NULL;
@@ -671,7 +671,7 @@ Test(oms_prop, random_sequences_conserve_money_and_stay_flat, .timeout = 280)
 
 /* Goal (invariant 5): the whole run is a deterministic function of its seed: the same
  * entries give the same egress and the same state hash; another seed does not. */
-Test(oms_prop, same_seed_same_hash, .timeout = 120)
+Test(oms_prop, same_seed_same_hash)
 {
 	uint64_t a = run_seed(77, 6000);
 	uint64_t b = run_seed(77, 6000);
