@@ -52,4 +52,55 @@ struct svc_ops {
 	uint64_t (*state_hash)(const void *svc);
 };
 
+/*
+ * Define `const struct svc_ops PREFIX_svc_ops` for a service whose typed entry points follow
+ * the house shape (me, oms):
+ *   void   PREFIX_apply(TYPE *, uint64_t now_ns, const struct wire_msg_hdr *, struct svc_sink *)
+ *   void   PREFIX_tick(TYPE *, uint64_t now_ns, struct svc_sink *)
+ *   size_t PREFIX_snapshot_size(const TYPE *)
+ *   size_t PREFIX_snapshot(const TYPE *, void *buf, size_t cap)
+ *   int    PREFIX_restore(TYPE *, const void *buf, size_t len)
+ *   uint64_t PREFIX_state_hash(const TYPE *)
+ * The adapters only convert `void *` to TYPE * and drop the log index (a service needs time,
+ * not positions); one definition keeps them identical for every service.
+ */
+#define SVC_OPS_DEFINE(prefix, type)                                                       \
+	static void prefix##_svc_apply(void *svc, uint64_t index, uint64_t now_ns,         \
+				       const struct wire_msg_hdr *msg, struct svc_sink *sink) \
+	{                                                                                  \
+		(void)index;                                                               \
+		prefix##_apply((type *)svc, now_ns, msg, sink);                            \
+	}                                                                                  \
+	static void prefix##_svc_tick(void *svc, uint64_t index, uint64_t now_ns,          \
+				      struct svc_sink *sink)                               \
+	{                                                                                  \
+		(void)index;                                                               \
+		prefix##_tick((type *)svc, now_ns, sink);                                  \
+	}                                                                                  \
+	static size_t prefix##_svc_snapshot_size(const void *svc)                          \
+	{                                                                                  \
+		return prefix##_snapshot_size((const type *)svc);                          \
+	}                                                                                  \
+	static size_t prefix##_svc_snapshot(const void *svc, void *buf, size_t cap)        \
+	{                                                                                  \
+		return prefix##_snapshot((const type *)svc, buf, cap);                     \
+	}                                                                                  \
+	static int prefix##_svc_restore(void *svc, const void *buf, size_t len)            \
+	{                                                                                  \
+		return prefix##_restore((type *)svc, buf, len);                            \
+	}                                                                                  \
+	static uint64_t prefix##_svc_state_hash(const void *svc)                           \
+	{                                                                                  \
+		return prefix##_state_hash((const type *)svc);                             \
+	}                                                                                  \
+	const struct svc_ops prefix##_svc_ops = {                                          \
+		.name = #prefix,                                                           \
+		.apply = prefix##_svc_apply,                                               \
+		.tick = prefix##_svc_tick,                                                 \
+		.snapshot_size = prefix##_svc_snapshot_size,                               \
+		.snapshot = prefix##_svc_snapshot,                                         \
+		.restore = prefix##_svc_restore,                                           \
+		.state_hash = prefix##_svc_state_hash,                                     \
+	}
+
 #endif

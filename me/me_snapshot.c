@@ -254,51 +254,5 @@ me_state_hash(const struct me *me)
 
 /* ---- svc_ops ---- */
 
-static void
-svc_apply(void *svc, uint64_t index, uint64_t now_ns, const struct wire_msg_hdr *msg,
-	  struct svc_sink *sink)
-{
-	(void)index;
-	me_apply(svc, now_ns, msg, sink);
-}
-
-static void
-svc_tick(void *svc, uint64_t index, uint64_t now_ns, struct svc_sink *sink)
-{
-	(void)index;
-	me_tick(svc, now_ns, sink);
-}
-
-static size_t
-svc_snapshot_size(const void *svc)
-{
-	return me_snapshot_size(svc);
-}
-
-static size_t
-svc_snapshot(const void *svc, void *buf, size_t cap)
-{
-	return me_snapshot(svc, buf, cap);
-}
-
-static int
-svc_restore(void *svc, const void *buf, size_t len)
-{
-	return me_restore(svc, buf, len);
-}
-
-static uint64_t
-svc_state_hash(const void *svc)
-{
-	return me_state_hash(svc);
-}
-
-const struct svc_ops me_svc_ops = {
-	.name = "me",
-	.apply = svc_apply,
-	.tick = svc_tick,
-	.snapshot_size = svc_snapshot_size,
-	.snapshot = svc_snapshot,
-	.restore = svc_restore,
-	.state_hash = svc_state_hash,
-};
+/* The service table consensus hosts (common/service.h). */
+SVC_OPS_DEFINE(me, struct me);

@@ -1923,11 +1923,14 @@ resting_total(void)
  * Driver.
  * ------------------------------------------------------------------------------------- */
 
+static uint64_t ev_kind_count[32];
+
 static void
 run_one(struct ev *e)
 {
 	now = e->t;
 	events_run++;
+	ev_kind_count[e->kind & 31]++;
 	switch (e->kind) {
 	case EV_TICK: on_tick(e->a); break;
 	case EV_RAFT: on_raft(e); break;
@@ -2229,5 +2232,16 @@ main(int argc, char **argv)
 	       " hash checks %" PRIu64 "\n",
 	       seed, events_run, (double)now / 1e9, orders_sent, cancels_sent, deposits_sent,
 	       me_accepted.len, fills, hydrations, evictions, db_stats_conflicts, hashes_compared);
+	if (getenv("SIM_STATS") != NULL) {
+		static const char *const names[] = {
+			[EV_TICK] = "tick", [EV_RAFT] = "raft", [EV_DURABLE] = "durable",
+			[EV_INGRESS] = "ingress", [EV_NOT_LEADER] = "not_leader",
+			[EV_GW_REPLY] = "gw_reply", [EV_DB_DONE] = "db_done",
+			[EV_ADMIN_REPLY] = "admin_reply", [EV_WORKLOAD] = "workload",
+			[EV_FAULT] = "fault", [EV_RESTART] = "restart", [EV_HEAL] = "heal",
+			[EV_GW_CONFIG] = "gw_config", [EV_ADMIN] = "admin"};
+		for (uint32_t k = 1; k <= EV_ADMIN; k++)
+			printf("  events %-12s %" PRIu64 "\n", names[k], ev_kind_count[k]);
+	}
 	return 0;
 }
