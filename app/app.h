@@ -67,10 +67,12 @@ struct app_persister; /* app_persist.c: the persister lcore (PostgreSQL) */
 
 /* app_out.c: frames being built by one lcore, one per destination (a route: a local ring,
  * or an address, plus class and shard), flushed when full and at the end of every cycle.
- * Never blocks: a full queue drops the frame and counts it (Raft retransmits, the bridge
- * re-drives, clients retransmit). Frames to a local ring carry the same dp_meta as frames
- * from the port. Single writer. */
+ * Never blocks: a frame the tx queue or local ring refuses is held (up to APP_HELD_MAX) and
+ * offered again first at the next flush; beyond that it is dropped and counted (Raft
+ * retransmits, the bridge re-drives, clients retransmit). Frames to a local ring carry the
+ * same dp_meta as frames from the port. Single writer. */
 #define APP_OUT_MAX 8
+#define APP_HELD_MAX 256
 struct app_out {
 	struct rte_mbuf *m;          /* NULL: slot unused */
 	struct wire_builder b;       /* over the mbuf's data */
@@ -86,9 +88,13 @@ struct app_outbox {
 	uint32_t self;               /* frame sender id */
 	uint32_t frame_cap;          /* bytes per frame (MTU) */
 	struct app_out out[APP_OUT_MAX];
+	struct rte_mbuf *held[APP_HELD_MAX];      /* refused frames, oldest first */
+	struct rte_ring *held_ring[APP_HELD_MAX]; /* their local ring, NULL: the tx queue */
+	uint32_t held_count;
 	uint64_t tx_frames;          /* frames queued to the io lcore */
+	uint64_t tx_held;            /* frames held once because a queue was full */
 	uint64_t tx_local;           /* frames delivered to a lcore of this node */
-	uint64_t tx_full;            /* frames dropped: tx queue or local ring full */
+	uint64_t tx_full;            /* frames dropped: queue full and the held list full */
 	uint64_t tx_nombuf;          /* messages dropped: mbuf pool empty */
 	uint64_t tx_too_big;         /* messages larger than a frame */
 };

@@ -34,6 +34,53 @@ app_outbox_init(struct app_outbox *ob, struct app *app, struct dp_txq *txq)
 	ob->frame_cap = app_frame_cap(app);
 }
 
+/* Offer one sealed frame to its queue; 0 or -ENOBUFS (the caller still owns it). */
+static int
+offer(struct app_outbox *ob, struct rte_mbuf *m, struct rte_ring *ring)
+{
+	if (ring != NULL) {
+		if (rte_ring_mp_enqueue(ring, m) != 0)
+			return -ENOBUFS;
+		BUMP(ob->tx_local);
+		return 0;
+	}
+	if (dp_tx_send_burst(ob->txq, &m, 1) != 1)
+		return -ENOBUFS;
+	BUMP(ob->tx_frames);
+	return 0;
+}
+
+/* Send a sealed frame, or hold it when its queue is full (dropped when the list is full). */
+static void
+send_or_hold(struct app_outbox *ob, struct rte_mbuf *m, struct rte_ring *ring)
+{
+	if (ob->held_count == 0 && offer(ob, m, ring) == 0)
+		return;
+	if (ob->held_count == APP_HELD_MAX) {
+		rte_pktmbuf_free(m);
+		BUMP(ob->tx_full);
+		return;
+	}
+	ob->held[ob->held_count] = m;
+	ob->held_ring[ob->held_count] = ring;
+	ob->held_count++;
+	BUMP(ob->tx_held);
+}
+
+/* Offer the held frames again, oldest first; stop at the first refusal (keeps order). */
+static void
+held_retry(struct app_outbox *ob)
+{
+	uint32_t done = 0;
+	while (done < ob->held_count && offer(ob, ob->held[done], ob->held_ring[done]) == 0)
+		done++;
+	if (done == 0)
+		return;
+	ob->held_count -= done;
+	memmove(ob->held, ob->held + done, ob->held_count * sizeof(ob->held[0]));
+	memmove(ob->held_ring, ob->held_ring + done, ob->held_count * sizeof(ob->held_ring[0]));
+}
+
 static void
 out_flush(struct app_outbox *ob, struct app_out *o)
 {
@@ -57,24 +104,18 @@ out_flush(struct app_outbox *ob, struct app_out *o)
 		meta->sender_id = ob->self;
 		meta->cls = o->cls;
 		meta->shard = o->shard;
-		if (rte_ring_mp_enqueue(o->ring, m) != 0) {
-			rte_pktmbuf_free(m);
-			BUMP(ob->tx_full);
-		} else {
-			BUMP(ob->tx_local);
-		}
+		send_or_hold(ob, m, o->ring);
 		return;
 	}
 	uint32_t len = wire_builder_finish(&o->b, dp_key_for(ob->app->dp, &o->dst));
-	if (dp_tx_send(ob->txq, m, len, &o->dst) != 0)
-		BUMP(ob->tx_full);
-	else
-		BUMP(ob->tx_frames);
+	dp_tx_prepare(m, len, &o->dst);
+	send_or_hold(ob, m, NULL);
 }
 
 void
 app_outbox_flush(struct app_outbox *ob)
 {
+	held_retry(ob);
 	for (uint32_t i = 0; i < APP_OUT_MAX; i++)
 		out_flush(ob, &ob->out[i]);
 }
@@ -87,6 +128,9 @@ app_outbox_free(struct app_outbox *ob)
 			rte_pktmbuf_free(ob->out[i].m);
 		ob->out[i].m = NULL;
 	}
+	for (uint32_t i = 0; i < ob->held_count; i++)
+		rte_pktmbuf_free(ob->held[i]);
+	ob->held_count = 0;
 }
 
 static struct app_out *
@@ -159,6 +203,7 @@ app_outbox_stats_write(const struct app_outbox *ob, const char *prefix, FILE *ou
 {
 	fprintf(out, "%s.tx_frames %" PRIu64 "\n", prefix, LOAD(ob->tx_frames));
 	fprintf(out, "%s.tx_local %" PRIu64 "\n", prefix, LOAD(ob->tx_local));
+	fprintf(out, "%s.tx_held %" PRIu64 "\n", prefix, LOAD(ob->tx_held));
 	fprintf(out, "%s.tx_full %" PRIu64 "\n", prefix, LOAD(ob->tx_full));
 	fprintf(out, "%s.tx_nombuf %" PRIu64 "\n", prefix, LOAD(ob->tx_nombuf));
 	fprintf(out, "%s.tx_too_big %" PRIu64 "\n", prefix, LOAD(ob->tx_too_big));
