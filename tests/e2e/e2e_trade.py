@@ -110,6 +110,11 @@ class Client:
         self.nodes = nodes
         self.node = 0
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        # Reports arrive in bursts: a default receive buffer (≈200 KiB) overflows.
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, 33, 8 << 20)  # SO_RCVBUFFORCE (root)
+        except OSError:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
         self.sock.bind(("0.0.0.0", 0))
         self.got = []   # every message received, in order
 
