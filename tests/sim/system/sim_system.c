@@ -1246,10 +1246,13 @@ on_tick(uint32_t h)
 	}
 }
 
+static uint64_t raft_type_count[WIRE_TYPE_LIMIT][GROUPS];
+
 static void
 on_raft(struct ev *e)
 {
 	uint32_t h = e->b;
+	raft_type_count[((const struct wire_msg_hdr *)e->msg)->type % WIRE_TYPE_LIMIT][e->a]++;
 	if (!hosts[h].up)
 		return;
 	struct group *g = &groups[e->a];
@@ -1714,9 +1717,28 @@ admin_kill(uint64_t user, bool engage)
  * Faults.
  * ------------------------------------------------------------------------------------- */
 
+/* The operator's tooling re-sends the routing config until every OMS shard has applied it
+ * (a config that reached one shard and not the other leaves them disagreeing about owners:
+ * NOT_OWNER ping-pong). Halts and kill-switches are not re-sent: a late copy could undo a
+ * later resume. */
+static void
+routing_ensure(void)
+{
+	for (uint32_t gi = 0; gi < OMS_GROUPS; gi++) {
+		struct member *l = leader_of(&groups[gi]);
+		if (l == NULL || oms_route_epoch(l->svc) >= route_truth.epoch)
+			continue;
+		_Alignas(8) uint8_t copy[sizeof(route_truth)];
+		memcpy(copy, &route_truth, sizeof(route_truth));
+		((struct wire_msg_hdr *)copy)->shard = groups[gi].shard;
+		propose_at(l->idx, &groups[gi], l->idx, (const void *)copy, ORIGIN_ADMIN, 0);
+	}
+}
+
 static void
 on_fault(void)
 {
+	routing_ensure();
 	struct ev *next = ev_new((uint64_t)prng_range(&rng, 20, 120) * MS, EV_FAULT);
 	ev_push(next);
 	if (!f.chaos)
@@ -2054,6 +2076,7 @@ quiesce_and_check(const char *why)
 			}
 			violation("%s: the system did not drain within 20 s of healing", why);
 		}
+		routing_ensure();
 		run_until(now + 5 * MS);
 	}
 	/* Every member catches up with what was committed (liveness of apply). */
@@ -2071,6 +2094,29 @@ quiesce_and_check(const char *why)
 	check_money();
 	check_acked_reached_me();
 	check_drained();
+	if (getenv("SIM_STATS") != NULL) {
+		for (uint32_t t = 0; t < WIRE_TYPE_LIMIT; t++)
+			for (uint32_t gi = 0; gi < GROUPS; gi++)
+				if (raft_type_count[t][gi] > 0)
+					printf("  %s: raft %s to shard %u: %" PRIu64 "\n", why,
+					       wire_type_name((uint16_t)t), groups[gi].shard,
+					       raft_type_count[t][gi]);
+		memset(raft_type_count, 0, sizeof(raft_type_count));
+		for (uint32_t gi = 0; gi < GROUPS; gi++)
+			for (uint32_t i = 0; i < MEMBERS; i++) {
+				struct member *m = &groups[gi].m[i];
+				printf("  %s: shard %u member %u role %d log %u entries %u bytes"
+				       " first %" PRIu64 " last %" PRIu64 " commit %" PRIu64 " |",
+				       why, groups[gi].shard, i, cns_role(m->cns),
+				       cns_memlog_count(m->log), cns_memlog_bytes(m->log),
+				       cns_memlog_ops.first_index(m->log), cns_last_index(m->cns),
+				       cns_commit_index(m->cns));
+				for (int c = 0; c < CNS_C_COUNT; c++)
+					if (cns_counter(m->cns, c))
+						printf(" %s=%" PRIu64, cns_counter_name(c), cns_counter(m->cns, c));
+				printf("\n");
+			}
+	}
 	trace("%s: quiescent and consistent", why);
 }
 
