@@ -327,6 +327,7 @@ struct member {
 	struct egress *egress;    /* captured by the sink during apply */
 	uint32_t egress_count;
 	uint64_t written;         /* highest index handed to the disk */
+	uint64_t written_term;    /* its term: a rewrite of that index means it is unwritten */
 	/* The last snapshot handed to host.snapshot_saved: survives a crash. */
 	struct cns_snapshot_meta snap_meta;
 	uint8_t *snap_data;
@@ -1107,6 +1108,8 @@ disk_schedule(struct member *m)
 	uint64_t last = cns_last_index(m->cns);
 	if (last < m->written)
 		m->written = last; /* truncated behind us */
+	if (m->written != 0 && cns_term_at(m->cns, m->written) != m->written_term)
+		m->written = 0;   /* truncated and rewritten within one step: write it again */
 	if (last == m->written)
 		return;
 	struct ev *e = ev_new((uint64_t)prng_range(&rng, (int64_t)f.disk_min_ns,
@@ -1118,6 +1121,7 @@ disk_schedule(struct member *m)
 	e->y = cns_term_at(m->cns, last);
 	e->z = hosts[m->idx].incarnation;
 	m->written = last;
+	m->written_term = e->y;
 	ev_push(e);
 }
 
@@ -1167,6 +1171,7 @@ member_boot(struct group *g, struct member *m, bool fresh)
 	applying = NULL;
 	CHECK(rc == 0);
 	m->written = cns_last_index(m->cns);
+	m->written_term = cns_term_at(m->cns, m->written);
 	m->egress_count = 0;
 }
 
