@@ -1833,6 +1833,16 @@ on_heal(void)
  * Checks.
  * ------------------------------------------------------------------------------------- */
 
+/* A leader's state is the shard's current state once it has committed an entry of its own
+ * term (before that its commit index can be a stale prefix: Raft §5.4.2) and applied all it
+ * committed. */
+static bool
+leader_current(const struct member *l)
+{
+	return cns_term_at(l->cns, cns_commit_index(l->cns)) == cns_term(l->cns) &&
+	       cns_applied_index(l->cns) == cns_commit_index(l->cns);
+}
+
 /* A user is resident in at most one OMS shard (checked on leaders that have applied all
  * they committed, so a lagging view is not mistaken for a second residence). */
 static void
@@ -1841,7 +1851,7 @@ check_residency(void)
 	struct member *l[OMS_GROUPS];
 	for (uint32_t gi = 0; gi < OMS_GROUPS; gi++) {
 		l[gi] = leader_of(&groups[gi]);
-		if (l[gi] == NULL || cns_applied_index(l[gi]->cns) != cns_commit_index(l[gi]->cns))
+		if (l[gi] == NULL || !leader_current(l[gi]))
 			return;
 	}
 	for (uint64_t u = 1; u <= USERS; u++) {
@@ -1852,8 +1862,18 @@ check_residency(void)
 			    (info.status == OMS_USER_RESIDENT || info.status == OMS_USER_FLUSHING))
 				where |= 1u << gi;
 		}
-		if (where == 3)
+		if (where == 3) {
+			for (uint32_t gi = 0; gi < OMS_GROUPS; gi++) {
+				struct oms_user_info info;
+				oms_user_get(l[gi]->svc, u, &info);
+				printf("  shard %u leader host %u term %" PRIu64 " applied %" PRIu64
+				       ": status %u epoch %" PRIu64 " version %" PRIu64 " sagas %u live %u\n",
+				       groups[gi].shard, l[gi]->idx, cns_term(l[gi]->cns),
+				       cns_applied_index(l[gi]->cns), info.status, info.epoch,
+				       info.version, info.sagas, info.live);
+			}
 			violation("user %" PRIu64 " resident in both OMS shards", u);
+		}
 	}
 }
 
@@ -2012,7 +2032,7 @@ drained(void)
 			return false;
 	for (uint32_t gi = 0; gi < GROUPS; gi++) {
 		struct member *l = leader_of(&groups[gi]);
-		if (cns_applied_index(l->cns) != cns_commit_index(l->cns))
+		if (!leader_current(l))
 			return false;
 		if (gi < OMS_GROUPS && oms_inflight_count(l->svc) != 0)
 			return false;
