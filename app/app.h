@@ -155,6 +155,10 @@ int app_agent_main(void *agent);
 
 /* Write every counter (dataplane, agents, shards) as "name value" lines. */
 void app_stats_write(const struct app *app, FILE *out);
+/* app_mgmt.c: the control socket on the main lcore ([paths] mgmt_socket; "" = none). */
+int app_mgmt_open(const struct app *app);
+void app_mgmt_poll(int timeout_ms);
+void app_mgmt_close(void);
 
 /* app_shard.c: the shard role for oms and me shards (echo shards stay in app_lcore.c). */
 int app_shard_init(struct app *app, struct app_agent *agent, uint32_t index);

@@ -310,9 +310,21 @@ main(int argc, char **argv)
 		stats_dump(&app, "start");
 	}
 
-	/* 5. Main lcore: signals and stats (mgmt joins here later). */
+	/* 5. Main lcore: signals, stats and the control socket (never a hot lcore). */
+	bool mgmt_on = false;
+	if (!stopping) {
+		int mrc = app_mgmt_open(&app);
+		if (mrc < 0)
+			APP_LOG(WARNING, "control socket %s: %s (running without it)",
+				app.cfg.mgmt_socket, strerror(-mrc));
+		else
+			mgmt_on = app.cfg.mgmt_socket[0] != '\0';
+	}
 	while (!stopping) {
-		usleep(MAIN_TICK_US);
+		if (mgmt_on)
+			app_mgmt_poll(MAIN_TICK_US / 1000 > 0 ? MAIN_TICK_US / 1000 : 1);
+		else
+			usleep(MAIN_TICK_US);
 		if (dump_requested) {
 			dump_requested = 0;
 			stats_dump(&app, "SIGUSR1");
@@ -321,6 +333,7 @@ main(int argc, char **argv)
 
 	/* 6. Shutdown: producers first, then io; then what is still queued goes out. */
 	APP_LOG(INFO, "stopping");
+	app_mgmt_close();
 	agents_stop(&app, false);
 	agents_stop(&app, true);
 	uint32_t drained = dp_io_drain(app.dp);
