@@ -456,34 +456,45 @@ sep(struct mgmt_out *o)
 	o->need_comma = true;
 }
 
+/* Containers: a separator before, the opening bracket, no comma before the first member;
+ * after the closing bracket the next value needs one. */
+static void
+open_container(struct mgmt_out *o, const char *bracket)
+{
+	sep(o);
+	put(o, bracket, 1);
+	o->need_comma = false;
+}
+
+static void
+close_container(struct mgmt_out *o, const char *bracket)
+{
+	put(o, bracket, 1);
+	o->need_comma = true;
+}
+
 void
 mgmt_out_obj_begin(struct mgmt_out *o)
 {
-	sep(o);
-	put(o, "{", 1);
-	o->need_comma = false;
+	open_container(o, "{");
 }
 
 void
 mgmt_out_obj_end(struct mgmt_out *o)
 {
-	put(o, "}", 1);
-	o->need_comma = true;
+	close_container(o, "}");
 }
 
 void
 mgmt_out_arr_begin(struct mgmt_out *o)
 {
-	sep(o);
-	put(o, "[", 1);
-	o->need_comma = false;
+	open_container(o, "[");
 }
 
 void
 mgmt_out_arr_end(struct mgmt_out *o)
 {
-	put(o, "]", 1);
-	o->need_comma = true;
+	close_container(o, "]");
 }
 
 static void

@@ -112,6 +112,20 @@ emit_ack(struct oms *oms, struct oms_actor *a, uint64_t cl_ord_id, uint64_t shar
 	OMS_EMIT(sink, WIRE_DEST_CLIENT, m, WIRE_ACK, 0);
 }
 
+/* The last steps of every admission (new order, modify, cancel-replace), in one order:
+ * remember the outcome for duplicates, ACK the client with the orderId, count, and send the
+ * saga's first message to the ME. */
+static void
+admitted(struct oms *oms, struct oms_actor *a, struct oms_order *o, uint64_t cl_ord_id,
+	 uint64_t content, enum oms_counter counter, struct svc_sink *sink)
+{
+	uint64_t word = oid_word(oms, a, o->user_seq);
+	oms_dedup_add(oms, a, OMS_DEDUP_ORDER, cl_ord_id, word, content, WIRE_REASON_NONE);
+	emit_ack(oms, a, cl_ord_id, word, oms->c.now_ns, sink);
+	oms_count(oms, counter);
+	oms_build_to_me(oms, a, o, sink, NULL, NULL);
+}
+
 /* Refuse a request; remember the outcome when it is final. */
 static void
 refuse(struct oms *oms, struct svc_sink *sink, struct oms_actor *a, uint64_t cl_ord_id,
@@ -542,11 +556,7 @@ oms_on_new_order(struct oms *oms, const struct wire_new_order *m, struct svc_sin
 	o->res_asset = ad.res_asset;
 	o->recv_asset = ad.recv_asset;
 	oms_order_reserve_set(oms, a, o, ad.reserve);
-	oms_dedup_add(oms, a, OMS_DEDUP_ORDER, m->cl_ord_id, oid_word(oms, a, o->user_seq), content,
-		      WIRE_REASON_NONE);
-	emit_ack(oms, a, m->cl_ord_id, oid_word(oms, a, o->user_seq), oms->c.now_ns, sink);
-	oms_count(oms, OMS_C_SUBMITS);
-	oms_build_to_me(oms, a, o, sink, NULL, NULL);
+	admitted(oms, a, o, m->cl_ord_id, content, OMS_C_SUBMITS, sink);
 }
 
 /* The live order a modify names by its clientOrderId. */
@@ -605,11 +615,7 @@ modify_commit(struct oms *oms, struct oms_actor *a, struct oms_order *t, uint8_t
 	o->res_asset = t->res_asset;
 	o->recv_asset = t->recv_asset;
 	t->mod_seq = o->user_seq;
-	oms_dedup_add(oms, a, OMS_DEDUP_ORDER, cl_ord_id, oid_word(oms, a, o->user_seq), content,
-		      WIRE_REASON_NONE);
-	emit_ack(oms, a, cl_ord_id, oid_word(oms, a, o->user_seq), oms->c.now_ns, sink);
-	oms_count(oms, OMS_C_MODIFIES);
-	oms_build_to_me(oms, a, o, sink, NULL, NULL);
+	admitted(oms, a, o, cl_ord_id, content, OMS_C_MODIFIES, sink);
 }
 
 void
@@ -713,9 +719,5 @@ oms_on_cancel_replace(struct oms *oms, const struct wire_cancel_replace *m, stru
 	o->recv_asset = ad.recv_asset;
 	oms_order_reserve_set(oms, a, o, ad.reserve);
 	t->mod_seq = o->user_seq;
-	oms_dedup_add(oms, a, OMS_DEDUP_ORDER, m->cl_ord_id, oid_word(oms, a, o->user_seq), content,
-		      WIRE_REASON_NONE);
-	emit_ack(oms, a, m->cl_ord_id, oid_word(oms, a, o->user_seq), oms->c.now_ns, sink);
-	oms_count(oms, OMS_C_MODIFIES);
-	oms_build_to_me(oms, a, o, sink, NULL, NULL);
+	admitted(oms, a, o, m->cl_ord_id, content, OMS_C_MODIFIES, sink);
 }
