@@ -66,6 +66,9 @@
 	X(GW_IN, "gw_in", "client messages routed by the gateway")                         \
 	X(GW_OUT, "gw_out", "answers forwarded to clients")                               \
 	X(GW_NO_CLIENT, "gw_no_client", "answers for a user this gateway does not know")   \
+	X(GW_XFER_IN, "gw_xfer_in", "client transfers routed by the gateway")              \
+	X(GW_XFER_RESENT, "gw_xfer_resent", "transfers re-routed (NOT_OWNER, NOT_LEADER)")  \
+	X(GW_XFER_REPLIES, "gw_xfer_replies", "transfer answers forwarded to clients")      \
 	X(LEADER_HINTS, "leader_hints", "NOT_LEADER answers taken as leader hints")        \
 	X(BRIDGE_REBUILDS, "bridge_rebuilds", "bridge queues rebuilt (new leader term)")   \
 	X(BRIDGE_REDRIVES, "bridge_redrives", "re-drive rounds")                           \
@@ -117,6 +120,25 @@ struct pq_ent {
 	_Alignas(8) uint8_t msg[PQ_MSG_MAX];
 };
 
+/* Transfers a client sent through the gateway (WIRE_TRANSFER_F_ROUTE). ADMIN_REPLY names only
+ * the transfer id, so both ends key on it: the OMS leader remembers which gateway forwarded a
+ * transfer, the gateway which client sent it (and the message, to re-route it on NOT_OWNER or
+ * NOT_LEADER without waiting for the client's retry). Both are caches like the user tables:
+ * a lost entry costs the client one retransmission (the OMS is idempotent on the id). */
+#define XFER_SLOTS (1u << 12)
+#define XFER_PROBE 4
+#define XFER_TRIES 3              /* re-routes by the gateway before leaving it to the client */
+
+struct xfer_ent {
+	uint64_t id;                 /* transfer id; 0: free */
+	uint64_t user;
+	uint32_t node;               /* OMS: gateway node that forwarded it */
+	uint32_t session;            /* gateway: the client's frame sender id */
+	struct dp_addr addr;         /* gateway: the client's address */
+	uint16_t tries;              /* gateway: routes so far */
+	struct wire_transfer msg;    /* gateway: the request as the client sent it */
+};
+
 struct app_shard {
 	struct app *app;
 	const struct app_shard_conf *conf;
@@ -160,6 +182,8 @@ struct app_shard {
 
 	struct user_ent *users;      /* OMS: user → gateway node */
 	struct user_ent *clients;    /* gateway: user → client address */
+	struct xfer_ent *xfers;      /* gateway: transfer → client */
+	struct xfer_ent *xorigin;    /* OMS: transfer → gateway node */
 	struct app_outbox ob;         /* frames being built */
 	struct pq_ent *pq;           /* no database: answers to propose */
 	uint32_t pq_count;
@@ -203,6 +227,15 @@ is_client_type(uint16_t type)
 {
 	return type == WIRE_NEW_ORDER || type == WIRE_CANCEL || type == WIRE_AMEND ||
 	       type == WIRE_CANCEL_REPLACE;
+}
+
+/* What a gateway routes and an OMS shard accepts in INGRESS: order entry, and transfers a
+ * client asked the gateway to route. */
+static bool
+is_routed_type(const struct wire_msg_hdr *msg)
+{
+	return is_client_type(msg->type) ||
+	       (msg->type == WIRE_TRANSFER && (msg->flags & WIRE_TRANSFER_F_ROUTE) != 0);
 }
 
 static bool
@@ -249,6 +282,30 @@ user_slot(struct user_ent *t, uint64_t user, bool insert)
 	struct user_ent *e = &t[home];
 	memset(e, 0, sizeof(*e));
 	e->user = user;
+	return e;
+}
+
+static struct xfer_ent *
+xfer_slot(struct xfer_ent *t, uint64_t id, bool insert)
+{
+	uint32_t home = (uint32_t)((id * UINT64_C(0x9E3779B97F4A7C15)) >> 52) & (XFER_SLOTS - 1);
+	for (uint32_t p = 0; p < XFER_PROBE; p++) {
+		struct xfer_ent *e = &t[(home + p) & (XFER_SLOTS - 1)];
+		if (e->id == id)
+			return e;
+		if (e->id == 0) {
+			if (!insert)
+				return NULL;
+			memset(e, 0, sizeof(*e));
+			e->id = id;
+			return e;
+		}
+	}
+	if (!insert)
+		return NULL;
+	struct xfer_ent *e = &t[home];
+	memset(e, 0, sizeof(*e));
+	e->id = id;
 	return e;
 }
 
@@ -355,7 +412,21 @@ gw_owner(const struct app_shard *s, uint64_t user)
 	return hrw_pick(user, r->shards, r->shard_count);
 }
 
-/* Client order entry: remember where the user is, wrap, send to the owner's leader. */
+/* Wrap a client message in INGRESS and send it to the leader (hint) of shard. */
+static void
+gw_forward(struct app_shard *s, uint16_t shard, const struct wire_msg_hdr *msg)
+{
+	struct wire_ingress ing;
+	memset(&ing, 0, sizeof(ing));
+	wire_hdr_init(&ing.hdr, WIRE_INGRESS, shard);
+	ing.origin = s->self;
+	ing.tail_len = msg->length;
+	send_node(s, leader_guess(s->app, shard), DP_CLASS_SHARD, shard, &ing.hdr, msg,
+		  msg->length);
+}
+
+/* Client order entry (and routed transfers): remember where the user is, wrap, send to the
+ * owner's leader. */
 static void
 gw_order(struct app_shard *s, const struct dp_meta *meta, const struct wire_msg_hdr *msg)
 {
@@ -365,14 +436,49 @@ gw_order(struct app_shard *s, const struct dp_meta *meta, const struct wire_msg_
 	e->session = meta->sender_id;
 	uint16_t shard = e->owner_hint != 0 ? (uint16_t)(e->owner_hint - 1) : gw_owner(s, user);
 	e->owner_hint = 0;
-	struct wire_ingress ing;
-	memset(&ing, 0, sizeof(ing));
-	wire_hdr_init(&ing.hdr, WIRE_INGRESS, shard);
-	ing.origin = s->self;
-	ing.tail_len = msg->length;
-	count(s, SC_GW_IN, 1);
-	send_node(s, leader_guess(s->app, shard), DP_CLASS_SHARD, shard, &ing.hdr, msg,
-		  msg->length);
+	if (msg->type == WIRE_TRANSFER) {
+		const struct wire_transfer *t = (const void *)msg;
+		struct xfer_ent *x = xfer_slot(s->xfers, t->transfer_id, true);
+		x->user = user;
+		x->addr = meta->src;
+		x->session = meta->sender_id;
+		x->tries = 1;
+		x->msg = *t;
+		count(s, SC_GW_XFER_IN, 1);
+	} else {
+		count(s, SC_GW_IN, 1);
+	}
+	gw_forward(s, shard, msg);
+}
+
+/* A routed transfer was refused for a reason the gateway can act on: route it again (to
+ * the named owner, or to the new leader hint) a few times before leaving it to the client. */
+static bool
+gw_xfer_retry(struct app_shard *s, struct xfer_ent *x, uint16_t shard)
+{
+	if (x->tries >= XFER_TRIES || shard >= DP_SHARDS_MAX)
+		return false;
+	x->tries++;
+	count(s, SC_GW_XFER_RESENT, 1);
+	gw_forward(s, shard, &x->msg.hdr);
+	return true;
+}
+
+/* The OMS leader's answer to a routed transfer: to the client that sent it. */
+static void
+gw_xfer_reply(struct app_shard *s, const struct wire_admin_reply *r)
+{
+	struct xfer_ent *x = xfer_slot(s->xfers, r->req_id, false);
+	if (x == NULL) {
+		count(s, SC_GW_NO_CLIENT, 1);
+		return;
+	}
+	if (r->reason == WIRE_REASON_NOT_OWNER && r->value < DP_SHARDS_MAX &&
+	    gw_xfer_retry(s, x, (uint16_t)r->value))
+		return;
+	count(s, SC_GW_XFER_REPLIES, 1);
+	app_outbox_add(&s->ob, NULL, &x->addr, DP_CLASS_CLIENT, 0, &r->hdr, NULL, 0);
+	x->id = 0;
 }
 
 /* An answer for a client (ACK, NAK, EXEC_REPORT, ...). NOT_LEADER answers teach the leader
@@ -380,6 +486,11 @@ gw_order(struct app_shard *s, const struct dp_meta *meta, const struct wire_msg_
 static void
 gw_client(struct app_shard *s, const struct wire_msg_hdr *msg)
 {
+	if (msg->type == WIRE_ADMIN_REPLY) {
+		if (s->is_gateway)
+			gw_xfer_reply(s, (const void *)msg);
+		return;
+	}
 	if (msg->type == WIRE_NAK) {
 		const struct wire_nak *n = (const void *)msg;
 		if (n->reason == WIRE_REASON_NOT_LEADER && msg->shard < DP_SHARDS_MAX) {
@@ -391,6 +502,14 @@ gw_client(struct app_shard *s, const struct wire_msg_hdr *msg)
 		}
 		if (n->user == 0)
 			return;
+		/* A routed transfer the shard could not propose (NAKed with the transfer id in
+		 * cl_ord_id): route it again to the new leader hint. */
+		struct xfer_ent *x = s->is_gateway ? xfer_slot(s->xfers, n->cl_ord_id, false) : NULL;
+		if (x != NULL && x->user == n->user) {
+			if (n->reason == WIRE_REASON_NOT_LEADER)
+				(void)gw_xfer_retry(s, x, msg->shard);
+			return; /* the client matches transfers by ADMIN_REPLY only; it retries */
+		}
 		if (n->reason == WIRE_REASON_NOT_OWNER && n->owner_shard < DP_SHARDS_MAX) {
 			struct user_ent *e = user_slot(s->clients, n->user, false);
 			if (e != NULL)
@@ -493,12 +612,25 @@ egress_route(struct app_shard *s, enum wire_dest dest, const struct wire_msg_hdr
 			persist_inline(s, msg);
 		break;
 	}
-	case WIRE_DEST_ADMIN:
+	case WIRE_DEST_ADMIN: {
 		count(s, SC_EGRESS_ADMIN, 1);
+		/* The answer to a transfer a gateway routed goes back through that gateway. */
+		struct xfer_ent *x = msg->type == WIRE_ADMIN_REPLY && s->xorigin != NULL
+					     ? xfer_slot(s->xorigin,
+							 ((const struct wire_admin_reply *)msg)->req_id,
+							 false)
+					     : NULL;
+		if (x != NULL) {
+			uint32_t node = x->node;
+			x->id = 0;
+			to_gateway(s, node, msg);
+			break;
+		}
 		if (s->admin_addr.ip_be != 0)
 			app_outbox_add(&s->ob, NULL, &s->admin_addr, DP_CLASS_CLIENT, 0, msg,
 				       NULL, 0);
 		break;
+	}
 	default:
 		count(s, SC_NO_ROUTE, 1);
 		break;
@@ -756,12 +888,18 @@ ingress(struct app_shard *s, const struct wire_msg_hdr *msg)
 	enum wire_err err;
 	const struct wire_msg_hdr *in;
 	while ((in = wire_msgs_next(tail, ing->tail_len, &pos, &err)) != NULL) {
-		if (!is_client_type(in->type)) {
+		if (!is_routed_type(in)) {
 			count(s, SC_INGRESS_BAD, 1);
 			continue;
 		}
 		struct user_ent *e = user_slot(s->users, msg_user(in), true);
 		e->node = origin;
+		if (in->type == WIRE_TRANSFER) {
+			const struct wire_transfer *t = (const void *)in;
+			struct xfer_ent *x = xfer_slot(s->xorigin, t->transfer_id, true);
+			x->user = t->user;
+			x->node = origin;
+		}
 		int rc = propose(s, in);
 		if (rc == -EPERM || rc == -EBUSY)
 			nak(s, origin, in, WIRE_REASON_NOT_LEADER);
@@ -882,7 +1020,7 @@ frame_in(struct app_shard *s, struct rte_mbuf *m)
 				propose(s, msg);
 			break;
 		case DP_CLASS_GATEWAY:
-			if (s->is_gateway && is_client_type(msg->type))
+			if (s->is_gateway && is_routed_type(msg))
 				gw_order(s, meta, msg);
 			break;
 		case DP_CLASS_CLIENT:
@@ -1427,8 +1565,13 @@ app_shard_init(struct app *app, struct app_agent *agent, uint32_t index)
 		s->users = zalloc("users", s->id, sizeof(struct user_ent) * USERS_SLOTS);
 	if (s->is_gateway)
 		s->clients = zalloc("clients", s->id, sizeof(struct user_ent) * USERS_SLOTS);
+	if (s->is_gateway)
+		s->xfers = zalloc("xfers", s->id, sizeof(struct xfer_ent) * XFER_SLOTS);
+	if (s->is_oms)
+		s->xorigin = zalloc("xorigin", s->id, sizeof(struct xfer_ent) * XFER_SLOTS);
 	if (s->svc_mem == NULL || s->cns_mem == NULL || s->log_mem == NULL || s->pq == NULL ||
-	    (s->is_oms && s->users == NULL) || (s->is_gateway && s->clients == NULL))
+	    (s->is_oms && (s->users == NULL || s->xorigin == NULL)) ||
+	    (s->is_gateway && (s->clients == NULL || s->xfers == NULL)))
 		return -ENOMEM;
 	if (s->is_oms)
 		ret = oms_init((struct oms **)&s->svc, s->svc_mem, &ol);
@@ -1526,6 +1669,8 @@ app_shard_fini(struct app *app, struct app_agent *agent)
 		rte_free(s->pq);
 		rte_free(s->users);
 		rte_free(s->clients);
+		rte_free(s->xfers);
+		rte_free(s->xorigin);
 		rte_free(s->pbatch);
 		if (s->plog != NULL)
 			pst_log_close(s->plog);

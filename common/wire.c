@@ -377,6 +377,7 @@ body_check(const struct wire_msg_hdr *h, int depth)
 		const struct wire_transfer *m = (const void *)h;
 		if (!RESERVED(m->reserved))
 			return WIRE_E_BAD_RESERVED;
+		allowed_flags = WIRE_TRANSFER_F_ROUTE;
 		break;
 	}
 	case WIRE_WHALE_PIN: {

@@ -659,7 +659,11 @@ struct wire_kill_switch {
 };
 static_assert(sizeof(struct wire_kill_switch) == 24, "wire_kill_switch");
 
-/* Deposit (amount > 0) or withdrawal (amount < 0), idempotent on (user, transfer_id). */
+/* Deposit (amount > 0) or withdrawal (amount < 0), idempotent on (user, transfer_id).
+ * With WIRE_TRANSFER_F_ROUTE a client sends it to a gateway, which routes it to the user's
+ * owner shard like an order (hdr.shard is then ignored); without, it goes straight to the
+ * OMS shard hdr.shard (treasury/admin path). */
+#define WIRE_TRANSFER_F_ROUTE 0x0001
 struct wire_transfer {
 	struct wire_msg_hdr hdr;
 	uint64_t user;

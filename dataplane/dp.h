@@ -141,6 +141,9 @@ enum dp_class {
 const char *dp_class_name(enum dp_class cls);
 /* Default class of a message type (a pure function of the type). */
 enum dp_class dp_class_of_type(uint16_t type);
+/* Class of one message: its type's, except a TRANSFER flagged WIRE_TRANSFER_F_ROUTE, which a
+ * client sends to a gateway to be routed like an order. */
+enum dp_class dp_class_of_msg(const struct wire_msg_hdr *msg);
 
 /* ---------------------------------------------------------------------------------------
  * Idle back-off and duty cycle (dp_idle.c, dp_duty.c).

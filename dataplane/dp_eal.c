@@ -73,6 +73,7 @@ dp_class_of_type(uint16_t type)
 	case WIRE_ACK:
 	case WIRE_NAK:
 	case WIRE_EXEC_REPORT:
+	case WIRE_ADMIN_REPLY: /* a transfer's answer, from the OMS leader to the gateway */
 		return DP_CLASS_CLIENT;
 	/* ME results and events for OMS shard hdr.shard: to that shard's bridge. */
 	case WIRE_ME_EVENT:
@@ -106,10 +107,18 @@ dp_class_of_type(uint16_t type)
 	case WIRE_TIMEOUT_NOW:
 	case WIRE_INGRESS:
 		return DP_CLASS_SHARD;
-	/* Host-internal messages (persistence, ticks, admin replies) never come off the wire. */
+	/* Host-internal messages (persistence, ticks) never come off the wire. */
 	default:
 		return DP_CLASS_NONE;
 	}
+}
+
+enum dp_class
+dp_class_of_msg(const struct wire_msg_hdr *msg)
+{
+	if (msg->type == WIRE_TRANSFER && (msg->flags & WIRE_TRANSFER_F_ROUTE) != 0)
+		return DP_CLASS_GATEWAY;
+	return dp_class_of_type(msg->type);
 }
 
 int

@@ -111,11 +111,11 @@ frame_input(struct dp *dp, struct rte_mbuf *m, const struct dp_pkt *p, uint64_t 
 
 	/* Route by the first message; every other message must route the same way. Classes
 	 * without a shard (gateway, client) ignore hdr.shard. */
-	enum dp_class cls = dp_class_of_type(io->msgs[0]->type);
+	enum dp_class cls = dp_class_of_msg(io->msgs[0]);
 	bool sharded = cls == DP_CLASS_SHARD || cls == DP_CLASS_BRIDGE;
 	uint16_t shard = sharded ? io->msgs[0]->shard : 0;
 	for (uint32_t i = 1; i < count; i++) {
-		if (dp_class_of_type(io->msgs[i]->type) != cls ||
+		if (dp_class_of_msg(io->msgs[i]) != cls ||
 		    (sharded && io->msgs[i]->shard != shard)) {
 			dp_count(dp, DP_C_FRAME_MIXED, 1);
 			rte_pktmbuf_free(m);

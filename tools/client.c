@@ -435,8 +435,9 @@ client_flush(struct client *c)
 
 /*
  * The node routes a whole frame by the class of its messages and refuses a frame that mixes
- * classes or destination shards (dataplane: frame_mixed). Order entry goes to the gateway;
- * everything else a client may send (TRANSFER) goes to the shard named in hdr.shard. So a
+ * classes or destination shards (dataplane: frame_mixed). Order entry and routed transfers
+ * (WIRE_TRANSFER_F_ROUTE) go to the gateway; an addressed TRANSFER goes to the shard named in
+ * hdr.shard. So a
  * frame only ever holds messages of one class and one shard.
  */
 static uint32_t
@@ -448,6 +449,10 @@ frame_class_of(const struct wire_msg_hdr *h)
 	case WIRE_AMEND:
 	case WIRE_CANCEL_REPLACE:
 		return 1;
+	case WIRE_TRANSFER:
+		if ((h->flags & WIRE_TRANSFER_F_ROUTE) != 0)
+			return 1; /* routed by the gateway, like an order */
+		return 2u + h->shard;
 	default:
 		return 2u + h->shard; /* per destination shard */
 	}

@@ -31,10 +31,11 @@ expect() {
 	[ "$rc" -eq "$want" ] || fail "exit $rc, want $want: $*"
 }
 
-log "deposits"
+log "deposits: one addressed to shard 1, one routed by the gateway"
 expect 0 ctl deposit --shard 1 --user 1 --asset 2 --amount 1000000 --transfer-id 1
 grep -q "^ok .*total=1000000" <<<"$OUT" || fail "deposit answer"
-expect 0 ctl deposit --shard 1 --user 2 --asset 1 --amount 10 --transfer-id 1
+expect 0 ctl deposit --user 2 --asset 1 --amount 10 --transfer-id 2
+grep -q "^ok .*total=10" <<<"$OUT" || fail "routed deposit answer"
 
 log "rest a sell, cross it with an IOC buy, cancel the rest"
 expect 0 ctl order new --user 2 --symbol 1 --side sell --type limit --px 100 --qty 10 --cl-id 1
@@ -65,7 +66,7 @@ expect 0 ctl --json order new --user 2 --symbol 1 --side sell --type limit --px 
 log "omsload"
 USERS=8
 expect 0 ip netns exec "$NS_C" "$OMSLOAD" --host "$NODE_IP" --key "$KEY" --users "$USERS" --rate 200 \
-	--seconds 2 --seed 5 --first-user 100 --transfer-shard 1 --mid 100 --drain-ms 3000
+	--seconds 2 --seed 5 --first-user 100 --mid 100 --drain-ms 3000
 last=$(tail -n 1 <<<"$OUT")
 read -r sent acked naked final < <(sed -E \
 	's/load: sent=([0-9]+) acked=([0-9]+) naked=([0-9]+) final=([0-9]+) .*/\1 \2 \3 \4/' <<<"$last")

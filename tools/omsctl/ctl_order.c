@@ -444,12 +444,15 @@ build(struct ctl *ctl, struct run *r, uint64_t *msg)
 	}
 	case OP_TRANSFER: {
 		struct wire_transfer *m = (void *)msg;
-		/* The node routes TRANSFER by hdr.shard (the user's OMS shard), not through the
-		 * gateway; 0 leaves the choice to the node. */
+		/* Without --shard the gateway routes it to the user's owner shard like an order
+		 * (WIRE_TRANSFER_F_ROUTE); with --shard it goes straight to that OMS shard. */
 		uint64_t shard = 0;
-		if (ctl_opt_u64(ctl, "shard", &shard) == -EINVAL || shard > UINT16_MAX)
+		int src = ctl_opt_u64(ctl, "shard", &shard);
+		if (src == -EINVAL || shard > UINT16_MAX)
 			return CTL_EXIT_USAGE;
 		wire_hdr_init(&m->hdr, WIRE_TRANSFER, (uint16_t)shard);
+		if (src == -ENOENT)
+			m->hdr.flags = WIRE_TRANSFER_F_ROUTE;
 		m->user = r->user;
 		m->transfer_id = r->id;
 		uint64_t asset;

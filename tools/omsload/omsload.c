@@ -7,8 +7,9 @@
  *           [--drain-ms N] [--inflight N] [--transfer-shard N]
  *
  * 1. Funding: one deposit per user and asset (base 1, quote 2); waits for the answers (or
- *    --drain-ms) so orders do not race their money. The node routes TRANSFER by hdr.shard:
- *    --transfer-shard names the OMS shard (0 leaves it to the node).
+ *    --drain-ms) so orders do not race their money. By default the gateway routes each
+ *    deposit to the user's owner shard like an order (WIRE_TRANSFER_F_ROUTE);
+ *    --transfer-shard N sends them straight to OMS shard N instead.
  * 2. Load: --rate requests/s for --seconds from a seeded mix (common/prng.h): limit orders
  *    near --mid (some crossing), cancels of the user's own open orders (always once a user
  *    rests 3/4 of LIVE_MAX, so the book stays bounded), some IOC limits and market orders. At most --inflight requests are unanswered at once; beyond that the
@@ -308,6 +309,8 @@ main(int argc, char **argv)
 			uint64_t msg[CLIENT_MSG_MAX / 8] = {0};
 			struct wire_transfer *t = (void *)msg;
 			wire_hdr_init(&t->hdr, WIRE_TRANSFER, (uint16_t)transfer_shard);
+			if (transfer_shard == 0)
+				t->hdr.flags = WIRE_TRANSFER_F_ROUTE; /* the gateway finds the owner */
 			t->user = first_user + i;
 			/* Unique over all users: ADMIN_REPLY names only the transfer id. */
 			t->transfer_id = l.id_base | (2u * i + asset - ASSET_BASE + 1u);

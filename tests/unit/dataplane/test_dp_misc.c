@@ -110,6 +110,22 @@ Test(dp_class, every_type_classified)
 	cr_assert_eq(dp_class_of_type(WIRE_HYDRATE_USER), DP_CLASS_NONE);
 	cr_assert_eq(dp_class_of_type(WIRE_TICK), DP_CLASS_NONE);
 	cr_assert_eq(dp_class_of_type(999), DP_CLASS_NONE);
+	cr_assert_eq(dp_class_of_type(WIRE_ADMIN_REPLY), DP_CLASS_CLIENT);
+}
+
+/* Goal: a client's routed transfer goes to the gateway; an addressed one to its shard. */
+Test(dp_class, routed_transfer_goes_to_the_gateway)
+{
+	struct wire_transfer t;
+	memset(&t, 0, sizeof(t));
+	wire_hdr_init(&t.hdr, WIRE_TRANSFER, 3);
+	cr_assert_eq(dp_class_of_msg(&t.hdr), DP_CLASS_SHARD);
+	t.hdr.flags = WIRE_TRANSFER_F_ROUTE;
+	cr_assert_eq(dp_class_of_msg(&t.hdr), DP_CLASS_GATEWAY);
+	struct wire_new_order o;
+	memset(&o, 0, sizeof(o));
+	wire_hdr_init(&o.hdr, WIRE_NEW_ORDER, 0);
+	cr_assert_eq(dp_class_of_msg(&o.hdr), DP_CLASS_GATEWAY);
 }
 
 Test(dp_idle, modes_parse_and_back_off)
