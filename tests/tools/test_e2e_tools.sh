@@ -74,9 +74,15 @@ read -r sent acked naked final < <(sed -E \
 [ $((acked + naked)) -eq "$sent" ] || fail "omsload: $sent sent, $acked acked + $naked naked"
 [ "$final" -gt 0 ] || fail "omsload: no order reached a final state"
 grep -q "deposits: sent=$((USERS * 2)) ok=$((USERS * 2)) " <<<"$OUT" || fail "omsload funding"
+ledger=$(grep "^ledger: " <<<"$OUT") || fail "omsload printed no ledger"
+grep -q " unreported=0 doubled=0 overfilled=0 " <<<"$ledger" || fail "omsload ledger: $ledger"
+resting=$(sed -E 's/.* resting=([0-9]+) .*/\1/' <<<"$ledger")
 
 log "money is conserved"
 e2e_stats
+# The book holds what the ledger says rests, plus the --json sell at 120 (cl-id 5).
+book=$(e2e_stat shard.2.resting)
+[ "$book" -eq $((resting + 1)) ] || fail "ME book rests $book orders, the ledger $resting + 1"
 bad_mac=$(e2e_stat dp.frame_err.bad_mac)
 [ "$bad_mac" -ge 1 ] || fail "the unkeyed frames were not counted as bad_mac ($bad_mac)"
 base=$(e2e_stat shard.1.asset.1.sum)

@@ -35,6 +35,7 @@
 #define USERS_MAX 100000
 #define LIVE_MAX 32           /* open orders remembered per user (cancel targets) */
 #define SEND_BURST 256        /* requests generated per loop turn */
+#define QUIET_MS 300          /* drain: no message for this long ends it */
 #define ASSET_BASE 1
 #define ASSET_QUOTE 2
 
@@ -52,8 +53,28 @@ struct user_state {
 	uint32_t id_next;        /* next per-user request number (wraps at 2^ID_SEQ_BITS) */
 };
 
+/* The run's ledger: every NEW_ORDER sent, and what the node said about it. After the drain
+ * it shows whether any acknowledged order went missing or was executed twice. */
+struct ord {
+	uint64_t user;           /* 0: free slot */
+	uint64_t id;             /* cl_ord_id */
+	struct wire_oid oid;     /* from the first ACK */
+	int64_t qty;             /* 0 for a market buy by quote budget */
+	int64_t filled;          /* sum of FILL last_qty */
+	uint8_t acked, opened, finals, naked;
+	uint8_t oid_changed;     /* a later ACK named another orderId */
+	uint8_t reserved[3];
+};
+
+struct ledger {
+	struct ord *t;
+	uint64_t mask;
+	uint64_t used, full;
+};
+
 struct load {
 	struct client *c;
+	struct ledger led;
 	struct prng prng;
 	struct user_state *users;
 	uint32_t user_count;
@@ -78,6 +99,59 @@ usage(void)
 	      "               [--transfer-shard N]\n",
 	      stderr);
 	return 2;
+}
+
+static struct ord *
+ledger_slot(struct ledger *g, uint64_t user, uint64_t id, bool insert)
+{
+	if (g->t == NULL)
+		return NULL;
+	uint64_t h = (user * UINT64_C(0x9E3779B97F4A7C15)) ^ (id * UINT64_C(0xC2B2AE3D27D4EB4F));
+	for (uint64_t p = 0; p <= g->mask; p++) {
+		struct ord *o = &g->t[(h + p) & g->mask];
+		if (o->user == user && o->id == id)
+			return o;
+		if (o->user == 0) {
+			if (!insert || g->used * 4 >= (g->mask + 1) * 3) {
+				g->full += insert;
+				return NULL;
+			}
+			o->user = user;
+			o->id = id;
+			g->used++;
+			return o;
+		}
+	}
+	return NULL;
+}
+
+/* After the drain: every acknowledged order must be resting (OPEN, no final report) or
+ * final (DONE or REJECTED, once); fills never exceed the quantity; one orderId per order. */
+static void
+ledger_report(const struct load *l, const struct client_stats *st)
+{
+	const struct ledger *g = &l->led;
+	uint64_t acked = 0, resting = 0, final = 0, unreported = 0, doubled = 0, overfilled = 0;
+	for (uint64_t i = 0; g->t != NULL && i <= g->mask; i++) {
+		const struct ord *o = &g->t[i];
+		if (o->user == 0 || !o->acked)
+			continue;
+		acked++;
+		if (o->finals == 1)
+			final++;
+		else if (o->finals == 0 && o->opened)
+			resting++;
+		else if (o->finals == 0)
+			unreported++;
+		if (o->finals > 1 || o->oid_changed)
+			doubled++;
+		if (o->qty > 0 && o->filled > o->qty)
+			overfilled++;
+	}
+	printf("ledger: acked=%" PRIu64 " resting=%" PRIu64 " final=%" PRIu64
+	       " unreported=%" PRIu64 " doubled=%" PRIu64 " overfilled=%" PRIu64
+	       " seq_gaps=%" PRIu64 " untracked=%" PRIu64 "\n",
+	       acked, resting, final, unreported, doubled, overfilled, st->seq_gaps, g->full);
 }
 
 static struct user_state *
@@ -105,12 +179,22 @@ on_event(void *ctx, const struct client_event *ev)
 	struct load *l = ctx;
 	struct client_req *r = ev->req;
 	switch (ev->kind) {
-	case CLIENT_EV_ACK:
+	case CLIENT_EV_ACK: {
+		const struct wire_ack *m = (const void *)ev->msg;
+		struct ord *o = ledger_slot(&l->led, m->user, m->cl_ord_id, false);
+		if (o != NULL) {
+			if (o->acked && memcmp(&o->oid, &m->oid, sizeof(o->oid)) != 0)
+				o->oid_changed = 1;
+			if (!o->acked)
+				o->oid = m->oid;
+			o->acked = 1;
+		}
 		if (r != NULL) {
 			l->acked++;
 			hist_record(&l->ack_us, (ev->now_ns - r->first_ns) / 1000u);
 		}
 		break;
+	}
 	case CLIENT_EV_NAK: {
 		const struct wire_nak *m = (const void *)ev->msg;
 		if (r != NULL)
@@ -121,6 +205,16 @@ on_event(void *ctx, const struct client_event *ev)
 	case CLIENT_EV_EXEC: {
 		const struct wire_exec_report *m = (const void *)ev->msg;
 		struct user_state *u = user_of(l, m->user);
+		struct ord *o = ledger_slot(&l->led, m->user, m->cl_ord_id, false);
+		if (o != NULL) {
+			o->acked = 1; /* a report proves admission even if the ACK was lost */
+			if (m->exec == WIRE_EXEC_OPEN)
+				o->opened = 1;
+			else if (m->exec == WIRE_EXEC_FILL)
+				o->filled += m->last_qty;
+			else if (m->exec == WIRE_EXEC_DONE || m->exec == WIRE_EXEC_REJECTED)
+				o->finals = (uint8_t)(o->finals < 255 ? o->finals + 1 : 255);
+		}
 		if (m->exec == WIRE_EXEC_OPEN && u != NULL && u->live_count < LIVE_MAX) {
 			l->opens++;
 			live_remove(u, m->cl_ord_id);
@@ -204,6 +298,9 @@ send_one(struct load *l, uint64_t now_ns)
 		}
 		tag = TAG_ORDER;
 		l->orders++;
+		struct ord *o = ledger_slot(&l->led, user, id, true);
+		if (o != NULL)
+			o->qty = m->qty;
 	}
 	int err = 0;
 	if (client_submit(l->c, msg, tag, now_ns, &err) != NULL)
@@ -285,6 +382,14 @@ main(int argc, char **argv)
 	l.users = calloc(users, sizeof(*l.users));
 	if (l.users == NULL)
 		return 4;
+	/* The ledger: room for every order the run can send, at most 3/4 full. */
+	uint64_t slots = 1024;
+	while (slots < rate * seconds * 2 && slots < (UINT64_C(1) << 24))
+		slots <<= 1;
+	l.led.t = calloc(slots, sizeof(*l.led.t));
+	l.led.mask = slots - 1;
+	if (l.led.t == NULL)
+		return 4;
 	prng_seed(&l.prng, seed);
 	hist_init(&l.ack_us);
 	/* Ids must not repeat across runs (the node dedups by (user, id)): the run's start in
@@ -352,8 +457,16 @@ main(int argc, char **argv)
 	}
 	uint64_t load_ns = client_now_ns() - start;
 
-	/* 3. Drain. */
+	/* 3. Drain: every request answered, then the reports that follow the answers (a
+	 * cancel's DONE comes after its ACK, from the ME) until the node has been quiet for
+	 * QUIET_MS, within --drain-ms. */
+	uint64_t drain_end = client_now_ns() + drain_ms * 1000000u;
 	sleep_until_answers(&l, drain_ms);
+	uint64_t quiet_from = client_now_ns();
+	while ((now = client_now_ns()) < drain_end && now - quiet_from < QUIET_MS * 1000000u) {
+		if (client_poll(l.c, 10, on_event, &l) > 0)
+			quiet_from = client_now_ns();
+	}
 
 	const struct client_stats *st = client_stats(l.c);
 	double secs = (double)load_ns / 1e9;
@@ -383,11 +496,13 @@ main(int argc, char **argv)
 	       hist_percentile(&l.ack_us, 50), hist_percentile(&l.ack_us, 90),
 	       hist_percentile(&l.ack_us, 99), hist_percentile(&l.ack_us, 99.9),
 	       l.ack_us.count ? l.ack_us.max : 0);
+	ledger_report(&l, st);
 	printf("load: sent=%" PRIu64 " acked=%" PRIu64 " naked=%" PRIu64 " final=%" PRIu64
 	       " ack_p50_us=%" PRIu64 " ack_p99_us=%" PRIu64 "\n",
 	       l.sent, l.acked, l.naked, l.final, hist_percentile(&l.ack_us, 50),
 	       hist_percentile(&l.ack_us, 99));
 	client_close(l.c);
 	free(l.users);
+	free(l.led.t);
 	return l.sent > 0 && l.acked + l.naked == 0 ? 3 : 0;
 }
