@@ -4,7 +4,7 @@
  *
  *   omsload [--host A] [--port N] [--session N] [--key HEX32] [--users N] [--rate R]
  *           [--seconds S] [--seed S] [--symbols N] [--mid P] [--first-user U]
- *           [--drain-ms N] [--inflight N] [--transfer-shard N]
+ *           [--drain-ms N] [--inflight N] [--transfer-shard N] [--flatten]
  *
  * 1. Funding: one deposit per user and asset (base 1, quote 2); waits for the answers (or
  *    --drain-ms) so orders do not race their money. By default the gateway routes each
@@ -14,8 +14,11 @@
  *    near --mid (some crossing), cancels of the user's own open orders (always once a user
  *    rests 3/4 of LIVE_MAX, so the book stays bounded), some IOC limits and market orders. At most --inflight requests are unanswered at once; beyond that the
  *    generator waits (counted as throttled) rather than queueing without bound.
- * 3. Drain: waits up to --drain-ms for the outstanding answers, then prints the report. The
- *    last line is
+ * 3. Drain: waits up to --drain-ms for the outstanding answers and then for the reports
+ *    that follow them (until the node is quiet for QUIET_MS). With --flatten it then cancels
+ *    every order still resting and drains again. It prints the report, including the
+ *    ledger line (every order sent: acked, resting, final, unreported, doubled, overfilled
+ *    — what a failover test checks), and the last line is
  *      load: sent=N acked=N naked=N final=N ack_p50_us=N ack_p99_us=N
  *    where final counts DONE and REJECTED reports and latency is first send → ACK.
  * Exit: 0 after a run with answers, 3 when nothing at all was answered, 2 usage, 4 I/O.
@@ -88,6 +91,7 @@ struct load {
 	uint64_t deposits_sent, deposits_ok, deposits_refused, deposits_lost;
 	uint64_t fills, opens;
 	uint64_t naks_by_reason[WIRE_REASON_MAX + 1];
+	uint64_t flattened;      /* --flatten: cancels sent at the end */
 };
 
 static int
@@ -96,7 +100,7 @@ usage(void)
 	fputs("usage: omsload [--host A] [--port N] [--session N] [--key HEX32] [--users N]\n"
 	      "               [--rate R] [--seconds S] [--seed S] [--symbols N] [--mid P]\n"
 	      "               [--first-user U] [--drain-ms N] [--inflight N]\n"
-	      "               [--transfer-shard N]\n",
+	      "               [--transfer-shard N] [--flatten]\n",
 	      stderr);
 	return 2;
 }
@@ -150,8 +154,9 @@ ledger_report(const struct load *l, const struct client_stats *st)
 	}
 	printf("ledger: acked=%" PRIu64 " resting=%" PRIu64 " final=%" PRIu64
 	       " unreported=%" PRIu64 " doubled=%" PRIu64 " overfilled=%" PRIu64
-	       " seq_gaps=%" PRIu64 " untracked=%" PRIu64 "\n",
-	       acked, resting, final, unreported, doubled, overfilled, st->seq_gaps, g->full);
+	       " seq_gaps=%" PRIu64 " untracked=%" PRIu64 " flattened=%" PRIu64 "\n",
+	       acked, resting, final, unreported, doubled, overfilled, st->seq_gaps, g->full,
+	       l->flattened);
 }
 
 static struct user_state *
@@ -315,17 +320,73 @@ sleep_until_answers(struct load *l, uint64_t drain_ms)
 		client_poll(l->c, 10, on_event, l);
 }
 
+/* Drain: every request answered, then the reports that follow the answers (a cancel's DONE
+ * comes after its ACK, from the ME) until the node has been quiet for QUIET_MS, within
+ * drain_ms. */
+static void
+drain(struct load *l, uint64_t drain_ms)
+{
+	uint64_t end = client_now_ns() + drain_ms * 1000000u, now;
+	sleep_until_answers(l, drain_ms);
+	uint64_t quiet_from = client_now_ns();
+	while ((now = client_now_ns()) < end && now - quiet_from < QUIET_MS * 1000000u) {
+		if (client_poll(l->c, 10, on_event, l) > 0)
+			quiet_from = client_now_ns();
+	}
+}
+
+/* --flatten: cancel every order the ledger says rests, then drain again, so the run leaves
+ * nothing in the book (and a caller can check the book is empty). */
+static void
+flatten(struct load *l, uint32_t requests_max, uint64_t drain_ms)
+{
+	const struct ledger *g = &l->led;
+	uint64_t n = 0;
+	for (uint64_t i = 0; g->t != NULL && i <= g->mask; i++) {
+		const struct ord *o = &g->t[i];
+		if (o->user == 0 || !o->opened || o->finals != 0)
+			continue;
+		struct user_state *u = user_of(l, o->user);
+		if (u == NULL)
+			continue;
+		uint64_t msg[CLIENT_MSG_MAX / 8];
+		memset(msg, 0, sizeof(msg));
+		struct wire_cancel *m = (void *)msg;
+		wire_hdr_init(&m->hdr, WIRE_CANCEL, 0);
+		m->user = o->user;
+		m->cl_ord_id = l->id_base | (u->id_next++ & ((1u << ID_SEQ_BITS) - 1));
+		m->orig_cl_ord_id = o->id;
+		if (client_tracked(l->c) >= requests_max / 2) {
+			client_flush(l->c);
+			sleep_until_answers(l, drain_ms);
+		}
+		int err = 0;
+		if (client_submit(l->c, msg, TAG_CANCEL, client_now_ns(), &err) != NULL) {
+			n++;
+			l->sent++;
+		}
+	}
+	client_flush(l->c);
+	l->flattened = n;
+	drain(l, drain_ms);
+}
+
 int
 main(int argc, char **argv)
 {
 	struct client_config cfg = {.requests_max = 4096, .users_max = 0};
 	uint64_t users = 10, rate = 1000, seconds = 5, seed = 1, symbols = 1, mid = 10000;
 	uint64_t first_user = 1000, drain_ms = 2000, inflight = 4096, transfer_shard = 0, v;
+	bool do_flatten = false;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
 			usage();
 			return 0;
+		}
+		if (strcmp(a, "--flatten") == 0) {
+			do_flatten = true;
+			continue;
 		}
 		if (val == NULL || strncmp(a, "--", 2) != 0)
 			return usage();
@@ -457,16 +518,10 @@ main(int argc, char **argv)
 	}
 	uint64_t load_ns = client_now_ns() - start;
 
-	/* 3. Drain: every request answered, then the reports that follow the answers (a
-	 * cancel's DONE comes after its ACK, from the ME) until the node has been quiet for
-	 * QUIET_MS, within --drain-ms. */
-	uint64_t drain_end = client_now_ns() + drain_ms * 1000000u;
-	sleep_until_answers(&l, drain_ms);
-	uint64_t quiet_from = client_now_ns();
-	while ((now = client_now_ns()) < drain_end && now - quiet_from < QUIET_MS * 1000000u) {
-		if (client_poll(l.c, 10, on_event, &l) > 0)
-			quiet_from = client_now_ns();
-	}
+	/* 3. Drain (and with --flatten, cancel what rests and drain again). */
+	drain(&l, drain_ms);
+	if (do_flatten)
+		flatten(&l, cfg.requests_max, drain_ms);
 
 	const struct client_stats *st = client_stats(l.c);
 	double secs = (double)load_ns / 1e9;
