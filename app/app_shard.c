@@ -73,6 +73,7 @@
 	X(BRIDGE_REBUILDS, "bridge_rebuilds", "bridge queues rebuilt (new leader term)")   \
 	X(BRIDGE_REDRIVES, "bridge_redrives", "re-drive rounds")                           \
 	X(BRIDGE_RESENT, "bridge_resent", "messages re-sent by re-drives")                 \
+	X(REPORTS_RESENT, "reports_resent", "recent client reports re-sent by a new leader") \
 	X(BOOTSTRAPS, "bootstraps", "bootstrap config proposals")                         \
 	X(PERSIST_ANSWERED, "persist_answered", "persistence requests answered inline")    \
 	X(PERSIST_DROPPED, "persist_dropped", "persistence answers dropped (queue full)")  \
@@ -125,6 +126,15 @@ struct pq_ent {
  * transfer, the gateway which client sent it (and the message, to re-route it on NOT_OWNER or
  * NOT_LEADER without waiting for the client's retry). Both are caches like the user tables:
  * a lost entry costs the client one retransmission (the OMS is idempotent on the id). */
+/* Client reports lost with a leader: an EXEC_REPORT the old leader emitted but had not put
+ * on the wire when it died is never emitted again (the new leader applied that entry as a
+ * follower, with egress discarded). So every OMS replica keeps its newest REPORT_RING
+ * reports, and a new leader re-sends those emitted within REPORT_RESEND_NS of cluster time
+ * before the newest one. Clients tell a re-sent report they already have from one
+ * that fills a hole by the per-user sequence (tools/client.c). */
+#define REPORT_RING 1024u
+#define REPORT_RESEND_NS (500ull * 1000000)
+
 #define XFER_SLOTS (1u << 12)
 #define XFER_PROBE 4
 #define XFER_TRIES 3              /* re-routes by the gateway before leaving it to the client */
@@ -184,6 +194,8 @@ struct app_shard {
 	struct user_ent *clients;    /* gateway: user → client address */
 	struct xfer_ent *xfers;      /* gateway: transfer → client */
 	struct xfer_ent *xorigin;    /* OMS: transfer → gateway node */
+	struct wire_exec_report *reports; /* OMS: the newest REPORT_RING client reports */
+	uint64_t report_count;       /* reports ever kept (ring position) */
 	struct app_outbox ob;         /* frames being built */
 	struct pq_ent *pq;           /* no database: answers to propose */
 	uint32_t pq_count;
@@ -641,11 +653,34 @@ static void
 sink_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 {
 	struct app_shard *s = ctx;
+	if (dest == WIRE_DEST_CLIENT && msg->type == WIRE_EXEC_REPORT && s->reports != NULL) {
+		s->reports[s->report_count % REPORT_RING] = *(const struct wire_exec_report *)msg;
+		s->report_count++;
+	}
 	if (!s->leader) {
 		count(s, SC_EGRESS_FOLLOWER, 1); /* ARCHITECTURE.md §3: only the leader's leaves */
 		return;
 	}
 	egress_route(s, dest, msg);
+}
+
+/* Leadership gained: re-send the reports emitted within REPORT_RESEND_NS before the newest
+ * one kept (what the old leader emitted last, before the election's silence), in the order
+ * they were emitted (per-user sequences ascend). */
+static void
+reports_resend(struct app_shard *s)
+{
+	if (s->report_count == 0)
+		return;
+	uint64_t newest = s->reports[(s->report_count - 1) % REPORT_RING].time_ns;
+	uint64_t first = s->report_count > REPORT_RING ? s->report_count - REPORT_RING : 0;
+	for (uint64_t i = first; i < s->report_count; i++) {
+		const struct wire_exec_report *r = &s->reports[i % REPORT_RING];
+		if (r->time_ns + REPORT_RESEND_NS < newest)
+			continue;
+		egress_route(s, WIRE_DEST_CLIENT, &r->hdr);
+		count(s, SC_REPORTS_RESENT, 1);
+	}
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -848,6 +883,7 @@ roles_tick(struct app_shard *s)
 		APP_LOG(INFO, "shard %u: leader in term %" PRIu64 ", bridge rebuilt from state",
 			s->id, term);
 		bridge_redrive(s);
+		reports_resend(s);
 		return;
 	}
 	if (s->now - s->last_redrive >= s->redrive_ns)
@@ -1567,10 +1603,12 @@ app_shard_init(struct app *app, struct app_agent *agent, uint32_t index)
 		s->clients = zalloc("clients", s->id, sizeof(struct user_ent) * USERS_SLOTS);
 	if (s->is_gateway)
 		s->xfers = zalloc("xfers", s->id, sizeof(struct xfer_ent) * XFER_SLOTS);
-	if (s->is_oms)
+	if (s->is_oms) {
 		s->xorigin = zalloc("xorigin", s->id, sizeof(struct xfer_ent) * XFER_SLOTS);
+		s->reports = zalloc("reports", s->id, sizeof(struct wire_exec_report) * REPORT_RING);
+	}
 	if (s->svc_mem == NULL || s->cns_mem == NULL || s->log_mem == NULL || s->pq == NULL ||
-	    (s->is_oms && (s->users == NULL || s->xorigin == NULL)) ||
+	    (s->is_oms && (s->users == NULL || s->xorigin == NULL || s->reports == NULL)) ||
 	    (s->is_gateway && (s->clients == NULL || s->xfers == NULL)))
 		return -ENOMEM;
 	if (s->is_oms)
@@ -1671,6 +1709,7 @@ app_shard_fini(struct app *app, struct app_agent *agent)
 		rte_free(s->clients);
 		rte_free(s->xfers);
 		rte_free(s->xorigin);
+		rte_free(s->reports);
 		rte_free(s->pbatch);
 		if (s->plog != NULL)
 			pst_log_close(s->plog);

@@ -39,7 +39,8 @@ struct client {
 	uint32_t heap_count;
 
 	uint64_t *user_key;           /* open addressing: user + 1, 0 empty */
-	uint64_t *user_seq;           /* last egress seq per user */
+	uint64_t *user_seq;           /* newest egress seq per user */
+	uint64_t *user_seen;          /* bit k: seq (newest - k) seen (a 64-seq window) */
 	uint32_t user_mask;
 	uint32_t user_count;
 
@@ -187,9 +188,10 @@ client_open(struct client **out, const struct client_config *cfg)
 	c->heap = calloc(k.requests_max, sizeof(uint32_t));
 	c->user_key = calloc(user_size, sizeof(uint64_t));
 	c->user_seq = calloc(user_size, sizeof(uint64_t));
+	c->user_seen = calloc(user_size, sizeof(uint64_t));
 	int err = -ENOMEM;
 	if (!c->tx || !c->rx || !c->reqs || !c->free_list || !c->index || !c->heap ||
-	    !c->user_key || !c->user_seq)
+	    !c->user_key || !c->user_seq || !c->user_seen)
 		goto fail_alloc;
 	for (uint32_t i = 0; i < k.requests_max; i++)
 		c->free_list[i] = k.requests_max - 1 - i;
@@ -221,6 +223,7 @@ fail_alloc:
 	free(c->heap);
 	free(c->user_key);
 	free(c->user_seq);
+	free(c->user_seen);
 	free(c);
 	return err;
 }
@@ -239,6 +242,7 @@ client_close(struct client *c)
 	free(c->heap);
 	free(c->user_key);
 	free(c->user_seq);
+	free(c->user_seen);
 	free(c);
 }
 
@@ -669,17 +673,29 @@ seq_note(struct client *c, uint64_t user, uint64_t seq, struct client_event *ev)
 				return; /* table full: that user is not tracked */
 			c->user_key[i] = user + 1;
 			c->user_seq[i] = seq;
+			c->user_seen[i] = 1;
 			c->user_count++;
 			return;
 		}
 	}
+	/* A window of the newest 64 seqs tells a duplicate (seen) from a late or re-sent
+	 * report that fills a gap (never seen): a new leader re-sends its recent reports. */
 	uint64_t last = c->user_seq[i];
-	if (seq == last + 1) {
+	if (seq > last) {
+		uint64_t d = seq - last;
+		c->user_seen[i] = (d >= 64 ? 0 : c->user_seen[i] << d) | 1u;
 		c->user_seq[i] = seq;
-	} else if (seq > last + 1) {
-		ev->seq_gap = seq - last - 1;
-		c->stats.seq_gaps += ev->seq_gap;
-		c->user_seq[i] = seq;
+		if (d > 1) {
+			ev->seq_gap = d - 1;
+			c->stats.seq_gaps += ev->seq_gap;
+		}
+		return;
+	}
+	uint64_t k = last - seq;
+	if (k < 64 && (c->user_seen[i] & (UINT64_C(1) << k)) == 0) {
+		c->user_seen[i] |= UINT64_C(1) << k;
+		ev->seq_fill = true;
+		c->stats.seq_filled++;
 	} else {
 		ev->seq_repeat = true;
 		c->stats.seq_repeats++;

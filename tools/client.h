@@ -95,7 +95,8 @@ struct client_event {
 	struct client_req *req;         /* the matched request, or NULL */
 	uint64_t now_ns;                /* when it was handled */
 	uint64_t seq_gap;               /* egress seqs missing just before this message */
-	bool seq_repeat;                /* seq at or below one already seen (dup or late) */
+	bool seq_repeat;                /* seq already seen (a duplicate or a re-sent report) */
+	bool seq_fill;                  /* seq below the newest, never seen: fills a gap */
 };
 
 typedef void(client_event_fn)(void *ctx, const struct client_event *ev);
@@ -118,7 +119,9 @@ struct client_stats {
 	uint64_t other;               /* messages of other types */
 	uint64_t unmatched;           /* answers naming no tracked request */
 	uint64_t seq_gaps;            /* egress seqs never seen (sum of gaps) */
-	uint64_t seq_repeats;         /* egress seqs seen again or late */
+	uint64_t seq_repeats;         /* egress seqs seen again */
+	uint64_t seq_filled;          /* gaps filled later (a re-sent or late report);
+				       * seq_gaps - seq_filled are still missing */
 	uint64_t gave_up;             /* requests given up */
 	uint64_t table_full;          /* submits refused: request table full */
 };

@@ -32,6 +32,7 @@ static struct {
 	uint64_t id;
 	uint64_t seq_gap;
 	bool repeat;
+	bool fill;
 	bool matched;
 } events[EVENTS_MAX];
 static uint32_t event_count;
@@ -46,6 +47,7 @@ record(void *ctx, const struct client_event *ev)
 	events[event_count].matched = ev->req != NULL;
 	events[event_count].seq_gap = ev->seq_gap;
 	events[event_count].repeat = ev->seq_repeat;
+	events[event_count].fill = ev->seq_fill;
 	if (ev->msg != NULL) {
 		events[event_count].type = ev->msg->type;
 		if (ev->msg->type == WIRE_EXEC_REPORT) {
@@ -404,14 +406,15 @@ Test(client, retransmits_lost_requests, .init = setup_node, .fini = teardown)
 	cr_assert(eq(u32, node.last_sender, 4242));
 }
 
-/* Goal: per-user egress seq gaps and repeats are reported.
- * Method: hand-built frames through client_rx: seqs 1, 2, 5 (gap 2), 4 (late), and a
- * garbage frame counted as a decode error. */
+/* Goal: per-user egress seq gaps, gap fills and repeats are told apart.
+ * Method: hand-built frames through client_rx: seqs 1, 2, 5 (gap 2), 4 (late: fills one of
+ * the gap), 4 again and 2 again (repeats), 3 (fills the rest), and a garbage frame counted as
+ * a decode error. */
 Test(client, egress_seq_gaps, .init = setup_silent, .fini = teardown)
 {
 	static uint64_t buf[256];
-	uint64_t seqs[] = {1, 2, 5, 4};
-	for (int i = 0; i < 4; i++) {
+	uint64_t seqs[] = {1, 2, 5, 4, 4, 2, 3};
+	for (int i = 0; i < 7; i++) {
 		struct wire_builder b;
 		wire_builder_init(&b, buf, sizeof(buf), 1);
 		struct wire_ack m;
@@ -425,13 +428,19 @@ Test(client, egress_seq_gaps, .init = setup_silent, .fini = teardown)
 		uint32_t len = wire_builder_finish(&b, NULL);
 		cr_assert(eq(u32, client_rx(cl, buf, len, 0, record, NULL), 1));
 	}
-	cr_assert(eq(u32, event_count, 4));
+	cr_assert(eq(u32, event_count, 7));
 	cr_assert(eq(u64, events[2].seq_gap, 2));
-	cr_assert(events[3].repeat);
+	cr_assert(events[3].fill);
+	cr_assert(not(events[3].repeat));
+	cr_assert(events[4].repeat);
+	cr_assert(events[5].repeat);
+	cr_assert(events[6].fill);
 	cr_assert(not(events[1].repeat));
+	cr_assert(not(events[1].fill));
 	cr_assert(eq(u64, client_stats(cl)->seq_gaps, 2));
-	cr_assert(eq(u64, client_stats(cl)->seq_repeats, 1));
-	cr_assert(eq(u64, client_stats(cl)->unmatched, 4));
+	cr_assert(eq(u64, client_stats(cl)->seq_filled, 2));
+	cr_assert(eq(u64, client_stats(cl)->seq_repeats, 2));
+	cr_assert(eq(u64, client_stats(cl)->unmatched, 7));
 	cr_assert(eq(u64, client_user_seq(cl, 11), 5));
 	memset(buf, 0xab, 64);
 	cr_assert(eq(u32, client_rx(cl, buf, 64, 0, record, NULL), 0));

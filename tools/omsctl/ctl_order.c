@@ -283,6 +283,8 @@ on_event(void *ctx, const struct client_event *ev)
 	}
 	if (!mine)
 		return;
+	if (ev->seq_repeat && ev->req == NULL)
+		return; /* a report shown already (a new leader re-sends its recent ones) */
 	if (r->ctl->json)
 		print_json(f, ev);
 	else
