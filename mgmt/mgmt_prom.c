@@ -133,7 +133,9 @@ mgmt_prom_name(const char *dotted, const char *const *label_keys, char *family,
 				return -ENOSPC;
 			family[f++] = '_';
 			for (size_t i = 0; i < len; i++)
-				family[f++] = name_char(p[i]) ? p[i] : '_';
+				family[f++] = !name_char(p[i])		  ? '_'
+					      : (p[i] >= 'A' && p[i] <= 'Z') ? (char)(p[i] - 'A' + 'a')
+									   : p[i];
 			/* A key token names a label only when a value token follows it. */
 			if (dot != NULL)
 				pending = label_of(label_keys, p, len);

@@ -93,6 +93,8 @@ Test(mgmt_prom, names_and_labels)
 	cr_assert(eq(int, name("dp.shard", f, l), 0));
 	cr_assert(eq(str, f, "omsd_dp_shard"));
 	cr_assert(eq(str, l, ""));
+	cr_assert(eq(int, name("shard.2.cns.ELECTIONS_STARTED", f, l), 0));
+	cr_assert(eq(str, f, "omsd_shard_cns_elections_started"));
 	cr_assert(eq(int, name("a-b.c", f, l), 0));
 	cr_assert(eq(str, f, "omsd_a_b_c"));
 	cr_assert(eq(int, name("agent.x\"y.z", f, l), 0));
