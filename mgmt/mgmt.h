@@ -174,8 +174,8 @@ void mgmt_prom_histogram(struct mgmt_out *o, const char *name, const char *label
  * label_keys (pairs {token, label}, NULL-terminated) becomes a label instead:
  * with {"shard","shard"}, "shard.1.oms.naks" → family "omsd_shard_oms_naks", labels
  * `shard="1"`. The family is lower case, with '_' for characters outside [A-Za-z0-9_];
- * '"' and '\' are escaped in label values. 0, or -ENOSPC when either output would be truncated, or -EINVAL
- * for an empty name or token. */
+ * '"' and '\' are escaped in label values. 0, or -ENOSPC when either output would be
+ * truncated, or -EINVAL for an empty name or token. */
 int mgmt_prom_name(const char *dotted, const char *const *label_keys, char *family,
 		   size_t family_cap, char *labels, size_t labels_cap);
 
