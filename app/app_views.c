@@ -21,6 +21,7 @@
 #include <rte_ring.h>
 
 #include "app_views.h"
+#include "consensus/cns.h"
 #include "mgmt/mgmt.h"
 
 #define VIEW_TEXT_MAX (512 * 1024)      /* the counters as "name value" lines */
@@ -297,7 +298,7 @@ h_members(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char *err
 		struct app_shard_pub p;
 		if (app_shard_pub_read(app, i, &p) != 0)
 			continue;
-		bool leader = p.role == 4 /* CNS_LEADER */;
+		bool leader = p.role == CNS_LEADER;
 		for (uint32_t m = 0; m < p.member_count; m++) {
 			mgmt_out_obj_begin(out);
 			mgmt_out_kv_u64(out, "shard", p.id);
@@ -336,7 +337,7 @@ app_views_status_shard(struct mgmt_out *o, uint16_t shard_id)
 	mgmt_out_kv_u64(o, "elections", p.elections);
 	/* Lag per member (leader only; null elsewhere): {"node": entries behind}. */
 	mgmt_out_key(o, "lag");
-	if (p.role != 4 /* CNS_LEADER */) {
+	if (p.role != CNS_LEADER) {
 		mgmt_out_null(o);
 		return;
 	}
@@ -383,6 +384,8 @@ extra_write(const struct app *app, FILE *f)
 int
 app_view_read(struct app_view_ctx *c, const struct app *app, bool extra)
 {
+	if (c == NULL)
+		return -ENOMEM; /* app_views_open failed: no buffers */
 	FILE *f = fmemopen(c->text, VIEW_TEXT_MAX - 1, "w");
 	if (f == NULL)
 		return -errno;
