@@ -8,7 +8,8 @@
  *   status   node, and per shard: service, role, leader, term, commit, applied and the
  *            service's own state (route epoch, in-flight sagas, residents, resting orders)
  *   stats    every counter as a JSON object {"name": value}
- *   metrics  every numeric counter as Prometheus text ({"text": "..."})
+ *   metrics  Prometheus text ({"text": "..."}), rendered by app_views.c
+ *   members, lcores  registered by app_views.c; status gets the lag per member from it
  *
  * Commands that change shard state (routes, symbols, kill, users, snapshot, transfer-leader)
  * are not served yet: they answer unknown_command, and omsctl says so.
@@ -180,13 +181,8 @@ static int
 h_metrics(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char *err, size_t cap)
 {
 	(void)ctx, (void)req;
-	int rc = stats_read();
-	if (rc < 0) {
-		snprintf(err, cap, "internal: counters unavailable");
-		return rc;
-	}
-	/* The Prometheus text (app_views.c) goes into a side buffer, then out as one JSON
-	 * string. */
+	/* The Prometheus text (app_views.c reads the counters itself) goes into a side buffer,
+	 * then out as one JSON string. */
 	static char text[STATS_MAX + 64 * 1024];
 	struct mgmt_out t;
 	mgmt_out_init(&t, text, sizeof(text));
