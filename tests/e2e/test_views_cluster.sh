@@ -42,10 +42,18 @@ r = json.load(sys.stdin)["result"]["members"]
 print(next(m["lag"] for m in r if m["shard"] == 1 and m["node"] == int(sys.argv[1])))' "$1"
 }
 
-# A follower knows no match index: its rows say null.
-ctl "$follower" --json members >"$TMP/fmembers.json" || fail "members on a follower"
-grep -qF '"shard":1,"node":'"$leader"',"self":false,"leader":true' "$TMP/fmembers.json" ||
-	fail "follower does not name the leader: $(cat "$TMP/fmembers.json")"
+# A follower knows no match index: its rows say null. (It learns the leader from the first
+# AppendEntries, which may still be on its way right after the election.)
+named=
+for _ in $(seq 50); do
+	ctl "$follower" --json members >"$TMP/fmembers.json" || fail "members on a follower"
+	if grep -qF '"shard":1,"node":'"$leader"',"self":false,"leader":true' "$TMP/fmembers.json"; then
+		named=1
+		break
+	fi
+	sleep 0.1
+done
+[ -n "$named" ] || fail "follower does not name the leader: $(cat "$TMP/fmembers.json")"
 grep -qF '"match":null,"lag":null' "$TMP/fmembers.json" ||
 	fail "follower reports a match index: $(cat "$TMP/fmembers.json")"
 
