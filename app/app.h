@@ -29,6 +29,7 @@
 #include <rte_log.h>
 
 #include "app_config.h"
+#include "common/hist.h"
 #include "dataplane/dp.h"
 
 #define APP_AGENTS_MAX (3 + APP_SHARDS_MAX)
@@ -165,6 +166,27 @@ int app_shard_init(struct app *app, struct app_agent *agent, uint32_t index);
 void app_shard_fini(struct app *app, struct app_agent *agent);
 void app_shard_stats_write(const struct app *app, uint32_t index, FILE *out);
 struct rte_ring *app_shard_local_ring(const struct app *app, uint32_t index);
+/* What the views read of a shard lcore: published values (relaxed loads), any thread. */
+struct app_shard_pub {
+	uint16_t id;                         /* shard id */
+	bool is_oms;
+	uint32_t role;                       /* enum cns_role */
+	uint32_t leader;                     /* known leader node, 0: none */
+	uint64_t term, commit, applied, last; /* Raft indexes (last: last log index) */
+	uint32_t member_count;
+	uint32_t members[APP_MEMBERS_MAX];   /* node ids */
+	uint64_t match[APP_MEMBERS_MAX];     /* leader: match index; UINT64_MAX otherwise */
+	uint64_t elections;                  /* elections started by this member */
+	uint64_t leader_elected;             /* times it became leader */
+	uint64_t route_epoch, inflight, resident; /* oms */
+	uint64_t resting;                    /* me */
+};
+int app_shard_pub_read(const struct app *app, uint32_t index, struct app_shard_pub *out);
+const char *app_shard_role_name(uint32_t role);
+/* Copies of an OMS shard's latency histograms (ns; either pointer may be NULL); -ENOENT
+ * (and empty copies) for other shards. */
+int app_shard_latency(const struct app *app, uint32_t index, struct hist *ack,
+		      struct hist *final);
 /* app_persist.c: the persister role; app_persist_ring: its request ring (NULL: none). */
 int app_persist_init(struct app *app, struct app_agent *agent, uint32_t index);
 void app_persist_fini(struct app *app, struct app_agent *agent);

@@ -974,8 +974,48 @@ check_cpus(struct ctx *c, struct app_config *cfg)
 
 static const char *const known_sections[] = {
 	"node", "eal", "port", "memory", "io", "bridge", "persister", "limits", "timers",
-	"durability", "database", "paths", "keys", "routing",
+	"durability", "database", "paths", "keys", "routing", "mgmt",
 };
+
+/* [mgmt] metrics_listen = A.B.C.D:PORT, loopback only: the listener has no authentication
+ * and serves every counter, so it is never reachable from another host. */
+static void
+sec_mgmt(struct ctx *c, struct app_config *cfg)
+{
+	const char *v = get(c, "mgmt", "metrics_listen");
+	if (v == NULL || v[0] == '\0')
+		return;
+	char host[32];
+	const char *colon = strrchr(v, ':');
+	size_t hl = colon != NULL ? (size_t)(colon - v) : 0;
+	if (colon == NULL || hl == 0 || hl >= sizeof(host) || colon[1] == '\0') {
+		report(c, "mgmt", "metrics_listen", "'%s' is not ADDRESS:PORT (e.g. 127.0.0.1:9464)",
+		       v);
+		return;
+	}
+	memcpy(host, v, hl);
+	host[hl] = '\0';
+	struct in_addr a;
+	if (inet_pton(AF_INET, host, &a) != 1) {
+		report(c, "mgmt", "metrics_listen", "'%s' is not an IPv4 address", host);
+		return;
+	}
+	if ((ntohl(a.s_addr) >> 24) != 127) {
+		report(c, "mgmt", "metrics_listen", "%s is not a loopback address (127.0.0.0/8): "
+		       "the metrics listener has no authentication", host);
+		return;
+	}
+	char *end;
+	errno = 0;
+	unsigned long port = strtoul(colon + 1, &end, 10);
+	if (errno != 0 || *end != '\0' || port == 0 || port > 65535 || colon[1] == '-') {
+		report(c, "mgmt", "metrics_listen", "port '%s' is not 1..65535", colon + 1);
+		return;
+	}
+	snprintf(cfg->metrics_listen, sizeof(cfg->metrics_listen), "%s", v);
+	cfg->metrics_ip_be = a.s_addr;
+	cfg->metrics_port = (uint16_t)port;
+}
 
 int
 app_config_load(const char *path, struct app_config *cfg, FILE *err)
@@ -1006,6 +1046,7 @@ app_config_load(const char *path, struct app_config *cfg, FILE *err)
 	sec_peers(&c, cfg);
 	sec_shards(&c, cfg);
 	sec_rest(&c, cfg);
+	sec_mgmt(&c, cfg);
 	sec_routing(&c, cfg);
 	sec_symbols(&c, cfg);
 	if (cfg->db_conninfo[0] != '\0' && !cfg->persister.enabled)
@@ -1082,6 +1123,8 @@ app_config_dump(const struct app_config *cfg, FILE *out)
 		fprintf(out, "symbol.%u = base %u quote %u me_shard %u tick %" PRId64 " lot %" PRId64
 			"\n", y->id, y->base_asset, y->quote_asset, y->me_shard, y->tick, y->lot);
 	}
+	fprintf(out, "mgmt.metrics_listen = %s\n",
+		cfg->metrics_listen[0] ? cfg->metrics_listen : "off");
 	fprintf(out, "database = %s\n", cfg->db_conninfo[0] ? "configured" : "none");
 	fprintf(out, "durability.mode = %s\nkeys.peer = %s\nkeys.client = %s\n",
 		cfg->durability == APP_DURABILITY_DURABLE ? "durable" : "memory",

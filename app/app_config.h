@@ -135,6 +135,11 @@ struct app_config {
 	char data_dir[APP_STR_MAX];           /* Raft logs and snapshots */
 	char mgmt_socket[108];                /* unix socket path (sun_path size) */
 	char stats_file[APP_STR_MAX];         /* counters written on SIGUSR1 and at exit */
+
+	/* [mgmt] */
+	char metrics_listen[32];              /* "127.0.0.1:9464"; "" = no HTTP listener */
+	uint32_t metrics_ip_be;               /* its address (loopback only), network order */
+	uint16_t metrics_port;                /* its port; 0 = off */
 };
 
 /*

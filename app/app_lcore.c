@@ -175,6 +175,7 @@ app_stats_write(const struct app *app, FILE *out)
 			LOAD(a->duty.work_cycles));
 		fprintf(out, "agent.%s.work_items %" PRIu64 "\n", a->name, LOAD(a->duty.work_items));
 		fprintf(out, "agent.%s.max_cycle_ns %" PRIu64 "\n", a->name, LOAD(a->duty.max_ns));
+		fprintf(out, "agent.%s.busy_ns %" PRIu64 "\n", a->name, LOAD(a->duty.busy_ns));
 		fprintf(out, "agent.%s.over_threshold %" PRIu64 "\n", a->name,
 			LOAD(a->duty.over_count));
 		fprintf(out, "agent.%s.sleeps %" PRIu64 "\n", a->name, LOAD(a->idle.sleeps));

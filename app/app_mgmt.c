@@ -8,7 +8,8 @@
  *   status   node, and per shard: service, role, leader, term, commit, applied and the
  *            service's own state (route epoch, in-flight sagas, residents, resting orders)
  *   stats    every counter as a JSON object {"name": value}
- *   metrics  every numeric counter as Prometheus text ({"text": "..."})
+ *   metrics  Prometheus text ({"text": "..."}), rendered by app_views.c
+ *   members, lcores  registered by app_views.c; status gets the lag per member from it
  *
  * Commands that change shard state (routes, symbols, kill, users, snapshot, transfer-leader)
  * are not served yet: they answer unknown_command, and omsctl says so.
@@ -20,6 +21,7 @@
 #include <string.h>
 
 #include "app.h"
+#include "app_views.h"
 #include "mgmt/mgmt.h"
 
 #define STATS_MAX (256 * 1024) /* the counters as text */
@@ -167,6 +169,7 @@ h_status(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char *err,
 		mgmt_out_obj_begin(out);
 		mgmt_out_kv_u64(out, "shard", cfg->shards[i].id);
 		stats_each(each_status, &s);
+		app_views_status_shard(out, cfg->shards[i].id); /* last index, elections, lag */
 		mgmt_out_obj_end(out);
 	}
 	mgmt_out_arr_end(out);
@@ -174,45 +177,16 @@ h_status(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char *err,
 	return 0;
 }
 
-struct prom_ctx {
-	struct mgmt_out *o;
-	char labels[32];
-};
-
-static void
-each_metric(void *ctx, const char *name, const char *value)
-{
-	struct prom_ctx *p = ctx;
-	if (!is_number(value) || value[0] == '-')
-		return;
-	char metric[160] = "omsd_";
-	size_t k = strlen(metric);
-	for (const char *c = name; *c != '\0' && k + 1 < sizeof(metric); c++) {
-		bool ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
-			  (*c >= '0' && *c <= '9') || *c == '_';
-		metric[k++] = ok ? *c : '_';
-	}
-	metric[k] = '\0';
-	mgmt_prom_sample(p->o, metric, p->labels, strtoull(value, NULL, 10));
-}
-
 static int
 h_metrics(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char *err, size_t cap)
 {
 	(void)ctx, (void)req;
-	int rc = stats_read();
-	if (rc < 0) {
-		snprintf(err, cap, "internal: counters unavailable");
-		return rc;
-	}
-	/* The Prometheus text goes into a side buffer, then out as one JSON string. */
+	/* The Prometheus text (app_views.c reads the counters itself) goes into a side buffer,
+	 * then out as one JSON string. */
 	static char text[STATS_MAX + 64 * 1024];
 	struct mgmt_out t;
 	mgmt_out_init(&t, text, sizeof(text));
-	struct prom_ctx p = {.o = &t};
-	snprintf(p.labels, sizeof(p.labels), "node=\"%u\"", mgmt.app->cfg.dp.node_id);
-	stats_each(each_metric, &p);
-	if (t.overflow) {
+	if (app_metrics_write(app_views_main_ctx(), mgmt.app, &t) < 0 || t.overflow) {
 		snprintf(err, cap, "too_large: metrics do not fit the buffer");
 		return -E2BIG;
 	}
@@ -241,6 +215,7 @@ app_mgmt_open(const struct app *app)
 	mgmt_register(mgmt.srv, "status", h_status, NULL, "node and per-shard Raft/service state");
 	mgmt_register(mgmt.srv, "stats", h_stats, NULL, "every counter as a JSON object");
 	mgmt_register(mgmt.srv, "metrics", h_metrics, NULL, "every counter as Prometheus text");
+	app_views_register(mgmt.srv); /* members, lcores */
 	APP_LOG(INFO, "control socket %s", path);
 	return 0;
 }

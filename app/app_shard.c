@@ -104,6 +104,9 @@ static const char *const sc_labels[SC_COUNT] = {
 #define AGG_EVERY_NS (200 * 1000000ull) /* aggregate refresh for the stats */
 #define FLOG_BATCH_MAX 256        /* entries written to the file log per cycle */
 #define FLOG_READ_BUF (1u << 20)  /* boot: bytes read from the file log at once */
+#define LAT_SLOTS 4096            /* latency tracker: client requests followed at once */
+#define LAT_PROBE 8
+#define LAT_STALE_NS (60ull * 1000000000) /* an entry this old is reused (never finished) */
 
 static_assert(sizeof(struct wire_hydrate_user) <= PQ_MSG_MAX, "PQ_MSG_MAX");
 
@@ -121,11 +124,6 @@ struct pq_ent {
 	_Alignas(8) uint8_t msg[PQ_MSG_MAX];
 };
 
-/* Transfers a client sent through the gateway (WIRE_TRANSFER_F_ROUTE). ADMIN_REPLY names only
- * the transfer id, so both ends key on it: the OMS leader remembers which gateway forwarded a
- * transfer, the gateway which client sent it (and the message, to re-route it on NOT_OWNER or
- * NOT_LEADER without waiting for the client's retry). Both are caches like the user tables:
- * a lost entry costs the client one retransmission (the OMS is idempotent on the id). */
 /* Client reports lost with a leader: an EXEC_REPORT the old leader emitted but had not put
  * on the wire when it died is never emitted again (the new leader applied that entry as a
  * follower, with egress discarded). So every OMS replica keeps its newest REPORT_RING
@@ -135,6 +133,11 @@ struct pq_ent {
 #define REPORT_RING 1024u
 #define REPORT_RESEND_NS (500ull * 1000000)
 
+/* Transfers a client sent through the gateway (WIRE_TRANSFER_F_ROUTE). ADMIN_REPLY names only
+ * the transfer id, so both ends key on it: the OMS leader remembers which gateway forwarded a
+ * transfer, the gateway which client sent it (and the message, to re-route it on NOT_OWNER or
+ * NOT_LEADER without waiting for the client's retry). Both are caches like the user tables:
+ * a lost entry costs the client one retransmission (the OMS is idempotent on the id). */
 #define XFER_SLOTS (1u << 12)
 #define XFER_PROBE 4
 #define XFER_TRIES 3              /* re-routes by the gateway before leaving it to the client */
@@ -147,6 +150,24 @@ struct xfer_ent {
 	struct dp_addr addr;         /* gateway: the client's address */
 	uint16_t tries;              /* gateway: routes so far */
 	struct wire_transfer msg;    /* gateway: the request as the client sent it */
+};
+
+/* OMS leader: latency of client requests from their proposal on this lcore to the ACK and
+ * to the final EXEC_REPORT it emits (issue 9), keyed by (user, clOrdId) in a fixed table
+ * (a cache: a full probe window overwrites the home slot and counts it). The histograms
+ * are single-writer; mgmt copies them whole (a torn copy is off by an in-flight record). */
+struct lat_ent {
+	uint64_t user;               /* 0: free */
+	uint64_t cl_ord_id;
+	uint64_t t0_ns;              /* dp_clock_ns when proposed */
+	uint64_t acked;              /* ACK seen (its latency recorded) */
+};
+
+struct lat_table {
+	struct lat_ent e[LAT_SLOTS];
+	struct hist ack;             /* proposed → ACK emitted, ns */
+	struct hist final;           /* proposed → final EXEC_REPORT emitted, ns */
+	uint64_t overwritten;        /* entries lost to a full probe window */
 };
 
 struct app_shard {
@@ -199,6 +220,7 @@ struct app_shard {
 	struct app_outbox ob;         /* frames being built */
 	struct pq_ent *pq;           /* no database: answers to propose */
 	uint32_t pq_count;
+	struct lat_table *lat;       /* OMS: request latency (leader) */
 
 	/* Published for the stats (written by this lcore only). */
 	uint32_t pub_role;
@@ -206,6 +228,8 @@ struct app_shard {
 	uint64_t pub_term;
 	uint64_t pub_commit;
 	uint64_t pub_applied;
+	uint64_t pub_last;           /* last log index */
+	uint64_t pub_match[APP_MEMBERS_MAX]; /* leader: cns_match_index per conf->members[i] */
 	uint64_t pub_route_epoch;
 	uint64_t pub_inflight;
 	uint64_t pub_resident;
@@ -566,6 +590,79 @@ nak(struct app_shard *s, uint32_t origin, const struct wire_msg_hdr *in, uint16_
 }
 
 /* ---------------------------------------------------------------------------------------
+ * Request latency (OMS leader).
+ * ------------------------------------------------------------------------------------- */
+
+static struct lat_ent *
+lat_slot(struct lat_table *t, uint64_t user, uint64_t cl, bool insert, uint64_t now)
+{
+	uint32_t home = (uint32_t)(((user ^ (cl * UINT64_C(0xff51afd7ed558ccd))) *
+				    UINT64_C(0x9E3779B97F4A7C15)) >> 52) & (LAT_SLOTS - 1);
+	struct lat_ent *spare = NULL;
+	for (uint32_t p = 0; p < LAT_PROBE; p++) {
+		struct lat_ent *e = &t->e[(home + p) & (LAT_SLOTS - 1)];
+		if (e->user == user && e->cl_ord_id == cl)
+			return e;
+		if (spare == NULL && (e->user == 0 || now - e->t0_ns > LAT_STALE_NS))
+			spare = e;
+	}
+	if (!insert)
+		return NULL;
+	if (spare == NULL) {
+		spare = &t->e[home];
+		t->overwritten++;
+	}
+	*spare = (struct lat_ent){ .user = user, .cl_ord_id = cl, .t0_ns = now };
+	return spare;
+}
+
+/* A client request was proposed: start its clock (a retransmit keeps the first one). */
+static void
+lat_begin(struct app_shard *s, const struct wire_msg_hdr *in)
+{
+	uint64_t cl;
+	memcpy(&cl, (const uint8_t *)(in + 1) + 8, sizeof(cl)); /* user, then clOrdId */
+	if (s->lat != NULL)
+		lat_slot(s->lat, msg_user(in), cl, true, dp_clock_ns());
+}
+
+static bool
+exec_final(const struct wire_exec_report *r)
+{
+	return r->exec == WIRE_EXEC_REJECTED || r->exec == WIRE_EXEC_CANCELLED ||
+	       r->exec == WIRE_EXEC_DONE || (r->exec == WIRE_EXEC_FILL && r->leaves_qty == 0);
+}
+
+/* The leader emits an answer for a client: ACK records ingress→ack, a final EXEC_REPORT
+ * records order→final and frees the entry, a NAK frees it. */
+static void
+lat_end(struct app_shard *s, const struct wire_msg_hdr *msg)
+{
+	struct lat_table *t = s->lat;
+	if (t == NULL || (msg->type != WIRE_ACK && msg->type != WIRE_NAK &&
+			  msg->type != WIRE_EXEC_REPORT))
+		return;
+	uint64_t cl;
+	memcpy(&cl, (const uint8_t *)(msg + 1) + 8, sizeof(cl));
+	uint64_t now = dp_clock_ns();
+	struct lat_ent *e = lat_slot(t, msg_user(msg), cl, false, now);
+	if (e == NULL)
+		return;
+	if (msg->type == WIRE_ACK) {
+		if (!e->acked)
+			hist_record(&t->ack, now - e->t0_ns);
+		e->acked = 1;
+		return;
+	}
+	if (msg->type == WIRE_EXEC_REPORT) {
+		if (!exec_final((const struct wire_exec_report *)msg))
+			return;
+		hist_record(&t->final, now - e->t0_ns);
+	}
+	e->user = 0;
+}
+
+/* ---------------------------------------------------------------------------------------
  * Egress of applied entries (leader only).
  * ------------------------------------------------------------------------------------- */
 
@@ -661,6 +758,8 @@ sink_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 		count(s, SC_EGRESS_FOLLOWER, 1); /* ARCHITECTURE.md §3: only the leader's leaves */
 		return;
 	}
+	if (dest == WIRE_DEST_CLIENT)
+		lat_end(s, msg);
 	egress_route(s, dest, msg);
 }
 
@@ -937,6 +1036,8 @@ ingress(struct app_shard *s, const struct wire_msg_hdr *msg)
 			x->node = origin;
 		}
 		int rc = propose(s, in);
+		if (rc == 0)
+			lat_begin(s, in);
 		if (rc == -EPERM || rc == -EBUSY)
 			nak(s, origin, in, WIRE_REASON_NOT_LEADER);
 		else if (rc == -EAGAIN)
@@ -1223,6 +1324,9 @@ shard_do_work(void *arg, uint64_t now_ns)
 	PUB(s->pub_term, cns_term(s->cns));
 	PUB(s->pub_commit, cns_commit_index(s->cns));
 	PUB(s->pub_applied, idx);
+	PUB(s->pub_last, cns_last_index(s->cns));
+	for (uint32_t i = 0; i < s->conf->member_count; i++)
+		PUB(s->pub_match[i], cns_match_index(s->cns, s->conf->members[i]));
 	return work;
 }
 
@@ -1606,6 +1710,11 @@ app_shard_init(struct app *app, struct app_agent *agent, uint32_t index)
 	if (s->is_oms) {
 		s->xorigin = zalloc("xorigin", s->id, sizeof(struct xfer_ent) * XFER_SLOTS);
 		s->reports = zalloc("reports", s->id, sizeof(struct wire_exec_report) * REPORT_RING);
+		s->lat = zalloc("lat", s->id, sizeof(struct lat_table));
+		if (s->lat == NULL)
+			return -ENOMEM;
+		hist_init(&s->lat->ack);
+		hist_init(&s->lat->final);
 	}
 	if (s->svc_mem == NULL || s->cns_mem == NULL || s->log_mem == NULL || s->pq == NULL ||
 	    (s->is_oms && (s->users == NULL || s->xorigin == NULL || s->reports == NULL)) ||
@@ -1710,6 +1819,7 @@ app_shard_fini(struct app *app, struct app_agent *agent)
 		rte_free(s->xfers);
 		rte_free(s->xorigin);
 		rte_free(s->reports);
+		rte_free(s->lat);
 		rte_free(s->pbatch);
 		if (s->plog != NULL)
 			pst_log_close(s->plog);
@@ -1761,6 +1871,17 @@ app_shard_stats_write(const struct app *app, uint32_t index, FILE *out)
 	fprintf(out, "shard.%u.term %" PRIu64 "\n", id, LOAD(s->pub_term));
 	fprintf(out, "shard.%u.commit %" PRIu64 "\n", id, LOAD(s->pub_commit));
 	fprintf(out, "shard.%u.applied %" PRIu64 "\n", id, LOAD(s->pub_applied));
+	fprintf(out, "shard.%u.last_index %" PRIu64 "\n", id, LOAD(s->pub_last));
+	for (uint32_t i = 0; i < s->conf->member_count; i++) {
+		/* Leader only (UINT64_MAX otherwise): per-member match index and lag. */
+		uint64_t match = LOAD(s->pub_match[i]), last = LOAD(s->pub_last);
+		if (match == UINT64_MAX)
+			continue;
+		fprintf(out, "shard.%u.member.%u.match %" PRIu64 "\n", id, s->conf->members[i],
+			match);
+		fprintf(out, "shard.%u.member.%u.lag %" PRIu64 "\n", id, s->conf->members[i],
+			last > match ? last - match : 0);
+	}
 	for (int c = 0; c < SC_COUNT; c++)
 		fprintf(out, "shard.%u.%s %" PRIu64 "\n", id, sc_labels[c], LOAD(s->c[c]));
 	char prefix[32];
@@ -1784,6 +1905,22 @@ app_shard_stats_write(const struct app *app, uint32_t index, FILE *out)
 			fprintf(out, "shard.%u.oms.%s %" PRIu64 "\n", id,
 				oms_counter_name((enum oms_counter)c),
 				oms_counter_get(s->svc, (enum oms_counter)c));
+		for (uint16_t r = 1; r < WIRE_REASON_MAX; r++)
+			fprintf(out, "shard.%u.nak.%s %" PRIu64 "\n", id, wire_reason_name(r),
+				oms_nak_count(s->svc, r));
+		struct hist h; /* 15 KiB on the stack: callers are control-plane threads */
+		static const char *const lat_names[2] = {"ingress_ack", "order_final"};
+		for (int k = 0; k < 2; k++) {
+			app_shard_latency(app, index, k == 0 ? &h : NULL, k == 1 ? &h : NULL);
+			fprintf(out, "shard.%u.lat.%s.count %" PRIu64 "\n", id, lat_names[k], h.count);
+			fprintf(out, "shard.%u.lat.%s.p50_ns %" PRIu64 "\n", id, lat_names[k],
+				hist_percentile(&h, 50));
+			fprintf(out, "shard.%u.lat.%s.p99_ns %" PRIu64 "\n", id, lat_names[k],
+				hist_percentile(&h, 99));
+			fprintf(out, "shard.%u.lat.%s.max_ns %" PRIu64 "\n", id, lat_names[k],
+				h.count ? h.max : 0);
+		}
+		fprintf(out, "shard.%u.lat_overwritten %" PRIu64 "\n", id, s->lat->overwritten);
 	} else {
 		static const char *const me_names[ME_C_COUNT] = {
 #define ME_NAME(name, label) #name,
@@ -1795,4 +1932,59 @@ app_shard_stats_write(const struct app *app, uint32_t index, FILE *out)
 			fprintf(out, "shard.%u.me.%s %" PRIu64 "\n", id, me_names[c],
 				me_counter(s->svc, (enum me_counter)c));
 	}
+}
+
+/* Published state of shard index for the views (any thread: relaxed loads only). */
+int
+app_shard_pub_read(const struct app *app, uint32_t index, struct app_shard_pub *out)
+{
+	const struct app_shard *s = app->shards[index];
+	if (s == NULL)
+		return -ENOENT;
+	memset(out, 0, sizeof(*out));
+	out->id = s->id;
+	out->role = LOAD(s->pub_role);
+	out->leader = LOAD(s->pub_leader);
+	out->term = LOAD(s->pub_term);
+	out->commit = LOAD(s->pub_commit);
+	out->applied = LOAD(s->pub_applied);
+	out->last = LOAD(s->pub_last);
+	out->member_count = s->conf->member_count;
+	for (uint32_t i = 0; i < s->conf->member_count; i++) {
+		out->members[i] = s->conf->members[i];
+		out->match[i] = LOAD(s->pub_match[i]);
+	}
+	out->elections = cns_counter(s->cns, CNS_C_ELECTIONS_STARTED);
+	out->leader_elected = cns_counter(s->cns, CNS_C_LEADER_ELECTED);
+	out->route_epoch = LOAD(s->pub_route_epoch);
+	out->inflight = LOAD(s->pub_inflight);
+	out->resident = LOAD(s->pub_resident);
+	out->resting = LOAD(s->pub_resting);
+	out->is_oms = s->is_oms;
+	return 0;
+}
+
+const char *
+app_shard_role_name(uint32_t role)
+{
+	return role_name(role);
+}
+
+/* Copies of the latency histograms (either may be NULL). -ENOENT: not an OMS shard. */
+int
+app_shard_latency(const struct app *app, uint32_t index, struct hist *ack, struct hist *final)
+{
+	const struct app_shard *s = app->shards[index];
+	if (s == NULL || s->lat == NULL) {
+		if (ack != NULL)
+			hist_init(ack);
+		if (final != NULL)
+			hist_init(final);
+		return -ENOENT;
+	}
+	if (ack != NULL)
+		memcpy(ack, &s->lat->ack, sizeof(*ack));
+	if (final != NULL)
+		memcpy(final, &s->lat->final, sizeof(*final));
+	return 0;
 }

@@ -27,6 +27,7 @@
 #include <rte_log.h>
 
 #include "app.h"
+#include "app_views.h"
 #include "common/check.h"
 
 #define EXIT_CONFIG 2
@@ -313,6 +314,17 @@ main(int argc, char **argv)
 	/* 5. Main lcore: signals, stats and the control socket (never a hot lcore). */
 	bool mgmt_on = false;
 	if (!stopping) {
+		/* Views first: the control socket, telemetry and HTTP render from them. */
+		int vrc = app_views_open(&app, app_http_stats_write);
+		if (vrc < 0)
+			APP_LOG(WARNING, "views: %s", strerror(-vrc));
+		vrc = app_telemetry_register(&app);
+		if (vrc < 0)
+			APP_LOG(WARNING, "telemetry commands /omsd/*: %s", strerror(-vrc));
+		vrc = app_http_open(&app);
+		if (vrc < 0)
+			APP_LOG(WARNING, "metrics_listen %s: %s (running without it)",
+				app.cfg.metrics_listen, strerror(-vrc));
 		int mrc = app_mgmt_open(&app);
 		if (mrc < 0)
 			APP_LOG(WARNING, "control socket %s: %s (running without it)",
@@ -325,6 +337,8 @@ main(int argc, char **argv)
 			app_mgmt_poll(MAIN_TICK_US / 1000 > 0 ? MAIN_TICK_US / 1000 : 1);
 		else
 			usleep(MAIN_TICK_US);
+		app_views_tick(dp_clock_ns());
+		app_http_poll();
 		if (dump_requested) {
 			dump_requested = 0;
 			stats_dump(&app, "SIGUSR1");
@@ -334,6 +348,9 @@ main(int argc, char **argv)
 	/* 6. Shutdown: producers first, then io; then what is still queued goes out. */
 	APP_LOG(INFO, "stopping");
 	app_mgmt_close();
+	app_telemetry_close();
+	app_http_close();
+	app_views_close();
 	agents_stop(&app, false);
 	agents_stop(&app, true);
 	uint32_t drained = dp_io_drain(app.dp);

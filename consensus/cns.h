@@ -240,6 +240,11 @@ uint64_t cns_last_term(const struct cns *c);
 uint64_t cns_durable_index(const struct cns *c);
 const struct cns_snapshot_meta *cns_snapshot(const struct cns *c, const void **data);
 uint64_t cns_counter(const struct cns *c, enum cns_counter counter);
+/* Leader only: the highest entry known replicated on member `node` (Raft Figure 2
+ * matchIndex; for the leader itself what counts towards commit: its last index, or its
+ * durable index under CNS_DURABLE_DISK). UINT64_MAX when this member is not the leader or
+ * node is not a member. A read-only view for mgmt (lag = cns_last_index - match). */
+uint64_t cns_match_index(const struct cns *c, uint32_t node);
 /* Term of the entry at index, or UINT64_MAX when the log no longer (or not yet) holds it. */
 uint64_t cns_term_at(const struct cns *c, uint64_t index);
 

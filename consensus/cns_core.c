@@ -484,6 +484,21 @@ cns_durable_index(const struct cns *c)
 }
 
 uint64_t
+cns_match_index(const struct cns *c, uint32_t node)
+{
+	CHECK(c != NULL);
+	int slot = cns_slot_of(c, node);
+	if (c->role != CNS_LEADER || slot < 0)
+		return UINT64_MAX;
+	/* The same value cns_replicate.c counts towards commit for each member. */
+	if ((uint32_t)slot == c->self_slot)
+		return c->cfg.durability == CNS_DURABLE_DISK ? c->durable : c->last_index;
+	uint64_t match = c->peers[slot].match_index;
+	CHECK(match <= c->last_index);
+	return match;
+}
+
+uint64_t
 cns_term_at(const struct cns *c, uint64_t index)
 {
 	return cns_log_term(c, index);

@@ -181,6 +181,7 @@ struct dp_duty {
 	uint64_t work_cycles;    /* cycles that did work */
 	uint64_t work_items;     /* sum of work */
 	uint64_t max_ns;         /* longest working cycle */
+	uint64_t busy_ns;        /* time spent in working cycles (busy % = Δbusy / Δwall) */
 	uint64_t over_count;     /* working cycles longer than threshold_ns */
 	uint64_t threshold_ns;   /* e.g. 100 µs */
 };

@@ -43,6 +43,7 @@ dp_duty_record(struct dp_duty *duty, uint64_t start_ns, uint64_t end_ns, uint32_
 	uint64_t ns = end_ns - start_ns;
 	__atomic_store_n(&duty->work_cycles, duty->work_cycles + 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&duty->work_items, duty->work_items + work, __ATOMIC_RELAXED);
+	__atomic_store_n(&duty->busy_ns, duty->busy_ns + ns, __ATOMIC_RELAXED);
 	if (ns > duty->max_ns)
 		__atomic_store_n(&duty->max_ns, ns, __ATOMIC_RELAXED);
 	if (ns > duty->threshold_ns)

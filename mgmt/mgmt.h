@@ -163,4 +163,61 @@ void mgmt_prom_sample(struct mgmt_out *o, const char *name, const char *labels, 
 void mgmt_prom_summary(struct mgmt_out *o, const char *name, const char *labels,
 		       const struct hist *h);
 
+/* A histogram as a Prometheus histogram: cumulative name_bucket{labels,le="B"} for each of
+ * bound_count ascending bounds, le="+Inf", then name_sum and name_count. A hist bucket counts
+ * under the first bound at or above its upper edge (so within the hist's 3.1 %). */
+void mgmt_prom_histogram(struct mgmt_out *o, const char *name, const char *labels,
+			 const struct hist *h, const uint64_t *bounds, uint32_t bound_count);
+
+/* A dotted counter name (the stats dump's "shard.1.oms.naks") as a Prometheus family and
+ * labels: "omsd_" + the tokens joined with '_', except that the token after a key listed in
+ * label_keys (pairs {token, label}, NULL-terminated) becomes a label instead:
+ * with {"shard","shard"}, "shard.1.oms.naks" → family "omsd_shard_oms_naks", labels
+ * `shard="1"`. The family is lower case, with '_' for characters outside [A-Za-z0-9_];
+ * '"' and '\' are escaped in label values. 0, or -ENOSPC when either output would be
+ * truncated, or -EINVAL for an empty name or token. */
+int mgmt_prom_name(const char *dotted, const char *const *label_keys, char *family,
+		   size_t family_cap, char *labels, size_t labels_cap);
+
+/* ---------------------------------------------------------------------------------------
+ * Metrics over HTTP (mgmt_http.c): GET /metrics for Prometheus, polled, never blocking.
+ * ------------------------------------------------------------------------------------- */
+
+#define MGMT_HTTP_CLIENTS_MAX 4        /* connections at once; more get 503 */
+#define MGMT_HTTP_REQ_MAX 4096         /* request head bytes; more get 431 */
+#define MGMT_HTTP_OUT_MAX (1u << 20)   /* largest answer */
+#define MGMT_HTTP_IDLE_MS 5000         /* a connection without progress is closed */
+
+struct mgmt_http;
+/* Render the metrics text into body. 0 or -errno (answered 500). */
+typedef int(mgmt_http_body_fn)(void *ctx, struct mgmt_out *body);
+
+struct mgmt_http_stats {
+	uint64_t accepted;     /* connections accepted */
+	uint64_t requests;     /* well-formed requests */
+	uint64_t ok;           /* 200 answers */
+	uint64_t not_found;    /* 404: a path other than /metrics */
+	uint64_t bad_method;   /* 405: a method other than GET/HEAD */
+	uint64_t bad_request;  /* 400: malformed request line */
+	uint64_t too_large;    /* 431: head over MGMT_HTTP_REQ_MAX */
+	uint64_t busy;         /* 503: all connections in use */
+	uint64_t timeouts;     /* connections closed for lack of progress */
+	uint64_t errors;       /* 500: the body callback failed */
+};
+
+/* Listen on ip_be:port (network order address; port 0 picks one). 0 or -errno. */
+int mgmt_http_open(struct mgmt_http **out, uint32_t ip_be, uint16_t port,
+		   mgmt_http_body_fn *fn, void *ctx);
+void mgmt_http_close(struct mgmt_http *h);
+/* Accept, read, answer, write, time out; never waits. now_ms: any monotonic clock.
+ * Returns answers completed. */
+int mgmt_http_poll(struct mgmt_http *h, uint64_t now_ms);
+uint16_t mgmt_http_port(const struct mgmt_http *h);
+int mgmt_http_fd(const struct mgmt_http *h);
+void mgmt_http_stats_get(const struct mgmt_http *h, struct mgmt_http_stats *out);
+/* Parse a request head: the length of the head (through the empty line) with method and
+ * path filled, 0 when incomplete, -EINVAL when malformed. */
+int mgmt_http_parse(const char *buf, size_t len, char *method, size_t method_cap, char *path,
+		    size_t path_cap);
+
 #endif

@@ -19,9 +19,9 @@
 
 #include "mgmt.h"
 
-#define OUT_MAX (256 * 1024)  /* unsent output per client before it is dropped */
+#define OUT_MAX (640 * 1024)  /* unsent output per client before it is dropped */
 #define PENDING_MAX 256       /* deferred answers outstanding */
-#define RESULT_MAX (128 * 1024)
+#define RESULT_MAX (512 * 1024) /* metrics of a node with many shards */
 
 struct client {
 	int fd;              /* -1: free slot */

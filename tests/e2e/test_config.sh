@@ -97,6 +97,9 @@ case_bad symbol_fee      '$a [symbol.1]\nbase = 1\nquote = 2\nme_shard = 2\nmake
 case_bad db_no_persister '$a [database]\nconninfo = host=/tmp' "db_no_persister.ini:[0-9]+: \[database\] conninfo: needs a \[persister\] lcore"
 case_bad log_mb          '$a [limits]\nlog_mb = 4096' "log_mb.ini:[0-9]+: \[limits\] log_mb: 4096 is out of range"
 case_bad sweep_vs_ttl    '$a [timers]\nuser_ttl_ms = 1000\nsweep_ms = 5000' "sweep_vs_ttl.ini:[0-9]+: \[timers\] sweep_ms: 5000 is longer than user_ttl_ms"
+case_bad metrics_remote   '$a [mgmt]\nmetrics_listen = 0.0.0.0:9464' "metrics_remote.ini:[0-9]+: \[mgmt\] metrics_listen: 0.0.0.0 is not a loopback address"
+case_bad metrics_port     '$a [mgmt]\nmetrics_listen = 127.0.0.1:99999' "metrics_port.ini:[0-9]+: \[mgmt\] metrics_listen: port '99999' is not 1..65535"
+case_bad metrics_form     '$a [mgmt]\nmetrics_listen = localhost' "metrics_form.ini:[0-9]+: \[mgmt\] metrics_listen: 'localhost' is not ADDRESS:PORT"
 
 # Several errors in one file are all reported, not just the first.
 base | sed -e 's/^udp_port = 7400/udp_port = 0/' -e 's/^idle = sleep/idle = x/' \

@@ -27,8 +27,8 @@ done
 "$OMSCTL" --socket "$SOCK" status >"$TMP/status.txt" || fail "omsctl status (table): exit $?"
 
 "$OMSCTL" --socket "$SOCK" metrics >"$TMP/metrics.txt" || fail "omsctl metrics: exit $?"
-grep -qE '^omsd_shard_1_commit\{node="1"\} [0-9]+$' "$TMP/metrics.txt" ||
-	fail "metrics lack omsd_shard_1_commit: $(head -5 "$TMP/metrics.txt")"
+grep -qE '^omsd_shard_commit\{node="1",shard="1"\} [0-9]+$' "$TMP/metrics.txt" ||
+	fail "metrics lack omsd_shard_commit for shard 1: $(head -5 "$TMP/metrics.txt")"
 log "metrics: $(wc -l <"$TMP/metrics.txt") samples"
 
 rc=0

@@ -233,6 +233,21 @@ samples_find(const struct samples *ss, const char *name)
 	return NULL;
 }
 
+/* top: the lcores table (busy %, idle back-off, rings) under the status. A node without the
+ * command (older omsd) shows nothing here. */
+static void
+top_lcores(struct ctl *ctl, const char *path, int timeout_ms, char *resp)
+{
+	struct answer a = {0};
+	if (call(ctl, path, "lcores", timeout_ms, resp, &a, ctl->json) != 0)
+		return;
+	if (!ctl->json && a.result != NULL) {
+		fputc('\n', ctl->out);
+		ctl_render(ctl->out, a.result);
+	}
+	ctl_json_free(a.root);
+}
+
 static int
 top(struct ctl *ctl, const char *path, int timeout_ms, char *resp)
 {
@@ -267,6 +282,7 @@ top(struct ctl *ctl, const char *path, int timeout_ms, char *resp)
 				ctl_render(ctl->out, st.result != NULL ? st.result : st.root);
 		}
 		ctl_json_free(st.root);
+		top_lcores(ctl, path, timeout_ms, resp);
 		int mrc = call(ctl, path, "metrics", timeout_ms, resp, &me, ctl->json);
 		if (mrc == CTL_EXIT_NO_ANSWER || mrc == CTL_EXIT_IO) {
 			rc = mrc;
