@@ -54,7 +54,7 @@ case_bad() {
 	if [ "$rc" -ne 2 ]; then
 		echo "FAIL $name: exit $rc, want 2"; echo "$out"; fails=$((fails + 1)); return
 	fi
-	if ! echo "$out" | grep -Eq -- "$want"; then
+	if ! grep -Eq -- "$want" <<<"$out"; then
 		echo "FAIL $name: no line matching '$want' in:"; echo "$out"; fails=$((fails + 1)); return
 	fi
 	echo "ok   $name: $(echo "$out" | grep -E -- "$want" | head -1)"
@@ -109,9 +109,9 @@ if [ "$n" -lt 3 ]; then echo "FAIL many: $n errors reported, want 3"; fails=$((f
 
 # A missing file, and EAL lcore arguments on the command line.
 rc=0; out=$("$OMSD" -c "$TMP/nope.ini" 2>&1) || rc=$?
-if [ "$rc" -eq 2 ] && echo "$out" | grep -q "nope.ini: cannot open"; then echo "ok   missing_file"; else echo "FAIL missing_file ($rc): $out"; fails=$((fails + 1)); fi
+if [ "$rc" -eq 2 ] && grep -q "nope.ini: cannot open" <<<"$out"; then echo "ok   missing_file"; else echo "FAIL missing_file ($rc): $out"; fails=$((fails + 1)); fi
 rc=0; out=$("$OMSD" -c "$TMP/good.ini" -- -l 0-1 2>&1) || rc=$?
-if [ "$rc" -eq 2 ] && echo "$out" | grep -q "'-l' is not allowed"; then echo "ok   cmdline_lcores"; else echo "FAIL cmdline_lcores ($rc): $out"; fails=$((fails + 1)); fi
+if [ "$rc" -eq 2 ] && grep -q "'-l' is not allowed" <<<"$out"; then echo "ok   cmdline_lcores"; else echo "FAIL cmdline_lcores ($rc): $out"; fails=$((fails + 1)); fi
 
 # The shipped configurations are valid. Only CPU availability may differ from this host
 # (production.ini names isolated cores a development box does not have).

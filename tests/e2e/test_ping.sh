@@ -27,13 +27,13 @@ attempts=$(ip netns exec "$NS_C" "$PY" "$E2E_DIR/e2e_net.py" echo --src "$FAR_IP
 log "off-subnet client $FAR_IP echoed via gateway $CLIENT_IP after $attempts attempt(s)"
 
 out=$(ip netns exec "$NS_C" arping -c 3 -w 5 -I "$VETH_C" "$NODE_IP") || fail "arping: $out"
-echo "$out" | grep -qi "from $NODE_MAC" || fail "arping did not resolve to $NODE_MAC: $out"
+grep -qi "from $NODE_MAC" <<<"$out" || fail "arping did not resolve to $NODE_MAC: $out"
 log "arping resolved $NODE_IP to $NODE_MAC"
 
 out=$(ip netns exec "$NS_C" ping -c 5 -i 0.2 -W 2 "$NODE_IP") || fail "ping: $out"
-echo "$out" | grep -q " 0% packet loss" || fail "ping lost packets: $out"
+grep -q " 0% packet loss" <<<"$out" || fail "ping lost packets: $out"
 out=$(ip netns exec "$NS_C" ping -c 3 -i 0.2 -W 2 -s 1400 "$NODE_IP") || fail "ping -s 1400: $out"
-echo "$out" | grep -q " 0% packet loss" || fail "large ping lost packets: $out"
+grep -q " 0% packet loss" <<<"$out" || fail "large ping lost packets: $out"
 log "ping: 8/8 answered"
 
 # An address on the subnet that is not ours is neither answered by ARP nor by ICMP.
