@@ -160,12 +160,14 @@ struct app_shard {
 
 	struct user_ent *users;      /* OMS: user → gateway node */
 	struct user_ent *clients;    /* gateway: user → client address */
+	struct app_lat *lat;         /* gateway: RX → answer latency of new orders */
 	struct app_outbox ob;         /* frames being built */
 	struct pq_ent *pq;           /* no database: answers to propose */
 	uint32_t pq_count;
 
 	/* Published for the stats (written by this lcore only). */
 	uint32_t pub_role;
+	bool pub_ready;              /* the RX gate's readiness (app_shard_ready) */
 	uint32_t pub_leader;
 	uint64_t pub_term;
 	uint64_t pub_commit;
@@ -365,6 +367,7 @@ gw_order(struct app_shard *s, const struct dp_meta *meta, const struct wire_msg_
 	e->session = meta->sender_id;
 	uint16_t shard = e->owner_hint != 0 ? (uint16_t)(e->owner_hint - 1) : gw_owner(s, user);
 	e->owner_hint = 0;
+	app_lat_rx(s->lat, msg, meta->rx_tsc);
 	struct wire_ingress ing;
 	memset(&ing, 0, sizeof(ing));
 	wire_hdr_init(&ing.hdr, WIRE_INGRESS, shard);
@@ -405,6 +408,7 @@ gw_client(struct app_shard *s, const struct wire_msg_hdr *msg)
 		return;
 	}
 	count(s, SC_GW_OUT, 1);
+	app_lat_tx(s->lat, msg);
 	app_outbox_add(&s->ob, NULL, &e->addr, DP_CLASS_CLIENT, 0, msg, NULL, 0);
 }
 
@@ -999,6 +1003,27 @@ aggregates(struct app_shard *s)
 	}
 }
 
+/* Ready to take client load ([port] rx_start = leader): a leader is known; this replica has
+ * applied everything committed and the commit point is in the current term (so the new
+ * leader's bootstrap config, proposed the moment it had committed its first entry, precedes
+ * anything the node forwards from now on); an OMS replica has applied the configured
+ * routing epoch (proposed after the symbols); the leader has proposed its bootstrap and, on
+ * an OMS shard, rebuilt its bridge. */
+static bool
+ready(const struct app_shard *s)
+{
+	uint64_t term = cns_term(s->cns), commit = cns_commit_index(s->cns);
+	if (cns_leader(s->cns) == CNS_NODE_NONE || commit == 0)
+		return false;
+	if (cns_term_at(s->cns, commit) != term || cns_applied_index(s->cns) < commit)
+		return false;
+	if (s->is_oms && oms_route_epoch(s->svc) < s->app->cfg.routing.epoch)
+		return false;
+	if (cns_role(s->cns) == CNS_LEADER && (s->boot_term != term || (s->is_oms && !s->roles_ready)))
+		return false;
+	return true;
+}
+
 static uint32_t
 shard_do_work(void *arg, uint64_t now_ns)
 {
@@ -1045,6 +1070,7 @@ shard_do_work(void *arg, uint64_t now_ns)
 	aggregates(s);
 
 	PUB(s->pub_role, (uint32_t)cns_role(s->cns));
+	PUB(s->pub_ready, ready(s));
 	PUB(s->pub_leader, leader);
 	PUB(s->pub_term, cns_term(s->cns));
 	PUB(s->pub_commit, cns_commit_index(s->cns));
@@ -1425,8 +1451,11 @@ app_shard_init(struct app *app, struct app_agent *agent, uint32_t index)
 	s->pq = zalloc("pq", s->id, sizeof(struct pq_ent) * PQ_MAX);
 	if (s->is_oms)
 		s->users = zalloc("users", s->id, sizeof(struct user_ent) * USERS_SLOTS);
-	if (s->is_gateway)
+	if (s->is_gateway) {
 		s->clients = zalloc("clients", s->id, sizeof(struct user_ent) * USERS_SLOTS);
+		if (app_lat_init(&s->lat, rte_socket_id()) != 0)
+			return -ENOMEM;
+	}
 	if (s->svc_mem == NULL || s->cns_mem == NULL || s->log_mem == NULL || s->pq == NULL ||
 	    (s->is_oms && s->users == NULL) || (s->is_gateway && s->clients == NULL))
 		return -ENOMEM;
@@ -1526,6 +1555,7 @@ app_shard_fini(struct app *app, struct app_agent *agent)
 		rte_free(s->pq);
 		rte_free(s->users);
 		rte_free(s->clients);
+		app_lat_free(s->lat);
 		rte_free(s->pbatch);
 		if (s->plog != NULL)
 			pst_log_close(s->plog);
@@ -1582,6 +1612,7 @@ app_shard_stats_write(const struct app *app, uint32_t index, FILE *out)
 	char prefix[32];
 	snprintf(prefix, sizeof(prefix), "shard.%u", id);
 	app_outbox_stats_write(&s->ob, prefix, out);
+	app_lat_stats_write(s->lat, "gateway", out);
 	for (int c = 0; c < CNS_C_COUNT; c++)
 		fprintf(out, "shard.%u.cns.%s %" PRIu64 "\n", id,
 			cns_counter_name((enum cns_counter)c),
@@ -1611,4 +1642,21 @@ app_shard_stats_write(const struct app *app, uint32_t index, FILE *out)
 			fprintf(out, "shard.%u.me.%s %" PRIu64 "\n", id, me_names[c],
 				me_counter(s->svc, (enum me_counter)c));
 	}
+}
+
+bool
+app_shard_ready(const struct app *app, uint32_t index)
+{
+	const struct app_shard *s = app->shards[index];
+	return s != NULL && LOAD(s->pub_ready);
+}
+
+uint32_t
+app_shard_queued(const struct app *app, uint32_t index)
+{
+	const struct app_shard *s = app->shards[index];
+	if (s == NULL)
+		return 0;
+	uint32_t rx = rte_ring_count(s->rx), local = rte_ring_count(s->local);
+	return rx > local ? rx : local;
 }

@@ -6,12 +6,13 @@
  *   omspcap gen --out FILE --count N --seed S [--src-ip A] [--dst-ip A] [--src-mac M]
  *               [--dst-mac M] [--src-port N] [--dst-port N] [--users N] [--symbols N]
  *               [--mid P] [--session N] [--key HEX32] [--gap-us N] [--multi PCT]
- *               [--transfer-shard N]
+ *               [--transfer-shard N] [--fund-first 0|1]
  *   omspcap show FILE [--key HEX32] [--verbose]
  *
  * gen writes N wire messages as Ethernet/IPv4/UDP frames (DLT_EN10MB) with correct IPv4 and
  * UDP checksums; about --multi percent of frames carry several messages. The flow per user:
- * a deposit first (both assets), then limit orders near a mid, cancels and amends of the
+ * a deposit first (both assets; with --fund-first 1 every user's before any order), then
+ * limit orders near a mid, cancels and amends of the
  * user's own live orders, some IOC and market orders. Same seed, same bytes (timestamps
  * included: they start at a fixed epoch and advance by --gap-us).
  * show decodes every UDP payload with wire_frame_decode and prints counts per message type
@@ -56,6 +57,7 @@ struct opts {
 	uint32_t gap_us;
 	uint32_t multi_pct;
 	uint16_t transfer_shard;        /* hdr.shard of TRANSFER (the node routes it by shard) */
+	bool fund_first;                /* every user's deposits before any order */
 };
 
 struct user_state {
@@ -72,6 +74,7 @@ usage(void)
 	      "                   [--src-mac M] [--dst-mac M] [--src-port N] [--dst-port N]\n"
 	      "                   [--users N] [--symbols N] [--mid P] [--session N]\n"
 	      "                   [--key HEX32] [--gap-us N] [--multi PCT] [--transfer-shard N]\n"
+	      "                   [--fund-first 0|1]\n"
 	      "       omspcap show FILE [--key HEX32] [--verbose]\n",
 	      stderr);
 	return 2;
@@ -192,10 +195,13 @@ encapsulate(const struct opts *o, uint8_t *pkt, const void *payload, uint32_t le
 
 /* The next message of the seeded flow into msg. */
 static void
-next_message(const struct opts *o, struct prng *p, struct user_state *users, uint64_t *msg)
+next_message(const struct opts *o, struct prng *p, struct user_state *users, uint32_t *fund_next,
+	     uint64_t *msg)
 {
 	memset(msg, 0, MSG_SIZE);
-	uint32_t ui = (uint32_t)prng_below(p, o->users);
+	/* --fund-first: the users in order until all are funded, then the random flow. */
+	uint32_t ui = o->fund_first && *fund_next < o->users ? *fund_next
+							       : (uint32_t)prng_below(p, o->users);
 	struct user_state *u = &users[ui];
 	uint64_t user = 1000 + ui;
 	if (!u->funded) {
@@ -207,6 +213,8 @@ next_message(const struct opts *o, struct prng *p, struct user_state *users, uin
 		t->asset = u->next_id == 2 ? ASSET_BASE : ASSET_QUOTE;
 		t->amount = t->asset == ASSET_BASE ? 1000000 : 1000000000;
 		u->funded = u->next_id > 2;
+		if (u->funded && ui == *fund_next)
+			(*fund_next)++;
 		return;
 	}
 	uint64_t roll = prng_below(p, 100);
@@ -335,6 +343,8 @@ gen(int argc, char **argv)
 			o.multi_pct = (uint32_t)x;
 		else if (strcmp(a, "--transfer-shard") == 0 && num && x <= UINT16_MAX)
 			o.transfer_shard = (uint16_t)x;
+		else if (strcmp(a, "--fund-first") == 0 && num && x <= 1)
+			o.fund_first = x == 1;
 		else {
 			fprintf(stderr, "omspcap: bad option %s %s\n", a, v);
 			return usage();
@@ -362,6 +372,7 @@ gen(int argc, char **argv)
 	static uint8_t pkt[ETH_HDR + IP_HDR + UDP_HDR + PAYLOAD_MAX];
 	uint64_t msg[MSG_SIZE / 8];
 	uint64_t written = 0, frames = 0, t_us = 0;
+	uint32_t fund_next = 0;
 	uint64_t per_type[WIRE_TYPE_LIMIT] = {0};
 	bool held = false; /* msg holds a message that did not fit the last frame's class */
 	while (written < o.count) {
@@ -374,7 +385,7 @@ gen(int argc, char **argv)
 		bool first_transfer = false;
 		for (uint64_t k = 0; k < want; k++) {
 			if (!held)
-				next_message(&o, &p, users, msg);
+				next_message(&o, &p, users, &fund_next, msg);
 			held = false;
 			const struct wire_msg_hdr *h = (const void *)msg;
 			/* The node refuses frames that mix order entry (gateway) with TRANSFER
