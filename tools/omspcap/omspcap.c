@@ -6,7 +6,7 @@
  *   omspcap gen --out FILE --count N --seed S [--src-ip A] [--dst-ip A] [--src-mac M]
  *               [--dst-mac M] [--src-port N] [--dst-port N] [--users N] [--symbols N]
  *               [--mid P] [--session N] [--key HEX32] [--gap-us N] [--multi PCT]
- *               [--transfer-shard N] [--fund-first 0|1]
+ *               [--transfer-shard N] [--fund-first 0|1] [--open-max N]
  *   omspcap show FILE [--key HEX32] [--verbose]
  *
  * gen writes N wire messages as Ethernet/IPv4/UDP frames (DLT_EN10MB) with correct IPv4 and
@@ -58,6 +58,7 @@ struct opts {
 	uint32_t multi_pct;
 	uint16_t transfer_shard;        /* hdr.shard of TRANSFER (the node routes it by shard) */
 	bool fund_first;                /* every user's deposits before any order */
+	uint32_t open_max;              /* cancel whenever a user has this many live; 0 = off */
 };
 
 struct user_state {
@@ -74,7 +75,7 @@ usage(void)
 	      "                   [--src-mac M] [--dst-mac M] [--src-port N] [--dst-port N]\n"
 	      "                   [--users N] [--symbols N] [--mid P] [--session N]\n"
 	      "                   [--key HEX32] [--gap-us N] [--multi PCT] [--transfer-shard N]\n"
-	      "                   [--fund-first 0|1]\n"
+	      "                   [--fund-first 0|1] [--open-max N]\n"
 	      "       omspcap show FILE [--key HEX32] [--verbose]\n",
 	      stderr);
 	return 2;
@@ -218,7 +219,9 @@ next_message(const struct opts *o, struct prng *p, struct user_state *users, uin
 		return;
 	}
 	uint64_t roll = prng_below(p, 100);
-	if (u->live_count > 0 && roll < 15) {
+	/* --open-max: a user at the bound cancels first, so its open orders stay under the
+	 * node's per-user limit (the OMS keeps 64 order records per user). */
+	if (u->live_count > 0 && (roll < 15 || (o->open_max > 0 && u->live_count >= o->open_max))) {
 		/* Cancel one of the user's own orders. */
 		uint32_t k = (uint32_t)prng_below(p, u->live_count);
 		struct wire_cancel *c = (void *)msg;
@@ -345,6 +348,8 @@ gen(int argc, char **argv)
 			o.transfer_shard = (uint16_t)x;
 		else if (strcmp(a, "--fund-first") == 0 && num && x <= 1)
 			o.fund_first = x == 1;
+		else if (strcmp(a, "--open-max") == 0 && num && x <= LIVE_MAX)
+			o.open_max = (uint32_t)x;
 		else {
 			fprintf(stderr, "omspcap: bad option %s %s\n", a, v);
 			return usage();

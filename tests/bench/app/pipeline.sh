@@ -55,7 +55,7 @@ NODE_IP=10.79.0.2
 NODE_MAC=02:00:00:79:00:02
 CLIENT_IP=10.79.0.1
 gen=$("$OMSPCAP" gen --out "$DIR/in.pcap" --count $((ORDERS + 2 * USERS)) --seed "$SEED" \
-	--users "$USERS" --transfer-shard 1 --fund-first 1 --gap-us 1 \
+	--users "$USERS" --transfer-shard 1 --fund-first 1 --open-max 48 --gap-us 1 \
 	--src-ip "$CLIENT_IP" --dst-ip "$NODE_IP" --dst-mac "$NODE_MAC")
 say "$gen"
 FRAMES=$(sed -n 's/.* frames=\([0-9]*\) .*/\1/p' <<<"$gen")
@@ -119,6 +119,12 @@ EOF
 
 "$OMSD" -c "$DIR/node.ini" -- --file-prefix "$PREFIX" >"$DIR/omsd.log" 2>&1 &
 PID=$!
+for _ in $(seq 300); do
+	grep -q "ready:" "$DIR/omsd.log" 2>/dev/null && break
+	kill -0 "$PID" 2>/dev/null || break
+	sleep 0.1
+done
+grep -q "ready:" "$DIR/omsd.log" || { tail -20 "$DIR/omsd.log" >&2; echo "pipeline: omsd not ready" >&2; exit 1; }
 
 stat() { awk -v k="$1" '$1 == k { print $2; f = 1 } END { if (!f) print 0 }' "$DIR/stats"; }
 dump() {
