@@ -1020,6 +1020,15 @@ app_config_load(const char *path, struct app_config *cfg, FILE *err)
 	sec_symbols(&c, cfg);
 	if (cfg->db_conninfo[0] != '\0' && !cfg->persister.enabled)
 		report(&c, "database", "conninfo", "needs a [persister] lcore to run on");
+	/* Holding RX holds Raft traffic too: a member of a replicated shard could never elect. */
+	for (uint32_t i = 0; cfg->rx_start_leader && i < cfg->shard_count; i++) {
+		if (cfg->shards[i].member_count > 1) {
+			report(&c, "port", "rx_start", "leader needs single-member shards (shard %u "
+			       "has %u members and elects over this port)", cfg->shards[i].id,
+			       cfg->shards[i].member_count);
+			break;
+		}
+	}
 	if (cfg->rx_hold_frames >= cfg->ring_size)
 		report(&c, "port", "rx_hold_frames", "%u must be below [memory] ring_size (%u)",
 		       cfg->rx_hold_frames, cfg->ring_size);

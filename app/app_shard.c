@@ -1603,6 +1603,7 @@ app_shard_stats_write(const struct app *app, uint32_t index, FILE *out)
 	fprintf(out, "shard.%u.service %s\n", id, app_service_name(s->conf->service));
 	fprintf(out, "shard.%u.role %s\n", id, role_name(role));
 	fprintf(out, "shard.%u.is_leader %u\n", id, role == CNS_LEADER);
+	fprintf(out, "shard.%u.ready %u\n", id, (unsigned)LOAD(s->pub_ready));
 	fprintf(out, "shard.%u.leader %u\n", id, LOAD(s->pub_leader));
 	fprintf(out, "shard.%u.term %" PRIu64 "\n", id, LOAD(s->pub_term));
 	fprintf(out, "shard.%u.commit %" PRIu64 "\n", id, LOAD(s->pub_commit));
