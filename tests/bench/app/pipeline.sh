@@ -13,7 +13,9 @@
 #
 # Env: ORDERS (20000), USERS (64), SEED (1), HOLD (64), OMSD, OMSPCAP (default: build/),
 #      BENCH_DIR (kept when set; else a temp dir removed at exit), QUIET=1 (less output),
-#      PREFIX (DPDK --file-prefix, default bench-pipeline-$$).
+#      PREFIX (DPDK --file-prefix, default bench-pipeline-$$), OMSD_WRAP (run omsd under
+#      this command, e.g. valgrind), READY_S (start-up timeout, 30), DRAIN_S (drain timeout,
+#      300).
 # Last line: bench: pipeline orders_per_s=N p50_us=N p99_us=N final_p50_us=N ...
 #   orders_per_s: NEW_ORDERs acked / (last final report egress − first order RX);
 #   p50_us, p99_us: RX → provisional ACK; final_*: RX → OPEN | DONE | REJECTED.
@@ -60,6 +62,7 @@ gen=$("$OMSPCAP" gen --out "$DIR/in.pcap" --count $((ORDERS + 2 * USERS)) --seed
 say "$gen"
 FRAMES=$(sed -n 's/.* frames=\([0-9]*\) .*/\1/p' <<<"$gen")
 NEW_ORDERS=$(sed -n 's/.* NEW_ORDER=\([0-9]*\).*/\1/p' <<<"$gen")
+NEW_ORDERS=${NEW_ORDERS:-0}
 
 cat >"$DIR/node.ini" <<EOF
 [node]
@@ -117,9 +120,11 @@ maker_fee_bps = 2
 taker_fee_bps = 7
 EOF
 
-"$OMSD" -c "$DIR/node.ini" -- --file-prefix "$PREFIX" >"$DIR/omsd.log" 2>&1 &
+# OMSD_WRAP: a command to run omsd under (callgrind.sh uses valgrind); it must exec omsd in
+# the same process so that signals reach it.
+${OMSD_WRAP:-} "$OMSD" -c "$DIR/node.ini" -- --file-prefix "$PREFIX" >"$DIR/omsd.log" 2>&1 &
 PID=$!
-for _ in $(seq 300); do
+for _ in $(seq $((${READY_S:-30} * 10))); do
 	grep -q "ready:" "$DIR/omsd.log" 2>/dev/null && break
 	kill -0 "$PID" 2>/dev/null || break
 	sleep 0.1
@@ -137,7 +142,7 @@ dump() {
 # stopped moving (cancels, amends and fills of resting makers come after the takers).
 last=-1
 stable=0
-for _ in $(seq 1200); do
+for _ in $(seq $((${DRAIN_S:-300} * 4))); do
 	sleep 0.25
 	kill -0 "$PID" 2>/dev/null || { tail -20 "$DIR/omsd.log" >&2; echo "pipeline: omsd died" >&2; exit 1; }
 	dump || continue
