@@ -96,6 +96,9 @@ case_bad symbol_no_base  '$a [symbol.1]\nquote = 2\nme_shard = 2' "symbol_no_bas
 case_bad symbol_fee      '$a [symbol.1]\nbase = 1\nquote = 2\nme_shard = 2\nmaker_fee_bps = -20000' "symbol_fee.ini:[0-9]+: \[symbol.1\] maker_fee_bps: -20000 is out of range"
 case_bad db_no_persister '$a [database]\nconninfo = host=/tmp' "db_no_persister.ini:[0-9]+: \[database\] conninfo: needs a \[persister\] lcore"
 case_bad log_mb          '$a [limits]\nlog_mb = 4096' "log_mb.ini:[0-9]+: \[limits\] log_mb: 4096 is out of range"
+case_bad bad_rx_start    '/^dev = net_null0/a rx_start = later' "bad_rx_start.ini:[0-9]+: \[port\] rx_start: 'later' is not one of now\|leader"
+case_bad rx_start_raft   '/^dev = net_null0/a rx_start = leader' "rx_start_raft.ini:[0-9]+: \[port\] rx_start: leader needs single-member shards \(shard 1 has 3 members"
+case_bad rx_hold_frames  '/^dev = net_null0/a rx_hold_frames = 1024' "rx_hold_frames.ini:[0-9]+: \[port\] rx_hold_frames: 1024 must be below \[memory\] ring_size"
 case_bad sweep_vs_ttl    '$a [timers]\nuser_ttl_ms = 1000\nsweep_ms = 5000' "sweep_vs_ttl.ini:[0-9]+: \[timers\] sweep_ms: 5000 is longer than user_ttl_ms"
 
 # Several errors in one file are all reported, not just the first.

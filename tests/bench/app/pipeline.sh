@@ -11,7 +11,8 @@
 # node's stats give the gateway's latency histograms (lat_rx_ack_ns, lat_rx_final_ns) and
 # the span from the first order's RX to the last final report.
 #
-# Env: ORDERS (20000), USERS (64), SEED (1), HOLD (64), OMSD, OMSPCAP (default: build/),
+# Env: ORDERS (20000), USERS (64), SEED (1), HOLD (64), RX_START (leader; `now` shows what
+#      happens without the gate), OMSD, OMSPCAP (default: build/),
 #      BENCH_DIR (kept when set; else a temp dir removed at exit), QUIET=1 (less output),
 #      PREFIX (DPDK --file-prefix, default bench-pipeline-$$), OMSD_WRAP (run omsd under
 #      this command, e.g. valgrind), READY_S (start-up timeout, 30), DRAIN_S (drain timeout,
@@ -75,7 +76,7 @@ args = --no-huge --no-pci -m 512 --log-level=user.omsd.*:info
 
 [port]
 dev = net_pcap0,rx_pcap=$DIR/in.pcap,tx_pcap=$DIR/out.pcap
-rx_start = leader
+rx_start = ${RX_START:-leader}
 rx_hold_frames = $HOLD
 
 [memory]
