@@ -74,6 +74,10 @@ new_orders=$(sed -n 's/.* orders=\([0-9]*\) .*/\1/p' "$DIR/load/pipeline.out" | 
 msgs=$((ORDERS + 2 * USERS))
 [ "${new_orders:-0}" -gt 0 ] || { echo "callgrind: no orders in the load run" >&2; exit 1; }
 
+# Where they go: the top functions by own (exclusive) cost in the load run.
+echo "callgrind: top functions by own instructions (load run, empty polls included):"
+callgrind_annotate --threshold=100 "$DIR/load/cg.out" 2>/dev/null |
+	awk '/^-+$/ { sep++; next } sep >= 5 && NF >= 3 && n < 12 { n++; print "callgrind:   " $0 }'
 awk -v io_idle="$io_idle" -v sh_idle="$sh_idle" -v io_cyc="$io_cyc" -v sh_cyc="$sh_cyc" \
 	-v io_load="$io_load" -v sh_load="$sh_load" -v io_empty="$io_empty" \
 	-v sh_empty="$sh_empty" -v n="$new_orders" -v msgs="$msgs" 'BEGIN {
