@@ -98,6 +98,7 @@ static const char *const sc_labels[SC_COUNT] = {
 #define PQ_MSG_MAX 768            /* largest answer (wire_hydrate_user) */
 #define ASSETS_WATCH 8            /* assets whose sums the stats show */
 #define AGG_EVERY_NS (200 * 1000000ull) /* aggregate refresh for the stats */
+#define READY_EVERY_NS (1000000ull)     /* pub_ready refresh (the RX gate's view) */
 #define FLOG_BATCH_MAX 256        /* entries written to the file log per cycle */
 #define FLOG_READ_BUF (1u << 20)  /* boot: bytes read from the file log at once */
 
@@ -152,6 +153,7 @@ struct app_shard {
 	uint64_t redrive_ns;         /* bridge_redrive_ms */
 	uint64_t last_redrive;       /* cluster time of the last re-drive */
 	uint64_t last_agg;           /* cluster time of the last stats aggregate */
+	uint64_t last_ready;         /* cluster time pub_ready was last computed */
 
 	uint32_t oms_node[DP_SHARDS_MAX]; /* ME: node that last sent for OMS shard i */
 	uint16_t me_shards[DP_SHARDS_MAX]; /* OMS: ME shards to ask for replays */
@@ -1070,7 +1072,10 @@ shard_do_work(void *arg, uint64_t now_ns)
 	aggregates(s);
 
 	PUB(s->pub_role, (uint32_t)cns_role(s->cns));
-	PUB(s->pub_ready, ready(s));
+	if (s->now - s->last_ready >= READY_EVERY_NS) {
+		s->last_ready = s->now; /* a few loads and a log lookup: not on every empty poll */
+		PUB(s->pub_ready, ready(s));
+	}
 	PUB(s->pub_leader, leader);
 	PUB(s->pub_term, cns_term(s->cns));
 	PUB(s->pub_commit, cns_commit_index(s->cns));
