@@ -197,6 +197,9 @@ void app_shard_stats_write(const struct app *app, uint32_t index, FILE *out);
  * its roles are ready); and the frames waiting in its rx and local rings. */
 bool app_shard_ready(const struct app *app, uint32_t index);
 uint32_t app_shard_queued(const struct app *app, uint32_t index);
+/* The gateway's latency record (histograms lat_rx_ack_ns, lat_rx_final_ns), NULL when the
+ * node has no gateway. Read-only, from the main lcore (exporters). */
+const struct app_lat *app_shard_lat(const struct app *app);
 struct rte_ring *app_shard_local_ring(const struct app *app, uint32_t index);
 /* app_persist.c: the persister role; app_persist_ring: its request ring (NULL: none). */
 int app_persist_init(struct app *app, struct app_agent *agent, uint32_t index);

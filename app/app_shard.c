@@ -1666,3 +1666,11 @@ app_shard_queued(const struct app *app, uint32_t index)
 	uint32_t rx = rte_ring_count(s->rx), local = rte_ring_count(s->local);
 	return rx > local ? rx : local;
 }
+
+const struct app_lat *
+app_shard_lat(const struct app *app)
+{
+	if (app->gateway_index < 0 || app->shards[app->gateway_index] == NULL)
+		return NULL;
+	return app->shards[app->gateway_index]->lat;
+}
