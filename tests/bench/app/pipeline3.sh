@@ -10,7 +10,8 @@
 # RX → final report (the same histograms as pipeline.sh).
 #
 # Env: ORDERS (10000), USERS (64), SEED (1), RATE (frames/s, 4000), OMSD, OMSPCAP,
-#      E2E_FRAME (default: build/), KEEP=1 (keep the temp dir).
+#      E2E_FRAME (default: build/), KEEP=1 (keep the temp dir), NODES (3; 1 runs the same
+#      paced load against one node on af_packet, for comparison: `bench: pipeline1 ...`).
 # Last line: bench: pipeline3 orders_per_s=N p50_us=N p99_us=N final_p50_us=N ...
 # orders_per_s is bounded by RATE (an open-loop sender): raise RATE until drops or NAKs
 # appear to find the ceiling. Exit 1 when the run is not clean.
@@ -21,13 +22,15 @@ ORDERS=${ORDERS:-10000}
 USERS=${USERS:-64}
 SEED=${SEED:-1}
 RATE=${RATE:-4000}
+NODES=${NODES:-3}
+[ "$NODES" = 1 ] || [ "$NODES" = 3 ] || { echo "pipeline3: NODES is 1 or 3" >&2; exit 2; }
 export OMSD=${OMSD:-$ROOT/build/app/omsd}
 export E2E_FRAME=${E2E_FRAME:-$ROOT/build/tests/e2e/e2e_frame}
 OMSPCAP=${OMSPCAP:-$ROOT/build/tools/omspcap}
 [ -x "$OMSPCAP" ] || { echo "pipeline3: no omspcap at $OMSPCAP" >&2; exit 2; }
 source "$ROOT/tests/e2e/lib.sh"
 need_root
-e2e_cluster_init ob3 22 3
+e2e_cluster_init ob3 22 "$NODES"
 if [ "${KEEP:-0}" = 1 ]; then e2e_cleanup_hook() { cp -r "$TMP" "$TMP.kept"; echo "kept $TMP.kept"; }; fi
 e2e_cluster_net_up
 
@@ -39,7 +42,7 @@ LINES=(
 	"" "[symbol.1]" "base = 1" "quote = 2" "me_shard = 2" "ref_px = 10000" "band_bps = 5000"
 	"maker_fee_bps = 2" "taker_fee_bps = 7"
 )
-for i in 1 2 3; do
+for i in $(seq "$NODES"); do
 	mkdir -p "$TMP/$i"
 	E2E_SERVICE_1=oms E2E_SERVICE_2=me e2e_cluster_config "$i" "$TMP/$i/omsd.ini" "${LINES[@]}"
 	sed -i -e 's/^mbufs = .*/mbufs = 8191/' -e 's/^mbuf_cache = .*/mbuf_cache = 128/' \
@@ -53,7 +56,7 @@ done
 # rebuilt) — the same predicate the RX gate uses.
 L=
 for _ in $(seq 100); do
-	for i in 1 2 3; do [ "$(e2e_cluster_stat "$i" shard.1.is_leader)" = 1 ] && L=$i; done
+	for i in $(seq "$NODES"); do [ "$(e2e_cluster_stat "$i" shard.1.is_leader)" = 1 ] && L=$i; done
 	if [ -n "$L" ] && [ "$(e2e_cluster_stat "$L" shard.1.ready)" = 1 ] &&
 		[ "$(e2e_cluster_stat "$L" shard.2.ready)" = 1 ]; then
 		break
@@ -63,7 +66,7 @@ for _ in $(seq 100); do
 done
 [ -n "$L" ] || { OMSD_LOG=$TMP/1/omsd.log; fail "no OMS leader ready within 20 s"; }
 MEL=
-for i in 1 2 3; do [ "$(e2e_cluster_stat "$i" shard.2.is_leader)" = 1 ] && MEL=$i; done
+for i in $(seq "$NODES"); do [ "$(e2e_cluster_stat "$i" shard.2.is_leader)" = 1 ] && MEL=$i; done
 log "OMS leader node $L (both shards ready there), ME leader node $MEL; load enters node $L"
 
 # Drop counters before the load: the first Raft frames of a start-up go out before ARP has
@@ -72,7 +75,7 @@ DROP_KEYS="dp.frame_ring_full dp.frame_no_route dp.frame_bad dp.frame_mixed dp.t
 	dp.tx_port_full dp.tx_nombuf dp.tx_too_big shard.1.tx_full shard.1.tx_nombuf
 	shard.2.tx_full shard.2.tx_nombuf shard.1.persist_dropped"
 declare -A BASE=()
-for i in 1 2 3; do
+for i in $(seq "$NODES"); do
 	e2e_cluster_stat "$i" dp.rx_pkts >/dev/null
 	for k in $DROP_KEYS; do
 		BASE["$i.$k"]=$(awk -v k="$k" '$1 == k { print $2; f = 1 } END { if (!f) print 0 }' "$TMP/$i/stats")
@@ -109,7 +112,7 @@ done
 cp "$STATS" "$TMP/entry.stats"
 v() { awk -v k="$1" '$1 == k { print $2; f = 1 } END { if (!f) print 0 }' "$TMP/entry.stats"; }
 drops=0
-for i in 1 2 3; do
+for i in $(seq "$NODES"); do
 	e2e_cluster_stat "$i" dp.rx_pkts >/dev/null
 	for k in $DROP_KEYS; do
 		n=$(($(awk -v k="$k" '$1 == k { print $2; f = 1 } END { if (!f) print 0 }' "$TMP/$i/stats") - ${BASE["$i.$k"]}))
@@ -125,7 +128,7 @@ log "frames=$FRAMES rx=$(v dp.rx_pkts) new_orders=$NEW_ORDERS timed=$(v gateway.
 	"acked=$acked finals=$(v gateway.lat_finals) naked=$(v gateway.lat_naked)" \
 	"lost=$(v gateway.lat_lost) fills=$(v shard.1.oms.fills) transfers=$(v shard.1.oms.transfers)" \
 	"span_ms=$((span / 1000000)) rate=$RATE"
-echo "bench: pipeline3 orders_per_s=$ops p50_us=$(us "$(v gateway.lat_rx_ack_ns.p50)")" \
+echo "bench: pipeline$NODES orders_per_s=$ops p50_us=$(us "$(v gateway.lat_rx_ack_ns.p50)")" \
 	"p99_us=$(us "$(v gateway.lat_rx_ack_ns.p99)")" \
 	"final_p50_us=$(us "$(v gateway.lat_rx_final_ns.p50)")" \
 	"final_p99_us=$(us "$(v gateway.lat_rx_final_ns.p99)")" \
