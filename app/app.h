@@ -110,6 +110,32 @@ void app_outbox_flush(struct app_outbox *ob);
 void app_outbox_free(struct app_outbox *ob);
 void app_outbox_stats_write(const struct app_outbox *ob, const char *prefix, FILE *out);
 
+/* app_lat.c: RX → client egress latency of new orders, kept by the gateway (the lcore that
+ * both receives the order and forwards its answers). Definitions in app_lat.c. */
+#define APP_LAT_SLOTS (1u << 16)     /* orders timed at once (a cache) */
+struct app_lat_ent;
+struct app_lat {
+	struct app_lat_ent *ents;    /* (user, cl_ord_id) → rx_tsc */
+	uint64_t tsc_hz;             /* rte_get_tsc_hz() */
+	struct hist ack;             /* lat_rx_ack_ns: RX → provisional ACK */
+	struct hist final;           /* lat_rx_final_ns: RX → OPEN | DONE | REJECTED */
+	uint64_t orders;             /* NEW_ORDERs timed */
+	uint64_t acked;              /* ...whose ACK was timed */
+	uint64_t naked;              /* ...answered with a NAK (not timed) */
+	uint64_t finals;             /* ...whose final report was timed */
+	uint64_t lost;               /* entries overwritten: the table was full */
+	uint64_t first_rx_tsc;       /* RX of the first timed order */
+	uint64_t last_final_tsc;     /* egress of the last final report */
+};
+int app_lat_init(struct app_lat **out, unsigned socket);
+void app_lat_free(struct app_lat *l);
+/* Gateway: a client message arrived (rx_tsc from its dp_meta); only NEW_ORDERs are timed. */
+void app_lat_rx(struct app_lat *l, const struct wire_msg_hdr *msg, uint64_t rx_tsc);
+/* Gateway: an answer is being queued to its client. */
+void app_lat_tx(struct app_lat *l, const struct wire_msg_hdr *msg);
+/* "<prefix>.lat_* value" lines, percentiles of both histograms included. */
+void app_lat_stats_write(const struct app_lat *l, const char *prefix, FILE *out);
+
 /* Echo shard (diagnostic service "echo"): counts what reaches it and echoes every frame to
  * its sender. The dataplane tests use it; it was the skeleton of the shard lcore. */
 struct app_echo {
@@ -138,6 +164,7 @@ struct app {
 	int64_t clock_offset_ns;      /* cluster clock = dp_clock_ns + this (wall clock) */
 	struct app_persister *persister; /* NULL: no database, answered inline */
 	uint64_t start_ns;            /* dp_clock_ns at start */
+	bool rx_open;                 /* [port] rx_start = leader: the gate has opened (io) */
 };
 
 /* How a role is wired. init runs on the main lcore before dp_start (allocate rings, state,
@@ -165,6 +192,14 @@ void app_mgmt_close(void);
 int app_shard_init(struct app *app, struct app_agent *agent, uint32_t index);
 void app_shard_fini(struct app *app, struct app_agent *agent);
 void app_shard_stats_write(const struct app *app, uint32_t index, FILE *out);
+/* The RX gate's view of a shard (io lcore): a leader is known, the local replica applied
+ * everything committed in the current term and the bootstrap config (and, on the leader,
+ * its roles are ready); and the frames waiting in its rx and local rings. */
+bool app_shard_ready(const struct app *app, uint32_t index);
+uint32_t app_shard_queued(const struct app *app, uint32_t index);
+/* The gateway's latency record (histograms lat_rx_ack_ns, lat_rx_final_ns), NULL when the
+ * node has no gateway. Read-only, from the main lcore (exporters). */
+const struct app_lat *app_shard_lat(const struct app *app);
 struct rte_ring *app_shard_local_ring(const struct app *app, uint32_t index);
 /* What the views read of a shard lcore: published values (relaxed loads), any thread. */
 struct app_shard_pub {

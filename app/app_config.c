@@ -588,6 +588,16 @@ sec_port(struct ctx *c, struct app_config *cfg)
 	GET_UINT(c, s, "burst", false, 1, DP_BURST_MAX, cfg->dp.burst);
 	get_bool(c, s, "promiscuous", &cfg->dp.promiscuous);
 	GET_UINT(c, s, "arp_timeout_ms", false, 1000, 3600000, cfg->dp.arp_timeout_ms);
+	v = get(c, s, "rx_start");
+	if (v != NULL) {
+		if (strcmp(v, "leader") == 0)
+			cfg->rx_start_leader = true;
+		else if (strcmp(v, "now") == 0)
+			cfg->rx_start_leader = false;
+		else
+			report(c, s, "rx_start", "'%s' is not one of now|leader", v);
+	}
+	GET_UINT(c, s, "rx_hold_frames", false, 0, 1u << 20, cfg->rx_hold_frames);
 }
 
 static void
@@ -1051,6 +1061,18 @@ app_config_load(const char *path, struct app_config *cfg, FILE *err)
 	sec_symbols(&c, cfg);
 	if (cfg->db_conninfo[0] != '\0' && !cfg->persister.enabled)
 		report(&c, "database", "conninfo", "needs a [persister] lcore to run on");
+	/* Holding RX holds Raft traffic too: a member of a replicated shard could never elect. */
+	for (uint32_t i = 0; cfg->rx_start_leader && i < cfg->shard_count; i++) {
+		if (cfg->shards[i].member_count > 1) {
+			report(&c, "port", "rx_start", "leader needs single-member shards (shard %u "
+			       "has %u members and elects over this port)", cfg->shards[i].id,
+			       cfg->shards[i].member_count);
+			break;
+		}
+	}
+	if (cfg->rx_hold_frames >= cfg->ring_size)
+		report(&c, "port", "rx_hold_frames", "%u must be below [memory] ring_size (%u)",
+		       cfg->rx_hold_frames, cfg->ring_size);
 	if (cfg->shard_count == 0)
 		report(&c, NULL, NULL, "no [shard.N] section: a node hosts at least one shard");
 	check_cpus(&c, cfg);
@@ -1100,6 +1122,8 @@ app_config_dump(const struct app_config *cfg, FILE *out)
 		cfg->dp.node_id, ip, cfg->dp.prefix_len, cfg->dp.udp_port, cfg->dp.mtu);
 	fprintf(out, "port.dev = %s (%s, ethdev %s)\n", cfg->port_dev,
 		cfg->port_is_vdev ? "vdev" : "pci", cfg->dp.port_name);
+	fprintf(out, "port.rx_start = %s\nport.rx_hold_frames = %u\n",
+		cfg->rx_start_leader ? "leader" : "now", cfg->rx_hold_frames);
 	fprintf(out, "memory.mbufs = %u\nmemory.ring_size = %u\n", cfg->dp.mbufs, cfg->ring_size);
 	fprintf(out, "io.cpu = %u\nio.idle = %s\n", cfg->io.cpu,
 		dp_idle_mode_name(cfg->io.idle.mode));

@@ -91,6 +91,10 @@ struct app_config {
 	/* [port] */
 	char port_dev[APP_STR_MAX];           /* vdev spec "net_tap0,iface=x" or PCI address */
 	bool port_is_vdev;                    /* --vdev, else -a */
+	bool rx_start_leader;                 /* rx_start = leader: no RX until every hosted
+					       * shard has a leader and is configured */
+	uint32_t rx_hold_frames;              /* no RX while a shard ring holds this many
+					       * frames (lossless replays); 0 = off */
 
 	/* [memory] */
 	uint32_t ring_size;                   /* every inter-lcore ring */

@@ -102,6 +102,7 @@ static const char *const sc_labels[SC_COUNT] = {
 #define PQ_MSG_MAX 768            /* largest answer (wire_hydrate_user) */
 #define ASSETS_WATCH 8            /* assets whose sums the stats show */
 #define AGG_EVERY_NS (200 * 1000000ull) /* aggregate refresh for the stats */
+#define READY_EVERY_NS (1000000ull)     /* pub_ready refresh (the RX gate's view) */
 #define FLOG_BATCH_MAX 256        /* entries written to the file log per cycle */
 #define FLOG_READ_BUF (1u << 20)  /* boot: bytes read from the file log at once */
 #define LAT_SLOTS 4096            /* latency tracker: client requests followed at once */
@@ -205,6 +206,7 @@ struct app_shard {
 	uint64_t redrive_ns;         /* bridge_redrive_ms */
 	uint64_t last_redrive;       /* cluster time of the last re-drive */
 	uint64_t last_agg;           /* cluster time of the last stats aggregate */
+	uint64_t last_ready;         /* cluster time pub_ready was last computed */
 
 	uint32_t oms_node[DP_SHARDS_MAX]; /* ME: node that last sent for OMS shard i */
 	uint16_t me_shards[DP_SHARDS_MAX]; /* OMS: ME shards to ask for replays */
@@ -217,6 +219,7 @@ struct app_shard {
 	struct xfer_ent *xorigin;    /* OMS: transfer → gateway node */
 	struct wire_exec_report *reports; /* OMS: the newest REPORT_RING client reports */
 	uint64_t report_count;       /* reports ever kept (ring position) */
+	struct app_lat *gwlat;       /* gateway: RX → answer latency of new orders */
 	struct app_outbox ob;         /* frames being built */
 	struct pq_ent *pq;           /* no database: answers to propose */
 	uint32_t pq_count;
@@ -224,6 +227,7 @@ struct app_shard {
 
 	/* Published for the stats (written by this lcore only). */
 	uint32_t pub_role;
+	bool pub_ready;              /* the RX gate's readiness (app_shard_ready) */
 	uint32_t pub_leader;
 	uint64_t pub_term;
 	uint64_t pub_commit;
@@ -472,6 +476,7 @@ gw_order(struct app_shard *s, const struct dp_meta *meta, const struct wire_msg_
 	e->session = meta->sender_id;
 	uint16_t shard = e->owner_hint != 0 ? (uint16_t)(e->owner_hint - 1) : gw_owner(s, user);
 	e->owner_hint = 0;
+	app_lat_rx(s->gwlat, msg, meta->rx_tsc);
 	if (msg->type == WIRE_TRANSFER) {
 		const struct wire_transfer *t = (const void *)msg;
 		struct xfer_ent *x = xfer_slot(s->xfers, t->transfer_id, true);
@@ -560,6 +565,7 @@ gw_client(struct app_shard *s, const struct wire_msg_hdr *msg)
 		return;
 	}
 	count(s, SC_GW_OUT, 1);
+	app_lat_tx(s->gwlat, msg);
 	app_outbox_add(&s->ob, NULL, &e->addr, DP_CLASS_CLIENT, 0, msg, NULL, 0);
 }
 
@@ -1274,6 +1280,27 @@ aggregates(struct app_shard *s)
 	}
 }
 
+/* Ready to take client load ([port] rx_start = leader): a leader is known; this replica has
+ * applied everything committed and the commit point is in the current term (so the new
+ * leader's bootstrap config, proposed the moment it had committed its first entry, precedes
+ * anything the node forwards from now on); an OMS replica has applied the configured
+ * routing epoch (proposed after the symbols); the leader has proposed its bootstrap and, on
+ * an OMS shard, rebuilt its bridge. */
+static bool
+ready(const struct app_shard *s)
+{
+	uint64_t term = cns_term(s->cns), commit = cns_commit_index(s->cns);
+	if (cns_leader(s->cns) == CNS_NODE_NONE || commit == 0)
+		return false;
+	if (cns_term_at(s->cns, commit) != term || cns_applied_index(s->cns) < commit)
+		return false;
+	if (s->is_oms && oms_route_epoch(s->svc) < s->app->cfg.routing.epoch)
+		return false;
+	if (cns_role(s->cns) == CNS_LEADER && (s->boot_term != term || (s->is_oms && !s->roles_ready)))
+		return false;
+	return true;
+}
+
 static uint32_t
 shard_do_work(void *arg, uint64_t now_ns)
 {
@@ -1320,6 +1347,10 @@ shard_do_work(void *arg, uint64_t now_ns)
 	aggregates(s);
 
 	PUB(s->pub_role, (uint32_t)cns_role(s->cns));
+	if (s->now - s->last_ready >= READY_EVERY_NS) {
+		s->last_ready = s->now; /* a few loads and a log lookup: not on every empty poll */
+		PUB(s->pub_ready, ready(s));
+	}
 	PUB(s->pub_leader, leader);
 	PUB(s->pub_term, cns_term(s->cns));
 	PUB(s->pub_commit, cns_commit_index(s->cns));
@@ -1703,10 +1734,12 @@ app_shard_init(struct app *app, struct app_agent *agent, uint32_t index)
 	s->pq = zalloc("pq", s->id, sizeof(struct pq_ent) * PQ_MAX);
 	if (s->is_oms)
 		s->users = zalloc("users", s->id, sizeof(struct user_ent) * USERS_SLOTS);
-	if (s->is_gateway)
+	if (s->is_gateway) {
 		s->clients = zalloc("clients", s->id, sizeof(struct user_ent) * USERS_SLOTS);
-	if (s->is_gateway)
 		s->xfers = zalloc("xfers", s->id, sizeof(struct xfer_ent) * XFER_SLOTS);
+		if (app_lat_init(&s->gwlat, rte_socket_id()) != 0)
+			return -ENOMEM;
+	}
 	if (s->is_oms) {
 		s->xorigin = zalloc("xorigin", s->id, sizeof(struct xfer_ent) * XFER_SLOTS);
 		s->reports = zalloc("reports", s->id, sizeof(struct wire_exec_report) * REPORT_RING);
@@ -1820,6 +1853,7 @@ app_shard_fini(struct app *app, struct app_agent *agent)
 		rte_free(s->xorigin);
 		rte_free(s->reports);
 		rte_free(s->lat);
+		app_lat_free(s->gwlat);
 		rte_free(s->pbatch);
 		if (s->plog != NULL)
 			pst_log_close(s->plog);
@@ -1867,6 +1901,7 @@ app_shard_stats_write(const struct app *app, uint32_t index, FILE *out)
 	fprintf(out, "shard.%u.service %s\n", id, app_service_name(s->conf->service));
 	fprintf(out, "shard.%u.role %s\n", id, role_name(role));
 	fprintf(out, "shard.%u.is_leader %u\n", id, role == CNS_LEADER);
+	fprintf(out, "shard.%u.ready %u\n", id, (unsigned)LOAD(s->pub_ready));
 	fprintf(out, "shard.%u.leader %u\n", id, LOAD(s->pub_leader));
 	fprintf(out, "shard.%u.term %" PRIu64 "\n", id, LOAD(s->pub_term));
 	fprintf(out, "shard.%u.commit %" PRIu64 "\n", id, LOAD(s->pub_commit));
@@ -1887,6 +1922,7 @@ app_shard_stats_write(const struct app *app, uint32_t index, FILE *out)
 	char prefix[32];
 	snprintf(prefix, sizeof(prefix), "shard.%u", id);
 	app_outbox_stats_write(&s->ob, prefix, out);
+	app_lat_stats_write(s->gwlat, "gateway", out);
 	for (int c = 0; c < CNS_C_COUNT; c++)
 		fprintf(out, "shard.%u.cns.%s %" PRIu64 "\n", id,
 			cns_counter_name((enum cns_counter)c),
@@ -1987,4 +2023,29 @@ app_shard_latency(const struct app *app, uint32_t index, struct hist *ack, struc
 	if (final != NULL)
 		memcpy(final, &s->lat->final, sizeof(*final));
 	return 0;
+}
+
+bool
+app_shard_ready(const struct app *app, uint32_t index)
+{
+	const struct app_shard *s = app->shards[index];
+	return s != NULL && LOAD(s->pub_ready);
+}
+
+uint32_t
+app_shard_queued(const struct app *app, uint32_t index)
+{
+	const struct app_shard *s = app->shards[index];
+	if (s == NULL)
+		return 0;
+	uint32_t rx = rte_ring_count(s->rx), local = rte_ring_count(s->local);
+	return rx > local ? rx : local;
+}
+
+const struct app_lat *
+app_shard_lat(const struct app *app)
+{
+	if (app->gateway_index < 0 || app->shards[app->gateway_index] == NULL)
+		return NULL;
+	return app->shards[app->gateway_index]->gwlat;
 }

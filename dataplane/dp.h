@@ -83,7 +83,8 @@
 	X(TX_PKTS, "tx_pkts", "packets handed to the port")                                \
 	X(TX_BYTES, "tx_bytes", "bytes handed to the port")                                \
 	X(TX_PORT_FULL, "tx_port_full", "port tx queue full: packet dropped")               \
-	X(IO_CYCLES, "io_cycles", "io lcore duty cycles")
+	X(IO_CYCLES, "io_cycles", "io lcore duty cycles")                                  \
+	X(RX_GATED, "rx_gated", "io cycles that skipped the rx poll (rx gate closed)")
 
 enum dp_counter {
 #define DP_COUNTER_ENUM(name, label, help) DP_C_##name,
@@ -258,6 +259,14 @@ struct rte_ring *dp_ring_create(struct dp *dp, const char *name, uint32_t size);
 /* Route frames of class cls for shard (or DP_SHARD_ANY: every shard without its own route)
  * to ring. The io lcore is the ring's only producer. 0 or -EINVAL/-EEXIST. */
 int dp_route_add(struct dp *dp, enum dp_class cls, uint16_t shard, struct rte_ring *ring);
+
+/* RX gate: the io lcore polls the port only in cycles where gate(arg) returns true; tx
+ * queues are drained every cycle regardless. For a port that can wait (net_pcap replays),
+ * this holds input until the node is ready and makes the replay lossless (back-pressure);
+ * on a NIC, unpolled packets are dropped by the NIC. gate runs on the io lcore once per
+ * cycle and must be cheap and non-blocking. Set before dp_start; NULL (default): always. */
+typedef bool(dp_rx_gate_fn)(void *arg);
+void dp_rx_gate_set(struct dp *dp, dp_rx_gate_fn *gate, void *arg);
 
 /* A tx queue for one producer lcore (single producer, the io lcore consumes). NULL on
  * failure. */

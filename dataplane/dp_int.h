@@ -159,6 +159,8 @@ struct dp {
 	struct dp_txq txq[DP_TXQ_MAX];             /* producer queues */
 	uint32_t txq_count;
 	struct dp_io io;                           /* io lcore state */
+	dp_rx_gate_fn *rx_gate;                    /* NULL: poll rx every cycle */
+	void *rx_gate_arg;                         /* its argument */
 };
 
 static inline void

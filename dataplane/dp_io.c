@@ -250,7 +250,12 @@ dp_io_do_work(void *arg, uint64_t now_ns)
 {
 	struct dp *dp = (struct dp *)arg;
 	struct rte_mbuf *rx[DP_BURST_MAX];
-	uint16_t n = rte_eth_rx_burst(dp->port_id, 0, rx, dp->conf.burst);
+	uint16_t n = 0;
+
+	if (dp->rx_gate == NULL || dp->rx_gate(dp->rx_gate_arg))
+		n = rte_eth_rx_burst(dp->port_id, 0, rx, dp->conf.burst);
+	else
+		dp_count(dp, DP_C_RX_GATED, 1);
 	uint32_t work = n;
 
 	if (n > 0) {
@@ -282,6 +287,14 @@ dp_io_drain(struct dp *dp)
 			break;
 	}
 	return total;
+}
+
+void
+dp_rx_gate_set(struct dp *dp, dp_rx_gate_fn *gate, void *arg)
+{
+	CHECK(!dp->port_started); /* the io lcore reads these without synchronisation */
+	dp->rx_gate = gate;
+	dp->rx_gate_arg = arg;
 }
 
 struct rte_mbuf *

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Goal: omspcap gen writes a reproducible capture of valid frames that omspcap show decodes
-# with zero errors and tshark reads as Ethernet/IPv4/UDP with good checksums.
+# with zero errors and tshark reads as Ethernet/IPv4/UDP with good checksums; --fund-first
+# puts every deposit first; send delivers every payload and counts the answers.
 # Method: generate 2000 messages (with and without a MAC key), read back with omspcap show
 # (message counts must match what gen reported) and with tshark (frame count, UDP to the
 # node's port, no bad checksum); the same seed gives the same bytes, another seed does not.
@@ -48,6 +49,48 @@ grep -q "decode_errors=[1-9]" "$TMP/nokey" || fail "keyless show counted no erro
 # Usage errors.
 if "$OMSPCAP" gen --count 5 >/dev/null 2>&1; then fail "gen without --out"; fi
 if "$OMSPCAP" show "$TMP/missing.pcap" >/dev/null 2>&1; then fail "show of a missing file"; fi
+
+# --fund-first: every deposit before the first order. --open-max: more cancels, same total.
+"$OMSPCAP" gen --out "$TMP/f.pcap" --count 400 --seed 3 --users 8 --transfer-shard 1 \
+	--fund-first 1 --open-max 4 >"$TMP/f.gen"
+"$OMSPCAP" show "$TMP/f.pcap" --verbose >"$TMP/f.show"
+order=$(awk '$1 == "frame" { print ($NF == "TRANSFER") ? "T" : "o" }' "$TMP/f.show" | tr -d '\n')
+[[ "$order" =~ ^T{16}o+$ ]] || fail "fund-first: deposits and orders interleave: ${order:0:40}"
+c_open=$(sed -n 's/.* CANCEL=\([0-9]*\).*/\1/p' "$TMP/f.gen")
+c_free=$("$OMSPCAP" gen --out "$TMP/g.pcap" --count 400 --seed 3 --users 8 --transfer-shard 1 \
+	--fund-first 1 | sed -n 's/.* CANCEL=\([0-9]*\).*/\1/p')
+[ "$c_open" -gt "$c_free" ] || fail "open-max 4 did not add cancels ($c_open vs $c_free)"
+echo "fund-first: 16 deposits first; open-max: $c_open cancels instead of $c_free"
+
+# send: the payloads reach a UDP peer unchanged, and what it sends back is counted. Paced
+# at 2000 frames/s (half a second) so that loopback buffers never overflow.
+if command -v python3 >/dev/null; then
+	python3 - "$TMP/port" <<'PY' &
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+s.bind(("127.0.0.1", 0))
+open(sys.argv[1], "w").write(str(s.getsockname()[1]))
+s.settimeout(5)
+try:
+    while True:
+        data, addr = s.recvfrom(65535)
+        s.sendto(data, addr)          # echo: the sender decodes its own frames
+except socket.timeout:
+    pass
+PY
+	echo_pid=$!
+	for _ in $(seq 50); do [ -s "$TMP/port" ] && break; sleep 0.1; done
+	out=$("$OMSPCAP" send "$TMP/a.pcap" --to 127.0.0.1 --port "$(cat "$TMP/port")" \
+		--rate 2000 --idle-ms 500) || fail "send: $out"
+	kill "$echo_pid" 2>/dev/null || true
+	echo "$out"
+	grep -q "^send: frames=$frames sent=$frames send_errors=0 non_udp=0 .* rx_frames=$frames rx_msgs=2000 .* decode_errors=0$" <<<"$out" ||
+		fail "send did not deliver and count every frame"
+	if "$OMSPCAP" send "$TMP/a.pcap" >/dev/null 2>&1; then fail "send without --to"; fi
+else
+	echo "SKIP (send part): python3 is not installed"
+fi
 
 if ! command -v tshark >/dev/null; then
 	echo "SKIP (tshark part): tshark is not installed; omspcap checks passed"

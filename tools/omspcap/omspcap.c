@@ -6,27 +6,37 @@
  *   omspcap gen --out FILE --count N --seed S [--src-ip A] [--dst-ip A] [--src-mac M]
  *               [--dst-mac M] [--src-port N] [--dst-port N] [--users N] [--symbols N]
  *               [--mid P] [--session N] [--key HEX32] [--gap-us N] [--multi PCT]
- *               [--transfer-shard N]
+ *               [--transfer-shard N] [--fund-first 0|1] [--open-max N]
  *   omspcap show FILE [--key HEX32] [--verbose]
+ *   omspcap send FILE --to A [--port N] [--src-port N] [--rate R] [--key HEX32]
+ *                [--idle-ms N] [--drain-ms N]
  *
  * gen writes N wire messages as Ethernet/IPv4/UDP frames (DLT_EN10MB) with correct IPv4 and
  * UDP checksums; about --multi percent of frames carry several messages. The flow per user:
- * a deposit first (both assets), then limit orders near a mid, cancels and amends of the
+ * a deposit first (both assets; with --fund-first 1 every user's before any order), then
+ * limit orders near a mid, cancels and amends of the
  * user's own live orders, some IOC and market orders. Same seed, same bytes (timestamps
  * included: they start at a fixed epoch and advance by --gap-us).
  * show decodes every UDP payload with wire_frame_decode and prints counts per message type
  * and per decode error; the last line is
  *   show: frames=N msgs=N decode_errors=N non_udp=N
  * and the exit status is 1 when a frame did not decode.
+ * send replays the UDP payloads of a capture from a kernel UDP socket to one node, paced at
+ * --rate frames per second, and counts the answers (docs/tools.md).
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <pcap/pcap.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "common/prng.h"
 #include "common/wire.h"
@@ -56,6 +66,8 @@ struct opts {
 	uint32_t gap_us;
 	uint32_t multi_pct;
 	uint16_t transfer_shard;        /* hdr.shard of TRANSFER (the node routes it by shard) */
+	bool fund_first;                /* every user's deposits before any order */
+	uint32_t open_max;              /* cancel whenever a user has this many live; 0 = off */
 };
 
 struct user_state {
@@ -72,7 +84,10 @@ usage(void)
 	      "                   [--src-mac M] [--dst-mac M] [--src-port N] [--dst-port N]\n"
 	      "                   [--users N] [--symbols N] [--mid P] [--session N]\n"
 	      "                   [--key HEX32] [--gap-us N] [--multi PCT] [--transfer-shard N]\n"
-	      "       omspcap show FILE [--key HEX32] [--verbose]\n",
+	      "                   [--fund-first 0|1] [--open-max N]\n"
+	      "       omspcap show FILE [--key HEX32] [--verbose]\n"
+	      "       omspcap send FILE --to A [--port N] [--src-port N] [--rate R]\n"
+	      "                   [--key HEX32] [--idle-ms N] [--drain-ms N]\n",
 	      stderr);
 	return 2;
 }
@@ -192,10 +207,13 @@ encapsulate(const struct opts *o, uint8_t *pkt, const void *payload, uint32_t le
 
 /* The next message of the seeded flow into msg. */
 static void
-next_message(const struct opts *o, struct prng *p, struct user_state *users, uint64_t *msg)
+next_message(const struct opts *o, struct prng *p, struct user_state *users, uint32_t *fund_next,
+	     uint64_t *msg)
 {
 	memset(msg, 0, MSG_SIZE);
-	uint32_t ui = (uint32_t)prng_below(p, o->users);
+	/* --fund-first: the users in order until all are funded, then the random flow. */
+	uint32_t ui = o->fund_first && *fund_next < o->users ? *fund_next
+							       : (uint32_t)prng_below(p, o->users);
 	struct user_state *u = &users[ui];
 	uint64_t user = 1000 + ui;
 	if (!u->funded) {
@@ -207,10 +225,14 @@ next_message(const struct opts *o, struct prng *p, struct user_state *users, uin
 		t->asset = u->next_id == 2 ? ASSET_BASE : ASSET_QUOTE;
 		t->amount = t->asset == ASSET_BASE ? 1000000 : 1000000000;
 		u->funded = u->next_id > 2;
+		if (u->funded && ui == *fund_next)
+			(*fund_next)++;
 		return;
 	}
 	uint64_t roll = prng_below(p, 100);
-	if (u->live_count > 0 && roll < 15) {
+	/* --open-max: a user at the bound cancels first, so its open orders stay under the
+	 * node's per-user limit (the OMS keeps 64 order records per user). */
+	if (u->live_count > 0 && (roll < 15 || (o->open_max > 0 && u->live_count >= o->open_max))) {
 		/* Cancel one of the user's own orders. */
 		uint32_t k = (uint32_t)prng_below(p, u->live_count);
 		struct wire_cancel *c = (void *)msg;
@@ -335,6 +357,10 @@ gen(int argc, char **argv)
 			o.multi_pct = (uint32_t)x;
 		else if (strcmp(a, "--transfer-shard") == 0 && num && x <= UINT16_MAX)
 			o.transfer_shard = (uint16_t)x;
+		else if (strcmp(a, "--fund-first") == 0 && num && x <= 1)
+			o.fund_first = x == 1;
+		else if (strcmp(a, "--open-max") == 0 && num && x <= LIVE_MAX)
+			o.open_max = (uint32_t)x;
 		else {
 			fprintf(stderr, "omspcap: bad option %s %s\n", a, v);
 			return usage();
@@ -362,6 +388,7 @@ gen(int argc, char **argv)
 	static uint8_t pkt[ETH_HDR + IP_HDR + UDP_HDR + PAYLOAD_MAX];
 	uint64_t msg[MSG_SIZE / 8];
 	uint64_t written = 0, frames = 0, t_us = 0;
+	uint32_t fund_next = 0;
 	uint64_t per_type[WIRE_TYPE_LIMIT] = {0};
 	bool held = false; /* msg holds a message that did not fit the last frame's class */
 	while (written < o.count) {
@@ -374,7 +401,7 @@ gen(int argc, char **argv)
 		bool first_transfer = false;
 		for (uint64_t k = 0; k < want; k++) {
 			if (!held)
-				next_message(&o, &p, users, msg);
+				next_message(&o, &p, users, &fund_next, msg);
 			held = false;
 			const struct wire_msg_hdr *h = (const void *)msg;
 			/* The node refuses frames that mix order entry (gateway) with TRANSFER
@@ -409,6 +436,26 @@ gen(int argc, char **argv)
 		if (per_type[t] != 0)
 			printf(" %s=%" PRIu64, wire_type_name(t), per_type[t]);
 	printf("\n");
+	return 0;
+}
+
+/* The UDP payload of an Ethernet II / IPv4 / UDP packet: 0 with *off and *len set, or -1. */
+static int
+udp_payload(const struct pcap_pkthdr *ph, const u_char *pkt, uint32_t *off, uint32_t *len)
+{
+	if (ph->caplen < ETH_HDR + IP_HDR + UDP_HDR || pkt[12] != 0x08 || pkt[13] != 0x00 ||
+	    (pkt[ETH_HDR] >> 4) != 4 || pkt[ETH_HDR + 9] != 17)
+		return -1;
+	uint32_t ihl = (uint32_t)(pkt[ETH_HDR] & 0x0f) * 4;
+	const u_char *udp = pkt + ETH_HDR + ihl;
+	if (ihl < IP_HDR || ETH_HDR + ihl + UDP_HDR > ph->caplen)
+		return -1;
+	uint32_t udp_len = (uint32_t)(udp[4] << 8 | udp[5]);
+	if (udp_len < UDP_HDR || ETH_HDR + ihl + udp_len > ph->caplen ||
+	    udp_len - UDP_HDR > WIRE_FRAME_MAX)
+		return -1;
+	*off = ETH_HDR + ihl + UDP_HDR;
+	*len = udp_len - UDP_HDR;
 	return 0;
 }
 
@@ -459,27 +506,14 @@ show(int argc, char **argv)
 	const u_char *pkt;
 	int rc;
 	while ((rc = pcap_next_ex(pd, &ph, &pkt)) == 1) {
-		/* Ethernet II, IPv4 without fragments, UDP. Anything else is counted and skipped. */
-		if (ph->caplen < ETH_HDR + IP_HDR + UDP_HDR || pkt[12] != 0x08 || pkt[13] != 0x00 ||
-		    (pkt[ETH_HDR] >> 4) != 4 || pkt[ETH_HDR + 9] != 17) {
-			non_udp++;
-			continue;
-		}
-		uint32_t ihl = (uint32_t)(pkt[ETH_HDR] & 0x0f) * 4;
-		const u_char *udp = pkt + ETH_HDR + ihl;
-		if (ETH_HDR + ihl + UDP_HDR > ph->caplen) {
-			non_udp++;
-			continue;
-		}
-		uint32_t udp_len = (uint32_t)(udp[4] << 8 | udp[5]);
-		if (udp_len < UDP_HDR || ETH_HDR + ihl + udp_len > ph->caplen ||
-		    udp_len - UDP_HDR > WIRE_FRAME_MAX) {
+		/* Ethernet II, IPv4, UDP. Anything else is counted and skipped. */
+		uint32_t off, len;
+		if (udp_payload(ph, pkt, &off, &len) != 0) {
 			non_udp++;
 			continue;
 		}
 		frames++;
-		uint32_t len = udp_len - UDP_HDR;
-		memcpy(payload, udp + UDP_HDR, len); /* aligned copy for the decoder */
+		memcpy(payload, pkt + off, len); /* aligned copy for the decoder */
 		const struct wire_msg_hdr *m[WIRE_FRAME_MSGS_MAX];
 		uint32_t count = 0, sender = 0;
 		enum wire_err e = wire_frame_decode(payload, len, &key, m, WIRE_FRAME_MSGS_MAX,
@@ -538,6 +572,174 @@ show(int argc, char **argv)
 	return errors != 0 || rc == PCAP_ERROR ? 1 : 0;
 }
 
+static uint64_t
+mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+struct answers {
+	struct wire_key key;
+	uint64_t frames, msgs, errors;
+	uint64_t per_type[WIRE_TYPE_LIMIT];
+	uint64_t per_reason[WIRE_REASON_MAX];
+};
+
+/* Read every answer waiting on fd (non-blocking). Returns how many frames were read. */
+static uint64_t
+answers_read(int fd, struct answers *a)
+{
+	static uint64_t buf[WIRE_FRAME_MAX / 8 + 1];
+	uint64_t n = 0;
+	for (;;) {
+		ssize_t len = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (len < 0)
+			return n;
+		n++;
+		a->frames++;
+		const struct wire_msg_hdr *m[WIRE_FRAME_MSGS_MAX];
+		uint32_t count = 0, sender = 0;
+		if (wire_frame_decode(buf, (uint32_t)len, &a->key, m, WIRE_FRAME_MSGS_MAX, &count,
+				      &sender) != WIRE_E_OK) {
+			a->errors++;
+			continue;
+		}
+		a->msgs += count;
+		for (uint32_t i = 0; i < count; i++) {
+			a->per_type[m[i]->type]++;
+			if (m[i]->type == WIRE_NAK) {
+				uint16_t r = ((const struct wire_nak *)m[i])->reason;
+				if (r < WIRE_REASON_MAX)
+					a->per_reason[r]++;
+			}
+		}
+	}
+}
+
+/* Wait for an answer until deadline_ns (monotonic), reading whatever arrives. */
+static uint64_t
+answers_wait(int fd, struct answers *a, uint64_t deadline_ns)
+{
+	uint64_t now = mono_ns();
+	if (deadline_ns > now) {
+		uint64_t d = deadline_ns - now;
+		struct timespec ts = {.tv_sec = (time_t)(d / 1000000000u),
+				      .tv_nsec = (long)(d % 1000000000u)};
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		ppoll(&p, 1, &ts, NULL);
+	}
+	return answers_read(fd, a);
+}
+
+static int
+send_cmd(int argc, char **argv)
+{
+	const char *file = NULL, *to = NULL;
+	uint64_t port = 7400, src_port = 0, rate = 0, idle_ms = 1000, drain_ms = 30000;
+	struct answers *a = calloc(1, sizeof(*a));
+	if (a == NULL)
+		return 1;
+	for (int i = 2; i < argc; i++) {
+		const char *k = argv[i];
+		if (k[0] != '-' && file == NULL) {
+			file = k;
+			continue;
+		}
+		if (i + 1 >= argc)
+			goto bad;
+		const char *v = argv[++i];
+		uint64_t x = 0;
+		bool num = parse_u64(v, &x) == 0;
+		if (strcmp(k, "--to") == 0)
+			to = v;
+		else if (strcmp(k, "--port") == 0 && num && x > 0 && x <= UINT16_MAX)
+			port = x;
+		else if (strcmp(k, "--src-port") == 0 && num && x <= UINT16_MAX)
+			src_port = x;
+		else if (strcmp(k, "--rate") == 0 && num && x <= 10000000)
+			rate = x;
+		else if (strcmp(k, "--key") == 0 && parse_key(v, &a->key) == 0)
+			;
+		else if (strcmp(k, "--idle-ms") == 0 && num && x > 0 && x <= 600000)
+			idle_ms = x;
+		else if (strcmp(k, "--drain-ms") == 0 && num && x <= 3600000)
+			drain_ms = x;
+		else
+			goto bad;
+	}
+	struct sockaddr_in dst = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	if (file == NULL || to == NULL || inet_pton(AF_INET, to, &dst.sin_addr) != 1)
+		goto bad;
+	char errbuf[PCAP_ERRBUF_SIZE];
+	pcap_t *pd = pcap_open_offline(file, errbuf);
+	if (pd == NULL) {
+		fprintf(stderr, "omspcap: %s\n", errbuf);
+		free(a);
+		return 1;
+	}
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	struct sockaddr_in src = {.sin_family = AF_INET, .sin_port = htons((uint16_t)src_port)};
+	int rcvbuf = 8 << 20;
+	if (fd < 0 || bind(fd, (const struct sockaddr *)&src, sizeof(src)) != 0) {
+		fprintf(stderr, "omspcap: socket: %s\n", strerror(errno));
+		pcap_close(pd);
+		free(a);
+		return 1;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+	uint64_t frames = 0, sent = 0, send_errors = 0, non_udp = 0;
+	uint64_t start = mono_ns(), gap = rate > 0 ? 1000000000u / rate : 0;
+	struct pcap_pkthdr *ph;
+	const u_char *pkt;
+	int rc;
+	while ((rc = pcap_next_ex(pd, &ph, &pkt)) == 1) {
+		uint32_t off, len;
+		if (udp_payload(ph, pkt, &off, &len) != 0) {
+			non_udp++;
+			continue;
+		}
+		/* Frame i leaves at start + i / rate; answers are read while waiting. */
+		uint64_t due = start + frames * gap;
+		while (gap > 0 && mono_ns() < due)
+			answers_wait(fd, a, due);
+		frames++;
+		if (sendto(fd, pkt + off, len, 0, (const struct sockaddr *)&dst, sizeof(dst)) ==
+		    (ssize_t)len)
+			sent++;
+		else
+			send_errors++;
+		answers_read(fd, a);
+	}
+	if (rc == PCAP_ERROR)
+		fprintf(stderr, "omspcap: %s: %s\n", file, pcap_geterr(pd));
+	pcap_close(pd);
+	uint64_t sent_ns = mono_ns() - start;
+	/* Drain: until no answer came for idle_ms, at most drain_ms. */
+	uint64_t end = mono_ns() + drain_ms * 1000000u, last = mono_ns();
+	while (mono_ns() < end && mono_ns() - last < idle_ms * 1000000u) {
+		if (answers_wait(fd, a, mono_ns() + 50000000u) > 0)
+			last = mono_ns();
+	}
+	close(fd);
+	for (uint16_t r = 0; r < WIRE_REASON_MAX; r++)
+		if (a->per_reason[r] != 0)
+			printf("nak   %-16s %" PRIu64 "\n", wire_reason_name(r), a->per_reason[r]);
+	printf("send: frames=%" PRIu64 " sent=%" PRIu64 " send_errors=%" PRIu64 " non_udp=%" PRIu64
+	       " send_ms=%" PRIu64 " rx_frames=%" PRIu64 " rx_msgs=%" PRIu64 " ACK=%" PRIu64
+	       " NAK=%" PRIu64 " EXEC_REPORT=%" PRIu64 " ADMIN_REPLY=%" PRIu64
+	       " decode_errors=%" PRIu64 "\n",
+	       frames, sent, send_errors, non_udp, sent_ns / 1000000, a->frames, a->msgs,
+	       a->per_type[WIRE_ACK], a->per_type[WIRE_NAK], a->per_type[WIRE_EXEC_REPORT],
+	       a->per_type[WIRE_ADMIN_REPLY], a->errors);
+	free(a);
+	return rc == PCAP_ERROR || send_errors != 0 ? 1 : 0;
+bad:
+	free(a);
+	return usage();
+}
+
 int
 main(int argc, char **argv)
 {
@@ -547,5 +749,7 @@ main(int argc, char **argv)
 		return gen(argc, argv);
 	if (strcmp(argv[1], "show") == 0)
 		return show(argc, argv);
+	if (strcmp(argv[1], "send") == 0)
+		return send_cmd(argc, argv);
 	return usage();
 }

@@ -1,0 +1,223 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Gateway latency of new orders (app.h, struct app_lat; docs/appliance.md "Benchmarks").
+ *
+ * What is measured: the TSC the io lcore read right after the rx burst that brought the
+ * order's frame (dp_meta.rx_tsc), against the TSC read when the gateway hands the answer to
+ * the client's outgoing frame (gw_client). So each figure covers io parse and route → the
+ * gateway → the OMS shard (propose, commit, apply) → [for the final: bridge → ME shard →
+ * results back into the OMS log → apply] → the gateway. It does not cover the NIC, the
+ * frame's wait in the gateway's outbox until the end of that duty cycle, the tx queue, and
+ * the io lcore's tx burst (at most one io cycle on an unloaded node).
+ *
+ *   lat_rx_ack_ns:   RX of a NEW_ORDER → its provisional ACK.
+ *   lat_rx_final_ns: RX of a NEW_ORDER → the first report that settles it after the ME:
+ *                    OPEN (rests), DONE (filled, or IOC/market remainder cancelled) or
+ *                    REJECTED (by the ME).
+ *
+ * Orders are keyed by (user, cl_ord_id) in a fixed table (a cache: an entry that has to
+ * make room is counted as lost and its answers go untimed). Single writer: the gateway
+ * lcore. The main lcore reads the histograms and counters while it runs (slightly stale).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include <rte_cycles.h>
+#include <rte_malloc.h>
+
+#include "app.h"
+
+#define LAT_PROBE 8
+
+struct app_lat_ent {
+	uint64_t user;      /* 0: free */
+	uint64_t cl_ord_id; /* the NEW_ORDER's id */
+	uint64_t rx_tsc;    /* io lcore TSC of its rx burst */
+	uint64_t acked;     /* the ACK was timed */
+};
+
+#define BUMP(x) __atomic_store_n(&(x), (x) + 1, __ATOMIC_RELAXED)
+
+int
+app_lat_init(struct app_lat **out, unsigned socket)
+{
+	struct app_lat *l = rte_zmalloc_socket("app_lat", sizeof(*l), RTE_CACHE_LINE_SIZE,
+					       (int)socket);
+	if (l == NULL)
+		return -ENOMEM;
+	l->ents = rte_zmalloc_socket("app_lat_ents", sizeof(*l->ents) * APP_LAT_SLOTS,
+				     RTE_CACHE_LINE_SIZE, (int)socket);
+	if (l->ents == NULL) {
+		rte_free(l);
+		return -ENOMEM;
+	}
+	l->tsc_hz = rte_get_tsc_hz();
+	hist_init(&l->ack);
+	hist_init(&l->final);
+	*out = l;
+	return 0;
+}
+
+void
+app_lat_free(struct app_lat *l)
+{
+	if (l == NULL)
+		return;
+	rte_free(l->ents);
+	rte_free(l);
+}
+
+static uint32_t
+home_of(uint64_t user, uint64_t cl_ord_id)
+{
+	uint64_t h = (user * UINT64_C(0x9E3779B97F4A7C15)) ^ (cl_ord_id * UINT64_C(0xC2B2AE3D27D4EB4F));
+	return (uint32_t)(h >> 40) & (APP_LAT_SLOTS - 1);
+}
+
+static struct app_lat_ent *
+find(struct app_lat *l, uint64_t user, uint64_t cl_ord_id)
+{
+	uint32_t home = home_of(user, cl_ord_id);
+	for (uint32_t p = 0; p < LAT_PROBE; p++) {
+		struct app_lat_ent *e = &l->ents[(home + p) & (APP_LAT_SLOTS - 1)];
+		if (e->user == user && e->cl_ord_id == cl_ord_id)
+			return e;
+	}
+	return NULL;
+}
+
+static uint64_t
+tsc_to_ns(const struct app_lat *l, uint64_t tsc)
+{
+	/* Split so that the multiplication cannot overflow for any realistic delta. */
+	return tsc / l->tsc_hz * 1000000000u + tsc % l->tsc_hz * 1000000000u / l->tsc_hz;
+}
+
+void
+app_lat_rx(struct app_lat *l, const struct wire_msg_hdr *msg, uint64_t rx_tsc)
+{
+	if (l == NULL || msg->type != WIRE_NEW_ORDER)
+		return;
+	const struct wire_new_order *o = (const void *)msg;
+	if (o->user == 0)
+		return;
+	struct app_lat_ent *e = find(l, o->user, o->cl_ord_id);
+	if (e == NULL) {
+		uint32_t home = home_of(o->user, o->cl_ord_id);
+		for (uint32_t p = 0; p < LAT_PROBE && e == NULL; p++) {
+			struct app_lat_ent *c = &l->ents[(home + p) & (APP_LAT_SLOTS - 1)];
+			if (c->user == 0)
+				e = c;
+		}
+		if (e == NULL) {
+			e = &l->ents[home]; /* the window is full: the oldest claim loses */
+			BUMP(l->lost);
+		}
+	} else {
+		/* A retransmission: the client's first send is the one that counts. */
+		return;
+	}
+	e->user = o->user;
+	e->cl_ord_id = o->cl_ord_id;
+	e->rx_tsc = rx_tsc;
+	e->acked = 0;
+	if (l->orders == 0)
+		__atomic_store_n(&l->first_rx_tsc, rx_tsc, __ATOMIC_RELAXED);
+	BUMP(l->orders);
+}
+
+void
+app_lat_tx(struct app_lat *l, const struct wire_msg_hdr *msg)
+{
+	uint64_t user, cl_ord_id;
+	bool final;
+
+	if (l == NULL)
+		return;
+	switch (msg->type) {
+	case WIRE_ACK: {
+		const struct wire_ack *a = (const void *)msg;
+		user = a->user;
+		cl_ord_id = a->cl_ord_id;
+		final = false;
+		break;
+	}
+	case WIRE_NAK: {
+		const struct wire_nak *n = (const void *)msg;
+		struct app_lat_ent *e = find(l, n->user, n->cl_ord_id);
+		if (e != NULL && n->user != 0) {
+			BUMP(l->naked);
+			e->user = 0;
+		}
+		return;
+	}
+	case WIRE_EXEC_REPORT: {
+		const struct wire_exec_report *r = (const void *)msg;
+		if (r->exec != WIRE_EXEC_OPEN && r->exec != WIRE_EXEC_DONE &&
+		    r->exec != WIRE_EXEC_REJECTED)
+			return;
+		user = r->user;
+		cl_ord_id = r->cl_ord_id;
+		final = true;
+		break;
+	}
+	default:
+		return;
+	}
+	if (user == 0)
+		return;
+	struct app_lat_ent *e = find(l, user, cl_ord_id);
+	if (e == NULL)
+		return;
+	uint64_t now = rte_rdtsc();
+	uint64_t ns = now > e->rx_tsc ? tsc_to_ns(l, now - e->rx_tsc) : 0;
+	if (!final) {
+		if (e->acked == 0) {
+			hist_record(&l->ack, ns);
+			BUMP(l->acked);
+			e->acked = 1;
+		}
+		return;
+	}
+	hist_record(&l->final, ns);
+	BUMP(l->finals);
+	__atomic_store_n(&l->last_final_tsc, now, __ATOMIC_RELAXED);
+	e->user = 0;
+}
+
+#define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+
+static void
+hist_write(const struct hist *h, const char *prefix, const char *name, FILE *out)
+{
+	static const struct {
+		const char *label;
+		double p;
+	} qs[] = {{"p50", 50.0}, {"p90", 90.0}, {"p99", 99.0}, {"p999", 99.9}};
+	uint64_t count = LOAD(h->count);
+	fprintf(out, "%s.%s.count %" PRIu64 "\n", prefix, name, count);
+	fprintf(out, "%s.%s.min %" PRIu64 "\n", prefix, name, count ? LOAD(h->min) : 0);
+	for (size_t i = 0; i < sizeof(qs) / sizeof(qs[0]); i++)
+		fprintf(out, "%s.%s.%s %" PRIu64 "\n", prefix, name, qs[i].label,
+			hist_percentile(h, qs[i].p));
+	fprintf(out, "%s.%s.max %" PRIu64 "\n", prefix, name, LOAD(h->max));
+	fprintf(out, "%s.%s.mean %" PRIu64 "\n", prefix, name, count ? LOAD(h->sum) / count : 0);
+}
+
+void
+app_lat_stats_write(const struct app_lat *l, const char *prefix, FILE *out)
+{
+	if (l == NULL)
+		return;
+	uint64_t first = LOAD(l->first_rx_tsc), last = LOAD(l->last_final_tsc);
+	fprintf(out, "%s.lat_orders %" PRIu64 "\n", prefix, LOAD(l->orders));
+	fprintf(out, "%s.lat_acked %" PRIu64 "\n", prefix, LOAD(l->acked));
+	fprintf(out, "%s.lat_naked %" PRIu64 "\n", prefix, LOAD(l->naked));
+	fprintf(out, "%s.lat_finals %" PRIu64 "\n", prefix, LOAD(l->finals));
+	fprintf(out, "%s.lat_lost %" PRIu64 "\n", prefix, LOAD(l->lost));
+	fprintf(out, "%s.lat_span_ns %" PRIu64 "\n", prefix,
+		last > first && first != 0 ? tsc_to_ns(l, last - first) : 0);
+	hist_write(&l->ack, prefix, "lat_rx_ack_ns", out);
+	hist_write(&l->final, prefix, "lat_rx_final_ns", out);
+}

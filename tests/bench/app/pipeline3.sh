@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Bench: the pipeline of pipeline.sh with three replicas (docs/appliance.md "Benchmarks").
+# Three omsd in namespaces on a Linux bridge (tests/e2e/lib.sh, tag ob3, 10.201.22.0/24),
+# each a member of OMS shard 1 and ME shard 2, net_af_packet on veths. The load enters through ONE node, the one leading OMS shard 1 (TRANSFERs are
+# admin messages that only the OMS leader proposes): `omspcap send` in the client namespace
+# replays the UDP payloads of the omspcap capture from a kernel UDP socket, paced at RATE
+# frames/s. Every order is replicated (Raft, majority of 3) in the OMS shard and in the ME
+# shard, whose leader may be another node. The entry node's gateway measures RX → ACK and
+# RX → final report (the same histograms as pipeline.sh).
+#
+# Env: ORDERS (10000), USERS (64), SEED (1), RATE (frames/s, 4000), OMSD, OMSPCAP,
+#      E2E_FRAME (default: build/), KEEP=1 (keep the temp dir), NODES (3; 1 runs the same
+#      paced load against one node on af_packet, for comparison: `bench: pipeline1 ...`).
+# Last line: bench: pipeline3 orders_per_s=N p50_us=N p99_us=N final_p50_us=N ...
+# orders_per_s is bounded by RATE (an open-loop sender): raise RATE until drops or NAKs
+# appear to find the ceiling. Exit 1 when the run is not clean.
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../../.." && pwd)
+ORDERS=${ORDERS:-10000}
+USERS=${USERS:-64}
+SEED=${SEED:-1}
+RATE=${RATE:-4000}
+NODES=${NODES:-3}
+[ "$NODES" = 1 ] || [ "$NODES" = 3 ] || { echo "pipeline3: NODES is 1 or 3" >&2; exit 2; }
+export OMSD=${OMSD:-$ROOT/build/app/omsd}
+export E2E_FRAME=${E2E_FRAME:-$ROOT/build/tests/e2e/e2e_frame}
+OMSPCAP=${OMSPCAP:-$ROOT/build/tools/omspcap}
+[ -x "$OMSPCAP" ] || { echo "pipeline3: no omspcap at $OMSPCAP" >&2; exit 2; }
+source "$ROOT/tests/e2e/lib.sh"
+need_root
+e2e_cluster_init ob3 22 "$NODES"
+if [ "${KEEP:-0}" = 1 ]; then e2e_cleanup_hook() { cp -r "$TMP" "$TMP.kept"; echo "kept $TMP.kept"; }; fi
+e2e_cluster_net_up
+
+LINES=(
+	"" "[limits]" "resident_users = 4096" "parked_orders = 1024" "inflight_sagas = 16384"
+	"orders = 32768" "log_entries = 65536" "log_mb = 32" "snapshot_mb = 8"
+	"snapshot_entries = 20000"
+	"" "[timers]" "user_ttl_ms = 86400000"
+	"" "[symbol.1]" "base = 1" "quote = 2" "me_shard = 2" "ref_px = 10000" "band_bps = 5000"
+	"maker_fee_bps = 2" "taker_fee_bps = 7"
+)
+for i in $(seq "$NODES"); do
+	mkdir -p "$TMP/$i"
+	E2E_SERVICE_1=oms E2E_SERVICE_2=me e2e_cluster_config "$i" "$TMP/$i/omsd.ini" "${LINES[@]}"
+	sed -i -e 's/^mbufs = .*/mbufs = 8191/' -e 's/^mbuf_cache = .*/mbuf_cache = 128/' \
+		-e 's/^ring_size = .*/ring_size = 1024/' \
+		"$TMP/$i/omsd.ini"
+	e2e_cluster_start "$i" "$TMP/$i/omsd.ini"
+done
+# [port] rx_start = leader is for single-member shards (it holds the whole port, Raft
+# included), so here the sender waits instead: for the OMS leader, and for that node to
+# report both shards ready (shard.N.ready: leader known, bootstrap config applied, bridge
+# rebuilt) — the same predicate the RX gate uses.
+L=
+for _ in $(seq 100); do
+	for i in $(seq "$NODES"); do [ "$(e2e_cluster_stat "$i" shard.1.is_leader)" = 1 ] && L=$i; done
+	if [ -n "$L" ] && [ "$(e2e_cluster_stat "$L" shard.1.ready)" = 1 ] &&
+		[ "$(e2e_cluster_stat "$L" shard.2.ready)" = 1 ]; then
+		break
+	fi
+	L=
+	sleep 0.2
+done
+[ -n "$L" ] || { OMSD_LOG=$TMP/1/omsd.log; fail "no OMS leader ready within 20 s"; }
+MEL=
+for i in $(seq "$NODES"); do [ "$(e2e_cluster_stat "$i" shard.2.is_leader)" = 1 ] && MEL=$i; done
+log "OMS leader node $L (both shards ready there), ME leader node $MEL; load enters node $L"
+
+# Drop counters before the load: the first Raft frames of a start-up go out before ARP has
+# resolved the peers (tx_arp_miss); only what moves during the run counts.
+DROP_KEYS="dp.frame_ring_full dp.frame_no_route dp.frame_bad dp.frame_mixed dp.tx_arp_miss
+	dp.tx_port_full dp.tx_nombuf dp.tx_too_big shard.1.tx_full shard.1.tx_nombuf
+	shard.2.tx_full shard.2.tx_nombuf shard.1.persist_dropped"
+declare -A BASE=()
+for i in $(seq "$NODES"); do
+	e2e_cluster_stat "$i" dp.rx_pkts >/dev/null
+	for k in $DROP_KEYS; do
+		BASE["$i.$k"]=$(awk -v k="$k" '$1 == k { print $2; f = 1 } END { if (!f) print 0 }' "$TMP/$i/stats")
+	done
+done
+
+gen=$("$OMSPCAP" gen --out "$TMP/in.pcap" --count $((ORDERS + 2 * USERS)) --seed "$SEED" \
+	--users "$USERS" --transfer-shard 1 --fund-first 1 --open-max 48 --gap-us 1)
+log "$gen"
+FRAMES=$(sed -n 's/.* frames=\([0-9]*\) .*/\1/p' <<<"$gen")
+NEW_ORDERS=$(sed -n 's/.* NEW_ORDER=\([0-9]*\).*/\1/p' <<<"$gen")
+send=$(ip netns exec "$NS_C" "$OMSPCAP" send "$TMP/in.pcap" --to "$NET.1$L" --rate "$RATE" \
+	--idle-ms 2000 --drain-ms 120000) || fail "omspcap send: $send"
+log "$send"
+
+STATS=$TMP/$L/stats
+stat() { awk -v k="$1" '$1 == k { print $2; f = 1 } END { if (!f) print 0 }' "$STATS"; }
+last=-1
+stable=0
+for _ in $(seq 200); do
+	e2e_cluster_stat "$L" dp.rx_pkts >/dev/null
+	orders=$(stat gateway.lat_orders)
+	settled=$(($(stat gateway.lat_finals) + $(stat gateway.lat_naked) + $(stat gateway.lat_lost)))
+	out=$(stat shard.1.gw_out)
+	if [ "$orders" -eq "$NEW_ORDERS" ] && [ "$settled" -ge "$orders" ] && [ "$out" = "$last" ]; then
+		stable=$((stable + 1))
+		[ $stable -ge 2 ] && break
+	else
+		stable=0
+	fi
+	last=$out
+	sleep 0.25
+done
+cp "$STATS" "$TMP/entry.stats"
+v() { awk -v k="$1" '$1 == k { print $2; f = 1 } END { if (!f) print 0 }' "$TMP/entry.stats"; }
+drops=0
+for i in $(seq "$NODES"); do
+	e2e_cluster_stat "$i" dp.rx_pkts >/dev/null
+	for k in $DROP_KEYS; do
+		n=$(($(awk -v k="$k" '$1 == k { print $2; f = 1 } END { if (!f) print 0 }' "$TMP/$i/stats") - ${BASE["$i.$k"]}))
+		[ "$n" = 0 ] || { log "node $i drop during the run: $k $n"; drops=$((drops + n)); }
+	done
+done
+acked=$(v gateway.lat_acked)
+span=$(v gateway.lat_span_ns)
+ops=0
+[ "$span" -gt 0 ] && ops=$((acked * 1000000000 / span))
+us() { awk -v n="$1" 'BEGIN { printf "%.1f", n / 1000 }'; }
+log "frames=$FRAMES rx=$(v dp.rx_pkts) new_orders=$NEW_ORDERS timed=$(v gateway.lat_orders)" \
+	"acked=$acked finals=$(v gateway.lat_finals) naked=$(v gateway.lat_naked)" \
+	"lost=$(v gateway.lat_lost) fills=$(v shard.1.oms.fills) transfers=$(v shard.1.oms.transfers)" \
+	"span_ms=$((span / 1000000)) rate=$RATE"
+echo "bench: pipeline$NODES orders_per_s=$ops p50_us=$(us "$(v gateway.lat_rx_ack_ns.p50)")" \
+	"p99_us=$(us "$(v gateway.lat_rx_ack_ns.p99)")" \
+	"final_p50_us=$(us "$(v gateway.lat_rx_final_ns.p50)")" \
+	"final_p99_us=$(us "$(v gateway.lat_rx_final_ns.p99)")" \
+	"orders=$NEW_ORDERS acked=$acked naked=$(v gateway.lat_naked)" \
+	"finals=$(v gateway.lat_finals) fills=$(v shard.1.oms.fills) drops=$drops rate=$RATE"
+[ "$(v gateway.lat_orders)" -eq "$NEW_ORDERS" ] || fail "orders not all seen by the gateway"
+[ $(($(v gateway.lat_finals) + $(v gateway.lat_naked))) -eq "$NEW_ORDERS" ] || fail "orders unsettled"
+[ "$drops" -eq 0 ] || fail "drops"
