@@ -157,7 +157,10 @@ enum app_cmd_status {
 };
 
 /* Admin entries with a flag the shard lcore completes from its state before proposing. */
-#define APP_CMD_ROUTE_MERGE 1u /* ROUTING_CONFIG: epoch = applied + 1, keep the current pins */
+#define APP_CMD_ROUTE_MERGE 1u /* ROUTING_CONFIG: epoch = applied + 1 (unless set), keep the
+				* applied pins */
+#define APP_CMD_ROUTE_SCALE 2u /* ROUTING_CONFIG: shards[0] joins (or changes state in) the
+				* applied membership, which the shard lcore copies */
 
 struct app_cmd {
 	/* Request (main). */
@@ -183,6 +186,7 @@ struct app_cmd {
 	size_t out_len;               /* VIEW: bytes written to out */
 	/* Main's bookkeeping. */
 	void *req;                    /* the control request it belongs to */
+	bool at_shard;                /* enqueued and not yet taken back from mgmt_done */
 };
 
 struct app {

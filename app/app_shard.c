@@ -981,10 +981,27 @@ cmd_admin_reply(struct app_shard *s, const struct wire_admin_reply *r)
 
 /* routes set: the new membership under the applied epoch + 1, keeping the applied pins. */
 static void
-route_merge(struct app_shard *s, struct wire_routing_config *m)
+route_merge(struct app_shard *s, struct wire_routing_config *m, bool scale)
 {
 	struct oms_route_info ri;
 	oms_route_get(s->svc, &ri);
+	if (scale) {
+		/* shards scale: the applied membership with shards[0] added or changed. */
+		struct wire_route_shard add = m->shards[0];
+		uint32_t n = 0;
+		bool found = false;
+		for (uint32_t i = 0; i < ri.shard_count; i++) {
+			m->shards[n] = ri.shards[i];
+			if (ri.shards[i].shard == add.shard) {
+				m->shards[n].state = add.state;
+				found = true;
+			}
+			n++;
+		}
+		if (!found && n < WIRE_ROUTE_SHARDS_MAX)
+			m->shards[n++] = add;
+		m->shard_count = n;
+	}
 	if (m->epoch == 0)
 		m->epoch = ri.epoch + 1;
 	m->pin_count = ri.pin_count;
@@ -1005,7 +1022,7 @@ cmd_propose(struct app_shard *s, struct app_cmd *c)
 	}
 	if (c->flags & APP_CMD_ROUTE_MERGE) {
 		CHECK(s->is_oms && m->type == WIRE_ROUTING_CONFIG);
-		route_merge(s, (void *)m);
+		route_merge(s, (void *)m, (c->flags & APP_CMD_ROUTE_SCALE) != 0);
 		c->req_key = ((struct wire_routing_config *)m)->epoch;
 		c->value = c->req_key;
 	}
@@ -1106,18 +1123,26 @@ user_status_name(uint32_t st)
 	}
 }
 
+/* One row per symbol, each naming this shard (main joins the rows of every shard). */
+static void
+row_begin(struct app_shard *s, struct mgmt_out *o, uint32_t symbol, uint8_t status, bool killed)
+{
+	mgmt_out_obj_begin(o);
+	mgmt_out_kv_u64(o, "shard", s->id);
+	mgmt_out_kv_str(o, "service", s->is_oms ? "oms" : "me");
+	mgmt_out_kv_u64(o, "symbol", symbol);
+	mgmt_out_kv_str(o, "status", sym_status_name(status));
+	mgmt_out_kv_bool(o, "killed", killed);
+}
+
 static void
 view_symbols(struct app_shard *s, struct mgmt_out *o)
 {
-	mgmt_out_key(o, "symbols");
 	mgmt_out_arr_begin(o);
 	if (s->is_oms) {
 		struct oms_symbol_info y;
 		for (uint32_t i = 0; oms_symbol_at(s->svc, i, &y) == 0; i++) {
-			mgmt_out_obj_begin(o);
-			mgmt_out_kv_u64(o, "symbol", y.symbol);
-			mgmt_out_kv_str(o, "status", sym_status_name(y.status));
-			mgmt_out_kv_bool(o, "killed", y.killed != 0);
+			row_begin(s, o, y.symbol, y.status, y.killed != 0);
 			mgmt_out_kv_u64(o, "me_shard", y.me_shard);
 			mgmt_out_kv_u64(o, "base", y.base_asset);
 			mgmt_out_kv_u64(o, "quote", y.quote_asset);
@@ -1128,12 +1153,8 @@ view_symbols(struct app_shard *s, struct mgmt_out *o)
 	} else {
 		struct me_symbol_info y;
 		for (uint32_t i = 0; me_symbol_at(s->svc, i, &y) == 0; i++) {
-			mgmt_out_obj_begin(o);
-			mgmt_out_kv_u64(o, "symbol", y.symbol);
-			mgmt_out_kv_str(o, "status", sym_status_name(y.status));
-			mgmt_out_kv_bool(o, "killed", y.killed != 0);
+			row_begin(s, o, y.symbol, y.status, y.killed != 0);
 			mgmt_out_kv_u64(o, "me_shard", y.me_shard);
-			mgmt_out_kv_bool(o, "owned", y.me_shard == s->id);
 			mgmt_out_kv_u64(o, "resting", y.resting);
 			mgmt_out_kv_i64(o, "tick", y.tick);
 			mgmt_out_kv_i64(o, "lot", y.lot);
@@ -1208,32 +1229,28 @@ view_user(struct app_shard *s, uint64_t user, struct mgmt_out *o)
 static void
 cmd_view(struct app_shard *s, struct app_cmd *c)
 {
-	if ((c->view == APP_VIEW_ROUTES || c->view == APP_VIEW_USER) && !s->is_oms) {
+	if (c->view < APP_VIEW_SYMBOLS || c->view > APP_VIEW_USER ||
+	    (c->view != APP_VIEW_SYMBOLS && !s->is_oms)) {
 		c->err = -ENOTSUP;
 		cmd_give(s, c, APP_CMD_FAILED);
 		return;
 	}
 	struct mgmt_out o;
 	mgmt_out_init(&o, c->out, c->out_cap);
-	mgmt_out_obj_begin(&o);
-	mgmt_out_kv_u64(&o, "shard", s->id);
-	mgmt_out_kv_str(&o, "service", s->is_oms ? "oms" : "me");
-	mgmt_out_kv_str(&o, "role", cns_role(s->cns) == CNS_LEADER ? "leader" : "follower");
-	mgmt_out_kv_u64(&o, "applied", cns_applied_index(s->cns));
-	switch (c->view) {
-	case APP_VIEW_SYMBOLS:
-		view_symbols(s, &o);
-		break;
-	case APP_VIEW_ROUTES:
-		view_routes(s, &o);
-		break;
-	case APP_VIEW_USER:
-		view_user(s, c->user, &o);
-		break;
-	default:
-		break;
+	if (c->view == APP_VIEW_SYMBOLS) {
+		view_symbols(s, &o); /* an array of rows */
+	} else {
+		mgmt_out_obj_begin(&o);
+		mgmt_out_kv_u64(&o, "shard", s->id);
+		mgmt_out_kv_str(&o, "role",
+				cns_role(s->cns) == CNS_LEADER ? "leader" : "follower");
+		mgmt_out_kv_u64(&o, "applied", cns_applied_index(s->cns));
+		if (c->view == APP_VIEW_ROUTES)
+			view_routes(s, &o);
+		else
+			view_user(s, c->user, &o);
+		mgmt_out_obj_end(&o);
 	}
-	mgmt_out_obj_end(&o);
 	if (o.overflow) {
 		c->err = -E2BIG;
 		cmd_give(s, c, APP_CMD_FAILED);
