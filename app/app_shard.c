@@ -964,8 +964,9 @@ cmd_admin_reply(struct app_shard *s, const struct wire_admin_reply *r)
 {
 	for (uint32_t i = 0; i < s->cmd_wait_count; i++) {
 		struct app_cmd *c = s->cmd_wait[i];
-		if (c->kind != APP_CMD_PROPOSE || c->index != s->apply_index ||
-		    c->req_key != r->req_id)
+		/* The OMS echoes the key in req_id, the ME in value (me_admin.c). */
+		uint64_t key = s->is_oms ? r->req_id : r->value;
+		if (c->kind != APP_CMD_PROPOSE || c->index != s->apply_index || c->req_key != key)
 			continue;
 		cmd_unwait(s, i);
 		if (s->apply_term != c->term) {

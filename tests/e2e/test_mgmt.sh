@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Goal: the node's control socket (issue 9) serves omsctl on the main lcore: status shows the
-# shards and their Raft roles, metrics is Prometheus text, a command the node does not serve
-# and a malformed request get clear errors and change nothing, the socket is mode 0660 and
-# is removed at exit.
-# Method: one trading node (OMS shard 1 + ME shard 2); omsctl status/metrics/routes show;
+# shards and their Raft roles, metrics is Prometheus text; symbols, routes, users, kill,
+# snapshot work on one node (views from the shard lcores, mutations answered after commit);
+# an unknown command, bad arguments and a malformed request get clear errors and change
+# nothing; the socket is mode 0660 and is removed at exit.
+# Method: one trading node (OMS shard 1 + ME shard 2); omsctl for every command family; orders
+# from the client namespace (e2e_mgmt.py) NAKed HALTED / KILLED and ACKed after resume;
 # a raw malformed line sent with python; then SIGTERM.
 source "$(dirname "$0")/lib.sh"
 need_root
@@ -31,10 +33,66 @@ grep -qE '^omsd_shard_1_commit\{node="1"\} [0-9]+$' "$TMP/metrics.txt" ||
 	fail "metrics lack omsd_shard_1_commit: $(head -5 "$TMP/metrics.txt")"
 log "metrics: $(wc -l <"$TMP/metrics.txt") samples"
 
-rc=0
-"$OMSCTL" --socket "$SOCK" routes show >"$TMP/unknown.txt" 2>&1 || rc=$?
-[ "$rc" -eq 1 ] || fail "a command the node does not serve: exit $rc, want 1"
-grep -q "unknown_command" "$TMP/unknown.txt" || fail "no unknown_command: $(cat "$TMP/unknown.txt")"
+ctl() { "$OMSCTL" --socket "$SOCK" "$@"; }
+# ctl_rc WANT ARGS...: run omsctl, keep its output in $OUT, check its exit code.
+ctl_rc() {
+	local want=$1 rc=0
+	shift
+	OUT=$(ctl "$@" 2>&1) || rc=$?
+	[ "$rc" -eq "$want" ] || fail "omsctl $*: exit $rc, want $want: $OUT"
+}
+
+# Read-only views, served by the shard lcores.
+ctl_rc 0 --json routes show
+grep -qF '"epoch":1' <<<"$OUT" || fail "routes show lacks epoch 1: $OUT"
+ctl_rc 0 --json symbols list
+[ "$(grep -o '"status":"trading"' <<<"$OUT" | wc -l)" = 2 ] ||
+	fail "symbols list: want symbol 1 trading on the OMS and the ME shard: $OUT"
+ctl_rc 0 symbols list
+grep -q "trading" <<<"$OUT" || fail "symbols list table: $OUT"
+
+# Refusals change nothing: unknown command, missing and unknown arguments, bad values.
+ctl_rc 1 frobnicate
+grep -q "unknown_command" <<<"$OUT" || fail "no unknown_command: $OUT"
+ctl_rc 1 symbols halt
+grep -q "bad_argument: --symbol is required" <<<"$OUT" || fail "missing --symbol: $OUT"
+ctl_rc 1 symbols halt --symbol 1 --bogus 3
+grep -q "bad_argument: unknown argument 'bogus'" <<<"$OUT" || fail "unknown arg: $OUT"
+ctl_rc 1 symbols halt --symbol abc
+grep -q "bad_argument" <<<"$OUT" || fail "non-numeric symbol: $OUT"
+ctl_rc 1 symbols halt --symbol 77
+grep -q "unknown_symbol" <<<"$OUT" || fail "unknown symbol: $OUT"
+ctl_rc 0 --json symbols list
+grep -qF '"status":"halted"' <<<"$OUT" && fail "a refused request changed state: $OUT"
+
+# A halt goes through both logs and is answered once applied; orders are then NAKed.
+ip netns exec "$NS_C" "$PY" "$E2E_DIR/e2e_mgmt.py" fund --nodes "$NODE_IP" >/dev/null ||
+	fail "deposits"
+ctl_rc 0 --json symbols halt --symbol 1
+log "halt: $OUT"
+[ "$(grep -o '"status":"ok"' <<<"$OUT" | wc -l)" = 2 ] || fail "halt not ok on both shards: $OUT"
+ctl_rc 0 --json symbols list
+[ "$(grep -o '"status":"halted"' <<<"$OUT" | wc -l)" = 2 ] || fail "not halted: $OUT"
+ip netns exec "$NS_C" "$PY" "$E2E_DIR/e2e_mgmt.py" expect --nodes "$NODE_IP" \
+	--user 1002 --cl 1 --want HALTED || fail "order on a halted symbol"
+ctl_rc 0 symbols resume --symbol 1
+ip netns exec "$NS_C" "$PY" "$E2E_DIR/e2e_mgmt.py" expect --nodes "$NODE_IP" \
+	--user 1002 --cl 2 --want ack || fail "order after resume"
+ctl_rc 0 --json kill user --user 1002
+ip netns exec "$NS_C" "$PY" "$E2E_DIR/e2e_mgmt.py" expect --nodes "$NODE_IP" \
+	--user 1002 --cl 3 --want KILLED || fail "order of a killed user"
+ctl_rc 0 kill user --user 1002 --release
+ctl_rc 0 --json users show --user 1002
+grep -qF '"status":"resident"' <<<"$OUT" || fail "users show: $OUT"
+ctl_rc 0 --json snapshot
+grep -qF '"status":"ok"' <<<"$OUT" || fail "snapshot: $OUT"
+ctl_rc 1 transfer-leader --shard 1 --to 9
+grep -q "bad_argument" <<<"$OUT" || fail "transfer to a non-member: $OUT"
+ctl_rc 0 --json routes pin --user 1002 --shard 1
+ctl_rc 0 --json routes show
+grep -qF '"epoch":2' <<<"$OUT" && grep -qF '"user":1002' <<<"$OUT" || fail "pin: $OUT"
+ctl_rc 0 routes unpin --user 1002
+log "control commands ok"
 
 bad=$("$PY" - "$SOCK" <<'PY'
 import socket, sys

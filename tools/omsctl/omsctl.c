@@ -18,7 +18,8 @@
 #include "tools/omsctl/omsctl.h"
 
 /* Options that never take a value. */
-static const char *const flags[] = {"json", "help", "follow", "quiet"};
+static const char *const flags[] = {"json", "help", "follow", "quiet", "release",
+				     "cancel-resting"};
 
 static bool
 is_flag(const char *name)
