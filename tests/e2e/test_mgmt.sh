@@ -92,6 +92,20 @@ ctl_rc 0 --json routes pin --user 1002 --shard 1
 ctl_rc 0 --json routes show
 grep -qF '"epoch":2' <<<"$OUT" && grep -qF '"user":1002' <<<"$OUT" || fail "pin: $OUT"
 ctl_rc 0 routes unpin --user 1002
+ctl_rc 0 --json routes set --active 1
+grep -qF '"value":4' <<<"$OUT" || fail "routes set: want epoch 4 (pin 2, unpin 3): $OUT"
+ctl_rc 1 routes set --active 1 --receiving 1
+grep -q "both active and receiving" <<<"$OUT" || fail "routes set overlap: $OUT"
+# A shard this node does not host cannot be proposed to here: refused, nothing changes.
+ctl_rc 1 --json shards scale --shard 3
+grep -qF '"hosted":false' <<<"$OUT" || fail "scale to an unhosted shard: $OUT"
+ctl_rc 0 --json routes show
+grep -qF '"epoch":4' <<<"$OUT" || fail "a refused scale changed the routing: $OUT"
+# The user has a resting buy: evict asks for a flush once flat (ok), unknown users are
+# not_found everywhere.
+ctl_rc 0 --json users evict --user 1002
+ctl_rc 1 --json users migrate --user 999999
+grep -qF "NOT_FOUND" <<<"$OUT" || fail "migrate of an unknown user: $OUT"
 log "control commands ok"
 
 bad=$("$PY" - "$SOCK" <<'PY'
