@@ -159,6 +159,10 @@ enum app_cmd_status {
 /* Admin entries with a flag the shard lcore completes from its state before proposing. */
 #define APP_CMD_ROUTE_MERGE 1u /* ROUTING_CONFIG: epoch = applied + 1 (unless set), keep the
 				* applied pins */
+#define APP_CMD_SYMBOL_FILL 4u /* SYMBOL_CONFIG: an ME shard that owns the symbol fills the
+				* book fields from its replica (else the message must be
+				* complete); an OMS shard fills the fees from its replica.
+				* Unknown to an owner or an OMS: REJECTED UNKNOWN_SYMBOL */
 #define APP_CMD_ROUTE_SCALE 2u /* ROUTING_CONFIG: shards[0] joins (or changes state in) the
 				* applied membership, which the shard lcore copies */
 
@@ -187,6 +191,7 @@ struct app_cmd {
 	/* Main's bookkeeping. */
 	void *req;                    /* the control request it belongs to */
 	bool at_shard;                /* enqueued and not yet taken back from mgmt_done */
+	uint8_t step;                 /* step of a two-step request (1 or 2) */
 };
 
 struct app {

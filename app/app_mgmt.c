@@ -44,6 +44,7 @@ struct app_mgmt {
 	struct mreq *reqs;        /* requests waiting for shard lcores [APP_CMDS_MAX] */
 	uint32_t cmds_out;        /* commands held by shard lcores or on their rings */
 	char *result;             /* a deferred answer being rendered */
+	struct mreq *last;        /* the request dispatch() made last */
 };
 
 static struct app_mgmt mgmt;
@@ -257,6 +258,23 @@ enum render {
 	R_TRANSFER,
 };
 
+struct targets {
+	uint16_t shard[TARGETS_MAX];
+	uint32_t n;
+};
+
+/* A second step, proposed once every command of the first is ok (all-or-nothing per
+ * step): shards scale (receiving, then active), symbols add and move (the ME shard that
+ * validates or gives the symbol up first, then the others). */
+struct step2 {
+	struct targets t;
+	_Alignas(8) uint8_t msg[APP_CMD_MSG_MAX];
+	uint16_t len;
+	uint64_t key;
+	uint32_t flags;
+	bool copy_first;              /* start from step 1's first command's message */
+};
+
 struct mreq {
 	bool used;
 	bool answered;                /* the client got its answer (main's timeout) */
@@ -266,7 +284,11 @@ struct mreq {
 	uint32_t done_count;          /* commands back from the shard lcores */
 	uint64_t deadline_ns;         /* main answers timeout after this */
 	char name[32];
-	struct app_cmd *cmds[TARGETS_MAX];
+	uint64_t timeout_ns;          /* per step: the shard lcores' deadline */
+	uint8_t step;                 /* 1, or 2 while the second step runs */
+	int failed;                   /* -errno: building a step failed */
+	struct step2 *next;           /* the second step, or NULL */
+	struct app_cmd *cmds[2 * TARGETS_MAX];
 };
 
 /* Parsed request arguments: names the handler accepts, checked before anything runs. */
@@ -384,11 +406,6 @@ bad:
 
 /* ---- targets ---- */
 
-struct targets {
-	uint16_t shard[TARGETS_MAX];
-	uint32_t n;
-};
-
 static void
 targets_add(struct targets *t, uint16_t shard)
 {
@@ -434,10 +451,19 @@ targets_hosted(struct targets *t, int service)
 			targets_add(t, cfg->shards[i].id);
 }
 
+/* The symbol's ME shard: args.me_shard (a symbol added or moved at run time), else the
+ * node's [symbol.N] config. */
 static int
 symbol_me_shard(struct margs *a, uint64_t symbol, uint16_t *shard)
 {
 	const struct app_config *cfg = &mgmt.app->cfg;
+	uint64_t v;
+	if (arg_present(a, "me_shard")) {
+		if (arg_u64(a, "me_shard", true, 0, DP_SHARDS_MAX - 1, &v) != 0)
+			return -EINVAL;
+		*shard = (uint16_t)v;
+		return 0;
+	}
 	for (uint32_t i = 0; i < cfg->symbol_count; i++) {
 		if (cfg->symbols[i].id == symbol) {
 			*shard = cfg->symbols[i].me_shard;
@@ -445,7 +471,7 @@ symbol_me_shard(struct margs *a, uint64_t symbol, uint16_t *shard)
 		}
 	}
 	snprintf(a->err, a->cap, "unknown_symbol: symbol %" PRIu64 " is not configured on this "
-		 "node ([symbol.N])", symbol);
+		 "node ([symbol.N]); name its ME shard with --me-shard", symbol);
 	return -ENOENT;
 }
 
@@ -460,9 +486,19 @@ mreq_get(void)
 	return NULL;
 }
 
+static uint32_t
+mgmt_cmds_at_shard(const struct mreq *r)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < r->cmd_count; i++)
+		n += r->cmds[i] != NULL && r->cmds[i]->at_shard;
+	return n;
+}
+
 static void
 mreq_free(struct mreq *r)
 {
+	free(r->next);
 	for (uint32_t i = 0; i < r->cmd_count; i++) {
 		if (r->cmds[i] != NULL && !r->cmds[i]->at_shard) {
 			free(r->cmds[i]->out);
@@ -546,54 +582,62 @@ all_led(const struct targets *t)
 /* Hand one command per target to the shard lcores; fill(cmd, shard, ctx) writes each. */
 typedef int(cmd_fill_fn)(struct app_cmd *c, uint16_t shard, void *ctx);
 
+/* Add one step's commands to r and enqueue them. Targets not led here (led: checked before)
+ * are answered here with NOT_LEADER and the hint, never enqueued. 0 or -ENOMEM. */
 static int
-dispatch(const struct mgmt_req *req, const struct targets *t, enum render render,
-	 uint32_t kind, cmd_fill_fn *fill, void *ctx, char *err, size_t cap)
+step_enqueue(struct mreq *r, const struct targets *t, uint32_t kind, cmd_fill_fn *fill,
+	     void *ctx, bool led)
 {
-	if (t->n == 0) {
-		snprintf(err, cap, "not_hosted: no shard on this node serves this");
-		return -ENOENT;
-	}
-	struct mreq *r = mreq_get();
-	if (r == NULL || mgmt.cmds_out + t->n > APP_CMDS_MAX) {
-		snprintf(err, cap, "busy: too many control commands in flight");
-		return -EBUSY;
-	}
-	uint64_t now = dp_clock_ns(), tmo = timeout_ns(req);
-	memset(r, 0, sizeof(*r));
-	r->render = render;
-	r->token = req->token;
-	r->deadline_ns = now + tmo + GRACE_NS;
-	snprintf(r->name, sizeof(r->name), "%s", req->cmd);
-	for (uint32_t i = 0; i < t->n; i++) {
+	uint64_t now = dp_clock_ns();
+	uint32_t first = r->cmd_count;
+	int rc = 0;
+	for (uint32_t i = 0; i < t->n && rc == 0; i++) {
+		CHECK(r->cmd_count < sizeof(r->cmds) / sizeof(r->cmds[0]));
 		struct app_cmd *c = calloc(1, sizeof(*c));
-		if (c == NULL)
-			goto nomem;
+		if (c == NULL) {
+			rc = -ENOMEM;
+			break;
+		}
 		r->cmds[r->cmd_count++] = c;
 		c->kind = kind;
 		c->shard = t->shard[i];
-		c->deadline_ns = now + tmo;
+		c->deadline_ns = now + r->timeout_ns;
 		c->req = r;
+		c->step = r->step;
 		if (kind == APP_CMD_VIEW) {
 			c->out = malloc(VIEW_MAX);
 			c->out_cap = VIEW_MAX;
-			if (c->out == NULL)
-				goto nomem;
+			if (c->out == NULL) {
+				rc = -ENOMEM;
+				break;
+			}
 		}
-		int rc = fill(c, t->shard[i], ctx);
-		if (rc != 0) {
-			snprintf(err, cap, "internal: command for shard %u not built",
-				 t->shard[i]);
-			mreq_free(r);
-			return rc;
-		}
+		rc = fill(c, t->shard[i], ctx);
 	}
-	r->used = true;
-	for (uint32_t i = 0; i < r->cmd_count; i++) {
+	if (rc != 0) {
+		/* Nothing of this step was enqueued: its commands are answered here. */
+		for (uint32_t i = first; i < r->cmd_count; i++) {
+			r->cmds[i]->status = APP_CMD_FAILED;
+			r->cmds[i]->err = rc;
+			r->done_count++;
+		}
+		return rc;
+	}
+	for (uint32_t i = first; i < r->cmd_count; i++) {
 		struct app_cmd *c = r->cmds[i];
 		int idx = mgmt.app->shard_index[c->shard];
 		struct rte_ring *ring = idx >= 0 ? app_shard_mgmt_ring(mgmt.app, (uint32_t)idx)
 						 : NULL;
+		uint32_t leader = 0;
+		if (!led && (idx < 0 || !app_shard_leads(mgmt.app, (uint32_t)idx, &leader))) {
+			if (idx < 0)
+				leader = __atomic_load_n(&mgmt.app->leader_hint[c->shard],
+							 __ATOMIC_RELAXED);
+			c->leader = leader == mgmt.app->cfg.dp.node_id ? 0 : leader;
+			c->status = APP_CMD_NOT_LEADER;
+			r->done_count++;
+			continue;
+		}
 		c->at_shard = true;
 		if (ring == NULL || rte_ring_sp_enqueue(ring, c) != 0) {
 			c->at_shard = false;
@@ -604,11 +648,42 @@ dispatch(const struct mgmt_req *req, const struct targets *t, enum render render
 		}
 		mgmt.cmds_out++;
 	}
+	return 0;
+}
+
+static int
+dispatch(const struct mgmt_req *req, const struct targets *t, enum render render,
+	 uint32_t kind, cmd_fill_fn *fill, void *ctx, char *err, size_t cap)
+{
+	if (req->token == 0)
+		return MGMT_PENDING; /* the server's pending table is full: it answers busy */
+	if (t->n == 0) {
+		snprintf(err, cap, "not_hosted: no shard on this node serves this");
+		return -ENOENT;
+	}
+	struct mreq *r = mreq_get();
+	if (r == NULL || mgmt.cmds_out + 2 * t->n > APP_CMDS_MAX) {
+		snprintf(err, cap, "busy: too many control commands in flight");
+		return -EBUSY;
+	}
+	uint64_t now = dp_clock_ns();
+	memset(r, 0, sizeof(*r));
+	r->render = render;
+	r->token = req->token;
+	r->timeout_ns = timeout_ns(req);
+	r->deadline_ns = now + r->timeout_ns + GRACE_NS;
+	r->step = 1;
+	snprintf(r->name, sizeof(r->name), "%s", req->cmd);
+	r->used = true;
+	int rc = step_enqueue(r, t, kind, fill, ctx, true);
+	if (rc != 0) {
+		CHECK(mgmt_cmds_at_shard(r) == 0);
+		mreq_free(r);
+		snprintf(err, cap, "internal: command not built (%s)", strerror(-rc));
+		return rc;
+	}
+	mgmt.last = r;
 	return MGMT_PENDING;
-nomem:
-	mreq_free(r);
-	snprintf(err, cap, "internal: out of memory");
-	return -ENOMEM;
 }
 
 static const char *
@@ -637,6 +712,8 @@ result_row(struct mgmt_out *o, const struct app_cmd *c)
 {
 	mgmt_out_obj_begin(o);
 	mgmt_out_kv_u64(o, "shard", c->shard);
+	if (c->step > 1 || ((const struct mreq *)c->req)->next != NULL)
+		mgmt_out_kv_u64(o, "step", c->step);
 	mgmt_out_kv_str(o, "status", status_code(c->status));
 	if (c->status == APP_CMD_REJECTED)
 		mgmt_out_kv_str(o, "reason", wire_reason_name(c->reason));
@@ -672,6 +749,14 @@ mreq_finish(struct mreq *r)
 	}
 	if (r->render == R_ANY_OK && bad == NULL && ok == 0)
 		bad = r->cmds[0]; /* not_found everywhere */
+	if (bad == NULL && r->failed != 0) {
+		char msg[128];
+		snprintf(msg, sizeof(msg), "step %u not started: %s (step 1 applied)", r->step,
+			 strerror(-r->failed));
+		mgmt_reply_err(mgmt.srv, r->token, r->failed == -EBUSY ? "busy" : "internal",
+			       msg);
+		return;
+	}
 	if (bad != NULL) {
 		char msg[256];
 		if (bad->status == APP_CMD_REJECTED)
@@ -761,6 +846,48 @@ mreq_finish(struct mreq *r)
 	mgmt_reply_ok(mgmt.srv, r->token, mgmt.result);
 }
 
+static int fill_propose(struct app_cmd *c, uint16_t shard, void *ctx);
+
+struct propose_ctx {
+	const void *msg;              /* the admin message, same for every target */
+	uint16_t len;
+	uint64_t key;                 /* req_id of its ADMIN_REPLY */
+	uint32_t flags;
+};
+
+static bool
+step_ok(const struct mreq *r)
+{
+	for (uint32_t i = 0; i < r->cmd_count; i++)
+		if (r->cmds[i]->status != APP_CMD_OK)
+			return false;
+	return true;
+}
+
+/* Step 1 is committed everywhere: propose step 2 (its shards must be led here too, else
+ * they are answered not_leader and the answer says step 1 applied). */
+static void
+step2_start(struct mreq *r)
+{
+	struct step2 *n = r->next;
+	if (n->copy_first) {
+		const struct wire_msg_hdr *h = (const void *)r->cmds[0]->msg;
+		CHECK(h->length <= APP_CMD_MSG_MAX);
+		memcpy(n->msg, r->cmds[0]->msg, h->length);
+	}
+	r->step = 2;
+	uint64_t now = dp_clock_ns();
+	r->deadline_ns = now + r->timeout_ns + GRACE_NS;
+	if (mgmt.cmds_out + n->t.n > APP_CMDS_MAX) {
+		r->failed = -EBUSY;
+		return;
+	}
+	struct propose_ctx p = {.msg = n->msg, .len = n->len, .key = n->key, .flags = n->flags};
+	int rc = step_enqueue(r, &n->t, APP_CMD_PROPOSE, fill_propose, &p, false);
+	if (rc != 0)
+		r->failed = rc;
+}
+
 /* Collect answered commands; answer requests that are complete or overdue. */
 static void
 collect(void)
@@ -783,6 +910,12 @@ collect(void)
 		struct mreq *r = &mgmt.reqs[i];
 		if (!r->used)
 			continue;
+		if (r->done_count == r->cmd_count && !r->answered && r->step == 1 &&
+		    r->next != NULL && r->failed == 0 && step_ok(r)) {
+			step2_start(r);
+			if (r->done_count != r->cmd_count)
+				continue;
+		}
 		if (r->done_count == r->cmd_count) {
 			if (!r->answered)
 				mreq_finish(r);
@@ -800,13 +933,6 @@ collect(void)
 }
 
 /* ---- command builders ---- */
-
-struct propose_ctx {
-	const void *msg;              /* the admin message, same for every target */
-	uint16_t len;
-	uint64_t key;                 /* req_id of its ADMIN_REPLY */
-	uint32_t flags;
-};
 
 static int
 fill_propose(struct app_cmd *c, uint16_t shard, void *ctx)
@@ -828,6 +954,29 @@ mutate(const struct mgmt_req *req, const struct targets *t, enum render render,
 	if (!all_led(t))
 		return reply_not_leader(req, t);
 	return dispatch(req, t, render, APP_CMD_PROPOSE, fill_propose, p, err, cap);
+}
+
+/* A two-step mutation: t1 first; once all ok, n (freed with the request). Every shard of
+ * both steps must be led here before anything is proposed. */
+static int
+mutate2(const struct mgmt_req *req, const struct targets *t1, struct propose_ctx *p,
+	struct step2 *n, char *err, size_t cap)
+{
+	struct targets all = *t1;
+	for (uint32_t i = 0; i < n->t.n; i++)
+		targets_add(&all, n->t.shard[i]);
+	if (!all_led(&all)) {
+		free(n);
+		return reply_not_leader(req, &all);
+	}
+	mgmt.last = NULL;
+	int rc = dispatch(req, t1, R_MUTATION, APP_CMD_PROPOSE, fill_propose, p, err, cap);
+	if (rc != MGMT_PENDING || mgmt.last == NULL) {
+		free(n);
+		return rc;
+	}
+	mgmt.last->next = n;
+	return rc;
 }
 
 struct view_ctx {
@@ -877,7 +1026,7 @@ static int
 symbol_status(const struct mgmt_req *req, char *err, size_t cap, uint8_t status)
 {
 	struct margs a = MARGS(req, err, cap);
-	static const char *const names[] = {"symbol", "cancel_resting", NULL};
+	static const char *const names[] = {"symbol", "cancel_resting", "me_shard", NULL};
 	uint64_t sym;
 	bool cancel = false;
 	uint16_t me;
@@ -888,8 +1037,9 @@ symbol_status(const struct mgmt_req *req, char *err, size_t cap, uint8_t status)
 		snprintf(err, cap, "bad_argument: --cancel-resting applies to halt only");
 		return -EINVAL;
 	}
-	if (symbol_me_shard(&a, sym, &me) != 0)
-		return -ENOENT;
+	int rc = symbol_me_shard(&a, sym, &me);
+	if (rc != 0)
+		return rc;
 	struct targets t = {0};
 	targets_add(&t, me);
 	targets_oms(&t);
@@ -919,6 +1069,132 @@ h_symbols_resume(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, ch
 	return symbol_status(req, err, cap, WIRE_SYM_TRADING);
 }
 
+
+/* symbols add --symbol S --base B --quote Q --me-shard M --tick T --lot L --base-unit U
+ * [--min-qty --min-notional --ref-px --band-bps --maker-fee-bps --taker-fee-bps --halted]:
+ * SYMBOL_CONFIG into the ME shard M first (it validates the grid), then every OMS shard. An
+ * existing symbol is updated (the services refuse changes resting orders forbid). */
+static int
+h_symbols_add(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char *err, size_t cap)
+{
+	(void)ctx, (void)out;
+	struct margs a = MARGS(req, err, cap);
+	static const char *const names[] = {
+		"symbol", "base", "quote", "me_shard", "tick", "lot", "base_unit", "min_qty",
+		"min_notional", "ref_px", "band_bps", "maker_fee_bps", "taker_fee_bps", "halted",
+		NULL};
+	uint64_t sym, base, quote, me, tick, lot, unit, min_qty = 0, min_notional = 0,
+		ref_px = 0, band = 0;
+	int64_t maker = 0, taker = 0;
+	bool halted = false;
+	if (args_known(&a, names) != 0 || arg_u64(&a, "symbol", true, 1, UINT32_MAX, &sym) ||
+	    arg_u64(&a, "base", true, 1, UINT32_MAX, &base) ||
+	    arg_u64(&a, "quote", true, 1, UINT32_MAX, &quote) ||
+	    arg_u64(&a, "me_shard", true, 0, DP_SHARDS_MAX - 1, &me) ||
+	    arg_u64(&a, "tick", true, 1, INT64_MAX, &tick) ||
+	    arg_u64(&a, "lot", true, 1, INT64_MAX, &lot) ||
+	    arg_u64(&a, "base_unit", true, 1, INT64_MAX, &unit) ||
+	    arg_u64(&a, "min_qty", false, 0, INT64_MAX, &min_qty) ||
+	    arg_u64(&a, "min_notional", false, 0, INT64_MAX, &min_notional) ||
+	    arg_u64(&a, "ref_px", false, 0, INT64_MAX, &ref_px) ||
+	    arg_u64(&a, "band_bps", false, 0, 10000, &band) || arg_bool(&a, "halted", &halted))
+		return -EINVAL;
+	int rc1 = mgmt_json_get_i64(req->json, req->args, "maker_fee_bps", &maker);
+	int rc2 = mgmt_json_get_i64(req->json, req->args, "taker_fee_bps", &taker);
+	if ((rc1 != 0 && rc1 != -ENOENT) || (rc2 != 0 && rc2 != -ENOENT) || maker < -1000 ||
+	    maker > 1000 || taker < 0 || taker > 1000) {
+		snprintf(err, cap, "bad_argument: fees are basis points in [-1000, 1000] (taker "
+			 ">= 0)");
+		return -EINVAL;
+	}
+	struct wire_symbol_config m;
+	memset(&m, 0, sizeof(m));
+	wire_hdr_init(&m.hdr, WIRE_SYMBOL_CONFIG, 0);
+	m.symbol = (uint32_t)sym;
+	m.base_asset = (uint32_t)base;
+	m.quote_asset = (uint32_t)quote;
+	m.me_shard = (uint16_t)me;
+	m.status = halted ? WIRE_SYM_HALTED : WIRE_SYM_TRADING;
+	m.tick = (int64_t)tick;
+	m.lot = (int64_t)lot;
+	m.min_qty = (int64_t)min_qty;
+	m.min_notional = (int64_t)min_notional;
+	m.base_unit = (int64_t)unit;
+	m.ref_px = (int64_t)ref_px;
+	m.band_bps = (uint32_t)band;
+	m.maker_fee_bps = (int16_t)maker;
+	m.taker_fee_bps = (int16_t)taker;
+	m.map_version = 1;
+	struct targets t1 = {0};
+	targets_add(&t1, (uint16_t)me);
+	struct step2 *n = calloc(1, sizeof(*n));
+	if (n == NULL) {
+		snprintf(err, cap, "internal: out of memory");
+		return -ENOMEM;
+	}
+	targets_oms(&n->t);
+	memcpy(n->msg, &m, sizeof(m));
+	n->len = sizeof(m);
+	n->key = sym;
+	struct propose_ctx p = {.msg = &m, .len = sizeof(m), .key = sym};
+	return mutate2(req, &t1, &p, n, err, cap);
+}
+
+/* symbols move --symbol S --to M [--from F]: the owning ME shard F (the node's config, or
+ * --from) gives the symbol up (SYMBOL_CONFIG with me_shard M, filled from its replica; it
+ * refuses while orders rest: halt with --cancel-resting first), then M takes it and every
+ * OMS shard routes it there (fees kept from each OMS replica). Status and grid move as
+ * they are. */
+static int
+h_symbols_move(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char *err,
+	       size_t cap)
+{
+	(void)ctx, (void)out;
+	struct margs a = MARGS(req, err, cap);
+	static const char *const names[] = {"symbol", "to", "from", NULL};
+	uint64_t sym, to, from;
+	if (args_known(&a, names) != 0 || arg_u64(&a, "symbol", true, 1, UINT32_MAX, &sym) ||
+	    arg_u64(&a, "to", true, 0, DP_SHARDS_MAX - 1, &to))
+		return -EINVAL;
+	uint16_t old;
+	if (arg_present(&a, "from")) {
+		if (arg_u64(&a, "from", true, 0, DP_SHARDS_MAX - 1, &from) != 0)
+			return -EINVAL;
+		old = (uint16_t)from;
+	} else {
+		int rc = symbol_me_shard(&a, sym, &old);
+		if (rc != 0)
+			return rc;
+	}
+	if (old == to) {
+		snprintf(err, cap, "bad_argument: symbol %" PRIu64 " is already on ME shard %u", sym,
+			 old);
+		return -EINVAL;
+	}
+	struct wire_symbol_config m;
+	memset(&m, 0, sizeof(m));
+	wire_hdr_init(&m.hdr, WIRE_SYMBOL_CONFIG, 0);
+	m.symbol = (uint32_t)sym;
+	m.me_shard = (uint16_t)to;
+	m.map_version = 1;
+	struct targets t1 = {0};
+	targets_add(&t1, old);
+	struct step2 *n = calloc(1, sizeof(*n));
+	if (n == NULL) {
+		snprintf(err, cap, "internal: out of memory");
+		return -ENOMEM;
+	}
+	targets_add(&n->t, (uint16_t)to);
+	targets_oms(&n->t);
+	n->len = sizeof(m);
+	n->key = sym;
+	n->flags = APP_CMD_SYMBOL_FILL;
+	n->copy_first = true;
+	struct propose_ctx p = {.msg = &m, .len = sizeof(m), .key = sym,
+				.flags = APP_CMD_SYMBOL_FILL};
+	return mutate2(req, &t1, &p, n, err, cap);
+}
+
 /* ---- kill ---- */
 
 static int
@@ -926,7 +1202,7 @@ kill_switch(const struct mgmt_req *req, char *err, size_t cap, uint8_t scope)
 {
 	struct margs a = MARGS(req, err, cap);
 	static const char *const user_names[] = {"user", "release", NULL};
-	static const char *const sym_names[] = {"symbol", "release", NULL};
+	static const char *const sym_names[] = {"symbol", "release", "me_shard", NULL};
 	const char *key = scope == WIRE_KILL_USER ? "user" : "symbol";
 	uint64_t id;
 	bool release = false;
@@ -937,8 +1213,9 @@ kill_switch(const struct mgmt_req *req, char *err, size_t cap, uint8_t scope)
 	struct targets t = {0};
 	if (scope == WIRE_KILL_SYMBOL) {
 		uint16_t me;
-		if (symbol_me_shard(&a, id, &me) != 0)
-			return -ENOENT;
+		int rc = symbol_me_shard(&a, id, &me);
+		if (rc != 0)
+			return rc;
 		targets_add(&t, me);
 	} else {
 		targets_me(&t); /* cancels the user's resting orders on every book */
@@ -1150,7 +1427,8 @@ h_users_migrate(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, cha
 
 /* shards scale --shard N [--state receiving|active]: N joins the membership every OMS
  * shard applied (RECEIVING: HRW gives it no users yet; ACTIVE: new users hash to it and
- * the others drain theirs, docs/fencing.md), under the applied epoch + 1. */
+ * the others drain theirs, docs/fencing.md), under the applied epoch + 1. Without --state:
+ * receiving on every OMS shard, then active once all committed that. */
 static int
 h_shards_scale(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char *err,
 	       size_t cap)
@@ -1159,12 +1437,12 @@ h_shards_scale(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char
 	struct margs a = MARGS(req, err, cap);
 	static const char *const names[] = {"shard", "state", NULL};
 	uint64_t shard;
-	char state[16] = "receiving";
+	char state[16] = "both";
 	if (args_known(&a, names) != 0 || arg_u64(&a, "shard", true, 0, DP_SHARDS_MAX - 1, &shard))
 		return -EINVAL;
 	int rc = mgmt_json_get_str(req->json, req->args, "state", state, sizeof(state));
 	if ((rc != 0 && rc != -ENOENT) ||
-	    (strcmp(state, "receiving") != 0 && strcmp(state, "active") != 0)) {
+	    (rc == 0 && strcmp(state, "receiving") != 0 && strcmp(state, "active") != 0)) {
 		snprintf(err, cap, "bad_argument: --state must be receiving or active");
 		return -EINVAL;
 	}
@@ -1179,7 +1457,20 @@ h_shards_scale(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char
 	targets_add(&t, (uint16_t)shard);
 	struct propose_ctx p = {.msg = &m, .len = sizeof(m),
 				.flags = APP_CMD_ROUTE_MERGE | APP_CMD_ROUTE_SCALE};
-	return mutate(req, &t, R_MUTATION, &p, err, cap);
+	if (strcmp(state, "both") != 0)
+		return mutate(req, &t, R_MUTATION, &p, err, cap);
+	/* Receiving everywhere first; active once every OMS shard committed that. */
+	struct step2 *n = calloc(1, sizeof(*n));
+	if (n == NULL) {
+		snprintf(err, cap, "internal: out of memory");
+		return -ENOMEM;
+	}
+	n->t = t;
+	memcpy(n->msg, &m, sizeof(m));
+	((struct wire_routing_config *)n->msg)->shards[0].state = WIRE_SHARD_ACTIVE;
+	n->len = sizeof(m);
+	n->flags = p.flags;
+	return mutate2(req, &t, &p, n, err, cap);
 }
 
 /* ---- snapshot, transfer-leader ---- */
@@ -1250,8 +1541,13 @@ static const struct {
 	const char *help;
 } shard_cmds[] = {
 	{"symbols.list", h_symbols_list, "symbols of every shard here, with status and kill"},
-	{"symbols.halt", h_symbols_halt, "--symbol S [--cancel-resting]: halt (ME + OMS logs)"},
-	{"symbols.resume", h_symbols_resume, "--symbol S: resume trading"},
+	{"symbols.halt", h_symbols_halt, "--symbol S [--cancel-resting] [--me-shard M]: halt "
+					 "(ME + OMS logs)"},
+	{"symbols.resume", h_symbols_resume, "--symbol S [--me-shard M]: resume trading"},
+	{"symbols.add", h_symbols_add, "--symbol S --base B --quote Q --me-shard M --tick T --lot "
+				       "L --base-unit U [...]: add or update a symbol"},
+	{"symbols.move", h_symbols_move, "--symbol S --to M [--from F]: move a symbol with an "
+					 "empty book to ME shard M"},
 	{"kill.user", h_kill_user, "--user U [--release]: kill-switch for one user"},
 	{"kill.symbol", h_kill_symbol, "--symbol S [--release]: kill-switch for one symbol"},
 	{"routes.show", h_routes_show, "the routing config each OMS shard here applied"},
@@ -1262,7 +1558,8 @@ static const struct {
 	{"users.evict", h_users_evict, "--user U: flush and evict when flat"},
 	{"users.migrate", h_users_migrate, "--user U: quiesce, flush, evict (re-hydrates on "
 					   "its owner)"},
-	{"shards.scale", h_shards_scale, "--shard N [--state receiving|active]: OMS membership"},
+	{"shards.scale", h_shards_scale, "--shard N [--state receiving|active]: add an OMS "
+					 "shard (receiving, then active)"},
 	{"snapshot", h_snapshot, "[--shard N]: take a snapshot now; answers its index"},
 	{"transfer-leader", h_transfer_leader, "--shard N --to NODE: hand over leadership"},
 };

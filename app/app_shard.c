@@ -1009,6 +1009,35 @@ route_merge(struct app_shard *s, struct wire_routing_config *m, bool scale)
 	memcpy(m->pins, ri.pins, sizeof(ri.pins[0]) * ri.pin_count);
 }
 
+/* symbols move: the symbol's config as this replica holds it, me_shard as asked. 0, or
+ * -ENOENT when this replica cannot fill it. */
+static int
+symbol_fill(struct app_shard *s, struct wire_symbol_config *m)
+{
+	if (s->is_oms) {
+		struct oms_symbol_info y;
+		if (oms_symbol_get(s->svc, m->symbol, &y) != 0)
+			return -ENOENT;
+		m->maker_fee_bps = y.maker_fee_bps;
+		m->taker_fee_bps = y.taker_fee_bps;
+		return 0;
+	}
+	struct me_symbol_info y;
+	if (me_symbol_get(s->svc, m->symbol, &y) != 0 || y.me_shard != s->id)
+		return m->tick > 0 ? 0 : -ENOENT; /* not ours: the message must be complete */
+	m->base_asset = y.base_asset;
+	m->quote_asset = y.quote_asset;
+	m->status = y.status;
+	m->tick = y.tick;
+	m->lot = y.lot;
+	m->min_qty = y.min_qty;
+	m->min_notional = y.min_notional;
+	m->base_unit = y.base_unit;
+	m->ref_px = y.ref_px;
+	m->band_bps = y.band_bps;
+	return 0;
+}
+
 static void
 cmd_propose(struct app_shard *s, struct app_cmd *c)
 {
@@ -1026,6 +1055,14 @@ cmd_propose(struct app_shard *s, struct app_cmd *c)
 		route_merge(s, (void *)m, (c->flags & APP_CMD_ROUTE_SCALE) != 0);
 		c->req_key = ((struct wire_routing_config *)m)->epoch;
 		c->value = c->req_key;
+	}
+	if (c->flags & APP_CMD_SYMBOL_FILL) {
+		CHECK(m->type == WIRE_SYMBOL_CONFIG);
+		if (symbol_fill(s, (void *)m) != 0) {
+			c->reason = WIRE_REASON_UNKNOWN_SYMBOL;
+			cmd_give(s, c, APP_CMD_REJECTED); /* nothing proposed */
+			return;
+		}
 	}
 	/* Seal what is open, so the command's entry is the next one and holds only it. */
 	cns_flush(s->cns, s->now);

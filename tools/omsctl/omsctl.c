@@ -18,7 +18,7 @@
 #include "tools/omsctl/omsctl.h"
 
 /* Options that never take a value. */
-static const char *const flags[] = {"json", "help", "follow", "quiet", "release",
+static const char *const flags[] = {"json", "help", "follow", "quiet", "release", "halted",
 				     "cancel-resting"};
 
 static bool
