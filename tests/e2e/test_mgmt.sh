@@ -13,7 +13,10 @@ need_root
 : "${OMSCTL:?set OMSCTL to the omsctl binary}"
 e2e_init oem 18
 e2e_net_up
-e2e_trade_config "$TMP/omsd.ini"
+# Shards 3 (OMS, not in the routing yet) and 4 (ME, no symbols) are there to scale to and
+# move to.
+e2e_trade_config "$TMP/omsd.ini" "" "[shard.3]" "service = oms" "members = 1" "cpu = 0" \
+	"idle = sleep" "" "[shard.4]" "service = me" "members = 1" "cpu = 1" "idle = sleep"
 e2e_start "$TMP/omsd.ini"
 e2e_wait_stat shard.1.route_epoch 1 || fail "OMS shard never applied the routing config"
 SOCK=$TMP/omsd.sock
@@ -42,11 +45,19 @@ ctl_rc() {
 	[ "$rc" -eq "$want" ] || fail "omsctl $*: exit $rc, want $want: $OUT"
 }
 
+# sym_status SHARD SYMBOL: the status of that row in the symbols list $OUT ("none": no row).
+sym_status() {
+	"$PY" -c 'import json, sys
+rows = json.loads(sys.argv[1])["result"]["symbols"]
+print(next((r["status"] for r in rows if r["shard"] == int(sys.argv[2]) and
+            r["symbol"] == int(sys.argv[3])), "none"))' "$OUT" "$1" "$2"
+}
+
 # Read-only views, served by the shard lcores.
 ctl_rc 0 --json routes show
 grep -qF '"epoch":1' <<<"$OUT" || fail "routes show lacks epoch 1: $OUT"
 ctl_rc 0 --json symbols list
-[ "$(grep -o '"status":"trading"' <<<"$OUT" | wc -l)" = 2 ] ||
+[ "$(sym_status 1 1)/$(sym_status 2 1)" = trading/trading ] ||
 	fail "symbols list: want symbol 1 trading on the OMS and the ME shard: $OUT"
 ctl_rc 0 symbols list
 grep -q "trading" <<<"$OUT" || fail "symbols list table: $OUT"
@@ -70,9 +81,11 @@ ip netns exec "$NS_C" "$PY" "$E2E_DIR/e2e_mgmt.py" fund --nodes "$NODE_IP" >/dev
 	fail "deposits"
 ctl_rc 0 --json symbols halt --symbol 1
 log "halt: $OUT"
-[ "$(grep -o '"status":"ok"' <<<"$OUT" | wc -l)" = 2 ] || fail "halt not ok on both shards: $OUT"
+# ME shard 2 owns it; OMS shard 1 routes, OMS shard 3 is hosted: three entries.
+[ "$(grep -o '"status":"ok"' <<<"$OUT" | wc -l)" = 3 ] || fail "halt not ok on 3 shards: $OUT"
 ctl_rc 0 --json symbols list
-[ "$(grep -o '"status":"halted"' <<<"$OUT" | wc -l)" = 2 ] || fail "not halted: $OUT"
+[ "$(sym_status 1 1)/$(sym_status 2 1)/$(sym_status 3 1)" = halted/halted/halted ] ||
+	fail "not halted: $OUT"
 ip netns exec "$NS_C" "$PY" "$E2E_DIR/e2e_mgmt.py" expect --nodes "$NODE_IP" \
 	--user 1002 --cl 1 --want HALTED || fail "order on a halted symbol"
 ctl_rc 0 symbols resume --symbol 1
@@ -92,20 +105,49 @@ ctl_rc 0 --json routes pin --user 1002 --shard 1
 ctl_rc 0 --json routes show
 grep -qF '"epoch":2' <<<"$OUT" && grep -qF '"user":1002' <<<"$OUT" || fail "pin: $OUT"
 ctl_rc 0 routes unpin --user 1002
+# The user is resident on OMS shard 1: evict is ok there (NOT_FOUND on shard 3 is not an
+# error); an unknown user is not_found everywhere.
+ctl_rc 0 --json users evict --user 1002
+ctl_rc 1 --json users migrate --user 999999
+grep -qF "NOT_FOUND" <<<"$OUT" || fail "migrate of an unknown user: $OUT"
 ctl_rc 0 --json routes set --active 1
 grep -qF '"value":4' <<<"$OUT" || fail "routes set: want epoch 4 (pin 2, unpin 3): $OUT"
 ctl_rc 1 routes set --active 1 --receiving 1
 grep -q "both active and receiving" <<<"$OUT" || fail "routes set overlap: $OUT"
 # A shard this node does not host cannot be proposed to here: refused, nothing changes.
-ctl_rc 1 --json shards scale --shard 3
+ctl_rc 1 --json shards scale --shard 5
 grep -qF '"hosted":false' <<<"$OUT" || fail "scale to an unhosted shard: $OUT"
 ctl_rc 0 --json routes show
 grep -qF '"epoch":4' <<<"$OUT" || fail "a refused scale changed the routing: $OUT"
-# The user has a resting buy: evict asks for a flush once flat (ok), unknown users are
-# not_found everywhere.
-ctl_rc 0 --json users evict --user 1002
-ctl_rc 1 --json users migrate --user 999999
-grep -qF "NOT_FOUND" <<<"$OUT" || fail "migrate of an unknown user: $OUT"
+# Scale out to OMS shard 3: receiving (epoch 5) on shards 1 and 3, then active (epoch 6).
+ctl_rc 0 --json shards scale --shard 3
+log "scale: $OUT"
+[ "$(grep -o '"status":"ok"' <<<"$OUT" | wc -l)" = 4 ] || fail "scale: want 2 steps x 2 shards: $OUT"
+ctl_rc 0 --json routes show
+[ "$(grep -oF '"epoch":6' <<<"$OUT" | wc -l)" = 2 ] || fail "scale: epoch 6 on shards 1 and 3: $OUT"
+[ "$(grep -oF '{"shard":3,"state":"active"}' <<<"$OUT" | wc -l)" = 2 ] ||
+	fail "scale: shard 3 active on both: $OUT"
+# Symbols: add symbol 2 on ME shard 2, then move it (empty book) to ME shard 4.
+ctl_rc 1 symbols add --symbol 2 --base 3 --quote 2 --me-shard 2 --tick 3 --lot 1 --base-unit 2
+grep -q "rejected" <<<"$OUT" || fail "a grid the ME refuses (tick*lot % base_unit): $OUT"
+ctl_rc 0 --json symbols list
+grep -qF '"symbol":2' <<<"$OUT" && fail "a refused add reached a shard: $OUT"
+ctl_rc 0 --json symbols add --symbol 2 --base 3 --quote 2 --me-shard 2 --tick 1 --lot 1 \
+	--base-unit 1 --taker-fee-bps 5
+ctl_rc 0 --json symbols move --symbol 2 --from 2 --to 4
+log "move: $OUT"
+ctl_rc 0 --json symbols list
+"$PY" - "$OUT" <<'PY' || fail "after the move: $OUT"
+import json, sys
+rows = [r for r in json.loads(sys.argv[1])["result"]["symbols"] if r["symbol"] == 2]
+by = {(r["shard"]): r for r in rows}
+assert by[4]["me_shard"] == 4 and by[2]["me_shard"] == 4, rows      # ME shards: 4 owns it
+assert all(by[s]["me_shard"] == 4 and by[s]["taker_fee_bps"] == 5 for s in (1, 3)), rows
+PY
+ctl_rc 0 symbols halt --symbol 2 --me-shard 4
+ctl_rc 0 --json symbols list
+grep -qF '"shard":4,"service":"me","symbol":2,"status":"halted"' <<<"$OUT" ||
+	fail "halt of a moved symbol: $OUT"
 log "control commands ok"
 
 bad=$("$PY" - "$SOCK" <<'PY'
