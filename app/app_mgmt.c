@@ -451,6 +451,27 @@ targets_hosted(struct targets *t, int service)
 			targets_add(t, cfg->shards[i].id);
 }
 
+/* A shard id the operator named is not one of this node's shards of another service. */
+static bool
+shard_may_be(uint16_t shard, int service)
+{
+	int idx = mgmt.app->shard_index[shard];
+	return idx < 0 || (int)mgmt.app->cfg.shards[idx].service == service;
+}
+
+static int
+shards_check(struct margs *a, const uint16_t *ids, uint32_t n, int service)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		if (!shard_may_be(ids[i], service)) {
+			snprintf(a->err, a->cap, "bad_argument: shard %u is not an %s shard", ids[i],
+				 service == APP_SERVICE_OMS ? "OMS" : "ME");
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
 /* The symbol's ME shard: args.me_shard (a symbol added or moved at run time), else the
  * node's [symbol.N] config. */
 static int
@@ -462,7 +483,7 @@ symbol_me_shard(struct margs *a, uint64_t symbol, uint16_t *shard)
 		if (arg_u64(a, "me_shard", true, 0, DP_SHARDS_MAX - 1, &v) != 0)
 			return -EINVAL;
 		*shard = (uint16_t)v;
-		return 0;
+		return shards_check(a, shard, 1, APP_SERVICE_ME);
 	}
 	for (uint32_t i = 0; i < cfg->symbol_count; i++) {
 		if (cfg->symbols[i].id == symbol) {
@@ -548,13 +569,12 @@ reply_not_leader(const struct mgmt_req *req, const struct targets *t)
 		mgmt_out_kv_bool(&o, "hosted", idx >= 0);
 		mgmt_out_obj_end(&o);
 		size_t l = strlen(msg);
-		snprintf(msg + l, sizeof(msg) - l, "%sshard %u: %s%s", l ? "; " : "", id,
-			 leader != 0 ? "leader is node " : "leader unknown",
-			 "");
-		if (leader != 0) {
-			l = strlen(msg);
-			snprintf(msg + l, sizeof(msg) - l, "%u", leader);
-		}
+		if (leader != 0)
+			snprintf(msg + l, sizeof(msg) - l, "%sshard %u: leader is node %u",
+				 l ? "; " : "", id, leader);
+		else
+			snprintf(msg + l, sizeof(msg) - l, "%sshard %u: leader unknown%s",
+				 l ? "; " : "", id, idx < 0 ? " (not hosted here)" : "");
 	}
 	mgmt_out_arr_end(&o);
 	char head[64];
@@ -1107,6 +1127,9 @@ h_symbols_add(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char 
 			 ">= 0)");
 		return -EINVAL;
 	}
+	uint16_t me_id = (uint16_t)me;
+	if (shards_check(&a, &me_id, 1, APP_SERVICE_ME) != 0)
+		return -EINVAL;
 	struct wire_symbol_config m;
 	memset(&m, 0, sizeof(m));
 	wire_hdr_init(&m.hdr, WIRE_SYMBOL_CONFIG, 0);
@@ -1166,6 +1189,9 @@ h_symbols_move(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char
 		if (rc != 0)
 			return rc;
 	}
+	uint16_t ids[2] = {old, (uint16_t)to};
+	if (shards_check(&a, ids, 2, APP_SERVICE_ME) != 0)
+		return -EINVAL;
 	if (old == to) {
 		snprintf(err, cap, "bad_argument: symbol %" PRIu64 " is already on ME shard %u", sym,
 			 old);
@@ -1336,6 +1362,9 @@ h_routes_set(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char *
 	    arg_shards(&a, "receiving", false, rcv, &nr) != 0 ||
 	    arg_u64(&a, "epoch", false, 1, UINT64_MAX, &epoch) != 0)
 		return -EINVAL;
+	if (shards_check(&a, act, na, APP_SERVICE_OMS) != 0 ||
+	    shards_check(&a, rcv, nr, APP_SERVICE_OMS) != 0)
+		return -EINVAL;
 	if (na + nr > WIRE_ROUTE_SHARDS_MAX) {
 		snprintf(err, cap, "bad_argument: at most %d shards", WIRE_ROUTE_SHARDS_MAX);
 		return -EINVAL;
@@ -1373,10 +1402,14 @@ h_users_show(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char *
 {
 	(void)ctx, (void)out;
 	struct margs a = MARGS(req, err, cap);
-	static const char *const names[] = {"user", "cl_id", NULL};
-	uint64_t user, cl = 0;
-	if (args_known(&a, names) != 0 || arg_u64(&a, "user", true, 1, UINT64_MAX, &user) != 0 ||
-	    arg_u64(&a, "cl_id", false, 0, UINT64_MAX, &cl) != 0)
+	static const char *const names[] = {"user", NULL};
+	uint64_t user;
+	if (arg_present(&a, "cl_id")) {
+		snprintf(err, cap, "bad_argument: one order by --cl-id is not shown yet; users show "
+			 "--user U shows the user's actor");
+		return -EINVAL;
+	}
+	if (args_known(&a, names) != 0 || arg_u64(&a, "user", true, 1, UINT64_MAX, &user) != 0)
 		return -EINVAL;
 	struct targets t = {0};
 	targets_hosted(&t, APP_SERVICE_OMS);
@@ -1446,6 +1479,9 @@ h_shards_scale(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char
 		snprintf(err, cap, "bad_argument: --state must be receiving or active");
 		return -EINVAL;
 	}
+	uint16_t id = (uint16_t)shard;
+	if (shards_check(&a, &id, 1, APP_SERVICE_OMS) != 0)
+		return -EINVAL;
 	static struct wire_routing_config m;
 	memset(&m, 0, sizeof(m));
 	wire_hdr_init(&m.hdr, WIRE_ROUTING_CONFIG, 0);

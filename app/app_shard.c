@@ -1050,14 +1050,19 @@ cmd_propose(struct app_shard *s, struct app_cmd *c)
 		cmd_give(s, c, APP_CMD_BUSY);
 		return;
 	}
+	if (((c->flags & APP_CMD_ROUTE_MERGE) &&
+	     (!s->is_oms || m->type != WIRE_ROUTING_CONFIG)) ||
+	    ((c->flags & APP_CMD_SYMBOL_FILL) && m->type != WIRE_SYMBOL_CONFIG)) {
+		c->err = -EINVAL; /* a routing config for an ME shard: the operator named one */
+		cmd_give(s, c, APP_CMD_FAILED);
+		return;
+	}
 	if (c->flags & APP_CMD_ROUTE_MERGE) {
-		CHECK(s->is_oms && m->type == WIRE_ROUTING_CONFIG);
 		route_merge(s, (void *)m, (c->flags & APP_CMD_ROUTE_SCALE) != 0);
 		c->req_key = ((struct wire_routing_config *)m)->epoch;
 		c->value = c->req_key;
 	}
 	if (c->flags & APP_CMD_SYMBOL_FILL) {
-		CHECK(m->type == WIRE_SYMBOL_CONFIG);
 		if (symbol_fill(s, (void *)m) != 0) {
 			c->reason = WIRE_REASON_UNKNOWN_SYMBOL;
 			cmd_give(s, c, APP_CMD_REJECTED); /* nothing proposed */
