@@ -127,6 +127,16 @@ ctl_rc 0 --json routes show
 [ "$(grep -oF '"epoch":6' <<<"$OUT" | wc -l)" = 2 ] || fail "scale: epoch 6 on shards 1 and 3: $OUT"
 [ "$(grep -oF '{"shard":3,"state":"active"}' <<<"$OUT" | wc -l)" = 2 ] ||
 	fail "scale: shard 3 active on both: $OUT"
+# The gateway follows the applied routing: a user pinned to shard 3 reaches shard 3 at once
+# (a new account there: INSUFFICIENT_FUNDS), where the configured routing (shard 1 only)
+# would have got NOT_OWNER from shard 1.
+ctl_rc 0 routes pin --user 7777 --shard 3
+ip netns exec "$NS_C" "$PY" "$E2E_DIR/e2e_mgmt.py" expect --nodes "$NODE_IP" \
+	--user 7777 --cl 1 --want INSUFFICIENT_FUNDS || fail "gateway did not route by the pin"
+ctl_rc 1 routes set --active 1,2
+grep -q "bad_argument: shard 2 is not an OMS shard" <<<"$OUT" || fail "ME shard in routes: $OUT"
+ctl_rc 1 symbols add --symbol 5 --base 3 --quote 2 --me-shard 1 --tick 1 --lot 1 --base-unit 1
+grep -q "bad_argument: shard 1 is not an ME shard" <<<"$OUT" || fail "OMS shard as ME: $OUT"
 # Symbols: add symbol 2 on ME shard 2, then move it (empty book) to ME shard 4.
 ctl_rc 1 symbols add --symbol 2 --base 3 --quote 2 --me-shard 2 --tick 3 --lot 1 --base-unit 2
 grep -q "rejected" <<<"$OUT" || fail "a grid the ME refuses (tick*lot % base_unit): $OUT"
