@@ -144,6 +144,7 @@ enum app_cmd_view {
 	APP_VIEW_SYMBOLS = 1, /* the service's symbol table */
 	APP_VIEW_ROUTES = 2,  /* OMS: the applied routing config */
 	APP_VIEW_USER = 3,    /* OMS: one user's actor (user) */
+	APP_VIEW_USERS = 4,   /* OMS: the resident set, a page (cursor, limit) */
 };
 
 enum app_cmd_status {
@@ -174,6 +175,8 @@ struct app_cmd {
 	uint16_t shard;               /* target shard id (hosted on this node) */
 	uint32_t target;              /* TRANSFER: node to hand leadership to */
 	uint64_t user;                /* VIEW USER */
+	uint32_t cursor;              /* VIEW USERS: first actor slot of the page */
+	uint32_t limit;               /* VIEW USERS: users per page */
 	uint64_t req_key;             /* PROPOSE: the req_id its ADMIN_REPLY will carry */
 	uint64_t deadline_ns;         /* dp_clock_ns: answered TIMEOUT after this */
 	_Alignas(8) uint8_t msg[APP_CMD_MSG_MAX]; /* PROPOSE: the admin message */

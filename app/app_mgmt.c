@@ -1002,6 +1002,8 @@ mutate2(const struct mgmt_req *req, const struct targets *t1, struct propose_ctx
 struct view_ctx {
 	uint32_t view;
 	uint64_t user;
+	uint32_t cursor;
+	uint32_t limit;
 };
 
 static int
@@ -1011,6 +1013,8 @@ fill_view(struct app_cmd *c, uint16_t shard, void *ctx)
 	const struct view_ctx *v = ctx;
 	c->view = v->view;
 	c->user = v->user;
+	c->cursor = v->cursor;
+	c->limit = v->limit;
 	return 0;
 }
 
@@ -1402,22 +1406,29 @@ h_users_show(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char *
 {
 	(void)ctx, (void)out;
 	struct margs a = MARGS(req, err, cap);
-	static const char *const names[] = {"user", NULL};
-	uint64_t user;
+	static const char *const names[] = {"user", "limit", "from", NULL};
+	uint64_t user = 0, limit = 100, from = 0;
 	if (arg_present(&a, "cl_id")) {
 		snprintf(err, cap, "bad_argument: one order by --cl-id is not shown yet; users show "
 			 "--user U shows the user's actor");
 		return -EINVAL;
 	}
-	if (args_known(&a, names) != 0 || arg_u64(&a, "user", true, 1, UINT64_MAX, &user) != 0)
+	if (args_known(&a, names) != 0 || arg_u64(&a, "user", false, 1, UINT64_MAX, &user) != 0 ||
+	    arg_u64(&a, "limit", false, 1, 256, &limit) != 0 ||
+	    arg_u64(&a, "from", false, 0, UINT32_MAX - 1, &from) != 0)
 		return -EINVAL;
+	if (user != 0 && (arg_present(&a, "limit") || arg_present(&a, "from"))) {
+		snprintf(err, cap, "bad_argument: --limit/--from page the resident set (no --user)");
+		return -EINVAL;
+	}
 	struct targets t = {0};
 	targets_hosted(&t, APP_SERVICE_OMS);
 	if (t.n == 0) {
 		snprintf(err, cap, "not_hosted: no OMS shard on this node");
 		return -ENOENT;
 	}
-	struct view_ctx v = {.view = APP_VIEW_USER, .user = user};
+	struct view_ctx v = {.view = user != 0 ? APP_VIEW_USER : APP_VIEW_USERS, .user = user,
+			     .cursor = (uint32_t)from, .limit = (uint32_t)limit};
 	return dispatch(req, &t, R_VIEWS, APP_CMD_VIEW, fill_view, &v, err, cap);
 }
 
@@ -1590,7 +1601,8 @@ static const struct {
 	{"routes.set", h_routes_set, "--active 1,2 [--receiving 3] [--epoch N]: membership"},
 	{"routes.pin", h_routes_pin, "--user U --shard N: pin a whale to an OMS shard"},
 	{"routes.unpin", h_routes_unpin, "--user U: remove a whale pin"},
-	{"users.show", h_users_show, "--user U: the user's actor on each OMS shard here"},
+	{"users.show", h_users_show, "[--user U | --limit N --from C]: one user's actor, or "
+				     "a page of the resident set, per OMS shard here"},
 	{"users.evict", h_users_evict, "--user U: flush and evict when flat"},
 	{"users.migrate", h_users_migrate, "--user U: quiesce, flush, evict (re-hydrates on "
 					   "its owner)"},

@@ -1268,11 +1268,40 @@ view_user(struct app_shard *s, uint64_t user, struct mgmt_out *o)
 	mgmt_out_arr_end(o);
 }
 
+/* A page of the resident set: users with their status, and where the next page starts. */
+static void
+view_users(struct app_shard *s, struct app_cmd *c, struct mgmt_out *o)
+{
+	uint64_t users[256];
+	uint32_t cursor = c->cursor, limit = RTE_MIN(c->limit, (uint32_t)RTE_DIM(users));
+	uint32_t n = oms_users_list(s->svc, &cursor, users, limit);
+	mgmt_out_kv_u64(o, "resident", oms_resident_count(s->svc));
+	mgmt_out_key(o, "users");
+	mgmt_out_arr_begin(o);
+	for (uint32_t i = 0; i < n; i++) {
+		struct oms_user_info ui;
+		if (oms_user_get(s->svc, users[i], &ui) != 0)
+			continue;
+		mgmt_out_obj_begin(o);
+		mgmt_out_kv_u64(o, "user", users[i]);
+		mgmt_out_kv_str(o, "status", user_status_name(ui.status));
+		mgmt_out_kv_u64(o, "sagas", ui.sagas);
+		mgmt_out_kv_u64(o, "live", ui.live);
+		mgmt_out_kv_u64(o, "owner", oms_owner(s->svc, users[i]));
+		mgmt_out_obj_end(o);
+	}
+	mgmt_out_arr_end(o);
+	if (cursor == UINT32_MAX)
+		mgmt_out_kv_str(o, "next", "end");
+	else
+		mgmt_out_kv_u64(o, "next", cursor);
+}
+
 /* Read-only views: this lcore is the only reader of the service's state. */
 static void
 cmd_view(struct app_shard *s, struct app_cmd *c)
 {
-	if (c->view < APP_VIEW_SYMBOLS || c->view > APP_VIEW_USER ||
+	if (c->view < APP_VIEW_SYMBOLS || c->view > APP_VIEW_USERS ||
 	    (c->view != APP_VIEW_SYMBOLS && !s->is_oms)) {
 		c->err = -ENOTSUP;
 		cmd_give(s, c, APP_CMD_FAILED);
@@ -1290,6 +1319,8 @@ cmd_view(struct app_shard *s, struct app_cmd *c)
 		mgmt_out_kv_u64(&o, "applied", cns_applied_index(s->cns));
 		if (c->view == APP_VIEW_ROUTES)
 			view_routes(s, &o);
+		else if (c->view == APP_VIEW_USERS)
+			view_users(s, c, &o);
 		else
 			view_user(s, c->user, &o);
 		mgmt_out_obj_end(&o);

@@ -170,6 +170,11 @@ struct oms_symbol_info {
 uint32_t oms_symbol_count(const struct oms *oms);
 int oms_symbol_at(const struct oms *oms, uint32_t i, struct oms_symbol_info *out); /* 0/-ENOENT */
 int oms_symbol_get(const struct oms *oms, uint32_t symbol, struct oms_symbol_info *out);
+/* Users with an actor here (hydrating, resident or flushing), in slot order from *cursor
+ * (start at 0): up to max written to users, *cursor advanced past the last slot looked at
+ * (UINT32_MAX once every slot was seen). Returns users written. Visits at most 4 * max + 64
+ * slots per call (bounded work on the shard lcore). */
+uint32_t oms_users_list(const struct oms *oms, uint32_t *cursor, uint64_t *users, uint32_t max);
 /* A user kill-switch is engaged on this shard. */
 bool oms_user_killed(const struct oms *oms, uint64_t user);
 

@@ -97,6 +97,17 @@ ip netns exec "$NS_C" "$PY" "$E2E_DIR/e2e_mgmt.py" expect --nodes "$NODE_IP" \
 ctl_rc 0 kill user --user 1002 --release
 ctl_rc 0 --json users show --user 1002
 grep -qF '"status":"resident"' <<<"$OUT" || fail "users show: $OUT"
+ctl_rc 0 --json users show --limit 10
+grep -qF '"user":1002,"status":"resident"' <<<"$OUT" || fail "resident set: $OUT"
+ctl_rc 1 users show --user 1002 --limit 3
+grep -q "bad_argument" <<<"$OUT" || fail "users show --user with --limit: $OUT"
+# A symbol kill-switch: orders NAKed KILLED until released.
+ctl_rc 0 --json kill symbol --symbol 1
+ip netns exec "$NS_C" "$PY" "$E2E_DIR/e2e_mgmt.py" expect --nodes "$NODE_IP" \
+	--user 1001 --cl 1 --side sell --want KILLED || fail "order on a killed symbol"
+ctl_rc 0 kill symbol --symbol 1 --release
+ctl_rc 0 --json symbols list
+grep -qF '"killed":true' <<<"$OUT" && fail "kill symbol not released: $OUT"
 ctl_rc 0 --json snapshot
 grep -qF '"status":"ok"' <<<"$OUT" || fail "snapshot: $OUT"
 ctl_rc 1 transfer-leader --shard 1 --to 9

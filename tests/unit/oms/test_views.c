@@ -118,3 +118,25 @@ Test(oms_views, user_kill)
 	h_apply(&H, &k);
 	cr_assert(!oms_user_killed(H.oms, 7));
 }
+
+/* Goal: the resident set is listed, bounded per call, and the cursor resumes where it
+ * stopped until every slot was seen. Method: three users, lists of at most 2. */
+Test(oms_views, users_list_resumes)
+{
+	h_user(&H, 11, 0, 100);
+	h_user(&H, 12, 0, 100);
+	h_user(&H, 13, 0, 100);
+	uint64_t got[8], all[8];
+	uint32_t n_all = 0, cursor = 0;
+	for (int round = 0; round < 100 && cursor != UINT32_MAX; round++) {
+		uint32_t n = oms_users_list(H.oms, &cursor, got, 2);
+		cr_assert(n <= 2);
+		for (uint32_t i = 0; i < n; i++)
+			all[n_all++] = got[i];
+	}
+	cr_assert_eq(cursor, UINT32_MAX);
+	cr_assert_eq(n_all, 3);
+	uint64_t sum = all[0] + all[1] + all[2];
+	cr_assert_eq(sum, 11 + 12 + 13);
+	cr_assert_eq(oms_users_list(H.oms, &cursor, got, 2), 0, "past the end: nothing");
+}
