@@ -197,7 +197,7 @@ start_server(void)
 	cr_assert(eq(int, mgmt_register(srv, "metrics", h_metrics, NULL, "prometheus"), 0));
 	cr_assert(eq(int, mgmt_register(srv, "users.evict", h_not_leader, NULL, "evict"), 0));
 	cr_assert(eq(int, mgmt_register(srv, "routes.pin", h_echo_args, NULL, "pin"), 0));
-	cr_assert(eq(int, mgmt_register(srv, "symbols.halt", h_timeout, NULL, "halt"), 0));
+	cr_assert(eq(int, mgmt_register(srv, "symbols.resume", h_timeout, NULL, "resume"), 0));
 	atomic_store(&srv_stop, false);
 	pthread_create(&srv_thread, NULL, serve, NULL);
 }
@@ -265,7 +265,7 @@ Test(omsctl_mgmt, error_response_exits_1, .init = start_server, .fini = stop_ser
 /* Goal: a node's timeout answer (no final state: the entry may still apply) exits 3. */
 Test(omsctl_mgmt, timeout_answer_exits_3, .init = start_server, .fini = stop_server)
 {
-	const char *args[] = {"symbols", "halt", "--symbol", "1", "--socket", sock_path, NULL};
+	const char *args[] = {"symbols", "resume", "--symbol", "1", "--socket", sock_path, NULL};
 	cr_assert(eq(int, run_tool("OMSCTL", args), 3));
 	cr_assert(eq(str, err, "error: timeout: shard 2: no outcome before the deadline\n"));
 }
