@@ -23,6 +23,8 @@
 #ifndef OMSD_APP_APP_H
 #define OMSD_APP_APP_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <rte_common.h>
@@ -148,6 +150,80 @@ struct app_echo {
 	uint64_t echo_dropped;        /* tx queue full */
 } __rte_cache_aligned;
 
+/* The control socket's commands to shard lcores (docs/appliance.md "Control socket").
+ * The main lcore allocates a command, fills the request part and enqueues it on the shard's
+ * mgmt ring (SP/SC, app_shard_mgmt_ring); from then on the shard lcore owns it until it puts
+ * it, answered, on app->mgmt_done (MP/SC). Main never touches a command the shard holds and
+ * the shard always gives every command back (at the latest at its deadline). */
+#define APP_CMD_MSG_MAX 1024       /* largest admin message (a routing config) */
+#define APP_CMDS_MAX 64            /* commands out at the shard lcores, all shards */
+#define APP_CMD_DRAIN_MAX 4        /* commands a shard lcore takes per cycle */
+#define APP_CMD_PENDING_MAX 16     /* commands a shard lcore holds waiting for commit */
+
+enum app_cmd_kind {
+	APP_CMD_PROPOSE = 1,  /* msg into the shard's log; the answer is its ADMIN_REPLY */
+	APP_CMD_SNAPSHOT = 2, /* cns_snapshot_take; value: the snapshot's index */
+	APP_CMD_TRANSFER = 3, /* cns_transfer(target); answered once target leads */
+	APP_CMD_VIEW = 4,     /* read-only: the view is written as JSON into out */
+};
+
+enum app_cmd_view {
+	APP_VIEW_SYMBOLS = 1, /* the service's symbol table */
+	APP_VIEW_ROUTES = 2,  /* OMS: the applied routing config */
+	APP_VIEW_USER = 3,    /* OMS: one user's actor (user) */
+	APP_VIEW_USERS = 4,   /* OMS: the resident set, a page (cursor, limit) */
+};
+
+enum app_cmd_status {
+	APP_CMD_OK = 0,         /* committed and applied (value set) */
+	APP_CMD_REJECTED = 1,   /* committed, and the service refused it (reason) */
+	APP_CMD_NOT_LEADER = 2, /* this member does not lead (leader: the one it knows, or 0) */
+	APP_CMD_LOST = 3,       /* proposed, but the entry was not committed in our term */
+	APP_CMD_TIMEOUT = 4,    /* no outcome by the deadline (it may still commit) */
+	APP_CMD_BUSY = 5,       /* backpressure or too many commands: nothing was proposed */
+	APP_CMD_FAILED = 6,     /* could not be done (err: -errno) */
+};
+
+/* Admin entries with a flag the shard lcore completes from its state before proposing. */
+#define APP_CMD_ROUTE_MERGE 1u /* ROUTING_CONFIG: epoch = applied + 1 (unless set), keep the
+				* applied pins */
+#define APP_CMD_SYMBOL_FILL 4u /* SYMBOL_CONFIG: an ME shard that owns the symbol fills the
+				* book fields from its replica (else the message must be
+				* complete); an OMS shard fills the fees from its replica.
+				* Unknown to an owner or an OMS: REJECTED UNKNOWN_SYMBOL */
+#define APP_CMD_ROUTE_SCALE 2u /* ROUTING_CONFIG: shards[0] joins (or changes state in) the
+				* applied membership, which the shard lcore copies */
+
+struct app_cmd {
+	/* Request (main). */
+	uint32_t kind;                /* enum app_cmd_kind */
+	uint32_t view;                /* enum app_cmd_view */
+	uint32_t flags;               /* APP_CMD_ROUTE_MERGE */
+	uint16_t shard;               /* target shard id (hosted on this node) */
+	uint32_t target;              /* TRANSFER: node to hand leadership to */
+	uint64_t user;                /* VIEW USER */
+	uint32_t cursor;              /* VIEW USERS: first actor slot of the page */
+	uint32_t limit;               /* VIEW USERS: users per page */
+	uint64_t req_key;             /* PROPOSE: the req_id its ADMIN_REPLY will carry */
+	uint64_t deadline_ns;         /* dp_clock_ns: answered TIMEOUT after this */
+	_Alignas(8) uint8_t msg[APP_CMD_MSG_MAX]; /* PROPOSE: the admin message */
+	char *out;                    /* VIEW: JSON buffer */
+	size_t out_cap;
+	/* Answer (shard lcore). */
+	uint32_t status;              /* enum app_cmd_status */
+	uint16_t reason;              /* REJECTED: enum wire_reason */
+	uint32_t leader;              /* NOT_LEADER: known leader, 0 none */
+	int err;                      /* FAILED: -errno */
+	uint64_t value;               /* ADMIN_REPLY value, snapshot index, new term */
+	uint64_t index;               /* PROPOSE: log index of the entry; snapshot index */
+	uint64_t term;                /* the term it was proposed in */
+	size_t out_len;               /* VIEW: bytes written to out */
+	/* Main's bookkeeping. */
+	void *req;                    /* the control request it belongs to */
+	bool at_shard;                /* enqueued and not yet taken back from mgmt_done */
+	uint8_t step;                 /* step of a two-step request (1 or 2) */
+};
+
 struct app {
 	struct app_config cfg;        /* validated configuration */
 	struct dp *dp;                /* the dataplane */
@@ -165,6 +241,7 @@ struct app {
 	struct app_persister *persister; /* NULL: no database, answered inline */
 	uint64_t start_ns;            /* dp_clock_ns at start */
 	bool rx_open;                 /* [port] rx_start = leader: the gate has opened (io) */
+	struct rte_ring *mgmt_done;   /* shard lcores → main: answered commands (MP/SC) */
 };
 
 /* How a role is wired. init runs on the main lcore before dp_start (allocate rings, state,
@@ -222,6 +299,11 @@ const char *app_shard_role_name(uint32_t role);
  * (and empty copies) for other shards. */
 int app_shard_latency(const struct app *app, uint32_t index, struct hist *ack,
 		      struct hist *final);
+/* The shard's command ring (main → shard lcore, SP/SC). */
+struct rte_ring *app_shard_mgmt_ring(const struct app *app, uint32_t index);
+/* Role and leader the shard lcore last published (relaxed; a hint for the main lcore). */
+bool app_shard_leads(const struct app *app, uint32_t index, uint32_t *leader);
+uint64_t app_shard_route_epoch(const struct app *app, uint32_t index);
 /* app_persist.c: the persister role; app_persist_ring: its request ring (NULL: none). */
 int app_persist_init(struct app *app, struct app_agent *agent, uint32_t index);
 void app_persist_fini(struct app *app, struct app_agent *agent);

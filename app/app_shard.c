@@ -37,6 +37,7 @@
 #include <rte_ring.h>
 
 #include "app.h"
+#include "mgmt/mgmt.h"
 #include "common/check.h"
 #include "common/hrw.h"
 #include "consensus/cns.h"
@@ -81,7 +82,10 @@
 	X(SNAPSHOT_FAILED, "snapshot_failed", "snapshots that failed")                   \
 	X(FLOG_ENTRIES, "flog_entries", "entries written to the file log")                \
 	X(FLOG_ERRORS, "flog_errors", "file log writes that failed (retried)")            \
-	X(FLOG_BOOT_ENTRIES, "flog_boot_entries", "entries recovered from the file log")
+	X(FLOG_BOOT_ENTRIES, "flog_boot_entries", "entries recovered from the file log")    \
+	X(MGMT_CMDS, "mgmt_cmds", "control-socket commands taken")                       \
+	X(MGMT_OK, "mgmt_ok", "control-socket commands answered ok")                      \
+	X(MGMT_REFUSED, "mgmt_refused", "control-socket commands answered otherwise")
 
 enum shard_counter {
 #define SC_ENUM(name, label, help) SC_##name,
@@ -221,6 +225,13 @@ struct app_shard {
 	uint64_t report_count;       /* reports ever kept (ring position) */
 	struct app_lat *gwlat;       /* gateway: RX → answer latency of new orders */
 	struct app_outbox ob;         /* frames being built */
+	/* Control socket (docs/appliance.md): commands from main, those waiting for commit. */
+	struct rte_ring *mgmt_rx;    /* main → us (SP/SC) */
+	struct app_cmd *cmd_wait[APP_CMD_PENDING_MAX];
+	uint32_t cmd_wait_count;
+	uint64_t apply_index;        /* log index of the entry being applied, 0: none */
+	uint64_t apply_term;         /* its term */
+	uint64_t clock_ns;           /* dp clock of this cycle (command deadlines) */
 	struct pq_ent *pq;           /* no database: answers to propose */
 	uint32_t pq_count;
 	struct lat_table *lat;       /* OMS: request latency (leader) */
@@ -442,9 +453,14 @@ send_node(struct app_shard *s, uint32_t node, uint16_t cls, uint16_t shard,
  * Gateway.
  * ------------------------------------------------------------------------------------- */
 
+/* The owner of user: the routing this node's OMS replica applied (routes and pins change
+ * at run time through the control socket), else the configured routing. The gateway runs
+ * on an OMS shard lcore, the only reader of that replica. */
 static uint16_t
 gw_owner(const struct app_shard *s, uint64_t user)
 {
+	if (s->is_oms && oms_route_epoch(s->svc) > 0)
+		return oms_owner(s->svc, user);
 	const struct app_routing_conf *r = &s->app->cfg.routing;
 	for (uint32_t i = 0; i < r->pin_count; i++)
 		if (r->pins[i].user == user)
@@ -752,6 +768,8 @@ egress_route(struct app_shard *s, enum wire_dest dest, const struct wire_msg_hdr
 	}
 }
 
+static void cmd_admin_reply(struct app_shard *s, const struct wire_admin_reply *r);
+
 static void
 sink_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 {
@@ -760,6 +778,8 @@ sink_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 		s->reports[s->report_count % REPORT_RING] = *(const struct wire_exec_report *)msg;
 		s->report_count++;
 	}
+	if (msg->type == WIRE_ADMIN_REPLY && s->cmd_wait_count > 0)
+		cmd_admin_reply(s, (const void *)msg); /* on every member: commit is what counts */
 	if (!s->leader) {
 		count(s, SC_EGRESS_FOLLOWER, 1); /* ARCHITECTURE.md §3: only the leader's leaves */
 		return;
@@ -903,6 +923,13 @@ propose_symbols(struct app_shard *s)
 	const struct app_config *cfg = &s->app->cfg;
 	for (uint32_t i = 0; i < cfg->symbol_count; i++) {
 		const struct app_symbol_conf *y = &cfg->symbols[i];
+		/* Only what the replica does not know yet: after the bootstrap the control
+		 * socket owns symbol state (a halt must survive a change of leader). */
+		struct oms_symbol_info oy;
+		struct me_symbol_info my;
+		if (s->is_oms ? oms_symbol_get(s->svc, y->id, &oy) == 0
+			      : me_symbol_get(s->svc, y->id, &my) == 0)
+			continue;
 		struct wire_symbol_config sc;
 		memset(&sc, 0, sizeof(sc));
 		wire_hdr_init(&sc.hdr, WIRE_SYMBOL_CONFIG, s->id);
@@ -930,8 +957,9 @@ propose_symbols(struct app_shard *s)
 }
 
 /* Bootstrap admin, once per term, same content on every node: idempotent. An OMS shard
- * gets the routing config (and the symbols) only while it is behind the configured epoch;
- * an ME shard gets the symbols at every new term. */
+ * gets the routing config only while it is behind the configured epoch; every shard gets
+ * the configured symbols its replica does not know yet (so a halt, a kill or a config made
+ * through the control socket is never undone by a new leader). */
 static void
 bootstrap(struct app_shard *s)
 {
@@ -958,6 +986,8 @@ bootstrap(struct app_shard *s)
 				rc = cns_propose(s->cns, s->now, &rc_msg.hdr);
 			if (rc == 0)
 				count(s, SC_BOOTSTRAPS, 1);
+		} else {
+			rc = propose_symbols(s);
 		}
 	} else {
 		rc = propose_symbols(s);
@@ -1177,6 +1207,479 @@ frame_in(struct app_shard *s, struct rte_mbuf *m)
 }
 
 /* ---------------------------------------------------------------------------------------
+ * Control-socket commands (docs/appliance.md "Control socket"). The main lcore hands this
+ * lcore struct app_cmd pointers on mgmt_rx; each comes back on app->mgmt_done, answered.
+ * A mutation is proposed alone in an entry of its own (the open batch is sealed before and
+ * after), and answered by the ADMIN_REPLY the service emits when that entry - same index,
+ * same term - is applied: the answer means committed and applied, on this member.
+ * ------------------------------------------------------------------------------------- */
+
+static void
+cmd_give(struct app_shard *s, struct app_cmd *c, enum app_cmd_status st)
+{
+	c->status = st;
+	count(s, st == APP_CMD_OK ? SC_MGMT_OK : SC_MGMT_REFUSED, 1);
+	/* mgmt_done holds 2 * APP_CMDS_MAX and main never has more than APP_CMDS_MAX out. */
+	CHECK(rte_ring_mp_enqueue(s->app->mgmt_done, c) == 0);
+}
+
+static void
+cmd_not_leader(struct app_shard *s, struct app_cmd *c)
+{
+	uint32_t l = cns_leader(s->cns);
+	c->leader = l == s->self ? 0 : l;
+	cmd_give(s, c, APP_CMD_NOT_LEADER);
+}
+
+static void
+cmd_unwait(struct app_shard *s, uint32_t i)
+{
+	CHECK(i < s->cmd_wait_count);
+	s->cmd_wait[i] = s->cmd_wait[--s->cmd_wait_count];
+	s->cmd_wait[s->cmd_wait_count] = NULL;
+}
+
+/* The ADMIN_REPLY of an entry being applied: the answer of the command that proposed it. */
+static void
+cmd_admin_reply(struct app_shard *s, const struct wire_admin_reply *r)
+{
+	for (uint32_t i = 0; i < s->cmd_wait_count; i++) {
+		struct app_cmd *c = s->cmd_wait[i];
+		/* The OMS echoes the key in req_id, the ME in value (me_admin.c). */
+		uint64_t key = s->is_oms ? r->req_id : r->value;
+		if (c->kind != APP_CMD_PROPOSE || c->index != s->apply_index || c->req_key != key)
+			continue;
+		cmd_unwait(s, i);
+		if (s->apply_term != c->term) {
+			cmd_give(s, c, APP_CMD_LOST); /* another leader's entry took the index */
+			return;
+		}
+		c->reason = r->reason;
+		c->value = r->value;
+		cmd_give(s, c, r->reason == WIRE_REASON_NONE ? APP_CMD_OK : APP_CMD_REJECTED);
+		return;
+	}
+}
+
+/* routes set: the new membership under the applied epoch + 1, keeping the applied pins. */
+static void
+route_merge(struct app_shard *s, struct wire_routing_config *m, bool scale)
+{
+	struct oms_route_info ri;
+	oms_route_get(s->svc, &ri);
+	if (scale) {
+		/* shards scale: the applied membership with shards[0] added or changed. */
+		struct wire_route_shard add = m->shards[0];
+		uint32_t n = 0;
+		bool found = false;
+		for (uint32_t i = 0; i < ri.shard_count; i++) {
+			m->shards[n] = ri.shards[i];
+			if (ri.shards[i].shard == add.shard) {
+				m->shards[n].state = add.state;
+				found = true;
+			}
+			n++;
+		}
+		if (!found && n < WIRE_ROUTE_SHARDS_MAX)
+			m->shards[n++] = add;
+		m->shard_count = n;
+	}
+	if (m->epoch == 0)
+		m->epoch = ri.epoch + 1;
+	m->pin_count = ri.pin_count;
+	memcpy(m->pins, ri.pins, sizeof(ri.pins[0]) * ri.pin_count);
+}
+
+/* symbols move: the symbol's config as this replica holds it, me_shard as asked. 0, or
+ * -ENOENT when this replica cannot fill it. */
+static int
+symbol_fill(struct app_shard *s, struct wire_symbol_config *m)
+{
+	if (s->is_oms) {
+		struct oms_symbol_info y;
+		if (oms_symbol_get(s->svc, m->symbol, &y) != 0)
+			return -ENOENT;
+		m->maker_fee_bps = y.maker_fee_bps;
+		m->taker_fee_bps = y.taker_fee_bps;
+		return 0;
+	}
+	struct me_symbol_info y;
+	if (me_symbol_get(s->svc, m->symbol, &y) != 0 || y.me_shard != s->id)
+		return m->tick > 0 ? 0 : -ENOENT; /* not ours: the message must be complete */
+	m->base_asset = y.base_asset;
+	m->quote_asset = y.quote_asset;
+	m->status = y.status;
+	m->tick = y.tick;
+	m->lot = y.lot;
+	m->min_qty = y.min_qty;
+	m->min_notional = y.min_notional;
+	m->base_unit = y.base_unit;
+	m->ref_px = y.ref_px;
+	m->band_bps = y.band_bps;
+	return 0;
+}
+
+static void
+cmd_propose(struct app_shard *s, struct app_cmd *c)
+{
+	struct wire_msg_hdr *m = (void *)c->msg;
+	if (cns_role(s->cns) != CNS_LEADER) {
+		cmd_not_leader(s, c);
+		return;
+	}
+	if (s->cmd_wait_count == APP_CMD_PENDING_MAX) {
+		cmd_give(s, c, APP_CMD_BUSY);
+		return;
+	}
+	if (((c->flags & APP_CMD_ROUTE_MERGE) &&
+	     (!s->is_oms || m->type != WIRE_ROUTING_CONFIG)) ||
+	    ((c->flags & APP_CMD_SYMBOL_FILL) && m->type != WIRE_SYMBOL_CONFIG)) {
+		c->err = -EINVAL; /* a routing config for an ME shard: the operator named one */
+		cmd_give(s, c, APP_CMD_FAILED);
+		return;
+	}
+	if (c->flags & APP_CMD_ROUTE_MERGE) {
+		route_merge(s, (void *)m, (c->flags & APP_CMD_ROUTE_SCALE) != 0);
+		c->req_key = ((struct wire_routing_config *)m)->epoch;
+		c->value = c->req_key;
+	}
+	if (c->flags & APP_CMD_SYMBOL_FILL) {
+		if (symbol_fill(s, (void *)m) != 0) {
+			c->reason = WIRE_REASON_UNKNOWN_SYMBOL;
+			cmd_give(s, c, APP_CMD_REJECTED); /* nothing proposed */
+			return;
+		}
+	}
+	/* Seal what is open, so the command's entry is the next one and holds only it. */
+	cns_flush(s->cns, s->now);
+	uint64_t last = cns_last_index(s->cns);
+	int rc = propose(s, m);
+	if (rc == -EPERM) {
+		cmd_not_leader(s, c);
+		return;
+	}
+	if (rc == -EAGAIN || rc == -EBUSY) {
+		cmd_give(s, c, APP_CMD_BUSY); /* backpressure, or a leadership transfer */
+		return;
+	}
+	if (rc != 0) {
+		c->err = rc;
+		cmd_give(s, c, APP_CMD_FAILED);
+		return;
+	}
+	cns_flush(s->cns, s->now);
+	/* If the log store was full the batch is sealed later, still as the next entry. */
+	c->index = last + 1;
+	c->term = cns_term(s->cns);
+	s->cmd_wait[s->cmd_wait_count++] = c;
+}
+
+static void
+cmd_snapshot(struct app_shard *s, struct app_cmd *c)
+{
+	uint64_t applied = cns_applied_index(s->cns);
+	int rc = cns_snapshot_take(s->cns);
+	if (rc == 0) {
+		s->snap_index = applied;
+		count(s, SC_SNAPSHOTS, 1);
+	}
+	if (rc != 0 && rc != -EALREADY) {
+		count(s, SC_SNAPSHOT_FAILED, 1);
+		c->err = rc;
+		cmd_give(s, c, APP_CMD_FAILED);
+		return;
+	}
+	const struct cns_snapshot_meta *meta = cns_snapshot(s->cns, NULL);
+	c->index = meta != NULL ? meta->index : 0;
+	c->value = c->index;
+	c->term = meta != NULL ? meta->term : 0;
+	cmd_give(s, c, APP_CMD_OK);
+}
+
+static void
+cmd_transfer(struct app_shard *s, struct app_cmd *c)
+{
+	if (cns_role(s->cns) != CNS_LEADER) {
+		cmd_not_leader(s, c);
+		return;
+	}
+	if (c->target == s->self) {
+		c->value = cns_term(s->cns);
+		cmd_give(s, c, APP_CMD_OK);
+		return;
+	}
+	if (s->cmd_wait_count == APP_CMD_PENDING_MAX) {
+		cmd_give(s, c, APP_CMD_BUSY);
+		return;
+	}
+	int rc = cns_transfer(s->cns, s->now, c->target);
+	if (rc == -EPERM) {
+		cmd_not_leader(s, c);
+		return;
+	}
+	if (rc != 0) {
+		c->err = rc; /* -EINVAL: not a member */
+		cmd_give(s, c, APP_CMD_FAILED);
+		return;
+	}
+	c->term = cns_term(s->cns);
+	s->cmd_wait[s->cmd_wait_count++] = c;
+}
+
+static const char *
+sym_status_name(uint8_t st)
+{
+	return st == WIRE_SYM_TRADING ? "trading" : st == WIRE_SYM_HALTED ? "halted" : "unknown";
+}
+
+static const char *
+user_status_name(uint32_t st)
+{
+	switch (st) {
+	case OMS_USER_HYDRATING:
+		return "hydrating";
+	case OMS_USER_RESIDENT:
+		return "resident";
+	case OMS_USER_FLUSHING:
+		return "flushing";
+	default:
+		return "absent";
+	}
+}
+
+/* One row per symbol, each naming this shard (main joins the rows of every shard). */
+static void
+row_begin(struct app_shard *s, struct mgmt_out *o, uint32_t symbol, uint8_t status, bool killed)
+{
+	mgmt_out_obj_begin(o);
+	mgmt_out_kv_u64(o, "shard", s->id);
+	mgmt_out_kv_str(o, "service", s->is_oms ? "oms" : "me");
+	mgmt_out_kv_u64(o, "symbol", symbol);
+	mgmt_out_kv_str(o, "status", sym_status_name(status));
+	mgmt_out_kv_bool(o, "killed", killed);
+}
+
+static void
+view_symbols(struct app_shard *s, struct mgmt_out *o)
+{
+	mgmt_out_arr_begin(o);
+	if (s->is_oms) {
+		struct oms_symbol_info y;
+		for (uint32_t i = 0; oms_symbol_at(s->svc, i, &y) == 0; i++) {
+			row_begin(s, o, y.symbol, y.status, y.killed != 0);
+			mgmt_out_kv_u64(o, "me_shard", y.me_shard);
+			mgmt_out_kv_u64(o, "base", y.base_asset);
+			mgmt_out_kv_u64(o, "quote", y.quote_asset);
+			mgmt_out_kv_i64(o, "maker_fee_bps", y.maker_fee_bps);
+			mgmt_out_kv_i64(o, "taker_fee_bps", y.taker_fee_bps);
+			mgmt_out_obj_end(o);
+		}
+	} else {
+		struct me_symbol_info y;
+		for (uint32_t i = 0; me_symbol_at(s->svc, i, &y) == 0; i++) {
+			row_begin(s, o, y.symbol, y.status, y.killed != 0);
+			mgmt_out_kv_u64(o, "me_shard", y.me_shard);
+			mgmt_out_kv_u64(o, "resting", y.resting);
+			mgmt_out_kv_i64(o, "tick", y.tick);
+			mgmt_out_kv_i64(o, "lot", y.lot);
+			mgmt_out_kv_i64(o, "last_px", y.last_px);
+			mgmt_out_obj_end(o);
+		}
+	}
+	mgmt_out_arr_end(o);
+}
+
+static void
+view_routes(struct app_shard *s, struct mgmt_out *o)
+{
+	struct oms_route_info ri;
+	oms_route_get(s->svc, &ri);
+	mgmt_out_kv_u64(o, "epoch", ri.epoch);
+	mgmt_out_kv_bool(o, "draining", oms_route_draining(s->svc));
+	mgmt_out_key(o, "shards");
+	mgmt_out_arr_begin(o);
+	for (uint32_t i = 0; i < ri.shard_count; i++) {
+		mgmt_out_obj_begin(o);
+		mgmt_out_kv_u64(o, "shard", ri.shards[i].shard);
+		mgmt_out_kv_str(o, "state", ri.shards[i].state == WIRE_SHARD_ACTIVE ? "active"
+										  : "receiving");
+		mgmt_out_obj_end(o);
+	}
+	mgmt_out_arr_end(o);
+	mgmt_out_key(o, "pins");
+	mgmt_out_arr_begin(o);
+	for (uint32_t i = 0; i < ri.pin_count; i++) {
+		mgmt_out_obj_begin(o);
+		mgmt_out_kv_u64(o, "user", ri.pins[i].user);
+		mgmt_out_kv_u64(o, "shard", ri.pins[i].shard);
+		mgmt_out_obj_end(o);
+	}
+	mgmt_out_arr_end(o);
+}
+
+static void
+view_user(struct app_shard *s, uint64_t user, struct mgmt_out *o)
+{
+	struct oms_user_info ui;
+	int rc = oms_user_get(s->svc, user, &ui);
+	mgmt_out_kv_u64(o, "user", user);
+	mgmt_out_kv_u64(o, "owner", oms_owner(s->svc, user));
+	mgmt_out_kv_bool(o, "killed", oms_user_killed(s->svc, user));
+	mgmt_out_kv_str(o, "status", user_status_name(rc == 0 ? ui.status : OMS_USER_ABSENT));
+	if (rc != 0)
+		return;
+	mgmt_out_kv_u64(o, "orders", ui.orders);
+	mgmt_out_kv_u64(o, "sagas", ui.sagas);
+	mgmt_out_kv_u64(o, "live", ui.live);
+	mgmt_out_kv_u64(o, "parked", ui.parked);
+	mgmt_out_kv_u64(o, "epoch", ui.epoch);
+	mgmt_out_kv_u64(o, "version", ui.version);
+	mgmt_out_key(o, "balances");
+	mgmt_out_arr_begin(o);
+	for (uint32_t i = 0; i < s->asset_count; i++) {
+		int64_t total, reserved;
+		if (oms_balance_get(s->svc, user, s->assets[i], &total, &reserved) != 0)
+			continue;
+		mgmt_out_obj_begin(o);
+		mgmt_out_kv_u64(o, "asset", s->assets[i]);
+		mgmt_out_kv_i64(o, "total", total);
+		mgmt_out_kv_i64(o, "reserved", reserved);
+		mgmt_out_obj_end(o);
+	}
+	mgmt_out_arr_end(o);
+}
+
+/* A page of the resident set: users with their status, and where the next page starts. */
+static void
+view_users(struct app_shard *s, struct app_cmd *c, struct mgmt_out *o)
+{
+	uint64_t users[256];
+	uint32_t cursor = c->cursor, limit = RTE_MIN(c->limit, (uint32_t)RTE_DIM(users));
+	uint32_t n = oms_users_list(s->svc, &cursor, users, limit);
+	mgmt_out_kv_u64(o, "resident", oms_resident_count(s->svc));
+	mgmt_out_key(o, "users");
+	mgmt_out_arr_begin(o);
+	for (uint32_t i = 0; i < n; i++) {
+		struct oms_user_info ui;
+		if (oms_user_get(s->svc, users[i], &ui) != 0)
+			continue;
+		mgmt_out_obj_begin(o);
+		mgmt_out_kv_u64(o, "user", users[i]);
+		mgmt_out_kv_str(o, "status", user_status_name(ui.status));
+		mgmt_out_kv_u64(o, "sagas", ui.sagas);
+		mgmt_out_kv_u64(o, "live", ui.live);
+		mgmt_out_kv_u64(o, "owner", oms_owner(s->svc, users[i]));
+		mgmt_out_obj_end(o);
+	}
+	mgmt_out_arr_end(o);
+	if (cursor == UINT32_MAX)
+		mgmt_out_kv_str(o, "next", "end");
+	else
+		mgmt_out_kv_u64(o, "next", cursor);
+}
+
+/* Read-only views: this lcore is the only reader of the service's state. */
+static void
+cmd_view(struct app_shard *s, struct app_cmd *c)
+{
+	if (c->view < APP_VIEW_SYMBOLS || c->view > APP_VIEW_USERS ||
+	    (c->view != APP_VIEW_SYMBOLS && !s->is_oms)) {
+		c->err = -ENOTSUP;
+		cmd_give(s, c, APP_CMD_FAILED);
+		return;
+	}
+	struct mgmt_out o;
+	mgmt_out_init(&o, c->out, c->out_cap);
+	if (c->view == APP_VIEW_SYMBOLS) {
+		view_symbols(s, &o); /* an array of rows */
+	} else {
+		mgmt_out_obj_begin(&o);
+		mgmt_out_kv_u64(&o, "shard", s->id);
+		mgmt_out_kv_str(&o, "role",
+				cns_role(s->cns) == CNS_LEADER ? "leader" : "follower");
+		mgmt_out_kv_u64(&o, "applied", cns_applied_index(s->cns));
+		if (c->view == APP_VIEW_ROUTES)
+			view_routes(s, &o);
+		else if (c->view == APP_VIEW_USERS)
+			view_users(s, c, &o);
+		else
+			view_user(s, c->user, &o);
+		mgmt_out_obj_end(&o);
+	}
+	if (o.overflow) {
+		c->err = -E2BIG;
+		cmd_give(s, c, APP_CMD_FAILED);
+		return;
+	}
+	c->out_len = o.len;
+	cmd_give(s, c, APP_CMD_OK);
+}
+
+/* Take new commands (bounded), then settle the waiting ones: committed entries were
+ * answered during apply; here the lost, the transferred and the late. */
+static uint32_t
+mgmt_work(struct app_shard *s)
+{
+	struct app_cmd *cmds[APP_CMD_DRAIN_MAX];
+	unsigned n = rte_ring_sc_dequeue_burst(s->mgmt_rx, (void **)cmds, APP_CMD_DRAIN_MAX, NULL);
+	for (unsigned i = 0; i < n; i++) {
+		struct app_cmd *c = cmds[i];
+		count(s, SC_MGMT_CMDS, 1);
+		CHECK(c->shard == s->id);
+		switch (c->kind) {
+		case APP_CMD_PROPOSE:
+			cmd_propose(s, c);
+			break;
+		case APP_CMD_SNAPSHOT:
+			cmd_snapshot(s, c);
+			break;
+		case APP_CMD_TRANSFER:
+			cmd_transfer(s, c);
+			break;
+		case APP_CMD_VIEW:
+			cmd_view(s, c);
+			break;
+		default:
+			c->err = -EINVAL;
+			cmd_give(s, c, APP_CMD_FAILED);
+			break;
+		}
+	}
+	for (uint32_t i = 0; i < s->cmd_wait_count;) {
+		struct app_cmd *c = s->cmd_wait[i];
+		enum app_cmd_status st = APP_CMD_OK;
+		bool done = false;
+		if (c->kind == APP_CMD_TRANSFER) {
+			if (cns_leader(s->cns) == c->target) {
+				c->value = cns_term(s->cns);
+				done = true;
+			}
+		} else {
+			uint64_t last = cns_last_index(s->cns);
+			uint64_t t = c->index <= last ? cns_term_at(s->cns, c->index) : 0;
+			/* Applied without its reply having matched: not our entry (or a snapshot
+			 * jumped over it). Replaced by another term, or gone with our term. */
+			if (cns_applied_index(s->cns) >= c->index ||
+			    (t != c->term && (t != 0 || cns_term(s->cns) != c->term))) {
+				st = APP_CMD_LOST;
+				done = true;
+			}
+		}
+		if (!done && s->clock_ns >= c->deadline_ns) {
+			st = APP_CMD_TIMEOUT;
+			done = true;
+		}
+		if (!done) {
+			i++;
+			continue;
+		}
+		cmd_unwait(s, i);
+		cmd_give(s, c, st);
+	}
+	return n;
+}
+
+/* ---------------------------------------------------------------------------------------
  * The duty cycle.
  * ------------------------------------------------------------------------------------- */
 
@@ -1310,6 +1813,7 @@ shard_do_work(void *arg, uint64_t now_ns)
 	unsigned n;
 
 	s->now = (uint64_t)((int64_t)now_ns + s->app->clock_offset_ns);
+	s->clock_ns = now_ns;
 	n = rte_ring_sc_dequeue_burst(s->rx, (void **)ms, APP_SHARD_DRAIN_MAX, NULL);
 	for (unsigned i = 0; i < n; i++)
 		frame_in(s, ms[i]);
@@ -1323,6 +1827,7 @@ shard_do_work(void *arg, uint64_t now_ns)
 	durable_report(s);
 	s->leader = cns_role(s->cns) == CNS_LEADER;
 	uint32_t applied = cns_apply(s->cns, CNS_APPLY_DRAIN_MAX);
+	s->apply_index = 0;
 	count(s, SC_APPLIED, applied);
 	work += applied;
 
@@ -1332,6 +1837,7 @@ shard_do_work(void *arg, uint64_t now_ns)
 	roles_tick(s);
 	if (s->is_oms)
 		work += pq_drain(s);
+	work += mgmt_work(s);
 
 	uint64_t idx = cns_applied_index(s->cns);
 	if (idx - s->snap_index >= s->app->cfg.snapshot_entries) {
@@ -1577,6 +2083,74 @@ flog_boot(struct app_shard *s, struct cns_boot *boot, struct cns_snapshot_meta *
 }
 
 /* ---------------------------------------------------------------------------------------
+ * The service as consensus sees it: the real one (oms or me), with the index and term of
+ * the entry being applied noted for the control-socket commands waiting for it.
+ * ------------------------------------------------------------------------------------- */
+
+static const struct svc_ops *
+svc_real(const struct app_shard *s)
+{
+	return s->is_oms ? &oms_svc_ops : &me_svc_ops;
+}
+
+static void
+wrap_apply(void *svc, uint64_t index, uint64_t now_ns, const struct wire_msg_hdr *msg,
+	   struct svc_sink *sink)
+{
+	struct app_shard *s = svc;
+	if (s->apply_index != index) {
+		s->apply_index = index;
+		s->apply_term = s->cns != NULL ? cns_term_at(s->cns, index) : 0;
+	}
+	svc_real(s)->apply(s->svc, index, now_ns, msg, sink);
+}
+
+static void
+wrap_tick(void *svc, uint64_t index, uint64_t now_ns, struct svc_sink *sink)
+{
+	struct app_shard *s = svc;
+	svc_real(s)->tick(s->svc, index, now_ns, sink);
+}
+
+static size_t
+wrap_snapshot_size(const void *svc)
+{
+	const struct app_shard *s = svc;
+	return svc_real(s)->snapshot_size(s->svc);
+}
+
+static size_t
+wrap_snapshot(const void *svc, void *buf, size_t cap)
+{
+	const struct app_shard *s = svc;
+	return svc_real(s)->snapshot(s->svc, buf, cap);
+}
+
+static int
+wrap_restore(void *svc, const void *buf, size_t len)
+{
+	struct app_shard *s = svc;
+	return svc_real(s)->restore(s->svc, buf, len);
+}
+
+static uint64_t
+wrap_state_hash(const void *svc)
+{
+	const struct app_shard *s = svc;
+	return svc_real(s)->state_hash(s->svc);
+}
+
+static const struct svc_ops wrap_svc_ops = {
+	.name = "shard",
+	.apply = wrap_apply,
+	.tick = wrap_tick,
+	.snapshot_size = wrap_snapshot_size,
+	.snapshot = wrap_snapshot,
+	.restore = wrap_restore,
+	.state_hash = wrap_state_hash,
+};
+
+/* ---------------------------------------------------------------------------------------
  * Set-up.
  * ------------------------------------------------------------------------------------- */
 
@@ -1686,7 +2260,10 @@ app_shard_init(struct app *app, struct app_agent *agent, uint32_t index)
 	s->txq = dp_txq_create(app->dp, name, cfg->ring_size);
 	snprintf(name, sizeof(name), "shard%u_local", sc->id);
 	s->local = rte_ring_create(name, cfg->ring_size, (int)rte_socket_id(), RING_F_SC_DEQ);
-	if (s->rx == NULL || s->txq == NULL || s->local == NULL)
+	snprintf(name, sizeof(name), "shard%u_mgmt", sc->id);
+	s->mgmt_rx = rte_ring_create(name, APP_CMD_PENDING_MAX * 4, (int)rte_socket_id(),
+				     RING_F_SP_ENQ | RING_F_SC_DEQ);
+	if (s->rx == NULL || s->txq == NULL || s->local == NULL || s->mgmt_rx == NULL)
 		return -ENOMEM;
 	app_outbox_init(&s->ob, app, s->txq);
 	ret = dp_route_add(app->dp, DP_CLASS_SHARD, sc->id, s->rx);
@@ -1772,8 +2349,8 @@ app_shard_init(struct app *app, struct app_agent *agent, uint32_t index)
 	struct cns_env env = {
 		.log_ops = durable ? &flog_ops : &cns_memlog_ops,
 		.log = durable ? (void *)s : (void *)s->log,
-		.svc_ops = s->is_oms ? &oms_svc_ops : &me_svc_ops,
-		.svc = s->svc,
+		.svc_ops = &wrap_svc_ops,
+		.svc = s,
 		.sink = &s->sink,
 		.host = { .ctx = s, .send = host_send,
 			  .snapshot_saved = durable ? host_snapshot_saved : NULL },
@@ -1843,6 +2420,17 @@ app_shard_fini(struct app *app, struct app_agent *agent)
 				rte_pktmbuf_free(m);
 			rte_ring_free(s->local);
 		}
+		/* The lcore has stopped: commands it held are ours to free (main allocated
+		 * them with malloc and forgets them at close). */
+		if (s->mgmt_rx != NULL) {
+			struct app_cmd *c;
+			while (rte_ring_sc_dequeue(s->mgmt_rx, (void **)&c) == 0)
+				free(c);
+			rte_ring_free(s->mgmt_rx);
+		}
+		for (uint32_t k = 0; k < s->cmd_wait_count; k++)
+			free(s->cmd_wait[k]);
+		s->cmd_wait_count = 0;
 		rte_free(s->svc_mem);
 		rte_free(s->cns_mem);
 		rte_free(s->log_mem);
@@ -1866,6 +2454,31 @@ struct rte_ring *
 app_shard_local_ring(const struct app *app, uint32_t index)
 {
 	return app->shards[index] != NULL ? app->shards[index]->local : NULL;
+}
+
+struct rte_ring *
+app_shard_mgmt_ring(const struct app *app, uint32_t index)
+{
+	return app->shards[index] != NULL ? app->shards[index]->mgmt_rx : NULL;
+}
+
+bool
+app_shard_leads(const struct app *app, uint32_t index, uint32_t *leader)
+{
+	const struct app_shard *s = app->shards[index];
+	if (s == NULL) {
+		*leader = 0;
+		return false;
+	}
+	*leader = LOAD(s->pub_leader);
+	return LOAD(s->pub_role) == CNS_LEADER;
+}
+
+uint64_t
+app_shard_route_epoch(const struct app *app, uint32_t index)
+{
+	const struct app_shard *s = app->shards[index];
+	return s != NULL && s->is_oms ? LOAD(s->pub_route_epoch) : 0;
 }
 
 /* ---------------------------------------------------------------------------------------

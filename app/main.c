@@ -24,7 +24,9 @@
 #include <rte_eal.h>
 #include <rte_launch.h>
 #include <rte_lcore.h>
+#include <rte_errno.h>
 #include <rte_log.h>
+#include <rte_ring.h>
 
 #include "app.h"
 #include "app_views.h"
@@ -275,6 +277,14 @@ main(int argc, char **argv)
 		APP_LOG(ERR, "dataplane: %s", strerror(-ret));
 		goto fail_dp;
 	}
+	/* Answered control-socket commands, shard lcores → main (docs/appliance.md). */
+	app.mgmt_done = rte_ring_create("mgmt_done", 2 * APP_CMDS_MAX, (int)rte_socket_id(),
+					RING_F_SC_DEQ);
+	if (app.mgmt_done == NULL) {
+		ret = -ENOMEM;
+		APP_LOG(ERR, "mgmt ring: %s", strerror(rte_errno));
+		goto fail_roles;
+	}
 	for (uint32_t i = 0, shard = 0; i < app.agent_count; i++) {
 		struct app_agent *a = &app.agents[i];
 		ret = app_roles[a->role].init(&app, a, a->role == APP_ROLE_SHARD ? shard++ : 0);
@@ -347,12 +357,12 @@ main(int argc, char **argv)
 
 	/* 6. Shutdown: producers first, then io; then what is still queued goes out. */
 	APP_LOG(INFO, "stopping");
-	app_mgmt_close();
 	app_telemetry_close();
 	app_http_close();
 	app_views_close();
 	agents_stop(&app, false);
 	agents_stop(&app, true);
+	app_mgmt_close(); /* after the shard lcores: it takes back the commands they held */
 	uint32_t drained = dp_io_drain(app.dp);
 	stats_dump(&app, "exit");
 	APP_LOG(INFO, "stopped: %u queued frame(s) drained", drained);
@@ -361,6 +371,7 @@ fail_roles:
 	for (uint32_t i = 0; i < app.agent_count; i++)
 		if (app_roles[app.agents[i].role].fini != NULL)
 			app_roles[app.agents[i].role].fini(&app, &app.agents[i]);
+	rte_ring_free(app.mgmt_done);
 	dp_destroy(app.dp);
 	app.dp = NULL;
 fail_dp:

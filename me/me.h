@@ -110,6 +110,33 @@ void me_tick(struct me *me, uint64_t now_ns, struct svc_sink *sink);
 uint32_t me_depth(const struct me *me, uint32_t symbol, enum wire_side side,
 		  struct me_depth_level *out, uint32_t n);
 
+/* One configured symbol as this engine holds it (mgmt: symbols list; bootstrap: does the
+ * replica already know it). */
+struct me_symbol_info {
+	uint32_t symbol;
+	uint16_t me_shard;      /* owning ME shard */
+	uint8_t status;         /* enum wire_symbol_status */
+	uint8_t killed;         /* symbol kill-switch engaged */
+	uint32_t base_asset;
+	uint32_t quote_asset;
+	int64_t tick;
+	int64_t lot;
+	int64_t min_qty;
+	int64_t min_notional;
+	int64_t base_unit;
+	int64_t ref_px;
+	int64_t last_px;        /* 0 before the first trade */
+	uint32_t band_bps;
+	uint32_t resting;       /* live orders on this book */
+};
+
+/* Symbols configured (owned or not); they are numbered 0..count-1 in configuration order. */
+uint32_t me_symbol_count(const struct me *me);
+/* The i-th configured symbol: 0, or -ENOENT when i >= me_symbol_count. */
+int me_symbol_at(const struct me *me, uint32_t i, struct me_symbol_info *out);
+/* Symbol by id: 0, or -ENOENT. */
+int me_symbol_get(const struct me *me, uint32_t symbol, struct me_symbol_info *out);
+
 /* Orders resting on all books. */
 uint32_t me_orders_resting(const struct me *me);
 /* Order records in use (resting + finished-but-unacknowledged + modify requests). */

@@ -4,6 +4,7 @@
  * shard's log and is answered with an ADMIN_REPLY (reason NONE on success, value = the symbol
  * or user it concerns).
  */
+#include <errno.h>
 #include <string.h>
 
 #include "me/me_int.h"
@@ -166,4 +167,51 @@ me_kill_switch(struct me *me, const struct wire_kill_switch *m)
 		me_cancel_live(me, u->head, WIRE_CAUSE_KILL_SWITCH, NULL);
 	}
 	me_admin_reply(me, WIRE_REASON_NONE, m->id);
+}
+
+/* ---- read-only views (mgmt) ---- */
+
+uint32_t
+me_symbol_count(const struct me *me)
+{
+	CHECK(me != NULL);
+	return me->symbols_used;
+}
+
+int
+me_symbol_at(const struct me *me, uint32_t i, struct me_symbol_info *out)
+{
+	CHECK(me != NULL && out != NULL);
+	if (i >= me->symbols_used)
+		return -ENOENT;
+	/* me_sym is an accessor of mutable state; this view only reads it. */
+	const struct me_symbol *s = me_sym((struct me *)(uintptr_t)me, i);
+	memset(out, 0, sizeof(*out));
+	out->symbol = s->symbol;
+	out->me_shard = s->me_shard;
+	out->status = s->status;
+	out->killed = s->killed;
+	out->base_asset = s->base_asset;
+	out->quote_asset = s->quote_asset;
+	out->tick = s->tick;
+	out->lot = s->lot;
+	out->min_qty = s->min_qty;
+	out->min_notional = s->min_notional;
+	out->base_unit = s->base_unit;
+	out->ref_px = s->ref_px;
+	out->last_px = s->last_px;
+	out->band_bps = s->band_bps;
+	out->resting = s->resting;
+	DCHECK(out->symbol != 0);
+	return 0;
+}
+
+int
+me_symbol_get(const struct me *me, uint32_t symbol, struct me_symbol_info *out)
+{
+	CHECK(me != NULL && out != NULL);
+	uint32_t si = me_symbol_find((struct me *)(uintptr_t)me, symbol);
+	if (si == ME_NIL)
+		return -ENOENT;
+	return me_symbol_at(me, si, out);
 }

@@ -133,6 +133,10 @@ int mgmt_poll(struct mgmt_server *s, int timeout_ms);
 /* Answer a deferred request. The client may have gone; then this is a no-op. */
 void mgmt_reply_ok(struct mgmt_server *s, uint32_t token, const char *result_json);
 void mgmt_reply_err(struct mgmt_server *s, uint32_t token, const char *err, const char *msg);
+/* The same with more members in the error object: members is JSON object content without
+ * braces ("\"leader\":2,\"results\":[...]"), written as given (the caller's JSON). */
+void mgmt_reply_err_extra(struct mgmt_server *s, uint32_t token, const char *err,
+			  const char *msg, const char *members);
 /* Counters of the server itself. */
 struct mgmt_stats {
 	uint64_t requests;

@@ -218,10 +218,10 @@ client_send(struct mgmt_server *s, struct client *c, const char *data, size_t n)
 }
 
 static void
-send_error(struct mgmt_server *s, struct client *c, uint64_t id, const char *err,
-	   const char *msg)
+send_error_extra(struct mgmt_server *s, struct client *c, uint64_t id, const char *err,
+		 const char *msg, const char *extra)
 {
-	char line[1024];
+	char line[8192];
 	struct mgmt_out o;
 	mgmt_out_init(&o, line, sizeof(line) - 1);
 	mgmt_out_obj_begin(&o);
@@ -229,10 +229,25 @@ send_error(struct mgmt_server *s, struct client *c, uint64_t id, const char *err
 	mgmt_out_kv_bool(&o, "ok", false);
 	mgmt_out_kv_str(&o, "error", err);
 	mgmt_out_kv_str(&o, "message", msg);
+	if (extra != NULL && extra[0] != '\0') {
+		mgmt_out_raw(&o, ",");
+		mgmt_out_raw(&o, extra);
+	}
 	mgmt_out_obj_end(&o);
 	mgmt_out_raw(&o, "\n");
+	if (o.overflow && extra != NULL) {
+		send_error_extra(s, c, id, err, msg, NULL); /* the members did not fit */
+		return;
+	}
 	s->stats.errors++;
 	client_send(s, c, line, o.len);
+}
+
+static void
+send_error(struct mgmt_server *s, struct client *c, uint64_t id, const char *err,
+	   const char *msg)
+{
+	send_error_extra(s, c, id, err, msg, NULL);
 }
 
 static void
@@ -476,6 +491,16 @@ mgmt_reply_err(struct mgmt_server *s, uint32_t token, const char *err, const cha
 	struct client *c = pending_take(s, token, &id);
 	if (c != NULL)
 		send_error(s, c, id, err, msg);
+}
+
+void
+mgmt_reply_err_extra(struct mgmt_server *s, uint32_t token, const char *err, const char *msg,
+		     const char *members)
+{
+	uint64_t id;
+	struct client *c = pending_take(s, token, &id);
+	if (c != NULL)
+		send_error_extra(s, c, id, err, msg, members);
 }
 
 void

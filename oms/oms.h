@@ -20,6 +20,7 @@
 #ifndef OMSD_OMS_OMS_H
 #define OMSD_OMS_OMS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -142,6 +143,41 @@ uint64_t oms_stream_next_seq(const struct oms *oms, uint16_t me_shard);
 uint64_t oms_route_epoch(const struct oms *oms);
 /* The owner this shard computes for user (pin, else HRW over ACTIVE shards). */
 uint16_t oms_owner(const struct oms *oms, uint64_t user);
+/* Read-only views for mgmt (routes show, symbols list, users show). */
+struct oms_route_info {
+	uint64_t epoch;                                   /* 0: no routing config applied */
+	uint32_t shard_count;
+	uint32_t pin_count;
+	struct wire_route_shard shards[WIRE_ROUTE_SHARDS_MAX]; /* as configured (state per shard) */
+	struct wire_route_pin pins[WIRE_ROUTE_PINS_MAX];      /* whale pins */
+};
+void oms_route_get(const struct oms *oms, struct oms_route_info *out);
+/* The routing drain (users moving away after a config change) is still running. */
+bool oms_route_draining(const struct oms *oms);
+
+struct oms_symbol_info {
+	uint32_t symbol;
+	uint16_t me_shard;
+	uint8_t status;         /* enum wire_symbol_status */
+	uint8_t killed;         /* symbol kill-switch engaged on this OMS shard */
+	uint32_t base_asset;
+	uint32_t quote_asset;
+	int16_t maker_fee_bps;
+	int16_t taker_fee_bps;
+	uint32_t reserved;
+};
+/* Symbols configured, numbered 0..count-1 in configuration order. */
+uint32_t oms_symbol_count(const struct oms *oms);
+int oms_symbol_at(const struct oms *oms, uint32_t i, struct oms_symbol_info *out); /* 0/-ENOENT */
+int oms_symbol_get(const struct oms *oms, uint32_t symbol, struct oms_symbol_info *out);
+/* Users with an actor here (hydrating, resident or flushing), in slot order from *cursor
+ * (start at 0): up to max written to users, *cursor advanced past the last slot looked at
+ * (UINT32_MAX once every slot was seen). Returns users written. Visits at most 4 * max + 64
+ * slots per call (bounded work on the shard lcore). */
+uint32_t oms_users_list(const struct oms *oms, uint32_t *cursor, uint64_t *users, uint32_t max);
+/* A user kill-switch is engaged on this shard. */
+bool oms_user_killed(const struct oms *oms, uint64_t user);
+
 /* Check the internal invariants (flat counters, Σ reservations, lists). 0 or -EFAULT. */
 int oms_check_invariants(const struct oms *oms);
 

@@ -404,6 +404,20 @@ oms_user_get(const struct oms *oms, uint64_t user, struct oms_user_info *out)
 	return 0;
 }
 
+uint32_t
+oms_users_list(const struct oms *oms, uint32_t *cursor, uint64_t *users, uint32_t max)
+{
+	CHECK(oms != NULL && cursor != NULL && (users != NULL || max == 0));
+	uint32_t n = 0, seen = 0, budget = 4 * max + 64;
+	uint32_t i = *cursor;
+	for (; i < oms->actor_slots && n < max && seen < budget; i++, seen++)
+		if (oms->actors[i].state != OMS_A_FREE)
+			users[n++] = oms->actors[i].user;
+	*cursor = i >= oms->actor_slots ? UINT32_MAX : i;
+	DCHECK(n <= max);
+	return n;
+}
+
 int
 oms_balance_get(const struct oms *oms, uint64_t user, uint32_t asset, int64_t *total,
 		int64_t *reserved)

@@ -156,6 +156,14 @@ h_not_leader(void *ctx, const struct mgmt_req *req, struct mgmt_out *o, char *e,
 }
 
 static int
+h_timeout(void *ctx, const struct mgmt_req *req, struct mgmt_out *o, char *e, size_t cap)
+{
+	(void)ctx, (void)req, (void)o;
+	snprintf(e, cap, "timeout: shard 2: no outcome before the deadline");
+	return -ETIMEDOUT;
+}
+
+static int
 h_echo_args(void *ctx, const struct mgmt_req *req, struct mgmt_out *o, char *e, size_t cap)
 {
 	(void)ctx, (void)e, (void)cap;
@@ -189,6 +197,7 @@ start_server(void)
 	cr_assert(eq(int, mgmt_register(srv, "metrics", h_metrics, NULL, "prometheus"), 0));
 	cr_assert(eq(int, mgmt_register(srv, "users.evict", h_not_leader, NULL, "evict"), 0));
 	cr_assert(eq(int, mgmt_register(srv, "routes.pin", h_echo_args, NULL, "pin"), 0));
+	cr_assert(eq(int, mgmt_register(srv, "symbols.resume", h_timeout, NULL, "resume"), 0));
 	atomic_store(&srv_stop, false);
 	pthread_create(&srv_thread, NULL, serve, NULL);
 }
@@ -251,6 +260,14 @@ Test(omsctl_mgmt, error_response_exits_1, .init = start_server, .fini = stop_ser
 	cr_assert(eq(int, run_tool("OMSCTL", args), 1));
 	cr_assert(eq(str, err, "error: not_leader: shard 1 is led by node 3\n"));
 	cr_assert(eq(str, out, ""));
+}
+
+/* Goal: a node's timeout answer (no final state: the entry may still apply) exits 3. */
+Test(omsctl_mgmt, timeout_answer_exits_3, .init = start_server, .fini = stop_server)
+{
+	const char *args[] = {"symbols", "resume", "--symbol", "1", "--socket", sock_path, NULL};
+	cr_assert(eq(int, run_tool("OMSCTL", args), 3));
+	cr_assert(eq(str, err, "error: timeout: shard 2: no outcome before the deadline\n"));
 }
 
 /* Goal: a command the node does not implement is an error response, handled gracefully:

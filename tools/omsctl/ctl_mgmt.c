@@ -175,9 +175,11 @@ call(struct ctl *ctl, const char *path, const char *cmd, int timeout_ms, char *r
 			ctl_json_write(ctl->err, c);
 			fputc('\n', ctl->err);
 		}
+		/* The node gave up waiting for a commit: no final state, like no answer. */
+		int exit_code = strcmp(code, "timeout") == 0 ? CTL_EXIT_NO_ANSWER : CTL_EXIT_REFUSED;
 		ctl_json_free(a->root);
 		a->root = NULL;
-		return CTL_EXIT_REFUSED;
+		return exit_code;
 	}
 	return 0;
 }

@@ -18,7 +18,8 @@
 #include "tools/omsctl/omsctl.h"
 
 /* Options that never take a value. */
-static const char *const flags[] = {"json", "help", "follow", "quiet"};
+static const char *const flags[] = {"json", "help", "follow", "quiet", "release", "halted",
+				     "cancel-resting"};
 
 static bool
 is_flag(const char *name)
@@ -117,7 +118,7 @@ help(FILE *f)
 	      "  order cancel  --user U --orig N [--cl-id N]\n"
 	      "  order amend   --user U --orig N --qty Q [--cl-id N]\n"
 	      "  order replace --user U --orig N --px P --qty Q [--cl-id N]\n"
-	      "  order status  --user U [--cl-id N]   (control socket: users.show)\n"
+	      "  order status  --user U               (control socket: users.show)\n"
 	      "  deposit       --user U --asset A --amount N [--transfer-id N] [--shard N]\n"
 	      "  withdraw      --user U --asset A --amount N [--transfer-id N] [--shard N]\n"
 	      "\n"
@@ -176,8 +177,7 @@ main(int argc, char **argv)
 	const char *w = ctl.words[0];
 	int rc;
 	/* There is no client status message on the wire: an order's state is the OMS actor's,
-	 * so `order status` asks the control socket for the user (users.show, with cl_id to
-	 * narrow it to one order). */
+	 * so `order status` asks the control socket for the user (users.show). */
 	if (strcmp(w, "order") == 0 && ctl.word_count == 2 && strcmp(ctl.words[1], "status") == 0) {
 		ctl.words[0] = "users";
 		ctl.words[1] = "show";

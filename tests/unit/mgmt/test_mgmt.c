@@ -112,6 +112,7 @@ static atomic_bool stop;
 static pthread_t thread;
 static char path[108];
 static uint32_t deferred_token;
+static atomic_bool deferred_error; /* answer the deferred request with an error + members */
 
 static int
 h_echo(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char *err, size_t cap)
@@ -144,7 +145,12 @@ serve(void *arg)
 	while (!atomic_load(&stop)) {
 		mgmt_poll(srv, 10);
 		if (deferred_token != 0) {
-			mgmt_reply_ok(srv, deferred_token, "{\"committed\":true}");
+			if (atomic_load(&deferred_error))
+				mgmt_reply_err_extra(srv, deferred_token, "not_leader",
+						     "shard 1: leader is node 2",
+						     "\"leader\":2,\"leaders\":[{\"shard\":1}]");
+			else
+				mgmt_reply_ok(srv, deferred_token, "{\"committed\":true}");
 			deferred_token = 0;
 		}
 	}
@@ -159,6 +165,7 @@ start(void)
 	cr_assert(eq(int, mgmt_register(srv, "echo", h_echo, NULL, "add one"), 0));
 	cr_assert(eq(int, mgmt_register(srv, "later", h_later, NULL, "answer after commit"), 0));
 	atomic_store(&stop, false);
+	atomic_store(&deferred_error, false);
 	pthread_create(&thread, NULL, serve, NULL);
 }
 
@@ -202,6 +209,15 @@ Test(mgmt_server, requests_and_errors, .init = start, .fini = finish)
 	cr_assert(eq(str, (char *)call("{\"id\":11,\"cmd\":\"later\"}"),
 		     "{\"id\":11,\"ok\":true,\"result\":{\"committed\":true}}"));
 	cr_assert(not(eq(ptr, strstr(call("{\"cmd\":\"help\"}"), "\"cmd\":\"echo\""), NULL)));
+}
+
+/* Goal: a deferred error carries extra members (a leader hint) inside the error object. */
+Test(mgmt_server, deferred_error_with_members, .init = start, .fini = finish)
+{
+	atomic_store(&deferred_error, true);
+	cr_assert(eq(str, (char *)call("{\"id\":12,\"cmd\":\"later\"}"),
+		     "{\"id\":12,\"ok\":false,\"error\":\"not_leader\",\"message\":"
+		     "\"shard 1: leader is node 2\",\"leader\":2,\"leaders\":[{\"shard\":1}]}"));
 }
 
 /* Goal: a line longer than the limit is refused and the connection stays usable. */
