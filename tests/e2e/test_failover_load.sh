@@ -15,9 +15,12 @@
 # (--flatten): after each phase no acknowledged order may be unreported beyond what the
 # client saw as report sequence gaps, none doubled or over-filled, none left resting. At the
 # end every replica must agree: the same commit on both shards, empty ME books, no saga in
-# flight, and every replica's asset sums (balances and fees) equal the deposits.
+# flight, and every replica's asset sums (balances and fees) equal the deposits — also
+# when every user is queried one by one through the control socket (users show), with
+# nothing left reserved.
 set -euo pipefail
 : "${OMSLOAD:?set OMSLOAD}"
+: "${OMSCTL:?set OMSCTL}"
 source "$(dirname "$0")/lib.sh"
 need_root
 e2e_cluster_init ofl 25 3
@@ -149,5 +152,40 @@ for i in 1 2 3; do
 	[ "$inflight" = 0 ] || fail "node $i: $inflight sagas still in flight"
 	[ "$base" = $((DEPOSITS * 1000000000)) ] || fail "node $i: base asset sum $base"
 	[ "$quote" = $((DEPOSITS * 1000000000000)) ] || fail "node $i: quote asset sum $quote"
+	# Every user, one by one, on this replica (the control socket's users show): nothing
+	# reserved after --flatten, and the balances plus the fees equal the deposits.
+	for u in $(seq 1000 1039) $(seq 2000 2039); do
+		"$OMSCTL" --json --socket "$TMP/$i/omsd.sock" users show --user "$u" ||
+			fail "node $i: users show --user $u"
+	done >"$TMP/users.$i.json"
+	fees1=$(st shard.1.asset.1.fees)
+	fees2=$(st shard.1.asset.2.fees)
+	"$PY" - "$TMP/users.$i.json" $((DEPOSITS * 1000000000 - fees1)) \
+		$((DEPOSITS * 1000000000000 - fees2)) <<'PYEOF' || fail "node $i: per-user balances"
+import json, sys
+path, want1, want2 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+tot = {1: 0, 2: 0}
+users = 0
+def walk(x):
+    global users
+    if isinstance(x, dict):
+        if "balances" in x and x.get("status") == "resident":
+            users += 1
+            for b in x["balances"]:
+                tot[b["asset"]] = tot.get(b["asset"], 0) + b["total"]
+                if b["reserved"] != 0:
+                    sys.exit("user %s: %d of asset %d still reserved" % (x["user"], b["reserved"], b["asset"]))
+        for v in x.values():
+            walk(v)
+    elif isinstance(x, list):
+        for v in x:
+            walk(v)
+for line in open(path):
+    if line.strip():
+        walk(json.loads(line))
+if users != 80 or tot[1] != want1 or tot[2] != want2:
+    sys.exit("%d users resident, held %s, want 80 users holding {1: %d, 2: %d}" % (users, tot, want1, want2))
+print("    80 users queried: held base %d quote %d + fees = deposits, nothing reserved" % (tot[1], tot[2]))
+PYEOF
 done
 log "PASS"
