@@ -1433,12 +1433,38 @@ h_users_evict(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char 
 	return user_admin(req, err, cap, 1);
 }
 
+/* users migrate --user U: quiesce, flush, evict (the user re-hydrates on its owner by the
+ * routing). users migrate --user U --to S: a fenced move to OMS shard S — the user is pinned
+ * to S (WHALE_PIN into every OMS shard, a new routing epoch); the old owner stops admitting
+ * the user, drains it (flush, claim released in the database) and S hydrates it on its next
+ * message: the move of docs/fencing.md, for one user. Unpin with routes unpin. */
 static int
 h_users_migrate(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char *err,
 		size_t cap)
 {
 	(void)ctx, (void)out;
-	return user_admin(req, err, cap, 2);
+	uint64_t to = UINT64_MAX;
+	if (mgmt_json_get_u64(req->json, req->args, "to", &to) == -ENOENT)
+		return user_admin(req, err, cap, 2);
+	struct margs a = MARGS(req, err, cap);
+	static const char *const names[] = {"user", "to", NULL};
+	uint64_t user;
+	if (args_known(&a, names) != 0 || arg_u64(&a, "user", true, 1, UINT64_MAX, &user) != 0 ||
+	    arg_u64(&a, "to", true, 0, DP_SHARDS_MAX - 1, &to) != 0)
+		return -EINVAL;
+	if (!is_oms_shard((uint16_t)to)) {
+		snprintf(err, cap, "bad_argument: shard %" PRIu64 " is not an OMS shard", to);
+		return -EINVAL;
+	}
+	struct targets t = {0};
+	targets_oms(&t);
+	struct wire_whale_pin m;
+	memset(&m, 0, sizeof(m));
+	wire_hdr_init(&m.hdr, WIRE_WHALE_PIN, 0);
+	m.user = user;
+	m.shard = (uint16_t)to;
+	struct propose_ctx p = {.msg = &m, .len = sizeof(m), .key = user};
+	return mutate(req, &t, R_MUTATION, &p, err, cap);
 }
 
 /* ---- shards scale ---- */
@@ -1578,8 +1604,8 @@ static const struct {
 	{"users.show", h_users_show, "[--user U | --limit N --from C]: one user's actor, or "
 				     "a page of the resident set, per OMS shard here"},
 	{"users.evict", h_users_evict, "--user U: flush and evict when flat"},
-	{"users.migrate", h_users_migrate, "--user U: quiesce, flush, evict (re-hydrates on "
-					   "its owner)"},
+	{"users.migrate", h_users_migrate, "--user U [--to N]: quiesce, flush, evict (re-hydrates "
+					   "on its owner); with --to, a fenced move to OMS shard N (a pin)"},
 	{"shards.scale", h_shards_scale, "--shard N [--state receiving|active]: add an OMS "
 					 "shard (receiving, then active)"},
 	{"snapshot", h_snapshot, "[--shard N]: take a snapshot now; answers its index"},

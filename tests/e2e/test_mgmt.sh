@@ -144,6 +144,14 @@ ctl_rc 0 --json routes show
 ctl_rc 0 routes pin --user 7777 --shard 3
 ip netns exec "$NS_C" "$PY" "$E2E_DIR/e2e_mgmt.py" expect --nodes "$NODE_IP" \
 	--user 7777 --cl 1 --want INSUFFICIENT_FUNDS || fail "gateway did not route by the pin"
+# A fenced move of one user to a named shard: a pin under a new routing epoch on every OMS
+# shard; both replicas then name shard 3 as the owner (shard 1 drains the user).
+ctl_rc 1 users migrate --user 1001 --to 2
+grep -q "bad_argument: shard 2 is not an OMS shard" <<<"$OUT" || fail "migrate to an ME shard: $OUT"
+ctl_rc 0 --json users migrate --user 1001 --to 3
+[ "$(grep -o '"status":"ok"' <<<"$OUT" | wc -l)" = 2 ] || fail "migrate --to: $OUT"
+ctl_rc 0 --json users show --user 1001
+[ "$(grep -oF '"owner":3' <<<"$OUT" | wc -l)" = 2 ] || fail "migrate --to: owner not 3: $OUT"
 ctl_rc 1 routes set --active 1,2
 grep -q "bad_argument: shard 2 is not an OMS shard" <<<"$OUT" || fail "ME shard in routes: $OUT"
 ctl_rc 1 symbols add --symbol 5 --base 3 --quote 2 --me-shard 1 --tick 1 --lot 1 --base-unit 1
