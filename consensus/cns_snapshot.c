@@ -45,20 +45,15 @@ cns_snapshot_take(struct cns *c)
 	return 0;
 }
 
-void
-cns_send_snapshot_chunk(struct cns *c, struct cns_peer *p)
+/* Send the chunk of the current snapshot that starts at byte off (at most
+ * snapshot_chunk_bytes; an empty snapshot is one empty chunk). Returns the bytes sent. */
+static uint32_t
+send_chunk(struct cns *c, struct cns_peer *p, uint64_t off)
 {
-	CHECK(c->role == CNS_LEADER);
-	CHECK(c->snap.index > 0);
-	if (p->snap_index != c->snap.index) {
-		/* A newer snapshot replaced the one being sent: start it over. */
-		p->snap_index = c->snap.index;
-		p->snap_offset = 0;
-	}
-	uint64_t off = p->snap_offset;
 	CHECK(off <= c->snap.len);
 	uint64_t left = c->snap.len - off;
-	uint32_t n = left < CNS_SNAPSHOT_CHUNK ? (uint32_t)left : CNS_SNAPSHOT_CHUNK;
+	uint32_t chunk = c->cfg.snapshot_chunk_bytes;
+	uint32_t n = left < chunk ? (uint32_t)left : chunk;
 	struct wire_install_snapshot *m = (struct wire_install_snapshot *)c->send_buf;
 	memset(m, 0, sizeof(*m));
 	wire_hdr_init(&m->hdr, WIRE_INSTALL_SNAPSHOT, c->cfg.shard);
@@ -76,10 +71,69 @@ cns_send_snapshot_chunk(struct cns *c, struct cns_peer *p)
 	uint32_t len = ((uint32_t)sizeof(*m) + n + 7u) & ~7u;
 	memset(tail + n, 0, len - sizeof(*m) - n);
 	m->hdr.length = (uint16_t)len;
-	p->state = CNS_PEER_SNAPSHOT;
 	p->last_send_ns = c->now_ns;
 	cns_send(c, p->id, m);
 	CNS_COUNT(c, SNAPSHOT_CHUNKS_SENT);
+	DCHECK(n <= CNS_SNAPSHOT_CHUNK_MAX);
+	return n;
+}
+
+/* A newer snapshot replaced the one being sent: start it over. */
+static void
+follow_current(struct cns *c, struct cns_peer *p)
+{
+	if (p->snap_index == c->snap.index)
+		return;
+	p->snap_index = c->snap.index;
+	p->snap_offset = 0;
+	p->snap_sent = 0;
+	p->snap_rewound = 0;
+}
+
+/* Keep up to snapshot_inflight_max chunks in flight beyond what the follower acknowledged
+ * (go-back-N: the follower takes chunks in order only). */
+static void
+fill_window(struct cns *c, struct cns_peer *p)
+{
+	uint64_t window = (uint64_t)c->cfg.snapshot_inflight_max * c->cfg.snapshot_chunk_bytes;
+	uint32_t sent = 0;
+	while (p->snap_sent < c->snap.len && p->snap_sent - p->snap_offset < window &&
+	       sent < c->cfg.snapshot_inflight_max) {
+		p->snap_sent += send_chunk(c, p, p->snap_sent);
+		sent++;
+	}
+	CHECK(p->snap_offset <= p->snap_sent && p->snap_sent <= c->snap.len);
+}
+
+/* Go back to the first byte the follower has not acknowledged and send the window again:
+ * at the start, on the retransmit timer, once after a reply that shows no progress. */
+void
+cns_snapshot_resend(struct cns *c, struct cns_peer *p)
+{
+	CHECK(c->role == CNS_LEADER);
+	CHECK(c->snap.index > 0);
+	follow_current(c, p);
+	p->state = CNS_PEER_SNAPSHOT;
+	p->snap_sent = p->snap_offset;
+	if (p->snap_sent == c->snap.len)
+		send_chunk(c, p, p->snap_sent); /* the empty last chunk (or an empty snapshot) */
+	else
+		fill_window(c, p);
+}
+
+/* Raft §7: the entries the follower needs are compacted away; send it the snapshot. */
+void
+cns_snapshot_start(struct cns *c, struct cns_peer *p)
+{
+	CHECK(c->role == CNS_LEADER);
+	p->state = CNS_PEER_SNAPSHOT;
+	p->inflight = 0;
+	p->snap_index = c->snap.index;
+	p->snap_offset = 0;
+	p->snap_sent = 0;
+	p->snap_rewound = 0;
+	p->progress_ns = c->now_ns;
+	cns_snapshot_resend(c, p);
 }
 
 static void
@@ -226,6 +280,8 @@ cns_on_snapshot_reply(struct cns *c, const struct wire_snapshot_reply *m)
 	if (m->done) {
 		if (m->last_index > p->match_index && m->last_index <= c->last_index)
 			p->match_index = m->last_index;
+		if (p->recv_index < p->match_index)
+			p->recv_index = p->match_index;
 		p->next_index = p->match_index + 1;
 		p->state = CNS_PEER_PROBE;
 		p->inflight = 0;
@@ -234,11 +290,33 @@ cns_on_snapshot_reply(struct cns *c, const struct wire_snapshot_reply *m)
 		cns_send_append(c, p);
 		return;
 	}
-	if (m->last_index != p->snap_index || m->next_offset > c->snap.len)
-		p->snap_offset = 0;
-	else
+	follow_current(c, p);
+	if (m->last_index != p->snap_index || m->next_offset > c->snap.len) {
+		/* About another snapshot (a reply to an old chunk) or nonsense: the retransmit
+		 * timer covers a follower that really lost its place. */
+		CNS_COUNT(c, STALE_MSGS);
+		return;
+	}
+	if (m->next_offset > p->snap_offset) {
+		/* Cumulative acknowledgement: the follower holds [0, next_offset). */
 		p->snap_offset = m->next_offset;
-	cns_send_snapshot_chunk(c, p);
+		if (p->snap_sent < p->snap_offset)
+			p->snap_sent = p->snap_offset;
+		p->snap_rewound = 0;
+		p->progress_ns = c->now_ns;
+		fill_window(c, p);
+		return;
+	}
+	/* No progress: a chunk was lost or overtaken (the follower keeps chunks in order only
+	 * and dropped the ones after it), the follower lost its place (it restarted), or this
+	 * reply is late or duplicated. Go back to where it says it is, once per progress
+	 * step: reordering then costs at most one window per chunk delivered, never a storm,
+	 * and the retransmit timer (cns_leader_tick) covers the rest. */
+	if (p->snap_rewound)
+		return;
+	p->snap_rewound = 1;
+	p->snap_offset = m->next_offset;
+	cns_snapshot_resend(c, p);
 }
 
 int
