@@ -440,7 +440,7 @@ body_check(const struct wire_msg_hdr *h, int depth)
 		const struct wire_snapshot_reply *m = (const void *)h;
 		if (!RESERVED(m->reserved))
 			return WIRE_E_BAD_RESERVED;
-		ok = m->done <= 1;
+		ok = m->done <= 1 && m->gap <= 1;
 		break;
 	}
 	case WIRE_TIMEOUT_NOW: {

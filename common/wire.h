@@ -797,7 +797,9 @@ struct wire_snapshot_reply {
 	uint64_t next_offset;    /* bytes received so far */
 	uint32_t follower;
 	uint8_t done;
-	uint8_t reserved[3];
+	uint8_t gap;             /* 1: the chunk was beyond next_offset (one before it is
+				  * missing) or the follower lost its place: send from there */
+	uint8_t reserved[2];
 };
 static_assert(sizeof(struct wire_snapshot_reply) == 40, "wire_snapshot_reply");
 

@@ -41,15 +41,16 @@ struct cns_peer {
 	uint64_t recv_index;      /* highest entry it holds matching ours (>= match_index; in
 				   * disk mode it may not be durable yet): never re-sent */
 	uint32_t inflight;        /* probe: an AppendEntries is out (replicate: next - 1 - recv) */
-	uint8_t snap_rewound;     /* snapshot: went back to snap_offset since the last progress */
-	uint8_t reserved1[3];
+	uint32_t reserved1;
 	uint64_t last_send_ns;    /* when we last sent it anything */
 	uint64_t last_ack_ns;     /* when it last answered in this term (check-quorum) */
 	uint64_t progress_ns;     /* when its recv/match (or snapshot offset) last advanced or
 				   * the window opened */
 	uint64_t commit_sent;     /* commit index last sent to it */
-	uint64_t resend_index;    /* replicate: first entry of the last hole re-sent */
-	uint64_t resend_ns;       /* when */
+	/* Go-back-N after a hole (replicate: entries, snapshot: bytes). A hole inside the
+	 * range being re-sent is a consequence of the one that caused it, not a new loss. */
+	uint64_t rewind_end;      /* end of the range re-sent at the last rewind (0: none) */
+	uint64_t rewind_ns;       /* when */
 	uint64_t snap_index;      /* snapshot being sent (its last index) */
 	uint64_t snap_offset;     /* bytes acknowledged (the follower holds [0, snap_offset)) */
 	uint64_t snap_sent;       /* next byte to send, snap_offset <= snap_sent <= len */

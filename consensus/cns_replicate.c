@@ -71,9 +71,8 @@ cns_become_leader(struct cns *c)
 		p->snap_index = 0;
 		p->snap_offset = 0;
 		p->snap_sent = 0;
-		p->snap_rewound = 0;
-		p->resend_index = 0;
-		p->resend_ns = 0;
+		p->rewind_end = 0;
+		p->rewind_ns = 0;
 		p->commit_sent = 0;
 	}
 	append_first_entry(c);
@@ -316,7 +315,7 @@ cns_leader_tick(struct cns *c)
 			if (now - p->last_send_ns >= hb) {
 				/* Retransmit timer: nothing sent for a heartbeat means the window
 				 * is stuck (chunks or replies lost); go back to what was acked. */
-				p->snap_rewound = 0;
+				p->rewind_end = 0;
 				cns_snapshot_resend(c, p);
 			}
 			break;
@@ -490,21 +489,26 @@ cns_on_append_entries(struct cns *c, const struct wire_append_entries *m)
 }
 
 /* A rejection from a follower whose whole log matches ours through `recv` but ends there:
- * the AppendEntries after recv were lost or are still on their way (the network reorders).
- * Send the hole once, without rewinding the pipeline: rewinding on every such rejection
- * re-sent the whole window per out-of-order message (the re-send storm). The same hole is
- * re-sent at most once per heartbeat; the progress timer covers a resend that is lost. */
+ * an AppendEntries after recv was lost or overtaken (the network reorders), and the
+ * follower dropped the ones after it. Go back to recv + 1 and pipeline again (go-back-N),
+ * once: the rejections of the other messages already in flight name holes inside the range
+ * being re-sent and are ignored for a heartbeat (a re-sent message that is lost again is
+ * then retried; the progress timer covers the rest). Rewinding on every such rejection,
+ * and from the durable rather than the held index, was the re-send storm. */
 static void
-fill_hole(struct cns *c, struct cns_peer *p, uint64_t recv)
+go_back(struct cns *c, struct cns_peer *p, uint64_t recv)
 {
 	uint64_t from = recv + 1;
-	if (from <= c->base_index || from >= p->next_index)
+	if (from < p->rewind_end && c->now_ns - p->rewind_ns < c->cfg.heartbeat_ns)
 		return;
-	if (p->resend_index == from && c->now_ns - p->resend_ns < c->cfg.heartbeat_ns)
+	p->rewind_end = p->next_index;
+	p->rewind_ns = c->now_ns;
+	p->next_index = from;
+	if (from <= c->base_index) {
+		cns_send_append(c, p); /* compacted meanwhile: the snapshot */
 		return;
-	p->resend_index = from;
-	p->resend_ns = c->now_ns;
-	send_entries(c, p, from);
+	}
+	replicate_peer(c, p);
 	CHECK(p->next_index > p->recv_index);
 }
 
@@ -563,7 +567,7 @@ cns_on_append_reply(struct cns *c, const struct wire_append_reply *m)
 		if (m->recv_index > p->recv_index)
 			p->progress_ns = c->now_ns;
 		p->recv_index = m->recv_index;
-		fill_hole(c, p, m->recv_index);
+		go_back(c, p, m->recv_index);
 		return;
 	}
 	/* Fast back-up (Raft §5.3): jump over the follower's conflicting term. */

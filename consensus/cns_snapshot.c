@@ -87,7 +87,7 @@ follow_current(struct cns *c, struct cns_peer *p)
 	p->snap_index = c->snap.index;
 	p->snap_offset = 0;
 	p->snap_sent = 0;
-	p->snap_rewound = 0;
+	p->rewind_end = 0;
 }
 
 /* Keep up to snapshot_inflight_max chunks in flight beyond what the follower acknowledged
@@ -106,7 +106,7 @@ fill_window(struct cns *c, struct cns_peer *p)
 }
 
 /* Go back to the first byte the follower has not acknowledged and send the window again:
- * at the start, on the retransmit timer, once after a reply that shows no progress. */
+ * at the start, on the retransmit timer, after a gap. */
 void
 cns_snapshot_resend(struct cns *c, struct cns_peer *p)
 {
@@ -131,14 +131,14 @@ cns_snapshot_start(struct cns *c, struct cns_peer *p)
 	p->snap_index = c->snap.index;
 	p->snap_offset = 0;
 	p->snap_sent = 0;
-	p->snap_rewound = 0;
+	p->rewind_end = 0;
 	p->progress_ns = c->now_ns;
 	cns_snapshot_resend(c, p);
 }
 
 static void
 send_snapshot_reply(struct cns *c, uint32_t to, uint64_t last_index, uint64_t next_offset,
-		    bool done)
+		    bool done, bool gap)
 {
 	struct wire_snapshot_reply r;
 	memset(&r, 0, sizeof(r));
@@ -148,6 +148,7 @@ send_snapshot_reply(struct cns *c, uint32_t to, uint64_t last_index, uint64_t ne
 	r.next_offset = next_offset;
 	r.follower = c->cfg.self;
 	r.done = done;
+	r.gap = gap;
 	cns_send(c, to, &r);
 }
 
@@ -217,7 +218,7 @@ cns_on_install_snapshot(struct cns *c, const struct wire_install_snapshot *m)
 {
 	if (m->term < c->term) {
 		CNS_COUNT(c, STALE_MSGS);
-		send_snapshot_reply(c, m->leader, m->last_index, 0, false);
+		send_snapshot_reply(c, m->leader, m->last_index, 0, false, false);
 		return;
 	}
 	CHECK(c->role != CNS_LEADER);
@@ -228,12 +229,12 @@ cns_on_install_snapshot(struct cns *c, const struct wire_install_snapshot *m)
 
 	if (m->last_index <= c->commit) {
 		/* We already hold everything it covers, committed. */
-		send_snapshot_reply(c, m->leader, m->last_index, m->total_len, true);
+		send_snapshot_reply(c, m->leader, m->last_index, m->total_len, true, false);
 		return;
 	}
 	if (m->offset == 0 && (c->recv.index != m->last_index || c->recv.term != m->last_term)) {
 		if (m->total_len > c->lim.snapshot_bytes_max) {
-			send_snapshot_reply(c, m->leader, m->last_index, 0, false);
+			send_snapshot_reply(c, m->leader, m->last_index, 0, false, false);
 			return;
 		}
 		c->recv.index = m->last_index;
@@ -245,23 +246,25 @@ cns_on_install_snapshot(struct cns *c, const struct wire_install_snapshot *m)
 	if (c->recv.index != m->last_index || c->recv.term != m->last_term ||
 	    c->recv.len != m->total_len || m->offset != c->recv_offset ||
 	    m->offset + m->tail_len > c->recv.len) {
-		/* Out of order or a different snapshot: say where we are. */
-		uint64_t at = c->recv.index == m->last_index ? c->recv_offset : 0;
-		send_snapshot_reply(c, m->leader, m->last_index, at, false);
+		/* Out of order or a different snapshot: say where we are, and whether a chunk
+		 * before this one is missing (a duplicate of one we hold is no gap). */
+		bool same = c->recv.index == m->last_index && c->recv.term == m->last_term;
+		uint64_t at = same ? c->recv_offset : 0;
+		send_snapshot_reply(c, m->leader, m->last_index, at, false, m->offset > at);
 		return;
 	}
 	memcpy(c->recv_buf + m->offset, m + 1, m->tail_len);
 	c->recv_offset += m->tail_len;
 	if (!m->done || c->recv_offset != c->recv.len) {
-		send_snapshot_reply(c, m->leader, m->last_index, c->recv_offset, false);
+		send_snapshot_reply(c, m->leader, m->last_index, c->recv_offset, false, false);
 		return;
 	}
 	uint64_t index = c->recv.index;
 	uint64_t len = c->recv.len;
 	if (install(c))
-		send_snapshot_reply(c, m->leader, index, len, true);
+		send_snapshot_reply(c, m->leader, index, len, true, false);
 	else
-		send_snapshot_reply(c, m->leader, index, 0, false); /* start it over */
+		send_snapshot_reply(c, m->leader, index, 0, false, true); /* start it over */
 }
 
 void
@@ -297,24 +300,27 @@ cns_on_snapshot_reply(struct cns *c, const struct wire_snapshot_reply *m)
 		CNS_COUNT(c, STALE_MSGS);
 		return;
 	}
+	/* A gap: the follower keeps chunks in order only and dropped one beyond next_offset
+	 * (one before it was lost or overtaken), or it lost its place (restarted, refused the
+	 * snapshot). Go back to where it is, once: the gaps reported by the other chunks
+	 * already in flight lie inside the range being re-sent and are ignored for a
+	 * heartbeat, so reordering costs one window per hole, never a storm; the retransmit
+	 * timer (cns_leader_tick) covers a re-sent chunk that is lost again. */
+	bool rewind = m->gap && !(m->next_offset < p->rewind_end &&
+				  c->now_ns - p->rewind_ns < c->cfg.heartbeat_ns);
 	if (m->next_offset > p->snap_offset) {
 		/* Cumulative acknowledgement: the follower holds [0, next_offset). */
 		p->snap_offset = m->next_offset;
 		if (p->snap_sent < p->snap_offset)
 			p->snap_sent = p->snap_offset;
-		p->snap_rewound = 0;
 		p->progress_ns = c->now_ns;
-		fill_window(c, p);
-		return;
+		if (!rewind)
+			fill_window(c, p);
 	}
-	/* No progress: a chunk was lost or overtaken (the follower keeps chunks in order only
-	 * and dropped the ones after it), the follower lost its place (it restarted), or this
-	 * reply is late or duplicated. Go back to where it says it is, once per progress
-	 * step: reordering then costs at most one window per chunk delivered, never a storm,
-	 * and the retransmit timer (cns_leader_tick) covers the rest. */
-	if (p->snap_rewound)
-		return;
-	p->snap_rewound = 1;
+	if (!rewind)
+		return; /* progress, a duplicate chunk, a late reply or a known hole */
+	p->rewind_end = p->snap_sent;
+	p->rewind_ns = c->now_ns;
 	p->snap_offset = m->next_offset;
 	cns_snapshot_resend(c, p);
 }
