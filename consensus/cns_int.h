@@ -41,16 +41,16 @@ struct cns_peer {
 	uint64_t recv_index;      /* highest entry it holds matching ours (>= match_index; in
 				   * disk mode it may not be durable yet): never re-sent */
 	uint32_t inflight;        /* probe: an AppendEntries is out (replicate: next - 1 - recv) */
-	uint32_t reserved1;
+	uint8_t snap_probe;       /* snapshot: one chunk out after a gap, window after its ack */
+	uint8_t reserved1[3];
 	uint64_t last_send_ns;    /* when we last sent it anything */
 	uint64_t last_ack_ns;     /* when it last answered in this term (check-quorum) */
 	uint64_t progress_ns;     /* when its recv/match (or snapshot offset) last advanced or
 				   * the window opened */
 	uint64_t commit_sent;     /* commit index last sent to it */
-	/* Go-back-N after a hole (replicate: entries, snapshot: bytes). A hole inside the
-	 * range being re-sent is a consequence of the one that caused it, not a new loss. */
-	uint64_t rewind_end;      /* end of the range re-sent at the last rewind (0: none) */
-	uint64_t rewind_ns;       /* when */
+	uint64_t seq_next;        /* seq of the next AppendEntries to it (from 1) */
+	uint64_t seq_mark;        /* first seq of the current probe or pipeline run: rejections
+				   * of older messages are stale */
 	uint64_t snap_index;      /* snapshot being sent (its last index) */
 	uint64_t snap_offset;     /* bytes acknowledged (the follower holds [0, snap_offset)) */
 	uint64_t snap_sent;       /* next byte to send, snap_offset <= snap_sent <= len */
@@ -157,7 +157,7 @@ void cns_follower_ack(struct cns *c);
 
 /* cns_snapshot.c */
 void cns_snapshot_start(struct cns *c, struct cns_peer *p);
-void cns_snapshot_resend(struct cns *c, struct cns_peer *p);
+void cns_snapshot_probe(struct cns *c, struct cns_peer *p, uint64_t offset);
 void cns_on_install_snapshot(struct cns *c, const struct wire_install_snapshot *m);
 void cns_on_snapshot_reply(struct cns *c, const struct wire_snapshot_reply *m);
 int cns_snapshot_restore(struct cns *c, const struct cns_snapshot_meta *meta, const void *data);

@@ -71,8 +71,9 @@ cns_become_leader(struct cns *c)
 		p->snap_index = 0;
 		p->snap_offset = 0;
 		p->snap_sent = 0;
-		p->rewind_end = 0;
-		p->rewind_ns = 0;
+		p->snap_probe = 0;
+		p->seq_next = 1;
+		p->seq_mark = 0;
 		p->commit_sent = 0;
 	}
 	append_first_entry(c);
@@ -94,6 +95,7 @@ send_heartbeat(struct cns *c, struct cns_peer *p)
 	m.prev_term = cns_log_term(c, prev);
 	CHECK(m.prev_term != CNS_TERM_UNKNOWN);
 	m.commit = c->commit;
+	m.seq = p->seq_next++;
 	m.leader = c->cfg.self;
 	p->commit_sent = c->commit;
 	cns_send(c, p->id, &m);
@@ -116,6 +118,7 @@ send_entries(struct cns *c, struct cns_peer *p, uint64_t from)
 	m->prev_term = cns_log_term(c, prev);
 	CHECK(m->prev_term != CNS_TERM_UNKNOWN);
 	m->commit = c->commit;
+	m->seq = p->seq_next++;
 	m->leader = c->cfg.self;
 	p->commit_sent = c->commit;
 
@@ -152,6 +155,8 @@ cns_send_append(struct cns *c, struct cns_peer *p)
 		return;
 	}
 	CHECK(p->next_index <= c->last_index + 1);
+	if (p->state != CNS_PEER_REPLICATE)
+		p->seq_mark = p->seq_next; /* the probe: only its answer (or newer) counts */
 	uint32_t count = send_entries(c, p, p->next_index);
 	if (p->state == CNS_PEER_REPLICATE) {
 		/* Pipelining: assume success and move on; a rejection falls back to probing. */
@@ -314,9 +319,9 @@ cns_leader_tick(struct cns *c)
 		case CNS_PEER_SNAPSHOT:
 			if (now - p->last_send_ns >= hb) {
 				/* Retransmit timer: nothing sent for a heartbeat means the window
-				 * is stuck (chunks or replies lost); go back to what was acked. */
-				p->rewind_end = 0;
-				cns_snapshot_resend(c, p);
+				 * is stuck (chunks or replies lost): one chunk from what was acked,
+				 * the window again once it is answered. */
+				cns_snapshot_probe(c, p, p->snap_offset);
 			}
 			break;
 		default:
@@ -330,8 +335,8 @@ cns_leader_tick(struct cns *c)
 
 /* recv: what we hold matching this leader (leader_match), 0 when answering a stale leader. */
 static void
-send_append_reply(struct cns *c, uint32_t to, bool success, uint64_t match, uint64_t recv,
-		  uint64_t conflict_index, uint64_t conflict_term)
+send_append_reply(struct cns *c, uint32_t to, uint64_t seq, bool success, uint64_t match,
+		  uint64_t recv, uint64_t conflict_index, uint64_t conflict_term)
 {
 	CHECK(recv >= match);
 	if (success)
@@ -344,6 +349,7 @@ send_append_reply(struct cns *c, uint32_t to, bool success, uint64_t match, uint
 	r.recv_index = recv;
 	r.conflict_index = conflict_index;
 	r.conflict_term = conflict_term;
+	r.seq = seq;
 	r.follower = c->cfg.self;
 	r.success = success;
 	cns_send(c, to, &r);
@@ -367,7 +373,7 @@ cns_follower_ack(struct cns *c)
 	uint64_t m = follower_match(c);
 	if (m == c->match_acked)
 		return; /* the disk caught up with nothing new for this leader */
-	send_append_reply(c, c->leader, true, m, c->leader_match, 0, 0);
+	send_append_reply(c, c->leader, 0, true, m, c->leader_match, 0, 0);
 }
 
 /* Validate an entry from the wire before it reaches the log (the log's CHECKs guard the
@@ -390,7 +396,7 @@ cns_on_append_entries(struct cns *c, const struct wire_append_entries *m)
 	if (m->term < c->term) {
 		/* Raft §5.1: tell the stale leader about the newer term. */
 		CNS_COUNT(c, STALE_MSGS);
-		send_append_reply(c, m->leader, false, 0, 0, 0, 0);
+		send_append_reply(c, m->leader, m->seq, false, 0, 0, 0, 0);
 		return;
 	}
 	/* Election Safety (Raft §5.2): one leader per term. Another leader of our own term
@@ -420,13 +426,15 @@ cns_on_append_entries(struct cns *c, const struct wire_append_entries *m)
 		count--;
 	}
 	if (prev < c->base_index) {
-		send_append_reply(c, m->leader, true, follower_match(c), c->leader_match, 0, 0);
+		send_append_reply(c, m->leader, m->seq, true, follower_match(c), c->leader_match,
+				  0, 0);
 		return;
 	}
 	if (prev > c->last_index) {
 		/* Fast back-up: tell the leader where our log ends. */
 		CNS_COUNT(c, APPEND_REJECTED);
-		send_append_reply(c, m->leader, false, 0, c->leader_match, c->last_index + 1, 0);
+		send_append_reply(c, m->leader, m->seq, false, 0, c->leader_match,
+				  c->last_index + 1, 0);
 		return;
 	}
 	uint64_t have = cns_log_term(c, prev);
@@ -442,7 +450,7 @@ cns_on_append_entries(struct cns *c, const struct wire_append_entries *m)
 		     n++)
 			i--;
 		CNS_COUNT(c, APPEND_REJECTED);
-		send_append_reply(c, m->leader, false, 0, c->leader_match, i, have);
+		send_append_reply(c, m->leader, m->seq, false, 0, c->leader_match, i, have);
 		return;
 	}
 
@@ -484,32 +492,9 @@ cns_on_append_entries(struct cns *c, const struct wire_append_entries *m)
 		CNS_ADD(c, ENTRIES_COMMITTED, commit - c->commit);
 		c->commit = commit;
 	}
-	send_append_reply(c, m->leader, true, follower_match(c), c->leader_match, 0, 0);
+	send_append_reply(c, m->leader, m->seq, true, follower_match(c), c->leader_match, 0,
+			  0);
 	CHECK(c->leader_match <= c->last_index);
-}
-
-/* A rejection from a follower whose whole log matches ours through `recv` but ends there:
- * an AppendEntries after recv was lost or overtaken (the network reorders), and the
- * follower dropped the ones after it. Go back to recv + 1 and pipeline again (go-back-N),
- * once: the rejections of the other messages already in flight name holes inside the range
- * being re-sent and are ignored for a heartbeat (a re-sent message that is lost again is
- * then retried; the progress timer covers the rest). Rewinding on every such rejection,
- * and from the durable rather than the held index, was the re-send storm. */
-static void
-go_back(struct cns *c, struct cns_peer *p, uint64_t recv)
-{
-	uint64_t from = recv + 1;
-	if (from < p->rewind_end && c->now_ns - p->rewind_ns < c->cfg.heartbeat_ns)
-		return;
-	p->rewind_end = p->next_index;
-	p->rewind_ns = c->now_ns;
-	p->next_index = from;
-	if (from <= c->base_index) {
-		cns_send_append(c, p); /* compacted meanwhile: the snapshot */
-		return;
-	}
-	replicate_peer(c, p);
-	CHECK(p->next_index > p->recv_index);
 }
 
 void
@@ -546,10 +531,12 @@ cns_on_append_reply(struct cns *c, const struct wire_append_reply *m)
 		bool probing = p->state == CNS_PEER_PROBE;
 		if (probing) {
 			/* The logs match: pipeline from what it holds, not from what it has made
-			 * durable (re-sending those entries is what a slow disk used to cost). */
+			 * durable (re-sending those entries is what a slow disk used to cost).
+			 * Rejections of anything sent before this run are stale from now on. */
 			p->state = CNS_PEER_REPLICATE;
 			p->next_index = p->recv_index + 1;
 			p->inflight = 0;
+			p->seq_mark = p->seq_next;
 		}
 		cns_leader_commit(c);
 		maybe_timeout_now(c);
@@ -560,14 +547,27 @@ cns_on_append_reply(struct cns *c, const struct wire_append_reply *m)
 			replicate_peer(c, p);
 		return;
 	}
+	if (m->seq < p->seq_mark) {
+		/* It answers a message sent before we went back (probe or new pipeline run):
+		 * the network reordered, and what we sent since answers for the follower. */
+		CNS_COUNT(c, STALE_MSGS);
+		return;
+	}
 	if (p->state == CNS_PEER_REPLICATE && m->conflict_term == 0 &&
 	    m->conflict_index == m->recv_index + 1 && m->recv_index >= p->match_index &&
 	    m->conflict_index < p->next_index) {
-		/* Its log is ours through recv and ends there: a hole, not a divergence. */
+		/* Its log is ours through recv and ends there: an AppendEntries after recv was
+		 * lost or overtaken (the network reorders) and it dropped the ones after it.
+		 * Probe from recv + 1, one message, and pipeline again from what it holds once
+		 * that is answered, so the window is re-sent after the stale messages in
+		 * flight have drained, not into them. */
 		if (m->recv_index > p->recv_index)
 			p->progress_ns = c->now_ns;
 		p->recv_index = m->recv_index;
-		go_back(c, p, m->recv_index);
+		p->next_index = m->recv_index + 1;
+		p->state = CNS_PEER_PROBE;
+		p->inflight = 0;
+		cns_send_append(c, p);
 		return;
 	}
 	/* Fast back-up (Raft §5.3): jump over the follower's conflicting term. */

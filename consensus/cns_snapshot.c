@@ -87,11 +87,11 @@ follow_current(struct cns *c, struct cns_peer *p)
 	p->snap_index = c->snap.index;
 	p->snap_offset = 0;
 	p->snap_sent = 0;
-	p->rewind_end = 0;
+	p->snap_probe = 0;
 }
 
-/* Keep up to snapshot_inflight_max chunks in flight beyond what the follower acknowledged
- * (go-back-N: the follower takes chunks in order only). */
+/* Keep up to snapshot_inflight_max chunks in flight beyond what the follower acknowledged.
+ * The follower takes chunks in order only and drops one beyond its position. */
 static void
 fill_window(struct cns *c, struct cns_peer *p)
 {
@@ -105,35 +105,41 @@ fill_window(struct cns *c, struct cns_peer *p)
 	CHECK(p->snap_offset <= p->snap_sent && p->snap_sent <= c->snap.len);
 }
 
-/* Go back to the first byte the follower has not acknowledged and send the window again:
- * at the start, on the retransmit timer, after a gap. */
+/* One chunk from offset (where the follower is, or says it is), and the window again only
+ * once it is answered: re-sending a whole window while stale chunks are still in flight
+ * would have them overtake each other again (the follower drops each one that is early). */
 void
-cns_snapshot_resend(struct cns *c, struct cns_peer *p)
+cns_snapshot_probe(struct cns *c, struct cns_peer *p, uint64_t offset)
 {
 	CHECK(c->role == CNS_LEADER);
 	CHECK(c->snap.index > 0);
 	follow_current(c, p);
+	CHECK(offset <= c->snap.len);
 	p->state = CNS_PEER_SNAPSHOT;
-	p->snap_sent = p->snap_offset;
-	if (p->snap_sent == c->snap.len)
-		send_chunk(c, p, p->snap_sent); /* the empty last chunk (or an empty snapshot) */
-	else
-		fill_window(c, p);
+	p->snap_probe = 1;
+	p->snap_offset = offset;
+	p->snap_sent = offset + send_chunk(c, p, offset); /* an empty snapshot: one empty chunk */
+	CHECK(p->snap_sent <= c->snap.len);
 }
 
-/* Raft §7: the entries the follower needs are compacted away; send it the snapshot. */
+/* Raft §7: the entries the follower needs are compacted away; send it the snapshot, a
+ * window of chunks at once. */
 void
 cns_snapshot_start(struct cns *c, struct cns_peer *p)
 {
 	CHECK(c->role == CNS_LEADER);
+	CHECK(c->snap.index > 0);
 	p->state = CNS_PEER_SNAPSHOT;
 	p->inflight = 0;
 	p->snap_index = c->snap.index;
 	p->snap_offset = 0;
 	p->snap_sent = 0;
-	p->rewind_end = 0;
+	p->snap_probe = 0;
 	p->progress_ns = c->now_ns;
-	cns_snapshot_resend(c, p);
+	if (c->snap.len == 0)
+		send_chunk(c, p, 0); /* an empty snapshot: one empty chunk */
+	else
+		fill_window(c, p);
 }
 
 static void
@@ -300,29 +306,34 @@ cns_on_snapshot_reply(struct cns *c, const struct wire_snapshot_reply *m)
 		CNS_COUNT(c, STALE_MSGS);
 		return;
 	}
-	/* A gap: the follower keeps chunks in order only and dropped one beyond next_offset
-	 * (one before it was lost or overtaken), or it lost its place (restarted, refused the
-	 * snapshot). Go back to where it is, once: the gaps reported by the other chunks
-	 * already in flight lie inside the range being re-sent and are ignored for a
-	 * heartbeat, so reordering costs one window per hole, never a storm; the retransmit
-	 * timer (cns_leader_tick) covers a re-sent chunk that is lost again. */
-	bool rewind = m->gap && !(m->next_offset < p->rewind_end &&
-				  c->now_ns - p->rewind_ns < c->cfg.heartbeat_ns);
 	if (m->next_offset > p->snap_offset) {
 		/* Cumulative acknowledgement: the follower holds [0, next_offset). */
 		p->snap_offset = m->next_offset;
-		if (p->snap_sent < p->snap_offset)
+		if (p->snap_probe) {
+			/* The probe was answered: whatever followed the gap was dropped or is
+			 * stale, pipeline again from here. */
+			p->snap_probe = 0;
 			p->snap_sent = p->snap_offset;
+		} else if (p->snap_sent < p->snap_offset) {
+			p->snap_sent = p->snap_offset;
+		}
 		p->progress_ns = c->now_ns;
-		if (!rewind)
+		if (!m->gap) {
 			fill_window(c, p);
+			return;
+		}
 	}
-	if (!rewind)
-		return; /* progress, a duplicate chunk, a late reply or a known hole */
-	p->rewind_end = p->snap_sent;
-	p->rewind_ns = c->now_ns;
-	p->snap_offset = m->next_offset;
-	cns_snapshot_resend(c, p);
+	if (!m->gap)
+		return; /* a duplicate chunk or a late reply: nothing is missing */
+	/* A gap: the follower dropped a chunk beyond next_offset (one before it was lost or
+	 * overtaken), or it lost its place (restarted, refused the snapshot). The other chunks
+	 * in flight report the same gap: probe once, ignore them while the probe is out (the
+	 * retransmit timer in cns_leader_tick covers a lost probe), so reordering costs a
+	 * round trip per hole, never a storm. A gap behind what it acknowledged is stale,
+	 * unless a probe is out (then it is where the follower is now). */
+	if (p->snap_probe ? m->next_offset >= p->snap_offset : m->next_offset < p->snap_offset)
+		return;
+	cns_snapshot_probe(c, p, m->next_offset);
 }
 
 int

@@ -114,7 +114,7 @@ Test(wire, tail_round_trip)
 	uint32_t count;
 	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_OK));
 	cr_assert(eq(u32, count, 2));
-	cr_assert(eq(u16, msgs[0]->length, 48 + 120));
+	cr_assert(eq(u16, msgs[0]->length, sizeof(struct wire_append_entries) + 120));
 	cr_assert(eq(u64, (uintptr_t)msgs[1] % 8, 0));
 	const struct wire_append_entries *got = (const void *)msgs[0];
 	cr_assert(eq(int, memcmp(got + 1, tail, sizeof(tail)), 0));
@@ -148,7 +148,7 @@ Test(wire, entries_must_add_up)
 	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_LENGTH));
 
 	e.data_len = 4; /* not a multiple of 8 */
-	memcpy(frame + 16 + 48, &e, sizeof(e));
+	memcpy(frame + 16 + sizeof(struct wire_append_entries), &e, sizeof(e));
 	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_LENGTH));
 }
 

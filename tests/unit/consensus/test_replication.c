@@ -324,14 +324,15 @@ Test(cns_replication, follower_commits_only_verified_prefix, .fini = fini)
 	fx_heal(&F);
 }
 
-/* Goal: an AppendEntries overtaken by the next one (the network reorders) costs one
- * window re-sent, once, however many rejections the hole causes.
+/* Goal: an AppendEntries overtaken by the next one (the network reorders) costs one probe
+ * and the entries the follower dropped, however many rejections the hole causes.
  * Method: one entry per AppendEntries, window 16; 16 entries are sent to n2 back to back,
  * the first two swapped in the queue. n2 rejects the second (a hole after its last entry),
- * takes the first and rejects the 14 after it (they follow the hole). The leader goes back
- * to the hole once and ignores the 14 rejections inside the range it is re-sending:
- * entries sent to n2 are at most 16 + 16. (Before: every rejection sent a probe and the
- * first success re-pipelined the window: 16 + 1 + 15 + 14.) */
+ * takes the first and rejects the 14 after it (they follow the hole). The leader probes
+ * once, pipelines again from what n2 holds when the first success arrives, and ignores the
+ * 14 rejections (their seq is older than the new run): entries sent to n2 are
+ * 16 + 1 + 15. (Before: every rejection sent a probe and every probe's success
+ * re-pipelined the window.) */
 Test(cns_replication, reordered_append_fills_hole_once, .fini = fini)
 {
 	fx_init(&F, 3, CNS_DURABLE_MEMORY);
@@ -363,6 +364,7 @@ Test(cns_replication, reordered_append_fills_hole_once, .fini = fini)
 	F.q[(F.q_head + (uint32_t)second) % FX_QUEUE] = tmp;
 	fx_deliver_all(&F);
 	cr_assert(eq(u64, cns_counter(F.nodes[1].c, CNS_C_APPEND_REJECTED), 15));
+	cr_assert(eq(u64, cns_counter(F.nodes[0].c, CNS_C_STALE_MSGS), 14));
 	cr_assert(F.sent_entries[0][1] - before <= 32, "entries sent to n2: %lu",
 		  (unsigned long)(F.sent_entries[0][1] - before));
 	fx_run_ms(&F, 10);
@@ -376,8 +378,8 @@ Test(cns_replication, reordered_append_fills_hole_once, .fini = fini)
  * for 600 ms while 200 entries are proposed one per 2 ms (n1 and n3 commit them). Count
  * the entries the leader put into AppendEntries for n2: at most the 200 proposed plus a
  * few. (Before: the window closed 32 entries past n2's durable index, and every two
- * heartbeats the leader fell back to PROBE and re-sent all 32: ~12 times here, > 500
- * entries.) Then the disk catches up and n2 commits and applies everything. */
+ * heartbeats the leader fell back to PROBE and re-sent all 32: 421 entries with that
+ * flow control.) Then the disk catches up and n2 commits and applies everything. */
 Test(cns_replication, slow_disk_follower_not_resent, .fini = fini)
 {
 	fx_init(&F, 3, CNS_DURABLE_DISK);
@@ -400,11 +402,11 @@ Test(cns_replication, slow_disk_follower_not_resent, .fini = fini)
 	fx_run_ms(&F, 200);
 	uint64_t entries = F.sent_entries[0][1] - before;
 	uint64_t msgs = F.sent[0][1] - msgs_before;
+	cr_assert(entries <= 200 + 4, "entries sent to n2 while its disk lagged: %lu",
+		  (unsigned long)entries);
 	cr_assert(cns_commit_index(c1) >= first + 199, "n1 and n3 commit without n2's disk");
 	cr_assert(cns_last_index(c2) >= first + 199, "n2 holds every entry");
 	cr_assert(cns_durable_index(c2) < first, "n2's disk made nothing durable");
-	cr_assert(entries <= 200 + 4, "entries sent to n2 while its disk lagged: %lu",
-		  (unsigned long)entries);
 	/* AppendEntries with entries, a commit push per commit advance (one per entry here)
 	 * and a heartbeat per 25 ms. (Before: > 700.) */
 	cr_assert(msgs <= 200 + 4 + 200 + 600 / 25 + 4, "messages to n2: %lu",
