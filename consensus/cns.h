@@ -91,7 +91,7 @@ enum cns_durability {
 	X(SNAPSHOTS_INSTALLED, "snapshots installed from a leader")                       \
 	X(TRANSFERS, "leadership transfers started")                                      \
 	X(TIMEOUT_NOW_SENT, "TimeoutNow sent")                                            \
-	X(STALE_MSGS, "messages from an older term or an unknown sender")                 \
+	X(STALE_MSGS, "messages from an older term, or replies to superseded messages")    \
 	X(MALFORMED, "entries refused from a leader: bad length, kind, term or time")    \
 	X(DURABLE_REPORTS_STALE, "durability reports for entries no longer in the log")
 
