@@ -2187,7 +2187,8 @@ limits_me(const struct app_config *cfg, uint16_t id, struct me_limits *l)
 	l->events_reserve = 256;
 }
 
-/* Frames must fit the MTU: AppendEntries carry one entry when a full tail does not fit. */
+/* Frames must fit the MTU: AppendEntries carry one entry when a full tail does not fit, and
+ * InstallSnapshot chunks are cut to the frame. */
 static void
 cns_conf(const struct app *app, const struct app_shard *s, uint32_t frame_cap,
 	 struct cns_config *cc)
@@ -2199,7 +2200,10 @@ cns_conf(const struct app *app, const struct app_shard *s, uint32_t frame_cap,
 	cc->election_timeout_max_ns = cfg->election_ms * 2000000;
 	cc->heartbeat_ns = cfg->heartbeat_ms * 1000000;
 	cc->tick_entry_ns = cfg->tick_ms * 1000000;
-	cc->log_keep_entries = 4096;
+	/* Entries kept behind a snapshot for a slightly lagging follower: at most one snapshot
+	 * interval (and never so many that the log cannot hold them plus the next interval). */
+	cc->log_keep_entries = (uint32_t)RTE_MIN(RTE_MIN(UINT64_C(4096), cfg->snapshot_entries),
+						 cfg->log_entries_max - cfg->snapshot_entries);
 	cc->seed = (uint64_t)s->self * 1000003 + s->id * 7919 + rte_rdtsc();
 	uint32_t ae_budget = frame_cap - (uint32_t)sizeof(struct wire_frame_hdr) - WIRE_MAC_SIZE -
 			     (uint32_t)sizeof(struct wire_append_entries);
@@ -2208,6 +2212,14 @@ cns_conf(const struct app *app, const struct app_shard *s, uint32_t frame_cap,
 		cc->append_entries_max = 1;
 		cc->batch_bytes_max = RTE_MIN(data, CNS_ENTRY_DATA_MAX);
 		cc->inflight_max = 64;
+	}
+	/* InstallSnapshot chunks: what one frame carries after the InstallSnapshot header (≈1.3
+	 * KiB at MTU 1500), more of them in flight when they are small. */
+	uint32_t is_budget = frame_cap - (uint32_t)sizeof(struct wire_frame_hdr) - WIRE_MAC_SIZE -
+			     (uint32_t)sizeof(struct wire_install_snapshot);
+	if (is_budget < CNS_SNAPSHOT_CHUNK_MAX) {
+		cc->snapshot_chunk_bytes = is_budget & ~7u;
+		cc->snapshot_inflight_max = 16;
 	}
 }
 

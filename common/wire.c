@@ -427,7 +427,7 @@ body_check(const struct wire_msg_hdr *h, int depth)
 		const struct wire_append_reply *m = (const void *)h;
 		if (!RESERVED(m->reserved))
 			return WIRE_E_BAD_RESERVED;
-		ok = m->success <= 1;
+		ok = m->success <= 1 && m->recv_index >= m->match_index;
 		break;
 	}
 	case WIRE_INSTALL_SNAPSHOT: {
@@ -441,7 +441,7 @@ body_check(const struct wire_msg_hdr *h, int depth)
 		const struct wire_snapshot_reply *m = (const void *)h;
 		if (!RESERVED(m->reserved))
 			return WIRE_E_BAD_RESERVED;
-		ok = m->done <= 1;
+		ok = m->done <= 1 && m->gap <= 1;
 		break;
 	}
 	case WIRE_TIMEOUT_NOW: {

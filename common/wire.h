@@ -30,7 +30,7 @@
 #include <stdint.h>
 
 #define WIRE_MAGIC UINT32_C(0x44534d4f) /* "OMSD" little-endian */
-#define WIRE_VERSION 2
+#define WIRE_VERSION 3
 #define WIRE_FRAME_F_MAC 0x01     /* a 16-byte SipHash-2-4-128 tag follows the last message */
 #define WIRE_MAC_SIZE 16
 #define WIRE_FRAME_MAX 9000       /* jumbo frame payload; ordinary ports use ~1472 */
@@ -747,11 +747,12 @@ struct wire_append_entries {
 	uint64_t prev_index;
 	uint64_t prev_term;
 	uint64_t commit;
+	uint64_t seq;            /* the leader's per-follower message number, echoed in the reply */
 	uint32_t leader;
 	uint16_t entry_count;
 	uint16_t tail_len;
 };
-static_assert(sizeof(struct wire_append_entries) == 48, "wire_append_entries");
+static_assert(sizeof(struct wire_append_entries) == 56, "wire_append_entries");
 
 /* One log entry inside an AppendEntries tail. Its data is a sequence of wire messages. */
 struct wire_entry_hdr {
@@ -763,17 +764,24 @@ struct wire_entry_hdr {
 };
 static_assert(sizeof(struct wire_entry_hdr) == 24, "wire_entry_hdr");
 
+/* match_index is what counts towards commitment (in disk mode: durable); recv_index is
+ * what the follower holds in memory that matches this leader's log, so the leader neither
+ * re-sends entries that are only waiting for the follower's disk nor waits for them. seq
+ * names the AppendEntries answered, so a rejection of a message sent before the leader
+ * went back (the network reorders) is recognised as stale. */
 struct wire_append_reply {
 	struct wire_msg_hdr hdr;
 	uint64_t term;
-	uint64_t match_index;    /* success: highest index known replicated */
+	uint64_t match_index;    /* success: highest index known replicated (counted) */
+	uint64_t recv_index;     /* highest index held matching the leader, >= match_index */
 	uint64_t conflict_index; /* failure: first index of conflict_term (fast back-up) */
 	uint64_t conflict_term;
+	uint64_t seq;            /* the AppendEntries answered (its seq), 0 when unsolicited */
 	uint32_t follower;
 	uint8_t success;
 	uint8_t reserved[3];
 };
-static_assert(sizeof(struct wire_append_reply) == 48, "wire_append_reply");
+static_assert(sizeof(struct wire_append_reply) == 64, "wire_append_reply");
 
 /* Followed by tail_len bytes of snapshot at byte offset `offset`. */
 struct wire_install_snapshot {
@@ -797,7 +805,9 @@ struct wire_snapshot_reply {
 	uint64_t next_offset;    /* bytes received so far */
 	uint32_t follower;
 	uint8_t done;
-	uint8_t reserved[3];
+	uint8_t gap;             /* 1: the chunk was beyond next_offset (one before it is
+				  * missing) or the follower lost its place: send from there */
+	uint8_t reserved[2];
 };
 static_assert(sizeof(struct wire_snapshot_reply) == 40, "wire_snapshot_reply");
 

@@ -35,7 +35,9 @@
 #define CNS_NODE_NONE 0u      /* no node (node ids are non-zero) */
 /* The largest entry data: one entry alone must fit an AppendEntries tail. */
 #define CNS_ENTRY_DATA_MAX (WIRE_TAIL_MAX - (uint32_t)sizeof(struct wire_entry_hdr))
-#define CNS_SNAPSHOT_CHUNK WIRE_TAIL_MAX /* InstallSnapshot chunk size */
+/* InstallSnapshot chunks: the largest (and default) chunk, and the most chunks in flight. */
+#define CNS_SNAPSHOT_CHUNK_MAX WIRE_TAIL_MAX
+#define CNS_SNAPSHOT_INFLIGHT_MAX 64
 /* Named bounds for a host's duty cycle (STYLE.md §3). */
 #define CNS_INGRESS_DRAIN_MAX 256 /* ingress messages proposed per cycle */
 #define CNS_APPLY_DRAIN_MAX 256   /* entries applied per cycle (cns_apply max) */
@@ -89,7 +91,7 @@ enum cns_durability {
 	X(SNAPSHOTS_INSTALLED, "snapshots installed from a leader")                       \
 	X(TRANSFERS, "leadership transfers started")                                      \
 	X(TIMEOUT_NOW_SENT, "TimeoutNow sent")                                            \
-	X(STALE_MSGS, "messages from an older term or an unknown sender")                 \
+	X(STALE_MSGS, "messages from an older term, or replies to superseded messages")    \
 	X(MALFORMED, "entries refused from a leader: bad length, kind, term or time")    \
 	X(DURABLE_REPORTS_STALE, "durability reports for entries no longer in the log")
 
@@ -167,6 +169,9 @@ struct cns_config {
 	uint32_t inflight_max;              /* AppendEntries in flight per follower */
 	uint32_t uncommitted_max;           /* proposals refused beyond this many entries */
 	uint32_t log_keep_entries;          /* entries kept behind a snapshot for laggards */
+	uint32_t snapshot_chunk_bytes;      /* InstallSnapshot data per message, multiple of 8,
+					     * <= CNS_SNAPSHOT_CHUNK_MAX (fit it to the MTU) */
+	uint32_t snapshot_inflight_max;     /* chunks in flight per follower, 1..64 */
 	uint32_t reserved2;
 	uint64_t seed;                      /* election timeout generator */
 };

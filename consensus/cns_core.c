@@ -53,6 +53,8 @@ cns_config_default(struct cns_config *cfg, uint16_t shard, uint32_t self, uint32
 	cfg->inflight_max = 8;
 	cfg->uncommitted_max = 4096;
 	cfg->log_keep_entries = 64;
+	cfg->snapshot_chunk_bytes = CNS_SNAPSHOT_CHUNK_MAX;
+	cfg->snapshot_inflight_max = 4;
 	cfg->seed = self;
 }
 
@@ -86,6 +88,13 @@ config_ok(const struct cns_config *cfg)
 	    cfg->batch_bytes_max % 8 != 0)
 		return false;
 	if (cfg->append_entries_max == 0 || cfg->inflight_max == 0 || cfg->uncommitted_max == 0)
+		return false;
+	/* A chunk must fit one message tail; the host sizes it to the MTU. */
+	if (cfg->snapshot_chunk_bytes < 8 || cfg->snapshot_chunk_bytes > CNS_SNAPSHOT_CHUNK_MAX ||
+	    cfg->snapshot_chunk_bytes % 8 != 0)
+		return false;
+	if (cfg->snapshot_inflight_max == 0 ||
+	    cfg->snapshot_inflight_max > CNS_SNAPSHOT_INFLIGHT_MAX)
 		return false;
 	return true;
 }

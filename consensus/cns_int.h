@@ -19,7 +19,8 @@
 
 static_assert(sizeof(struct wire_append_entries) + WIRE_TAIL_MAX <= CNS_SEND_BUF_SIZE,
 	      "send buffer holds a full AppendEntries");
-static_assert(CNS_SNAPSHOT_CHUNK <= WIRE_TAIL_MAX, "snapshot chunk fits a tail");
+static_assert(CNS_SNAPSHOT_CHUNK_MAX <= WIRE_TAIL_MAX, "snapshot chunk fits a tail");
+static_assert(CNS_SNAPSHOT_CHUNK_MAX % 8 == 0, "snapshot chunks keep offsets 8-byte aligned");
 static_assert(CNS_ENTRY_DATA_MAX % 8 == 0, "entry data stays 8-byte aligned");
 
 /* Replication state of one follower, kept by the leader (Raft Figure 2 nextIndex,
@@ -36,15 +37,23 @@ struct cns_peer {
 	uint8_t vote_granted;     /* this election: granted us a (pre-)vote */
 	uint16_t reserved;
 	uint64_t next_index;      /* next entry to send (Raft nextIndex) */
-	uint64_t match_index;     /* highest entry known replicated (Raft matchIndex) */
-	uint32_t inflight;        /* probe: an AppendEntries is out (replicate: next - 1 - match) */
-	uint32_t reserved1;
+	uint64_t match_index;     /* highest entry known replicated (Raft matchIndex): counted */
+	uint64_t recv_index;      /* highest entry it holds matching ours (>= match_index; in
+				   * disk mode it may not be durable yet): never re-sent */
+	uint32_t inflight;        /* probe: an AppendEntries is out (replicate: next - 1 - recv) */
+	uint8_t snap_probe;       /* snapshot: one chunk out after a gap, window after its ack */
+	uint8_t reserved1[3];
 	uint64_t last_send_ns;    /* when we last sent it anything */
 	uint64_t last_ack_ns;     /* when it last answered in this term (check-quorum) */
-	uint64_t progress_ns;     /* when its match last advanced or the window opened */
+	uint64_t progress_ns;     /* when its recv/match (or snapshot offset) last advanced or
+				   * the window opened */
 	uint64_t commit_sent;     /* commit index last sent to it */
+	uint64_t seq_next;        /* seq of the next AppendEntries to it (from 1) */
+	uint64_t seq_mark;        /* first seq of the current probe or pipeline run: rejections
+				   * of older messages are stale */
 	uint64_t snap_index;      /* snapshot being sent (its last index) */
-	uint64_t snap_offset;     /* bytes acknowledged */
+	uint64_t snap_offset;     /* bytes acknowledged (the follower holds [0, snap_offset)) */
+	uint64_t snap_sent;       /* next byte to send, snap_offset <= snap_sent <= len */
 };
 
 struct cns {
@@ -147,7 +156,8 @@ void cns_on_append_reply(struct cns *c, const struct wire_append_reply *m);
 void cns_follower_ack(struct cns *c);
 
 /* cns_snapshot.c */
-void cns_send_snapshot_chunk(struct cns *c, struct cns_peer *p);
+void cns_snapshot_start(struct cns *c, struct cns_peer *p);
+void cns_snapshot_probe(struct cns *c, struct cns_peer *p, uint64_t offset);
 void cns_on_install_snapshot(struct cns *c, const struct wire_install_snapshot *m);
 void cns_on_snapshot_reply(struct cns *c, const struct wire_snapshot_reply *m);
 int cns_snapshot_restore(struct cns *c, const struct cns_snapshot_meta *meta, const void *data);

@@ -62,6 +62,7 @@ cns_become_leader(struct cns *c)
 		/* Raft Figure 2: nextIndex = leader last + 1, matchIndex = 0. */
 		p->next_index = c->last_index + 1;
 		p->match_index = 0;
+		p->recv_index = 0;
 		p->state = CNS_PEER_PROBE;
 		p->inflight = 0;
 		p->last_send_ns = c->now_ns;
@@ -69,6 +70,10 @@ cns_become_leader(struct cns *c)
 		p->progress_ns = c->now_ns;
 		p->snap_index = 0;
 		p->snap_offset = 0;
+		p->snap_sent = 0;
+		p->snap_probe = 0;
+		p->seq_next = 1;
+		p->seq_mark = 0;
 		p->commit_sent = 0;
 	}
 	append_first_entry(c);
@@ -76,12 +81,12 @@ cns_become_leader(struct cns *c)
 	CHECK(c->role == CNS_LEADER);
 }
 
-/* An empty AppendEntries at the follower's match point: keeps its timer and commit index
- * fresh without disturbing the pipeline. */
+/* An empty AppendEntries at the point the follower is known to hold: keeps its timer and
+ * commit index fresh without disturbing the pipeline. */
 static void
 send_heartbeat(struct cns *c, struct cns_peer *p)
 {
-	uint64_t prev = p->match_index > c->base_index ? p->match_index : c->base_index;
+	uint64_t prev = p->recv_index > c->base_index ? p->recv_index : c->base_index;
 	struct wire_append_entries m;
 	memset(&m, 0, sizeof(m));
 	wire_hdr_init(&m.hdr, WIRE_APPEND_ENTRIES, c->cfg.shard);
@@ -90,6 +95,7 @@ send_heartbeat(struct cns *c, struct cns_peer *p)
 	m.prev_term = cns_log_term(c, prev);
 	CHECK(m.prev_term != CNS_TERM_UNKNOWN);
 	m.commit = c->commit;
+	m.seq = p->seq_next++;
 	m.leader = c->cfg.self;
 	p->commit_sent = c->commit;
 	cns_send(c, p->id, &m);
@@ -97,19 +103,13 @@ send_heartbeat(struct cns *c, struct cns_peer *p)
 	p->last_send_ns = c->now_ns;
 }
 
-void
-cns_send_append(struct cns *c, struct cns_peer *p)
+/* One AppendEntries with the entries from index `from` on (as many whole entries as fit one
+ * tail, at most append_entries_max). Returns the entries sent. */
+static uint32_t
+send_entries(struct cns *c, struct cns_peer *p, uint64_t from)
 {
-	CHECK(c->role == CNS_LEADER);
-	if (p->next_index <= c->base_index) {
-		/* Raft §7: the entries it needs are compacted away; send the snapshot. */
-		p->state = CNS_PEER_SNAPSHOT;
-		p->inflight = 0;
-		cns_send_snapshot_chunk(c, p);
-		return;
-	}
-	CHECK(p->next_index <= c->last_index + 1);
-	uint64_t prev = p->next_index - 1;
+	CHECK(from > c->base_index && from <= c->last_index + 1);
+	uint64_t prev = from - 1;
 	struct wire_append_entries *m = (struct wire_append_entries *)c->send_buf;
 	memset(m, 0, sizeof(*m));
 	wire_hdr_init(&m->hdr, WIRE_APPEND_ENTRIES, c->cfg.shard);
@@ -118,6 +118,7 @@ cns_send_append(struct cns *c, struct cns_peer *p)
 	m->prev_term = cns_log_term(c, prev);
 	CHECK(m->prev_term != CNS_TERM_UNKNOWN);
 	m->commit = c->commit;
+	m->seq = p->seq_next++;
 	m->leader = c->cfg.self;
 	p->commit_sent = c->commit;
 
@@ -125,8 +126,7 @@ cns_send_append(struct cns *c, struct cns_peer *p)
 	uint8_t *tail = (uint8_t *)(m + 1);
 	uint32_t tail_len = 0;
 	uint32_t count = 0;
-	for (uint64_t i = p->next_index; i <= c->last_index && count < c->cfg.append_entries_max;
-	     i++) {
+	for (uint64_t i = from; i <= c->last_index && count < c->cfg.append_entries_max; i++) {
 		const struct wire_entry_hdr *e = cns_log_entry(c, i);
 		uint32_t size = (uint32_t)sizeof(*e) + e->data_len;
 		if (tail_len + size > WIRE_TAIL_MAX)
@@ -141,9 +141,26 @@ cns_send_append(struct cns *c, struct cns_peer *p)
 	cns_send(c, p->id, m);
 	CNS_COUNT(c, APPEND_SENT);
 	p->last_send_ns = c->now_ns;
+	DCHECK(count > 0 || from == c->last_index + 1);
+	return count;
+}
+
+void
+cns_send_append(struct cns *c, struct cns_peer *p)
+{
+	CHECK(c->role == CNS_LEADER);
+	if (p->next_index <= c->base_index) {
+		/* Raft §7: the entries it needs are compacted away; send the snapshot. */
+		cns_snapshot_start(c, p);
+		return;
+	}
+	CHECK(p->next_index <= c->last_index + 1);
+	if (p->state != CNS_PEER_REPLICATE)
+		p->seq_mark = p->seq_next; /* the probe: only its answer (or newer) counts */
+	uint32_t count = send_entries(c, p, p->next_index);
 	if (p->state == CNS_PEER_REPLICATE) {
 		/* Pipelining: assume success and move on; a rejection falls back to probing. */
-		if (p->next_index - 1 == p->match_index)
+		if (p->next_index - 1 == p->recv_index)
 			p->progress_ns = c->now_ns;
 		p->next_index += count;
 	} else {
@@ -157,8 +174,9 @@ cns_send_append(struct cns *c, struct cns_peer *p)
 static bool
 window_open(const struct cns *c, const struct cns_peer *p)
 {
-	DCHECK(p->next_index > p->match_index);
-	uint64_t outstanding = p->next_index - 1 - p->match_index;
+	DCHECK(p->next_index > p->recv_index);
+	DCHECK(p->recv_index >= p->match_index);
+	uint64_t outstanding = p->next_index - 1 - p->recv_index;
 	return p->next_index <= c->last_index &&
 	       outstanding < (uint64_t)c->cfg.inflight_max * c->cfg.append_entries_max;
 }
@@ -277,10 +295,10 @@ cns_leader_tick(struct cns *c)
 		struct cns_peer *p = &c->peers[i];
 		switch (p->state) {
 		case CNS_PEER_REPLICATE:
-			if (p->next_index - 1 > p->match_index && now - p->progress_ns >= 2 * hb) {
-				/* Lost in flight: fall back to probing from what is known. */
+			if (p->next_index - 1 > p->recv_index && now - p->progress_ns >= 2 * hb) {
+				/* Lost in flight: fall back to probing from what it holds. */
 				p->state = CNS_PEER_PROBE;
-				p->next_index = p->match_index + 1;
+				p->next_index = p->recv_index + 1;
 				p->inflight = 0;
 				cns_send_append(c, p);
 			} else if (now - p->last_send_ns >= hb || p->commit_sent < c->commit) {
@@ -299,8 +317,12 @@ cns_leader_tick(struct cns *c)
 			}
 			break;
 		case CNS_PEER_SNAPSHOT:
-			if (now - p->last_send_ns >= hb)
-				cns_send_snapshot_chunk(c, p);
+			if (now - p->last_send_ns >= hb) {
+				/* Retransmit timer: nothing sent for a heartbeat means the window
+				 * is stuck (chunks or replies lost): one chunk from what was acked,
+				 * the window again once it is answered. */
+				cns_snapshot_probe(c, p, p->snap_offset);
+			}
 			break;
 		default:
 			CHECK(false);
@@ -311,10 +333,12 @@ cns_leader_tick(struct cns *c)
 		maybe_timeout_now(c);
 }
 
+/* recv: what we hold matching this leader (leader_match), 0 when answering a stale leader. */
 static void
-send_append_reply(struct cns *c, uint32_t to, bool success, uint64_t match,
-		  uint64_t conflict_index, uint64_t conflict_term)
+send_append_reply(struct cns *c, uint32_t to, uint64_t seq, bool success, uint64_t match,
+		  uint64_t recv, uint64_t conflict_index, uint64_t conflict_term)
 {
+	CHECK(recv >= match);
 	if (success)
 		c->match_acked = match;
 	struct wire_append_reply r;
@@ -322,8 +346,10 @@ send_append_reply(struct cns *c, uint32_t to, bool success, uint64_t match,
 	wire_hdr_init(&r.hdr, WIRE_APPEND_REPLY, c->cfg.shard);
 	r.term = c->term;
 	r.match_index = match;
+	r.recv_index = recv;
 	r.conflict_index = conflict_index;
 	r.conflict_term = conflict_term;
+	r.seq = seq;
 	r.follower = c->cfg.self;
 	r.success = success;
 	cns_send(c, to, &r);
@@ -347,7 +373,7 @@ cns_follower_ack(struct cns *c)
 	uint64_t m = follower_match(c);
 	if (m == c->match_acked)
 		return; /* the disk caught up with nothing new for this leader */
-	send_append_reply(c, c->leader, true, m, 0, 0);
+	send_append_reply(c, c->leader, 0, true, m, c->leader_match, 0, 0);
 }
 
 /* Validate an entry from the wire before it reaches the log (the log's CHECKs guard the
@@ -370,7 +396,7 @@ cns_on_append_entries(struct cns *c, const struct wire_append_entries *m)
 	if (m->term < c->term) {
 		/* Raft §5.1: tell the stale leader about the newer term. */
 		CNS_COUNT(c, STALE_MSGS);
-		send_append_reply(c, m->leader, false, 0, 0, 0);
+		send_append_reply(c, m->leader, m->seq, false, 0, 0, 0, 0);
 		return;
 	}
 	/* Election Safety (Raft §5.2): one leader per term. Another leader of our own term
@@ -400,13 +426,15 @@ cns_on_append_entries(struct cns *c, const struct wire_append_entries *m)
 		count--;
 	}
 	if (prev < c->base_index) {
-		send_append_reply(c, m->leader, true, follower_match(c), 0, 0);
+		send_append_reply(c, m->leader, m->seq, true, follower_match(c), c->leader_match,
+				  0, 0);
 		return;
 	}
 	if (prev > c->last_index) {
 		/* Fast back-up: tell the leader where our log ends. */
 		CNS_COUNT(c, APPEND_REJECTED);
-		send_append_reply(c, m->leader, false, 0, c->last_index + 1, 0);
+		send_append_reply(c, m->leader, m->seq, false, 0, c->leader_match,
+				  c->last_index + 1, 0);
 		return;
 	}
 	uint64_t have = cns_log_term(c, prev);
@@ -422,7 +450,7 @@ cns_on_append_entries(struct cns *c, const struct wire_append_entries *m)
 		     n++)
 			i--;
 		CNS_COUNT(c, APPEND_REJECTED);
-		send_append_reply(c, m->leader, false, 0, i, have);
+		send_append_reply(c, m->leader, m->seq, false, 0, c->leader_match, i, have);
 		return;
 	}
 
@@ -464,7 +492,8 @@ cns_on_append_entries(struct cns *c, const struct wire_append_entries *m)
 		CNS_ADD(c, ENTRIES_COMMITTED, commit - c->commit);
 		c->commit = commit;
 	}
-	send_append_reply(c, m->leader, true, follower_match(c), 0, 0);
+	send_append_reply(c, m->leader, m->seq, true, follower_match(c), c->leader_match, 0,
+			  0);
 	CHECK(c->leader_match <= c->last_index);
 }
 
@@ -479,31 +508,66 @@ cns_on_append_reply(struct cns *c, const struct wire_append_reply *m)
 	p->last_ack_ns = c->now_ns;
 	if (p->state == CNS_PEER_SNAPSHOT)
 		return; /* the snapshot reply moves it on */
+	if (m->recv_index > c->last_index) {
+		/* Beyond anything we sent: a broken follower; never trust it. */
+		CNS_COUNT(c, MALFORMED);
+		return;
+	}
 	if (m->success) {
-		if (m->match_index > c->last_index) {
-			/* Beyond anything we sent: a broken follower; never trust it. */
-			CNS_COUNT(c, MALFORMED);
-			return;
-		}
 		bool advanced = m->match_index > p->match_index;
 		if (advanced) {
 			p->match_index = m->match_index;
 			p->progress_ns = c->now_ns;
 		}
-		if (p->next_index <= p->match_index)
-			p->next_index = p->match_index + 1;
-		if (p->state == CNS_PEER_PROBE) {
+		bool received = m->recv_index > p->recv_index;
+		if (received) {
+			p->recv_index = m->recv_index;
+			p->progress_ns = c->now_ns;
+		}
+		if (p->recv_index < p->match_index)
+			p->recv_index = p->match_index;
+		if (p->next_index <= p->recv_index)
+			p->next_index = p->recv_index + 1;
+		bool probing = p->state == CNS_PEER_PROBE;
+		if (probing) {
+			/* The logs match: pipeline from what it holds, not from what it has made
+			 * durable (re-sending those entries is what a slow disk used to cost).
+			 * Rejections of anything sent before this run are stale from now on. */
 			p->state = CNS_PEER_REPLICATE;
-			p->next_index = p->match_index + 1;
+			p->next_index = p->recv_index + 1;
 			p->inflight = 0;
+			p->seq_mark = p->seq_next;
 		}
 		cns_leader_commit(c);
 		maybe_timeout_now(c);
 		/* Refill the window only on progress: a follower that acknowledges without taking
-		 * the entries (log store full, disk behind) is retried at heartbeat pace, not at
-		 * network speed. */
-		if (advanced || p->match_index == p->next_index - 1)
+		 * the entries (log store full) is retried at heartbeat pace, not at network speed;
+		 * one whose disk is behind took them (recv moved) and gets new ones only. */
+		if (advanced || received || probing)
 			replicate_peer(c, p);
+		return;
+	}
+	if (m->seq < p->seq_mark) {
+		/* It answers a message sent before we went back (probe or new pipeline run):
+		 * the network reordered, and what we sent since answers for the follower. */
+		CNS_COUNT(c, STALE_MSGS);
+		return;
+	}
+	if (p->state == CNS_PEER_REPLICATE && m->conflict_term == 0 &&
+	    m->conflict_index == m->recv_index + 1 && m->recv_index >= p->match_index &&
+	    m->conflict_index < p->next_index) {
+		/* Its log is ours through recv and ends there: an AppendEntries after recv was
+		 * lost or overtaken (the network reorders) and it dropped the ones after it.
+		 * Probe from recv + 1, one message, and pipeline again from what it holds once
+		 * that is answered, so the window is re-sent after the stale messages in
+		 * flight have drained, not into them. */
+		if (m->recv_index > p->recv_index)
+			p->progress_ns = c->now_ns;
+		p->recv_index = m->recv_index;
+		p->next_index = m->recv_index + 1;
+		p->state = CNS_PEER_PROBE;
+		p->inflight = 0;
+		cns_send_append(c, p);
 		return;
 	}
 	/* Fast back-up (Raft §5.3): jump over the follower's conflicting term. */
@@ -526,6 +590,8 @@ cns_on_append_reply(struct cns *c, const struct wire_append_reply *m)
 	if (next == 0)
 		next = 1;
 	p->next_index = next;
+	/* What it holds is only known again when the logs match. */
+	p->recv_index = p->match_index;
 	p->state = CNS_PEER_PROBE;
 	p->inflight = 0;
 	cns_send_append(c, p);

@@ -45,20 +45,15 @@ cns_snapshot_take(struct cns *c)
 	return 0;
 }
 
-void
-cns_send_snapshot_chunk(struct cns *c, struct cns_peer *p)
+/* Send the chunk of the current snapshot that starts at byte off (at most
+ * snapshot_chunk_bytes; an empty snapshot is one empty chunk). Returns the bytes sent. */
+static uint32_t
+send_chunk(struct cns *c, struct cns_peer *p, uint64_t off)
 {
-	CHECK(c->role == CNS_LEADER);
-	CHECK(c->snap.index > 0);
-	if (p->snap_index != c->snap.index) {
-		/* A newer snapshot replaced the one being sent: start it over. */
-		p->snap_index = c->snap.index;
-		p->snap_offset = 0;
-	}
-	uint64_t off = p->snap_offset;
 	CHECK(off <= c->snap.len);
 	uint64_t left = c->snap.len - off;
-	uint32_t n = left < CNS_SNAPSHOT_CHUNK ? (uint32_t)left : CNS_SNAPSHOT_CHUNK;
+	uint32_t chunk = c->cfg.snapshot_chunk_bytes;
+	uint32_t n = left < chunk ? (uint32_t)left : chunk;
 	struct wire_install_snapshot *m = (struct wire_install_snapshot *)c->send_buf;
 	memset(m, 0, sizeof(*m));
 	wire_hdr_init(&m->hdr, WIRE_INSTALL_SNAPSHOT, c->cfg.shard);
@@ -76,15 +71,80 @@ cns_send_snapshot_chunk(struct cns *c, struct cns_peer *p)
 	uint32_t len = ((uint32_t)sizeof(*m) + n + 7u) & ~7u;
 	memset(tail + n, 0, len - sizeof(*m) - n);
 	m->hdr.length = (uint16_t)len;
-	p->state = CNS_PEER_SNAPSHOT;
 	p->last_send_ns = c->now_ns;
 	cns_send(c, p->id, m);
 	CNS_COUNT(c, SNAPSHOT_CHUNKS_SENT);
+	DCHECK(n <= CNS_SNAPSHOT_CHUNK_MAX);
+	return n;
+}
+
+/* A newer snapshot replaced the one being sent: start it over. */
+static void
+follow_current(struct cns *c, struct cns_peer *p)
+{
+	if (p->snap_index == c->snap.index)
+		return;
+	p->snap_index = c->snap.index;
+	p->snap_offset = 0;
+	p->snap_sent = 0;
+	p->snap_probe = 0;
+}
+
+/* Keep up to snapshot_inflight_max chunks in flight beyond what the follower acknowledged.
+ * The follower takes chunks in order only and drops one beyond its position. */
+static void
+fill_window(struct cns *c, struct cns_peer *p)
+{
+	uint64_t window = (uint64_t)c->cfg.snapshot_inflight_max * c->cfg.snapshot_chunk_bytes;
+	uint32_t sent = 0;
+	while (p->snap_sent < c->snap.len && p->snap_sent - p->snap_offset < window &&
+	       sent < c->cfg.snapshot_inflight_max) {
+		p->snap_sent += send_chunk(c, p, p->snap_sent);
+		sent++;
+	}
+	CHECK(p->snap_offset <= p->snap_sent && p->snap_sent <= c->snap.len);
+}
+
+/* One chunk from offset (where the follower is, or says it is), and the window again only
+ * once it is answered: re-sending a whole window while stale chunks are still in flight
+ * would have them overtake each other again (the follower drops each one that is early). */
+void
+cns_snapshot_probe(struct cns *c, struct cns_peer *p, uint64_t offset)
+{
+	CHECK(c->role == CNS_LEADER);
+	CHECK(c->snap.index > 0);
+	follow_current(c, p);
+	CHECK(offset <= c->snap.len);
+	p->state = CNS_PEER_SNAPSHOT;
+	p->snap_probe = 1;
+	p->snap_offset = offset;
+	p->snap_sent = offset + send_chunk(c, p, offset); /* an empty snapshot: one empty chunk */
+	CHECK(p->snap_sent <= c->snap.len);
+}
+
+/* Raft §7: the entries the follower needs are compacted away; send it the snapshot, a
+ * window of chunks at once. */
+void
+cns_snapshot_start(struct cns *c, struct cns_peer *p)
+{
+	CHECK(c->role == CNS_LEADER);
+	CHECK(c->snap.index > 0);
+	p->state = CNS_PEER_SNAPSHOT;
+	p->inflight = 0;
+	p->snap_index = c->snap.index;
+	p->snap_offset = 0;
+	p->snap_sent = 0;
+	p->snap_probe = 0;
+	p->progress_ns = c->now_ns;
+	if (c->snap.len == 0)
+		send_chunk(c, p, 0); /* an empty snapshot: one empty chunk */
+	else
+		fill_window(c, p);
 }
 
 static void
 send_snapshot_reply(struct cns *c, uint32_t to, uint64_t last_index, uint64_t next_offset,
-		    bool done)
+		    bool done, bool gap)
 {
 	struct wire_snapshot_reply r;
 	memset(&r, 0, sizeof(r));
@@ -94,6 +154,7 @@ send_snapshot_reply(struct cns *c, uint32_t to, uint64_t last_index, uint64_t ne
 	r.next_offset = next_offset;
 	r.follower = c->cfg.self;
 	r.done = done;
+	r.gap = gap;
 	cns_send(c, to, &r);
 }
 
@@ -163,7 +224,7 @@ cns_on_install_snapshot(struct cns *c, const struct wire_install_snapshot *m)
 {
 	if (m->term < c->term) {
 		CNS_COUNT(c, STALE_MSGS);
-		send_snapshot_reply(c, m->leader, m->last_index, 0, false);
+		send_snapshot_reply(c, m->leader, m->last_index, 0, false, false);
 		return;
 	}
 	CHECK(c->role != CNS_LEADER);
@@ -174,12 +235,12 @@ cns_on_install_snapshot(struct cns *c, const struct wire_install_snapshot *m)
 
 	if (m->last_index <= c->commit) {
 		/* We already hold everything it covers, committed. */
-		send_snapshot_reply(c, m->leader, m->last_index, m->total_len, true);
+		send_snapshot_reply(c, m->leader, m->last_index, m->total_len, true, false);
 		return;
 	}
 	if (m->offset == 0 && (c->recv.index != m->last_index || c->recv.term != m->last_term)) {
 		if (m->total_len > c->lim.snapshot_bytes_max) {
-			send_snapshot_reply(c, m->leader, m->last_index, 0, false);
+			send_snapshot_reply(c, m->leader, m->last_index, 0, false, false);
 			return;
 		}
 		c->recv.index = m->last_index;
@@ -191,23 +252,25 @@ cns_on_install_snapshot(struct cns *c, const struct wire_install_snapshot *m)
 	if (c->recv.index != m->last_index || c->recv.term != m->last_term ||
 	    c->recv.len != m->total_len || m->offset != c->recv_offset ||
 	    m->offset + m->tail_len > c->recv.len) {
-		/* Out of order or a different snapshot: say where we are. */
-		uint64_t at = c->recv.index == m->last_index ? c->recv_offset : 0;
-		send_snapshot_reply(c, m->leader, m->last_index, at, false);
+		/* Out of order or a different snapshot: say where we are, and whether a chunk
+		 * before this one is missing (a duplicate of one we hold is no gap). */
+		bool same = c->recv.index == m->last_index && c->recv.term == m->last_term;
+		uint64_t at = same ? c->recv_offset : 0;
+		send_snapshot_reply(c, m->leader, m->last_index, at, false, m->offset > at);
 		return;
 	}
 	memcpy(c->recv_buf + m->offset, m + 1, m->tail_len);
 	c->recv_offset += m->tail_len;
 	if (!m->done || c->recv_offset != c->recv.len) {
-		send_snapshot_reply(c, m->leader, m->last_index, c->recv_offset, false);
+		send_snapshot_reply(c, m->leader, m->last_index, c->recv_offset, false, false);
 		return;
 	}
 	uint64_t index = c->recv.index;
 	uint64_t len = c->recv.len;
 	if (install(c))
-		send_snapshot_reply(c, m->leader, index, len, true);
+		send_snapshot_reply(c, m->leader, index, len, true, false);
 	else
-		send_snapshot_reply(c, m->leader, index, 0, false); /* start it over */
+		send_snapshot_reply(c, m->leader, index, 0, false, true); /* start it over */
 }
 
 void
@@ -226,6 +289,8 @@ cns_on_snapshot_reply(struct cns *c, const struct wire_snapshot_reply *m)
 	if (m->done) {
 		if (m->last_index > p->match_index && m->last_index <= c->last_index)
 			p->match_index = m->last_index;
+		if (p->recv_index < p->match_index)
+			p->recv_index = p->match_index;
 		p->next_index = p->match_index + 1;
 		p->state = CNS_PEER_PROBE;
 		p->inflight = 0;
@@ -234,11 +299,41 @@ cns_on_snapshot_reply(struct cns *c, const struct wire_snapshot_reply *m)
 		cns_send_append(c, p);
 		return;
 	}
-	if (m->last_index != p->snap_index || m->next_offset > c->snap.len)
-		p->snap_offset = 0;
-	else
+	follow_current(c, p);
+	if (m->last_index != p->snap_index || m->next_offset > c->snap.len) {
+		/* About another snapshot (a reply to an old chunk) or nonsense: the retransmit
+		 * timer covers a follower that really lost its place. */
+		CNS_COUNT(c, STALE_MSGS);
+		return;
+	}
+	if (m->next_offset > p->snap_offset) {
+		/* Cumulative acknowledgement: the follower holds [0, next_offset). */
 		p->snap_offset = m->next_offset;
-	cns_send_snapshot_chunk(c, p);
+		if (p->snap_probe) {
+			/* The probe was answered: whatever followed the gap was dropped or is
+			 * stale, pipeline again from here. */
+			p->snap_probe = 0;
+			p->snap_sent = p->snap_offset;
+		} else if (p->snap_sent < p->snap_offset) {
+			p->snap_sent = p->snap_offset;
+		}
+		p->progress_ns = c->now_ns;
+		if (!m->gap) {
+			fill_window(c, p);
+			return;
+		}
+	}
+	if (!m->gap)
+		return; /* a duplicate chunk or a late reply: nothing is missing */
+	/* A gap: the follower dropped a chunk beyond next_offset (one before it was lost or
+	 * overtaken), or it lost its place (restarted, refused the snapshot). The other chunks
+	 * in flight report the same gap: probe once, ignore them while the probe is out (the
+	 * retransmit timer in cns_leader_tick covers a lost probe), so reordering costs a
+	 * round trip per hole, never a storm. A gap behind what it acknowledged is stale,
+	 * unless a probe is out (then it is where the follower is now). */
+	if (p->snap_probe ? m->next_offset >= p->snap_offset : m->next_offset < p->snap_offset)
+		return;
+	cns_snapshot_probe(c, p, m->next_offset);
 }
 
 int

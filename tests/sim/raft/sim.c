@@ -116,6 +116,7 @@ static struct {
 	uint64_t steps;
 	bool trace;
 	bool verbose;
+	uint32_t chunk_opt;   /* --chunk: InstallSnapshot chunk bytes for every seed (0: per seed) */
 	struct prng rng;
 	uint64_t now;
 	uint64_t seq;
@@ -1062,6 +1063,17 @@ run(uint64_t seed, uint64_t steps)
 	S.cfg.inflight_max = (uint32_t)rnd(1, 8);
 	S.cfg.uncommitted_max = (uint32_t)rnd(16, 128);
 	S.cfg.log_keep_entries = (uint32_t)rnd(0, 32);
+	/* Snapshot transfer: half the seeds send the bank's ~200-byte image in chunks of 8 to
+	 * 64 bytes (4 to 25 chunks, as a 1500-byte MTU cuts a real snapshot), 1 to 4 in flight.
+	 * Its own generator, so the chaos of a seed is the same either way. */
+	struct prng crng;
+	prng_seed(&crng, seed ^ UINT64_C(0x6368756e6b73));
+	S.cfg.snapshot_chunk_bytes = CNS_SNAPSHOT_CHUNK_MAX;
+	S.cfg.snapshot_inflight_max = (uint32_t)prng_range(&crng, 1, 4);
+	if (prng_chance(&crng, 1, 2))
+		S.cfg.snapshot_chunk_bytes = (uint32_t)prng_range(&crng, 1, 8) * 8;
+	if (S.chunk_opt != 0)
+		S.cfg.snapshot_chunk_bytes = S.chunk_opt;
 	S.delay_min_ns = 100 * US;
 	S.delay_max_ns = rnd(300 * US, 5 * MS);
 	S.loss_pm = (uint32_t)rnd(0, 50);
@@ -1090,9 +1102,11 @@ run(uint64_t seed, uint64_t steps)
 		n->disk_lat_ns = rnd(20 * US, 2 * MS);
 		n->snap_every = rnd(20, 400);
 	}
-	trace("seed %" PRIu64 ": %u nodes, %s durability, log %u entries, batch %u B, window %u",
+	trace("seed %" PRIu64 ": %u nodes, %s durability, log %u entries, batch %u B, window %u, "
+	      "snapshot chunks %u B x %u",
 	      seed, S.n, S.durability == CNS_DURABLE_DISK ? "disk" : "memory",
-	      S.log_limits.entries_max, S.cfg.batch_bytes_max, S.cfg.inflight_max);
+	      S.log_limits.entries_max, S.cfg.batch_bytes_max, S.cfg.inflight_max,
+	      S.cfg.snapshot_chunk_bytes, S.cfg.snapshot_inflight_max);
 	for (uint32_t i = 0; i < S.n; i++)
 		node_boot(&S.nodes[i]);
 	S.clients_on = true;
@@ -1169,7 +1183,8 @@ run(uint64_t seed, uint64_t steps)
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: sim-raft (--seed N | --seeds A-B) [--steps M] [--trace] [--verbose]\n");
+	fprintf(stderr, "usage: sim-raft (--seed N | --seeds A-B) [--steps M] [--chunk BYTES] "
+		"[--trace] [--verbose]\n");
 	exit(2);
 }
 
@@ -1195,6 +1210,11 @@ main(int argc, char **argv)
 			S.trace = true;
 		} else if (strcmp(argv[i], "--verbose") == 0) {
 			S.verbose = true;
+		} else if (strcmp(argv[i], "--chunk") == 0 && i + 1 < argc) {
+			unsigned long v = strtoul(argv[++i], NULL, 0);
+			if (v < 8 || v > CNS_SNAPSHOT_CHUNK_MAX || v % 8 != 0)
+				usage();
+			S.chunk_opt = (uint32_t)v;
 		} else {
 			usage();
 		}

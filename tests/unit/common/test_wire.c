@@ -114,7 +114,7 @@ Test(wire, tail_round_trip)
 	uint32_t count;
 	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_OK));
 	cr_assert(eq(u32, count, 2));
-	cr_assert(eq(u16, msgs[0]->length, 48 + 120));
+	cr_assert(eq(u16, msgs[0]->length, sizeof(struct wire_append_entries) + 120));
 	cr_assert(eq(u64, (uintptr_t)msgs[1] % 8, 0));
 	const struct wire_append_entries *got = (const void *)msgs[0];
 	cr_assert(eq(int, memcmp(got + 1, tail, sizeof(tail)), 0));
@@ -148,7 +148,7 @@ Test(wire, entries_must_add_up)
 	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_LENGTH));
 
 	e.data_len = 4; /* not a multiple of 8 */
-	memcpy(frame + 16 + 48, &e, sizeof(e));
+	memcpy(frame + 16 + sizeof(struct wire_append_entries), &e, sizeof(e));
 	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_LENGTH));
 }
 
@@ -433,4 +433,28 @@ Test(wire, cancel_rejected_without_side)
 	wire_builder_add(&b, &ev);
 	len = wire_builder_finish(&b, NULL);
 	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_ENUM));
+}
+
+/* Goal: an AppendEntries reply cannot claim to hold less than it counts (recv_index is the
+ * in-memory prefix, match_index the counted one, so recv >= match).
+ * Method: recv == match and recv > match decode; recv < match is BAD_ENUM. */
+Test(wire, append_reply_recv_not_below_match)
+{
+	struct wire_append_reply r = {0};
+	wire_hdr_init(&r.hdr, WIRE_APPEND_REPLY, 1);
+	r.term = 2;
+	r.follower = 3;
+	r.success = 1;
+	const uint64_t recv[] = {10, 12, 9};
+	const enum wire_err want[] = {WIRE_E_OK, WIRE_E_OK, WIRE_E_BAD_ENUM};
+	for (uint32_t i = 0; i < 3; i++) {
+		r.match_index = 10;
+		r.recv_index = recv[i];
+		struct wire_builder b;
+		wire_builder_init(&b, frame, sizeof(frame), 1);
+		wire_builder_add(&b, &r);
+		uint32_t len = wire_builder_finish(&b, NULL), count;
+		cr_assert(eq(int, decode(len, NULL, &count), want[i]), "recv %lu",
+			  (unsigned long)recv[i]);
+	}
 }

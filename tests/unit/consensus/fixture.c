@@ -123,14 +123,26 @@ fx_send(void *ctx, uint32_t to, const struct wire_msg_hdr *msg)
 	cr_assert(eq(int, wire_msg_check(msg, msg->length, &len), WIRE_E_OK), "bad %s",
 		  wire_type_name(msg->type));
 	cr_assert(eq(u16, msg->shard, f->cfg.shard));
+	f->sent[sc->idx][to - 1]++;
+	f->sent_type[sc->idx][msg->type % WIRE_TYPE_LIMIT]++;
+	if (msg->type == WIRE_APPEND_ENTRIES)
+		f->sent_entries[sc->idx][to - 1] +=
+			((const struct wire_append_entries *)(const void *)msg)->entry_count;
 	if (f->cut[sc->idx][to - 1] || (f->drop != NULL && f->drop(f, sc->idx + 1, to, msg)) ||
 	    f->q_len == FX_QUEUE) {
 		f->dropped++;
 		return;
 	}
+	fx_inject(f, sc->idx + 1, to, msg);
+}
+
+void
+fx_inject(struct fx *f, uint32_t from, uint32_t to, const struct wire_msg_hdr *msg)
+{
+	cr_assert(f->q_len < FX_QUEUE);
 	struct fx_msg *m = &f->q[(f->q_head + f->q_len) % FX_QUEUE];
 	f->q_len++;
-	m->from = sc->idx + 1;
+	m->from = from;
 	m->to = to;
 	cr_assert(msg->length <= sizeof(m->buf));
 	memcpy(m->buf, msg, msg->length);
@@ -225,7 +237,7 @@ fx_durable(struct fx *f, uint32_t i)
 static void
 after(struct fx *f, uint32_t i)
 {
-	if (f->cfg.durability == CNS_DURABLE_DISK && f->auto_durable)
+	if (f->cfg.durability == CNS_DURABLE_DISK && f->auto_durable && !f->nodes[i].disk_stalled)
 		fx_durable(f, i);
 	fx_check(f);
 }

@@ -47,6 +47,7 @@ struct fx_node {
 	bool up;
 	int64_t skew_ns;  /* local clock = fx.now + skew */
 	uint64_t durable_reported; /* disk mode: last index reported durable */
+	bool disk_stalled; /* disk mode: no durability reports (a slow disk) */
 };
 
 struct fx {
@@ -64,6 +65,10 @@ struct fx {
 	uint64_t now;           /* fixture time */
 	uint32_t leader_of_term[1024];
 	uint64_t dropped;
+	/* Everything the members emitted (before cuts and drops), to count messages. */
+	uint64_t sent[FX_NODES][FX_NODES];         /* messages from -> to */
+	uint64_t sent_type[FX_NODES][WIRE_TYPE_LIMIT]; /* messages by sender and type */
+	uint64_t sent_entries[FX_NODES][FX_NODES]; /* entries inside AppendEntries from -> to */
 };
 
 void fx_init(struct fx *f, uint32_t n, uint32_t durability);
@@ -71,6 +76,8 @@ void fx_init(struct fx *f, uint32_t n, uint32_t durability);
 void fx_reconfigure(struct fx *f);
 void fx_fini(struct fx *f);
 uint64_t fx_local(const struct fx *f, uint32_t i);
+/* Queue msg from -> to at the tail, as if just sent (for duplication and reordering). */
+void fx_inject(struct fx *f, uint32_t from, uint32_t to, const struct wire_msg_hdr *msg);
 /* Deliver the oldest queued message. false when the queue is empty. */
 bool fx_deliver_one(struct fx *f);
 /* Deliver until the queue is empty. Returns messages delivered. */

@@ -357,3 +357,98 @@ Test(cns_replication, match_index_per_member, .fini = fini)
 	for (uint32_t i = 0; i < 3; i++)
 		cr_assert(eq(u64, cns_match_index(l2, F.cfg.members[i]), cns_last_index(l2)));
 }
+
+/* Goal: an AppendEntries overtaken by the next one (the network reorders) costs one probe
+ * and the entries the follower dropped, however many rejections the hole causes.
+ * Method: one entry per AppendEntries, window 16; 16 entries are sent to n2 back to back,
+ * the first two swapped in the queue. n2 rejects the second (a hole after its last entry),
+ * takes the first and rejects the 14 after it (they follow the hole). The leader probes
+ * once, pipelines again from what n2 holds when the first success arrives, and ignores the
+ * 14 rejections (their seq is older than the new run): entries sent to n2 are
+ * 16 + 1 + 15. (Before: every rejection sent a probe and every probe's success
+ * re-pipelined the window.) */
+Test(cns_replication, reordered_append_fills_hole_once, .fini = fini)
+{
+	fx_init(&F, 3, CNS_DURABLE_MEMORY);
+	F.cfg.append_entries_max = 1;
+	F.cfg.inflight_max = 16;
+	fx_reconfigure(&F);
+	fx_campaign(&F, 0);
+	fx_run_ms(&F, 5);
+	cr_assert(eq(u32, F.q_len, 0));
+	uint64_t before = F.sent_entries[0][1];
+	for (uint64_t v = 1; v <= 16; v++) {
+		cr_assert(eq(int, fx_propose(&F, 0, v), 0));
+		cns_flush(F.nodes[0].c, fx_local(&F, 0));
+	}
+	/* Swap the first two AppendEntries to n2. */
+	int32_t first = -1, second = -1;
+	for (uint32_t k = 0; k < F.q_len && second < 0; k++) {
+		struct fx_msg *m = &F.q[(F.q_head + k) % FX_QUEUE];
+		if (m->to != 2)
+			continue;
+		if (first < 0)
+			first = (int32_t)k;
+		else
+			second = (int32_t)k;
+	}
+	cr_assert(second > first && first >= 0);
+	struct fx_msg tmp = F.q[(F.q_head + (uint32_t)first) % FX_QUEUE];
+	F.q[(F.q_head + (uint32_t)first) % FX_QUEUE] = F.q[(F.q_head + (uint32_t)second) % FX_QUEUE];
+	F.q[(F.q_head + (uint32_t)second) % FX_QUEUE] = tmp;
+	fx_deliver_all(&F);
+	cr_assert(eq(u64, cns_counter(F.nodes[1].c, CNS_C_APPEND_REJECTED), 15));
+	cr_assert(eq(u64, cns_counter(F.nodes[0].c, CNS_C_STALE_MSGS), 14));
+	cr_assert(F.sent_entries[0][1] - before <= 32, "entries sent to n2: %lu",
+		  (unsigned long)(F.sent_entries[0][1] - before));
+	fx_run_ms(&F, 10);
+	cr_assert(eq(u64, F.nodes[1].svc.sum, 136));
+	cr_assert(eq(u64, cns_applied_index(F.nodes[1].c), cns_applied_index(F.nodes[0].c)));
+}
+
+/* Goal: a follower whose disk is slow (it holds the entries, durability lags) is sent
+ * every entry once: the leader pipelines from what it holds, not from what is durable.
+ * Method: disk mode, one entry per AppendEntries, window 32; n2 reports no durability
+ * for 600 ms while 200 entries are proposed one per 2 ms (n1 and n3 commit them). Count
+ * the entries the leader put into AppendEntries for n2: at most the 200 proposed plus a
+ * few. (Before: the window closed 32 entries past n2's durable index, and every two
+ * heartbeats the leader fell back to PROBE and re-sent all 32: 421 entries with that
+ * flow control.) Then the disk catches up and n2 commits and applies everything. */
+Test(cns_replication, slow_disk_follower_not_resent, .fini = fini)
+{
+	fx_init(&F, 3, CNS_DURABLE_DISK);
+	F.cfg.append_entries_max = 1;
+	F.cfg.inflight_max = 32;
+	fx_reconfigure(&F);
+	fx_campaign(&F, 0);
+	fx_run_ms(&F, 5);
+	struct cns *c1 = F.nodes[0].c, *c2 = F.nodes[1].c;
+	uint64_t first = cns_last_index(c1) + 1;
+	uint64_t before = F.sent_entries[0][1], msgs_before = F.sent[0][1];
+	F.nodes[1].disk_stalled = true;
+	uint64_t sum = 0;
+	for (uint64_t v = 1; v <= 200; v++) {
+		cr_assert(eq(int, fx_propose(&F, 0, v), 0));
+		cns_flush(c1, fx_local(&F, 0));
+		sum += v;
+		fx_run_ms(&F, 2);
+	}
+	fx_run_ms(&F, 200);
+	uint64_t entries = F.sent_entries[0][1] - before;
+	uint64_t msgs = F.sent[0][1] - msgs_before;
+	cr_assert(entries <= 200 + 4, "entries sent to n2 while its disk lagged: %lu",
+		  (unsigned long)entries);
+	cr_assert(cns_commit_index(c1) >= first + 199, "n1 and n3 commit without n2's disk");
+	cr_assert(cns_last_index(c2) >= first + 199, "n2 holds every entry");
+	cr_assert(cns_durable_index(c2) < first, "n2's disk made nothing durable");
+	/* AppendEntries with entries, a commit push per commit advance (one per entry here)
+	 * and a heartbeat per 25 ms. (Before: > 700.) */
+	cr_assert(msgs <= 200 + 4 + 200 + 600 / 25 + 4, "messages to n2: %lu",
+		  (unsigned long)msgs);
+	F.nodes[1].disk_stalled = false;
+	fx_run_ms(&F, 20);
+	cr_assert(eq(u64, cns_durable_index(c2), cns_last_index(c2)));
+	cr_assert(eq(u64, cns_applied_index(c2), cns_applied_index(c1)));
+	cr_assert(eq(u64, F.nodes[1].svc.sum, sum));
+	cr_assert(eq(u64, F.sent_entries[0][1] - before, entries), "nothing re-sent afterwards");
+}
