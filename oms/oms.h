@@ -198,6 +198,8 @@ int oms_check_invariants(const struct oms *oms);
 	X(HYDRATIONS, "hydrations")                                                        \
 	X(HYDRATE_AHEAD, "hydrate_ahead")                                                  \
 	X(HYDRATE_DUP, "hydrate_dup")                                                      \
+	X(HYDRATE_LATE, "hydrate_late")                                                    \
+	X(ALARM_HYDRATE_LATE_UNRELEASED, "alarm_hydrate_late_unreleased")                  \
 	X(HYDRATE_OWNED, "hydrate_owned")                                                  \
 	X(HYDRATE_ERRORS, "hydrate_errors")                                                \
 	X(DEHYDRATES, "dehydrates")                                                        \

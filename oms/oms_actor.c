@@ -359,6 +359,15 @@ install(struct oms *oms, struct oms_actor *a, const struct wire_hydrate_user *m)
 	oms_count(oms, OMS_C_HYDRATIONS);
 }
 
+static void release_add(struct oms *oms, uint64_t user, uint64_t epoch, struct svc_sink *sink);
+
+/* Room for n more pending releases (flushes in flight hold one each, docs/fencing.md). */
+static bool
+release_room(const struct oms *oms, uint32_t n)
+{
+	return oms->c.release_count + oms->c.flushing.count + n <= oms->c.limits.releases_max;
+}
+
 void
 oms_on_hydrate_user(struct oms *oms, const struct wire_hydrate_user *m, struct svc_sink *sink)
 {
@@ -379,6 +388,19 @@ oms_on_hydrate_user(struct oms *oms, const struct wire_hydrate_user *m, struct s
 		status = WIRE_HYD_ERROR;
 	}
 	if (status == WIRE_HYD_OK || status == WIRE_HYD_NEW) {
+		if (a == NULL && m->epoch <= oms->c.epoch_seq) {
+			/* No actor waits for it, and the epoch is one this shard issued: a late
+			 * answer to a hydration it gave up. The database claimed the row for us under
+			 * m->epoch, possibly after our release of that claim went through: installing
+			 * would make a resident actor without a claim (another shard may hold the
+			 * user by now). Let the claim go instead, fenced by the epoch. */
+			oms_count(oms, OMS_C_HYDRATE_LATE);
+			if (release_room(oms, 1))
+				release_add(oms, user, m->epoch, sink);
+			else
+				oms_count(oms, OMS_C_ALARM_HYDRATE_LATE_UNRELEASED);
+			return;
+		}
 		if (a == NULL) {
 			/* Seed: the gateway hydrates ahead, injecting HydrateUser before the order. */
 			a = actor_obtain(oms, user, sink);
@@ -427,10 +449,19 @@ oms_on_hydrate_user(struct oms *oms, const struct wire_hydrate_user *m, struct s
 	}
 	oms_count(oms, OMS_C_HYDRATE_ERRORS);
 	/* A parked event must never be dropped: keep asking while one waits. */
-	if (more || events) {
+	if (more || events || !release_room(oms, 1)) {
 		a->flags |= OMS_AF_RETRY;
 		return;
 	}
+	/* Giving up. An ERROR answer does not prove the row was left alone: an earlier request
+	 * the database committed (read and claimed) may have lost its answer while the repeats
+	 * failed. Let any claim this hydration took go — the release takes any claim of ours
+	 * at or below the newest epoch it used (a no-op where none was taken) — or the row
+	 * would stay claimed by a shard that holds no actor, and every other shard's hydration
+	 * would be refused OWNED for ever (sim-system seed 64). A late OK answer to it finds no
+	 * actor and releases its claim too (above). */
+	uint64_t newest = m->epoch > a->epoch ? m->epoch : a->epoch;
+	release_add(oms, user, newest, sink);
 	park_refuse(oms, a, WIRE_REASON_DB_ERROR, 0, sink);
 	actor_release(oms, a);
 }
@@ -530,6 +561,8 @@ emit_release(const struct oms *oms, const struct oms_release *r, struct svc_sink
 static void
 release_add(struct oms *oms, uint64_t user, uint64_t epoch, struct svc_sink *sink)
 {
+	if (oms_tab_find(oms, OMS_TAG_RELEASE, user, epoch) != OMS_NIL)
+		return; /* already pending (a repeated answer of the same hydration) */
 	CHECK(oms->c.release_count < oms->c.limits.releases_max);
 	struct oms_release *r = &oms->releases[oms->c.release_count];
 	memset(r, 0, sizeof(*r));

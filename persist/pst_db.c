@@ -44,14 +44,18 @@
 
 /* Read and claim in one statement (ARCHITECTURE.md §6: "Hydration claims the row (fails if
  * another shard holds it)"). An unknown user gets a row with zero balances (NEW). A claim
- * that fails returns the holder from the statement's snapshot. */
+ * that fails returns the holder from the statement's snapshot. A re-claim by the holder
+ * never lowers the epoch stamp: a stale request re-driven late must not make the claim look
+ * older than one a newer incarnation took, since a release takes every claim of the shard
+ * at or below its epoch (docs/fencing.md). */
 static const char SQL_HYDRATE[] =
 	"WITH claim AS ("
 	" INSERT INTO accounts AS a (user_id, user_seq, tier, version, owner_shard,"
 	"  owner_epoch, assets, totals)"
 	" VALUES ($1::bigint, 0, 0, 0, $2::integer, $3::bigint, '{}', '{}')"
 	" ON CONFLICT (user_id) DO UPDATE SET owner_shard = EXCLUDED.owner_shard,"
-	"  owner_epoch = EXCLUDED.owner_epoch,"
+	"  owner_epoch = CASE WHEN a.owner_shard = EXCLUDED.owner_shard"
+	"   THEN GREATEST(a.owner_epoch, EXCLUDED.owner_epoch) ELSE EXCLUDED.owner_epoch END,"
 	"  updated_at = now()"
 	"  WHERE a.owner_shard IS NULL OR a.owner_shard = EXCLUDED.owner_shard"
 	" RETURNING a.version, a.user_seq, a.tier, a.assets, a.totals,"
@@ -99,13 +103,16 @@ static const char SQL_FLUSH[] =
 	"  COALESCE((SELECT version FROM accounts WHERE user_id = $1::bigint), -1)"
 	" WHERE NOT EXISTS (SELECT 1 FROM up)";
 
-/* Release the claim a flush kept, once the shard has dropped the actor (docs/fencing.md).
- * Idempotent, and a no-op when the user was hydrated again since (the epoch moved) or was
- * released already. Returns how many rows it released (0 or 1); both answer OK. */
+/* Release the claim a flush kept once the shard has dropped the actor, or the claim a
+ * hydration the shard gave up may have taken (docs/fencing.md): any claim of this shard
+ * stamped with this epoch or an older one (a shard's epochs only grow, and it holds no
+ * actor for the user at or below it). Idempotent, and a no-op when the user was hydrated
+ * again since (a newer epoch) or was released already. Returns how many rows it released
+ * (0 or 1); both answer OK. */
 static const char SQL_RELEASE[] =
 	"WITH rel AS ("
 	" UPDATE accounts SET owner_shard = NULL, owner_epoch = NULL, updated_at = now()"
-	" WHERE user_id = $1::bigint AND owner_shard = $2::integer AND owner_epoch = $3::bigint"
+	" WHERE user_id = $1::bigint AND owner_shard = $2::integer AND owner_epoch <= $3::bigint"
 	" RETURNING 1)"
 	" SELECT count(*) FROM rel";
 

@@ -517,8 +517,11 @@ sink_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 			 msg->type == WIRE_ME_RESULT)
 			memcpy(&u, (const uint8_t *)msg + (msg->type == WIRE_ME_EVENT ? 24 : 8), 8);
 		else if (msg->type == WIRE_CANCEL_TO_ME || msg->type == WIRE_AMEND_TO_ME ||
-			 msg->type == WIRE_REPLACE_TO_ME)
+			 msg->type == WIRE_REPLACE_TO_ME || msg->type == WIRE_HYDRATE_REQUEST ||
+			 msg->type == WIRE_RELEASE_CLAIM)
 			memcpy(&u, msg + 1, sizeof(u));
+		else if (msg->type == WIRE_BEGIN_DEHYDRATE)
+			u = ((const struct wire_begin_dehydrate *)msg)->state.user;
 		if (u == watch_user)
 			trace("watch: shard %u index %" PRIu64 " emits %s (%u bytes)",
 			      groups[m->group].shard, o->index, wire_type_name(msg->type), msg->length);
@@ -570,6 +573,34 @@ oms_apply_observed(void *svc, uint64_t index, uint64_t now_ns, const struct wire
 		   struct svc_sink *sink)
 {
 	observe_begin(applying, index);
+	if (watch_user != 0 && observe[applying->group].recording) {
+		uint64_t u = 0;
+		if (msg->type == WIRE_HYDRATE_USER)
+			u = ((const struct wire_hydrate_user *)msg)->state.user;
+		else if (msg->type == WIRE_FLUSH_COMPLETE || msg->type == WIRE_RELEASE_DONE ||
+			 msg->type == WIRE_TRANSFER || msg->type == WIRE_USER_ADMIN ||
+			 msg->type == WIRE_NEW_ORDER || msg->type == WIRE_CANCEL)
+			memcpy(&u, msg + 1, sizeof(u));
+		if (u == watch_user) {
+			struct oms_user_info wi;
+			int st = oms_user_get(svc, u, &wi);
+			uint64_t ep = msg->type == WIRE_HYDRATE_USER
+					      ? ((const struct wire_hydrate_user *)msg)->epoch
+				      : msg->type == WIRE_FLUSH_COMPLETE
+					      ? ((const struct wire_flush_complete *)msg)->epoch
+				      : msg->type == WIRE_RELEASE_DONE
+					      ? ((const struct wire_release_claim *)msg)->epoch
+					      : 0;
+			uint32_t status = msg->type == WIRE_HYDRATE_USER
+						  ? ((const struct wire_hydrate_user *)msg)->status
+						  : 0;
+			trace("watch: shard %u index %" PRIu64 " applies %s (epoch %" PRIu64
+			      " status %u; actor %s state %u epoch %" PRIu64 ")",
+			      groups[applying->group].shard, index, wire_type_name(msg->type), ep,
+			      status, st == 0 ? "present" : "absent", st == 0 ? wi.status : 0,
+			      st == 0 ? wi.epoch : 0);
+		}
+	}
 	uint32_t before = oms_resident_count(svc);
 	struct oms_user_info info_before = {0};
 	uint64_t flush_user = 0;
@@ -620,6 +651,12 @@ me_apply_observed(void *svc, uint64_t index, uint64_t now_ns, const struct wire_
 		  struct svc_sink *sink)
 {
 	observe_begin(applying, index);
+	if (watch_user != 0 && observe[applying->group].recording && msg->type == WIRE_SUBMIT) {
+		const struct wire_submit *sm = (const void *)msg;
+		if (sm->oid.user == watch_user)
+			trace("watch: shard %u index %" PRIu64 " applies SUBMIT %" PRIu64 ":%" PRIx64,
+			      groups[applying->group].shard, index, sm->oid.user, sm->oid.shard_seq);
+	}
 	me_svc_ops.apply(svc, index, now_ns, msg, sink);
 }
 
@@ -683,8 +720,12 @@ db_hydrate(uint16_t shard, const struct wire_hydrate_request *req, struct wire_h
 		out->owner_shard = r->owner;
 		return;
 	}
+	/* A re-claim by the holder never lowers the stamp: a stale request re-driven late must
+	 * not make the claim look older than one a newer incarnation took (the release takes
+	 * every claim at or below its epoch). */
+	if (r->owner != shard || req->epoch > r->owner_epoch)
+		r->owner_epoch = req->epoch;
 	r->owner = shard;
-	r->owner_epoch = req->epoch;
 	trace("db: user %" PRIu64 " hydrated by shard %u epoch %" PRIu64 " (version %" PRIu64 ")",
 	      req->user, shard, req->epoch, r->version);
 	out->status = WIRE_HYD_OK;
@@ -754,7 +795,7 @@ db_release(uint16_t shard, const struct wire_release_claim *req, struct wire_rel
 		out->status = WIRE_FLUSH_ERROR;
 		return;
 	}
-	if (r->exists && r->owner == shard && r->owner_epoch == req->epoch) {
+	if (r->exists && r->owner == shard && r->owner_epoch <= req->epoch) {
 		r->owner = 0;
 		r->owner_epoch = 0;
 		trace("db: user %" PRIu64 " claim of shard %u released (epoch %" PRIu64 ")", req->user,
@@ -971,6 +1012,11 @@ static void
 propose_at(uint32_t from_host, struct group *g, uint32_t to_host, const struct wire_msg_hdr *msg,
 	   enum origin origin, uint32_t origin_id)
 {
+	if (watch_user != 0 && msg->type == WIRE_SUBMIT &&
+	    ((const struct wire_submit *)msg)->oid.user == watch_user)
+		trace("watch: SUBMIT %" PRIx64 " sent to shard %u host %u from host %u (origin %u/%u)",
+		      ((const struct wire_submit *)msg)->oid.shard_seq, g->shard, to_host, from_host,
+		      (unsigned)origin, origin_id);
 	struct ev *e = ev_new(0, EV_INGRESS);
 	e->a = (uint32_t)(g - groups);
 	e->b = to_host;
@@ -991,8 +1037,11 @@ route_egress(struct group *g, struct member *m)
 		const struct wire_msg_hdr *msg = (const void *)m->egress[i].msg;
 		uint32_t dest = m->egress[i].dest;
 		if (g->is_oms) {
-			if (g->bridge_host != m->idx)
-				continue; /* roles not yet rebuilt here: they will re-drive */
+			/* Roles not yet rebuilt here, or rebuilt in an earlier term (a restarted
+			 * member re-applying its log as the new leader, state not current yet):
+			 * held, like the app's egress_not_ready; the rebuild re-drives. */
+			if (g->bridge_host != m->idx || g->bridge_term != cns_term(m->cns))
+				continue;
 			switch (dest) {
 			case WIRE_DEST_ME:
 				bridge_send(g, msg);
@@ -1909,9 +1958,18 @@ check_money(void)
 				if (db[u].state.balances[b].asset == asset)
 					have += db[u].state.balances[b].total;
 		}
-		if (have != want)
+		if (have != want) {
+			for (uint64_t u = 1; u <= USERS; u++)
+				for (uint32_t gi = 0; gi < OMS_GROUPS; gi++) {
+					struct oms_user_info info;
+					if (oms_user_get(l[gi]->svc, u, &info) == 0 &&
+					    info.status != OMS_USER_RESIDENT)
+						trace("money: user %" PRIu64 " state %u on group %u; db owner %u epoch %" PRIu64 " version %" PRIu64,
+						      u, info.status, gi, db[u].owner, db[u].owner_epoch, db[u].version);
+				}
 			violation("money not conserved in asset %u: have %" PRId64 ", deposited %" PRId64,
 				  asset, have, want);
+		}
 	}
 }
 

@@ -181,6 +181,11 @@ h_hydrate(struct h *h, uint64_t user, uint64_t epoch, uint32_t a1, int64_t t1, u
 	struct wire_hydrate_user m;
 	memset(&m, 0, sizeof(m));
 	hdr(&m, WIRE_HYDRATE_USER);
+	/* Without an actor this is a hydrate-ahead: it carries a fresh epoch (one the shard
+	 * issued already would be a late answer to a hydration it gave up: released). */
+	struct oms_user_info ui;
+	if (oms_user_get(h->oms, user, &ui) != 0 && epoch <= h->oms->c.epoch_seq)
+		epoch = h->oms->c.epoch_seq + 1;
 	m.epoch = epoch;
 	m.status = WIRE_HYD_OK;
 	m.state.user = user;

@@ -258,6 +258,50 @@ Test(oms_actor, recent_ids_move_with_the_user)
 	cr_assert(wire_oid_eq(h_last_ack_oid(&H), o));
 }
 
+/* Goal: a hydration given up after ERRORs lets go of any claim it may have taken (an ERROR
+ * does not prove the database left the row alone), and a late OK answer to it is not
+ * installed but released (sim-system seed 64: a claim held by a shard with no actor kept
+ * the user out of every other shard).
+ * Method: a parked order; ERROR answers until the retries are spent; the give-up must emit
+ * RELEASE_CLAIM with the newest epoch used, and the user is absent. Then an OK answer with
+ * the first request's epoch: no actor, a RELEASE_CLAIM for that epoch, hydrate_late. */
+Test(oms_actor, hydrate_given_up_releases_claim)
+{
+	h_limit(&H, 50, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	const struct wire_hydrate_request *rq = h_get(&H, WIRE_HYDRATE_REQUEST, 0);
+	cr_assert_not_null(rq);
+	uint64_t first = rq->epoch;
+	for (uint32_t i = 1; i < H.lim.hydrate_retries_max; i++) {
+		h_hydrate_status(&H, 50, WIRE_HYD_ERROR, 0);
+		H.now += SEC;
+		h_tick(&H);
+	}
+	uint64_t newest = h_epoch(&H, 50);
+	cr_assert(gt(u64, newest, first));
+	h_hydrate_status(&H, 50, WIRE_HYD_ERROR, 0);
+	cr_assert(eq(u16, h_last_nak(&H), WIRE_REASON_DB_ERROR));
+	cr_assert(eq(u32, h_status(&H, 50), OMS_USER_ABSENT));
+	const struct wire_release_claim *rc = h_get(&H, WIRE_RELEASE_CLAIM, 0);
+	cr_assert_not_null(rc);
+	cr_assert(eq(u64, rc->user, 50));
+	cr_assert(eq(u64, rc->epoch, newest));
+	h_clear(&H);
+	struct wire_hydrate_user late; /* the late answer to the first request (raw: h_hydrate
+					* would give a user without an actor a fresh epoch) */
+	memset(&late, 0, sizeof(late));
+	late.hdr.type = WIRE_HYDRATE_USER;
+	late.hdr.length = sizeof(late);
+	late.epoch = first;
+	late.status = WIRE_HYD_NEW;
+	late.state.user = 50;
+	h_apply(&H, &late);
+	cr_assert(eq(u32, h_status(&H, 50), OMS_USER_ABSENT));
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_HYDRATE_LATE), 1));
+	rc = h_get(&H, WIRE_RELEASE_CLAIM, 0);
+	cr_assert_not_null(rc);
+	cr_assert(eq(u64, rc->epoch, first));
+}
+
 /* Goal: a hydrate-ahead (HydrateUser before any order) installs the actor; a second
  * HydrateUser for a resident user is ignored (RAM is newer than the row). */
 Test(oms_actor, hydrate_ahead_and_duplicate)

@@ -405,7 +405,9 @@ Test(pst_db, single_flight_merges)
  * hydrated again (epoch moved), or one from another shard, is a harmless no-op.
  * Method: hydrate at epoch 3, flush at 4 (stamps 4); release 3 (no-op), release 4 (done),
  * release 4 again (no-op); hydrate at 5; release 4 again (no-op, claim kept); shard 2's
- * release of shard 1's claim (no-op). */
+ * release of shard 1's claim (no-op); then a release at 9 (a hydration given up after
+ * reaching epoch 9, whose earlier request claimed at 5) lets the claim go: the release
+ * takes any claim of the shard at or below its epoch. */
 Test(pst_db, release_is_idempotent_and_fenced)
 {
 	struct pst_db *db = db_make(0);
@@ -431,14 +433,17 @@ Test(pst_db, release_is_idempotent_and_fenced)
 	drive(db, 8, 10);
 	cr_assert(eq(i64, q_i64("SELECT owner_shard FROM accounts WHERE user_id = 10001"), 1));
 	cr_assert(eq(i64, q_i64("SELECT owner_epoch FROM accounts WHERE user_id = 10001"), 5));
-	for (uint32_t k = 2; k < 8; k++) {
+	release(db, 1, 10001, 9);
+	drive(db, 9, 10);
+	cr_assert(eq(i64, q_i64("SELECT owner_shard FROM accounts WHERE user_id = 10001"), -999));
+	for (uint32_t k = 2; k < 9; k++) {
 		if (k == 5)
 			continue;
 		cr_assert(eq(u16, sink.msgs[k].hdr.type, WIRE_RELEASE_DONE));
 		cr_assert(eq(u8, sink.msgs[k].rel.status, WIRE_FLUSH_OK));
 	}
 	const uint64_t *c = pst_db_counters(db);
-	cr_assert(eq(u64, c[PST_C_DB_RELEASE_OK], 1));
+	cr_assert(eq(u64, c[PST_C_DB_RELEASE_OK], 2));
 	cr_assert(eq(u64, c[PST_C_DB_RELEASE_NOOP], 4));
 	pst_db_destroy(db);
 }
