@@ -34,15 +34,13 @@
 #include "common/wire.h"
 #include "mgmt/mgmt.h"
 
-#define STATS_MAX (256 * 1024) /* the counters as text */
+#define APP_MGMT_METRICS_MAX (320 * 1024) /* the Prometheus text of a node */
 
 struct mreq;
 
 struct app_mgmt {
 	struct mgmt_server *srv;
 	const struct app *app;
-	char *text;               /* counters as "name value" lines */
-	size_t len;
 	struct mreq *reqs;        /* requests waiting for shard lcores [APP_CMDS_MAX] */
 	uint32_t cmds_out;        /* commands held by shard lcores or on their rings */
 	char *result;             /* a deferred answer being rendered */
@@ -51,62 +49,10 @@ struct app_mgmt {
 
 static struct app_mgmt mgmt;
 
-/* Refresh the counters text (one read per request: a consistent-enough view of each
- * single-writer counter). */
-static int
-stats_read(void)
-{
-	FILE *f = fmemopen(mgmt.text, STATS_MAX - 1, "w");
-	if (f == NULL)
-		return -errno;
-	app_stats_write(mgmt.app, f);
-	long n = ftell(f);
-	fclose(f);
-	if (n < 0)
-		return -EIO;
-	mgmt.len = (size_t)n;
-	mgmt.text[mgmt.len] = '\0';
-	return 0;
-}
-
-/* Walk "name value" lines; fn gets each pair (value as text). */
-static void
-stats_each(void (*fn)(void *ctx, const char *name, const char *value), void *ctx)
-{
-	char *p = mgmt.text, *end = mgmt.text + mgmt.len;
-	while (p < end) {
-		char *nl = memchr(p, '\n', (size_t)(end - p));
-		if (nl == NULL)
-			nl = end;
-		*nl = '\0';
-		char *sp = strchr(p, ' ');
-		if (p[0] != '#' && sp != NULL) {
-			*sp = '\0';
-			fn(ctx, p, sp + 1);
-			*sp = ' ';
-		}
-		*nl = '\n';
-		p = nl + 1;
-	}
-}
-
-static bool
-is_number(const char *s)
-{
-	if (*s == '-')
-		s++;
-	if (*s == '\0')
-		return false;
-	for (; *s != '\0'; s++)
-		if (*s < '0' || *s > '9')
-			return false;
-	return true;
-}
-
 static void
 put_value(struct mgmt_out *o, const char *value)
 {
-	if (is_number(value))
+	if (app_view_is_integer(value))
 		mgmt_out_i64(o, strtoll(value, NULL, 10));
 	else
 		mgmt_out_str(o, value);
@@ -124,13 +70,14 @@ static int
 h_stats(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char *err, size_t cap)
 {
 	(void)ctx, (void)req;
-	int rc = stats_read();
+	struct app_view_ctx *vc = app_views_main_ctx();
+	int rc = app_view_read(vc, mgmt.app, false);
 	if (rc < 0) {
 		snprintf(err, cap, "internal: counters unavailable");
 		return rc;
 	}
 	mgmt_out_obj_begin(out);
-	stats_each(each_stat, out);
+	app_view_each(vc, each_stat, out);
 	mgmt_out_obj_end(out);
 	return 0;
 }
@@ -170,7 +117,8 @@ h_status(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char *err,
 {
 	(void)ctx, (void)req;
 	const struct app_config *cfg = &mgmt.app->cfg;
-	int rc = stats_read();
+	struct app_view_ctx *vc = app_views_main_ctx();
+	int rc = app_view_read(vc, mgmt.app, false);
 	if (rc < 0) {
 		snprintf(err, cap, "internal: counters unavailable");
 		return rc;
@@ -184,7 +132,7 @@ h_status(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char *err,
 		struct status_ctx s = {.o = out, .shard = cfg->shards[i].id};
 		mgmt_out_obj_begin(out);
 		mgmt_out_kv_u64(out, "shard", cfg->shards[i].id);
-		stats_each(each_status, &s);
+		app_view_each(vc, each_status, &s);
 		app_views_status_shard(out, cfg->shards[i].id); /* last index, elections, lag */
 		mgmt_out_obj_end(out);
 	}
@@ -199,7 +147,7 @@ h_metrics(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char *err
 	(void)ctx, (void)req;
 	/* The Prometheus text (app_views.c reads the counters itself) goes into a side buffer,
 	 * then out as one JSON string. */
-	static char text[STATS_MAX + 64 * 1024];
+	static char text[APP_MGMT_METRICS_MAX];
 	struct mgmt_out t;
 	mgmt_out_init(&t, text, sizeof(text));
 	if (app_metrics_write(app_views_main_ctx(), mgmt.app, &t) < 0 || t.overflow) {
@@ -1283,6 +1231,23 @@ is_oms_shard(uint16_t shard)
 	return false;
 }
 
+/* WHALE_PIN (or unpin) of one user into every OMS shard: a new routing epoch. */
+static int
+pin_propose(const struct mgmt_req *req, uint64_t user, uint16_t shard, bool unpin, char *err,
+	    size_t cap)
+{
+	struct targets t = {0};
+	targets_oms(&t);
+	struct wire_whale_pin m;
+	memset(&m, 0, sizeof(m));
+	wire_hdr_init(&m.hdr, WIRE_WHALE_PIN, 0);
+	m.hdr.flags = unpin ? 1 : 0;
+	m.user = user;
+	m.shard = shard;
+	struct propose_ctx p = {.msg = &m, .len = sizeof(m), .key = user};
+	return mutate(req, &t, R_MUTATION, &p, err, cap);
+}
+
 static int
 route_pin(const struct mgmt_req *req, char *err, size_t cap, bool unpin)
 {
@@ -1298,16 +1263,7 @@ route_pin(const struct mgmt_req *req, char *err, size_t cap, bool unpin)
 		snprintf(err, cap, "bad_argument: shard %" PRIu64 " is not an OMS shard", shard);
 		return -EINVAL;
 	}
-	struct targets t = {0};
-	targets_oms(&t);
-	struct wire_whale_pin m;
-	memset(&m, 0, sizeof(m));
-	wire_hdr_init(&m.hdr, WIRE_WHALE_PIN, 0);
-	m.hdr.flags = unpin ? 1 : 0;
-	m.user = user;
-	m.shard = (uint16_t)shard;
-	struct propose_ctx p = {.msg = &m, .len = sizeof(m), .key = user};
-	return mutate(req, &t, R_MUTATION, &p, err, cap);
+	return pin_propose(req, user, (uint16_t)shard, unpin, err, cap);
 }
 
 static int
@@ -1456,15 +1412,7 @@ h_users_migrate(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, cha
 		snprintf(err, cap, "bad_argument: shard %" PRIu64 " is not an OMS shard", to);
 		return -EINVAL;
 	}
-	struct targets t = {0};
-	targets_oms(&t);
-	struct wire_whale_pin m;
-	memset(&m, 0, sizeof(m));
-	wire_hdr_init(&m.hdr, WIRE_WHALE_PIN, 0);
-	m.user = user;
-	m.shard = (uint16_t)to;
-	struct propose_ctx p = {.msg = &m, .len = sizeof(m), .key = user};
-	return mutate(req, &t, R_MUTATION, &p, err, cap);
+	return pin_propose(req, user, (uint16_t)to, false, err, cap);
 }
 
 /* ---- shards scale ---- */
@@ -1619,10 +1567,9 @@ app_mgmt_open(const struct app *app)
 	if (path[0] == '\0')
 		return 0;
 	mgmt.app = app;
-	mgmt.text = malloc(STATS_MAX);
 	mgmt.result = malloc(RESULT_MAX);
 	mgmt.reqs = calloc(APP_CMDS_MAX, sizeof(*mgmt.reqs));
-	if (mgmt.text == NULL || mgmt.result == NULL || mgmt.reqs == NULL) {
+	if (mgmt.result == NULL || mgmt.reqs == NULL) {
 		app_mgmt_close();
 		return -ENOMEM;
 	}
@@ -1675,6 +1622,4 @@ app_mgmt_close(void)
 	mgmt.result = NULL;
 	mgmt_server_close(mgmt.srv);
 	mgmt.srv = NULL;
-	free(mgmt.text);
-	mgmt.text = NULL;
 }

@@ -421,8 +421,8 @@ app_view_each(struct app_view_ctx *c, app_view_each_fn *fn, void *arg)
 	}
 }
 
-static bool
-is_integer(const char *s)
+bool
+app_view_is_integer(const char *s)
 {
 	if (*s == '-')
 		s++;
@@ -458,7 +458,7 @@ collect_one(void *arg, const char *name, const char *value)
 		k->dropped++;
 		return;
 	}
-	if (is_integer(value)) {
+	if (app_view_is_integer(value)) {
 		snprintf(s->value, sizeof(s->value), "%s", value);
 		int n = snprintf(s->labels, sizeof(s->labels), "%s%s%s", k->node_label,
 				 labels[0] ? "," : "", labels);

@@ -52,6 +52,8 @@ uint32_t app_views_lcores(const struct app *app, struct app_view_lcore *out, uin
 int app_view_read(struct app_view_ctx *c, const struct app *app, bool extra);
 typedef void(app_view_each_fn)(void *arg, const char *name, const char *value);
 void app_view_each(struct app_view_ctx *c, app_view_each_fn *fn, void *arg);
+/* A counter value that is a (signed) decimal integer, not text. */
+bool app_view_is_integer(const char *s);
 
 /* Every counter, the lcore figures and the latency histograms as Prometheus text 0.0.4
  * (one HELP/TYPE per family, samples grouped). 0, or -E2BIG when o is too small. */
