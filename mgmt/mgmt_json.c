@@ -174,8 +174,10 @@ parse_container(struct parser *p, int depth, bool object)
 		if (object) {
 			if (p->pos >= p->len || p->s[p->pos] != '"')
 				return fail(p);
-			if (parse_string(p) < 0)
+			int key = parse_string(p);
+			if (key < 0)
 				return -1;
+			p->j->toks[key].next = (uint32_t)key + 1; /* a key is a value of its own */
 			skip_ws(p);
 			if (p->pos >= p->len || p->s[p->pos] != ':')
 				return fail(p);
@@ -256,12 +258,18 @@ mgmt_json_parse(struct mgmt_json *j, const char *text, size_t len, size_t *err_a
 	return 0;
 }
 
+/* Does string token t decode to s? (Keys compare decoded: "us\u0065r" is "user".) */
 static bool
 tok_is(const struct mgmt_json *j, int t, const char *s)
 {
 	const struct mgmt_json_tok *k = &j->toks[t];
 	size_t n = strlen(s);
-	return k->type == MGMT_JSON_STRING && k->len == n && memcmp(j->text + k->start, s, n) == 0;
+	if (k->type != MGMT_JSON_STRING)
+		return false;
+	if (memchr(j->text + k->start, '\\', k->len) == NULL)
+		return k->len == n && memcmp(j->text + k->start, s, n) == 0;
+	char buf[256];
+	return n < sizeof(buf) && mgmt_json_str(j, t, buf, sizeof(buf)) == 0 && strcmp(buf, s) == 0;
 }
 
 int

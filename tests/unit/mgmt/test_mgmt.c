@@ -51,6 +51,26 @@ Test(mgmt_json, parses_and_gets)
 }
 
 /* Goal: every malformed class is refused with the offset of the problem. */
+/* Goal: keys compare decoded (an escaped key is the same key), and every key token's
+ * `next` is the value after it (found by fuzz_mgmt: it was left unset).
+ * Method: {"us\u0065r":5,"a\\b":[1,2]}: user and a\b are found; token structure walks. */
+Test(mgmt_json, escaped_keys_and_key_next)
+{
+	static struct mgmt_json j;
+	const char *t = "{\"us\\u0065r\":5,\"a\\\\b\":[1,2]}";
+	size_t at = 0;
+	cr_assert(eq(int, mgmt_json_parse(&j, t, strlen(t), &at), 0));
+	uint64_t u = 0;
+	cr_assert(eq(int, mgmt_json_get_u64(&j, 0, "user", &u), 0));
+	cr_assert(eq(u64, u, 5));
+	int arr = mgmt_json_get(&j, 0, "a\\b");
+	cr_assert(gt(int, arr, 0));
+	cr_assert(eq(u32, j.toks[arr].size, 2));
+	cr_assert(eq(u32, j.toks[1].next, 2)); /* the first key */
+	cr_assert(eq(u32, j.toks[3].next, 4)); /* the second key */
+	cr_assert(eq(u32, j.toks[0].next, j.count));
+}
+
 Test(mgmt_json, refuses_malformed)
 {
 	const char *bad[] = {
