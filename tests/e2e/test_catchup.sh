@@ -39,8 +39,9 @@ done
 leader_of() {
 	for i in 1 2 3; do
 		[ "$i" = "${victim:-}" ] && continue
-		[ "$(e2e_cluster_stat "$i" "shard.$1.is_leader")" = 1 ] && { echo "$i"; return; }
+		[ "$(e2e_cluster_stat "$i" "shard.$1.is_leader")" = 1 ] && { echo "$i"; return 0; }
 	done
+	return 0
 }
 
 # deposits FIRST COUNT NODE_IPS: one deposit each to users FIRST.. on the OMS shard.

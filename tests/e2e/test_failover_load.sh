@@ -35,11 +35,12 @@ done
 log "3 nodes up: ${NODE_PIDS[*]}"
 
 alive() { kill -0 "${NODE_PIDS[$1]}" 2>/dev/null; }
-leader_of() { # SHARD: the live node whose member of SHARD leads, or empty
+leader_of() { # SHARD: the live node whose member of SHARD leads, or empty (status 0)
 	for i in 1 2 3; do
 		alive "$i" || continue
-		[ "$(e2e_cluster_stat "$i" "shard.$1.is_leader")" = 1 ] && { echo "$i"; return; }
+		[ "$(e2e_cluster_stat "$i" "shard.$1.is_leader")" = 1 ] && { echo "$i"; return 0; }
 	done
+	return 0
 }
 wait_leader() { # SHARD: wait up to 10 s for a live leader; print it
 	local l
