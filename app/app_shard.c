@@ -248,6 +248,7 @@ struct app_shard {
 	uint64_t pub_route_epoch;
 	uint64_t pub_inflight;
 	uint64_t pub_resident;
+	uint64_t pub_parked;         /* OMS: messages parked for a hydration now */
 	uint64_t pub_resting;
 	uint32_t assets[ASSETS_WATCH];
 	uint32_t asset_count;
@@ -1774,6 +1775,7 @@ aggregates(struct app_shard *s)
 		PUB(s->pub_route_epoch, oms_route_epoch(oms));
 		PUB(s->pub_inflight, (uint64_t)oms_inflight_count(oms));
 		PUB(s->pub_resident, (uint64_t)oms_resident_count(oms));
+		PUB(s->pub_parked, (uint64_t)oms_parked_count(oms));
 		for (uint32_t i = 0; i < s->asset_count; i++) {
 			PUB(s->pub_asset_sum[i], oms_asset_sum(oms, s->assets[i]));
 			PUB(s->pub_asset_fees[i], oms_fees_get(oms, s->assets[i]));
@@ -2556,6 +2558,7 @@ app_shard_stats_write(const struct app *app, uint32_t index, FILE *out)
 		fprintf(out, "shard.%u.route_epoch %" PRIu64 "\n", id, LOAD(s->pub_route_epoch));
 		fprintf(out, "shard.%u.inflight %" PRIu64 "\n", id, LOAD(s->pub_inflight));
 		fprintf(out, "shard.%u.resident %" PRIu64 "\n", id, LOAD(s->pub_resident));
+		fprintf(out, "shard.%u.parked_now %" PRIu64 "\n", id, LOAD(s->pub_parked));
 		for (uint32_t i = 0; i < s->asset_count; i++) {
 			fprintf(out, "shard.%u.asset.%u.sum %" PRId64 "\n", id, s->assets[i],
 				LOAD(s->pub_asset_sum[i]));

@@ -139,6 +139,7 @@ int64_t oms_fees_get(const struct oms *oms, uint32_t asset);
 int64_t oms_asset_sum(const struct oms *oms, uint32_t asset);
 uint32_t oms_resident_count(const struct oms *oms); /* resident + flushing + hydrating */
 uint32_t oms_inflight_count(const struct oms *oms);
+uint32_t oms_parked_count(const struct oms *oms); /* messages parked now (hydrations pending) */
 uint64_t oms_stream_next_seq(const struct oms *oms, uint16_t me_shard);
 uint64_t oms_route_epoch(const struct oms *oms);
 /* The owner this shard computes for user (pin, else HRW over ACTIVE shards). */

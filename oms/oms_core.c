@@ -466,6 +466,12 @@ oms_resident_count(const struct oms *oms)
 }
 
 uint32_t
+oms_parked_count(const struct oms *oms)
+{
+	return oms->c.parked_used;
+}
+
+uint32_t
 oms_inflight_count(const struct oms *oms)
 {
 	return oms->c.inflight;

@@ -59,6 +59,9 @@ grep -qE '"last_index":[1-9]' <<<"$json" || fail "status has no last_index: $jso
 grep -qE '^omsd_shard_commit\{node="1",shard="1"\} [1-9][0-9]*$' "$TMP/metrics.txt" ||
 	fail "no omsd_shard_commit for shard 1"
 grep -qxF '# TYPE omsd_shard_commit gauge' "$TMP/metrics.txt" || fail "no TYPE line"
+# Orders waiting for a hydration now (a gauge; nothing waits once the trades are done).
+grep -qE '^omsd_shard_parked_now\{node="1",shard="1"\} 0$' "$TMP/metrics.txt" ||
+	fail "no omsd_shard_parked_now 0 for shard 1"
 acks=$(awk -F' ' '/^omsd_latency_ns_count\{node="1",shard="1",path="ingress_ack"\}/ {print $2}' \
 	"$TMP/metrics.txt")
 [ "${acks:-0}" -gt 0 ] || fail "no ingress→ack latency recorded after trading"

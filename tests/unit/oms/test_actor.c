@@ -268,6 +268,7 @@ Test(oms_actor, recent_ids_move_with_the_user)
 Test(oms_actor, hydrate_given_up_releases_claim)
 {
 	h_limit(&H, 50, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	cr_assert(eq(u32, oms_parked_count(H.oms), 1)); /* the order waits for the hydration */
 	const struct wire_hydrate_request *rq = h_get(&H, WIRE_HYDRATE_REQUEST, 0);
 	cr_assert_not_null(rq);
 	uint64_t first = rq->epoch;
@@ -281,6 +282,7 @@ Test(oms_actor, hydrate_given_up_releases_claim)
 	h_hydrate_status(&H, 50, WIRE_HYD_ERROR, 0);
 	cr_assert(eq(u16, h_last_nak(&H), WIRE_REASON_DB_ERROR));
 	cr_assert(eq(u32, h_status(&H, 50), OMS_USER_ABSENT));
+	cr_assert(eq(u32, oms_parked_count(H.oms), 0));
 	const struct wire_release_claim *rc = h_get(&H, WIRE_RELEASE_CLAIM, 0);
 	cr_assert_not_null(rc);
 	cr_assert(eq(u64, rc->user, 50));
