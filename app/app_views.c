@@ -508,6 +508,31 @@ family_type(const char *family)
 	return "counter";
 }
 
+/* One family's samples: per OMS shard and path, a summary or (hist) a histogram; h is the
+ * caller's scratch histogram. */
+static void
+latency_samples(struct mgmt_out *o, const struct app *app, const char *node_label,
+		struct hist *h, bool hist)
+{
+	static const char *const paths[2] = {"ingress_ack", "order_final"};
+	const char *family = hist ? "omsd_latency_hist_ns" : "omsd_latency_ns";
+	for (int pi = 0; pi < 2; pi++) {
+		for (uint32_t i = 0; i < app->cfg.shard_count; i++) {
+			if (app->cfg.shards[i].service != APP_SERVICE_OMS)
+				continue;
+			app_shard_latency(app, i, pi == 0 ? h : NULL, pi == 1 ? h : NULL);
+			char labels[96];
+			snprintf(labels, sizeof(labels), "%s,shard=\"%u\",path=\"%s\"", node_label,
+				 app->cfg.shards[i].id, paths[pi]);
+			if (hist)
+				mgmt_prom_histogram(o, family, labels, h, lat_bounds,
+						    (uint32_t)(sizeof(lat_bounds) / sizeof(lat_bounds[0])));
+			else
+				mgmt_prom_summary(o, family, labels, h);
+		}
+	}
+}
+
 int
 app_metrics_write(struct app_view_ctx *c, const struct app *app, struct mgmt_out *o)
 {
@@ -533,38 +558,16 @@ app_metrics_write(struct app_view_ctx *c, const struct app *app, struct mgmt_out
 		mgmt_out_raw(o, line);
 	}
 	/* Latency of client requests on each OMS shard this node leads (or led). */
-	static const char *const paths[2] = {"ingress_ack", "order_final"};
 	struct hist *h = malloc(sizeof(*h));
 	if (h == NULL)
 		return -ENOMEM;
 	mgmt_prom_family(o, "omsd_latency_ns", "summary",
 			 "client request latency on the OMS shard leader, ns: path=ingress_ack "
 			 "(proposed to ACK emitted), path=order_final (to the final EXEC_REPORT)");
-	for (int pi = 0; pi < 2; pi++) {
-		for (uint32_t i = 0; i < app->cfg.shard_count; i++) {
-			if (app->cfg.shards[i].service != APP_SERVICE_OMS)
-				continue;
-			app_shard_latency(app, i, pi == 0 ? h : NULL, pi == 1 ? h : NULL);
-			char labels[96];
-			snprintf(labels, sizeof(labels), "%s,shard=\"%u\",path=\"%s\"", node_label,
-				 app->cfg.shards[i].id, paths[pi]);
-			mgmt_prom_summary(o, "omsd_latency_ns", labels, h);
-		}
-	}
+	latency_samples(o, app, node_label, h, false);
 	mgmt_prom_family(o, "omsd_latency_hist_ns", "histogram",
 			 "the same latencies as cumulative buckets, ns");
-	for (int pi = 0; pi < 2; pi++) {
-		for (uint32_t i = 0; i < app->cfg.shard_count; i++) {
-			if (app->cfg.shards[i].service != APP_SERVICE_OMS)
-				continue;
-			app_shard_latency(app, i, pi == 0 ? h : NULL, pi == 1 ? h : NULL);
-			char labels[96];
-			snprintf(labels, sizeof(labels), "%s,shard=\"%u\",path=\"%s\"", node_label,
-				 app->cfg.shards[i].id, paths[pi]);
-			mgmt_prom_histogram(o, "omsd_latency_hist_ns", labels, h, lat_bounds,
-					    (uint32_t)(sizeof(lat_bounds) / sizeof(lat_bounds[0])));
-		}
-	}
+	latency_samples(o, app, node_label, h, true);
 	free(h);
 	if (k.dropped > 0) {
 		mgmt_prom_family(o, "omsd_metrics_unmapped", "gauge",

@@ -329,6 +329,35 @@ e2e_cluster_start() {
 	fail "node $i not ready within 15 s"
 }
 
+# e2e_cluster_trading_up [extra lines...]: every node a member of OMS shard 1 and ME shard 2
+# with the trading config plus the extra lines; a function e2e_config_edit, when the test
+# defines one, gets each node's file (e.g. for sed) before the node starts.
+e2e_cluster_trading_up() {
+	local i
+	for i in $(seq "$NODES"); do
+		mkdir -p "$TMP/$i"
+		E2E_SERVICE_1=oms E2E_SERVICE_2=me e2e_cluster_config "$i" "$TMP/$i/omsd.ini" \
+			"${E2E_TRADE_LINES[@]}" "$@"
+		if declare -F e2e_config_edit >/dev/null; then e2e_config_edit "$TMP/$i/omsd.ini"; fi
+		e2e_cluster_start "$i" "$TMP/$i/omsd.ini"
+	done
+	log "$NODES nodes up: ${NODE_PIDS[*]}"
+}
+
+# e2e_cluster_wait_bootstrap: until some node's OMS shard 1 applied the bootstrap routing
+# config (both shards elected), 15 s at most.
+e2e_cluster_wait_bootstrap() {
+	local i
+	for _ in $(seq 75); do
+		for i in $(seq "$NODES"); do
+			[ "$(e2e_cluster_stat "$i" shard.1.route_epoch)" = 1 ] && return 0
+		done
+		sleep 0.2
+	done
+	OMSD_LOG=$TMP/1/omsd.log
+	fail "no OMS leader applied the routing config"
+}
+
 # e2e_cluster_stat I KEY: SIGUSR1 node I and print KEY from its fresh dump.
 e2e_cluster_stat() {
 	local stats=$TMP/$1/stats

@@ -14,26 +14,13 @@ source "$(dirname "$0")/lib.sh"
 need_root
 e2e_cluster_init ocu 24 3
 e2e_cluster_net_up
-for i in 1 2 3; do
-	mkdir -p "$TMP/$i"
-	E2E_SERVICE_1=oms E2E_SERVICE_2=me e2e_cluster_config "$i" "$TMP/$i/omsd.ini" \
-		"${E2E_TRADE_LINES[@]}"
-	sed -i 's/^snapshot_entries = .*/snapshot_entries = 16/' "$TMP/$i/omsd.ini"
-	sed -i 's/^udp_port = 7400$/udp_port = 7400\nmtu = 1500/' "$TMP/$i/omsd.ini"
-	e2e_cluster_start "$i" "$TMP/$i/omsd.ini"
-done
-log "3 nodes up: ${NODE_PIDS[*]}"
-
+e2e_config_edit() {
+	sed -i 's/^snapshot_entries = .*/snapshot_entries = 16/' "$1"
+	sed -i 's/^udp_port = 7400$/udp_port = 7400\nmtu = 1500/' "$1"
+}
+e2e_cluster_trading_up
 # Both shards elected; the OMS shard applied its bootstrap routing config.
-ready=
-for _ in $(seq 75); do
-	for i in 1 2 3; do
-		if [ "$(e2e_cluster_stat "$i" shard.1.route_epoch)" = 1 ]; then ready=1; fi
-	done
-	[ -n "$ready" ] && break
-	sleep 0.2
-done
-[ -n "$ready" ] || { OMSD_LOG=$TMP/1/omsd.log; fail "no OMS leader applied the routing config"; }
+e2e_cluster_wait_bootstrap
 
 # leader_of SHARD: the node that leads it (empty when none); the frozen one is not asked.
 leader_of() {

@@ -15,30 +15,17 @@ source "$(dirname "$0")/lib.sh"
 need_root
 e2e_cluster_init oef 16 3
 e2e_cluster_net_up
-for i in 1 2 3; do
-	mkdir -p "$TMP/$i"
-	E2E_SERVICE_1=oms E2E_SERVICE_2=me e2e_cluster_config "$i" "$TMP/$i/omsd.ini" \
-		"${E2E_TRADE_LINES[@]}"
+e2e_config_edit() {
 	# Snapshots (and log compaction behind them) happen during the run.
-	sed -i 's/^snapshot_entries = .*/snapshot_entries = 300/' "$TMP/$i/omsd.ini"
+	sed -i 's/^snapshot_entries = .*/snapshot_entries = 300/' "$1"
 	if [ -n "${E2E_DURABLE:-}" ]; then
-		printf '\n[durability]\nmode = durable\n' >>"$TMP/$i/omsd.ini"
+		printf '\n[durability]\nmode = durable\n' >>"$1"
 	fi
-	e2e_cluster_start "$i" "$TMP/$i/omsd.ini"
-done
-log "3 nodes up: ${NODE_PIDS[*]}"
+}
+e2e_cluster_trading_up
 if grep -q "file log" "$TMP/1/omsd.log"; then log "durable mode: Raft logs in $TMP/<node>/data"; fi
 
-# Wait for both shards to elect and the OMS shard to apply its bootstrap routing config.
-ready=
-for _ in $(seq 75); do
-	for i in 1 2 3; do
-		if [ "$(e2e_cluster_stat "$i" shard.1.route_epoch)" = 1 ]; then ready=1; fi
-	done
-	[ -n "$ready" ] && break
-	sleep 0.2
-done
-[ -n "$ready" ] || { OMSD_LOG=$TMP/1/omsd.log; fail "no OMS leader applied the routing config"; }
+e2e_cluster_wait_bootstrap
 log "OMS shard bootstrapped"
 
 pids="1:${NODE_PIDS[1]},2:${NODE_PIDS[2]},3:${NODE_PIDS[3]}"

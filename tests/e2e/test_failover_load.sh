@@ -25,14 +25,8 @@ source "$(dirname "$0")/lib.sh"
 need_root
 e2e_cluster_init ofl 25 3
 e2e_cluster_net_up
-for i in 1 2 3; do
-	mkdir -p "$TMP/$i"
-	E2E_SERVICE_1=oms E2E_SERVICE_2=me e2e_cluster_config "$i" "$TMP/$i/omsd.ini" \
-		"${E2E_TRADE_LINES[@]}" "" "[durability]" "mode = durable"
-	sed -i 's/^snapshot_entries = .*/snapshot_entries = 2000/' "$TMP/$i/omsd.ini"
-	e2e_cluster_start "$i" "$TMP/$i/omsd.ini"
-done
-log "3 nodes up: ${NODE_PIDS[*]}"
+e2e_config_edit() { sed -i 's/^snapshot_entries = .*/snapshot_entries = 2000/' "$1"; }
+e2e_cluster_trading_up "" "[durability]" "mode = durable"
 
 alive() { kill -0 "${NODE_PIDS[$1]}" 2>/dev/null; }
 leader_of() { # SHARD: the live node whose member of SHARD leads, or empty (status 0)

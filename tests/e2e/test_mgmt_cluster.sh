@@ -14,12 +14,7 @@ need_root
 : "${OMSCTL:?set OMSCTL to the omsctl binary}"
 e2e_cluster_init oma 19 3
 e2e_cluster_net_up
-for i in 1 2 3; do
-	mkdir -p "$TMP/$i"
-	E2E_SERVICE_1=oms E2E_SERVICE_2=me e2e_cluster_config "$i" "$TMP/$i/omsd.ini" \
-		"${E2E_TRADE_LINES[@]}"
-	e2e_cluster_start "$i" "$TMP/$i/omsd.ini"
-done
+e2e_cluster_trading_up
 NODES_IPS="$NET.11,$NET.12,$NET.13"
 
 # ctl_rc NODE WANT ARGS...: omsctl on NODE's socket; output in $OUT; exit code checked.

@@ -11,12 +11,7 @@ need_root
 : "${OMSCTL:?set OMSCTL to the omsctl binary}"
 e2e_cluster_init omt 23 3
 e2e_cluster_net_up
-for i in 1 2 3; do
-	mkdir -p "$TMP/$i"
-	E2E_SERVICE_1=oms E2E_SERVICE_2=me e2e_cluster_config "$i" "$TMP/$i/omsd.ini" \
-		"${E2E_TRADE_LINES[@]}"
-	e2e_cluster_start "$i" "$TMP/$i/omsd.ini"
-done
+e2e_cluster_trading_up
 ctl() { "$OMSCTL" --socket "$TMP/$1/omsd.sock" "${@:2}"; }
 
 leader=
