@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The node's read-only views as DPDK telemetry commands (issue 9), so dpdk-telemetry.py
+ * The node's read-only views as DPDK telemetry commands, so dpdk-telemetry.py
  * works against omsd (`dpdk-telemetry.py -f <file-prefix>`):
  *
  *   /omsd/status            node, uptime, per shard: service, role, leader, term, commit,
@@ -158,16 +158,10 @@ cmd_lcores(const struct app *app, const char *params, struct rte_tel_data *d)
 		rte_tel_data_add_dict_string(s, "role", l->role);
 		rte_tel_data_add_dict_string(s, "idle", l->idle);
 		rte_tel_data_add_dict_u64(s, "busy_permille", l->busy_permille);
-		rte_tel_data_add_dict_u64(s, "sleeps_per_s", l->sleeps_per_s);
-		rte_tel_data_add_dict_u64(s, "ring_used", l->ring_used);
-		rte_tel_data_add_dict_u64(s, "ring_size", l->ring_size);
-		rte_tel_data_add_dict_u64(s, "cycles", l->cycles);
-		rte_tel_data_add_dict_u64(s, "work_cycles", l->work_cycles);
-		rte_tel_data_add_dict_u64(s, "work_items", l->work_items);
 		rte_tel_data_add_dict_u64(s, "busy_ns", l->busy_ns);
-		rte_tel_data_add_dict_u64(s, "max_cycle_ns", l->max_cycle_ns);
-		rte_tel_data_add_dict_u64(s, "over_threshold", l->over_threshold);
-		rte_tel_data_add_dict_u64(s, "sleeps", l->sleeps);
+#define TEL_COUNT(f) rte_tel_data_add_dict_u64(s, #f, l->f);
+		APP_VIEW_LCORE_COUNTS(TEL_COUNT)
+#undef TEL_COUNT
 		char key[40];
 		tel_name(key, sizeof(key), l->name);
 		rte_tel_data_add_dict_container(d, key, s, 0);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Read-only views of a running node (issue 9): lcores, members and lag, and the metrics as
+ * Read-only views of a running node: lcores, members and lag, and the metrics as
  * Prometheus text. The control socket (app_mgmt.c), the DPDK telemetry commands
  * (app_telemetry.c) and the HTTP listener (app_http.c) all render from here.
  *
@@ -269,15 +269,9 @@ h_lcores(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char *err,
 		mgmt_out_kv_str(out, "role", l->role);
 		mgmt_out_kv_str(out, "idle", l->idle);
 		kv_pct(out, "busy_pct", l->busy_permille);
-		mgmt_out_kv_u64(out, "sleeps_per_s", l->sleeps_per_s);
-		mgmt_out_kv_u64(out, "ring_used", l->ring_used);
-		mgmt_out_kv_u64(out, "ring_size", l->ring_size);
-		mgmt_out_kv_u64(out, "cycles", l->cycles);
-		mgmt_out_kv_u64(out, "work_cycles", l->work_cycles);
-		mgmt_out_kv_u64(out, "work_items", l->work_items);
-		mgmt_out_kv_u64(out, "max_cycle_ns", l->max_cycle_ns);
-		mgmt_out_kv_u64(out, "over_threshold", l->over_threshold);
-		mgmt_out_kv_u64(out, "sleeps", l->sleeps);
+#define KV_COUNT(f) mgmt_out_kv_u64(out, #f, l->f);
+		APP_VIEW_LCORE_COUNTS(KV_COUNT)
+#undef KV_COUNT
 		mgmt_out_obj_end(out);
 	}
 	mgmt_out_arr_end(out);

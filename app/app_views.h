@@ -29,6 +29,11 @@ struct app_view_lcore {
 	uint64_t ring_size;        /* their capacity */
 	uint64_t cycles, work_cycles, work_items, busy_ns, max_cycle_ns, over_threshold, sleeps;
 };
+/* The integer fields every rendering of a lcore shows under their own names, in order (the
+ * telemetry and the control socket walk this one list). */
+#define APP_VIEW_LCORE_COUNTS(X)                                                         \
+	X(sleeps_per_s) X(ring_used) X(ring_size) X(cycles) X(work_cycles) X(work_items)  \
+	X(max_cycle_ns) X(over_threshold) X(sleeps)
 
 /* A thread's buffers for reading the counters (not shared between threads). */
 struct app_view_ctx;

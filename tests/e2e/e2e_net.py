@@ -98,7 +98,7 @@ def read_stats(path, pid):
 def storm(a):
     """Send `rounds` rounds; each round sends, in a seeded random order, every malformed
     class once plus three valid frames (an order and a batch of five orders to the gateway
-    class, a Raft message to shard 2). Valid frames are echoed by the skeleton shards; every echo must come back
+    class, a Raft message to shard 2). Valid frames are echoed by the echo shards; every echo must come back
     intact, and the node's counters must move by exactly what was sent, per cause."""
     rng = random.Random(a.seed)
     key = a.key

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Goal (issue 7): under a steady load, kill -9 the OMS leader and then the ME leader. Each
+# Goal : under a steady load, kill -9 the OMS leader and then the ME leader. Each
 # time a new leader is elected and the bridge re-drives; no acknowledged order is lost or
 # executed twice; money is conserved on every replica; the killed node restarts from its
 # files, rejoins and catches up.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Goal: the node's control socket (issue 9) serves omsctl on the main lcore: status shows the
+# Goal: the node's control socket serves omsctl on the main lcore: status shows the
 # shards and their Raft roles, metrics is Prometheus text; symbols, routes, users, kill,
 # snapshot work on one node (views from the shard lcores, mutations answered after commit);
 # an unknown command, bad arguments and a malformed request get clear errors and change

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Goal: control-socket mutations go through the Raft logs of a 3-node cluster (issue 9): a
+# Goal: control-socket mutations go through the Raft logs of a 3-node cluster: a
 # halt committed on the leader is visible on a follower; a follower answers not_leader with
 # the leader's node id and proposes nothing; a halt survives a change of ME leader (the
 # bootstrap does not re-propose symbols the replica knows); transfer-leader moves a shard and

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Goal: the read-only views of issue 9 against a running node: omsctl members / lcores /
+# Goal: the read-only views against a running node: omsctl members / lcores /
 # status (lag per member) / top, the Prometheus text on the control socket and on the
 # loopback HTTP listener (metrics_listen, malformed requests answered and survived), the
 # DPDK telemetry commands (/omsd/*) through dpdk-telemetry.py, latency histograms filled by

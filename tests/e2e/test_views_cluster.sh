@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Goal: the lag per member (issue 9) is real: the leader of a three-member shard shows a
+# Goal: the lag per member is real: the leader of a three-member shard shows a
 # follower that stopped falling behind, and catching up again once it runs; followers show
 # no match/lag of their own (only the leader knows them).
 # Method: three trading nodes (OMS shard 1 + ME shard 2 on each, tick entries every 10 ms so

@@ -4,7 +4,7 @@
 
   check_grafana.py DASHBOARD            the JSON parses; every panel has an id, a title and,
                                         unless it is a row, queries; ids are unique; the
-                                        topics issue 9 asks for are there
+                                        operator topics are there
   check_grafana.py DASHBOARD METRICS    also: every omsd_* metric a query uses is a sample
                                         name in METRICS (Prometheus text from a running node)
 Exit 0 when all holds, 1 with the reasons otherwise.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * me_bench: throughput and latency of one matching engine on one core (issue 3).
+ * me_bench: throughput and latency of one matching engine on one core.
  *
  * Standard mix (seeded, --seed): 16 symbols and 100k users, each drawn from a Zipf(1.0)
  * distribution; tick 1, lot 1, qty 1..10, a fixed mid per symbol.

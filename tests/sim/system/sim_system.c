@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * sim-system: the whole saga under faults, deterministically (issue 6).
+ * sim-system: the whole saga under faults, deterministically.
  *
  * The real `oms` and `me` services run on the real Raft core (consensus/), several shards of
  * three members each spread over three simulated hosts. Everything outside consensus is
