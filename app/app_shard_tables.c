@@ -6,55 +6,56 @@
  * a lost entry costs a default route or a client's retransmission, never a wrong answer;
  * that is why they may forget instead of refusing.
  */
+#include <stddef.h>
+
 #include "app_shard_int.h"
 
 #define USERS_PROBE 8
 #define XFER_PROBE 4
 
-struct user_ent *
-app_user_slot(struct user_ent *t, uint64_t user, bool insert)
+/* Both tables key on their first field, a uint64_t that is 0 in a free slot. */
+static_assert(offsetof(struct user_ent, user) == 0, "user_ent key");
+static_assert(offsetof(struct xfer_ent, id) == 0, "xfer_ent key");
+
+/* Probe slots entries of size bytes from home for key; insert takes the first free slot,
+ * else overwrites home. */
+static void *
+slot_probe(void *table, size_t size, uint32_t slots, uint32_t probe, uint32_t home,
+	   uint64_t key, bool insert)
 {
-	uint32_t home = (uint32_t)((user * UINT64_C(0x9E3779B97F4A7C15)) >> 48) & (USERS_SLOTS - 1);
-	for (uint32_t p = 0; p < USERS_PROBE; p++) {
-		struct user_ent *e = &t[(home + p) & (USERS_SLOTS - 1)];
-		if (e->user == user)
+	uint8_t *base = table;
+	for (uint32_t p = 0; p < probe; p++) {
+		uint8_t *e = base + (size_t)((home + p) & (slots - 1)) * size;
+		uint64_t k;
+		memcpy(&k, e, sizeof(k));
+		if (k == key)
 			return e;
-		if (e->user == 0) {
+		if (k == 0) {
 			if (!insert)
 				return NULL;
-			memset(e, 0, sizeof(*e));
-			e->user = user;
+			memset(e, 0, size);
+			memcpy(e, &key, sizeof(key));
 			return e;
 		}
 	}
 	if (!insert)
 		return NULL;
-	struct user_ent *e = &t[home];
-	memset(e, 0, sizeof(*e));
-	e->user = user;
+	uint8_t *e = base + (size_t)home * size;
+	memset(e, 0, size);
+	memcpy(e, &key, sizeof(key));
 	return e;
+}
+
+struct user_ent *
+app_user_slot(struct user_ent *t, uint64_t user, bool insert)
+{
+	uint32_t home = (uint32_t)((user * UINT64_C(0x9E3779B97F4A7C15)) >> 48) & (USERS_SLOTS - 1);
+	return slot_probe(t, sizeof(*t), USERS_SLOTS, USERS_PROBE, home, user, insert);
 }
 
 struct xfer_ent *
 app_xfer_slot(struct xfer_ent *t, uint64_t id, bool insert)
 {
 	uint32_t home = (uint32_t)((id * UINT64_C(0x9E3779B97F4A7C15)) >> 52) & (XFER_SLOTS - 1);
-	for (uint32_t p = 0; p < XFER_PROBE; p++) {
-		struct xfer_ent *e = &t[(home + p) & (XFER_SLOTS - 1)];
-		if (e->id == id)
-			return e;
-		if (e->id == 0) {
-			if (!insert)
-				return NULL;
-			memset(e, 0, sizeof(*e));
-			e->id = id;
-			return e;
-		}
-	}
-	if (!insert)
-		return NULL;
-	struct xfer_ent *e = &t[home];
-	memset(e, 0, sizeof(*e));
-	e->id = id;
-	return e;
+	return slot_probe(t, sizeof(*t), XFER_SLOTS, XFER_PROBE, home, id, insert);
 }
