@@ -40,8 +40,8 @@ app_egress_route(struct app_shard *s, enum wire_dest dest, const struct wire_msg
 			sc_add(s, SC_NO_ROUTE, 1);
 			break;
 		}
-		app_send_node(s, app_leader_guess(s->app, msg->shard), DP_CLASS_SHARD, msg->shard, msg,
-			  NULL, 0);
+		app_send_node(s, app_leader_guess(s->app, msg->shard), DP_CLASS_SHARD, msg->shard,
+			      msg, NULL, 0);
 		break;
 	case WIRE_DEST_OMS: {
 		if (msg->shard >= DP_SHARDS_MAX) {
@@ -59,9 +59,9 @@ app_egress_route(struct app_shard *s, enum wire_dest dest, const struct wire_msg
 			sc_add(s, SC_EGRESS_NOT_READY, 1);
 			break;
 		}
-		struct rte_ring *pr = app_persist_ring(s->app);
-		if (pr != NULL)
-			app_outbox_add(&s->ob, pr, NULL, DP_CLASS_SHARD, s->id, msg, NULL, 0);
+		if (s->w.persist_rq != NULL)
+			app_outbox_add(&s->ob, s->w.persist_rq, NULL, DP_CLASS_SHARD, s->id, msg,
+				       NULL, 0);
 		else
 			app_inline_persist_answer(s, msg);
 		break;
@@ -69,10 +69,9 @@ app_egress_route(struct app_shard *s, enum wire_dest dest, const struct wire_msg
 	case WIRE_DEST_ADMIN: {
 		sc_add(s, SC_EGRESS_ADMIN, 1);
 		/* The answer to a transfer a gateway routed goes back through that gateway. */
+		const struct wire_admin_reply *r = (const void *)msg;
 		struct xfer_ent *x = msg->type == WIRE_ADMIN_REPLY && s->xorigin != NULL
-					     ? app_xfer_slot(s->xorigin,
-							 ((const struct wire_admin_reply *)msg)->req_id,
-							 false)
+					     ? app_xfer_slot(s->xorigin, r->req_id, false)
 					     : NULL;
 		if (x != NULL) {
 			uint32_t node = x->node;
@@ -100,7 +99,8 @@ app_egress_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 		s->report_count++;
 	}
 	if (msg->type == WIRE_ADMIN_REPLY && s->cmd_wait_count > 0)
-		app_cmd_admin_reply(s, (const void *)msg); /* on every member: commit is what counts */
+		/* On every member: commit is what counts. */
+		app_cmd_admin_reply(s, (const void *)msg);
 	if (!s->leader) {
 		sc_add(s, SC_EGRESS_FOLLOWER, 1); /* ARCHITECTURE.md §3: only the leader's leaves */
 		return;

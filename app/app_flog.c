@@ -134,7 +134,7 @@ mkdirs(const char *path)
 /* Open the files and load what survived into the memory log and the boot record. */
 int
 app_flog_boot(struct app_shard *s, struct cns_boot *boot, struct cns_snapshot_meta *snap,
-	  void **snap_data)
+	      void **snap_data)
 {
 	const struct app_config *cfg = &s->app->cfg;
 	char log_dir[APP_STR_MAX + 32], err[PST_ERR_SIZE];

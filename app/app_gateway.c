@@ -39,7 +39,7 @@ gw_forward(struct app_shard *s, uint16_t shard, const struct wire_msg_hdr *msg)
 	ing.origin = s->self;
 	ing.tail_len = msg->length;
 	app_send_node(s, app_leader_guess(s->app, shard), DP_CLASS_SHARD, shard, &ing.hdr, msg,
-		  msg->length);
+		      msg->length);
 }
 
 /* Client order entry (and routed transfers): remember where the user is, wrap, send to the
@@ -115,14 +115,16 @@ app_gw_client(struct app_shard *s, const struct wire_msg_hdr *msg)
 			if (n->leader_node != 0 && app_node_known(s->app, n->leader_node))
 				PUB(s->app->leader_hint[msg->shard], n->leader_node);
 			else
-				app_leader_rotate(s->app, msg->shard, app_leader_guess(s->app, msg->shard));
+				app_leader_rotate(s->app, msg->shard,
+						  app_leader_guess(s->app, msg->shard));
 			sc_add(s, SC_LEADER_HINTS, 1);
 		}
 		if (n->user == 0)
 			return;
 		/* A routed transfer the shard could not propose (NAKed with the transfer id in
 		 * cl_ord_id): route it again to the new leader hint. */
-		struct xfer_ent *x = s->is_gateway ? app_xfer_slot(s->xfers, n->cl_ord_id, false) : NULL;
+		struct xfer_ent *x =
+			s->is_gateway ? app_xfer_slot(s->xfers, n->cl_ord_id, false) : NULL;
 		if (x != NULL && x->user == n->user) {
 			if (n->reason == WIRE_REASON_NOT_LEADER)
 				(void)gw_xfer_retry(s, x, msg->shard);

@@ -426,7 +426,8 @@ uint32_t
 app_cmd_work(struct app_shard *s)
 {
 	struct app_cmd *cmds[APP_CMD_DRAIN_MAX];
-	unsigned n = rte_ring_sc_dequeue_burst(s->w.mgmt_rx, (void **)cmds, APP_CMD_DRAIN_MAX, NULL);
+	unsigned n = rte_ring_sc_dequeue_burst(s->w.mgmt_rx, (void **)cmds, APP_CMD_DRAIN_MAX,
+					       NULL);
 	for (unsigned i = 0; i < n; i++) {
 		struct app_cmd *c = cmds[i];
 		sc_add(s, SC_MGMT_CMDS, 1);

@@ -70,7 +70,7 @@ local_target(const struct app_shard *s, uint16_t cls, uint16_t shard)
 /* Send msg (plus tail) to node as class cls for shard: a local lcore when node is us. */
 void
 app_send_node(struct app_shard *s, uint32_t node, uint16_t cls, uint16_t shard,
-	  const struct wire_msg_hdr *msg, const void *tail, uint16_t tail_len)
+	      const struct wire_msg_hdr *msg, const void *tail, uint16_t tail_len)
 {
 	if (node == s->self) {
 		struct rte_ring *r = local_target(s, cls, shard);
