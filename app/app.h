@@ -5,8 +5,9 @@
  *
  * Every lcore other than main runs one agent: the duty cycle of STYLE.md §3 around the
  * do_work function of its role. The role table (app_roles[]) says how a role is set up and
- * what it runs; the skeleton entries here are placeholders the shard, bridge and persister
- * work replaces:
+ * what it runs. The wiring (app_wire.c) creates every ring before any role's init and hands
+ * each stage its inboxes and outboxes (app_wire_shard, app_wire_persist), as DPDK's
+ * examples/packet_ordering wires rx → worker → tx; no stage looks up another's ring:
  *
  *   role       lcore                 rings (created at start-up, before dp_start)
  *   io         [io] cpu              port rx/tx; routes frames to the rings below
@@ -15,10 +16,14 @@
  *                                    the first oms shard of the node)
  *                                    local: MP/SC ring, frames from other lcores of this
  *                                    node (same mbuf layout as received frames)
+ *                                    mgmt: SP/SC ring, control-socket commands from main
  *                                    tx: dp_txq "shardN" → io
  *   bridge     [bridge] cpu          idle: the bridge runs inside the OMS shard lcore (the
  *                                    only lcore that may read the oms state; docs/appliance.md)
- *   persister  [persister] cpu       idle for now (no database: answered inline)
+ *   persister  [persister] cpu       request ring persister_rq (MP/SC) from the OMS shards,
+ *                                    completions to their local rings; idle without a
+ *                                    database (OMS shards answer inline)
+ *   main                             mgmt_done: MP/SC ring, answered commands from shards
  */
 #ifndef OMSD_APP_APP_H
 #define OMSD_APP_APP_H
@@ -65,7 +70,7 @@ struct app_agent {
 	bool launched;                /* remote-launched, must be waited for */
 } __rte_cache_aligned;
 
-struct app_shard; /* app_shard.c: one shard lcore (consensus + service + roles) */
+struct app_shard; /* app_shard_int.h: one shard lcore (consensus + service + roles) */
 struct app_persister; /* app_persist.c: the persister lcore (PostgreSQL) */
 
 /* app_out.c: frames being built by one lcore, one per destination (a route: a local ring,
@@ -224,6 +229,40 @@ struct app_cmd {
 	uint8_t step;                 /* step of a two-step request (1 or 2) */
 };
 
+/* Every ring between the lcores of this node, created by app_wire_init before the roles'
+ * init and freed by app_wire_fini after their fini. Indexed like cfg.shards. */
+struct app_rings {
+	struct rte_ring *shard_rx[APP_SHARDS_MAX];    /* io → shard lcore (dataplane ring) */
+	struct dp_txq *shard_txq[APP_SHARDS_MAX];     /* shard lcore → io */
+	struct rte_ring *shard_local[APP_SHARDS_MAX]; /* this node's lcores → shard (MP/SC);
+						       * NULL: echo */
+	struct rte_ring *shard_mgmt[APP_SHARDS_MAX];  /* main → shard: commands (SP/SC);
+						       * NULL: echo */
+	struct rte_ring *persist_rq;                  /* OMS shards → persister (MP/SC);
+						       * NULL: no database */
+};
+
+/* What the wiring hands a shard lcore (app_wire_shard): its inboxes and the rings it sends
+ * on. Echo shards use rx and txq only. */
+struct app_shard_wires {
+	struct rte_ring *rx;          /* inbox: io → us */
+	struct rte_ring *local;       /* inbox: other lcores of this node → us (MP/SC) */
+	struct rte_ring *mgmt_rx;     /* inbox: main → us, control-socket commands (SP/SC) */
+	struct dp_txq *txq;           /* us → io */
+	struct rte_ring *mgmt_done;   /* us → main: answered commands (MP/SC) */
+	struct rte_ring *persist_rq;  /* us → the persister; NULL: no database, answer inline */
+	struct rte_ring *gateway;     /* the gateway lcore's local ring; NULL: no gateway here */
+	struct rte_ring *peer[DP_SHARDS_MAX]; /* shard id → its lcore's local ring; NULL: the
+					       * shard is not hosted on this node */
+};
+
+/* What the wiring hands the persister (app_wire_persist). */
+struct app_persist_wires {
+	struct rte_ring *rq;          /* inbox: OMS shard lcores → us (MP/SC) */
+	struct rte_ring *reply[DP_SHARDS_MAX]; /* shard id → that lcore's local ring; NULL:
+						* not hosted here */
+};
+
 struct app {
 	struct app_config cfg;        /* validated configuration */
 	struct dp *dp;                /* the dataplane */
@@ -242,10 +281,12 @@ struct app {
 	uint64_t start_ns;            /* dp_clock_ns at start */
 	bool rx_open;                 /* [port] rx_start = leader: the gate has opened (io) */
 	struct rte_ring *mgmt_done;   /* shard lcores → main: answered commands (MP/SC) */
+	struct app_rings rings;       /* every other ring between lcores (app_wire.c) */
 };
 
-/* How a role is wired. init runs on the main lcore before dp_start (allocate rings, state,
- * set agent->do_work/state); fini after its lcore stopped. index: the shard's position in
+/* How a role is set up. init runs on the main lcore after app_wire_init and before
+ * dp_start (take its rings from the wiring, allocate state, set agent->do_work/state);
+ * fini after its lcore stopped. index: the shard's position in
  * cfg.shards for APP_ROLE_SHARD, else 0. */
 struct app_role_ops {
 	const char *name;
@@ -265,7 +306,16 @@ int app_mgmt_open(const struct app *app);
 void app_mgmt_poll(int timeout_ms);
 void app_mgmt_close(void);
 
-/* app_shard.c: the shard role for oms and me shards (echo shards stay in app_lcore.c). */
+/* app_wire.c: the rings (struct app_rings) and their dataplane routes. init: 0 or -errno
+ * (what was made is freed by fini, which may run after a failed init). */
+int app_wire_init(struct app *app);
+void app_wire_fini(struct app *app);
+/* The rings of shard index (in cfg.shards) and of the persister, as their stages take them. */
+void app_wire_shard(const struct app *app, uint32_t index, struct app_shard_wires *out);
+void app_wire_persist(const struct app *app, struct app_persist_wires *out);
+
+/* app_shard_setup.c: the shard role for oms and me shards (echo shards stay in
+ * app_lcore.c); app_shard_stats.c: what other lcores read of it. */
 int app_shard_init(struct app *app, struct app_agent *agent, uint32_t index);
 void app_shard_fini(struct app *app, struct app_agent *agent);
 void app_shard_stats_write(const struct app *app, uint32_t index, FILE *out);
@@ -277,6 +327,7 @@ uint32_t app_shard_queued(const struct app *app, uint32_t index);
 /* The gateway's latency record (histograms lat_rx_ack_ns, lat_rx_final_ns), NULL when the
  * node has no gateway. Read-only, from the main lcore (exporters). */
 const struct app_lat *app_shard_lat(const struct app *app);
+/* The shard's local ring (other lcores of this node → shard lcore, MP/SC; app_wire.c). */
 struct rte_ring *app_shard_local_ring(const struct app *app, uint32_t index);
 /* What the views read of a shard lcore: published values (relaxed loads), any thread. */
 struct app_shard_pub {
@@ -299,12 +350,13 @@ const char *app_shard_role_name(uint32_t role);
  * (and empty copies) for other shards. */
 int app_shard_latency(const struct app *app, uint32_t index, struct hist *ack,
 		      struct hist *final);
-/* The shard's command ring (main → shard lcore, SP/SC). */
+/* The shard's command ring (main → shard lcore, SP/SC; app_wire.c). */
 struct rte_ring *app_shard_mgmt_ring(const struct app *app, uint32_t index);
 /* Role and leader the shard lcore last published (relaxed; a hint for the main lcore). */
 bool app_shard_leads(const struct app *app, uint32_t index, uint32_t *leader);
 uint64_t app_shard_route_epoch(const struct app *app, uint32_t index);
-/* app_persist.c: the persister role; app_persist_ring: its request ring (NULL: none). */
+/* app_persist.c: the persister role; app_persist_ring (app_wire.c): its request ring
+ * (NULL: no database). */
 int app_persist_init(struct app *app, struct app_agent *agent, uint32_t index);
 void app_persist_fini(struct app *app, struct app_agent *agent);
 struct rte_ring *app_persist_ring(const struct app *app);

@@ -3,7 +3,6 @@
  * Agents and the role table. The duty cycle (STYLE.md §3): read the clock once, do bounded
  * work, record the cycle, idle according to the work done.
  */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <sys/prctl.h>
@@ -78,7 +77,7 @@ io_init(struct app *app, struct app_agent *agent, uint32_t index)
 
 /* ---------------------------------------------------------------------------------------
  * echo shard (diagnostic): count every frame routed to the shard and echo it, unchanged, to
- * its sender. oms and me shards run app_shard.c instead.
+ * its sender. oms and me shards run the shard lcore instead (app_shard_int.h).
  * ------------------------------------------------------------------------------------- */
 
 static uint32_t
@@ -113,36 +112,21 @@ int
 app_echo_init(struct app *app, struct app_agent *agent, uint32_t index)
 {
 	struct app_echo *s = &app->echoes[index];
-	const struct app_shard_conf *sc = &app->cfg.shards[index];
-	char name[RTE_RING_NAMESIZE];
-	int ret;
+	struct app_shard_wires w;
 
-	s->conf = sc;
-	snprintf(name, sizeof(name), "shard%u_rx", sc->id);
-	s->rx = dp_ring_create(app->dp, name, app->cfg.ring_size);
-	snprintf(name, sizeof(name), "shard%u", sc->id);
-	s->txq = dp_txq_create(app->dp, name, app->cfg.ring_size);
-	if (s->rx == NULL || s->txq == NULL)
-		return -ENOMEM;
-	ret = dp_route_add(app->dp, DP_CLASS_SHARD, sc->id, s->rx);
-	/* An echo shard also takes bridge traffic for its id, and the first one takes client
-	 * order entry (the gateway class), so every valid frame class comes back. */
-	if (ret == 0)
-		ret = dp_route_add(app->dp, DP_CLASS_BRIDGE, sc->id, s->rx);
-	if (ret == 0) {
-		ret = dp_route_add(app->dp, DP_CLASS_GATEWAY, DP_SHARD_ANY, s->rx);
-		if (ret == -EEXIST)
-			ret = 0;
-	}
-	if (ret != 0)
-		return ret;
+	/* The wiring made its rings and routes: an echo shard also takes bridge traffic for
+	 * its id, and the first one client order entry, so every valid frame class comes back. */
+	app_wire_shard(app, index, &w);
+	s->conf = &app->cfg.shards[index];
+	s->rx = w.rx;
+	s->txq = w.txq;
 	agent->do_work = echo_do_work;
 	agent->state = s;
 	return 0;
 }
 
 /* ---------------------------------------------------------------------------------------
- * bridge, persister (skeleton): declared lcores with nothing to do yet.
+ * bridge: a declared lcore with nothing to do (the bridge runs inside the OMS shard lcore).
  * ------------------------------------------------------------------------------------- */
 
 static uint32_t

@@ -9,7 +9,9 @@
  * ingress appended to its log). Fencing is the database's (docs/fencing.md), so a request
  * from a deposed leader is harmless and its completion is refused by the shard (-EPERM).
  *
- * Without [database] conninfo the lcore idles and OMS shards answer inline (app_shard.c).
+ * Both rings are the wiring's (app_wire.c): the persister takes its request ring and the
+ * shards' local rings at set-up and looks up none. Without [database] conninfo the lcore
+ * idles and OMS shards answer inline (app_inline_persist.c).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -28,7 +30,7 @@
 struct app_persister {
 	struct app *app;
 	struct pst_db *db;
-	struct rte_ring *rq;         /* OMS shard lcores → us (MP/SC) */
+	struct app_persist_wires w;  /* inbox rq (OMS shard lcores → us), outboxes reply[] */
 	struct app_outbox ob;        /* completions → the shards' local rings */
 	uint64_t requests;           /* requests submitted */
 	uint64_t refused_full;       /* submit refused: pool full (the re-drive resubmits) */
@@ -45,13 +47,11 @@ static int
 emit(void *arg, const struct wire_msg_hdr *msg)
 {
 	struct app_persister *p = arg;
-	const struct app *app = p->app;
-	int idx = msg->shard < DP_SHARDS_MAX ? app->shard_index[msg->shard] : -1;
-	if (idx < 0 || app->shards[idx] == NULL) {
+	struct rte_ring *ring = msg->shard < DP_SHARDS_MAX ? p->w.reply[msg->shard] : NULL;
+	if (ring == NULL) {
 		BUMP(p->no_shard);
 		return 0;
 	}
-	struct rte_ring *ring = app_shard_local_ring(app, (uint32_t)idx);
 	int rc = app_outbox_add(&p->ob, ring, NULL, DP_CLASS_SHARD, msg->shard, msg, NULL, 0);
 	if (rc == -ENOBUFS)
 		return -ENOBUFS; /* offered again on the next poll */
@@ -66,7 +66,7 @@ persist_do_work(void *arg, uint64_t now_ns)
 	struct rte_mbuf *ms[PERSIST_DRAIN_MAX];
 	uint32_t work = 0;
 
-	unsigned n = rte_ring_sc_dequeue_burst(p->rq, (void **)ms, PERSIST_DRAIN_MAX, NULL);
+	unsigned n = rte_ring_sc_dequeue_burst(p->w.rq, (void **)ms, PERSIST_DRAIN_MAX, NULL);
 	for (unsigned i = 0; i < n; i++) {
 		const uint8_t *buf;
 		uint32_t len, pos = 0;
@@ -122,9 +122,8 @@ app_persist_init(struct app *app, struct app_agent *agent, uint32_t index)
 	if (p == NULL)
 		return -ENOMEM;
 	p->app = app;
-	p->rq = rte_ring_create("persister_rq", app->cfg.ring_size, (int)rte_socket_id(),
-				RING_F_SC_DEQ);
-	if (p->rq == NULL) {
+	app_wire_persist(app, &p->w);
+	if (p->w.rq == NULL) {
 		rte_free(p);
 		return -ENOMEM;
 	}
@@ -134,7 +133,6 @@ app_persist_init(struct app *app, struct app_agent *agent, uint32_t index)
 	int ret = pst_db_create(&p->db, &dc);
 	if (ret != 0) {
 		APP_LOG(ERR, "persister: pst_db_create: %s", strerror(-ret));
-		rte_ring_free(p->rq);
 		rte_free(p);
 		return ret;
 	}
@@ -152,19 +150,12 @@ app_persist_fini(struct app *app, struct app_agent *agent)
 		return;
 	app_outbox_free(&p->ob);
 	struct rte_mbuf *m;
-	while (rte_ring_sc_dequeue(p->rq, (void **)&m) == 0)
-		rte_pktmbuf_free(m);
-	rte_ring_free(p->rq);
+	while (rte_ring_sc_dequeue(p->w.rq, (void **)&m) == 0)
+		rte_pktmbuf_free(m); /* the ring itself is the wiring's */
 	pst_db_destroy(p->db);
 	rte_free(p);
 	app->persister = NULL;
 	agent->state = NULL;
-}
-
-struct rte_ring *
-app_persist_ring(const struct app *app)
-{
-	return app->persister != NULL ? app->persister->rq : NULL;
 }
 
 void

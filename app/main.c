@@ -4,8 +4,9 @@
  *
  * Load and validate the configuration (exit 2 on any error, before the EAL starts), start
  * the EAL with the lcore map and port from the configuration plus the pass-through
- * arguments, wire the roles onto the dataplane, launch one agent per lcore, and run the
- * main lcore (signals, stats; later mgmt) until SIGINT/SIGTERM. Then stop the lcores
+ * arguments, create the rings between lcores (app_wire.c), set up the roles on them,
+ * launch one agent per lcore, and run the main lcore (signals, stats, the control socket)
+ * until SIGINT/SIGTERM. Then stop the lcores
  * (producers first, io last), drain the tx queues, close the port and exit 0.
  *
  * SIGUSR1 writes every counter to [paths] stats_file (or the log when it is empty); the
@@ -24,9 +25,7 @@
 #include <rte_eal.h>
 #include <rte_launch.h>
 #include <rte_lcore.h>
-#include <rte_errno.h>
 #include <rte_log.h>
-#include <rte_ring.h>
 
 #include "app.h"
 #include "app_views.h"
@@ -271,18 +270,16 @@ main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGUSR1, &sa, NULL);
 
-	/* 3. Dataplane, roles (rings and routes), port start. */
+	/* 3. Dataplane, rings and routes, roles, port start. */
 	ret = dp_create(&app.dp, &app.cfg.dp);
 	if (ret != 0) {
 		APP_LOG(ERR, "dataplane: %s", strerror(-ret));
 		goto fail_dp;
 	}
-	/* Answered control-socket commands, shard lcores → main (docs/appliance.md). */
-	app.mgmt_done = rte_ring_create("mgmt_done", 2 * APP_CMDS_MAX, (int)rte_socket_id(),
-					RING_F_SC_DEQ);
-	if (app.mgmt_done == NULL) {
-		ret = -ENOMEM;
-		APP_LOG(ERR, "mgmt ring: %s", strerror(rte_errno));
+	/* Every ring between lcores, before any role takes its own (app_wire.c). */
+	ret = app_wire_init(&app);
+	if (ret != 0) {
+		APP_LOG(ERR, "rings: %s", strerror(-ret));
 		goto fail_roles;
 	}
 	for (uint32_t i = 0, shard = 0; i < app.agent_count; i++) {
@@ -371,7 +368,7 @@ fail_roles:
 	for (uint32_t i = 0; i < app.agent_count; i++)
 		if (app_roles[app.agents[i].role].fini != NULL)
 			app_roles[app.agents[i].role].fini(&app, &app.agents[i]);
-	rte_ring_free(app.mgmt_done);
+	app_wire_fini(&app);
 	dp_destroy(app.dp);
 	app.dp = NULL;
 fail_dp:

@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Bridge and bootstrap, on the leader of a shard (docs/appliance.md):
+ *   - bridge (OMS shards): once the leader has committed an entry of its term and applied
+ *     everything, it rebuilds its queue from the PENDING sagas and re-sends them, with a
+ *     REPLAY_REQUEST per ME shard, and again every [timers] bridge_redrive_ms;
+ *   - bootstrap: a leader with current state proposes the configured SYMBOL_CONFIGs (and,
+ *     on an OMS shard behind the configured epoch, the ROUTING_CONFIG), once per term.
+ * They live on the shard lcore because they read the service's state.
+ */
+#include <inttypes.h>
+
+#include "app_shard_int.h"
+#include "me/me.h"
+#include "oms/oms.h"
+
+static void
+redrive_cb(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
+{
+	struct app_shard *s = ctx;
+	sc_add(s, SC_BRIDGE_RESENT, 1);
+	app_egress_route(s, dest, msg);
+}
+
+/* Re-send everything in flight from the leader's state (seed: the PENDING sagas are the
+ * bridge's durable work queue) and ask every ME shard to replay our stream. */
+static void
+bridge_redrive(struct app_shard *s)
+{
+	const struct oms *oms = s->svc;
+	oms_pending_foreach(oms, redrive_cb, s);
+	oms_persist_foreach(oms, redrive_cb, s);
+	for (uint32_t i = 0; i < s->me_shard_count; i++) {
+		struct wire_replay_request rr;
+		memset(&rr, 0, sizeof(rr));
+		wire_hdr_init(&rr.hdr, WIRE_REPLAY_REQUEST, s->me_shards[i]);
+		rr.stream = s->id;
+		rr.from_seq = oms_stream_next_seq(oms, s->me_shards[i]);
+		app_egress_route(s, WIRE_DEST_ME, &rr.hdr);
+	}
+	s->last_redrive = s->now;
+	sc_add(s, SC_BRIDGE_REDRIVES, 1);
+}
+
+/* The leader's state is current: it committed an entry of its own term (so it knows the
+ * whole committed log) and applied all of it. */
+static bool
+state_current(const struct app_shard *s)
+{
+	uint64_t commit = cns_commit_index(s->cns);
+	return cns_role(s->cns) == CNS_LEADER &&
+	       cns_term_at(s->cns, commit) == cns_term(s->cns) &&
+	       cns_applied_index(s->cns) == commit;
+}
+
+static int
+propose_symbols(struct app_shard *s)
+{
+	const struct app_config *cfg = &s->app->cfg;
+	for (uint32_t i = 0; i < cfg->symbol_count; i++) {
+		const struct app_symbol_conf *y = &cfg->symbols[i];
+		/* Only what the replica does not know yet: after the bootstrap the control
+		 * socket owns symbol state (a halt must survive a change of leader). */
+		struct oms_symbol_info oy;
+		struct me_symbol_info my;
+		if (s->is_oms ? oms_symbol_get(s->svc, y->id, &oy) == 0
+			      : me_symbol_get(s->svc, y->id, &my) == 0)
+			continue;
+		struct wire_symbol_config sc;
+		memset(&sc, 0, sizeof(sc));
+		wire_hdr_init(&sc.hdr, WIRE_SYMBOL_CONFIG, s->id);
+		sc.symbol = y->id;
+		sc.base_asset = y->base_asset;
+		sc.quote_asset = y->quote_asset;
+		sc.me_shard = y->me_shard;
+		sc.status = WIRE_SYM_TRADING;
+		sc.tick = y->tick;
+		sc.lot = y->lot;
+		sc.min_qty = y->min_qty;
+		sc.min_notional = y->min_notional;
+		sc.base_unit = y->base_unit;
+		sc.ref_px = y->ref_px;
+		sc.band_bps = y->band_bps;
+		sc.maker_fee_bps = y->maker_fee_bps;
+		sc.taker_fee_bps = y->taker_fee_bps;
+		sc.map_version = 1;
+		int rc = cns_propose(s->cns, s->now, &sc.hdr);
+		if (rc != 0)
+			return rc;
+		sc_add(s, SC_BOOTSTRAPS, 1);
+	}
+	return 0;
+}
+
+/* Bootstrap admin, once per term, same content on every node: idempotent. An OMS shard
+ * gets the routing config only while it is behind the configured epoch; every shard gets
+ * the configured symbols its replica does not know yet (so a halt, a kill or a config made
+ * through the control socket is never undone by a new leader). */
+static void
+bootstrap(struct app_shard *s)
+{
+	uint64_t term = cns_term(s->cns);
+	if (s->boot_term == term)
+		return;
+	int rc = 0;
+	if (s->is_oms) {
+		const struct app_routing_conf *r = &s->app->cfg.routing;
+		if (oms_route_epoch(s->svc) < r->epoch) {
+			struct wire_routing_config rc_msg;
+			memset(&rc_msg, 0, sizeof(rc_msg));
+			wire_hdr_init(&rc_msg.hdr, WIRE_ROUTING_CONFIG, s->id);
+			rc_msg.epoch = r->epoch;
+			rc_msg.shard_count = r->shard_count;
+			for (uint32_t i = 0; i < r->shard_count; i++) {
+				rc_msg.shards[i].shard = r->shards[i];
+				rc_msg.shards[i].state = WIRE_SHARD_ACTIVE;
+			}
+			rc_msg.pin_count = r->pin_count;
+			memcpy(rc_msg.pins, r->pins, r->pin_count * sizeof(r->pins[0]));
+			rc = propose_symbols(s);
+			if (rc == 0)
+				rc = cns_propose(s->cns, s->now, &rc_msg.hdr);
+			if (rc == 0)
+				sc_add(s, SC_BOOTSTRAPS, 1);
+		} else {
+			rc = propose_symbols(s);
+		}
+	} else {
+		rc = propose_symbols(s);
+	}
+	if (rc == 0)
+		s->boot_term = term;
+}
+
+void
+app_bridge_tick(struct app_shard *s)
+{
+	if (cns_role(s->cns) != CNS_LEADER) {
+		s->roles_ready = false;
+		s->bridge_term = 0;
+		return;
+	}
+	if (!state_current(s))
+		return;
+	bootstrap(s);
+	if (!s->is_oms)
+		return;
+	uint64_t term = cns_term(s->cns);
+	if (s->bridge_term != term) {
+		/* Leadership gained: rebuild the bridge's and persister's queues from state. */
+		s->bridge_term = term;
+		s->roles_ready = true;
+		sc_add(s, SC_BRIDGE_REBUILDS, 1);
+		APP_LOG(INFO, "shard %u: leader in term %" PRIu64 ", bridge rebuilt from state",
+			s->id, term);
+		bridge_redrive(s);
+		app_egress_reports_resend(s);
+		return;
+	}
+	if (s->now - s->last_redrive >= s->redrive_ns)
+		bridge_redrive(s);
+}

@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Egress of applied entries: the service's sink. The service emits on every member; only
+ * the leader's egress leaves (ARCHITECTURE.md §3), routed by destination (a client's
+ * gateway, an ME or OMS shard's leader, the persister or the inline answers, the admin)
+ * into the outbox, never blocking. Every member also keeps the newest client reports, for
+ * a new leader to re-send, and hands ADMIN_REPLYs to the control-socket commands waiting.
+ */
+#include "app_shard_int.h"
+#include "oms/oms.h"
+
+/* Client reports lost with a leader: re-sent by a new leader when emitted within this much
+ * cluster time before the newest one kept (struct app_shard.reports, REPORT_RING). */
+#define REPORT_RESEND_NS (500ull * 1000000)
+
+void
+app_egress_route(struct app_shard *s, enum wire_dest dest, const struct wire_msg_hdr *msg)
+{
+	sc_add(s, SC_EGRESS, 1);
+	switch (dest) {
+	case WIRE_DEST_CLIENT: {
+		const struct user_ent *e = app_user_slot(s->users, app_msg_user(msg), false);
+		if (e != NULL) {
+			app_gw_to_gateway(s, e->node, msg);
+			break;
+		}
+		/* No gateway known (a new leader, a restart): every gateway gets it and the one
+		 * that knows the user's address forwards it. */
+		app_gw_to_gateway(s, s->self, msg);
+		for (uint32_t i = 0; i < s->app->cfg.dp.peer_count; i++)
+			app_gw_to_gateway(s, s->app->cfg.dp.peers[i].node_id, msg);
+		break;
+	}
+	case WIRE_DEST_ME:
+		if (!s->roles_ready) {
+			sc_add(s, SC_EGRESS_NOT_READY, 1);
+			break;
+		}
+		if (msg->shard >= DP_SHARDS_MAX) {
+			sc_add(s, SC_NO_ROUTE, 1);
+			break;
+		}
+		app_send_node(s, app_leader_guess(s->app, msg->shard), DP_CLASS_SHARD, msg->shard,
+			      msg, NULL, 0);
+		break;
+	case WIRE_DEST_OMS: {
+		if (msg->shard >= DP_SHARDS_MAX) {
+			sc_add(s, SC_NO_ROUTE, 1);
+			break;
+		}
+		uint32_t node = s->oms_node[msg->shard];
+		if (node == 0)
+			node = app_leader_guess(s->app, msg->shard);
+		app_send_node(s, node, DP_CLASS_BRIDGE, msg->shard, msg, NULL, 0);
+		break;
+	}
+	case WIRE_DEST_PERSIST: {
+		if (!s->roles_ready) {
+			sc_add(s, SC_EGRESS_NOT_READY, 1);
+			break;
+		}
+		if (s->w.persist_rq != NULL)
+			app_outbox_add(&s->ob, s->w.persist_rq, NULL, DP_CLASS_SHARD, s->id, msg,
+				       NULL, 0);
+		else
+			app_inline_persist_answer(s, msg);
+		break;
+	}
+	case WIRE_DEST_ADMIN: {
+		sc_add(s, SC_EGRESS_ADMIN, 1);
+		/* The answer to a transfer a gateway routed goes back through that gateway. */
+		const struct wire_admin_reply *r = (const void *)msg;
+		struct xfer_ent *x = msg->type == WIRE_ADMIN_REPLY && s->xorigin != NULL
+					     ? app_xfer_slot(s->xorigin, r->req_id, false)
+					     : NULL;
+		if (x != NULL) {
+			uint32_t node = x->node;
+			x->id = 0;
+			app_gw_to_gateway(s, node, msg);
+			break;
+		}
+		if (s->admin_addr.ip_be != 0)
+			app_outbox_add(&s->ob, NULL, &s->admin_addr, DP_CLASS_CLIENT, 0, msg,
+				       NULL, 0);
+		break;
+	}
+	default:
+		sc_add(s, SC_NO_ROUTE, 1);
+		break;
+	}
+}
+
+void
+app_egress_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
+{
+	struct app_shard *s = ctx;
+	if (dest == WIRE_DEST_CLIENT && msg->type == WIRE_EXEC_REPORT && s->reports != NULL) {
+		s->reports[s->report_count % REPORT_RING] = *(const struct wire_exec_report *)msg;
+		s->report_count++;
+	}
+	if (msg->type == WIRE_ADMIN_REPLY && s->cmd_wait_count > 0)
+		/* On every member: commit is what counts. */
+		app_cmd_admin_reply(s, (const void *)msg);
+	if (!s->leader) {
+		sc_add(s, SC_EGRESS_FOLLOWER, 1); /* ARCHITECTURE.md §3: only the leader's leaves */
+		return;
+	}
+	if (dest == WIRE_DEST_CLIENT)
+		app_reqlat_end(s, msg);
+	app_egress_route(s, dest, msg);
+}
+
+/* Leadership gained: re-send the reports emitted within REPORT_RESEND_NS before the newest
+ * one kept (what the old leader emitted last, before the election's silence), in the order
+ * they were emitted (per-user sequences ascend). */
+void
+app_egress_reports_resend(struct app_shard *s)
+{
+	if (s->report_count == 0)
+		return;
+	uint64_t newest = s->reports[(s->report_count - 1) % REPORT_RING].time_ns;
+	uint64_t first = s->report_count > REPORT_RING ? s->report_count - REPORT_RING : 0;
+	for (uint64_t i = first; i < s->report_count; i++) {
+		const struct wire_exec_report *r = &s->reports[i % REPORT_RING];
+		if (r->time_ns + REPORT_RESEND_NS < newest)
+			continue;
+		app_egress_route(s, WIRE_DEST_CLIENT, &r->hdr);
+		sc_add(s, SC_REPORTS_RESENT, 1);
+	}
+}

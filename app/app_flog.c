@@ -1,0 +1,302 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The durable file log store ([durability] mode = durable; docs/appliance.md): the log
+ * store consensus sees is the memory log (reads, replication) with the file log (persist/)
+ * following it; truncation, compaction and votes go to the files at once, appends are
+ * written one batch and one fdatasync per cycle (group commit) by the duty cycle, which
+ * then reports what is durable to consensus (in memory mode: all it holds). At boot the
+ * files are loaded back into the memory log.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include "app_shard_int.h"
+#include "common/check.h"
+
+#define FLOG_READ_BUF (1u << 20)  /* boot: bytes read from the file log at once */
+
+static int
+flog_append(void *st, uint64_t index, const struct wire_entry_hdr *hdr, const void *data)
+{
+	struct app_shard *s = st;
+	return cns_memlog_ops.append(s->log, index, hdr, data);
+}
+
+static void
+flog_truncate(void *st, uint64_t index)
+{
+	struct app_shard *s = st;
+	cns_memlog_ops.truncate(s->log, index);
+	if (index >= pst_log_first_index(s->plog) && index <= pst_log_last_index(s->plog) &&
+	    pst_log_truncate(s->plog, index) != 0) {
+		/* The file would keep entries Raft removed: a restart would replay them. */
+		APP_LOG(CRIT, "shard %u: file log truncate at %" PRIu64 " failed", s->id, index);
+		CHECK(0);
+	}
+	if (s->durable_index >= index) {
+		s->durable_index = 0;
+		s->durable_term = 0;
+	}
+}
+
+static void
+flog_compact(void *st, uint64_t index)
+{
+	struct app_shard *s = st;
+	cns_memlog_ops.compact(s->log, index);
+	int rc = index >= pst_log_last_index(s->plog) ? pst_log_reset(s->plog, index + 1)
+						      : pst_log_compact(s->plog, index);
+	if (rc < 0)
+		sc_add(s, SC_FLOG_ERRORS, 1);
+}
+
+static const struct wire_entry_hdr *
+flog_entry(const void *st, uint64_t index)
+{
+	const struct app_shard *s = st;
+	return cns_memlog_ops.entry(s->log, index);
+}
+
+static uint64_t
+flog_first(const void *st)
+{
+	const struct app_shard *s = st;
+	return cns_memlog_ops.first_index(s->log);
+}
+
+static uint64_t
+flog_last(const void *st)
+{
+	const struct app_shard *s = st;
+	return cns_memlog_ops.last_index(s->log);
+}
+
+static void
+flog_save_vote(void *st, uint64_t term, uint32_t vote)
+{
+	struct app_shard *s = st;
+	cns_memlog_ops.save_vote(s->log, term, vote);
+	/* Raft Figure 2: persisted before answering. Blocks for a few fsyncs (rare). */
+	int rc = pst_vote_save(s->vote_dir, term, vote);
+	if (rc != 0) {
+		APP_LOG(CRIT, "shard %u: saving the vote failed: %s", s->id, strerror(-rc));
+		CHECK(0);
+	}
+}
+
+const struct cns_log_ops app_flog_ops = {
+	.append = flog_append,
+	.truncate = flog_truncate,
+	.compact = flog_compact,
+	.entry = flog_entry,
+	.first_index = flog_first,
+	.last_index = flog_last,
+	.save_vote = flog_save_vote,
+};
+
+void
+app_flog_snapshot_saved(void *ctx, const struct cns_snapshot_meta *meta, const void *data)
+{
+	struct app_shard *s = ctx;
+	struct pst_snap_meta pm = {
+		.last_index = meta->index,
+		.last_term = meta->term,
+		.last_time_ns = meta->time_ns,
+		.length = meta->len,
+	};
+	int rc = pst_snap_write(s->snap_dir, &pm, data, s->plog);
+	if (rc != 0)
+		APP_LOG(ERR, "shard %u: writing the snapshot at %" PRIu64 " failed: %s", s->id,
+			meta->index, strerror(-rc));
+}
+
+static int
+mkdirs(const char *path)
+{
+	char buf[APP_STR_MAX + 64];
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *p = buf + 1; *p != '\0'; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0750) != 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, 0750) != 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* Open the files and load what survived into the memory log and the boot record. */
+int
+app_flog_boot(struct app_shard *s, struct cns_boot *boot, struct cns_snapshot_meta *snap,
+	      void **snap_data)
+{
+	const struct app_config *cfg = &s->app->cfg;
+	char log_dir[APP_STR_MAX + 32], err[PST_ERR_SIZE];
+	snprintf(log_dir, sizeof(log_dir), "%s/shard%u/log", cfg->data_dir, s->id);
+	snprintf(s->vote_dir, sizeof(s->vote_dir), "%s/shard%u/vote", cfg->data_dir, s->id);
+	snprintf(s->snap_dir, sizeof(s->snap_dir), "%s/shard%u/snap", cfg->data_dir, s->id);
+	int rc = mkdirs(log_dir);
+	if (rc == 0)
+		rc = mkdirs(s->vote_dir);
+	if (rc == 0)
+		rc = mkdirs(s->snap_dir);
+	if (rc != 0) {
+		APP_LOG(ERR, "shard %u: %s: %s", s->id, cfg->data_dir, strerror(-rc));
+		return rc;
+	}
+	rc = pst_vote_load(s->vote_dir, &boot->term, &boot->vote);
+	if (rc != 0 && rc != -ENOENT) {
+		APP_LOG(ERR, "shard %u: vote in %s: %s", s->id, s->vote_dir, strerror(-rc));
+		return rc;
+	}
+	if (rc == 0)
+		cns_memlog_ops.save_vote(s->log, boot->term, boot->vote);
+	struct pst_snap_meta pm;
+	uint32_t corrupt = 0;
+	rc = pst_snap_load(s->snap_dir, &pm, snap_data, &corrupt, err, sizeof(err));
+	if (corrupt > 0)
+		APP_LOG(WARNING, "shard %u: %u corrupt snapshot(s) skipped: %s", s->id, corrupt,
+			err);
+	uint64_t start = 1;
+	if (rc == 0) {
+		*snap = (struct cns_snapshot_meta){
+			.index = pm.last_index,
+			.term = pm.last_term,
+			.time_ns = pm.last_time_ns,
+			.len = pm.length,
+		};
+		boot->snapshot = snap;
+		boot->snapshot_data = *snap_data;
+		start = pm.last_index + 1;
+		cns_memlog_ops.compact(s->log, pm.last_index);
+	} else if (rc != -ENOENT) {
+		APP_LOG(ERR, "shard %u: snapshots in %s: %s", s->id, s->snap_dir, strerror(-rc));
+		return rc;
+	}
+	struct pst_log_config lc = { .dir = log_dir, .sync = PST_SYNC_DATA };
+	rc = pst_log_open(&s->plog, &lc, err, sizeof(err));
+	if (rc != 0) {
+		APP_LOG(ERR, "shard %u: file log: %s (%s)", s->id, strerror(-rc), err);
+		return rc;
+	}
+	uint64_t first = pst_log_first_index(s->plog), last = pst_log_last_index(s->plog);
+	if (last < start || first > start) {
+		if (last >= first && first > start) {
+			APP_LOG(ERR, "shard %u: file log starts at %" PRIu64 ", after the snapshot's "
+				"next entry %" PRIu64, s->id, first, start);
+			return -EBADMSG;
+		}
+		/* Nothing after the snapshot: start the file log right after it. */
+		return last < start ? pst_log_reset(s->plog, start) : 0;
+	}
+	void *buf = malloc(FLOG_READ_BUF); /* start-up only */
+	struct pst_entry ents[64];
+	if (buf == NULL)
+		return -ENOMEM;
+	for (uint64_t i = start; i <= last;) {
+		int n = pst_log_read(s->plog, i, ents, 64, buf, FLOG_READ_BUF);
+		if (n <= 0) {
+			APP_LOG(ERR, "shard %u: file log read at %" PRIu64 ": %s", s->id, i,
+				strerror(-n));
+			free(buf);
+			return n < 0 ? n : -EIO;
+		}
+		for (int k = 0; k < n; k++, i++) {
+			struct wire_entry_hdr h = {
+				.term = ents[k].term,
+				.time_ns = ents[k].time_ns,
+				.data_len = ents[k].data_len,
+				.kind = (uint16_t)ents[k].kind,
+			};
+			rc = cns_memlog_ops.append(s->log, i, &h, ents[k].data);
+			if (rc != 0) {
+				APP_LOG(ERR, "shard %u: the memory log is too small for the file "
+					"log ([limits] log_entries, log_mb)", s->id);
+				free(buf);
+				return rc;
+			}
+			sc_add(s, SC_FLOG_BOOT_ENTRIES, 1);
+		}
+	}
+	free(buf);
+	return 0;
+}
+
+/* Durable mode: write what the memory log holds beyond the file log, one batch and one
+ * fdatasync per cycle (group commit), on this lcore (docs/appliance.md says why). */
+static void
+flog_write(struct app_shard *s)
+{
+	uint64_t flast = pst_log_last_index(s->plog);
+	uint64_t mfirst = cns_memlog_ops.first_index(s->log);
+	uint64_t mlast = cns_memlog_ops.last_index(s->log);
+	if (mlast <= flast)
+		return;
+	if (mfirst > flast + 1) {
+		/* Compacted behind a snapshot before we wrote it: the snapshot file covers it. */
+		if (pst_log_reset(s->plog, mfirst) != 0) {
+			sc_add(s, SC_FLOG_ERRORS, 1);
+			return;
+		}
+		flast = mfirst - 1;
+	}
+	uint32_t n = 0;
+	for (uint64_t i = flast + 1; i <= mlast && n < FLOG_BATCH_MAX; i++, n++) {
+		const struct wire_entry_hdr *e = cns_memlog_ops.entry(s->log, i);
+		s->pbatch[n] = (struct pst_entry){
+			.index = i,
+			.term = e->term,
+			.time_ns = e->time_ns,
+			.kind = e->kind,
+			.data_len = e->data_len,
+			.data = e + 1,
+		};
+	}
+	int rc = pst_log_append(s->plog, s->pbatch, n);
+	if (rc != 0) {
+		sc_add(s, SC_FLOG_ERRORS, 1);
+		return;
+	}
+	sc_add(s, SC_FLOG_ENTRIES, n);
+}
+
+
+/* Memory mode: the in-memory log is durable as soon as an entry is in it. Durable mode:
+ * what the file log has synced (docs/appliance.md). */
+void
+app_flog_durable_report(struct app_shard *s)
+{
+	uint64_t last, term;
+	if (s->plog != NULL) {
+		flog_write(s);
+		last = pst_log_durable_index(s->plog);
+		if (last > cns_last_index(s->cns))
+			last = cns_last_index(s->cns);
+		if (last == 0)
+			return;
+		term = cns_term_at(s->cns, last);
+		if (term == UINT64_MAX)
+			return;
+		if (last == s->durable_index && term == s->durable_term)
+			return;
+		cns_durable(s->cns, last, term);
+		s->durable_index = last;
+		s->durable_term = term;
+		return;
+	}
+	last = cns_last_index(s->cns);
+	if (last == 0)
+		return;
+	term = cns_last_term(s->cns);
+	if (last == s->durable_index && term == s->durable_term)
+		return;
+	cns_durable(s->cns, last, term);
+	s->durable_index = last;
+	s->durable_term = term;
+}

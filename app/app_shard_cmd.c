@@ -1,0 +1,486 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Control-socket commands executed on the shard lcore (docs/appliance.md "Control
+ * socket"). The main lcore hands this lcore struct app_cmd pointers on its mgmt ring; each
+ * comes back on mgmt_done, answered. A mutation is proposed alone in an entry of its own
+ * (the open batch is sealed before and after), and answered by the ADMIN_REPLY the service
+ * emits when that entry - same index, same term - is applied: the answer means committed
+ * and applied, on this member. Views are read here because this lcore is the only reader
+ * of the service's state.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include <rte_ring.h>
+
+#include "app_shard_int.h"
+#include "common/check.h"
+#include "me/me.h"
+#include "mgmt/mgmt.h"
+#include "oms/oms.h"
+
+static void
+cmd_give(struct app_shard *s, struct app_cmd *c, enum app_cmd_status st)
+{
+	c->status = st;
+	sc_add(s, st == APP_CMD_OK ? SC_MGMT_OK : SC_MGMT_REFUSED, 1);
+	/* mgmt_done holds 2 * APP_CMDS_MAX and main never has more than APP_CMDS_MAX out. */
+	CHECK(rte_ring_mp_enqueue(s->w.mgmt_done, c) == 0);
+}
+
+static void
+cmd_not_leader(struct app_shard *s, struct app_cmd *c)
+{
+	uint32_t l = cns_leader(s->cns);
+	c->leader = l == s->self ? 0 : l;
+	cmd_give(s, c, APP_CMD_NOT_LEADER);
+}
+
+static void
+cmd_unwait(struct app_shard *s, uint32_t i)
+{
+	CHECK(i < s->cmd_wait_count);
+	s->cmd_wait[i] = s->cmd_wait[--s->cmd_wait_count];
+	s->cmd_wait[s->cmd_wait_count] = NULL;
+}
+
+/* The ADMIN_REPLY of an entry being applied: the answer of the command that proposed it. */
+void
+app_cmd_admin_reply(struct app_shard *s, const struct wire_admin_reply *r)
+{
+	for (uint32_t i = 0; i < s->cmd_wait_count; i++) {
+		struct app_cmd *c = s->cmd_wait[i];
+		/* The OMS echoes the key in req_id, the ME in value (me_admin.c). */
+		uint64_t key = s->is_oms ? r->req_id : r->value;
+		if (c->kind != APP_CMD_PROPOSE || c->index != s->apply_index || c->req_key != key)
+			continue;
+		cmd_unwait(s, i);
+		if (s->apply_term != c->term) {
+			cmd_give(s, c, APP_CMD_LOST); /* another leader's entry took the index */
+			return;
+		}
+		c->reason = r->reason;
+		c->value = r->value;
+		cmd_give(s, c, r->reason == WIRE_REASON_NONE ? APP_CMD_OK : APP_CMD_REJECTED);
+		return;
+	}
+}
+
+/* routes set: the new membership under the applied epoch + 1, keeping the applied pins. */
+static void
+route_merge(struct app_shard *s, struct wire_routing_config *m, bool scale)
+{
+	struct oms_route_info ri;
+	oms_route_get(s->svc, &ri);
+	if (scale) {
+		/* shards scale: the applied membership with shards[0] added or changed. */
+		struct wire_route_shard add = m->shards[0];
+		uint32_t n = 0;
+		bool found = false;
+		for (uint32_t i = 0; i < ri.shard_count; i++) {
+			m->shards[n] = ri.shards[i];
+			if (ri.shards[i].shard == add.shard) {
+				m->shards[n].state = add.state;
+				found = true;
+			}
+			n++;
+		}
+		if (!found && n < WIRE_ROUTE_SHARDS_MAX)
+			m->shards[n++] = add;
+		m->shard_count = n;
+	}
+	if (m->epoch == 0)
+		m->epoch = ri.epoch + 1;
+	m->pin_count = ri.pin_count;
+	memcpy(m->pins, ri.pins, sizeof(ri.pins[0]) * ri.pin_count);
+}
+
+/* symbols move: the symbol's config as this replica holds it, me_shard as asked. 0, or
+ * -ENOENT when this replica cannot fill it. */
+static int
+symbol_fill(struct app_shard *s, struct wire_symbol_config *m)
+{
+	if (s->is_oms) {
+		struct oms_symbol_info y;
+		if (oms_symbol_get(s->svc, m->symbol, &y) != 0)
+			return -ENOENT;
+		m->maker_fee_bps = y.maker_fee_bps;
+		m->taker_fee_bps = y.taker_fee_bps;
+		return 0;
+	}
+	struct me_symbol_info y;
+	if (me_symbol_get(s->svc, m->symbol, &y) != 0 || y.me_shard != s->id)
+		return m->tick > 0 ? 0 : -ENOENT; /* not ours: the message must be complete */
+	m->base_asset = y.base_asset;
+	m->quote_asset = y.quote_asset;
+	m->status = y.status;
+	m->tick = y.tick;
+	m->lot = y.lot;
+	m->min_qty = y.min_qty;
+	m->min_notional = y.min_notional;
+	m->base_unit = y.base_unit;
+	m->ref_px = y.ref_px;
+	m->band_bps = y.band_bps;
+	return 0;
+}
+
+static void
+cmd_propose(struct app_shard *s, struct app_cmd *c)
+{
+	struct wire_msg_hdr *m = (void *)c->msg;
+	if (cns_role(s->cns) != CNS_LEADER) {
+		cmd_not_leader(s, c);
+		return;
+	}
+	if (s->cmd_wait_count == APP_CMD_PENDING_MAX) {
+		cmd_give(s, c, APP_CMD_BUSY);
+		return;
+	}
+	if (((c->flags & APP_CMD_ROUTE_MERGE) &&
+	     (!s->is_oms || m->type != WIRE_ROUTING_CONFIG)) ||
+	    ((c->flags & APP_CMD_SYMBOL_FILL) && m->type != WIRE_SYMBOL_CONFIG)) {
+		c->err = -EINVAL; /* a routing config for an ME shard: the operator named one */
+		cmd_give(s, c, APP_CMD_FAILED);
+		return;
+	}
+	if (c->flags & APP_CMD_ROUTE_MERGE) {
+		route_merge(s, (void *)m, (c->flags & APP_CMD_ROUTE_SCALE) != 0);
+		c->req_key = ((struct wire_routing_config *)m)->epoch;
+		c->value = c->req_key;
+	}
+	if (c->flags & APP_CMD_SYMBOL_FILL) {
+		if (symbol_fill(s, (void *)m) != 0) {
+			c->reason = WIRE_REASON_UNKNOWN_SYMBOL;
+			cmd_give(s, c, APP_CMD_REJECTED); /* nothing proposed */
+			return;
+		}
+	}
+	/* Seal what is open, so the command's entry is the next one and holds only it. */
+	cns_flush(s->cns, s->now);
+	uint64_t last = cns_last_index(s->cns);
+	int rc = app_shard_propose(s, m);
+	if (rc == -EPERM) {
+		cmd_not_leader(s, c);
+		return;
+	}
+	if (rc == -EAGAIN || rc == -EBUSY) {
+		cmd_give(s, c, APP_CMD_BUSY); /* backpressure, or a leadership transfer */
+		return;
+	}
+	if (rc != 0) {
+		c->err = rc;
+		cmd_give(s, c, APP_CMD_FAILED);
+		return;
+	}
+	cns_flush(s->cns, s->now);
+	/* If the log store was full the batch is sealed later, still as the next entry. */
+	c->index = last + 1;
+	c->term = cns_term(s->cns);
+	s->cmd_wait[s->cmd_wait_count++] = c;
+}
+
+static void
+cmd_snapshot(struct app_shard *s, struct app_cmd *c)
+{
+	uint64_t applied = cns_applied_index(s->cns);
+	int rc = cns_snapshot_take(s->cns);
+	if (rc == 0) {
+		s->snap_index = applied;
+		sc_add(s, SC_SNAPSHOTS, 1);
+	}
+	if (rc != 0 && rc != -EALREADY) {
+		sc_add(s, SC_SNAPSHOT_FAILED, 1);
+		c->err = rc;
+		cmd_give(s, c, APP_CMD_FAILED);
+		return;
+	}
+	const struct cns_snapshot_meta *meta = cns_snapshot(s->cns, NULL);
+	c->index = meta != NULL ? meta->index : 0;
+	c->value = c->index;
+	c->term = meta != NULL ? meta->term : 0;
+	cmd_give(s, c, APP_CMD_OK);
+}
+
+static void
+cmd_transfer(struct app_shard *s, struct app_cmd *c)
+{
+	if (cns_role(s->cns) != CNS_LEADER) {
+		cmd_not_leader(s, c);
+		return;
+	}
+	if (c->target == s->self) {
+		c->value = cns_term(s->cns);
+		cmd_give(s, c, APP_CMD_OK);
+		return;
+	}
+	if (s->cmd_wait_count == APP_CMD_PENDING_MAX) {
+		cmd_give(s, c, APP_CMD_BUSY);
+		return;
+	}
+	int rc = cns_transfer(s->cns, s->now, c->target);
+	if (rc == -EPERM) {
+		cmd_not_leader(s, c);
+		return;
+	}
+	if (rc != 0) {
+		c->err = rc; /* -EINVAL: not a member */
+		cmd_give(s, c, APP_CMD_FAILED);
+		return;
+	}
+	c->term = cns_term(s->cns);
+	s->cmd_wait[s->cmd_wait_count++] = c;
+}
+
+static const char *
+sym_status_name(uint8_t st)
+{
+	return st == WIRE_SYM_TRADING ? "trading" : st == WIRE_SYM_HALTED ? "halted" : "unknown";
+}
+
+static const char *
+user_status_name(uint32_t st)
+{
+	switch (st) {
+	case OMS_USER_HYDRATING:
+		return "hydrating";
+	case OMS_USER_RESIDENT:
+		return "resident";
+	case OMS_USER_FLUSHING:
+		return "flushing";
+	default:
+		return "absent";
+	}
+}
+
+/* One row per symbol, each naming this shard (main joins the rows of every shard). */
+static void
+row_begin(struct app_shard *s, struct mgmt_out *o, uint32_t symbol, uint8_t status, bool killed)
+{
+	mgmt_out_obj_begin(o);
+	mgmt_out_kv_u64(o, "shard", s->id);
+	mgmt_out_kv_str(o, "service", s->is_oms ? "oms" : "me");
+	mgmt_out_kv_u64(o, "symbol", symbol);
+	mgmt_out_kv_str(o, "status", sym_status_name(status));
+	mgmt_out_kv_bool(o, "killed", killed);
+}
+
+static void
+view_symbols(struct app_shard *s, struct mgmt_out *o)
+{
+	mgmt_out_arr_begin(o);
+	if (s->is_oms) {
+		struct oms_symbol_info y;
+		for (uint32_t i = 0; oms_symbol_at(s->svc, i, &y) == 0; i++) {
+			row_begin(s, o, y.symbol, y.status, y.killed != 0);
+			mgmt_out_kv_u64(o, "me_shard", y.me_shard);
+			mgmt_out_kv_u64(o, "base", y.base_asset);
+			mgmt_out_kv_u64(o, "quote", y.quote_asset);
+			mgmt_out_kv_i64(o, "maker_fee_bps", y.maker_fee_bps);
+			mgmt_out_kv_i64(o, "taker_fee_bps", y.taker_fee_bps);
+			mgmt_out_obj_end(o);
+		}
+	} else {
+		struct me_symbol_info y;
+		for (uint32_t i = 0; me_symbol_at(s->svc, i, &y) == 0; i++) {
+			row_begin(s, o, y.symbol, y.status, y.killed != 0);
+			mgmt_out_kv_u64(o, "me_shard", y.me_shard);
+			mgmt_out_kv_u64(o, "resting", y.resting);
+			mgmt_out_kv_i64(o, "tick", y.tick);
+			mgmt_out_kv_i64(o, "lot", y.lot);
+			mgmt_out_kv_i64(o, "last_px", y.last_px);
+			mgmt_out_obj_end(o);
+		}
+	}
+	mgmt_out_arr_end(o);
+}
+
+static void
+view_routes(struct app_shard *s, struct mgmt_out *o)
+{
+	struct oms_route_info ri;
+	oms_route_get(s->svc, &ri);
+	mgmt_out_kv_u64(o, "epoch", ri.epoch);
+	mgmt_out_kv_bool(o, "draining", oms_route_draining(s->svc));
+	mgmt_out_key(o, "shards");
+	mgmt_out_arr_begin(o);
+	for (uint32_t i = 0; i < ri.shard_count; i++) {
+		mgmt_out_obj_begin(o);
+		mgmt_out_kv_u64(o, "shard", ri.shards[i].shard);
+		mgmt_out_kv_str(o, "state", ri.shards[i].state == WIRE_SHARD_ACTIVE ? "active"
+										  : "receiving");
+		mgmt_out_obj_end(o);
+	}
+	mgmt_out_arr_end(o);
+	mgmt_out_key(o, "pins");
+	mgmt_out_arr_begin(o);
+	for (uint32_t i = 0; i < ri.pin_count; i++) {
+		mgmt_out_obj_begin(o);
+		mgmt_out_kv_u64(o, "user", ri.pins[i].user);
+		mgmt_out_kv_u64(o, "shard", ri.pins[i].shard);
+		mgmt_out_obj_end(o);
+	}
+	mgmt_out_arr_end(o);
+}
+
+static void
+view_user(struct app_shard *s, uint64_t user, struct mgmt_out *o)
+{
+	struct oms_user_info ui;
+	int rc = oms_user_get(s->svc, user, &ui);
+	mgmt_out_kv_u64(o, "user", user);
+	mgmt_out_kv_u64(o, "owner", oms_owner(s->svc, user));
+	mgmt_out_kv_bool(o, "killed", oms_user_killed(s->svc, user));
+	mgmt_out_kv_str(o, "status", user_status_name(rc == 0 ? ui.status : OMS_USER_ABSENT));
+	if (rc != 0)
+		return;
+	mgmt_out_kv_u64(o, "orders", ui.orders);
+	mgmt_out_kv_u64(o, "sagas", ui.sagas);
+	mgmt_out_kv_u64(o, "live", ui.live);
+	mgmt_out_kv_u64(o, "parked", ui.parked);
+	mgmt_out_kv_u64(o, "epoch", ui.epoch);
+	mgmt_out_kv_u64(o, "version", ui.version);
+	mgmt_out_key(o, "balances");
+	mgmt_out_arr_begin(o);
+	for (uint32_t i = 0; i < s->asset_count; i++) {
+		int64_t total, reserved;
+		if (oms_balance_get(s->svc, user, s->assets[i], &total, &reserved) != 0)
+			continue;
+		mgmt_out_obj_begin(o);
+		mgmt_out_kv_u64(o, "asset", s->assets[i]);
+		mgmt_out_kv_i64(o, "total", total);
+		mgmt_out_kv_i64(o, "reserved", reserved);
+		mgmt_out_obj_end(o);
+	}
+	mgmt_out_arr_end(o);
+}
+
+/* A page of the resident set: users with their status, and where the next page starts. */
+static void
+view_users(struct app_shard *s, struct app_cmd *c, struct mgmt_out *o)
+{
+	uint64_t users[256];
+	uint32_t cursor = c->cursor, limit = RTE_MIN(c->limit, (uint32_t)RTE_DIM(users));
+	uint32_t n = oms_users_list(s->svc, &cursor, users, limit);
+	mgmt_out_kv_u64(o, "resident", oms_resident_count(s->svc));
+	mgmt_out_key(o, "users");
+	mgmt_out_arr_begin(o);
+	for (uint32_t i = 0; i < n; i++) {
+		struct oms_user_info ui;
+		if (oms_user_get(s->svc, users[i], &ui) != 0)
+			continue;
+		mgmt_out_obj_begin(o);
+		mgmt_out_kv_u64(o, "user", users[i]);
+		mgmt_out_kv_str(o, "status", user_status_name(ui.status));
+		mgmt_out_kv_u64(o, "sagas", ui.sagas);
+		mgmt_out_kv_u64(o, "live", ui.live);
+		mgmt_out_kv_u64(o, "owner", oms_owner(s->svc, users[i]));
+		mgmt_out_obj_end(o);
+	}
+	mgmt_out_arr_end(o);
+	if (cursor == UINT32_MAX)
+		mgmt_out_kv_str(o, "next", "end");
+	else
+		mgmt_out_kv_u64(o, "next", cursor);
+}
+
+/* Read-only views: this lcore is the only reader of the service's state. */
+static void
+cmd_view(struct app_shard *s, struct app_cmd *c)
+{
+	if (c->view < APP_VIEW_SYMBOLS || c->view > APP_VIEW_USERS ||
+	    (c->view != APP_VIEW_SYMBOLS && !s->is_oms)) {
+		c->err = -ENOTSUP;
+		cmd_give(s, c, APP_CMD_FAILED);
+		return;
+	}
+	struct mgmt_out o;
+	mgmt_out_init(&o, c->out, c->out_cap);
+	if (c->view == APP_VIEW_SYMBOLS) {
+		view_symbols(s, &o); /* an array of rows */
+	} else {
+		mgmt_out_obj_begin(&o);
+		mgmt_out_kv_u64(&o, "shard", s->id);
+		mgmt_out_kv_str(&o, "role",
+				cns_role(s->cns) == CNS_LEADER ? "leader" : "follower");
+		mgmt_out_kv_u64(&o, "applied", cns_applied_index(s->cns));
+		if (c->view == APP_VIEW_ROUTES)
+			view_routes(s, &o);
+		else if (c->view == APP_VIEW_USERS)
+			view_users(s, c, &o);
+		else
+			view_user(s, c->user, &o);
+		mgmt_out_obj_end(&o);
+	}
+	if (o.overflow) {
+		c->err = -E2BIG;
+		cmd_give(s, c, APP_CMD_FAILED);
+		return;
+	}
+	c->out_len = o.len;
+	cmd_give(s, c, APP_CMD_OK);
+}
+
+/* Take new commands (bounded), then settle the waiting ones: committed entries were
+ * answered during apply; here the lost, the transferred and the late. */
+uint32_t
+app_cmd_work(struct app_shard *s)
+{
+	struct app_cmd *cmds[APP_CMD_DRAIN_MAX];
+	unsigned n = rte_ring_sc_dequeue_burst(s->w.mgmt_rx, (void **)cmds, APP_CMD_DRAIN_MAX,
+					       NULL);
+	for (unsigned i = 0; i < n; i++) {
+		struct app_cmd *c = cmds[i];
+		sc_add(s, SC_MGMT_CMDS, 1);
+		CHECK(c->shard == s->id);
+		switch (c->kind) {
+		case APP_CMD_PROPOSE:
+			cmd_propose(s, c);
+			break;
+		case APP_CMD_SNAPSHOT:
+			cmd_snapshot(s, c);
+			break;
+		case APP_CMD_TRANSFER:
+			cmd_transfer(s, c);
+			break;
+		case APP_CMD_VIEW:
+			cmd_view(s, c);
+			break;
+		default:
+			c->err = -EINVAL;
+			cmd_give(s, c, APP_CMD_FAILED);
+			break;
+		}
+	}
+	for (uint32_t i = 0; i < s->cmd_wait_count;) {
+		struct app_cmd *c = s->cmd_wait[i];
+		enum app_cmd_status st = APP_CMD_OK;
+		bool done = false;
+		if (c->kind == APP_CMD_TRANSFER) {
+			if (cns_leader(s->cns) == c->target) {
+				c->value = cns_term(s->cns);
+				done = true;
+			}
+		} else {
+			uint64_t last = cns_last_index(s->cns);
+			uint64_t t = c->index <= last ? cns_term_at(s->cns, c->index) : 0;
+			/* Applied without its reply having matched: not our entry (or a snapshot
+			 * jumped over it). Replaced by another term, or gone with our term. */
+			if (cns_applied_index(s->cns) >= c->index ||
+			    (t != c->term && (t != 0 || cns_term(s->cns) != c->term))) {
+				st = APP_CMD_LOST;
+				done = true;
+			}
+		}
+		if (!done && s->clock_ns >= c->deadline_ns) {
+			st = APP_CMD_TIMEOUT;
+			done = true;
+		}
+		if (!done) {
+			i++;
+			continue;
+		}
+		cmd_unwait(s, i);
+		cmd_give(s, c, st);
+	}
+	return n;
+}

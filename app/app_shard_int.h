@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The shard lcore's private header: struct app_shard (one Raft member, its service and the
+ * host roles that read that service's state), its counters, and the functions its files
+ * share. Only the app_shard*.c, app_gateway.c, app_bridge.c, app_egress.c, app_ingress.c,
+ * app_flog.c, app_inline_persist.c and app_reqlat.c files include it.
+ *
+ * The files are layers; a file calls only files below it (farm-studio look app):
+ *
+ *   app_shard_setup.c    init and fini: allocates, boots the log, hands out the callbacks
+ *   app_shard.c          the duty cycle and the service as consensus sees it
+ *   app_ingress.c  app_bridge.c       frames in; bridge re-drives and bootstrap
+ *   app_egress.c         the service's sink: applied entries out (leader only)
+ *   app_gateway.c  app_shard_cmd.c  app_flog.c  app_inline_persist.c  app_reqlat.c
+ *   app_shard_send.c  app_shard_tables.c   sends, proposals and the caches under them
+ *   app_shard_stats.c    what main reads (published values, counters)
+ *
+ * Everything between lcores of one node travels as frames in mbufs on the receiving
+ * lcore's "local" ring (multi-producer), with the same layout and dp_meta as frames from
+ * the port, so a shard cannot tell a local peer from a remote one. The rings are the
+ * wiring's (app_wire.c); a shard keeps the ones it was handed in app_shard.w.
+ */
+#ifndef OMSD_APP_APP_SHARD_INT_H
+#define OMSD_APP_APP_SHARD_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <rte_common.h>
+
+#include "app.h"
+#include "consensus/cns.h"
+#include "persist/persist.h"
+
+/* Counters of a shard lcore (STYLE.md §7): single writer, read by main with relaxed loads. */
+#define SHARD_COUNTERS(X)                                                                  \
+	X(FRAMES, "frames", "frames taken from the rx and local rings")                    \
+	X(MSGS, "msgs", "messages in them")                                                \
+	X(RAFT_IN, "raft_in", "Raft messages stepped")                                     \
+	X(RAFT_BAD, "raft_bad", "Raft messages refused by cns_step")                       \
+	X(RAFT_OUT, "raft_out", "Raft messages sent")                                      \
+	X(PROPOSED, "proposed", "ingress messages proposed")                               \
+	X(NOT_LEADER, "not_leader", "proposals refused: not leader")                      \
+	X(BACKPRESSURE, "backpressure", "proposals refused: backpressure")                 \
+	X(PROPOSE_FAILED, "propose_failed", "proposals refused otherwise")                 \
+	X(INGRESS_BAD, "ingress_bad", "INGRESS with a bad origin or inner type")           \
+	X(NOT_FROM_NODE, "not_from_node", "node-to-node messages from a non-peer address")  \
+	X(APPLIED, "applied_now", "entries applied by this lcore")                     \
+	X(EGRESS, "egress", "egress messages routed (leader)")                            \
+	X(EGRESS_FOLLOWER, "egress_follower", "egress discarded on a follower")            \
+	X(EGRESS_NOT_READY, "egress_not_ready", "egress held for the bridge rebuild")      \
+	X(EGRESS_ADMIN, "egress_admin", "admin replies")                                   \
+	X(NO_ROUTE, "no_route", "messages with no known destination")                      \
+	X(GW_IN, "gw_in", "client messages routed by the gateway")                         \
+	X(GW_OUT, "gw_out", "answers forwarded to clients")                               \
+	X(GW_NO_CLIENT, "gw_no_client", "answers for a user this gateway does not know")   \
+	X(GW_XFER_IN, "gw_xfer_in", "client transfers routed by the gateway")              \
+	X(GW_XFER_RESENT, "gw_xfer_resent", "transfers re-routed (NOT_OWNER, NOT_LEADER)")  \
+	X(GW_XFER_REPLIES, "gw_xfer_replies", "transfer answers forwarded to clients")      \
+	X(LEADER_HINTS, "leader_hints", "NOT_LEADER answers taken as leader hints")        \
+	X(BRIDGE_REBUILDS, "bridge_rebuilds", "bridge queues rebuilt (new leader term)")   \
+	X(BRIDGE_REDRIVES, "bridge_redrives", "re-drive rounds")                           \
+	X(BRIDGE_RESENT, "bridge_resent", "messages re-sent by re-drives")                 \
+	X(REPORTS_RESENT, "reports_resent", "recent client reports re-sent by a new leader") \
+	X(BOOTSTRAPS, "bootstraps", "bootstrap config proposals")                         \
+	X(PERSIST_ANSWERED, "persist_answered", "persistence requests answered inline")    \
+	X(PERSIST_DROPPED, "persist_dropped", "persistence answers dropped (queue full)")  \
+	X(SNAPSHOTS, "snapshots", "snapshots taken")                                       \
+	X(SNAPSHOT_FAILED, "snapshot_failed", "snapshots that failed")                   \
+	X(FLOG_ENTRIES, "flog_entries", "entries written to the file log")                \
+	X(FLOG_ERRORS, "flog_errors", "file log writes that failed (retried)")            \
+	X(FLOG_BOOT_ENTRIES, "flog_boot_entries", "entries recovered from the file log")    \
+	X(MGMT_CMDS, "mgmt_cmds", "control-socket commands taken")                       \
+	X(MGMT_OK, "mgmt_ok", "control-socket commands answered ok")                      \
+	X(MGMT_REFUSED, "mgmt_refused", "control-socket commands answered otherwise")
+
+enum shard_counter {
+#define SC_ENUM(name, label, help) SC_##name,
+	SHARD_COUNTERS(SC_ENUM)
+#undef SC_ENUM
+	SC_COUNT,
+};
+
+#define USERS_SLOTS (1u << 16)    /* user tables: a cache, the home slot is overwritten */
+#define PQ_MAX 256                /* inline persistence answers waiting to be proposed */
+#define PQ_MSG_MAX 768            /* largest answer (wire_hydrate_user) */
+#define ASSETS_WATCH 8            /* assets whose sums the stats show */
+#define FLOG_BATCH_MAX 256        /* entries written to the file log per cycle */
+#define LAT_SLOTS 4096            /* latency tracker: client requests followed at once */
+
+static_assert(sizeof(struct wire_hydrate_user) <= PQ_MSG_MAX, "PQ_MSG_MAX");
+
+/* User table entry (a cache). */
+struct user_ent {
+	uint64_t user;               /* 0: free */
+	uint32_t node;               /* OMS: gateway node that forwarded the user's last message */
+	uint32_t session;            /* gateway: frame sender id of the client */
+	struct dp_addr addr;         /* gateway: the client's address */
+	uint16_t owner_hint;         /* gateway: NOT_OWNER answer, shard + 1; 0 = none */
+	uint16_t reserved[3];
+};
+
+struct pq_ent {
+	_Alignas(8) uint8_t msg[PQ_MSG_MAX];
+};
+
+/* Client reports lost with a leader: an EXEC_REPORT the old leader emitted but had not put
+ * on the wire when it died is never emitted again (the new leader applied that entry as a
+ * follower, with egress discarded). So every OMS replica keeps its newest REPORT_RING
+ * reports, and a new leader re-sends those emitted within REPORT_RESEND_NS of cluster time
+ * before the newest one. Clients tell a re-sent report they already have from one
+ * that fills a hole by the per-user sequence (tools/client.c). */
+#define REPORT_RING 1024u
+
+/* Transfers a client sent through the gateway (WIRE_TRANSFER_F_ROUTE). ADMIN_REPLY names only
+ * the transfer id, so both ends key on it: the OMS leader remembers which gateway forwarded a
+ * transfer, the gateway which client sent it (and the message, to re-route it on NOT_OWNER or
+ * NOT_LEADER without waiting for the client's retry). Both are caches like the user tables:
+ * a lost entry costs the client one retransmission (the OMS is idempotent on the id). */
+#define XFER_SLOTS (1u << 12)
+
+struct xfer_ent {
+	uint64_t id;                 /* transfer id; 0: free */
+	uint64_t user;
+	uint32_t node;               /* OMS: gateway node that forwarded it */
+	uint32_t session;            /* gateway: the client's frame sender id */
+	struct dp_addr addr;         /* gateway: the client's address */
+	uint16_t tries;              /* gateway: routes so far */
+	struct wire_transfer msg;    /* gateway: the request as the client sent it */
+};
+
+/* OMS leader: latency of client requests from their proposal on this lcore to the ACK and
+ * to the final EXEC_REPORT it emits, keyed by (user, clOrdId) in a fixed table
+ * (a cache: a full probe window overwrites the home slot and counts it). The histograms
+ * are single-writer; mgmt copies them whole (a torn copy is off by an in-flight record). */
+struct lat_ent {
+	uint64_t user;               /* 0: free */
+	uint64_t cl_ord_id;
+	uint64_t t0_ns;              /* dp_clock_ns when proposed */
+	uint64_t acked;              /* ACK seen (its latency recorded) */
+};
+
+struct lat_table {
+	struct lat_ent e[LAT_SLOTS];
+	struct hist ack;             /* proposed → ACK emitted, ns */
+	struct hist final;           /* proposed → final EXEC_REPORT emitted, ns */
+	uint64_t overwritten;        /* entries lost to a full probe window */
+};
+
+struct app_shard {
+	struct app *app;
+	const struct app_shard_conf *conf;
+	uint32_t index;              /* in app->shards */
+	uint16_t id;                 /* shard id */
+	uint32_t self;               /* our node id */
+	bool is_oms;
+	bool is_gateway;             /* this lcore runs the node's gateway */
+	struct app_shard_wires w;    /* inboxes and outboxes, handed over by the wiring */
+	uint32_t frame_cap;          /* bytes of a frame we build */
+
+	struct cns *cns;
+	struct cns_memlog *log;
+	void *svc;                   /* struct oms * or struct me * */
+	void *cns_mem, *log_mem, *svc_mem;
+	struct svc_sink sink;
+	/* [durability] mode = durable: the file log (persist/) behind the memory log. */
+	struct pst_log *plog;        /* NULL: memory only */
+	char vote_dir[APP_STR_MAX + 32];
+	char snap_dir[APP_STR_MAX + 32];
+	struct pst_entry *pbatch;    /* FLOG_BATCH_MAX entries being written */
+
+	uint64_t now;                /* cluster clock of this cycle */
+	bool leader;                 /* leader during this cycle's apply */
+	bool roles_ready;            /* OMS: bridge rebuilt in the current term */
+	uint64_t durable_index;      /* last (index, term) reported durable */
+	uint64_t durable_term;
+	uint64_t snap_index;         /* applied index of the last snapshot */
+	uint64_t bridge_term;        /* OMS: term the bridge was rebuilt in */
+	uint64_t boot_term;          /* term the bootstrap config was proposed in */
+	uint64_t redrive_ns;         /* bridge_redrive_ms */
+	uint64_t last_redrive;       /* cluster time of the last re-drive */
+	uint64_t last_agg;           /* cluster time of the last stats aggregate */
+	uint64_t last_ready;         /* cluster time pub_ready was last computed */
+
+	uint32_t oms_node[DP_SHARDS_MAX]; /* ME: node that last sent for OMS shard i */
+	uint16_t me_shards[DP_SHARDS_MAX]; /* OMS: ME shards to ask for replays */
+	uint32_t me_shard_count;
+	struct dp_addr admin_addr;   /* where admin replies go: the last admin sender */
+
+	struct user_ent *users;      /* OMS: user → gateway node */
+	struct user_ent *clients;    /* gateway: user → client address */
+	struct xfer_ent *xfers;      /* gateway: transfer → client */
+	struct xfer_ent *xorigin;    /* OMS: transfer → gateway node */
+	struct wire_exec_report *reports; /* OMS: the newest REPORT_RING client reports */
+	uint64_t report_count;       /* reports ever kept (ring position) */
+	struct app_lat *gwlat;       /* gateway: RX → answer latency of new orders */
+	struct app_outbox ob;         /* frames being built */
+	/* Control socket (docs/appliance.md): commands waiting for commit (from w.mgmt_rx). */
+	struct app_cmd *cmd_wait[APP_CMD_PENDING_MAX];
+	uint32_t cmd_wait_count;
+	uint64_t apply_index;        /* log index of the entry being applied, 0: none */
+	uint64_t apply_term;         /* its term */
+	uint64_t clock_ns;           /* dp clock of this cycle (command deadlines) */
+	struct pq_ent *pq;           /* no database: answers to propose */
+	uint32_t pq_count;
+	struct lat_table *lat;       /* OMS: request latency (leader) */
+
+	/* Published for the stats (written by this lcore only). */
+	uint32_t pub_role;
+	bool pub_ready;              /* the RX gate's readiness (app_shard_ready) */
+	uint32_t pub_leader;
+	uint64_t pub_term;
+	uint64_t pub_commit;
+	uint64_t pub_applied;
+	uint64_t pub_last;           /* last log index */
+	uint64_t pub_match[APP_MEMBERS_MAX]; /* leader: cns_match_index per conf->members[i] */
+	uint64_t pub_route_epoch;
+	uint64_t pub_inflight;
+	uint64_t pub_resident;
+	uint64_t pub_parked;         /* OMS: messages parked for a hydration now */
+	uint64_t pub_resting;
+	uint32_t assets[ASSETS_WATCH];
+	uint32_t asset_count;
+	int64_t pub_asset_sum[ASSETS_WATCH];
+	int64_t pub_asset_fees[ASSETS_WATCH];
+	uint64_t c[SC_COUNT];
+} __rte_cache_aligned;
+
+#define PUB(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELAXED)
+#define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+
+/* Add n to counter c (single writer: this lcore). */
+static inline void
+sc_add(struct app_shard *s, enum shard_counter c, uint64_t n)
+{
+	__atomic_store_n(&s->c[c], s->c[c] + n, __ATOMIC_RELAXED);
+}
+
+/* The user of a client message (every client message starts with the user). */
+static inline uint64_t
+app_msg_user(const struct wire_msg_hdr *msg)
+{
+	uint64_t user;
+	memcpy(&user, msg + 1, sizeof(user));
+	return user;
+}
+
+/* app_shard_tables.c: user and transfer tables, open addressing over a fixed slab; a full
+ * probe window overwrites the home slot (they are caches: a lost entry means a default
+ * route, never a wrong one). NULL only when !insert and the key is absent. */
+struct user_ent *app_user_slot(struct user_ent *t, uint64_t user, bool insert);
+struct xfer_ent *app_xfer_slot(struct xfer_ent *t, uint64_t id, bool insert);
+
+/* app_shard_send.c: nodes, leader hints, sends and proposals (counted). */
+bool app_node_known(const struct app *app, uint32_t node);
+uint32_t app_leader_guess(const struct app *app, uint16_t shard);
+void app_leader_rotate(struct app *app, uint16_t shard, uint32_t bad);
+void app_send_node(struct app_shard *s, uint32_t node, uint16_t cls, uint16_t shard,
+		   const struct wire_msg_hdr *msg, const void *tail, uint16_t tail_len);
+int app_shard_propose(struct app_shard *s, const struct wire_msg_hdr *msg);
+void app_shard_host_send(void *ctx, uint32_t to, const struct wire_msg_hdr *msg);
+
+/* app_gateway.c: client order entry in, answers out to clients. */
+void app_gw_order(struct app_shard *s, const struct dp_meta *meta,
+		  const struct wire_msg_hdr *msg);
+void app_gw_client(struct app_shard *s, const struct wire_msg_hdr *msg);
+void app_gw_to_gateway(struct app_shard *s, uint32_t node, const struct wire_msg_hdr *msg);
+
+/* app_reqlat.c: request latency on the OMS leader. */
+void app_reqlat_begin(struct app_shard *s, const struct wire_msg_hdr *in);
+void app_reqlat_end(struct app_shard *s, const struct wire_msg_hdr *msg);
+
+/* app_inline_persist.c: persistence without a database. */
+void app_inline_persist_answer(struct app_shard *s, const struct wire_msg_hdr *msg);
+uint32_t app_inline_persist_drain(struct app_shard *s);
+
+/* app_shard_cmd.c: control-socket commands. */
+void app_cmd_admin_reply(struct app_shard *s, const struct wire_admin_reply *r);
+uint32_t app_cmd_work(struct app_shard *s);
+
+/* app_egress.c: the service's sink and the routes of applied entries. */
+void app_egress_route(struct app_shard *s, enum wire_dest dest, const struct wire_msg_hdr *msg);
+void app_egress_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg);
+void app_egress_reports_resend(struct app_shard *s);
+
+/* app_bridge.c: bootstrap, bridge rebuild and re-drives, once per cycle. */
+void app_bridge_tick(struct app_shard *s);
+
+/* app_ingress.c: one frame from the rx or local ring (freed here). */
+void app_ingress_frame(struct app_shard *s, struct rte_mbuf *m);
+
+/* app_flog.c: durable mode's log store, and durability reports to consensus. */
+extern const struct cns_log_ops app_flog_ops;
+int app_flog_boot(struct app_shard *s, struct cns_boot *boot, struct cns_snapshot_meta *snap,
+		  void **snap_data);
+void app_flog_snapshot_saved(void *ctx, const struct cns_snapshot_meta *meta, const void *data);
+void app_flog_durable_report(struct app_shard *s);
+
+/* app_shard.c: the duty cycle and the service adapter. */
+extern const struct svc_ops app_shard_svc_ops;
+uint32_t app_shard_do_work(void *arg, uint64_t now_ns);
+
+#endif

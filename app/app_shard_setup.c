@@ -1,0 +1,312 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Set-up and tear-down of a shard lcore (app_shard_int.h), on the main lcore before the
+ * lcores start and after they stop: the rings the wiring hands it, the service, consensus
+ * and log in memory sized from [limits] (nothing is allocated after start), the durable file
+ * log loaded back in durable mode, and the callbacks consensus calls (log store, service
+ * adapter, sink, host). Everything else the lcore does is in the files this one wires.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rte_cycles.h>
+#include <rte_lcore.h>
+#include <rte_malloc.h>
+#include <rte_ring.h>
+
+#include "app_shard_int.h"
+#include "common/check.h"
+#include "me/me.h"
+#include "oms/oms.h"
+
+static void
+limits_oms(const struct app_config *cfg, uint16_t id, struct oms_limits *l)
+{
+	oms_limits_default(l);
+	l->shard_id = id;
+	l->me_shards_max = DP_SHARDS_MAX;
+	l->users_max = (uint32_t)cfg->resident_users_max;
+	l->orders_max = (uint32_t)cfg->orders_max;
+	l->inflight_max = (uint32_t)RTE_MIN(cfg->inflight_sagas_max, cfg->orders_max);
+	l->parked_max = (uint32_t)cfg->parked_orders_max;
+	l->symbols_max = APP_SYMBOLS_MAX;
+	l->ttl_ns = cfg->user_ttl_ms * 1000000;
+	l->sweep_interval_ns = cfg->sweep_ms * 1000000;
+	l->sweep_evict_max = (uint32_t)cfg->sweep_evict_max;
+	l->sweep_scan_max = RTE_MAX(l->sweep_scan_max, 4 * l->sweep_evict_max);
+}
+
+static void
+limits_me(const struct app_config *cfg, uint16_t id, struct me_limits *l)
+{
+	memset(l, 0, sizeof(*l));
+	l->shard = id;
+	l->streams_max = 16;
+	l->symbols_max = APP_SYMBOLS_MAX;
+	l->orders_max = (uint32_t)cfg->orders_max;
+	l->users_max = (uint32_t)RTE_MIN(cfg->orders_max, cfg->resident_users_max);
+	l->levels_max = (uint32_t)RTE_MAX(UINT64_C(1024), cfg->orders_max / 4);
+	l->levels_side_max = l->levels_max / 2;
+	l->gtd_max = (uint32_t)RTE_MAX(UINT64_C(256), cfg->orders_max / 4);
+	l->events_max = 8192;
+	l->events_reserve = 256;
+}
+
+/* Frames must fit the MTU: AppendEntries carry one entry when a full tail does not fit, and
+ * InstallSnapshot chunks are cut to the frame. */
+static void
+cns_conf(const struct app *app, const struct app_shard *s, uint32_t frame_cap,
+	 struct cns_config *cc)
+{
+	const struct app_config *cfg = &app->cfg;
+	cns_config_default(cc, s->id, s->self, s->conf->member_count, s->conf->members);
+	cc->durability = CNS_DURABLE_MEMORY;
+	cc->election_timeout_min_ns = cfg->election_ms * 1000000;
+	cc->election_timeout_max_ns = cfg->election_ms * 2000000;
+	cc->heartbeat_ns = cfg->heartbeat_ms * 1000000;
+	cc->tick_entry_ns = cfg->tick_ms * 1000000;
+	/* Entries kept behind a snapshot for a slightly lagging follower: at most one snapshot
+	 * interval (and never so many that the log cannot hold them plus the next interval). */
+	cc->log_keep_entries = (uint32_t)RTE_MIN(RTE_MIN(UINT64_C(4096), cfg->snapshot_entries),
+						 cfg->log_entries_max - cfg->snapshot_entries);
+	cc->seed = (uint64_t)s->self * 1000003 + s->id * 7919 + rte_rdtsc();
+	uint32_t ae_budget = frame_cap - (uint32_t)sizeof(struct wire_frame_hdr) - WIRE_MAC_SIZE -
+			     (uint32_t)sizeof(struct wire_append_entries);
+	if (ae_budget < WIRE_TAIL_MAX) {
+		uint32_t data = (ae_budget - (uint32_t)sizeof(struct wire_entry_hdr)) & ~7u;
+		cc->append_entries_max = 1;
+		cc->batch_bytes_max = RTE_MIN(data, CNS_ENTRY_DATA_MAX);
+		cc->inflight_max = 64;
+	}
+	/* InstallSnapshot chunks: what one frame carries after the InstallSnapshot header (≈1.3
+	 * KiB at MTU 1500), more of them in flight when they are small. */
+	uint32_t is_budget = frame_cap - (uint32_t)sizeof(struct wire_frame_hdr) - WIRE_MAC_SIZE -
+			     (uint32_t)sizeof(struct wire_install_snapshot);
+	if (is_budget < CNS_SNAPSHOT_CHUNK_MAX) {
+		cc->snapshot_chunk_bytes = is_budget & ~7u;
+		cc->snapshot_inflight_max = 16;
+	}
+}
+
+static void *
+zalloc(const char *what, uint16_t id, size_t size)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "shard%u_%s", id, what);
+	void *p = rte_zmalloc(name, RTE_ALIGN_CEIL(size, 64), 64);
+	if (p == NULL)
+		APP_LOG(ERR, "shard %u: cannot allocate %zu bytes for %s", id, size, what);
+	return p;
+}
+
+static void
+watch_asset(struct app_shard *s, uint32_t asset)
+{
+	for (uint32_t i = 0; i < s->asset_count; i++)
+		if (s->assets[i] == asset)
+			return;
+	if (s->asset_count < ASSETS_WATCH)
+		s->assets[s->asset_count++] = asset;
+}
+
+int
+app_shard_init(struct app *app, struct app_agent *agent, uint32_t index)
+{
+	const struct app_config *cfg = &app->cfg;
+	const struct app_shard_conf *sc = &cfg->shards[index];
+	int ret;
+
+	struct app_shard *s = rte_zmalloc("app_shard", sizeof(*s), RTE_CACHE_LINE_SIZE);
+	if (s == NULL)
+		return -ENOMEM;
+	app->shards[index] = s;
+	s->app = app;
+	s->conf = sc;
+	s->index = index;
+	s->id = sc->id;
+	s->self = cfg->dp.node_id;
+	s->is_oms = sc->service == APP_SERVICE_OMS;
+	s->is_gateway = app->gateway_index == (int)index;
+	s->redrive_ns = cfg->bridge_redrive_ms * 1000000;
+	s->frame_cap = app_frame_cap(app);
+
+	/* Inboxes and outboxes, made by the wiring with their dataplane routes. */
+	app_wire_shard(app, index, &s->w);
+	CHECK(s->w.rx != NULL);
+	CHECK(s->w.txq != NULL);
+	CHECK(s->w.local != NULL);
+	CHECK(s->w.mgmt_rx != NULL);
+	app_outbox_init(&s->ob, app, s->w.txq);
+
+	/* The service, in memory sized by its footprint. */
+	size_t svc_size;
+	struct oms_limits ol;
+	struct me_limits ml;
+	if (s->is_oms) {
+		limits_oms(cfg, s->id, &ol);
+		if (oms_limits_check(&ol) != 0 || (svc_size = oms_footprint(&ol)) == 0) {
+			APP_LOG(ERR, "shard %u: oms limits refused ([limits])", s->id);
+			return -EINVAL;
+		}
+	} else {
+		limits_me(cfg, s->id, &ml);
+		if ((svc_size = me_footprint(&ml)) == 0) {
+			APP_LOG(ERR, "shard %u: me limits refused ([limits])", s->id);
+			return -EINVAL;
+		}
+	}
+	struct cns_limits cl = { .snapshot_bytes_max = (uint32_t)(cfg->snapshot_mb << 20) };
+	struct cns_memlog_limits ll = {
+		.entries_max = (uint32_t)cfg->log_entries_max,
+		.bytes_max = (uint32_t)(cfg->log_mb << 20),
+	};
+	size_t cns_size = cns_footprint(&cl), log_size = cns_memlog_footprint(&ll);
+	APP_LOG(INFO, "shard %u (%s): service %zu MiB, consensus %zu MiB, log %zu MiB", s->id,
+		app_service_name(sc->service), svc_size >> 20, cns_size >> 20, log_size >> 20);
+	if (svc_size > cl.snapshot_bytes_max)
+		APP_LOG(WARNING, "shard %u: snapshots are limited to %" PRIu64 " MiB, the service "
+			"can grow to %zu MiB: a snapshot of a full shard would fail ([limits] "
+			"snapshot_mb)", s->id, cfg->snapshot_mb, svc_size >> 20);
+	s->svc_mem = zalloc("svc", s->id, svc_size);
+	s->cns_mem = zalloc("cns", s->id, cns_size);
+	s->log_mem = zalloc("log", s->id, log_size);
+	s->pq = zalloc("pq", s->id, sizeof(struct pq_ent) * PQ_MAX);
+	if (s->is_oms)
+		s->users = zalloc("users", s->id, sizeof(struct user_ent) * USERS_SLOTS);
+	if (s->is_gateway) {
+		s->clients = zalloc("clients", s->id, sizeof(struct user_ent) * USERS_SLOTS);
+		s->xfers = zalloc("xfers", s->id, sizeof(struct xfer_ent) * XFER_SLOTS);
+		if (app_lat_init(&s->gwlat, rte_socket_id()) != 0)
+			return -ENOMEM;
+	}
+	if (s->is_oms) {
+		s->xorigin = zalloc("xorigin", s->id, sizeof(struct xfer_ent) * XFER_SLOTS);
+		s->reports = zalloc("reports", s->id, sizeof(struct wire_exec_report) * REPORT_RING);
+		s->lat = zalloc("lat", s->id, sizeof(struct lat_table));
+		if (s->lat == NULL)
+			return -ENOMEM;
+		hist_init(&s->lat->ack);
+		hist_init(&s->lat->final);
+	}
+	if (s->svc_mem == NULL || s->cns_mem == NULL || s->log_mem == NULL || s->pq == NULL ||
+	    (s->is_oms && (s->users == NULL || s->xorigin == NULL || s->reports == NULL)) ||
+	    (s->is_gateway && (s->clients == NULL || s->xfers == NULL)))
+		return -ENOMEM;
+	if (s->is_oms)
+		ret = oms_init((struct oms **)&s->svc, s->svc_mem, &ol);
+	else
+		ret = me_init((struct me **)&s->svc, s->svc_mem, &ml);
+	if (ret == 0)
+		ret = cns_memlog_init(&s->log, s->log_mem, &ll);
+	if (ret != 0) {
+		APP_LOG(ERR, "shard %u: service or log init: %s", s->id, strerror(-ret));
+		return ret;
+	}
+
+	s->sink.ctx = s;
+	s->sink.emit = app_egress_emit;
+	struct cns_config cc;
+	cns_conf(app, s, s->frame_cap, &cc);
+	bool durable = cfg->durability == APP_DURABILITY_DURABLE;
+	struct cns_env env = {
+		.log_ops = durable ? &app_flog_ops : &cns_memlog_ops,
+		.log = durable ? (void *)s : (void *)s->log,
+		.svc_ops = &app_shard_svc_ops,
+		.svc = s,
+		.sink = &s->sink,
+		.host = { .ctx = s, .send = app_shard_host_send,
+			  .snapshot_saved = durable ? app_flog_snapshot_saved : NULL },
+	};
+	struct cns_boot boot;
+	struct cns_snapshot_meta snap;
+	void *snap_data = NULL;
+	memset(&boot, 0, sizeof(boot));
+	if (durable) {
+		cc.durability = CNS_DURABLE_DISK;
+		s->pbatch = zalloc("pbatch", s->id, sizeof(struct pst_entry) * FLOG_BATCH_MAX);
+		if (s->pbatch == NULL)
+			return -ENOMEM;
+		ret = app_flog_boot(s, &boot, &snap, &snap_data);
+		if (ret != 0) {
+			free(snap_data);
+			return ret;
+		}
+		APP_LOG(INFO, "shard %u: file log %s/shard%u: term %" PRIu64 " vote %u, "
+			"snapshot at %" PRIu64 ", entries %" PRIu64 "..%" PRIu64, s->id,
+			cfg->data_dir, s->id, boot.term, boot.vote,
+			boot.snapshot != NULL ? boot.snapshot->index : 0,
+			cns_memlog_ops.first_index(s->log), cns_memlog_ops.last_index(s->log));
+	}
+	ret = cns_init(&s->cns, s->cns_mem, &cl, &cc, &env, &boot);
+	free(snap_data);
+	if (ret != 0) {
+		APP_LOG(ERR, "shard %u: consensus init: %s", s->id, strerror(-ret));
+		return ret;
+	}
+
+	/* ME shards the bridge asks for replays: every symbol's, and those hosted here. */
+	bool seen[DP_SHARDS_MAX] = { false };
+	for (uint32_t i = 0; i < cfg->symbol_count; i++)
+		seen[cfg->symbols[i].me_shard] = true;
+	for (uint32_t i = 0; i < cfg->shard_count; i++)
+		if (cfg->shards[i].service == APP_SERVICE_ME)
+			seen[cfg->shards[i].id] = true;
+	for (uint16_t i = 0; i < DP_SHARDS_MAX; i++)
+		if (seen[i])
+			s->me_shards[s->me_shard_count++] = i;
+	for (uint32_t i = 0; i < cfg->symbol_count; i++) {
+		watch_asset(s, cfg->symbols[i].base_asset);
+		watch_asset(s, cfg->symbols[i].quote_asset);
+	}
+	if (s->is_oms && s->w.persist_rq == NULL)
+		APP_LOG(WARNING, "shard %u: no database configured: accounts are not persisted "
+			"(hydration answers NEW, flushes succeed without a write)", s->id);
+
+	agent->do_work = app_shard_do_work;
+	agent->state = s;
+	return 0;
+}
+
+void
+app_shard_fini(struct app *app, struct app_agent *agent)
+{
+	(void)agent;
+	for (uint32_t i = 0; i < app->cfg.shard_count; i++) {
+		struct app_shard *s = app->shards[i];
+		if (s == NULL || agent->state != s)
+			continue;
+		app_outbox_free(&s->ob);
+		/* Our inboxes are drained here (we know what they carry); the rings are
+		 * the wiring's and freed by app_wire_fini. */
+		struct rte_mbuf *m;
+		while (rte_ring_sc_dequeue(s->w.local, (void **)&m) == 0)
+			rte_pktmbuf_free(m);
+		/* The lcore has stopped: commands it held are ours to free (main allocated
+		 * them with malloc and forgets them at close). */
+		struct app_cmd *c;
+		while (rte_ring_sc_dequeue(s->w.mgmt_rx, (void **)&c) == 0)
+			free(c);
+		for (uint32_t k = 0; k < s->cmd_wait_count; k++)
+			free(s->cmd_wait[k]);
+		s->cmd_wait_count = 0;
+		rte_free(s->svc_mem);
+		rte_free(s->cns_mem);
+		rte_free(s->log_mem);
+		rte_free(s->pq);
+		rte_free(s->users);
+		rte_free(s->clients);
+		rte_free(s->xfers);
+		rte_free(s->xorigin);
+		rte_free(s->reports);
+		rte_free(s->lat);
+		app_lat_free(s->gwlat);
+		rte_free(s->pbatch);
+		if (s->plog != NULL)
+			pst_log_close(s->plog);
+		rte_free(s);
+		app->shards[i] = NULL;
+	}
+}

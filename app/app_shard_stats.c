@@ -1,0 +1,222 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * What other lcores read of a shard lcore (app_shard_int.h): the stats lines of
+ * app_stats_write, the published state the views and telemetry read, the RX gate's view
+ * (ready, queued) and the latency histograms. Any thread may call these: published values
+ * are relaxed loads; service and consensus counters are single-writer 64-bit words read
+ * while the shard runs (a slightly stale value). Nothing here writes the shard's state.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <rte_ring.h>
+
+#include "app_shard_int.h"
+#include "me/me.h"
+#include "oms/oms.h"
+
+static const char *const sc_labels[SC_COUNT] = {
+#define SC_LABEL(name, label, help) label,
+	SHARD_COUNTERS(SC_LABEL)
+#undef SC_LABEL
+};
+
+
+bool
+app_shard_leads(const struct app *app, uint32_t index, uint32_t *leader)
+{
+	const struct app_shard *s = app->shards[index];
+	if (s == NULL) {
+		*leader = 0;
+		return false;
+	}
+	*leader = LOAD(s->pub_leader);
+	return LOAD(s->pub_role) == CNS_LEADER;
+}
+
+uint64_t
+app_shard_route_epoch(const struct app *app, uint32_t index)
+{
+	const struct app_shard *s = app->shards[index];
+	return s != NULL && s->is_oms ? LOAD(s->pub_route_epoch) : 0;
+}
+
+static const char *
+role_name(uint32_t role)
+{
+	switch (role) {
+	case CNS_FOLLOWER:
+		return "follower";
+	case CNS_PRE_CANDIDATE:
+		return "pre_candidate";
+	case CNS_CANDIDATE:
+		return "candidate";
+	case CNS_LEADER:
+		return "leader";
+	default:
+		return "none";
+	}
+}
+
+void
+app_shard_stats_write(const struct app *app, uint32_t index, FILE *out)
+{
+	struct app_shard *s = app->shards[index];
+	if (s == NULL)
+		return;
+	unsigned id = s->id;
+	uint32_t role = LOAD(s->pub_role);
+	fprintf(out, "shard.%u.service %s\n", id, app_service_name(s->conf->service));
+	fprintf(out, "shard.%u.role %s\n", id, role_name(role));
+	fprintf(out, "shard.%u.is_leader %u\n", id, role == CNS_LEADER);
+	fprintf(out, "shard.%u.ready %u\n", id, (unsigned)LOAD(s->pub_ready));
+	fprintf(out, "shard.%u.leader %u\n", id, LOAD(s->pub_leader));
+	fprintf(out, "shard.%u.term %" PRIu64 "\n", id, LOAD(s->pub_term));
+	fprintf(out, "shard.%u.commit %" PRIu64 "\n", id, LOAD(s->pub_commit));
+	fprintf(out, "shard.%u.applied %" PRIu64 "\n", id, LOAD(s->pub_applied));
+	fprintf(out, "shard.%u.last_index %" PRIu64 "\n", id, LOAD(s->pub_last));
+	for (uint32_t i = 0; i < s->conf->member_count; i++) {
+		/* Leader only (UINT64_MAX otherwise): per-member match index and lag. */
+		uint64_t match = LOAD(s->pub_match[i]), last = LOAD(s->pub_last);
+		if (match == UINT64_MAX)
+			continue;
+		fprintf(out, "shard.%u.member.%u.match %" PRIu64 "\n", id, s->conf->members[i],
+			match);
+		fprintf(out, "shard.%u.member.%u.lag %" PRIu64 "\n", id, s->conf->members[i],
+			last > match ? last - match : 0);
+	}
+	for (int c = 0; c < SC_COUNT; c++)
+		fprintf(out, "shard.%u.%s %" PRIu64 "\n", id, sc_labels[c], LOAD(s->c[c]));
+	char prefix[32];
+	snprintf(prefix, sizeof(prefix), "shard.%u", id);
+	app_outbox_stats_write(&s->ob, prefix, out);
+	app_lat_stats_write(s->gwlat, "gateway", out);
+	for (int c = 0; c < CNS_C_COUNT; c++)
+		fprintf(out, "shard.%u.cns.%s %" PRIu64 "\n", id,
+			cns_counter_name((enum cns_counter)c),
+			cns_counter(s->cns, (enum cns_counter)c));
+	if (s->is_oms) {
+		fprintf(out, "shard.%u.route_epoch %" PRIu64 "\n", id, LOAD(s->pub_route_epoch));
+		fprintf(out, "shard.%u.inflight %" PRIu64 "\n", id, LOAD(s->pub_inflight));
+		fprintf(out, "shard.%u.resident %" PRIu64 "\n", id, LOAD(s->pub_resident));
+		fprintf(out, "shard.%u.parked_now %" PRIu64 "\n", id, LOAD(s->pub_parked));
+		for (uint32_t i = 0; i < s->asset_count; i++) {
+			fprintf(out, "shard.%u.asset.%u.sum %" PRId64 "\n", id, s->assets[i],
+				LOAD(s->pub_asset_sum[i]));
+			fprintf(out, "shard.%u.asset.%u.fees %" PRId64 "\n", id, s->assets[i],
+				LOAD(s->pub_asset_fees[i]));
+		}
+		for (int c = 0; c < OMS_C_COUNT; c++)
+			fprintf(out, "shard.%u.oms.%s %" PRIu64 "\n", id,
+				oms_counter_name((enum oms_counter)c),
+				oms_counter_get(s->svc, (enum oms_counter)c));
+		for (uint16_t r = 1; r < WIRE_REASON_MAX; r++)
+			fprintf(out, "shard.%u.nak.%s %" PRIu64 "\n", id, wire_reason_name(r),
+				oms_nak_count(s->svc, r));
+		struct hist h; /* 15 KiB on the stack: callers are control-plane threads */
+		static const char *const lat_names[2] = {"ingress_ack", "order_final"};
+		for (int k = 0; k < 2; k++) {
+			app_shard_latency(app, index, k == 0 ? &h : NULL, k == 1 ? &h : NULL);
+			fprintf(out, "shard.%u.lat.%s.count %" PRIu64 "\n", id, lat_names[k], h.count);
+			fprintf(out, "shard.%u.lat.%s.p50_ns %" PRIu64 "\n", id, lat_names[k],
+				hist_percentile(&h, 50));
+			fprintf(out, "shard.%u.lat.%s.p99_ns %" PRIu64 "\n", id, lat_names[k],
+				hist_percentile(&h, 99));
+			fprintf(out, "shard.%u.lat.%s.max_ns %" PRIu64 "\n", id, lat_names[k],
+				h.count ? h.max : 0);
+		}
+		fprintf(out, "shard.%u.lat_overwritten %" PRIu64 "\n", id, s->lat->overwritten);
+	} else {
+		static const char *const me_names[ME_C_COUNT] = {
+#define ME_NAME(name, label) #name,
+			ME_COUNTERS(ME_NAME)
+#undef ME_NAME
+		};
+		fprintf(out, "shard.%u.resting %" PRIu64 "\n", id, LOAD(s->pub_resting));
+		for (int c = 0; c < ME_C_COUNT; c++)
+			fprintf(out, "shard.%u.me.%s %" PRIu64 "\n", id, me_names[c],
+				me_counter(s->svc, (enum me_counter)c));
+	}
+}
+
+/* Published state of shard index for the views (any thread: relaxed loads only). */
+int
+app_shard_pub_read(const struct app *app, uint32_t index, struct app_shard_pub *out)
+{
+	const struct app_shard *s = app->shards[index];
+	if (s == NULL)
+		return -ENOENT;
+	memset(out, 0, sizeof(*out));
+	out->id = s->id;
+	out->role = LOAD(s->pub_role);
+	out->leader = LOAD(s->pub_leader);
+	out->term = LOAD(s->pub_term);
+	out->commit = LOAD(s->pub_commit);
+	out->applied = LOAD(s->pub_applied);
+	out->last = LOAD(s->pub_last);
+	out->member_count = s->conf->member_count;
+	for (uint32_t i = 0; i < s->conf->member_count; i++) {
+		out->members[i] = s->conf->members[i];
+		out->match[i] = LOAD(s->pub_match[i]);
+	}
+	out->elections = cns_counter(s->cns, CNS_C_ELECTIONS_STARTED);
+	out->leader_elected = cns_counter(s->cns, CNS_C_LEADER_ELECTED);
+	out->route_epoch = LOAD(s->pub_route_epoch);
+	out->inflight = LOAD(s->pub_inflight);
+	out->resident = LOAD(s->pub_resident);
+	out->resting = LOAD(s->pub_resting);
+	out->is_oms = s->is_oms;
+	return 0;
+}
+
+const char *
+app_shard_role_name(uint32_t role)
+{
+	return role_name(role);
+}
+
+/* Copies of the latency histograms (either may be NULL). -ENOENT: not an OMS shard. */
+int
+app_shard_latency(const struct app *app, uint32_t index, struct hist *ack, struct hist *final)
+{
+	const struct app_shard *s = app->shards[index];
+	if (s == NULL || s->lat == NULL) {
+		if (ack != NULL)
+			hist_init(ack);
+		if (final != NULL)
+			hist_init(final);
+		return -ENOENT;
+	}
+	if (ack != NULL)
+		memcpy(ack, &s->lat->ack, sizeof(*ack));
+	if (final != NULL)
+		memcpy(final, &s->lat->final, sizeof(*final));
+	return 0;
+}
+
+bool
+app_shard_ready(const struct app *app, uint32_t index)
+{
+	const struct app_shard *s = app->shards[index];
+	return s != NULL && LOAD(s->pub_ready);
+}
+
+uint32_t
+app_shard_queued(const struct app *app, uint32_t index)
+{
+	const struct app_shard *s = app->shards[index];
+	if (s == NULL)
+		return 0;
+	uint32_t rx = rte_ring_count(s->w.rx), local = rte_ring_count(s->w.local);
+	return rx > local ? rx : local;
+}
+
+const struct app_lat *
+app_shard_lat(const struct app *app)
+{
+	if (app->gateway_index < 0 || app->shards[app->gateway_index] == NULL)
+		return NULL;
+	return app->shards[app->gateway_index]->gwlat;
+}
