@@ -4,7 +4,7 @@
 # valgrind --tool=callgrind (docs/appliance.md "Benchmarks").
 #
 # What is counted: instructions executed inside the lcores' duty-cycle work, i.e. the
-# inclusive cost of dp_io_do_work (io lcore: rx, parse, route, tx) and shard_do_work (OMS
+# inclusive cost of dp_io_do_work (io lcore: rx, parse, route, tx) and app_shard_do_work (OMS
 # shard 1 with the gateway and the bridge, ME shard 2: Raft, services, egress), collected
 # with --collect-atstart=no --toggle-collect=<those functions>. Start-up, the main lcore
 # (stats) and the idle back-off (sleeps) are outside. The lcores also poll when there is
@@ -37,7 +37,7 @@ run() {
 	local name=$1
 	mkdir -p "$DIR/$name"
 	OMSD_WRAP="$VALGRIND --tool=callgrind --callgrind-out-file=$DIR/$name/cg.out
-		--collect-atstart=no --toggle-collect=dp_io_do_work --toggle-collect=shard_do_work" \
+		--collect-atstart=no --toggle-collect=dp_io_do_work --toggle-collect=app_shard_do_work" \
 		READY_S=300 DRAIN_S=900 QUIET=1 ORDERS=$2 USERS=$3 BENCH_DIR=$DIR/$name \
 		"$HERE/pipeline.sh" >"$DIR/$name/pipeline.out" 2>&1 || {
 		cat "$DIR/$name/pipeline.out" >&2
@@ -61,13 +61,13 @@ grep '^bench:' "$DIR/load/pipeline.out" | sed 's/^/callgrind: under valgrind: /'
 
 # Ir per empty cycle, from the idle run (its few working cycles are the deposits).
 io_idle=$(ir idle dp_io_do_work)
-sh_idle=$(ir idle shard_do_work)
+sh_idle=$(ir idle app_shard_do_work)
 io_cyc=$(st idle agent.io.cycles)
 sh_cyc=$(($(st idle agent.shard1.cycles) + $(st idle agent.shard2.cycles)))
 [ "$io_cyc" -gt 0 ] && [ "$sh_cyc" -gt 0 ] || { echo "callgrind: no cycles in the idle run" >&2; exit 1; }
 
 io_load=$(ir load dp_io_do_work)
-sh_load=$(ir load shard_do_work)
+sh_load=$(ir load app_shard_do_work)
 io_empty=$(empty load io)
 sh_empty=$(($(empty load shard1) + $(empty load shard2)))
 new_orders=$(sed -n 's/.* orders=\([0-9]*\) .*/\1/p' "$DIR/load/pipeline.out" | tail -1)
