@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/check.h"
 #include "persist/pst_int.h"
 
 static const char *const counter_names[] = {
@@ -54,12 +55,20 @@ pst_dir_make(const char *dir)
 	return 0;
 }
 
-int
-pst_write_full(int fd, const void *buf, size_t len, uint64_t offset)
+/* pwrite() src or pread() into dst (exactly one is non-NULL) until len bytes moved,
+ * retrying short transfers and EINTR. A transfer of nothing is -EIO: EOF on a read, a
+ * device that takes nothing on a write. 0 or -errno. */
+static int
+io_full(int fd, const char *src, char *dst, size_t len, uint64_t offset)
 {
-	const char *p = buf;
-	while (len > 0) {
-		ssize_t n = pwrite(fd, p, len, (off_t)offset);
+	if (len == 0)
+		return 0;
+	CHECK((src == NULL) != (dst == NULL));
+	size_t done = 0;
+	while (done < len) {
+		ssize_t n = src != NULL
+				    ? pwrite(fd, src + done, len - done, (off_t)(offset + done))
+				    : pread(fd, dst + done, len - done, (off_t)(offset + done));
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -67,31 +76,21 @@ pst_write_full(int fd, const void *buf, size_t len, uint64_t offset)
 		}
 		if (n == 0)
 			return -EIO;
-		p += n;
-		len -= (size_t)n;
-		offset += (uint64_t)n;
+		done += (size_t)n;
 	}
 	return 0;
 }
 
 int
+pst_write_full(int fd, const void *buf, size_t len, uint64_t offset)
+{
+	return io_full(fd, buf, NULL, len, offset);
+}
+
+int
 pst_read_full(int fd, void *buf, size_t len, uint64_t offset)
 {
-	char *p = buf;
-	while (len > 0) {
-		ssize_t n = pread(fd, p, len, (off_t)offset);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return -EIO;
-		p += n;
-		len -= (size_t)n;
-		offset += (uint64_t)n;
-	}
-	return 0;
+	return io_full(fd, NULL, buf, len, offset);
 }
 
 void

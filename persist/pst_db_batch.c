@@ -1,0 +1,339 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The batch state machine on one libpq connection in pipeline mode. It owns the pipe — the
+ * ring of what is in flight, in the order libpq will answer it: a statement (its request
+ * slot), a statement being prepared, or a Sync — and the batch of statements whose results
+ * came back but whose transaction is not over yet.
+ *
+ *  - A batch is up to batch_max statements followed by one Sync: one implicit transaction,
+ *    one commit (one WAL fsync) for the batch. Its answers are only final at the Sync: until
+ *    then the transaction may still roll back, so completions are made at the Sync.
+ *  - A statement error aborts the whole batch (everything before it rolls back). The batch's
+ *    requests are re-sent one per Sync; a statement that fails alone with a permanent error
+ *    (integrity, data, privilege) is answered ERROR, a transient one is retried.
+ *  - A lost connection (pst_batch_abort) puts every unanswered request back at the front of
+ *    the queue in its original order; the connection's owner (pst_db.c) reconnects.
+ *
+ * What the bytes of a statement or a row mean is pst_db_sql.c's; the requests themselves
+ * live in the table (pst_db_req.c). This room only moves them through the pipe.
+ */
+#include <errno.h>
+
+#include "common/check.h"
+#include "persist/pst_db_int.h"
+
+#define RETRIES_MAX 8 /* transient failures of one statement before it is answered ERROR */
+
+/* ------------------------------------------------------------------------------- pipe -- */
+
+static void
+pipe_push(struct pst_db *db, uint32_t item, uint64_t now_ns)
+{
+	CHECK(db->pipe_count < db->pipe_cap);
+	uint32_t at = (db->pipe_head + db->pipe_count) % db->pipe_cap;
+	db->pipe[at] = item;
+	db->pipe_ns[at] = now_ns;
+	db->pipe_count++;
+}
+
+static uint32_t
+pipe_pop(struct pst_db *db)
+{
+	CHECK(db->pipe_count > 0);
+	uint32_t item = db->pipe[db->pipe_head];
+	db->pipe_head = (db->pipe_head + 1) % db->pipe_cap;
+	db->pipe_count--;
+	db->head_has_result = false;
+	return item;
+}
+
+bool
+pst_batch_overdue(const struct pst_db *db, uint64_t now_ns)
+{
+	return db->pipe_count > 0 &&
+	       now_ns - db->pipe_ns[db->pipe_head] > db->cfg.batch_timeout_ns;
+}
+
+/* ------------------------------------------------------------------------------- send -- */
+
+int
+pst_batch_prepare(struct pst_db *db, uint64_t now_ns)
+{
+	CHECK(db->conn != NULL);
+	CHECK(db->pipe_count == 0);
+	CHECK(db->syncs_out == 0);
+	for (uint32_t k = 0; k < PST_REQ_KINDS; k++) {
+		if (!PQsendPrepare(db->conn, pst_sql_stmts[k].name, pst_sql_stmts[k].text, 0, NULL))
+			return -1;
+		pipe_push(db, PST_ITEM_PREPARE, now_ns);
+	}
+	if (!PQpipelineSync(db->conn))
+		return -1;
+	pipe_push(db, PST_ITEM_SYNC, now_ns);
+	db->syncs_out++;
+	return 0;
+}
+
+static int
+send_req(struct pst_db *db, uint32_t i)
+{
+	const struct pst_req *r = &db->reqs[i];
+	struct pst_sql_params p;
+	pst_sql_encode(&p, r->kind, r->user, r->shard, r->epoch, &r->us);
+	return PQsendQueryPrepared(db->conn, p.stmt, (int)p.count, p.values, NULL, NULL, 0) ? 0
+											  : -1;
+}
+
+int
+pst_batch_send(struct pst_db *db, uint64_t now_ns, uint32_t *work)
+{
+	CHECK(db->conn != NULL);
+	CHECK(work != NULL);
+	while (db->queue.head != PST_SLOT_NONE && db->syncs_out < db->cfg.batches_in_flight_max) {
+		uint32_t n = 0;
+		while (db->queue.head != PST_SLOT_NONE && n < db->cfg.batch_max) {
+			uint32_t i = db->queue.head;
+			struct pst_req *r = &db->reqs[i];
+			DCHECK(r->phase == PST_PHASE_QUEUED);
+			if (r->isolate && n > 0)
+				break; /* a suspect statement goes alone */
+			if (send_req(db, i) < 0)
+				return -1;
+			pst_fifo_pop(db, &db->queue);
+			r->phase = PST_PHASE_SENT;
+			r->outcome = PST_OUT_NONE;
+			if (r->tries++ > 0)
+				db->counters[PST_C_DB_RESENT]++;
+			pipe_push(db, i, now_ns);
+			n++;
+			if (r->isolate)
+				break;
+		}
+		if (!PQpipelineSync(db->conn))
+			return -1;
+		pipe_push(db, PST_ITEM_SYNC, now_ns);
+		db->syncs_out++;
+		db->counters[PST_C_DB_BATCHES]++;
+		*work += n;
+	}
+	DCHECK(db->syncs_out <= db->cfg.batches_in_flight_max);
+	return 0;
+}
+
+/* ---------------------------------------------------------------------------- results -- */
+
+/* The first row of a result as text columns, for the decoders of pst_db_sql.c. */
+static void
+row_read(const PGresult *res, struct pst_sql_row *row)
+{
+	int fields = PQnfields(res);
+	row->present = PQntuples(res) == 1;
+	row->col_count = fields > 0 ? (uint32_t)fields : 0;
+	for (int k = 0; k < fields && k < PST_SQL_COLS_MAX; k++)
+		row->cols[k] = row->present && !PQgetisnull(res, 0, k) ? PQgetvalue(res, 0, k)
+									: NULL;
+}
+
+static void
+statement_result(struct pst_db *db, uint32_t i, const PGresult *res)
+{
+	struct pst_req *r = &db->reqs[i];
+	ExecStatusType st = PQresultStatus(res);
+	if (st == PGRES_TUPLES_OK) {
+		struct pst_sql_row row;
+		row_read(res, &row);
+		if (r->kind == PST_REQ_HYDRATE)
+			r->outcome = pst_sql_hydrate_decode(&row, r->user, r->shard, &r->us,
+							    &r->owner, &r->hyd_new);
+		else if (r->kind == PST_REQ_FLUSH)
+			r->outcome = pst_sql_flush_decode(&row, r->us.version, &r->version);
+		else
+			r->outcome = pst_sql_release_decode(&row);
+		DCHECK(r->outcome != PST_OUT_NONE);
+		return;
+	}
+	db->batch_failed = true;
+	if (st == PGRES_PIPELINE_ABORTED)
+		return; /* an earlier statement of the batch failed */
+	pst_db_error_keep(db, PQresultErrorMessage(res));
+	r->outcome = pst_sql_permanent(PQresultErrorField(res, PG_DIAG_SQLSTATE))
+			     ? PST_OUT_FAILED
+			     : PST_OUT_FAILED_RETRY;
+}
+
+/* A Sync came back: the batch's transaction is over, its answers are final. */
+static void
+batch_done(struct pst_db *db, uint64_t now_ns)
+{
+	bool failed = db->batch_failed;
+	bool single = db->batch.head != PST_SLOT_NONE && db->batch.head == db->batch.tail;
+	db->batch_failed = false;
+	if (failed && !single)
+		db->counters[PST_C_DB_BATCH_FAILURES]++;
+	struct pst_fifo again;
+	pst_fifo_init(&again);
+	uint32_t i;
+	while ((i = pst_fifo_pop(db, &db->batch)) != PST_SLOT_NONE) {
+		struct pst_req *r = &db->reqs[i];
+		if (r->abandoned) {
+			pst_req_free(db, i);
+			continue;
+		}
+		if (failed && !single) {
+			/* The whole batch rolled back: every statement goes again, alone. */
+			r->isolate = 1;
+			r->phase = PST_PHASE_QUEUED;
+			pst_fifo_push(db, &again, i);
+			continue;
+		}
+		switch (r->outcome) {
+		case PST_OUT_HYD_CLAIMED:
+			pst_neg_forget(db, r->user);
+			break;
+		case PST_OUT_HYD_OWNED:
+			pst_neg_note(db, r->user, r->owner, now_ns + db->cfg.neg_ttl_ns);
+			break;
+		case PST_OUT_RELEASED:
+		case PST_OUT_RELEASE_NOOP:
+			pst_neg_forget(db, r->user); /* the claim is free (or ours again) */
+			break;
+		case PST_OUT_FLUSH_CONFLICT:
+			/* READ COMMITTED: when our UPDATE waited for a concurrent writer of the row
+			 * (our own earlier attempt, still running on a connection we gave up), it
+			 * re-checks the row but the ledger lookup still sees the statement's old
+			 * snapshot, so our own write can look foreign. A conflict is final only
+			 * when a second statement, started after that writer committed, agrees. */
+			if (!r->rechecked) {
+				r->rechecked = 1;
+				r->phase = PST_PHASE_QUEUED;
+				db->counters[PST_C_DB_FLUSH_RECHECKS]++;
+				pst_fifo_push(db, &again, i);
+				continue;
+			}
+			break;
+		case PST_OUT_FLUSH_WRITTEN:
+		case PST_OUT_FLUSH_REPEAT:
+		case PST_OUT_FAILED:
+		case PST_OUT_BAD_ROW:
+			break;
+		default: /* PST_OUT_NONE, PST_OUT_HYD_RETRY, PST_OUT_FAILED_RETRY */
+			if (r->tries < RETRIES_MAX) {
+				r->phase = PST_PHASE_QUEUED;
+				pst_fifo_push(db, &again, i);
+				continue;
+			}
+			r->outcome = PST_OUT_FAILED;
+			break;
+		}
+		r->isolate = 0;
+		pst_req_complete(db, i);
+	}
+	pst_fifo_prepend(db, &db->queue, &again);
+}
+
+int
+pst_batch_read(struct pst_db *db, uint64_t now_ns, uint32_t *work)
+{
+	CHECK(db->conn != NULL);
+	CHECK(work != NULL);
+	if (!PQconsumeInput(db->conn))
+		return -1;
+	while (db->pipe_count > 0 && !PQisBusy(db->conn)) {
+		uint32_t item = db->pipe[db->pipe_head];
+		PGresult *res = PQgetResult(db->conn);
+		if (res == NULL) {
+			/* The end of one statement's results. */
+			if (item == PST_ITEM_SYNC || !db->head_has_result)
+				break;
+			pipe_pop(db);
+			if (item != PST_ITEM_PREPARE)
+				pst_fifo_push(db, &db->batch, item);
+			continue;
+		}
+		ExecStatusType st = PQresultStatus(res);
+		int rc = 0;
+		if (st == PGRES_PIPELINE_SYNC) {
+			if (item != PST_ITEM_SYNC) {
+				rc = -1; /* out of step with libpq: start over */
+			} else {
+				pipe_pop(db);
+				CHECK(db->syncs_out > 0);
+				db->syncs_out--;
+				if (!db->prepared)
+					pst_db_conn_proven(db); /* the statements are ready */
+				batch_done(db, now_ns);
+				(*work)++;
+			}
+		} else if (item == PST_ITEM_SYNC) {
+			rc = -1;
+		} else if (item == PST_ITEM_PREPARE) {
+			db->head_has_result = true;
+			if (st != PGRES_COMMAND_OK) {
+				pst_db_error_keep(db, PQresultErrorMessage(res));
+				rc = -1; /* schema missing or no privilege: back off and retry */
+			}
+		} else {
+			db->head_has_result = true;
+			statement_result(db, item, res);
+			(*work)++;
+		}
+		PQclear(res);
+		if (rc < 0)
+			return -1;
+	}
+	return PQstatus(db->conn) == CONNECTION_BAD ? -1 : 0;
+}
+
+/* ----------------------------------------------------------------- losing the pipeline -- */
+
+void
+pst_batch_abort(struct pst_db *db)
+{
+	struct pst_fifo back;
+	pst_fifo_init(&back);
+	uint32_t i;
+	while ((i = pst_fifo_pop(db, &db->batch)) != PST_SLOT_NONE)
+		pst_fifo_push(db, &back, i);
+	while (db->pipe_count > 0) {
+		uint32_t item = pipe_pop(db);
+		if (item < PST_ITEM_PREPARE)
+			pst_fifo_push(db, &back, item);
+	}
+	struct pst_fifo again;
+	pst_fifo_init(&again);
+	while ((i = pst_fifo_pop(db, &back)) != PST_SLOT_NONE) {
+		struct pst_req *r = &db->reqs[i];
+		if (r->abandoned) {
+			pst_req_free(db, i);
+			continue;
+		}
+		r->phase = PST_PHASE_QUEUED;
+		r->outcome = PST_OUT_NONE;
+		r->isolate = 0;
+		pst_fifo_push(db, &again, i);
+	}
+	pst_fifo_prepend(db, &db->queue, &again);
+	db->syncs_out = 0;
+	db->batch_failed = false;
+	db->head_has_result = false;
+	CHECK(db->pipe_count == 0);
+	CHECK(db->batch.head == PST_SLOT_NONE);
+}
+
+void
+pst_batch_abandon(struct pst_db *db)
+{
+	for (uint32_t i = db->batch.head; i != PST_SLOT_NONE; i = db->reqs[i].next) {
+		if (!db->reqs[i].abandoned) {
+			pst_req_unhash(db, i);
+			db->reqs[i].abandoned = 1;
+		}
+	}
+	for (uint32_t k = 0; k < db->pipe_count; k++) {
+		uint32_t item = db->pipe[(db->pipe_head + k) % db->pipe_cap];
+		if (item < PST_ITEM_PREPARE && !db->reqs[item].abandoned) {
+			pst_req_unhash(db, item);
+			db->reqs[item].abandoned = 1;
+		}
+	}
+}

@@ -1,0 +1,261 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Private to the PostgreSQL rooms of persist/: the request table, the pipeline and the
+ * connection state they share, and what each room offers the ones above it. Calls run one
+ * way only, from the top down, so no room needs to know the one that calls it:
+ *
+ *   pst_db.c        the public entry points, the connection's lifecycle and its back-off
+ *   pst_db_batch.c  the batch state machine: statements and Syncs in the pipeline
+ *   pst_db_req.c    the request table: slots, queues, merge lookups, negative cache, answers
+ *   pst_db_sql.c    SQL text, parameter encoding and row decoding over plain buffers
+ *
+ * pst_db_sql.c touches neither the table nor libpq, so a row decoder can be driven by a
+ * fuzzer with nothing but strings. None of this is public (persist/persist.h is).
+ */
+#ifndef OMSD_PERSIST_PST_DB_INT_H
+#define OMSD_PERSIST_PST_DB_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <libpq-fe.h>
+
+#include "persist/pst_int.h"
+
+#define PST_SLOT_NONE UINT32_MAX          /* no slot: an empty list, the end of a chain */
+#define PST_ITEM_SYNC (UINT32_MAX - 1)    /* pipe item: a Sync */
+#define PST_ITEM_PREPARE (UINT32_MAX - 2) /* pipe item: a statement being prepared */
+
+/* What a request asks the database; also the index (minus one) of its prepared statement. */
+enum pst_req_kind {
+	PST_REQ_HYDRATE = 1, /* read and claim a user's row */
+	PST_REQ_FLUSH = 2,   /* fenced CAS write, claim kept */
+	PST_REQ_RELEASE = 3, /* let go of the claim */
+};
+#define PST_REQ_KINDS 3 /* prepared statements, one per kind */
+
+/* Where a request slot is in its life. */
+enum pst_req_phase {
+	PST_PHASE_FREE = 0,   /* on the free list */
+	PST_PHASE_QUEUED = 1, /* waiting to be sent */
+	PST_PHASE_SENT = 2,   /* in the pipeline; answer not final before its Sync */
+	PST_PHASE_DONE = 3,   /* answered; completion waiting for the output */
+};
+
+/* What a statement's row said, made final at the Sync. */
+enum pst_outcome {
+	PST_OUT_NONE = 0,       /* no row yet */
+	PST_OUT_HYD_CLAIMED,    /* hydrate: claimed (ok/new in out) */
+	PST_OUT_HYD_OWNED,      /* hydrate: another shard holds it */
+	PST_OUT_HYD_RETRY,      /* hydrate: raced a concurrent change; ask again */
+	PST_OUT_FLUSH_WRITTEN,  /* flush: written now */
+	PST_OUT_FLUSH_REPEAT,   /* flush: our own write found */
+	PST_OUT_FLUSH_CONFLICT, /* flush: foreign write */
+	PST_OUT_RELEASED,       /* release: the claim was let go now */
+	PST_OUT_RELEASE_NOOP,   /* release: nothing to do (released already, or hydrated again) */
+	PST_OUT_FAILED,         /* the statement failed (permanent) */
+	PST_OUT_FAILED_RETRY,   /* the statement failed (transient) */
+	PST_OUT_BAD_ROW,        /* a row we cannot represent (too many balances, ...) */
+};
+
+/* One request slot. */
+struct pst_req {
+	uint8_t kind;         /* enum pst_req_kind */
+	uint8_t phase;        /* enum pst_req_phase */
+	uint8_t outcome;      /* enum pst_outcome, pending the Sync */
+	uint8_t isolate;      /* send alone (its batch failed) */
+	uint8_t abandoned;    /* pst_db_clear: answer dropped */
+	uint8_t rechecked;    /* flush: a CONFLICT was confirmed by a second statement */
+	uint16_t shard;       /* requesting OMS shard */
+	uint32_t next;        /* FIFO link (queue / done / batch) or free list */
+	uint32_t hnext;       /* hash chain */
+	uint32_t tries;       /* times sent */
+	uint64_t user;        /* the user the statement is about */
+	uint64_t epoch;       /* highest epoch asked for */
+	uint64_t accepted_ns; /* when submitted (hydrate deadline) */
+	uint64_t version;     /* flush: version after (outcome) */
+	uint16_t owner;       /* hydrate OWNED: holder */
+	uint8_t hyd_new;      /* hydrate: the row was created */
+	struct wire_user_state us; /* flush: what to write; hydrate: what was read */
+};
+
+/* A list of request slots linked through pst_req.next. */
+struct pst_fifo {
+	uint32_t head; /* first, PST_SLOT_NONE when empty */
+	uint32_t tail; /* last */
+};
+
+enum pst_conn_state {
+	PST_CONN_DOWN = 0,       /* no connection; the next attempt at retry_at_ns */
+	PST_CONN_CONNECTING = 1, /* PQconnectPoll in progress */
+	PST_CONN_READY = 2,      /* in pipeline mode; statements prepared or being prepared */
+};
+
+/* Negative cache entry: a user another shard was seen to hold. */
+struct pst_neg {
+	uint64_t user;       /* 0: empty */
+	uint64_t expires_ns; /* valid before */
+	uint16_t owner;      /* holder of the claim */
+};
+
+struct pst_db {
+	struct pst_db_config cfg;    /* copy (conninfo copied below) */
+	char *conninfo;              /* owned copy */
+	PGconn *conn;                /* NULL when down */
+	uint32_t conn_state;         /* enum pst_conn_state */
+	PostgresPollingStatusType connect_poll; /* last PQconnectPoll answer */
+	uint64_t connect_started_ns; /* connection attempt start */
+	uint64_t retry_at_ns;        /* next attempt when down */
+	uint64_t backoff_ns;         /* current back-off */
+	struct pst_req *reqs;        /* requests_max slots */
+	uint32_t free_head;          /* free list through next */
+	uint32_t pending;            /* slots in use */
+	uint32_t *buckets;           /* hash heads, bucket_mask + 1 */
+	uint32_t bucket_mask;        /* buckets - 1 (a power of two, >= 2 * requests_max) */
+	struct pst_fifo queue;       /* PST_PHASE_QUEUED, in send order */
+	struct pst_fifo done;        /* PST_PHASE_DONE, in answer order */
+	struct pst_fifo batch;       /* PST_PHASE_SENT items taken off the pipe, not yet synced */
+	bool batch_failed;           /* a statement in the current batch failed */
+	uint32_t *pipe;              /* items in flight: slot, PST_ITEM_SYNC or PST_ITEM_PREPARE */
+	uint64_t *pipe_ns;           /* send time of each item */
+	uint32_t pipe_cap;           /* slots of pipe and pipe_ns */
+	uint32_t pipe_head;          /* oldest */
+	uint32_t pipe_count;         /* items in flight */
+	bool head_has_result;        /* the oldest item has delivered a result */
+	uint32_t syncs_out;          /* Syncs in flight (prepare Sync included) */
+	struct pst_neg *negs;        /* negative cache */
+	uint32_t neg_mask;           /* neg_cache_size - 1 */
+	bool prepared;               /* statements prepared on this connection */
+	char last_error[256];        /* last database error text, for operators */
+	uint64_t counters[PST_C_COUNT]; /* PST_C_DB_* counted here */
+};
+
+/* Keep a database error text for operators (pst_db_last_error), without trailing blanks. */
+static inline void
+pst_db_error_keep(struct pst_db *db, const char *text)
+{
+	snprintf(db->last_error, sizeof(db->last_error), "%s", text ? text : "?");
+	size_t n = strlen(db->last_error);
+	while (n > 0 && (db->last_error[n - 1] == '\n' || db->last_error[n - 1] == ' '))
+		db->last_error[--n] = '\0';
+}
+
+/* The connection's lifecycle, seen from the pipeline: the prepare Sync came back, so the
+ * connection is good. The back-off starts over and the connect is counted. */
+static inline void
+pst_db_conn_proven(struct pst_db *db)
+{
+	db->prepared = true;
+	db->backoff_ns = db->cfg.backoff_min_ns;
+	db->counters[PST_C_DB_CONNECTS]++;
+}
+
+/* ---- the request table (pst_db_req.c) ---- */
+
+void pst_fifo_init(struct pst_fifo *f);
+void pst_fifo_push(struct pst_db *db, struct pst_fifo *f, uint32_t i);
+/* The first slot of f, taken off it, or PST_SLOT_NONE when f is empty. */
+uint32_t pst_fifo_pop(struct pst_db *db, struct pst_fifo *f);
+/* Put the whole list front before f, keeping both orders; front is left empty. */
+void pst_fifo_prepend(struct pst_db *db, struct pst_fifo *f, struct pst_fifo *front);
+
+/* Link every slot into the free list, empty the hash and the lists (after allocation). */
+void pst_req_table_init(struct pst_db *db);
+/* Accept a request whose message was validated by pst_db_submit: merged into a matching one
+ * (counted), answered from the negative cache (hydrate), or queued. 0 or -ENOBUFS (full). */
+int pst_req_add_hydrate(struct pst_db *db, uint64_t user, uint16_t shard, uint64_t epoch,
+			uint64_t now_ns);
+int pst_req_add_flush(struct pst_db *db, const struct wire_user_state *us, uint16_t shard,
+		      uint64_t epoch, uint64_t now_ns);
+int pst_req_add_release(struct pst_db *db, uint64_t user, uint16_t shard, uint64_t epoch,
+			uint64_t now_ns);
+/* Request i is answered: its completion joins the output line. */
+void pst_req_complete(struct pst_db *db, uint32_t i);
+/* Return slot i to the free list (it must no longer be on a list or in the hash). */
+void pst_req_free(struct pst_db *db, uint32_t i);
+/* Take slot i out of the hash (abandoned requests are no longer found for merging). */
+void pst_req_unhash(struct pst_db *db, uint32_t i);
+/* Free every queued and every answered request (pst_db_clear). */
+void pst_req_drop_waiting(struct pst_db *db);
+/* Offer completions to the output, in order, until it refuses. Returns how many it took. */
+uint32_t pst_req_emit_done(struct pst_db *db);
+
+/* Remember that owner holds user's claim until expires_ns. */
+void pst_neg_note(struct pst_db *db, uint64_t user, uint16_t owner, uint64_t expires_ns);
+/* Forget what the negative cache knows of user. */
+void pst_neg_forget(struct pst_db *db, uint64_t user);
+
+/* ---- SQL text, parameters and rows (pst_db_sql.c): no table, no libpq ---- */
+
+/* One prepared statement: its name on the connection and its text. */
+struct pst_sql_stmt {
+	const char *name; /* "pst_hydrate", "pst_flush", "pst_release" */
+	const char *text; /* the SQL */
+};
+/* Indexed by kind - 1 (enum pst_req_kind), prepared in this order on each connection. */
+extern const struct pst_sql_stmt pst_sql_stmts[PST_REQ_KINDS];
+
+#define PST_SQL_PARAMS_MAX 9 /* the flush's parameters */
+#define PST_SQL_NUMS 6       /* numeric parameters of the flush ($1..$6) */
+#define PST_SQL_COLS_MAX 9   /* the hydrate's columns */
+
+/* A statement's parameters in libpq's text format, built in place. */
+struct pst_sql_params {
+	const char *stmt;                       /* prepared statement name */
+	uint32_t count;                         /* parameters used */
+	const char *values[PST_SQL_PARAMS_MAX]; /* text of each, pointing into the buffers below */
+	char num[PST_SQL_NUMS][24];             /* decimal integers */
+	char assets[WIRE_BALANCES_MAX * 12 + 3]; /* flush: integer[] "{1,2}" */
+	char totals[WIRE_BALANCES_MAX * 21 + 3]; /* flush: bigint[] "{10,20}" */
+	char recent[3 + 2 * sizeof(struct wire_recent) * WIRE_RECENT_MAX]; /* flush: bytea hex */
+};
+
+/* Encode the parameters of a statement of kind about (user, shard, epoch); a flush also
+ * writes us (the state pst_db_submit validated against the schema). */
+void pst_sql_encode(struct pst_sql_params *p, uint8_t kind, uint64_t user, uint16_t shard,
+		    uint64_t epoch, const struct wire_user_state *us);
+
+/* One answer row as text columns (libpq's text format): plain data, so decoding needs no
+ * connection. */
+struct pst_sql_row {
+	bool present;                       /* the result held exactly one row */
+	uint32_t col_count;                 /* columns of the result */
+	const char *cols[PST_SQL_COLS_MAX]; /* each column's text, NULL for SQL NULL */
+};
+
+/* The hydrate's row for (user, shard). CLAIMED fills *us and *is_new, OWNED fills *owner;
+ * RETRY and BAD_ROW may leave *us half written. Returns the outcome. */
+enum pst_outcome pst_sql_hydrate_decode(const struct pst_sql_row *row, uint64_t user,
+					uint16_t shard, struct wire_user_state *us,
+					uint16_t *owner, uint8_t *is_new);
+/* The flush's row; base_version is the version the flush expected. Fills *version unless
+ * the row is unreadable (FAILED_RETRY). Returns the outcome. */
+enum pst_outcome pst_sql_flush_decode(const struct pst_sql_row *row, uint64_t base_version,
+				      uint64_t *version);
+/* The release's row. Returns RELEASED, RELEASE_NOOP or FAILED_RETRY. */
+enum pst_outcome pst_sql_release_decode(const struct pst_sql_row *row);
+/* An SQLSTATE a retry cannot cure: bad data, constraint violations, missing privileges. */
+bool pst_sql_permanent(const char *sqlstate);
+
+/* ---- the batch state machine (pst_db_batch.c) ---- */
+
+/* Prepare the statements and send a Sync on a connection just in pipeline mode. 0 or -1
+ * (the connection failed). */
+int pst_batch_prepare(struct pst_db *db, uint64_t now_ns);
+/* Send queued requests as batches, each ended by a Sync, while Syncs in flight allow; adds
+ * the statements sent to *work. 0 or -1 (the connection failed). */
+int pst_batch_send(struct pst_db *db, uint64_t now_ns, uint32_t *work);
+/* Read what arrived; a Sync makes its batch's answers final. Adds to *work. 0 or -1 (the
+ * connection is unusable). */
+int pst_batch_read(struct pst_db *db, uint64_t now_ns, uint32_t *work);
+/* The oldest item in flight has waited longer than batch_timeout_ns. */
+bool pst_batch_overdue(const struct pst_db *db, uint64_t now_ns);
+/* The connection is gone: every unanswered request goes back to the front of the queue,
+ * oldest first (abandoned ones are freed); the pipeline is empty afterwards. */
+void pst_batch_abort(struct pst_db *db);
+/* pst_db_clear: requests on the wire finish in the database, their answers are dropped. */
+void pst_batch_abandon(struct pst_db *db);
+
+#endif

@@ -1,0 +1,373 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The database's side of the conversation as plain data: the three statements' SQL text
+ * (docs/persist.md "Database", "Fencing protocol"; docs/fencing.md), the encoding of a
+ * request's parameters into libpq's text format, and the decoding of an answer row into an
+ * outcome. Everything here is a pure function over buffers: no request table, no connection,
+ * no libpq call. The pipeline (pst_db_batch.c) moves the bytes; what they mean lives here, in
+ * one place, where a fuzzer can reach the row decoders with nothing but strings.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "common/check.h"
+#include "persist/pst_db_int.h"
+
+/* Read and claim in one statement (ARCHITECTURE.md §6: "Hydration claims the row (fails if
+ * another shard holds it)"). An unknown user gets a row with zero balances (NEW). A claim
+ * that fails returns the holder from the statement's snapshot. A re-claim by the holder
+ * never lowers the epoch stamp: a stale request re-driven late must not make the claim look
+ * older than one a newer incarnation took, since a release takes every claim of the shard
+ * at or below its epoch (docs/fencing.md). */
+static const char SQL_HYDRATE[] =
+	"WITH claim AS ("
+	" INSERT INTO accounts AS a (user_id, user_seq, tier, version, owner_shard,"
+	"  owner_epoch, assets, totals)"
+	" VALUES ($1::bigint, 0, 0, 0, $2::integer, $3::bigint, '{}', '{}')"
+	" ON CONFLICT (user_id) DO UPDATE SET owner_shard = EXCLUDED.owner_shard,"
+	"  owner_epoch = CASE WHEN a.owner_shard = EXCLUDED.owner_shard"
+	"   THEN GREATEST(a.owner_epoch, EXCLUDED.owner_epoch) ELSE EXCLUDED.owner_epoch END,"
+	"  updated_at = now()"
+	"  WHERE a.owner_shard IS NULL OR a.owner_shard = EXCLUDED.owner_shard"
+	" RETURNING a.version, a.user_seq, a.tier, a.assets, a.totals,"
+	"  (a.xmax = 0) AS inserted, a.recent)"
+	" SELECT 1, inserted, version, user_seq, tier, assets, totals, NULL::integer, recent"
+	"  FROM claim"
+	" UNION ALL"
+	" SELECT 0, false, version, user_seq, tier, assets, totals, owner_shard, NULL::bytea"
+	"  FROM accounts WHERE user_id = $1::bigint AND NOT EXISTS (SELECT 1 FROM claim)";
+
+/* The fenced flush (docs/fencing.md): only while we hold the claim, and only when newer than
+ * the claim's stamp (epochs are unique and increasing per shard, so a stale flush of an older
+ * incarnation is refused). CAS on version, except that a version ahead of what we expect which
+ * our own ledgered flush produced (overtaken by cancel-on-activity) is overwritten by our
+ * newer state; any other writer's version is a conflict. A flush already in the ledger
+ * (same shard and epoch) never writes twice. It KEEPS the claim (stamping owner_epoch with
+ * the flush's epoch) so nobody can hydrate the user while this shard might still serve it;
+ * RELEASE_CLAIM lets go. The write is recorded in the ledger under (user, shard, epoch), so
+ * a repeat (after failover, after a lost answer) finds its own write even when later
+ * flushes have moved the row on. Outcome 1 written, 2 our own write already there, 3
+ * conflict (a foreign write, no claim, or a stale epoch). */
+static const char SQL_FLUSH[] =
+	"WITH up AS ("
+	" UPDATE accounts SET user_seq = $5::bigint, tier = $6::smallint,"
+	"  assets = $7::integer[], totals = $8::bigint[], recent = $9::bytea,"
+	"  version = version + 1,"
+	"  owner_epoch = $4::bigint, last_flush_shard = $3::integer,"
+	"  last_flush_epoch = $4::bigint, updated_at = now()"
+	" WHERE user_id = $1::bigint AND owner_shard = $3::integer"
+	"  AND owner_epoch <= $4::bigint"
+	"  AND (version = $2::bigint OR EXISTS (SELECT 1 FROM account_flushes g"
+	"   WHERE g.user_id = $1::bigint AND g.shard = $3::integer"
+	"    AND g.base_version + 1 = accounts.version))"
+	"  AND NOT EXISTS (SELECT 1 FROM account_flushes f WHERE f.user_id = $1::bigint"
+	"   AND f.shard = $3::integer AND f.epoch = $4::bigint)"
+	" RETURNING version),"
+	" led AS ("
+	" INSERT INTO account_flushes (user_id, base_version, shard, epoch)"
+	" SELECT $1::bigint, version - 1, $3::integer, $4::bigint FROM up)"
+	" SELECT 1, version FROM up"
+	" UNION ALL"
+	" SELECT CASE WHEN EXISTS (SELECT 1 FROM account_flushes f WHERE f.user_id = $1::bigint"
+	"   AND f.shard = $3::integer AND f.epoch = $4::bigint)"
+	"  THEN 2 ELSE 3 END,"
+	"  COALESCE((SELECT version FROM accounts WHERE user_id = $1::bigint), -1)"
+	" WHERE NOT EXISTS (SELECT 1 FROM up)";
+
+/* Release the claim a flush kept once the shard has dropped the actor, or the claim a
+ * hydration the shard gave up may have taken (docs/fencing.md): any claim of this shard
+ * stamped with this epoch or an older one (a shard's epochs only grow, and it holds no
+ * actor for the user at or below it). Idempotent, and a no-op when the user was hydrated
+ * again since (a newer epoch) or was released already. Returns how many rows it released
+ * (0 or 1); both answer OK. */
+static const char SQL_RELEASE[] =
+	"WITH rel AS ("
+	" UPDATE accounts SET owner_shard = NULL, owner_epoch = NULL, updated_at = now()"
+	" WHERE user_id = $1::bigint AND owner_shard = $2::integer AND owner_epoch <= $3::bigint"
+	" RETURNING 1)"
+	" SELECT count(*) FROM rel";
+const struct pst_sql_stmt pst_sql_stmts[PST_REQ_KINDS] = {
+	[PST_REQ_HYDRATE - 1] = {.name = "pst_hydrate", .text = SQL_HYDRATE},
+	[PST_REQ_FLUSH - 1] = {.name = "pst_flush", .text = SQL_FLUSH},
+	[PST_REQ_RELEASE - 1] = {.name = "pst_release", .text = SQL_RELEASE},
+};
+
+/* ------------------------------------------------------------------------- parameters -- */
+
+static const char *
+fmt_i64(char *buf, size_t size, int64_t v)
+{
+	int n = snprintf(buf, size, "%" PRId64, v);
+	DCHECK(n > 0);
+	DCHECK((size_t)n < size);
+	return buf;
+}
+
+/* The balances as two arrays in text form, "{1,2,3}": assets ($7) and totals ($8). */
+static void
+fmt_balances(struct pst_sql_params *p, const struct wire_user_state *us)
+{
+	size_t a = 0, t = 0;
+	p->assets[a++] = '{';
+	p->totals[t++] = '{';
+	for (uint32_t k = 0; k < us->balance_count; k++) {
+		int n = snprintf(p->assets + a, sizeof(p->assets) - a, "%s%" PRIu32, k ? "," : "",
+				 us->balances[k].asset);
+		DCHECK(n > 0);
+		a += (size_t)n;
+		n = snprintf(p->totals + t, sizeof(p->totals) - t, "%s%" PRId64, k ? "," : "",
+			     us->balances[k].total);
+		DCHECK(n > 0);
+		t += (size_t)n;
+	}
+	DCHECK(a + 2 <= sizeof(p->assets));
+	DCHECK(t + 2 <= sizeof(p->totals));
+	p->assets[a++] = '}';
+	p->assets[a] = '\0';
+	p->totals[t++] = '}';
+	p->totals[t] = '\0';
+}
+
+/* bytea in hex text form: \x then two digits a byte; only the valid entries. */
+static void
+fmt_recent(struct pst_sql_params *p, const struct wire_user_state *us)
+{
+	static const char hex[] = "0123456789abcdef";
+	uint32_t rc = us->recent_count <= WIRE_RECENT_MAX ? us->recent_count : 0;
+	const uint8_t *rb = (const uint8_t *)us->recent;
+	size_t rn = 0;
+	p->recent[rn++] = '\\';
+	p->recent[rn++] = 'x';
+	for (size_t k = 0; k < rc * sizeof(struct wire_recent); k++) {
+		p->recent[rn++] = hex[rb[k] >> 4];
+		p->recent[rn++] = hex[rb[k] & 15];
+	}
+	DCHECK(rn < sizeof(p->recent));
+	p->recent[rn] = '\0';
+}
+
+void
+pst_sql_encode(struct pst_sql_params *p, uint8_t kind, uint64_t user, uint16_t shard,
+	       uint64_t epoch, const struct wire_user_state *us)
+{
+	CHECK(p != NULL);
+	CHECK(kind >= PST_REQ_HYDRATE);
+	CHECK(kind <= PST_REQ_RELEASE);
+	DCHECK(user <= INT64_MAX);
+	DCHECK(epoch <= INT64_MAX);
+	p->stmt = pst_sql_stmts[kind - 1].name;
+	p->values[0] = fmt_i64(p->num[0], sizeof(p->num[0]), (int64_t)user);
+	if (kind == PST_REQ_HYDRATE || kind == PST_REQ_RELEASE) {
+		/* $1 user, $2 shard, $3 epoch */
+		p->values[1] = fmt_i64(p->num[1], sizeof(p->num[1]), shard);
+		p->values[2] = fmt_i64(p->num[2], sizeof(p->num[2]), (int64_t)epoch);
+		p->count = 3;
+		return;
+	}
+	CHECK(us != NULL);
+	DCHECK(us->balance_count <= WIRE_BALANCES_MAX);
+	/* $1 user, $2 expected version, $3 shard, $4 epoch, $5 user_seq, $6 tier, $7 assets,
+	 * $8 totals, $9 recent */
+	p->values[1] = fmt_i64(p->num[1], sizeof(p->num[1]), (int64_t)us->version);
+	p->values[2] = fmt_i64(p->num[2], sizeof(p->num[2]), shard);
+	p->values[3] = fmt_i64(p->num[3], sizeof(p->num[3]), (int64_t)epoch);
+	p->values[4] = fmt_i64(p->num[4], sizeof(p->num[4]), (int64_t)us->user_seq);
+	p->values[5] = fmt_i64(p->num[5], sizeof(p->num[5]), us->tier);
+	fmt_balances(p, us);
+	fmt_recent(p, us);
+	p->values[6] = p->assets;
+	p->values[7] = p->totals;
+	p->values[8] = p->recent;
+	p->count = 9;
+	static_assert(PST_SQL_PARAMS_MAX == 9, "the flush has nine parameters");
+}
+
+/* ------------------------------------------------------------------------------- rows -- */
+
+/* The column's text is exactly s (SQL NULL is nothing). */
+static bool
+col_is(const struct pst_sql_row *row, uint32_t k, const char *s)
+{
+	DCHECK(k < row->col_count);
+	return row->cols[k] != NULL && strcmp(row->cols[k], s) == 0;
+}
+
+/* A decimal integer filling the whole text; SQL NULL is none. */
+static bool
+parse_i64(const char *s, int64_t *out)
+{
+	if (s == NULL)
+		return false;
+	char *end;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0')
+		return false;
+	*out = v;
+	return true;
+}
+
+/* Parse a text array "{1,2,3}" of integers into out (at most max). Count or -1. */
+static int
+parse_array(const char *s, int64_t *out, int max)
+{
+	if (s == NULL || s[0] != '{')
+		return -1;
+	s++;
+	int n = 0;
+	if (*s == '}')
+		return s[1] == '\0' ? 0 : -1;
+	for (;;) {
+		if (n == max)
+			return -1;
+		char *end;
+		errno = 0;
+		long long v = strtoll(s, &end, 10);
+		if (errno != 0 || end == s)
+			return -1;
+		out[n++] = v;
+		if (*end == ',') {
+			s = end + 1;
+		} else if (*end == '}' && end[1] == '\0') {
+			return n;
+		} else {
+			return -1;
+		}
+	}
+}
+
+static int
+hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+/* The balances: columns 5 (assets) and 6 (totals), arrays of one length. */
+static bool
+decode_balances(const struct pst_sql_row *row, struct wire_user_state *us)
+{
+	int64_t assets[WIRE_BALANCES_MAX], totals[WIRE_BALANCES_MAX];
+	int na = parse_array(row->cols[5], assets, WIRE_BALANCES_MAX);
+	int nt = parse_array(row->cols[6], totals, WIRE_BALANCES_MAX);
+	if (na < 0 || na != nt)
+		return false; /* more balances than a wire state carries, ... */
+	us->balance_count = (uint32_t)na;
+	for (int k = 0; k < na; k++) {
+		if (assets[k] <= 0 || assets[k] > INT32_MAX || totals[k] < 0)
+			return false;
+		us->balances[k].asset = (uint32_t)assets[k];
+		us->balances[k].total = totals[k];
+	}
+	return true;
+}
+
+/* The idempotency window: column 8, packed wire_recent entries, bytea in hex text form. */
+static bool
+decode_recent(const struct pst_sql_row *row, struct wire_user_state *us)
+{
+	const char *rt = row->cols[8];
+	if (rt == NULL)
+		return false;
+	size_t rl = strlen(rt);
+	if (rl < 2 || rt[0] != '\\' || rt[1] != 'x' ||
+	    (rl - 2) % (2 * sizeof(struct wire_recent)) != 0 || (rl - 2) / 2 > sizeof(us->recent))
+		return false;
+	uint8_t *rb = (uint8_t *)us->recent;
+	for (size_t k = 0; k < (rl - 2) / 2; k++) {
+		int hi = hexval(rt[2 + 2 * k]), lo = hexval(rt[3 + 2 * k]);
+		if (hi < 0 || lo < 0)
+			return false;
+		rb[k] = (uint8_t)(hi << 4 | lo);
+	}
+	us->recent_count = (uint32_t)((rl - 2) / 2 / sizeof(struct wire_recent));
+	for (uint32_t k = 0; k < us->recent_count; k++) {
+		const struct wire_recent *e = &us->recent[k];
+		if (e->kind < WIRE_RECENT_ORDER || e->kind > WIRE_RECENT_TRANSFER ||
+		    e->reason >= WIRE_REASON_MAX)
+			return false;
+	}
+	return true;
+}
+
+enum pst_outcome
+pst_sql_hydrate_decode(const struct pst_sql_row *row, uint64_t user, uint16_t shard,
+		       struct wire_user_state *us, uint16_t *owner, uint8_t *is_new)
+{
+	CHECK(row != NULL);
+	CHECK(us != NULL);
+	CHECK(owner != NULL);
+	CHECK(is_new != NULL);
+	if (!row->present || row->col_count != 9) {
+		/* No row: the row changed between our snapshot and the claim. Ask again. */
+		return PST_OUT_HYD_RETRY;
+	}
+	static_assert(PST_SQL_COLS_MAX >= 9, "the hydrate's columns");
+	if (!col_is(row, 0, "1")) {
+		int64_t holder;
+		if (!parse_i64(row->cols[7], &holder) || holder == shard)
+			return PST_OUT_HYD_RETRY; /* raced a release or our own claim */
+		*owner = (uint16_t)holder;
+		return PST_OUT_HYD_OWNED;
+	}
+	int64_t version, seq, tier;
+	if (!parse_i64(row->cols[2], &version) || !parse_i64(row->cols[3], &seq) ||
+	    !parse_i64(row->cols[4], &tier))
+		return PST_OUT_BAD_ROW;
+	if (version < 0 || seq < 0 || tier < 0 || tier > UINT8_MAX)
+		return PST_OUT_BAD_ROW;
+	memset(us, 0, sizeof(*us));
+	us->user = user;
+	us->version = (uint64_t)version;
+	us->user_seq = (uint64_t)seq;
+	us->tier = (uint8_t)tier;
+	if (!decode_balances(row, us) || !decode_recent(row, us))
+		return PST_OUT_BAD_ROW;
+	*is_new = col_is(row, 1, "t");
+	DCHECK(us->balance_count <= WIRE_BALANCES_MAX);
+	DCHECK(us->recent_count <= WIRE_RECENT_MAX);
+	return PST_OUT_HYD_CLAIMED;
+}
+
+enum pst_outcome
+pst_sql_flush_decode(const struct pst_sql_row *row, uint64_t base_version, uint64_t *version)
+{
+	CHECK(row != NULL);
+	CHECK(version != NULL);
+	int64_t outcome, v;
+	if (!row->present || row->col_count != 2 || !parse_i64(row->cols[0], &outcome) ||
+	    !parse_i64(row->cols[1], &v))
+		return PST_OUT_FAILED_RETRY;
+	*version = v < 0 ? 0 : (uint64_t)v;
+	if (outcome == 1)
+		return PST_OUT_FLUSH_WRITTEN;
+	if (outcome == 2) {
+		*version = base_version + 1; /* the version our write produced */
+		return PST_OUT_FLUSH_REPEAT;
+	}
+	return PST_OUT_FLUSH_CONFLICT;
+}
+
+enum pst_outcome
+pst_sql_release_decode(const struct pst_sql_row *row)
+{
+	CHECK(row != NULL);
+	int64_t n;
+	if (!row->present || row->col_count != 1 || !parse_i64(row->cols[0], &n))
+		return PST_OUT_FAILED_RETRY;
+	return n > 0 ? PST_OUT_RELEASED : PST_OUT_RELEASE_NOOP;
+}
+
+bool
+pst_sql_permanent(const char *state)
+{
+	if (state == NULL || strlen(state) != 5)
+		return false;
+	return strncmp(state, "22", 2) == 0 || strncmp(state, "23", 2) == 0 ||
+	       strncmp(state, "42", 2) == 0 || strncmp(state, "2B", 2) == 0 ||
+	       strncmp(state, "44", 2) == 0;
+}
