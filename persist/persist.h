@@ -3,7 +3,7 @@
  * pst — persistence (ARCHITECTURE.md §4 durability and snapshots, §6 fencing in the database).
  *
  * Everything the shards need from disks and from PostgreSQL, done outside consensus on the
- * persister lcore. Four concerns, one file each:
+ * persister lcore. Four concerns, each in its own files (pst_db_* in pst_db*.c):
  *
  *   pst_log_*   segmented append-only Raft log files, one CRC32C per entry, one write() and
  *               (durable mode) one fdatasync() per batch, torn-tail repair on open, hard
