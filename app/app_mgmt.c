@@ -24,6 +24,7 @@
 #include "app.h"
 #include "app_mgmt_int.h"
 #include "app_views.h"
+#include "common/wire.h"
 #include "mgmt/mgmt.h"
 
 #define APP_MGMT_METRICS_MAX (320 * 1024) /* the Prometheus text of a node */
@@ -142,36 +143,67 @@ h_metrics(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char *err
 }
 
 
-/* The command table: one row per command (other views register theirs in app_mgmt_open). */
-static const struct {
-	const char *name;
-	mgmt_handler_fn *fn;
-	const char *help;
-} shard_cmds[] = {
-	{"symbols.list", app_mgmt_symbols_list, "symbols of every shard here, with status and kill"},
-	{"symbols.halt", app_mgmt_symbols_halt, "--symbol S [--cancel-resting] [--me-shard M]: halt "
-					 "(ME + OMS logs)"},
-	{"symbols.resume", app_mgmt_symbols_resume, "--symbol S [--me-shard M]: resume trading"},
-	{"symbols.add", app_mgmt_symbols_add, "--symbol S --base B --quote Q --me-shard M --tick T --lot "
-				       "L --base-unit U [...]: add or update a symbol"},
-	{"symbols.move", app_mgmt_symbols_move, "--symbol S --to M [--from F]: move a symbol with an "
-					 "empty book to ME shard M"},
-	{"kill.user", app_mgmt_kill_user, "--user U [--release]: kill-switch for one user"},
-	{"kill.symbol", app_mgmt_kill_symbol, "--symbol S [--release]: kill-switch for one symbol"},
-	{"routes.show", app_mgmt_routes_show, "the routing config each OMS shard here applied"},
-	{"routes.set", app_mgmt_routes_set, "--active 1,2 [--receiving 3] [--epoch N]: membership"},
-	{"routes.pin", app_mgmt_routes_pin, "--user U --shard N: pin a whale to an OMS shard"},
-	{"routes.unpin", app_mgmt_routes_unpin, "--user U: remove a whale pin"},
-	{"users.show", app_mgmt_users_show, "[--user U | --limit N --from C]: one user's actor, or "
-				     "a page of the resident set, per OMS shard here"},
-	{"users.evict", app_mgmt_users_evict, "--user U: flush and evict when flat"},
-	{"users.migrate", app_mgmt_users_migrate, "--user U [--to N]: quiesce, flush, evict (re-hydrates "
-					   "on its owner); with --to, a fenced move to OMS shard N (a pin)"},
-	{"shards.scale", app_mgmt_shards_scale, "--shard N [--state receiving|active]: add an OMS "
-					 "shard (receiving, then active)"},
-	{"snapshot", app_mgmt_snapshot, "[--shard N]: take a snapshot now; answers its index"},
-	{"transfer-leader", app_mgmt_transfer_leader, "--shard N --to NODE: hand over leadership"},
+/* The command table: one row per shard command (the views above and app_views.c's are
+ * registered in app_mgmt_open). A row's variant tells a handler that serves two commands
+ * which one it runs. */
+struct shard_cmd {
+	const char *name;             /* the command on the socket */
+	app_mgmt_handler_fn *fn;      /* its handler */
+	uint32_t variant;             /* handed to fn: which of its commands */
+	const char *help;             /* the line help prints */
 };
+
+static const struct shard_cmd shard_cmds[] = {
+	{"symbols.list", app_mgmt_symbols_list, 0,
+	 "symbols of every shard here, with status and kill"},
+	{"symbols.halt", app_mgmt_symbols_status, WIRE_SYM_HALTED,
+	 "--symbol S [--cancel-resting] [--me-shard M]: halt (ME + OMS logs)"},
+	{"symbols.resume", app_mgmt_symbols_status, WIRE_SYM_TRADING,
+	 "--symbol S [--me-shard M]: resume trading"},
+	{"symbols.add", app_mgmt_symbols_add, 0,
+	 "--symbol S --base B --quote Q --me-shard M --tick T --lot L --base-unit U [...]: add "
+	 "or update a symbol"},
+	{"symbols.move", app_mgmt_symbols_move, 0,
+	 "--symbol S --to M [--from F]: move a symbol with an empty book to ME shard M"},
+	{"kill.user", app_mgmt_kill, WIRE_KILL_USER,
+	 "--user U [--release]: kill-switch for one user"},
+	{"kill.symbol", app_mgmt_kill, WIRE_KILL_SYMBOL,
+	 "--symbol S [--release]: kill-switch for one symbol"},
+	{"routes.show", app_mgmt_routes_show, 0,
+	 "the routing config each OMS shard here applied"},
+	{"routes.set", app_mgmt_routes_set, 0,
+	 "--active 1,2 [--receiving 3] [--epoch N]: membership"},
+	{"routes.pin", app_mgmt_routes_pin, 0,
+	 "--user U --shard N: pin a whale to an OMS shard"},
+	{"routes.unpin", app_mgmt_routes_pin, 1,
+	 "--user U: remove a whale pin"},
+	{"users.show", app_mgmt_users_show, 0,
+	 "[--user U | --limit N --from C]: one user's actor, or a page of the resident set, "
+	 "per OMS shard here"},
+	{"users.evict", app_mgmt_users_evict, 0,
+	 "--user U: flush and evict when flat"},
+	{"users.migrate", app_mgmt_users_migrate, 0,
+	 "--user U [--to N]: quiesce, flush, evict (re-hydrates on its owner); with --to, a "
+	 "fenced move to OMS shard N (a pin)"},
+	{"shards.scale", app_mgmt_shards_scale, 0,
+	 "--shard N [--state receiving|active]: add an OMS shard (receiving, then active)"},
+	{"snapshot", app_mgmt_snapshot, 0,
+	 "[--shard N]: take a snapshot now; answers its index"},
+	{"transfer-leader", app_mgmt_transfer_leader, 0,
+	 "--shard N --to NODE: hand over leadership"},
+};
+
+/* Every shard command enters here, its row as ctx. It answers later (out stays unused):
+ * its request runs in app_mgmt_req.c. */
+static int
+shard_cmd_run(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char *err,
+	      size_t cap)
+{
+	(void)out;
+	const struct shard_cmd *cmd = ctx;
+	struct app_mgmt_call a = {.mgmt = &mgmt, .req = req, .err = err, .cap = cap};
+	return cmd->fn(&a, cmd->variant);
+}
 
 int
 app_mgmt_open(const struct app *app)
@@ -194,8 +226,8 @@ app_mgmt_open(const struct app *app)
 	mgmt_register(mgmt.srv, "metrics", h_metrics, NULL, "every counter as Prometheus text");
 	app_views_register(mgmt.srv); /* members, lcores */
 	for (size_t i = 0; i < sizeof(shard_cmds) / sizeof(shard_cmds[0]); i++)
-		mgmt_register(mgmt.srv, shard_cmds[i].name, shard_cmds[i].fn, &mgmt,
-			      shard_cmds[i].help);
+		mgmt_register(mgmt.srv, shard_cmds[i].name, shard_cmd_run,
+			      (void *)&shard_cmds[i], shard_cmds[i].help);
 	APP_LOG(INFO, "control socket %s", path);
 	return 0;
 }

@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What the control socket's files share, and nothing else includes. The socket and its
- * command table (app_mgmt.c) own one struct app_mgmt and hand it to every handler as its
- * ctx. A handler checks its arguments (app_mgmt_args.c), names the shards its command goes
- * to, and starts a request (app_mgmt_req.c) that fans one struct app_cmd out to each target
- * shard's mgmt ring, collects the answers from app->mgmt_done and renders the reply. The
- * handlers live one noun family per file (app_mgmt_symbols.c, app_mgmt_routes.c,
- * app_mgmt_users.c). Calls run one way: app_mgmt.c → handlers → request and args; the
- * request reaches back into a handler's file only through the render function the handler
- * stored in it.
+ * command table (app_mgmt.c) own one struct app_mgmt and hand it to every handler in the
+ * call they make (struct app_mgmt_call). A handler checks its arguments (app_mgmt_args.c),
+ * names the shards its command goes to, and starts a request (app_mgmt_req.c) that fans
+ * one struct app_cmd out to each target shard's mgmt ring, collects the answers from
+ * app->mgmt_done and renders the reply. The handlers live one noun family per file
+ * (app_mgmt_symbols.c, app_mgmt_routes.c, app_mgmt_users.c). Calls run one way: app_mgmt.c
+ * → handlers → request and args; the request reaches back into a handler's file only
+ * through the render function the handler stored in it.
  */
 #ifndef OMSD_APP_MGMT_INT_H
 #define OMSD_APP_MGMT_INT_H
@@ -37,14 +37,11 @@ struct app_mgmt {
 
 /* One command being handled: where it came from and where a refusal is written. */
 struct app_mgmt_call {
-	struct app_mgmt *mgmt;        /* the handler's ctx */
+	struct app_mgmt *mgmt;        /* the control socket */
 	const struct mgmt_req *req;   /* the command and its arguments */
 	char *err;                    /* "code: message" of a refusal */
 	size_t cap;                   /* size of err */
 };
-
-#define APP_MGMT_CALL(ctx, req, err, cap) \
-	{ .mgmt = (ctx), .req = (req), .err = (err), .cap = (cap) }
 
 /* The shards one step of a request goes to, each once. */
 struct app_mgmt_targets {
@@ -172,23 +169,25 @@ app_mgmt_render_fn app_mgmt_render_views;
 
 /* ---- the handlers, one noun family per file; app_mgmt.c's table registers them ---- */
 
-mgmt_handler_fn app_mgmt_symbols_list;   /* app_mgmt_symbols.c */
-mgmt_handler_fn app_mgmt_symbols_halt;
-mgmt_handler_fn app_mgmt_symbols_resume;
-mgmt_handler_fn app_mgmt_symbols_add;
-mgmt_handler_fn app_mgmt_symbols_move;
-mgmt_handler_fn app_mgmt_kill_user;
-mgmt_handler_fn app_mgmt_kill_symbol;
-mgmt_handler_fn app_mgmt_routes_show;    /* app_mgmt_routes.c */
-mgmt_handler_fn app_mgmt_routes_set;
-mgmt_handler_fn app_mgmt_routes_pin;
-mgmt_handler_fn app_mgmt_routes_unpin;
-mgmt_handler_fn app_mgmt_users_show;     /* app_mgmt_users.c */
-mgmt_handler_fn app_mgmt_users_evict;
-mgmt_handler_fn app_mgmt_users_migrate;
-mgmt_handler_fn app_mgmt_shards_scale;
-mgmt_handler_fn app_mgmt_snapshot;
-mgmt_handler_fn app_mgmt_transfer_leader;
+/* A shard command's handler: checks a's arguments, then starts its request. variant is
+ * its table row's (halt or resume, the kill's scope, pin or unpin), 0 where a handler
+ * serves one command. Returns MGMT_PENDING, or -errno with a->err written. */
+typedef int(app_mgmt_handler_fn)(struct app_mgmt_call *a, uint32_t variant);
+
+app_mgmt_handler_fn app_mgmt_symbols_list;   /* app_mgmt_symbols.c */
+app_mgmt_handler_fn app_mgmt_symbols_status; /* variant: WIRE_SYM_HALTED or _TRADING */
+app_mgmt_handler_fn app_mgmt_symbols_add;
+app_mgmt_handler_fn app_mgmt_symbols_move;
+app_mgmt_handler_fn app_mgmt_kill;           /* variant: WIRE_KILL_USER or _SYMBOL */
+app_mgmt_handler_fn app_mgmt_routes_show;    /* app_mgmt_routes.c */
+app_mgmt_handler_fn app_mgmt_routes_set;
+app_mgmt_handler_fn app_mgmt_routes_pin;     /* variant: 1 unpins */
+app_mgmt_handler_fn app_mgmt_users_show;     /* app_mgmt_users.c */
+app_mgmt_handler_fn app_mgmt_users_evict;
+app_mgmt_handler_fn app_mgmt_users_migrate;
+app_mgmt_handler_fn app_mgmt_shards_scale;
+app_mgmt_handler_fn app_mgmt_snapshot;
+app_mgmt_handler_fn app_mgmt_transfer_leader;
 
 /* WHALE_PIN (or unpin) of one user into every OMS shard: a new routing epoch
  * (app_mgmt_routes.c; users migrate --to uses it too). */

@@ -15,23 +15,21 @@
 #include "common/wire.h"
 
 int
-app_mgmt_routes_show(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char *err,
-		     size_t cap)
+app_mgmt_routes_show(struct app_mgmt_call *a, uint32_t variant)
 {
-	(void)out;
-	struct app_mgmt_call a = APP_MGMT_CALL(ctx, req, err, cap);
+	(void)variant;
 	static const char *const names[] = {NULL};
-	if (app_mgmt_args_known(&a, names) != 0)
+	if (app_mgmt_args_known(a, names) != 0)
 		return -EINVAL;
 	struct app_mgmt_targets t = {0};
-	app_mgmt_targets_hosted(a.mgmt->app, &t, APP_SERVICE_OMS);
+	app_mgmt_targets_hosted(a->mgmt->app, &t, APP_SERVICE_OMS);
 	if (t.n == 0) {
-		snprintf(err, cap, "not_hosted: no OMS shard on this node; its routing is "
+		snprintf(a->err, a->cap, "not_hosted: no OMS shard on this node; its routing is "
 			 "shown by a node that hosts one");
 		return -ENOENT;
 	}
 	struct app_mgmt_view_query q = {.view = APP_VIEW_ROUTES};
-	return app_mgmt_view(&a, &t, &q, app_mgmt_render_views);
+	return app_mgmt_view(a, &t, &q, app_mgmt_render_views);
 }
 
 int
@@ -49,8 +47,10 @@ app_mgmt_pin_propose(struct app_mgmt_call *a, uint64_t user, uint16_t shard, boo
 	return app_mgmt_propose(a, &t, &p, APP_MGMT_NEED_ALL);
 }
 
-static int
-route_pin(struct app_mgmt_call *a, bool unpin)
+/* routes pin | unpin (the row's variant: 1 unpins): a whale pinned to an OMS shard, or
+ * given back to HRW. */
+int
+app_mgmt_routes_pin(struct app_mgmt_call *a, uint32_t unpin)
 {
 	static const char *const pin_names[] = {"user", "shard", NULL};
 	static const char *const unpin_names[] = {"user", NULL};
@@ -64,49 +64,29 @@ route_pin(struct app_mgmt_call *a, bool unpin)
 			 shard);
 		return -EINVAL;
 	}
-	return app_mgmt_pin_propose(a, user, (uint16_t)shard, unpin);
-}
-
-int
-app_mgmt_routes_pin(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char *err,
-		    size_t cap)
-{
-	(void)out;
-	struct app_mgmt_call a = APP_MGMT_CALL(ctx, req, err, cap);
-	return route_pin(&a, false);
-}
-
-int
-app_mgmt_routes_unpin(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char *err,
-		      size_t cap)
-{
-	(void)out;
-	struct app_mgmt_call a = APP_MGMT_CALL(ctx, req, err, cap);
-	return route_pin(&a, true);
+	return app_mgmt_pin_propose(a, user, (uint16_t)shard, unpin != 0);
 }
 
 /* routes set --active 1,2 [--receiving 3] [--epoch N]: the whole membership under a new
  * epoch (default: the applied one + 1, chosen by each shard lcore), pins kept. */
 int
-app_mgmt_routes_set(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char *err,
-		    size_t cap)
+app_mgmt_routes_set(struct app_mgmt_call *a, uint32_t variant)
 {
-	(void)out;
-	struct app_mgmt_call a = APP_MGMT_CALL(ctx, req, err, cap);
+	(void)variant;
 	static const char *const names[] = {"active", "receiving", "epoch", NULL};
 	uint16_t act[WIRE_ROUTE_SHARDS_MAX], rcv[WIRE_ROUTE_SHARDS_MAX];
 	uint32_t na, nr;
 	uint64_t epoch = 0;
-	if (app_mgmt_args_known(&a, names) != 0 ||
-	    app_mgmt_arg_shards(&a, "active", true, act, &na) != 0 ||
-	    app_mgmt_arg_shards(&a, "receiving", false, rcv, &nr) != 0 ||
-	    app_mgmt_arg_u64(&a, "epoch", false, 1, UINT64_MAX, &epoch) != 0)
+	if (app_mgmt_args_known(a, names) != 0 ||
+	    app_mgmt_arg_shards(a, "active", true, act, &na) != 0 ||
+	    app_mgmt_arg_shards(a, "receiving", false, rcv, &nr) != 0 ||
+	    app_mgmt_arg_u64(a, "epoch", false, 1, UINT64_MAX, &epoch) != 0)
 		return -EINVAL;
-	if (app_mgmt_shards_check(&a, act, na, APP_SERVICE_OMS) != 0 ||
-	    app_mgmt_shards_check(&a, rcv, nr, APP_SERVICE_OMS) != 0)
+	if (app_mgmt_shards_check(a, act, na, APP_SERVICE_OMS) != 0 ||
+	    app_mgmt_shards_check(a, rcv, nr, APP_SERVICE_OMS) != 0)
 		return -EINVAL;
 	if (na + nr > WIRE_ROUTE_SHARDS_MAX) {
-		snprintf(err, cap, "bad_argument: at most %d shards", WIRE_ROUTE_SHARDS_MAX);
+		snprintf(a->err, a->cap, "bad_argument: at most %d shards", WIRE_ROUTE_SHARDS_MAX);
 		return -EINVAL;
 	}
 	static struct wire_routing_config m;
@@ -118,7 +98,7 @@ app_mgmt_routes_set(void *ctx, const struct mgmt_req *req, struct mgmt_out *out,
 	for (uint32_t i = 0; i < nr; i++) {
 		for (uint32_t k = 0; k < na; k++) {
 			if (act[k] == rcv[i]) {
-				snprintf(err, cap, "bad_argument: shard %u is both active and "
+				snprintf(a->err, a->cap, "bad_argument: shard %u is both active and "
 					 "receiving", rcv[i]);
 				return -EINVAL;
 			}
@@ -127,10 +107,10 @@ app_mgmt_routes_set(void *ctx, const struct mgmt_req *req, struct mgmt_out *out,
 			(struct wire_route_shard){rcv[i], WIRE_SHARD_RECEIVING, 0};
 	}
 	struct app_mgmt_targets t = {0};
-	app_mgmt_targets_oms(a.mgmt->app, &t);
+	app_mgmt_targets_oms(a->mgmt->app, &t);
 	for (uint32_t i = 0; i < m.shard_count; i++)
 		app_mgmt_targets_add(&t, m.shards[i].shard); /* a joining shard learns it too */
 	struct app_mgmt_proposal p = {.msg = &m, .len = sizeof(m), .key = epoch,
 				      .flags = APP_CMD_ROUTE_MERGE};
-	return app_mgmt_propose(&a, &t, &p, APP_MGMT_NEED_ALL);
+	return app_mgmt_propose(a, &t, &p, APP_MGMT_NEED_ALL);
 }

@@ -37,23 +37,22 @@ render_symbols(struct mgmt_out *o, const struct app_mgmt_req *r)
 }
 
 int
-app_mgmt_symbols_list(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char *err,
-		      size_t cap)
+app_mgmt_symbols_list(struct app_mgmt_call *a, uint32_t variant)
 {
-	(void)out;
-	struct app_mgmt_call a = APP_MGMT_CALL(ctx, req, err, cap);
+	(void)variant;
 	static const char *const names[] = {NULL};
-	if (app_mgmt_args_known(&a, names) != 0)
+	if (app_mgmt_args_known(a, names) != 0)
 		return -EINVAL;
 	struct app_mgmt_targets t = {0};
-	app_mgmt_targets_hosted(a.mgmt->app, &t, -1);
+	app_mgmt_targets_hosted(a->mgmt->app, &t, -1);
 	struct app_mgmt_view_query q = {.view = APP_VIEW_SYMBOLS};
-	return app_mgmt_view(&a, &t, &q, render_symbols);
+	return app_mgmt_view(a, &t, &q, render_symbols);
 }
 
-/* SYMBOL_STATUS into the symbol's ME shard and every OMS shard. */
-static int
-symbol_status(struct app_mgmt_call *a, uint8_t status)
+/* symbols halt | resume: SYMBOL_STATUS (the row's variant: halted or trading) into the
+ * symbol's ME shard and every OMS shard. */
+int
+app_mgmt_symbols_status(struct app_mgmt_call *a, uint32_t status)
 {
 	static const char *const names[] = {"symbol", "cancel_resting", "me_shard", NULL};
 	uint64_t sym;
@@ -77,28 +76,10 @@ symbol_status(struct app_mgmt_call *a, uint8_t status)
 	memset(&m, 0, sizeof(m));
 	wire_hdr_init(&m.hdr, WIRE_SYMBOL_STATUS, 0);
 	m.symbol = (uint32_t)sym;
-	m.status = status;
+	m.status = (uint8_t)status;
 	m.cancel_resting = cancel;
 	struct app_mgmt_proposal p = {.msg = &m, .len = sizeof(m), .key = sym};
 	return app_mgmt_propose(a, &t, &p, APP_MGMT_NEED_ALL);
-}
-
-int
-app_mgmt_symbols_halt(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char *err,
-		      size_t cap)
-{
-	(void)out;
-	struct app_mgmt_call a = APP_MGMT_CALL(ctx, req, err, cap);
-	return symbol_status(&a, WIRE_SYM_HALTED);
-}
-
-int
-app_mgmt_symbols_resume(void *ctx, const struct mgmt_req *req, struct mgmt_out *out,
-			char *err, size_t cap)
-{
-	(void)out;
-	struct app_mgmt_call a = APP_MGMT_CALL(ctx, req, err, cap);
-	return symbol_status(&a, WIRE_SYM_TRADING);
 }
 
 /* symbols add --symbol S --base B --quote Q --me-shard M --tick T --lot L --base-unit U
@@ -106,11 +87,9 @@ app_mgmt_symbols_resume(void *ctx, const struct mgmt_req *req, struct mgmt_out *
  * SYMBOL_CONFIG into the ME shard M first (it validates the grid), then every OMS shard. An
  * existing symbol is updated (the services refuse changes resting orders forbid). */
 int
-app_mgmt_symbols_add(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char *err,
-		     size_t cap)
+app_mgmt_symbols_add(struct app_mgmt_call *a, uint32_t variant)
 {
-	(void)out;
-	struct app_mgmt_call a = APP_MGMT_CALL(ctx, req, err, cap);
+	(void)variant;
 	static const char *const names[] = {
 		"symbol", "base", "quote", "me_shard", "tick", "lot", "base_unit", "min_qty",
 		"min_notional", "ref_px", "band_bps", "maker_fee_bps", "taker_fee_bps", "halted",
@@ -119,30 +98,30 @@ app_mgmt_symbols_add(void *ctx, const struct mgmt_req *req, struct mgmt_out *out
 		ref_px = 0, band = 0;
 	int64_t maker = 0, taker = 0;
 	bool halted = false;
-	if (app_mgmt_args_known(&a, names) != 0 ||
-	    app_mgmt_arg_u64(&a, "symbol", true, 1, UINT32_MAX, &sym) ||
-	    app_mgmt_arg_u64(&a, "base", true, 1, UINT32_MAX, &base) ||
-	    app_mgmt_arg_u64(&a, "quote", true, 1, UINT32_MAX, &quote) ||
-	    app_mgmt_arg_u64(&a, "me_shard", true, 0, DP_SHARDS_MAX - 1, &me) ||
-	    app_mgmt_arg_u64(&a, "tick", true, 1, INT64_MAX, &tick) ||
-	    app_mgmt_arg_u64(&a, "lot", true, 1, INT64_MAX, &lot) ||
-	    app_mgmt_arg_u64(&a, "base_unit", true, 1, INT64_MAX, &unit) ||
-	    app_mgmt_arg_u64(&a, "min_qty", false, 0, INT64_MAX, &min_qty) ||
-	    app_mgmt_arg_u64(&a, "min_notional", false, 0, INT64_MAX, &min_notional) ||
-	    app_mgmt_arg_u64(&a, "ref_px", false, 0, INT64_MAX, &ref_px) ||
-	    app_mgmt_arg_u64(&a, "band_bps", false, 0, 10000, &band) ||
-	    app_mgmt_arg_bool(&a, "halted", &halted))
+	if (app_mgmt_args_known(a, names) != 0 ||
+	    app_mgmt_arg_u64(a, "symbol", true, 1, UINT32_MAX, &sym) ||
+	    app_mgmt_arg_u64(a, "base", true, 1, UINT32_MAX, &base) ||
+	    app_mgmt_arg_u64(a, "quote", true, 1, UINT32_MAX, &quote) ||
+	    app_mgmt_arg_u64(a, "me_shard", true, 0, DP_SHARDS_MAX - 1, &me) ||
+	    app_mgmt_arg_u64(a, "tick", true, 1, INT64_MAX, &tick) ||
+	    app_mgmt_arg_u64(a, "lot", true, 1, INT64_MAX, &lot) ||
+	    app_mgmt_arg_u64(a, "base_unit", true, 1, INT64_MAX, &unit) ||
+	    app_mgmt_arg_u64(a, "min_qty", false, 0, INT64_MAX, &min_qty) ||
+	    app_mgmt_arg_u64(a, "min_notional", false, 0, INT64_MAX, &min_notional) ||
+	    app_mgmt_arg_u64(a, "ref_px", false, 0, INT64_MAX, &ref_px) ||
+	    app_mgmt_arg_u64(a, "band_bps", false, 0, 10000, &band) ||
+	    app_mgmt_arg_bool(a, "halted", &halted))
 		return -EINVAL;
-	int rc1 = mgmt_json_get_i64(req->json, req->args, "maker_fee_bps", &maker);
-	int rc2 = mgmt_json_get_i64(req->json, req->args, "taker_fee_bps", &taker);
+	int rc1 = mgmt_json_get_i64(a->req->json, a->req->args, "maker_fee_bps", &maker);
+	int rc2 = mgmt_json_get_i64(a->req->json, a->req->args, "taker_fee_bps", &taker);
 	if ((rc1 != 0 && rc1 != -ENOENT) || (rc2 != 0 && rc2 != -ENOENT) || maker < -1000 ||
 	    maker > 1000 || taker < 0 || taker > 1000) {
-		snprintf(err, cap, "bad_argument: fees are basis points in [-1000, 1000] (taker "
+		snprintf(a->err, a->cap, "bad_argument: fees are basis points in [-1000, 1000] (taker "
 			 ">= 0)");
 		return -EINVAL;
 	}
 	uint16_t me_id = (uint16_t)me;
-	if (app_mgmt_shards_check(&a, &me_id, 1, APP_SERVICE_ME) != 0)
+	if (app_mgmt_shards_check(a, &me_id, 1, APP_SERVICE_ME) != 0)
 		return -EINVAL;
 	struct wire_symbol_config m;
 	memset(&m, 0, sizeof(m));
@@ -166,15 +145,15 @@ app_mgmt_symbols_add(void *ctx, const struct mgmt_req *req, struct mgmt_out *out
 	app_mgmt_targets_add(&t1, (uint16_t)me);
 	struct app_mgmt_next_step *n = calloc(1, sizeof(*n));
 	if (n == NULL) {
-		snprintf(err, cap, "internal: out of memory");
+		snprintf(a->err, a->cap, "internal: out of memory");
 		return -ENOMEM;
 	}
-	app_mgmt_targets_oms(a.mgmt->app, &n->t);
+	app_mgmt_targets_oms(a->mgmt->app, &n->t);
 	memcpy(n->msg, &m, sizeof(m));
 	n->len = sizeof(m);
 	n->key = sym;
 	struct app_mgmt_proposal p = {.msg = &m, .len = sizeof(m), .key = sym};
-	return app_mgmt_propose_two_steps(&a, &t1, &p, n);
+	return app_mgmt_propose_two_steps(a, &t1, &p, n);
 }
 
 /* symbols move --symbol S --to M [--from F]: the owning ME shard F (the node's config, or
@@ -183,32 +162,30 @@ app_mgmt_symbols_add(void *ctx, const struct mgmt_req *req, struct mgmt_out *out
  * OMS shard routes it there (fees kept from each OMS replica). Status and grid move as
  * they are. */
 int
-app_mgmt_symbols_move(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char *err,
-		      size_t cap)
+app_mgmt_symbols_move(struct app_mgmt_call *a, uint32_t variant)
 {
-	(void)out;
-	struct app_mgmt_call a = APP_MGMT_CALL(ctx, req, err, cap);
+	(void)variant;
 	static const char *const names[] = {"symbol", "to", "from", NULL};
 	uint64_t sym, to, from;
-	if (app_mgmt_args_known(&a, names) != 0 ||
-	    app_mgmt_arg_u64(&a, "symbol", true, 1, UINT32_MAX, &sym) ||
-	    app_mgmt_arg_u64(&a, "to", true, 0, DP_SHARDS_MAX - 1, &to))
+	if (app_mgmt_args_known(a, names) != 0 ||
+	    app_mgmt_arg_u64(a, "symbol", true, 1, UINT32_MAX, &sym) ||
+	    app_mgmt_arg_u64(a, "to", true, 0, DP_SHARDS_MAX - 1, &to))
 		return -EINVAL;
 	uint16_t old;
-	if (app_mgmt_arg_present(&a, "from")) {
-		if (app_mgmt_arg_u64(&a, "from", true, 0, DP_SHARDS_MAX - 1, &from) != 0)
+	if (app_mgmt_arg_present(a, "from")) {
+		if (app_mgmt_arg_u64(a, "from", true, 0, DP_SHARDS_MAX - 1, &from) != 0)
 			return -EINVAL;
 		old = (uint16_t)from;
 	} else {
-		int rc = app_mgmt_symbol_me_shard(&a, sym, &old);
+		int rc = app_mgmt_symbol_me_shard(a, sym, &old);
 		if (rc != 0)
 			return rc;
 	}
 	uint16_t ids[2] = {old, (uint16_t)to};
-	if (app_mgmt_shards_check(&a, ids, 2, APP_SERVICE_ME) != 0)
+	if (app_mgmt_shards_check(a, ids, 2, APP_SERVICE_ME) != 0)
 		return -EINVAL;
 	if (old == to) {
-		snprintf(err, cap, "bad_argument: symbol %" PRIu64 " is already on ME shard %u", sym,
+		snprintf(a->err, a->cap, "bad_argument: symbol %" PRIu64 " is already on ME shard %u", sym,
 			 old);
 		return -EINVAL;
 	}
@@ -222,26 +199,27 @@ app_mgmt_symbols_move(void *ctx, const struct mgmt_req *req, struct mgmt_out *ou
 	app_mgmt_targets_add(&t1, old);
 	struct app_mgmt_next_step *n = calloc(1, sizeof(*n));
 	if (n == NULL) {
-		snprintf(err, cap, "internal: out of memory");
+		snprintf(a->err, a->cap, "internal: out of memory");
 		return -ENOMEM;
 	}
 	app_mgmt_targets_add(&n->t, (uint16_t)to);
-	app_mgmt_targets_oms(a.mgmt->app, &n->t);
+	app_mgmt_targets_oms(a->mgmt->app, &n->t);
 	n->len = sizeof(m);
 	n->key = sym;
 	n->flags = APP_CMD_SYMBOL_FILL;
 	n->copy_first = true;
 	struct app_mgmt_proposal p = {.msg = &m, .len = sizeof(m), .key = sym,
 				      .flags = APP_CMD_SYMBOL_FILL};
-	return app_mgmt_propose_two_steps(&a, &t1, &p, n);
+	return app_mgmt_propose_two_steps(a, &t1, &p, n);
 }
 
 /* ---- kill ---- */
 
-/* KILL_SWITCH (engage, or release) of one user or one symbol: into every OMS shard, which
- * blocks new orders, and the ME shards whose books hold the resting orders it cancels. */
-static int
-kill_switch(struct app_mgmt_call *a, uint8_t scope)
+/* kill user | symbol: KILL_SWITCH (engage, or release) of one user or one symbol (the
+ * row's variant: the scope) into every OMS shard, which blocks new orders, and the ME
+ * shards whose books hold the resting orders it cancels. */
+int
+app_mgmt_kill(struct app_mgmt_call *a, uint32_t scope)
 {
 	static const char *const user_names[] = {"user", "release", NULL};
 	static const char *const sym_names[] = {"symbol", "release", "me_shard", NULL};
@@ -269,26 +247,8 @@ kill_switch(struct app_mgmt_call *a, uint8_t scope)
 	memset(&m, 0, sizeof(m));
 	wire_hdr_init(&m.hdr, WIRE_KILL_SWITCH, 0);
 	m.id = id;
-	m.scope = scope;
+	m.scope = (uint8_t)scope;
 	m.engage = !release;
 	struct app_mgmt_proposal p = {.msg = &m, .len = sizeof(m), .key = id};
 	return app_mgmt_propose(a, &t, &p, APP_MGMT_NEED_ALL);
-}
-
-int
-app_mgmt_kill_user(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char *err,
-		   size_t cap)
-{
-	(void)out;
-	struct app_mgmt_call a = APP_MGMT_CALL(ctx, req, err, cap);
-	return kill_switch(&a, WIRE_KILL_USER);
-}
-
-int
-app_mgmt_kill_symbol(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char *err,
-		     size_t cap)
-{
-	(void)out;
-	struct app_mgmt_call a = APP_MGMT_CALL(ctx, req, err, cap);
-	return kill_switch(&a, WIRE_KILL_SYMBOL);
 }
