@@ -55,13 +55,6 @@ out:
 	return c.errors;
 }
 
-const char *
-app_service_name(enum app_service s)
-{
-	return s == APP_SERVICE_ME ? "me" : s == APP_SERVICE_OMS ? "oms" :
-	       s == APP_SERVICE_ECHO ? "echo" : "?";
-}
-
 static void
 ip_str(uint32_t ip_be, char *buf, size_t size)
 {

@@ -3,6 +3,7 @@
  * The configuration's defaults and the node's own sections (app_config_int.h): [node],
  * [eal], [port], [memory], [peer.N] and [shard.N]. They describe the host this process runs
  * on and the Raft groups it is a member of; app_config_svc.c reads what the services do.
+ * The service names [shard.N] service parses are printed by app_service_name, here too.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -319,4 +320,11 @@ cfg_sec_shards(struct cfg_ctx *c, struct app_config *cfg)
 		}
 		cfg_get_lcore(c, s, &sh->lcore);
 	}
+}
+
+const char *
+app_service_name(enum app_service s)
+{
+	return s == APP_SERVICE_ME ? "me" : s == APP_SERVICE_OMS ? "oms" :
+	       s == APP_SERVICE_ECHO ? "echo" : "?";
 }
