@@ -10,38 +10,13 @@
 
 #include "app_shard_int.h"
 
-static bool
-is_client_type(uint16_t type)
-{
-	return type == WIRE_NEW_ORDER || type == WIRE_CANCEL || type == WIRE_AMEND ||
-	       type == WIRE_CANCEL_REPLACE;
-}
-
-/* What a gateway routes and an OMS shard accepts in INGRESS: order entry, and transfers a
- * client asked the gateway to route. */
+/* What a gateway routes and an OMS shard accepts in INGRESS: order entry (the gateway class
+ * of the message table), and transfers a client asked the gateway to route. */
 static bool
 is_routed_type(const struct wire_msg_hdr *msg)
 {
-	return is_client_type(msg->type) ||
+	return wire_type_class(msg->type) == WIRE_CLS_GATEWAY ||
 	       (msg->type == WIRE_TRANSFER && (msg->flags & WIRE_TRANSFER_F_ROUTE) != 0);
-}
-
-static bool
-is_admin_type(uint16_t type)
-{
-	switch (type) {
-	case WIRE_ROUTING_CONFIG:
-	case WIRE_SYMBOL_CONFIG:
-	case WIRE_SYMBOL_STATUS:
-	case WIRE_KILL_SWITCH:
-	case WIRE_TRANSFER:
-	case WIRE_WHALE_PIN:
-	case WIRE_USER_ADMIN:
-	case WIRE_SNAPSHOT_REQUEST:
-		return true;
-	default:
-		return false;
-	}
 }
 
 /* NAK a client message we could not propose, to the gateway that forwarded it. */
@@ -141,7 +116,7 @@ shard_msg(struct app_shard *s, const struct dp_meta *meta, const struct wire_msg
 	bool from_node = app_node_known(s->app, meta->sender_id);
 	if (stream < DP_SHARDS_MAX && from_node)
 		s->oms_node[stream] = meta->sender_id; /* ME egress for that stream goes there */
-	if (is_admin_type(msg->type) && meta->src.ip_be != s->app->cfg.dp.ip_be)
+	if (wire_type_is_admin(msg->type) && meta->src.ip_be != s->app->cfg.dp.ip_be)
 		s->admin_addr = meta->src;
 	int rc = app_shard_propose(s, msg);
 	if ((rc == -EPERM || rc == -EBUSY) && stream != UINT16_MAX && from_node && !*hinted &&

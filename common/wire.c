@@ -16,21 +16,34 @@
  * ------------------------------------------------------------------------------------- */
 
 static const char *const type_names[WIRE_TYPE_LIMIT] = {
-#define WIRE_TYPE_NAME(name, value, st, tail) [value] = #name,
+#define WIRE_TYPE_NAME(name, value, st, tail, cls, admin) [value] = #name,
 	WIRE_TYPES(WIRE_TYPE_NAME)
 #undef WIRE_TYPE_NAME
 };
 
 static const uint16_t type_sizes[WIRE_TYPE_LIMIT] = {
-#define WIRE_TYPE_SIZE(name, value, st, tail) [value] = (uint16_t)sizeof(struct st),
+#define WIRE_TYPE_SIZE(name, value, st, tail, cls, admin) [value] = (uint16_t)sizeof(struct st),
 	WIRE_TYPES(WIRE_TYPE_SIZE)
 #undef WIRE_TYPE_SIZE
 };
 
 static const uint8_t type_tails[WIRE_TYPE_LIMIT] = {
-#define WIRE_TYPE_TAIL(name, value, st, tail) [value] = tail,
+#define WIRE_TYPE_TAIL(name, value, st, tail, cls, admin) [value] = tail,
 	WIRE_TYPES(WIRE_TYPE_TAIL)
 #undef WIRE_TYPE_TAIL
+};
+
+/* Unlisted values stay 0: WIRE_CLS_NONE and not admin. */
+static const uint8_t type_classes[WIRE_TYPE_LIMIT] = {
+#define WIRE_TYPE_CLASS(name, value, st, tail, cls, admin) [value] = WIRE_CLS_##cls,
+	WIRE_TYPES(WIRE_TYPE_CLASS)
+#undef WIRE_TYPE_CLASS
+};
+
+static const bool type_admin[WIRE_TYPE_LIMIT] = {
+#define WIRE_TYPE_ADMIN(name, value, st, tail, cls, admin) [value] = admin,
+	WIRE_TYPES(WIRE_TYPE_ADMIN)
+#undef WIRE_TYPE_ADMIN
 };
 
 static const char *const err_texts[WIRE_E_COUNT] = {
@@ -59,6 +72,20 @@ wire_type_size(uint16_t type)
 	if (type >= WIRE_TYPE_LIMIT)
 		return 0;
 	return type_sizes[type];
+}
+
+enum wire_class
+wire_type_class(uint16_t type)
+{
+	if (type >= WIRE_TYPE_LIMIT)
+		return WIRE_CLS_NONE;
+	return (enum wire_class)type_classes[type];
+}
+
+bool
+wire_type_is_admin(uint16_t type)
+{
+	return type < WIRE_TYPE_LIMIT && type_admin[type];
 }
 
 const char *
@@ -116,6 +143,18 @@ static bool
 reason_ok(uint16_t reason)
 {
 	return reason < WIRE_REASON_MAX;
+}
+
+/* The enums an execution report and an ME event share: the kind (exec or event) in range, a
+ * side (none only on a refused cancel/amend of an order the ME no longer knows), liquidity
+ * (0, 1 maker, 2 taker), cause and reason. */
+static bool
+event_enums_ok(bool kind_ok, bool cancel_rejected, uint8_t side, uint8_t liquidity,
+	       uint8_t cause, uint16_t reason)
+{
+	bool side_valid = side_ok(side) || (cancel_rejected && side == 0);
+	return kind_ok && side_valid && liquidity <= 2 && cause < WIRE_CAUSE_MAX &&
+	       reason_ok(reason);
 }
 
 static bool
@@ -240,9 +279,9 @@ body_check(const struct wire_msg_hdr *h, int depth)
 	}
 	case WIRE_EXEC_REPORT: {
 		const struct wire_exec_report *m = (const void *)h;
-		bool side = side_ok(m->side) || (m->exec == WIRE_EXEC_CANCEL_REJECTED && m->side == 0);
-		ok = in_range(m->exec, WIRE_EXEC_PENDING, WIRE_EXEC_MAX - 1) && side &&
-		     m->liquidity <= 2 && m->cause < WIRE_CAUSE_MAX && reason_ok(m->reason);
+		ok = event_enums_ok(in_range(m->exec, WIRE_EXEC_PENDING, WIRE_EXEC_MAX - 1),
+				    m->exec == WIRE_EXEC_CANCEL_REJECTED, m->side, m->liquidity,
+				    m->cause, m->reason);
 		if (ok && (!RESERVED(m->reserved0) || !RESERVED(m->reserved1)))
 			return WIRE_E_BAD_RESERVED;
 		break;
@@ -262,10 +301,9 @@ body_check(const struct wire_msg_hdr *h, int depth)
 	}
 	case WIRE_ME_EVENT: {
 		const struct wire_me_event *m = (const void *)h;
-		/* A refused cancel/amend of an order the ME no longer knows has no side. */
-		bool side = side_ok(m->side) || (m->event == WIRE_EV_CANCEL_REJECTED && m->side == 0);
-		ok = in_range(m->event, WIRE_EV_ACCEPTED, WIRE_EV_MAX - 1) && side &&
-		     m->liquidity <= 2 && m->cause < WIRE_CAUSE_MAX && reason_ok(m->reason);
+		ok = event_enums_ok(in_range(m->event, WIRE_EV_ACCEPTED, WIRE_EV_MAX - 1),
+				    m->event == WIRE_EV_CANCEL_REJECTED, m->side, m->liquidity,
+				    m->cause, m->reason);
 		if (ok && (!RESERVED(m->reserved0) || !RESERVED(m->reserved1)))
 			return WIRE_E_BAD_RESERVED;
 		break;
@@ -757,4 +795,40 @@ wire_siphash128(const struct wire_key *key, const void *data, size_t len, uint8_
 	uint64_t h1 = v0 ^ v1 ^ v2 ^ v3;
 	memcpy(out, &h0, 8);
 	memcpy(out + 8, &h1, 8);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Keys in text.
+ * ------------------------------------------------------------------------------------- */
+
+static int
+hex_digit(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	if (ch >= 'A' && ch <= 'F')
+		return ch - 'A' + 10;
+	return -1;
+}
+
+int
+wire_key_parse_hex(const char *hex, struct wire_key *key)
+{
+	uint8_t b[16];
+
+	if (hex == NULL || strnlen(hex, 33) != 32)
+		return -EINVAL;
+	for (unsigned i = 0; i < 16; i++) {
+		int hi = hex_digit(hex[2 * i]);
+		int lo = hex_digit(hex[2 * i + 1]);
+		if (hi < 0 || lo < 0)
+			return -EINVAL;
+		b[i] = (uint8_t)(hi << 4 | lo);
+	}
+	/* The key's 16 bytes in order; k0/k1 are their little-endian halves (SipHash). */
+	memcpy(&key->k0, b, 8);
+	memcpy(&key->k1, b + 8, 8);
+	return 0;
 }

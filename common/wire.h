@@ -26,6 +26,7 @@
 #define OMSD_COMMON_WIRE_H
 
 #include <assert.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -830,63 +831,78 @@ struct wire_ingress {
 static_assert(sizeof(struct wire_ingress) == 16, "wire_ingress");
 
 /* ---------------------------------------------------------------------------------------
- * The message list: X(NAME, value, struct, has_tail). has_tail: the struct is followed by
- * `tail_len` bytes (field named tail_len in the struct).
+ * The message list: X(NAME, value, struct, has_tail, class, admin).
+ *   has_tail: the struct is followed by `tail_len` bytes (field named tail_len in the
+ *             struct).
+ *   class:    who takes the message off the wire (enum wire_class without its prefix); the
+ *             dataplane routes by it, so the route of a type is written down once, here.
+ *   admin:    1 for the operator's commands that an OMS or ME leader proposes as they are.
+ * Neither class nor admin is on the wire: they do not change the frame version.
  * ------------------------------------------------------------------------------------- */
 
+/* Who takes a message type off the wire. */
+enum wire_class {
+	WIRE_CLS_NONE = 0,    /* host-internal (persistence, ticks): never accepted off the wire */
+	WIRE_CLS_SHARD = 1,   /* Raft, admin, ME-bound requests, ingress: shard hdr.shard's lcore */
+	WIRE_CLS_GATEWAY = 2, /* client order entry: the gateway, which picks the OMS shard */
+	WIRE_CLS_BRIDGE = 3,  /* ME results and events for OMS shard hdr.shard: its bridge */
+	WIRE_CLS_CLIENT = 4,  /* acks, NAKs, reports, admin replies: a client-side consumer */
+	WIRE_CLS_COUNT,
+};
+
 #define WIRE_TYPES(X)                                                                      \
-	X(NEW_ORDER, 1, wire_new_order, 0)                                                 \
-	X(CANCEL, 2, wire_cancel, 0)                                                       \
-	X(AMEND, 3, wire_amend, 0)                                                         \
-	X(CANCEL_REPLACE, 4, wire_cancel_replace, 0)                                       \
-	X(ACK, 5, wire_ack, 0)                                                             \
-	X(NAK, 6, wire_nak, 0)                                                             \
-	X(EXEC_REPORT, 7, wire_exec_report, 0)                                             \
-	X(SUBMIT, 16, wire_submit, 0)                                                      \
-	X(CANCEL_TO_ME, 17, wire_modify, 0)                                                \
-	X(AMEND_TO_ME, 18, wire_modify, 0)                                                 \
-	X(REPLACE_TO_ME, 19, wire_modify, 0)                                               \
-	X(ME_EVENT, 20, wire_me_event, 0)                                                  \
-	X(ME_RESULT, 21, wire_me_result, 0)                                                \
-	X(STREAM_ACK, 22, wire_stream_ack, 0)                                              \
-	X(REPLAY_REQUEST, 23, wire_replay_request, 0)                                      \
-	X(ORDER_QUERY, 24, wire_order_query, 0)                                            \
-	X(OPEN_ORDERS_QUERY, 25, wire_open_orders_query, 0)                                \
-	X(OPEN_ORDERS_SNAPSHOT, 26, wire_open_orders_snapshot, 0)                          \
-	X(HYDRATE_REQUEST, 32, wire_hydrate_request, 0)                                    \
-	X(HYDRATE_USER, 33, wire_hydrate_user, 0)                                          \
-	X(BEGIN_DEHYDRATE, 34, wire_begin_dehydrate, 0)                                    \
-	X(FLUSH_COMPLETE, 35, wire_flush_complete, 0)                                      \
-	X(RELEASE_CLAIM, 36, wire_release_claim, 0)                                        \
-	X(RELEASE_DONE, 37, wire_release_claim, 0)                                         \
-	X(ROUTING_CONFIG, 48, wire_routing_config, 0)                                      \
-	X(SYMBOL_CONFIG, 49, wire_symbol_config, 0)                                        \
-	X(SYMBOL_STATUS, 50, wire_symbol_status_msg, 0)                                    \
-	X(KILL_SWITCH, 51, wire_kill_switch, 0)                                            \
-	X(TRANSFER, 52, wire_transfer, 0)                                                  \
-	X(WHALE_PIN, 53, wire_whale_pin, 0)                                                \
-	X(USER_ADMIN, 54, wire_user_admin, 0)                                              \
-	X(SNAPSHOT_REQUEST, 55, wire_snapshot_request, 0)                                  \
-	X(TICK, 56, wire_tick, 0)                                                          \
-	X(ADMIN_REPLY, 57, wire_admin_reply, 0)                                            \
-	X(REQUEST_VOTE, 64, wire_request_vote, 0)                                          \
-	X(VOTE_REPLY, 65, wire_vote_reply, 0)                                              \
-	X(APPEND_ENTRIES, 66, wire_append_entries, 1)                                      \
-	X(APPEND_REPLY, 67, wire_append_reply, 0)                                          \
-	X(INSTALL_SNAPSHOT, 68, wire_install_snapshot, 1)                                  \
-	X(SNAPSHOT_REPLY, 69, wire_snapshot_reply, 0)                                      \
-	X(TIMEOUT_NOW, 70, wire_timeout_now, 0)                                            \
-	X(INGRESS, 71, wire_ingress, 1)
+	X(NEW_ORDER, 1, wire_new_order, 0, GATEWAY, 0)                                    \
+	X(CANCEL, 2, wire_cancel, 0, GATEWAY, 0)                                          \
+	X(AMEND, 3, wire_amend, 0, GATEWAY, 0)                                            \
+	X(CANCEL_REPLACE, 4, wire_cancel_replace, 0, GATEWAY, 0)                          \
+	X(ACK, 5, wire_ack, 0, CLIENT, 0)                                                 \
+	X(NAK, 6, wire_nak, 0, CLIENT, 0)                                                 \
+	X(EXEC_REPORT, 7, wire_exec_report, 0, CLIENT, 0)                                 \
+	X(SUBMIT, 16, wire_submit, 0, SHARD, 0)                                           \
+	X(CANCEL_TO_ME, 17, wire_modify, 0, SHARD, 0)                                     \
+	X(AMEND_TO_ME, 18, wire_modify, 0, SHARD, 0)                                      \
+	X(REPLACE_TO_ME, 19, wire_modify, 0, SHARD, 0)                                    \
+	X(ME_EVENT, 20, wire_me_event, 0, BRIDGE, 0)                                      \
+	X(ME_RESULT, 21, wire_me_result, 0, BRIDGE, 0)                                    \
+	X(STREAM_ACK, 22, wire_stream_ack, 0, SHARD, 0)                                   \
+	X(REPLAY_REQUEST, 23, wire_replay_request, 0, SHARD, 0)                           \
+	X(ORDER_QUERY, 24, wire_order_query, 0, SHARD, 0)                                 \
+	X(OPEN_ORDERS_QUERY, 25, wire_open_orders_query, 0, SHARD, 0)                     \
+	X(OPEN_ORDERS_SNAPSHOT, 26, wire_open_orders_snapshot, 0, BRIDGE, 0)              \
+	X(HYDRATE_REQUEST, 32, wire_hydrate_request, 0, NONE, 0)                          \
+	X(HYDRATE_USER, 33, wire_hydrate_user, 0, NONE, 0)                                \
+	X(BEGIN_DEHYDRATE, 34, wire_begin_dehydrate, 0, NONE, 0)                          \
+	X(FLUSH_COMPLETE, 35, wire_flush_complete, 0, NONE, 0)                            \
+	X(RELEASE_CLAIM, 36, wire_release_claim, 0, NONE, 0)                              \
+	X(RELEASE_DONE, 37, wire_release_claim, 0, NONE, 0)                               \
+	X(ROUTING_CONFIG, 48, wire_routing_config, 0, SHARD, 1)                           \
+	X(SYMBOL_CONFIG, 49, wire_symbol_config, 0, SHARD, 1)                             \
+	X(SYMBOL_STATUS, 50, wire_symbol_status_msg, 0, SHARD, 1)                         \
+	X(KILL_SWITCH, 51, wire_kill_switch, 0, SHARD, 1)                                 \
+	X(TRANSFER, 52, wire_transfer, 0, SHARD, 1)                                       \
+	X(WHALE_PIN, 53, wire_whale_pin, 0, SHARD, 1)                                     \
+	X(USER_ADMIN, 54, wire_user_admin, 0, SHARD, 1)                                   \
+	X(SNAPSHOT_REQUEST, 55, wire_snapshot_request, 0, SHARD, 1)                       \
+	X(TICK, 56, wire_tick, 0, NONE, 0)                                                \
+	X(ADMIN_REPLY, 57, wire_admin_reply, 0, CLIENT, 0)                                \
+	X(REQUEST_VOTE, 64, wire_request_vote, 0, SHARD, 0)                               \
+	X(VOTE_REPLY, 65, wire_vote_reply, 0, SHARD, 0)                                   \
+	X(APPEND_ENTRIES, 66, wire_append_entries, 1, SHARD, 0)                           \
+	X(APPEND_REPLY, 67, wire_append_reply, 0, SHARD, 0)                               \
+	X(INSTALL_SNAPSHOT, 68, wire_install_snapshot, 1, SHARD, 0)                       \
+	X(SNAPSHOT_REPLY, 69, wire_snapshot_reply, 0, SHARD, 0)                           \
+	X(TIMEOUT_NOW, 70, wire_timeout_now, 0, SHARD, 0)                                 \
+	X(INGRESS, 71, wire_ingress, 1, SHARD, 0)
 
 enum wire_type {
-#define WIRE_TYPE_ENUM(name, value, st, tail) WIRE_##name = value,
+#define WIRE_TYPE_ENUM(name, value, st, tail, cls, admin) WIRE_##name = value,
 	WIRE_TYPES(WIRE_TYPE_ENUM)
 #undef WIRE_TYPE_ENUM
 	WIRE_TYPE_LIMIT = 72, /* one past the largest value */
 };
 
 /* Every message fits a frame's 16-bit length field with its tail. */
-#define WIRE_TYPE_SIZE_ASSERT(name, value, st, tail)                                       \
+#define WIRE_TYPE_SIZE_ASSERT(name, value, st, tail, cls, admin)                           \
 	static_assert(sizeof(struct st) % 8 == 0, #st " is a multiple of 8");              \
 	static_assert(sizeof(struct st) + (tail ? WIRE_TAIL_MAX : 0) <= UINT16_MAX, #st);
 WIRE_TYPES(WIRE_TYPE_SIZE_ASSERT)
@@ -931,6 +947,17 @@ const char *wire_err_text(enum wire_err err);
 const char *wire_reason_name(uint16_t reason);   /* "NOT_OWNER", or "?" */
 /* Fixed size of a message type (tail excluded), 0 for an unknown type. */
 uint16_t wire_type_size(uint16_t type);
+/* Who takes a type off the wire (its class column); WIRE_CLS_NONE for an unknown type. */
+enum wire_class wire_type_class(uint16_t type);
+/* An operator's command a leader proposes as is (the admin column); false when unknown. */
+bool wire_type_is_admin(uint16_t type);
+
+/*
+ * Parse a key written as 32 hex digits (either case): the key's 16 bytes in order, k0 and k1
+ * their little-endian halves. Returns 0, or -EINVAL (NULL, another length, a non-hex digit)
+ * with key untouched. An all-zero key parses: whether it is allowed is the caller's rule.
+ */
+int wire_key_parse_hex(const char *hex, struct wire_key *key);
 
 /*
  * Validate one message at `buf` with at most `avail` readable bytes: header, length for its

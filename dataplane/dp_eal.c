@@ -10,6 +10,7 @@
 #include <rte_errno.h>
 #include <rte_log.h>
 
+#include "common/check.h"
 #include "dp_int.h"
 
 int dp_logtype = RTE_LOGTYPE_USER1;
@@ -59,58 +60,22 @@ dp_class_name(enum dp_class cls)
 	return (unsigned)cls < DP_CLASS_COUNT ? class_names[cls] : "?";
 }
 
+/* The wire class of each type (common/wire.h, the message list's class column) in the
+ * dataplane's terms: the route of a type is written down once, in that list. */
+static const enum dp_class class_of_wire[WIRE_CLS_COUNT] = {
+	[WIRE_CLS_NONE] = DP_CLASS_NONE,
+	[WIRE_CLS_SHARD] = DP_CLASS_SHARD,
+	[WIRE_CLS_GATEWAY] = DP_CLASS_GATEWAY,
+	[WIRE_CLS_BRIDGE] = DP_CLASS_BRIDGE,
+	[WIRE_CLS_CLIENT] = DP_CLASS_CLIENT,
+};
+
 enum dp_class
 dp_class_of_type(uint16_t type)
 {
-	switch (type) {
-	/* Client order entry goes to the gateway role, which picks the OMS shard. */
-	case WIRE_NEW_ORDER:
-	case WIRE_CANCEL:
-	case WIRE_AMEND:
-	case WIRE_CANCEL_REPLACE:
-		return DP_CLASS_GATEWAY;
-	/* Answers to a client-side consumer (a gateway forwarding for a client, tests). */
-	case WIRE_ACK:
-	case WIRE_NAK:
-	case WIRE_EXEC_REPORT:
-	case WIRE_ADMIN_REPLY: /* a transfer's answer, from the OMS leader to the gateway */
-		return DP_CLASS_CLIENT;
-	/* ME results and events for OMS shard hdr.shard: to that shard's bridge. */
-	case WIRE_ME_EVENT:
-	case WIRE_ME_RESULT:
-	case WIRE_OPEN_ORDERS_SNAPSHOT:
-		return DP_CLASS_BRIDGE;
-	/* Requests to an ME shard (from a remote bridge), persistence results, admin, Raft and
-	 * forwarded ingress: to the lcore of shard hdr.shard. */
-	case WIRE_SUBMIT:
-	case WIRE_CANCEL_TO_ME:
-	case WIRE_AMEND_TO_ME:
-	case WIRE_REPLACE_TO_ME:
-	case WIRE_STREAM_ACK:
-	case WIRE_REPLAY_REQUEST:
-	case WIRE_ORDER_QUERY:
-	case WIRE_OPEN_ORDERS_QUERY:
-	case WIRE_ROUTING_CONFIG:
-	case WIRE_SYMBOL_CONFIG:
-	case WIRE_SYMBOL_STATUS:
-	case WIRE_KILL_SWITCH:
-	case WIRE_TRANSFER:
-	case WIRE_WHALE_PIN:
-	case WIRE_USER_ADMIN:
-	case WIRE_SNAPSHOT_REQUEST:
-	case WIRE_REQUEST_VOTE:
-	case WIRE_VOTE_REPLY:
-	case WIRE_APPEND_ENTRIES:
-	case WIRE_APPEND_REPLY:
-	case WIRE_INSTALL_SNAPSHOT:
-	case WIRE_SNAPSHOT_REPLY:
-	case WIRE_TIMEOUT_NOW:
-	case WIRE_INGRESS:
-		return DP_CLASS_SHARD;
-	/* Host-internal messages (persistence, ticks) never come off the wire. */
-	default:
-		return DP_CLASS_NONE;
-	}
+	enum wire_class cls = wire_type_class(type);
+	DCHECK((unsigned)cls < RTE_DIM(class_of_wire));
+	return class_of_wire[cls];
 }
 
 enum dp_class

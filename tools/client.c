@@ -56,34 +56,6 @@ client_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-int
-client_key_parse(const char *hex, struct wire_key *key)
-{
-	uint8_t b[16];
-	if (hex == NULL || strlen(hex) != 32)
-		return -EINVAL;
-	for (int i = 0; i < 16; i++) {
-		unsigned v = 0;
-		for (int k = 0; k < 2; k++) {
-			char ch = hex[2 * i + k];
-			unsigned d;
-			if (ch >= '0' && ch <= '9')
-				d = (unsigned)(ch - '0');
-			else if (ch >= 'a' && ch <= 'f')
-				d = (unsigned)(ch - 'a' + 10);
-			else if (ch >= 'A' && ch <= 'F')
-				d = (unsigned)(ch - 'A' + 10);
-			else
-				return -EINVAL;
-			v = v << 4 | d;
-		}
-		b[i] = (uint8_t)v;
-	}
-	memcpy(&key->k0, b, 8);
-	memcpy(&key->k1, b + 8, 8);
-	return 0;
-}
-
 const char *
 client_exec_name(uint8_t exec)
 {
@@ -134,6 +106,22 @@ static uint32_t
 req_home(const struct client *c, uint64_t user, uint64_t id)
 {
 	return (uint32_t)mix64(user * UINT64_C(0x9e3779b97f4a7c15) ^ id) & c->index_mask;
+}
+
+/* Free the client's tables and the client (its socket is the caller's to close). */
+static void
+client_free(struct client *c)
+{
+	free(c->tx);
+	free(c->rx);
+	free(c->reqs);
+	free(c->free_list);
+	free(c->index);
+	free(c->heap);
+	free(c->user_key);
+	free(c->user_seq);
+	free(c->user_seen);
+	free(c);
 }
 
 int
@@ -215,16 +203,7 @@ client_open(struct client **out, const struct client_config *cfg)
 fail_socket:
 	close(c->fd);
 fail_alloc:
-	free(c->tx);
-	free(c->rx);
-	free(c->reqs);
-	free(c->free_list);
-	free(c->index);
-	free(c->heap);
-	free(c->user_key);
-	free(c->user_seq);
-	free(c->user_seen);
-	free(c);
+	client_free(c);
 	return err;
 }
 
@@ -234,16 +213,7 @@ client_close(struct client *c)
 	if (c == NULL)
 		return;
 	close(c->fd);
-	free(c->tx);
-	free(c->rx);
-	free(c->reqs);
-	free(c->free_list);
-	free(c->index);
-	free(c->heap);
-	free(c->user_key);
-	free(c->user_seq);
-	free(c->user_seen);
-	free(c);
+	client_free(c);
 }
 
 int
@@ -447,19 +417,11 @@ client_flush(struct client *c)
 static uint32_t
 frame_class_of(const struct wire_msg_hdr *h)
 {
-	switch (h->type) {
-	case WIRE_NEW_ORDER:
-	case WIRE_CANCEL:
-	case WIRE_AMEND:
-	case WIRE_CANCEL_REPLACE:
+	if (wire_type_class(h->type) == WIRE_CLS_GATEWAY)
 		return 1;
-	case WIRE_TRANSFER:
-		if ((h->flags & WIRE_TRANSFER_F_ROUTE) != 0)
-			return 1; /* routed by the gateway, like an order */
-		return 2u + h->shard;
-	default:
-		return 2u + h->shard; /* per destination shard */
-	}
+	if (h->type == WIRE_TRANSFER && (h->flags & WIRE_TRANSFER_F_ROUTE) != 0)
+		return 1; /* routed by the gateway, like an order */
+	return 2u + h->shard; /* per destination shard */
 }
 
 static int

@@ -130,9 +130,6 @@ struct client;
 
 uint64_t client_now_ns(void); /* CLOCK_MONOTONIC */
 
-/* Parse 32 hex digits into a key (bytes 0..7 → k0, 8..15 → k1, little-endian, as omsd's
- * [keys] client). 0 or -EINVAL. */
-int client_key_parse(const char *hex, struct wire_key *key);
 /* Short names for printing: "pending", "open", ... and "buy"/"sell". */
 const char *client_exec_name(uint8_t exec);
 const char *client_cause_name(uint8_t cause);

@@ -18,23 +18,6 @@
 
 #include "common/wire.h"
 
-static int
-parse_key(const char *hex, struct wire_key *key)
-{
-	uint8_t b[16];
-	if (strlen(hex) != 32)
-		return -1;
-	for (int i = 0; i < 16; i++) {
-		unsigned v;
-		if (sscanf(hex + 2 * i, "%2x", &v) != 1)
-			return -1;
-		b[i] = (uint8_t)v;
-	}
-	memcpy(&key->k0, b, 8);
-	memcpy(&key->k1, b + 8, 8);
-	return 0;
-}
-
 static void
 order(struct wire_new_order *o, uint64_t seq)
 {
@@ -65,7 +48,7 @@ main(int argc, char **argv)
 		return 2;
 	}
 	for (int i = 2; i + 1 < argc; i += 2) {
-		if (!strcmp(argv[i], "--key") && parse_key(argv[i + 1], &key) == 0)
+		if (!strcmp(argv[i], "--key") && wire_key_parse_hex(argv[i + 1], &key) == 0)
 			continue;
 		if (!strcmp(argv[i], "--sender"))
 			sender = (uint32_t)strtoul(argv[i + 1], NULL, 0);

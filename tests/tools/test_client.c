@@ -231,11 +231,11 @@ Test(client, frames_carry_the_mac, .fini = teardown)
 {
 	silent_open();
 	struct wire_key key;
-	cr_assert(eq(int, client_key_parse("000102030405060708090a0b0c0d0e0f", &key), 0));
+	cr_assert(eq(int, wire_key_parse_hex("000102030405060708090a0b0c0d0e0f", &key), 0));
 	cr_assert(eq(u64, key.k0, UINT64_C(0x0706050403020100)));
-	cr_assert(eq(int, client_key_parse("00010203", &key), -EINVAL));
-	cr_assert(eq(int, client_key_parse("zz0102030405060708090a0b0c0d0e0f", &key), -EINVAL));
-	cr_assert(eq(int, client_key_parse("000102030405060708090a0b0c0d0e0f", &key), 0));
+	cr_assert(eq(int, wire_key_parse_hex("00010203", &key), -EINVAL));
+	cr_assert(eq(int, wire_key_parse_hex("zz0102030405060708090a0b0c0d0e0f", &key), -EINVAL));
+	cr_assert(eq(int, wire_key_parse_hex("000102030405060708090a0b0c0d0e0f", &key), 0));
 	open_client(silent_port, 16, 10, 3, 1000, &key);
 	uint64_t msg[CLIENT_MSG_MAX / 8];
 	new_order(msg, 7, 1, WIRE_TIF_GTC);

@@ -520,7 +520,7 @@ ctl_order_main(struct ctl *ctl)
 		cfg.retries_max = (uint32_t)v;
 	cfg.give_up_ms = (uint32_t)wait_ms;
 	const char *key = ctl_opt(ctl, "key");
-	if (key != NULL && client_key_parse(key, &cfg.key) < 0)
+	if (key != NULL && wire_key_parse_hex(key, &cfg.key) < 0)
 		return ctl_usage(ctl, "--key must be 32 hex digits");
 	const char *wait = ctl_opt(ctl, "wait");
 	if (wait != NULL && strcmp(wait, "ack") != 0 && strcmp(wait, "final") != 0)

@@ -7,100 +7,13 @@
  *   omsctl [--json] [--socket PATH] <command> ...        the node's control socket
  *
  * Options may appear anywhere; every one but a few flags takes a value ("--key value" or
- * "--key=value"). Exit codes: enum ctl_exit.
+ * "--key=value"): ctl_args.c reads them. Exit codes: enum ctl_exit. This file holds only
+ * the help text and main, which dispatches to ctl_order.c or ctl_mgmt.c.
  */
-#include <errno.h>
-#include <inttypes.h>
-#include <stdarg.h>
-#include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "tools/omsctl/omsctl.h"
-
-/* Options that never take a value. */
-static const char *const flags[] = {"json", "help", "follow", "quiet", "release", "halted",
-				     "cancel-resting"};
-
-static bool
-is_flag(const char *name)
-{
-	for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
-		if (strcmp(flags[i], name) == 0)
-			return true;
-	return false;
-}
-
-const char *
-ctl_opt(struct ctl *ctl, const char *name)
-{
-	const char *v = NULL;
-	for (uint32_t i = 0; i < ctl->opt_count; i++) {
-		if (strcmp(ctl->opts[i].name, name) == 0) {
-			ctl->opts[i].used = true;
-			v = ctl->opts[i].value; /* the last one wins */
-		}
-	}
-	return v;
-}
-
-bool
-ctl_flag(struct ctl *ctl, const char *name)
-{
-	bool set = false;
-	for (uint32_t i = 0; i < ctl->opt_count; i++) {
-		if (strcmp(ctl->opts[i].name, name) == 0) {
-			ctl->opts[i].used = true;
-			set = true;
-		}
-	}
-	return set;
-}
-
-int
-ctl_usage(struct ctl *ctl, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fputs("omsctl: ", ctl->err);
-	vfprintf(ctl->err, fmt, ap);
-	fputs(" (omsctl --help)\n", ctl->err);
-	va_end(ap);
-	return CTL_EXIT_USAGE;
-}
-
-int
-ctl_opt_i64(struct ctl *ctl, const char *name, int64_t *out)
-{
-	const char *v = ctl_opt(ctl, name);
-	if (v == NULL)
-		return -ENOENT;
-	char *end;
-	errno = 0;
-	long long x = strtoll(v, &end, 10);
-	if (errno != 0 || end == v || *end != '\0') {
-		ctl_usage(ctl, "--%s: '%s' is not an integer", name, v);
-		return -EINVAL;
-	}
-	*out = x;
-	return 0;
-}
-
-int
-ctl_opt_u64(struct ctl *ctl, const char *name, uint64_t *out)
-{
-	const char *v = ctl_opt(ctl, name);
-	if (v == NULL)
-		return -ENOENT;
-	char *end;
-	errno = 0;
-	unsigned long long x = strtoull(v, &end, 0);
-	if (errno != 0 || end == v || *end != '\0' || v[0] == '-') {
-		ctl_usage(ctl, "--%s: '%s' is not a non-negative integer", name, v);
-		return -EINVAL;
-	}
-	*out = x;
-	return 0;
-}
 
 static void
 help(FILE *f)
@@ -142,40 +55,15 @@ main(int argc, char **argv)
 	static struct ctl ctl;
 	ctl.out = stdout;
 	ctl.err = stderr;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (strcmp(a, "-h") == 0)
-			a = "--help";
-		if (strncmp(a, "--", 2) == 0 && a[2] != '\0') {
-			if (ctl.opt_count == CTL_OPTS_MAX)
-				return ctl_usage(&ctl, "too many options");
-			struct ctl_opt *o = &ctl.opts[ctl.opt_count++];
-			char *name = strdup(a + 2);
-			if (name == NULL)
-				return CTL_EXIT_IO;
-			char *eq = strchr(name, '=');
-			o->name = name;
-			if (eq != NULL) {
-				*eq = '\0';
-				o->value = eq + 1;
-			} else if (!is_flag(name)) {
-				if (i + 1 >= argc)
-					return ctl_usage(&ctl, "--%s needs a value", name);
-				o->value = argv[++i];
-			}
-			continue;
-		}
-		if (ctl.word_count == CTL_WORDS_MAX)
-			return ctl_usage(&ctl, "too many words in the command");
-		ctl.words[ctl.word_count++] = a;
-	}
+	int rc = ctl_args_parse(&ctl, argc, argv);
+	if (rc != CTL_EXIT_OK)
+		return rc;
 	ctl.json = ctl_flag(&ctl, "json");
 	if (ctl_flag(&ctl, "help") || ctl.word_count == 0) {
 		help(ctl.word_count == 0 && !ctl_flag(&ctl, "help") ? stderr : stdout);
 		return ctl.word_count == 0 && !ctl_flag(&ctl, "help") ? CTL_EXIT_USAGE : CTL_EXIT_OK;
 	}
 	const char *w = ctl.words[0];
-	int rc;
 	/* There is no client status message on the wire: an order's state is the OMS actor's,
 	 * so `order status` asks the control socket for the user (users.show). */
 	if (strcmp(w, "order") == 0 && ctl.word_count == 2 && strcmp(ctl.words[1], "status") == 0) {

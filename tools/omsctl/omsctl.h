@@ -36,6 +36,9 @@ struct ctl {
 	FILE *err;                        /* stderr */
 };
 
+/* ctl_args.c: split argv into ctl->words and ctl->opts. CTL_EXIT_OK, else the exit code
+ * (a usage error is printed). */
+int ctl_args_parse(struct ctl *ctl, int argc, char **argv);
 /* The value of --name (marked used), or NULL. */
 const char *ctl_opt(struct ctl *ctl, const char *name);
 bool ctl_flag(struct ctl *ctl, const char *name);

@@ -404,7 +404,7 @@ main(int argc, char **argv)
 			cfg.host = val;
 		else if (strcmp(a, "--bind") == 0)
 			cfg.bind_host = val;
-		else if (strcmp(a, "--key") == 0 && client_key_parse(val, &cfg.key) == 0)
+		else if (strcmp(a, "--key") == 0 && wire_key_parse_hex(val, &cfg.key) == 0)
 			;
 		else if (strcmp(a, "--port") == 0 && num && v > 0 && v <= UINT16_MAX)
 			cfg.port = (uint16_t)v;

@@ -107,23 +107,6 @@ parse_mac(const char *s, uint8_t mac[6])
 }
 
 static int
-parse_key(const char *hex, struct wire_key *key)
-{
-	uint8_t b[16];
-	if (strlen(hex) != 32)
-		return -1;
-	for (int i = 0; i < 16; i++) {
-		unsigned v;
-		if (sscanf(hex + 2 * i, "%2x", &v) != 1)
-			return -1;
-		b[i] = (uint8_t)v;
-	}
-	memcpy(&key->k0, b, 8);
-	memcpy(&key->k1, b + 8, 8);
-	return 0;
-}
-
-static int
 parse_u64(const char *s, uint64_t *out)
 {
 	char *end;
@@ -349,7 +332,7 @@ gen(int argc, char **argv)
 			o.mid = (int64_t)x;
 		else if (strcmp(a, "--session") == 0 && num && x <= UINT32_MAX)
 			o.session = (uint32_t)x;
-		else if (strcmp(a, "--key") == 0 && parse_key(v, &o.key) == 0)
+		else if (strcmp(a, "--key") == 0 && wire_key_parse_hex(v, &o.key) == 0)
 			;
 		else if (strcmp(a, "--gap-us") == 0 && num && x <= 1000000)
 			o.gap_us = (uint32_t)x;
@@ -463,8 +446,7 @@ udp_payload(const struct pcap_pkthdr *ph, const u_char *pkt, uint32_t *off, uint
 static bool
 is_order_entry(uint16_t type)
 {
-	return type == WIRE_NEW_ORDER || type == WIRE_CANCEL || type == WIRE_AMEND ||
-	       type == WIRE_CANCEL_REPLACE;
+	return wire_type_class(type) == WIRE_CLS_GATEWAY;
 }
 
 static int
@@ -475,7 +457,7 @@ show(int argc, char **argv)
 	bool verbose = false;
 	for (int i = 2; i < argc; i++) {
 		if (strcmp(argv[i], "--key") == 0 && i + 1 < argc) {
-			if (parse_key(argv[++i], &key) < 0)
+			if (wire_key_parse_hex(argv[++i], &key) < 0)
 				return usage();
 		} else if (strcmp(argv[i], "--verbose") == 0) {
 			verbose = true;
@@ -660,7 +642,7 @@ send_cmd(int argc, char **argv)
 			src_port = x;
 		else if (strcmp(k, "--rate") == 0 && num && x <= 10000000)
 			rate = x;
-		else if (strcmp(k, "--key") == 0 && parse_key(v, &a->key) == 0)
+		else if (strcmp(k, "--key") == 0 && wire_key_parse_hex(v, &a->key) == 0)
 			;
 		else if (strcmp(k, "--idle-ms") == 0 && num && x > 0 && x <= 600000)
 			idle_ms = x;

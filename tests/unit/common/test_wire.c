@@ -458,3 +458,61 @@ Test(wire, append_reply_recv_not_below_match)
 			  (unsigned long)recv[i]);
 	}
 }
+
+/* Goal: the admin column names exactly the operator's commands a leader proposes as they
+ * are (the set app_shard's is_admin_type tested by hand), and every admin type is routed to
+ * a shard. Method: compare every value 0..WIRE_TYPE_LIMIT with a hand-written set. */
+Test(wire, admin_column)
+{
+	static const uint16_t admin[] = {
+		WIRE_ROUTING_CONFIG, WIRE_SYMBOL_CONFIG, WIRE_SYMBOL_STATUS, WIRE_KILL_SWITCH,
+		WIRE_TRANSFER,       WIRE_WHALE_PIN,     WIRE_USER_ADMIN,    WIRE_SNAPSHOT_REQUEST,
+	};
+	for (uint16_t t = 0; t <= WIRE_TYPE_LIMIT; t++) {
+		bool want = false;
+		for (unsigned i = 0; i < sizeof(admin) / sizeof(admin[0]); i++)
+			want |= admin[i] == t;
+		cr_assert(eq(int, wire_type_is_admin(t), want), "type %u", t);
+		if (want)
+			cr_assert(eq(int, wire_type_class(t), WIRE_CLS_SHARD), "type %u", t);
+	}
+	cr_assert(eq(int, wire_type_class(UINT16_MAX), WIRE_CLS_NONE));
+	cr_assert(eq(int, wire_type_class(WIRE_TICK), WIRE_CLS_NONE));
+	cr_assert(eq(int, wire_type_class(WIRE_NEW_ORDER), WIRE_CLS_GATEWAY));
+	cr_assert(not(wire_type_is_admin(UINT16_MAX)));
+}
+
+/* Goal: one hex key parser for the config, the client library and the tools: 32 hex digits
+ * in either case, bytes in order, k0/k1 their little-endian halves; anything else refused
+ * with -EINVAL and the key untouched. Method: a known key, then one bad input per rule. */
+Test(wire, key_parse_hex)
+{
+	struct wire_key key = {0};
+	cr_assert(eq(int, wire_key_parse_hex("000102030405060708090a0b0c0d0e0f", &key), 0));
+	cr_assert(eq(u64, key.k0, UINT64_C(0x0706050403020100)));
+	cr_assert(eq(u64, key.k1, UINT64_C(0x0f0e0d0c0b0a0908)));
+	cr_assert(eq(int, wire_key_parse_hex("FFEEDDCCBBAA99887766554433221100", &key), 0));
+	cr_assert(eq(u64, key.k0, UINT64_C(0x8899aabbccddeeff)));
+	cr_assert(eq(u64, key.k1, UINT64_C(0x0011223344556677)));
+	cr_assert(eq(int, wire_key_parse_hex("00000000000000000000000000000000", &key), 0));
+	cr_assert(eq(u64, key.k0 | key.k1, 0));
+
+	static const char *const bad[] = {
+		"",
+		"00010203",                          /* short */
+		"000102030405060708090a0b0c0d0e0f00", /* long */
+		"zz0102030405060708090a0b0c0d0e0f",   /* not hex */
+		"000102030405060708090a0b0c0d0e0g",   /* the last digit */
+		" 00102030405060708090a0b0c0d0e0f",   /* a space sscanf would skip */
+		"+00102030405060708090a0b0c0d0e0f",   /* a sign strtoul would take */
+		"0x0102030405060708090a0b0c0d0e0f",   /* a prefix */
+	};
+	key.k0 = 1;
+	key.k1 = 2;
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cr_assert(eq(int, wire_key_parse_hex(bad[i], &key), -EINVAL), "'%s'", bad[i]);
+		cr_assert(eq(u64, key.k0, 1));
+		cr_assert(eq(u64, key.k1, 2));
+	}
+	cr_assert(eq(int, wire_key_parse_hex(NULL, &key), -EINVAL));
+}

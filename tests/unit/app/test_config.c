@@ -1,0 +1,402 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The configuration loader (app/app_config.h) without an EAL: defaults of a minimal file,
+ * every key's bad value, unknown and duplicate names, and the checks that span sections.
+ * Each case writes a file into a fresh directory, loads it with the errors going to a memory
+ * stream, and looks for the FILE:LINE: [section] key: prefix the operator would read.
+ */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "app/app_config.h"
+
+static char dir[64];
+static char path[128];
+static unsigned cpu;           /* a CPU this process may run on */
+static struct app_config cfg;
+static char *errs;             /* what the loader reported */
+static size_t errs_len;
+
+static void
+setup(void)
+{
+	cpu_set_t set;
+	snprintf(dir, sizeof(dir), "/tmp/omsd-test-config.XXXXXX");
+	cr_assert(not(eq(ptr, mkdtemp(dir), NULL)));
+	snprintf(path, sizeof(path), "%s/omsd.ini", dir);
+	cr_assert(eq(int, sched_getaffinity(0, sizeof(set), &set), 0));
+	for (cpu = 0; cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &set); cpu++)
+		;
+	errs = NULL;
+}
+
+static void
+teardown(void)
+{
+	free(errs);
+	unlink(path);
+	rmdir(dir);
+}
+
+/* Write text as the config file and load it; returns the loader's error count. */
+static int
+load(const char *text)
+{
+	FILE *f = fopen(path, "w");
+	cr_assert(not(eq(ptr, f, NULL)));
+	fputs(text, f);
+	fclose(f);
+	free(errs);
+	errs = NULL;
+	FILE *err = open_memstream(&errs, &errs_len);
+	int n = app_config_load(path, &cfg, err);
+	fclose(err);
+	return n;
+}
+
+/* The minimal good file: one OMS and one ME shard on a single node, every lcore on cpu. */
+static void
+minimal(char *buf, size_t size, const char *extra)
+{
+	snprintf(buf, size,
+		 "[node]\nid = 1\nip = 10.9.0.2/24\n"
+		 "[eal]\nmain_cpu = %u\n"
+		 "[port]\ndev = net_null0\n"
+		 "[io]\ncpu = %u\n"
+		 "[shard.1]\nservice = oms\nmembers = 1\ncpu = %u\n"
+		 "[shard.2]\nservice = me\nmembers = 1\ncpu = %u\n"
+		 "%s",
+		 cpu, cpu, cpu, cpu, extra);
+}
+
+static int
+load_minimal(const char *extra)
+{
+	char buf[4096];
+	minimal(buf, sizeof(buf), extra);
+	return load(buf);
+}
+
+/* The loader said want (a substring) somewhere. */
+static void
+said(const char *want)
+{
+	cr_assert(not(eq(ptr, strstr(errs ? errs : "", want), NULL)), "want '%s' in:\n%s", want,
+		  errs ? errs : "");
+}
+
+/* Goal: a minimal file loads and every key it leaves out has its documented default.
+ * Method: load the minimal file, compare fields with docs/dataplane.md's defaults. */
+Test(app_config, minimal_defaults, .init = setup, .fini = teardown)
+{
+	cr_assert(eq(int, load_minimal(""), 0), "%s", errs);
+	cr_assert(eq(u32, cfg.dp.node_id, 1));
+	cr_assert(eq(u8, cfg.dp.prefix_len, 24));
+	cr_assert(eq(u16, cfg.dp.udp_port, 7400));
+	cr_assert(eq(u16, cfg.dp.mtu, 1500));
+	cr_assert(eq(u16, cfg.dp.rx_desc, 1024));
+	cr_assert(eq(u16, cfg.dp.burst, 32));
+	cr_assert(eq(u32, cfg.dp.mbufs, 8191));
+	cr_assert(eq(u32, cfg.dp.arp_timeout_ms, 60000));
+	cr_assert(eq(str, cfg.dp.port_name, "net_null0"));
+	cr_assert(cfg.port_is_vdev);
+	cr_assert(not(cfg.rx_start_leader));
+	cr_assert(eq(u32, cfg.ring_size, 1024));
+	cr_assert(eq(int, cfg.io.idle.mode, DP_IDLE_SLEEP));
+	cr_assert(eq(u32, cfg.io.idle.spins, 200));
+	cr_assert(not(cfg.bridge.enabled));
+	cr_assert(not(cfg.persister.enabled));
+	cr_assert(eq(u64, cfg.duty_threshold_ns, 100000));
+	cr_assert(eq(u32, cfg.shard_count, 2));
+	cr_assert(eq(int, cfg.shards[0].service, APP_SERVICE_OMS));
+	cr_assert(eq(int, cfg.shards[1].service, APP_SERVICE_ME));
+	cr_assert(eq(u64, cfg.resident_users_max, 100000));
+	cr_assert(eq(u64, cfg.orders_max, 65536));
+	cr_assert(eq(u64, cfg.log_entries_max, 65536));
+	cr_assert(eq(u64, cfg.snapshot_entries, 20000));
+	cr_assert(eq(u64, cfg.user_ttl_ms, 600000));
+	cr_assert(eq(u64, cfg.election_ms, 150));
+	cr_assert(eq(u64, cfg.heartbeat_ms, 25));
+	cr_assert(eq(u64, cfg.routing.epoch, 1));
+	cr_assert(eq(u32, cfg.routing.shard_count, 1)); /* the hosted OMS shards */
+	cr_assert(eq(u16, cfg.routing.shards[0], 1));
+	cr_assert(eq(u32, cfg.symbol_count, 0));
+	cr_assert(eq(int, cfg.durability, APP_DURABILITY_MEMORY));
+	cr_assert(eq(str, cfg.data_dir, "/var/lib/omsd"));
+	cr_assert(eq(str, cfg.mgmt_socket, "/run/omsd/omsd.sock"));
+	cr_assert(eq(str, cfg.db_conninfo, ""));
+	cr_assert(eq(u16, cfg.metrics_port, 0));
+	cr_assert(eq(u64, cfg.dp.client_key.k0 | cfg.dp.client_key.k1, 0));
+}
+
+/* Goal: a key in hex loads as the bytes in order (the shared parser, common/wire.h). */
+Test(app_config, key_loads, .init = setup, .fini = teardown)
+{
+	cr_assert(eq(int, load_minimal("[keys]\nclient = 000102030405060708090a0b0c0d0e0f\n"), 0),
+		  "%s", errs);
+	cr_assert(eq(u64, cfg.dp.client_key.k0, UINT64_C(0x0706050403020100)));
+	cr_assert(eq(u64, cfg.dp.client_key.k1, UINT64_C(0x0f0e0d0c0b0a0908)));
+}
+
+/* One bad value: section, key, value, and the sections the key needs besides. */
+struct bad {
+	const char *sec;
+	const char *key;
+	const char *value;
+	const char *reason;  /* a substring of the message */
+};
+
+/* Every key the loader reads, each with a value it must refuse. */
+static const struct bad bads[] = {
+	{ "node", "id", "0", "out of range" },
+	{ "node", "ip", "10.9.0.300", "not a unicast IPv4" },
+	{ "node", "gateway", "1.2.3", "not a unicast IPv4" },
+	{ "node", "mac", "01:00:00:00:00:03", "not a unicast MAC" },
+	{ "node", "udp_port", "70000", "out of range" },
+	{ "node", "mtu", "100", "out of range" },
+	{ "eal", "main_cpu", "1024", "out of range" },
+	{ "eal", "args", "--no-huge -l 0-1", "'-l' is not allowed" },
+	{ "port", "dev", "eth0", "neither a vdev" },
+	{ "port", "rx_desc", "10", "out of range" },
+	{ "port", "tx_desc", "10", "out of range" },
+	{ "port", "burst", "0", "out of range" },
+	{ "port", "promiscuous", "maybe", "not a boolean" },
+	{ "port", "arp_timeout_ms", "5", "out of range" },
+	{ "port", "rx_start", "later", "not one of now|leader" },
+	{ "port", "rx_hold_frames", "2000000", "out of range" },
+	{ "memory", "mbufs", "5", "out of range" },
+	{ "memory", "mbuf_cache", "100000", "out of range" },
+	{ "memory", "mbuf_size", "10", "out of range" },
+	{ "memory", "ring_size", "1000", "not a power of two" },
+	{ "memory", "duty_threshold_us", "0", "out of range" },
+	{ "io", "cpu", "5000", "out of range" },
+	{ "io", "idle", "nap", "not one of busy|pause|sleep" },
+	{ "io", "idle_spins", "-1", "not a non-negative decimal integer" },
+	{ "io", "idle_sleep_us", "0", "out of range" },
+	{ "bridge", "cpu", "x", "not a non-negative decimal integer" },
+	{ "persister", "idle", "spin", "not one of busy|pause|sleep" },
+	{ "peer.2", "ip", "10.9.0", "not a unicast IPv4" },
+	{ "peer.2", "udp_port", "0", "out of range" },
+	{ "peer.2", "mac", "zz", "not a unicast MAC" },
+	{ "shard.1", "service", "bank", "not one of me|oms|echo" },
+	{ "shard.1", "members", "1,1", "listed twice" },
+	{ "shard.2", "cpu", "5000", "out of range" },
+	{ "shard.2", "idle_sleep_us", "2000000", "out of range" },
+	{ "limits", "resident_users", "0", "out of range" },
+	{ "limits", "parked_orders", "0", "out of range" },
+	{ "limits", "inflight_sagas", "0", "out of range" },
+	{ "limits", "orders", "1", "out of range" },
+	{ "limits", "log_entries", "10", "out of range" },
+	{ "limits", "log_mb", "4096", "out of range" },
+	{ "limits", "snapshot_mb", "0", "out of range" },
+	{ "limits", "snapshot_entries", "1", "out of range" },
+	{ "timers", "user_ttl_ms", "0", "out of range" },
+	{ "timers", "sweep_ms", "0", "out of range" },
+	{ "timers", "sweep_evict_max", "0", "out of range" },
+	{ "timers", "tick_ms", "0", "out of range" },
+	{ "timers", "bridge_redrive_ms", "0", "out of range" },
+	{ "timers", "election_ms", "1", "out of range" },
+	{ "timers", "heartbeat_ms", "0", "out of range" },
+	{ "durability", "mode", "maybe", "not one of memory|durable" },
+	{ "paths", "data_dir", "", "empty" },
+	{ "paths", "mgmt_socket",
+	  "/run/a/very/long/path/that/does/not/fit/in/the/sun_path/field/of/a/unix/socket/address/"
+	  "because/it/is/longer/than/107/bytes",
+	  "longer than 107 bytes" },
+	{ "keys", "peer", "1234", "must be 32 hex digits" },
+	{ "keys", "client", "zz0102030405060708090a0b0c0d0e0f", "not hexadecimal" },
+	{ "keys", "client", "00000000000000000000000000000000", "all-zero key" },
+	{ "routing", "epoch", "0", "out of range" },
+	{ "routing", "oms_shards", "1,99", "'99' is not a shard id" },
+	{ "routing", "pins", "5:1,7", "'7' is not user:shard" },
+	{ "symbol.1", "base", "0", "out of range" },
+	{ "symbol.1", "quote", "x", "not a non-negative decimal integer" },
+	{ "symbol.1", "me_shard", "64", "out of range" },
+	{ "symbol.1", "tick", "0", "out of range" },
+	{ "symbol.1", "lot", "0", "out of range" },
+	{ "symbol.1", "min_qty", "0", "out of range" },
+	{ "symbol.1", "min_notional", "-1", "out of range" },
+	{ "symbol.1", "base_unit", "0", "out of range" },
+	{ "symbol.1", "ref_px", "1x", "not a decimal integer" },
+	{ "symbol.1", "band_bps", "2000000", "out of range" },
+	{ "symbol.1", "maker_fee_bps", "-20000", "out of range" },
+	{ "symbol.1", "taker_fee_bps", "20000", "out of range" },
+	{ "mgmt", "metrics_listen", "localhost", "not ADDRESS:PORT" },
+};
+
+/* What a section needs besides the key under test (the key itself is left out). */
+static void
+section_body(char *out, size_t size, const char *sec, const char *key)
+{
+	static const struct {
+		const char *sec;
+		const char *key;
+		const char *line;
+	} needs[] = {
+		{ "peer.2", "ip", "ip = 10.9.0.3\n" },
+		{ "symbol.1", "base", "base = 1\n" },
+		{ "symbol.1", "quote", "quote = 2\n" },
+		{ "symbol.1", "me_shard", "me_shard = 2\n" },
+	};
+	out[0] = '\0';
+	for (unsigned i = 0; i < sizeof(needs) / sizeof(needs[0]); i++)
+		if (strcmp(needs[i].sec, sec) == 0 && strcmp(needs[i].key, key) != 0)
+			strncat(out, needs[i].line, size - strlen(out) - 1);
+}
+
+/* Goal: every key's bad value is refused with an error naming the file, the key's line,
+ * the section and the key. Method: for each key of the table, a good file where the key
+ * is the first line of its section (added after the minimal file's ones, or in a section
+ * of its own), loaded; the message must carry FILE:LINE: [section] key: and the reason. */
+Test(app_config, every_key_bad_value, .init = setup, .fini = teardown)
+{
+	for (unsigned i = 0; i < sizeof(bads) / sizeof(bads[0]); i++) {
+		const struct bad *b = &bads[i];
+		char base[4096], body[256], text[8192], want[256];
+		minimal(base, sizeof(base), "");
+		section_body(body, sizeof(body), b->sec, b->key);
+		/* A second header of a minimal section would be a duplicate: put the key first
+		 * in the existing one instead. */
+		char hdr[80];
+		snprintf(hdr, sizeof(hdr), "[%s]\n", b->sec);
+		char *at = strstr(base, hdr);
+		int line = 1;
+		if (at != NULL) {
+			at += strlen(hdr);
+			for (const char *p = base; p < at; p++)
+				line += *p == '\n';
+			/* Drop the minimal file's own line for the key, if any. */
+			char own[80];
+			snprintf(own, sizeof(own), "\n%s = ", b->key);
+			char *dup = strstr(at - 1, own);
+			char *next_sec = strchr(at, '[');
+			if (dup != NULL && (next_sec == NULL || dup < next_sec)) {
+				char *eol = strchr(dup + 1, '\n');
+				memmove(dup, eol, strlen(eol) + 1);
+			}
+			snprintf(text, sizeof(text), "%.*s%s = %s\n%s", (int)(at - base), base,
+				 b->key, b->value, at);
+		} else {
+			for (const char *p = base; *p; p++)
+				line += *p == '\n';
+			line++; /* the header */
+			snprintf(text, sizeof(text), "%s[%s]\n%s = %s\n%s", base, b->sec, b->key,
+				 b->value, body);
+		}
+		int n = load(text);
+		cr_assert(gt(int, n, 0), "[%s] %s = %s accepted", b->sec, b->key, b->value);
+		snprintf(want, sizeof(want), "%s:%d: [%s] %s: ", path, line, b->sec, b->key);
+		said(want);
+		said(b->reason);
+	}
+}
+
+/* Goal: a typo never falls back to a default: unknown sections and keys are errors, an
+ * unknown section once, not once per key in it. */
+Test(app_config, unknown_names, .init = setup, .fini = teardown)
+{
+	cr_assert(eq(int, load_minimal("[frobnicate]\nx = 1\ny = 2\n"), 1), "%s", errs);
+	said("[frobnicate] unknown section");
+	cr_assert(eq(int, load_minimal("[timers]\ncolour = blue\n"), 1), "%s", errs);
+	said(":19: [timers] colour: unknown key");
+	cr_assert(gt(int, load_minimal("[symbol.x]\nbase = 1\n"), 0));
+	said("[symbol.x] symbol sections are named symbol.<id>");
+	cr_assert(gt(int, load_minimal("[shard.64]\nservice = me\nmembers = 1\n"), 0));
+	said("[shard.64] shard sections are named shard.<id>, id 0..63");
+}
+
+/* Goal: a name given twice is refused with both lines, before anything is parsed. */
+Test(app_config, duplicates, .init = setup, .fini = teardown)
+{
+	cr_assert(eq(int, load("[node]\nid = 1\nid = 2\n"), 1), "%s", errs);
+	said(":3: [node] id: duplicate key (first at line 2)");
+	cr_assert(gt(int, load_minimal("[node]\n"), 0));
+	said(":18: [node]: duplicate section (first at line 1)");
+	cr_assert(gt(int, load("[node]\nthis is not ini\n"), 0));
+	said(":2: neither a [section] nor key = value");
+	cr_assert(gt(int, load("id = 1\n"), 0));
+	said(":1: key before the first [section]");
+}
+
+/* One check that spans sections: the extra lines and the message they must produce. */
+struct cross {
+	const char *extra;
+	const char *want;
+};
+
+/* Goal: what one section says about another is checked once every section is read.
+ * Method: the minimal file plus lines that break one relation; each must be refused. */
+Test(app_config, cross_checks, .init = setup, .fini = teardown)
+{
+	static const struct cross cases[] = {
+		/* A symbol's ME shard: hosted here with another service, or nowhere at all. */
+		{ "[symbol.1]\nbase = 1\nquote = 2\nme_shard = 5\n",
+		  "[symbol.1] me_shard: shard 5 is not configured: this node has no [shard.5]" },
+		{ "[symbol.1]\nbase = 1\nquote = 2\nme_shard = 1\n",
+		  "[symbol.1] me_shard: shard 1 is an oms shard ([shard.1] service), not me" },
+		{ "[symbol.1]\nbase = 1\nquote = 1\nme_shard = 2\n", "[symbol.1] quote: same asset" },
+		/* The routed OMS shards and the pins. */
+		{ "[routing]\noms_shards = 1,7\n", "[routing] oms_shards: shard 7 is not configured" },
+		{ "[routing]\noms_shards = 2\n",
+		  "[routing] oms_shards: shard 2 is an me shard ([shard.2] service), not oms" },
+		{ "[routing]\noms_shards = 1,1\n", "[routing] oms_shards: shard 1 listed twice" },
+		{ "[routing]\npins = 5:9\n", "[routing] pins: shard 9 is not configured" },
+		{ "[routing]\npins = 5:2\n", "[routing] pins: shard 2 is an me shard" },
+		/* Sizes and timers against each other. */
+		{ "[timers]\nelection_ms = 100\nheartbeat_ms = 60\n",
+		  "[timers] heartbeat_ms: 60 is more than half of election_ms (100)" },
+		{ "[timers]\nuser_ttl_ms = 1000\nsweep_ms = 5000\n",
+		  "[timers] sweep_ms: 5000 is longer than user_ttl_ms" },
+		{ "[limits]\nlog_entries = 2048\nsnapshot_entries = 4096\n",
+		  "[limits] snapshot_entries: 4096 must be below log_entries (2048)" },
+		{ "[database]\nconninfo = host=/tmp\n",
+		  "[database] conninfo: needs a [persister] lcore" },
+		{ "[peer.2]\nip = 10.9.0.2\n", "[peer.2] ip: same address as this node" },
+		{ "[peer.1]\nip = 10.9.0.3\n", "[peer.1] node 1 is this node" },
+	};
+	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		cr_assert(gt(int, load_minimal(cases[i].extra), 0), "accepted:\n%s",
+			  cases[i].extra);
+		said(cases[i].want);
+	}
+}
+
+/* Goal: the relations hold in the other direction too: a shard not hosted here is fine
+ * when a peer may host it; rx_start = leader with replicated shards, an RX hold as large
+ * as the rings, and a node with no shard at all are refused. */
+Test(app_config, cross_checks_more, .init = setup, .fini = teardown)
+{
+	/* With a peer, the ME shard and the OMS shard may live elsewhere. */
+	cr_assert(eq(int, load_minimal("[peer.2]\nip = 10.9.0.3\n"
+				       "[routing]\noms_shards = 1,7\npins = 5:7\n"
+				       "[symbol.1]\nbase = 1\nquote = 2\nme_shard = 5\n"), 0),
+		  "%s", errs);
+	cr_assert(eq(u32, cfg.routing.shard_count, 2));
+	cr_assert(eq(u16, cfg.symbols[0].me_shard, 5));
+
+	char buf[1024];
+	snprintf(buf, sizeof(buf),
+		 "[node]\nid = 1\nip = 10.9.0.2/24\n[eal]\nmain_cpu = %u\n[port]\ndev = net_null0\n"
+		 "rx_start = leader\n[io]\ncpu = %u\n[peer.2]\nip = 10.9.0.3\n[peer.3]\n"
+		 "ip = 10.9.0.4\n[shard.1]\nservice = oms\nmembers = 1,2,3\ncpu = %u\n",
+		 cpu, cpu, cpu);
+	cr_assert(gt(int, load(buf), 0));
+	said("[port] rx_start: leader needs single-member shards (shard 1 has 3 members");
+
+	snprintf(buf, sizeof(buf),
+		 "[node]\nid = 1\nip = 10.9.0.2/24\n[eal]\nmain_cpu = %u\n[port]\ndev = net_null0\n"
+		 "rx_hold_frames = 64\n[memory]\nring_size = 64\n[io]\ncpu = %u\n"
+		 "[shard.1]\nservice = oms\nmembers = 1\ncpu = %u\n", cpu, cpu, cpu);
+	cr_assert(gt(int, load(buf), 0));
+	said(":8: [port] rx_hold_frames: 64 must be below [memory] ring_size (64)");
+
+	snprintf(buf, sizeof(buf), "[node]\nid = 1\nip = 10.9.0.2/24\n[eal]\nmain_cpu = %u\n"
+		 "[port]\ndev = net_null0\n[io]\ncpu = %u\n", cpu, cpu);
+	cr_assert(gt(int, load(buf), 0));
+	said(": no [shard.N] section: a node hosts at least one shard");
+}
