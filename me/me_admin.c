@@ -181,7 +181,8 @@ me_symbol_count(const struct me *me)
 int
 me_symbol_at(const struct me *me, uint32_t i, struct me_symbol_info *out)
 {
-	CHECK(me != NULL && out != NULL);
+	CHECK(me != NULL);
+	CHECK(out != NULL);
 	if (i >= me->symbols_used)
 		return -ENOENT;
 	/* me_sym is an accessor of mutable state; this view only reads it. */
@@ -209,7 +210,8 @@ me_symbol_at(const struct me *me, uint32_t i, struct me_symbol_info *out)
 int
 me_symbol_get(const struct me *me, uint32_t symbol, struct me_symbol_info *out)
 {
-	CHECK(me != NULL && out != NULL);
+	CHECK(me != NULL);
+	CHECK(out != NULL);
 	uint32_t si = me_symbol_find((struct me *)(uintptr_t)me, symbol);
 	if (si == ME_NIL)
 		return -ENOENT;

@@ -428,8 +428,10 @@ len_ok(const struct wire_msg_hdr *msg, size_t size)
 void
 me_apply(struct me *me, uint64_t now_ns, const struct wire_msg_hdr *msg, struct svc_sink *sink)
 {
-	CHECK(me != NULL && me->magic == ME_MAGIC);
-	CHECK(msg != NULL && sink != NULL);
+	CHECK(me != NULL);
+	CHECK(me->magic == ME_MAGIC);
+	CHECK(msg != NULL);
+	CHECK(sink != NULL);
 	me->rt.sink = sink;
 	/* Cluster time never goes backwards (consensus clamps it); tolerate it anyway. */
 	if (now_ns > me->now_ns)
@@ -500,7 +502,8 @@ me_apply(struct me *me, uint64_t now_ns, const struct wire_msg_hdr *msg, struct 
 void
 me_tick(struct me *me, uint64_t now_ns, struct svc_sink *sink)
 {
-	CHECK(me != NULL && me->magic == ME_MAGIC);
+	CHECK(me != NULL);
+	CHECK(me->magic == ME_MAGIC);
 	CHECK(sink != NULL);
 	me->rt.sink = sink;
 	if (now_ns > me->now_ns)

@@ -49,7 +49,8 @@ void
 me_order_finish(struct me *me, uint32_t oi)
 {
 	struct me_order *o = me_ord(me, oi);
-	DCHECK(o->state != ME_ST_FINAL && o->level == ME_NIL);
+	DCHECK(o->state != ME_ST_FINAL);
+	DCHECK(o->level == ME_NIL);
 	o->state = ME_ST_FINAL;
 	o->leaves = 0;
 	/* Its dedup window starts now (me_limits.dedup_ttl_ns). */
