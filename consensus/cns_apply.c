@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Ingress batching and cluster time on the leader; applying committed entries to the
- * hosted service on every member.
+ * Proposals into the leader's open batch (sealed by cns_append.c); applying committed
+ * entries to the hosted service on every member.
  */
 #include "cns_int.h"
 
@@ -12,47 +12,11 @@ wire_msg_valid(const struct wire_msg_hdr *msg, uint32_t len)
 	return wire_msg_check(msg, len, &checked) == WIRE_E_OK && checked == len;
 }
 
-uint64_t
-cns_stamp(const struct cns *c)
-{
-	/* Cluster time (ARCHITECTURE.md §4): the leader's clock, clamped so it never goes
-	 * backwards along the log, also across terms: a new leader holds every committed entry
-	 * (Leader Completeness, Raft §5.4) and stamps at least its last entry's time. */
-	return c->now_ns > c->last_time_ns ? c->now_ns : c->last_time_ns;
-}
-
-void
-cns_seal_batch(struct cns *c)
-{
-	if (c->role != CNS_LEADER || c->batch_len == 0)
-		return;
-	if (cns_leader_append(c, CNS_ENTRY_NORMAL, c->batch, c->batch_len) != 0)
-		return; /* log store full: the batch waits for compaction */
-	c->batch_len = 0;
-	c->batch_msgs = 0;
-	CNS_COUNT(c, BATCHES_SEALED);
-}
-
-void
-cns_maybe_tick_entry(struct cns *c)
-{
-	/* An idle leader moves cluster time with a TICK entry, so service timers fire. */
-	if (c->role != CNS_LEADER || c->cfg.tick_entry_ns == 0 || c->batch_len != 0)
-		return;
-	if (c->transfer_target != CNS_NODE_NONE || c->need_first_entry)
-		return;
-	if (c->now_ns < c->last_time_ns + c->cfg.tick_entry_ns)
-		return;
-	if (c->last_index - c->commit >= c->cfg.uncommitted_max)
-		return;
-	if (cns_leader_append(c, CNS_ENTRY_TICK, NULL, 0) == 0)
-		CNS_COUNT(c, TICK_ENTRIES);
-}
-
 int
 cns_propose(struct cns *c, uint64_t now_ns, const struct wire_msg_hdr *msg)
 {
-	CHECK(c != NULL && msg != NULL);
+	CHECK(c != NULL);
+	CHECK(msg != NULL);
 	if (now_ns > c->now_ns)
 		c->now_ns = now_ns;
 	if (c->role != CNS_LEADER) {
@@ -92,7 +56,7 @@ cns_propose(struct cns *c, uint64_t now_ns, const struct wire_msg_hdr *msg)
 static void
 apply_config(const struct cns *c, const struct wire_entry_hdr *e)
 {
-	/* Static membership for now: the logged configuration must be ours. */
+	/* Membership is static: the logged configuration must be ours. */
 	struct cns_config_entry ce;
 	CHECK(e->data_len == sizeof(ce));
 	memcpy(&ce, e + 1, sizeof(ce));
@@ -122,8 +86,9 @@ cns_apply(struct cns *c, uint32_t max)
 			while (pos < e->data_len) {
 				const struct wire_msg_hdr *msg = (const void *)(data + pos);
 				CHECK(e->data_len - pos >= sizeof(*msg));
-				CHECK(msg->length >= sizeof(*msg) && msg->length % 8 == 0 &&
-				      msg->length <= e->data_len - pos);
+				CHECK(msg->length >= sizeof(*msg));
+				CHECK(msg->length % 8 == 0);
+				CHECK(msg->length <= e->data_len - pos);
 				DCHECK(wire_msg_valid(msg, msg->length));
 				ops->apply(c->env.svc, index, e->time_ns, msg, c->env.sink);
 				pos += msg->length;

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Member lifecycle: memory, configuration, the message dispatcher, the tick, roles.
+ * Member lifecycle and the host's entry points: memory, configuration, the message
+ * dispatcher, the tick, durability reports, leadership transfer and the getters. Everything
+ * else is called from here, never the other way round.
  */
 #include "cns_int.h"
 
@@ -36,7 +38,8 @@ cns_config_default(struct cns_config *cfg, uint16_t shard, uint32_t self, uint32
 		   const uint32_t *members)
 {
 	CHECK(cfg != NULL);
-	CHECK(member_count >= 1 && member_count <= CNS_MEMBERS_MAX);
+	CHECK(member_count >= 1);
+	CHECK(member_count <= CNS_MEMBERS_MAX);
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->shard = shard;
 	cfg->self = self;
@@ -103,8 +106,12 @@ int
 cns_init(struct cns **out, void *memory, const struct cns_limits *limits,
 	 const struct cns_config *config, const struct cns_env *env, const struct cns_boot *boot)
 {
-	CHECK(out != NULL && memory != NULL);
-	CHECK(limits != NULL && config != NULL && env != NULL && boot != NULL);
+	CHECK(out != NULL);
+	CHECK(memory != NULL);
+	CHECK(limits != NULL);
+	CHECK(config != NULL);
+	CHECK(env != NULL);
+	CHECK(boot != NULL);
 	CHECK(((uintptr_t)memory & 63u) == 0);
 	if (!config_ok(config))
 		return -EINVAL;
@@ -174,87 +181,6 @@ cns_init(struct cns **out, void *memory, const struct cns_limits *limits,
 	return 0;
 }
 
-int
-cns_slot_of(const struct cns *c, uint32_t id)
-{
-	for (uint32_t i = 0; i < c->cfg.member_count; i++)
-		if (c->cfg.members[i] == id)
-			return (int)i;
-	return -1;
-}
-
-void
-cns_send(struct cns *c, uint32_t to, const void *msg)
-{
-	DCHECK(to != c->cfg.self);
-	c->env.host.send(c->env.host.ctx, to, (const struct wire_msg_hdr *)msg);
-}
-
-void
-cns_save_term_vote(struct cns *c, uint64_t term, uint32_t vote)
-{
-	/* Raft Figure 2: currentTerm and votedFor are persisted before answering. */
-	CHECK(term >= c->term);
-	if (term == c->term && vote == c->vote)
-		return;
-	c->term = term;
-	c->vote = vote;
-	c->env.log_ops->save_vote(c->env.log, term, vote);
-}
-
-void
-cns_reset_election_timer(struct cns *c)
-{
-	uint64_t lo = c->cfg.election_timeout_min_ns;
-	uint64_t hi = c->cfg.election_timeout_max_ns;
-	/* Raft §5.2: randomized timeouts so split votes are rare and resolve quickly. */
-	c->election_deadline_ns = c->now_ns + lo + prng_below(&c->prng, hi - lo + 1);
-}
-
-bool
-cns_lease_active(const struct cns *c)
-{
-	/* Thesis §4.2.3: a server that heard from a current leader within the minimum election
-	 * timeout does not grant votes or bump its term for a disruptive candidate. A leader is
-	 * its own leader; check-quorum (cns_leader_tick) removes a leader that lost its
-	 * majority, so the lease cannot outlive the majority. */
-	if (c->role == CNS_LEADER)
-		return true;
-	if (c->leader == CNS_NODE_NONE)
-		return false;
-	return c->now_ns - c->leader_heard_ns < c->cfg.election_timeout_min_ns;
-}
-
-void
-cns_become_follower(struct cns *c, uint64_t term, uint32_t leader)
-{
-	CHECK(term >= c->term);
-	if (c->role == CNS_LEADER || c->role == CNS_CANDIDATE || c->role == CNS_PRE_CANDIDATE)
-		CNS_COUNT(c, STEP_DOWNS);
-	if (term > c->term) {
-		/* Raft §5.1: a newer term resets the vote. */
-		cns_save_term_vote(c, term, CNS_NODE_NONE);
-		c->leader_match = c->base_index;
-		c->match_acked = 0;
-	}
-	if (c->role == CNS_LEADER) {
-		/* Proposals not yet sealed are dropped: the host NAKs them (not leader). */
-		c->batch_len = 0;
-		c->batch_msgs = 0;
-	}
-	c->role = CNS_FOLLOWER;
-	c->transfer_target = CNS_NODE_NONE;
-	c->transfer_vote = 0;
-	if (leader != c->leader) {
-		c->leader = leader;
-		c->leader_match = c->base_index;
-		c->match_acked = 0;
-	}
-	if (leader != CNS_NODE_NONE)
-		c->leader_heard_ns = c->now_ns;
-	cns_reset_election_timer(c);
-}
-
 static uint64_t
 msg_term(const struct wire_msg_hdr *msg)
 {
@@ -267,7 +193,8 @@ msg_term(const struct wire_msg_hdr *msg)
 int
 cns_step(struct cns *c, uint64_t now_ns, const struct wire_msg_hdr *msg)
 {
-	CHECK(c != NULL && msg != NULL);
+	CHECK(c != NULL);
+	CHECK(msg != NULL);
 	DCHECK(((uintptr_t)msg & 7u) == 0);
 	if (now_ns > c->now_ns)
 		c->now_ns = now_ns;

@@ -122,7 +122,8 @@ cns_on_request_vote(struct cns *c, const struct wire_request_vote *m)
 	    (c->vote == CNS_NODE_NONE || c->vote == m->candidate)) {
 		/* Raft §5.2: one vote per term, first come first served; §5.4.1: only for a log
 		 * at least as up to date as ours. Saved before the reply leaves. */
-		CHECK(c->role != CNS_LEADER && c->role != CNS_CANDIDATE);
+		CHECK(c->role != CNS_LEADER);
+		CHECK(c->role != CNS_CANDIDATE);
 		if (c->role != CNS_FOLLOWER)
 			cns_become_follower(c, c->term, CNS_NODE_NONE);
 		cns_save_term_vote(c, c->term, m->candidate);

@@ -119,13 +119,35 @@ struct cns {
 #define CNS_COUNT(c, name) ((c)->counters[CNS_C_##name]++)
 #define CNS_ADD(c, name, n) ((c)->counters[CNS_C_##name] += (n))
 
-/* cns_core.c */
-void cns_become_follower(struct cns *c, uint64_t term, uint32_t leader);
-void cns_reset_election_timer(struct cns *c);
-void cns_save_term_vote(struct cns *c, uint64_t term, uint32_t vote);
-int cns_slot_of(const struct cns *c, uint32_t id); /* slot, or -1 */
-bool cns_lease_active(const struct cns *c);
-void cns_send(struct cns *c, uint32_t to, const void *msg);
+/* Messaging primitives, inline so every file uses them without depending on another. */
+
+/* Slot of member id in cfg.members (and peers), or -1. */
+static inline int
+cns_slot_of(const struct cns *c, uint32_t id)
+{
+	for (uint32_t i = 0; i < c->cfg.member_count; i++)
+		if (c->cfg.members[i] == id)
+			return (int)i;
+	return -1;
+}
+
+/* The leader's progress record of follower id. Precondition: id is a member, not us. */
+static inline struct cns_peer *
+cns_peer_of(struct cns *c, uint32_t id)
+{
+	int slot = cns_slot_of(c, id);
+	CHECK(slot >= 0);
+	CHECK((uint32_t)slot != c->self_slot);
+	return &c->peers[slot];
+}
+
+/* Hand one message to the host (copied before it returns). */
+static inline void
+cns_send(struct cns *c, uint32_t to, const void *msg)
+{
+	DCHECK(to != c->cfg.self);
+	c->env.host.send(c->env.host.ctx, to, (const struct wire_msg_hdr *)msg);
+}
 
 /* cns_log.c: the core's view of its log. */
 uint64_t cns_log_term(const struct cns *c, uint64_t index);
@@ -137,6 +159,32 @@ void cns_log_reset_to(struct cns *c, uint64_t index, uint64_t term, uint64_t tim
 void cns_log_refresh(struct cns *c);
 bool cns_log_up_to_date(const struct cns *c, uint64_t last_index, uint64_t last_term);
 
+/* cns_append.c: the leader's side of its own log (nothing sent). */
+uint64_t cns_stamp(const struct cns *c);
+int cns_leader_append(struct cns *c, uint16_t kind, const void *data, uint32_t len);
+void cns_append_first_entry(struct cns *c);
+void cns_seal_batch(struct cns *c);
+void cns_maybe_tick_entry(struct cns *c);
+
+/* cns_progress.c: what the leader sends each follower next; the commit rule. */
+void cns_send_heartbeat(struct cns *c, struct cns_peer *p);
+void cns_send_append(struct cns *c, struct cns_peer *p); /* entries, or the snapshot */
+bool cns_window_open(const struct cns *c, const struct cns_peer *p);
+void cns_replicate_peer(struct cns *c, struct cns_peer *p);
+void cns_replicate_all(struct cns *c);
+void cns_leader_commit(struct cns *c);
+void cns_snapshot_follow(struct cns *c, struct cns_peer *p);
+void cns_snapshot_fill(struct cns *c, struct cns_peer *p);
+void cns_snapshot_probe(struct cns *c, struct cns_peer *p, uint64_t offset);
+void cns_snapshot_start(struct cns *c, struct cns_peer *p);
+
+/* cns_role.c: role transitions and the persistent term and vote. */
+void cns_save_term_vote(struct cns *c, uint64_t term, uint32_t vote);
+void cns_reset_election_timer(struct cns *c);
+bool cns_lease_active(const struct cns *c);
+void cns_become_follower(struct cns *c, uint64_t term, uint32_t leader);
+void cns_become_leader(struct cns *c);
+
 /* cns_elect.c */
 void cns_start_pre_vote(struct cns *c);
 void cns_start_election(struct cns *c, bool transfer);
@@ -144,28 +192,16 @@ void cns_on_request_vote(struct cns *c, const struct wire_request_vote *m);
 void cns_on_vote_reply(struct cns *c, const struct wire_vote_reply *m);
 void cns_on_timeout_now(struct cns *c, const struct wire_timeout_now *m);
 
-/* cns_replicate.c */
-void cns_become_leader(struct cns *c);
-int cns_leader_append(struct cns *c, uint16_t kind, const void *data, uint32_t len);
-void cns_replicate_all(struct cns *c);
-void cns_send_append(struct cns *c, struct cns_peer *p);
+/* cns_replicate.c: AppendEntries and its replies, the leader's tick. */
 void cns_leader_tick(struct cns *c);
-void cns_leader_commit(struct cns *c);
 void cns_on_append_entries(struct cns *c, const struct wire_append_entries *m);
 void cns_on_append_reply(struct cns *c, const struct wire_append_reply *m);
 void cns_follower_ack(struct cns *c);
 
-/* cns_snapshot.c */
-void cns_snapshot_start(struct cns *c, struct cns_peer *p);
-void cns_snapshot_probe(struct cns *c, struct cns_peer *p, uint64_t offset);
+/* cns_snapshot.c: taking, receiving, installing and restoring snapshots. */
 void cns_on_install_snapshot(struct cns *c, const struct wire_install_snapshot *m);
 void cns_on_snapshot_reply(struct cns *c, const struct wire_snapshot_reply *m);
 int cns_snapshot_restore(struct cns *c, const struct cns_snapshot_meta *meta, const void *data);
-
-/* cns_apply.c */
-void cns_seal_batch(struct cns *c);
-void cns_maybe_tick_entry(struct cns *c);
-uint64_t cns_stamp(const struct cns *c);
 
 static inline bool
 cns_is_self(const struct cns *c, uint32_t id)

@@ -21,7 +21,8 @@ cns_log_term(const struct cns *c, uint64_t index)
 const struct wire_entry_hdr *
 cns_log_entry(const struct cns *c, uint64_t index)
 {
-	DCHECK(index > c->base_index && index <= c->last_index);
+	DCHECK(index > c->base_index);
+	DCHECK(index <= c->last_index);
 	return c->env.log_ops->entry(c->env.log, index);
 }
 
@@ -44,7 +45,8 @@ cns_log_refresh(struct cns *c)
 int
 cns_log_append(struct cns *c, const struct wire_entry_hdr *hdr, const void *data)
 {
-	DCHECK(hdr->data_len % 8 == 0 && hdr->data_len <= CNS_ENTRY_DATA_MAX);
+	DCHECK(hdr->data_len % 8 == 0);
+	DCHECK(hdr->data_len <= CNS_ENTRY_DATA_MAX);
 	/* Cluster time never goes backwards along a log (ARCHITECTURE.md §4). */
 	CHECK(hdr->time_ns >= c->last_time_ns);
 	CHECK(hdr->term >= c->last_term);
@@ -66,7 +68,8 @@ cns_log_truncate(struct cns *c, uint64_t index)
 {
 	/* Raft §5.3: only uncommitted entries are ever removed (Leader Completeness). */
 	CHECK(index > c->commit);
-	CHECK(index > c->base_index && index <= c->last_index);
+	CHECK(index > c->base_index);
+	CHECK(index <= c->last_index);
 	CNS_ADD(c, ENTRIES_TRUNCATED, c->last_index - index + 1);
 	c->env.log_ops->truncate(c->env.log, index);
 	cns_log_refresh(c);
@@ -81,7 +84,8 @@ void
 cns_log_compact(struct cns *c, uint64_t index)
 {
 	/* Raft §7: entries covered by the snapshot may be discarded. */
-	CHECK(index <= c->snap.index && index <= c->applied);
+	CHECK(index <= c->snap.index);
+	CHECK(index <= c->applied);
 	if (index <= c->base_index)
 		return;
 	CHECK(index <= c->last_index);

@@ -45,7 +45,9 @@ cns_memlog_footprint(const struct cns_memlog_limits *limits)
 int
 cns_memlog_init(struct cns_memlog **out, void *memory, const struct cns_memlog_limits *limits)
 {
-	CHECK(out != NULL && memory != NULL && limits != NULL);
+	CHECK(out != NULL);
+	CHECK(memory != NULL);
+	CHECK(limits != NULL);
 	CHECK(((uintptr_t)memory & 63u) == 0);
 	if (limits->entries_max == 0 || limits->bytes_max < WIRE_TAIL_MAX ||
 	    limits->bytes_max % 8 != 0)
@@ -65,7 +67,8 @@ cns_memlog_init(struct cns_memlog **out, void *memory, const struct cns_memlog_l
 static struct memlog_slot *
 slot_at(const struct cns_memlog *m, uint64_t index)
 {
-	DCHECK(index >= m->first_index && index < m->first_index + m->count);
+	DCHECK(index >= m->first_index);
+	DCHECK(index < m->first_index + m->count);
 	uint64_t pos = (m->head + (index - m->first_index)) % m->lim.entries_max;
 	return &m->slots[pos];
 }
@@ -92,7 +95,8 @@ memlog_append(void *store, uint64_t index, const struct wire_entry_hdr *hdr, con
 	struct cns_memlog *m = store;
 	CHECK(index == m->first_index + m->count);
 	uint32_t size = (uint32_t)sizeof(*hdr) + hdr->data_len;
-	CHECK(size % 8 == 0 && size <= m->lim.bytes_max);
+	CHECK(size % 8 == 0);
+	CHECK(size <= m->lim.bytes_max);
 	if (m->count == m->lim.entries_max)
 		return -ENOSPC;
 	uint32_t off;
@@ -131,7 +135,8 @@ static void
 memlog_truncate(void *store, uint64_t index)
 {
 	struct cns_memlog *m = store;
-	CHECK(index >= m->first_index && index <= m->first_index + m->count);
+	CHECK(index >= m->first_index);
+	CHECK(index <= m->first_index + m->count);
 	m->count = (uint32_t)(index - m->first_index);
 	recompute_used(m);
 }
@@ -161,7 +166,8 @@ static const struct wire_entry_hdr *
 memlog_entry(const void *store, uint64_t index)
 {
 	const struct cns_memlog *m = store;
-	CHECK(index >= m->first_index && index < m->first_index + m->count);
+	CHECK(index >= m->first_index);
+	CHECK(index < m->first_index + m->count);
 	return (const struct wire_entry_hdr *)(m->bytes + slot_at(m, index)->off);
 }
 

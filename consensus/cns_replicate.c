@@ -1,210 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Log replication (Raft §5.3), commitment (§5.4.2), the leader's per-follower flow control
- * (probe, pipelined replicate, snapshot), heartbeats, check-quorum and transfer.
+ * Log replication (Raft §5.3): the follower's side of AppendEntries, the leader's side of its
+ * replies (fast back-up, the move from probe to pipeline), and the leader's tick:
+ * heartbeats, retransmits, check-quorum and the end of a leadership transfer. What to send
+ * a follower is decided in cns_progress.c.
  */
 #include "cns_int.h"
-
-static struct cns_peer *
-peer_of(struct cns *c, uint32_t id)
-{
-	int slot = cns_slot_of(c, id);
-	CHECK(slot >= 0 && (uint32_t)slot != c->self_slot);
-	return &c->peers[slot];
-}
-
-int
-cns_leader_append(struct cns *c, uint16_t kind, const void *data, uint32_t len)
-{
-	CHECK(c->role == CNS_LEADER);
-	struct wire_entry_hdr h;
-	memset(&h, 0, sizeof(h));
-	h.term = c->term;
-	h.time_ns = cns_stamp(c);
-	h.data_len = len;
-	h.kind = kind;
-	return cns_log_append(c, &h, data);
-}
-
-static void
-append_first_entry(struct cns *c)
-{
-	/* Thesis §6.4 / Raft §8: a new leader commits an entry of its own term at once, which
-	 * commits everything before it. The very first entry of a log is the configuration,
-	 * so membership lives in the log and can grow into joint consensus (thesis §4.3). */
-	int rc;
-	if (c->last_index == 0) {
-		struct cns_config_entry ce;
-		memset(&ce, 0, sizeof(ce));
-		ce.member_count = c->cfg.member_count;
-		for (uint32_t i = 0; i < c->cfg.member_count; i++)
-			ce.members[i] = c->cfg.members[i];
-		rc = cns_leader_append(c, CNS_ENTRY_CONFIG, &ce, sizeof(ce));
-	} else {
-		rc = cns_leader_append(c, CNS_ENTRY_NOOP, NULL, 0);
-	}
-	c->need_first_entry = rc != 0;
-}
-
-void
-cns_become_leader(struct cns *c)
-{
-	CHECK(c->role == CNS_CANDIDATE);
-	c->role = CNS_LEADER;
-	c->leader = c->cfg.self;
-	c->leader_since_ns = c->now_ns;
-	c->transfer_target = CNS_NODE_NONE;
-	c->batch_len = 0;
-	c->batch_msgs = 0;
-	CNS_COUNT(c, LEADER_ELECTED);
-	for (uint32_t i = 0; i < c->cfg.member_count; i++) {
-		struct cns_peer *p = &c->peers[i];
-		/* Raft Figure 2: nextIndex = leader last + 1, matchIndex = 0. */
-		p->next_index = c->last_index + 1;
-		p->match_index = 0;
-		p->recv_index = 0;
-		p->state = CNS_PEER_PROBE;
-		p->inflight = 0;
-		p->last_send_ns = c->now_ns;
-		p->last_ack_ns = c->now_ns;
-		p->progress_ns = c->now_ns;
-		p->snap_index = 0;
-		p->snap_offset = 0;
-		p->snap_sent = 0;
-		p->snap_probe = 0;
-		p->seq_next = 1;
-		p->seq_mark = 0;
-		p->commit_sent = 0;
-	}
-	append_first_entry(c);
-	cns_replicate_all(c);
-	CHECK(c->role == CNS_LEADER);
-}
-
-/* An empty AppendEntries at the point the follower is known to hold: keeps its timer and
- * commit index fresh without disturbing the pipeline. */
-static void
-send_heartbeat(struct cns *c, struct cns_peer *p)
-{
-	uint64_t prev = p->recv_index > c->base_index ? p->recv_index : c->base_index;
-	struct wire_append_entries m;
-	memset(&m, 0, sizeof(m));
-	wire_hdr_init(&m.hdr, WIRE_APPEND_ENTRIES, c->cfg.shard);
-	m.term = c->term;
-	m.prev_index = prev;
-	m.prev_term = cns_log_term(c, prev);
-	CHECK(m.prev_term != CNS_TERM_UNKNOWN);
-	m.commit = c->commit;
-	m.seq = p->seq_next++;
-	m.leader = c->cfg.self;
-	p->commit_sent = c->commit;
-	cns_send(c, p->id, &m);
-	CNS_COUNT(c, APPEND_SENT);
-	p->last_send_ns = c->now_ns;
-}
-
-/* One AppendEntries with the entries from index `from` on (as many whole entries as fit one
- * tail, at most append_entries_max). Returns the entries sent. */
-static uint32_t
-send_entries(struct cns *c, struct cns_peer *p, uint64_t from)
-{
-	CHECK(from > c->base_index && from <= c->last_index + 1);
-	uint64_t prev = from - 1;
-	struct wire_append_entries *m = (struct wire_append_entries *)c->send_buf;
-	memset(m, 0, sizeof(*m));
-	wire_hdr_init(&m->hdr, WIRE_APPEND_ENTRIES, c->cfg.shard);
-	m->term = c->term;
-	m->prev_index = prev;
-	m->prev_term = cns_log_term(c, prev);
-	CHECK(m->prev_term != CNS_TERM_UNKNOWN);
-	m->commit = c->commit;
-	m->seq = p->seq_next++;
-	m->leader = c->cfg.self;
-	p->commit_sent = c->commit;
-
-	/* Batching: as many whole entries as fit one tail. */
-	uint8_t *tail = (uint8_t *)(m + 1);
-	uint32_t tail_len = 0;
-	uint32_t count = 0;
-	for (uint64_t i = from; i <= c->last_index && count < c->cfg.append_entries_max; i++) {
-		const struct wire_entry_hdr *e = cns_log_entry(c, i);
-		uint32_t size = (uint32_t)sizeof(*e) + e->data_len;
-		if (tail_len + size > WIRE_TAIL_MAX)
-			break;
-		memcpy(tail + tail_len, e, size);
-		tail_len += size;
-		count++;
-	}
-	m->entry_count = (uint16_t)count;
-	m->tail_len = (uint16_t)tail_len;
-	m->hdr.length = (uint16_t)(sizeof(*m) + tail_len);
-	cns_send(c, p->id, m);
-	CNS_COUNT(c, APPEND_SENT);
-	p->last_send_ns = c->now_ns;
-	DCHECK(count > 0 || from == c->last_index + 1);
-	return count;
-}
-
-void
-cns_send_append(struct cns *c, struct cns_peer *p)
-{
-	CHECK(c->role == CNS_LEADER);
-	if (p->next_index <= c->base_index) {
-		/* Raft §7: the entries it needs are compacted away; send the snapshot. */
-		cns_snapshot_start(c, p);
-		return;
-	}
-	CHECK(p->next_index <= c->last_index + 1);
-	if (p->state != CNS_PEER_REPLICATE)
-		p->seq_mark = p->seq_next; /* the probe: only its answer (or newer) counts */
-	uint32_t count = send_entries(c, p, p->next_index);
-	if (p->state == CNS_PEER_REPLICATE) {
-		/* Pipelining: assume success and move on; a rejection falls back to probing. */
-		if (p->next_index - 1 == p->recv_index)
-			p->progress_ns = c->now_ns;
-		p->next_index += count;
-	} else {
-		p->inflight = 1;
-	}
-}
-
-/* Pipelining window (Raft §10.2.1 of the thesis): entries sent and not yet acknowledged,
- * up to inflight_max AppendEntries worth. Counting entries rather than messages keeps the
- * window right when replies or heartbeats are lost, duplicated or reordered. */
-static bool
-window_open(const struct cns *c, const struct cns_peer *p)
-{
-	DCHECK(p->next_index > p->recv_index);
-	DCHECK(p->recv_index >= p->match_index);
-	uint64_t outstanding = p->next_index - 1 - p->recv_index;
-	return p->next_index <= c->last_index &&
-	       outstanding < (uint64_t)c->cfg.inflight_max * c->cfg.append_entries_max;
-}
-
-/* Fill one follower's window. */
-static void
-replicate_peer(struct cns *c, struct cns_peer *p)
-{
-	switch (p->state) {
-	case CNS_PEER_REPLICATE:
-		while (p->state == CNS_PEER_REPLICATE && window_open(c, p))
-			cns_send_append(c, p);
-		break;
-	case CNS_PEER_PROBE:
-		if (p->inflight == 0)
-			cns_send_append(c, p);
-		break;
-	default:
-		break;
-	}
-}
 
 static void
 maybe_timeout_now(struct cns *c)
 {
 	if (c->transfer_target == CNS_NODE_NONE || c->batch_len != 0)
 		return;
-	struct cns_peer *p = peer_of(c, c->transfer_target);
+	struct cns_peer *p = cns_peer_of(c, c->transfer_target);
 	if (p->match_index != c->last_index)
 		return;
 	/* Once per heartbeat: a lost TimeoutNow is resent, a delivered one not repeated. */
@@ -221,54 +29,13 @@ maybe_timeout_now(struct cns *c)
 }
 
 void
-cns_replicate_all(struct cns *c)
-{
-	if (c->role != CNS_LEADER)
-		return;
-	for (uint32_t i = 0; i < c->cfg.member_count; i++)
-		if (i != c->self_slot)
-			replicate_peer(c, &c->peers[i]);
-	cns_leader_commit(c);
-}
-
-void
-cns_leader_commit(struct cns *c)
-{
-	if (c->role != CNS_LEADER)
-		return;
-	uint64_t m[CNS_MEMBERS_MAX];
-	uint32_t n = c->cfg.member_count;
-	for (uint32_t i = 0; i < n; i++) {
-		if (i == c->self_slot)
-			/* The leader counts itself like anyone else: in memory, or once durable. */
-			m[i] = c->cfg.durability == CNS_DURABLE_DISK ? c->durable : c->last_index;
-		else
-			m[i] = c->peers[i].match_index;
-	}
-	for (uint32_t i = 1; i < n; i++)
-		for (uint32_t j = i; j > 0 && m[j - 1] < m[j]; j--) {
-			uint64_t t = m[j];
-			m[j] = m[j - 1];
-			m[j - 1] = t;
-		}
-	uint64_t index = m[c->majority - 1];
-	/* Raft §5.4.2: never commit an entry from an earlier term by counting replicas; only
-	 * an entry of the current term is committed this way, and the ones before it with it. */
-	if (index > c->commit && cns_log_term(c, index) == c->term) {
-		CNS_ADD(c, ENTRIES_COMMITTED, index - c->commit);
-		c->commit = index;
-	}
-	CHECK(c->commit <= c->last_index);
-}
-
-void
 cns_leader_tick(struct cns *c)
 {
 	CHECK(c->role == CNS_LEADER);
 	uint64_t now = c->now_ns;
 	cns_seal_batch(c);
 	if (c->need_first_entry)
-		append_first_entry(c);
+		cns_append_first_entry(c);
 	cns_maybe_tick_entry(c);
 
 	/* Check-quorum (thesis §6.2): a leader that has not heard from a majority within an
@@ -304,10 +71,10 @@ cns_leader_tick(struct cns *c)
 			} else if (now - p->last_send_ns >= hb || p->commit_sent < c->commit) {
 				/* Heartbeat, or tell it the new commit index at once so followers
 				 * apply promptly (Aeron's commit position). */
-				if (window_open(c, p))
+				if (cns_window_open(c, p))
 					cns_send_append(c, p);
 				else
-					send_heartbeat(c, p);
+					cns_send_heartbeat(c, p);
 			}
 			break;
 		case CNS_PEER_PROBE:
@@ -504,7 +271,7 @@ cns_on_append_reply(struct cns *c, const struct wire_append_reply *m)
 		CNS_COUNT(c, STALE_MSGS);
 		return;
 	}
-	struct cns_peer *p = peer_of(c, m->follower);
+	struct cns_peer *p = cns_peer_of(c, m->follower);
 	p->last_ack_ns = c->now_ns;
 	if (p->state == CNS_PEER_SNAPSHOT)
 		return; /* the snapshot reply moves it on */
@@ -544,7 +311,7 @@ cns_on_append_reply(struct cns *c, const struct wire_append_reply *m)
 		 * the entries (log store full) is retried at heartbeat pace, not at network speed;
 		 * one whose disk is behind took them (recv moved) and gets new ones only. */
 		if (advanced || received || probing)
-			replicate_peer(c, p);
+			cns_replicate_peer(c, p);
 		return;
 	}
 	if (m->seq < p->seq_mark) {

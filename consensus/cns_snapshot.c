@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Snapshots and log compaction (Raft §7): taking one at the applied index, sending it to a
- * follower whose entries were compacted away (InstallSnapshot in chunks), installing one,
- * and restoring one at boot.
+ * Snapshots and log compaction (Raft §7): taking one at the applied index, receiving one in
+ * chunks (InstallSnapshot) and installing it, the leader's side of the replies, and
+ * restoring one at boot. Sending the chunks is in cns_progress.c.
  */
 #include "cns_int.h"
 
@@ -43,103 +43,6 @@ cns_snapshot_take(struct cns *c)
 	keep_compacting(c);
 	CHECK(c->base_index <= c->snap.index);
 	return 0;
-}
-
-/* Send the chunk of the current snapshot that starts at byte off (at most
- * snapshot_chunk_bytes; an empty snapshot is one empty chunk). Returns the bytes sent. */
-static uint32_t
-send_chunk(struct cns *c, struct cns_peer *p, uint64_t off)
-{
-	CHECK(off <= c->snap.len);
-	uint64_t left = c->snap.len - off;
-	uint32_t chunk = c->cfg.snapshot_chunk_bytes;
-	uint32_t n = left < chunk ? (uint32_t)left : chunk;
-	struct wire_install_snapshot *m = (struct wire_install_snapshot *)c->send_buf;
-	memset(m, 0, sizeof(*m));
-	wire_hdr_init(&m->hdr, WIRE_INSTALL_SNAPSHOT, c->cfg.shard);
-	m->term = c->term;
-	m->last_index = c->snap.index;
-	m->last_term = c->snap.term;
-	m->last_time_ns = c->snap.time_ns;
-	m->offset = off;
-	m->total_len = c->snap.len;
-	m->leader = c->cfg.self;
-	m->done = off + n == c->snap.len;
-	m->tail_len = (uint16_t)n;
-	uint8_t *tail = (uint8_t *)(m + 1);
-	memcpy(tail, c->snap_buf + off, n);
-	uint32_t len = ((uint32_t)sizeof(*m) + n + 7u) & ~7u;
-	memset(tail + n, 0, len - sizeof(*m) - n);
-	m->hdr.length = (uint16_t)len;
-	p->last_send_ns = c->now_ns;
-	cns_send(c, p->id, m);
-	CNS_COUNT(c, SNAPSHOT_CHUNKS_SENT);
-	DCHECK(n <= CNS_SNAPSHOT_CHUNK_MAX);
-	return n;
-}
-
-/* A newer snapshot replaced the one being sent: start it over. */
-static void
-follow_current(struct cns *c, struct cns_peer *p)
-{
-	if (p->snap_index == c->snap.index)
-		return;
-	p->snap_index = c->snap.index;
-	p->snap_offset = 0;
-	p->snap_sent = 0;
-	p->snap_probe = 0;
-}
-
-/* Keep up to snapshot_inflight_max chunks in flight beyond what the follower acknowledged.
- * The follower takes chunks in order only and drops one beyond its position. */
-static void
-fill_window(struct cns *c, struct cns_peer *p)
-{
-	uint64_t window = (uint64_t)c->cfg.snapshot_inflight_max * c->cfg.snapshot_chunk_bytes;
-	uint32_t sent = 0;
-	while (p->snap_sent < c->snap.len && p->snap_sent - p->snap_offset < window &&
-	       sent < c->cfg.snapshot_inflight_max) {
-		p->snap_sent += send_chunk(c, p, p->snap_sent);
-		sent++;
-	}
-	CHECK(p->snap_offset <= p->snap_sent && p->snap_sent <= c->snap.len);
-}
-
-/* One chunk from offset (where the follower is, or says it is), and the window again only
- * once it is answered: re-sending a whole window while stale chunks are still in flight
- * would have them overtake each other again (the follower drops each one that is early). */
-void
-cns_snapshot_probe(struct cns *c, struct cns_peer *p, uint64_t offset)
-{
-	CHECK(c->role == CNS_LEADER);
-	CHECK(c->snap.index > 0);
-	follow_current(c, p);
-	CHECK(offset <= c->snap.len);
-	p->state = CNS_PEER_SNAPSHOT;
-	p->snap_probe = 1;
-	p->snap_offset = offset;
-	p->snap_sent = offset + send_chunk(c, p, offset); /* an empty snapshot: one empty chunk */
-	CHECK(p->snap_sent <= c->snap.len);
-}
-
-/* Raft §7: the entries the follower needs are compacted away; send it the snapshot, a
- * window of chunks at once. */
-void
-cns_snapshot_start(struct cns *c, struct cns_peer *p)
-{
-	CHECK(c->role == CNS_LEADER);
-	CHECK(c->snap.index > 0);
-	p->state = CNS_PEER_SNAPSHOT;
-	p->inflight = 0;
-	p->snap_index = c->snap.index;
-	p->snap_offset = 0;
-	p->snap_sent = 0;
-	p->snap_probe = 0;
-	p->progress_ns = c->now_ns;
-	if (c->snap.len == 0)
-		send_chunk(c, p, 0); /* an empty snapshot: one empty chunk */
-	else
-		fill_window(c, p);
 }
 
 static void
@@ -280,9 +183,7 @@ cns_on_snapshot_reply(struct cns *c, const struct wire_snapshot_reply *m)
 		CNS_COUNT(c, STALE_MSGS);
 		return;
 	}
-	int slot = cns_slot_of(c, m->follower);
-	CHECK(slot >= 0 && (uint32_t)slot != c->self_slot);
-	struct cns_peer *p = &c->peers[slot];
+	struct cns_peer *p = cns_peer_of(c, m->follower);
 	p->last_ack_ns = c->now_ns;
 	if (p->state != CNS_PEER_SNAPSHOT)
 		return;
@@ -299,7 +200,7 @@ cns_on_snapshot_reply(struct cns *c, const struct wire_snapshot_reply *m)
 		cns_send_append(c, p);
 		return;
 	}
-	follow_current(c, p);
+	cns_snapshot_follow(c, p);
 	if (m->last_index != p->snap_index || m->next_offset > c->snap.len) {
 		/* About another snapshot (a reply to an old chunk) or nonsense: the retransmit
 		 * timer covers a follower that really lost its place. */
@@ -319,7 +220,7 @@ cns_on_snapshot_reply(struct cns *c, const struct wire_snapshot_reply *m)
 		}
 		p->progress_ns = c->now_ns;
 		if (!m->gap) {
-			fill_window(c, p);
+			cns_snapshot_fill(c, p);
 			return;
 		}
 	}

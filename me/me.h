@@ -110,22 +110,28 @@ void me_tick(struct me *me, uint64_t now_ns, struct svc_sink *sink);
 uint32_t me_depth(const struct me *me, uint32_t symbol, enum wire_side side,
 		  struct me_depth_level *out, uint32_t n);
 
+/* The fields a symbol's record in the engine (struct me_symbol, me_int.h) and its public
+ * view below share, in this order: one list, so the two cannot drift, and the view copies
+ * them as one block. */
+#define ME_SYMBOL_SHARED_FIELDS                                                              \
+	uint32_t symbol;        /* symbol id */                                              \
+	uint16_t me_shard;      /* owning ME shard */                                        \
+	uint8_t status;         /* enum wire_symbol_status */                                \
+	uint8_t killed;         /* symbol kill-switch engaged */                             \
+	uint32_t base_asset;    /* asset bought and sold */                                  \
+	uint32_t quote_asset;   /* asset prices are in */                                    \
+	int64_t tick;           /* price grid */                                             \
+	int64_t lot;            /* quantity grid */                                          \
+	int64_t min_qty;        /* smallest order quantity */                                \
+	int64_t min_notional;   /* smallest order notional */                                \
+	int64_t base_unit;      /* notional = px * qty / base_unit */                        \
+	int64_t ref_px;         /* configured band reference */                              \
+	int64_t last_px;        /* last trade price, 0 before the first trade */
+
 /* One configured symbol as this engine holds it (mgmt: symbols list; bootstrap: does the
  * replica already know it). */
 struct me_symbol_info {
-	uint32_t symbol;
-	uint16_t me_shard;      /* owning ME shard */
-	uint8_t status;         /* enum wire_symbol_status */
-	uint8_t killed;         /* symbol kill-switch engaged */
-	uint32_t base_asset;
-	uint32_t quote_asset;
-	int64_t tick;
-	int64_t lot;
-	int64_t min_qty;
-	int64_t min_notional;
-	int64_t base_unit;
-	int64_t ref_px;
-	int64_t last_px;        /* 0 before the first trade */
+	ME_SYMBOL_SHARED_FIELDS
 	uint32_t band_bps;
 	uint32_t resting;       /* live orders on this book */
 };
@@ -136,6 +142,18 @@ uint32_t me_symbol_count(const struct me *me);
 int me_symbol_at(const struct me *me, uint32_t i, struct me_symbol_info *out);
 /* Symbol by id: 0, or -ENOENT. */
 int me_symbol_get(const struct me *me, uint32_t symbol, struct me_symbol_info *out);
+
+/* One OMS shard's event stream as this engine holds it (read-only: tests, debugging). */
+struct me_stream_info {
+	uint64_t next_seq;      /* seq the next event gets (first is 1) */
+	uint64_t acked;         /* highest seq the OMS shard acknowledged */
+	uint64_t oldest;        /* lowest seq still retained */
+	uint16_t shard;         /* the OMS shard id */
+	uint16_t reserved[3];
+};
+
+/* The i-th stream created (0 first): 0, or -ENOENT past the last one. */
+int me_stream_info_at(const struct me *me, uint32_t i, struct me_stream_info *out);
 
 /* Orders resting on all books. */
 uint32_t me_orders_resting(const struct me *me);

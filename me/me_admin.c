@@ -9,6 +9,21 @@
 
 #include "me/me_int.h"
 
+/* Answer an admin entry: reason NONE on success, value = the symbol or user it concerns. */
+void
+me_admin_reply(struct me *me, uint16_t reason, uint64_t value)
+{
+	DCHECK(reason < WIRE_REASON_MAX);
+	struct wire_admin_reply r;
+	memset(&r, 0, sizeof(r));
+	wire_hdr_init(&r.hdr, WIRE_ADMIN_REPLY, me->limits.shard);
+	r.reason = reason;
+	r.value = value;
+	if (reason != WIRE_REASON_NONE)
+		me_count(me, ME_C_CONFIG_REJECTED);
+	svc_emit(me->rt.sink, WIRE_DEST_ADMIN, &r);
+}
+
 static bool
 config_valid(const struct wire_symbol_config *m)
 {
@@ -181,25 +196,15 @@ me_symbol_count(const struct me *me)
 int
 me_symbol_at(const struct me *me, uint32_t i, struct me_symbol_info *out)
 {
-	CHECK(me != NULL && out != NULL);
+	CHECK(me != NULL);
+	CHECK(out != NULL);
 	if (i >= me->symbols_used)
 		return -ENOENT;
 	/* me_sym is an accessor of mutable state; this view only reads it. */
 	const struct me_symbol *s = me_sym((struct me *)(uintptr_t)me, i);
 	memset(out, 0, sizeof(*out));
-	out->symbol = s->symbol;
-	out->me_shard = s->me_shard;
-	out->status = s->status;
-	out->killed = s->killed;
-	out->base_asset = s->base_asset;
-	out->quote_asset = s->quote_asset;
-	out->tick = s->tick;
-	out->lot = s->lot;
-	out->min_qty = s->min_qty;
-	out->min_notional = s->min_notional;
-	out->base_unit = s->base_unit;
-	out->ref_px = s->ref_px;
-	out->last_px = s->last_px;
+	/* The shared fields (ME_SYMBOL_SHARED_FIELDS) are laid out alike in both: one block. */
+	memcpy(out, s, offsetof(struct me_symbol_info, band_bps));
 	out->band_bps = s->band_bps;
 	out->resting = s->resting;
 	DCHECK(out->symbol != 0);
@@ -209,7 +214,8 @@ me_symbol_at(const struct me *me, uint32_t i, struct me_symbol_info *out)
 int
 me_symbol_get(const struct me *me, uint32_t symbol, struct me_symbol_info *out)
 {
-	CHECK(me != NULL && out != NULL);
+	CHECK(me != NULL);
+	CHECK(out != NULL);
 	uint32_t si = me_symbol_find((struct me *)(uintptr_t)me, symbol);
 	if (si == ME_NIL)
 		return -ENOENT;

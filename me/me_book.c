@@ -145,7 +145,8 @@ me_book_remove(struct me *me, uint32_t si, uint32_t oi)
 	o->level = ME_NIL;
 	l->count--;
 	l->qty -= o->leaves;
-	CHECK(s->resting > 0 && me->resting > 0);
+	CHECK(s->resting > 0);
+	CHECK(me->resting > 0);
 	s->resting--;
 	me->resting--;
 	if (l->count > 0)
@@ -173,7 +174,8 @@ me_depth(const struct me *cme, uint32_t symbol, enum wire_side side, struct me_d
 {
 	/* Read-only walk; the accessors take a non-const engine. */
 	struct me *me = (struct me *)(uintptr_t)cme;
-	CHECK(me != NULL && (out != NULL || n == 0));
+	CHECK(me != NULL);
+	CHECK(out != NULL || n == 0);
 	uint32_t si = me_symbol_find(me, symbol);
 	if (si == ME_NIL || (side != WIRE_SIDE_BUY && side != WIRE_SIDE_SELL))
 		return 0;

@@ -107,25 +107,15 @@ static_assert(sizeof(struct me_lref) == 16, "me_lref");
 
 /* Symbol config and book state. */
 struct me_symbol {
-	uint32_t symbol;        /* symbol id */
-	uint16_t me_shard;      /* owning ME shard */
-	uint8_t status;         /* enum wire_symbol_status */
-	uint8_t killed;         /* symbol kill-switch engaged */
-	uint32_t base_asset;
-	uint32_t quote_asset;
-	int64_t tick;
-	int64_t lot;
-	int64_t min_qty;
-	int64_t min_notional;
-	int64_t base_unit;
-	int64_t ref_px;         /* configured band reference */
-	int64_t last_px;        /* last trade price, 0 before the first trade */
+	ME_SYMBOL_SHARED_FIELDS /* me.h: the same fields as struct me_symbol_info starts with */
 	uint64_t trade_seq;     /* per-symbol trade number */
 	uint32_t band_bps;      /* 0 = no band */
 	uint32_t side_count[2]; /* levels on [0] bids, [1] asks */
 	uint32_t resting;       /* live orders on this book */
 };
 static_assert(sizeof(struct me_symbol) == 96, "me_symbol");
+static_assert(offsetof(struct me_symbol, trade_seq) == offsetof(struct me_symbol_info, band_bps),
+	      "the shared fields end at the same offset in the record and its view");
 
 /* A user with live orders on this shard, or an engaged kill-switch. */
 struct me_user {
@@ -320,7 +310,7 @@ me_oid_hash(struct wire_oid oid)
 	return me_mix64(oid.user * UINT64_C(0x9e3779b97f4a7c15) ^ oid.shard_seq);
 }
 
-/* ---- me_core.c: records, tables ---- */
+/* ---- me_store.c: layout, records, tables, the GTD heap ---- */
 uint32_t me_order_alloc(struct me *me, struct wire_oid oid);     /* indexed; ME_NIL if full */
 void me_order_release(struct me *me, uint32_t oi);              /* unindex and free */
 uint32_t me_symbol_add(struct me *me, uint32_t symbol);           /* ME_NIL if full */
@@ -328,8 +318,11 @@ struct me_user *me_user_get(struct me *me, uint64_t user);        /* create; NUL
 void me_user_put(struct me *me, struct me_user *u);               /* drop if empty */
 void me_user_link(struct me *me, uint32_t oi);                    /* order became live */
 void me_user_unlink(struct me *me, uint32_t oi);                  /* order stopped being live */
-void me_expire_due(struct me *me);                                /* GTD expiries at now_ns */
 bool me_gtd_push(struct me *me, uint32_t oi);                     /* false if full */
+uint32_t me_gtd_pop_due(struct me *me);          /* next valid order due at now_ns, or ME_NIL */
+
+/* ---- me_core.c: dispatch ---- */
+void me_expire_due(struct me *me);                                /* GTD expiries at now_ns */
 
 /* ---- me_book.c: levels ---- */
 /* Level at px on one side, or ME_NIL; *pos gets its (or its insertion) position. */
@@ -355,7 +348,6 @@ void me_stream_ack(struct me *me, const struct wire_stream_ack *m);
 void me_streams_release_aged(struct me *me);
 void me_stream_replay(struct me *me, const struct wire_replay_request *m);
 void me_open_orders(struct me *me, const struct wire_open_orders_query *m);
-void me_admin_reply(struct me *me, uint16_t reason, uint64_t value);
 
 /* ---- me_match.c: orders ---- */
 void me_submit(struct me *me, const struct wire_submit *m);
@@ -367,6 +359,7 @@ void me_cancel_live(struct me *me, uint32_t oi, uint8_t cause, const struct wire
 void me_symbol_config(struct me *me, const struct wire_symbol_config *m);
 void me_symbol_status(struct me *me, const struct wire_symbol_status_msg *m);
 void me_kill_switch(struct me *me, const struct wire_kill_switch *m);
+void me_admin_reply(struct me *me, uint16_t reason, uint64_t value); /* ADMIN_REPLY */
 
 /* ---- hot lookups and event emission, inline (no LTO across the part's files) ---- */
 

@@ -4,7 +4,7 @@
  *
  * Price-time priority: the best opposite level is always the last entry of its side array;
  * within a level, orders fill oldest first (FIFO). Trades happen at the maker's price.
- * Every refusal is a REJECTED or CANCEL_REJECTED event with a reason (issue 3: never a crash,
+ * Every refusal is a REJECTED or CANCEL_REJECTED event with a reason (never a crash,
  * never a silent drop); every accepted order ends in DONE or rests (docs/me-contract.md).
  */
 #include <string.h>
@@ -151,7 +151,7 @@ price_bound(const struct me_symbol *s, uint8_t side, uint8_t ord_type, int64_t p
 }
 
 /* FOK: can qty fill entirely against the book now, honouring STP? Decided before the book is
- * touched (issue 3). */
+ * touched. */
 static bool
 fok_fillable(struct me *me, uint32_t si, const struct wire_submit *m)
 {
@@ -412,7 +412,7 @@ match(struct me *me, uint32_t si, uint32_t ti, int64_t budget)
 		struct me_order *mk = me_ord(me, mi);
 		DCHECK(mk->state == ME_ST_LIVE);
 		if (t->stp != WIRE_STP_NONE && mk->oid.user == t->oid.user) {
-			/* Self-trade prevention by user (issue 3). */
+			/* Self-trade prevention by user. */
 			if (me_stream_free(me, mk->stream) < ME_EV_MAKER_ROOM) {
 				me_count(me, ME_C_RETENTION_STOP);
 				return STOP_RETAIN;
@@ -616,7 +616,7 @@ validate_modify(struct me *me, const struct wire_modify *m, enum me_kind kind, u
 		return WIRE_REASON_CAPACITY;
 	switch (kind) {
 	case ME_KIND_CANCEL:
-		/* Halted or killed: cancels are allowed (issue 3). */
+		/* Halted or killed: cancels are allowed. */
 		if (m->px != 0 || m->qty != 0)
 			return WIRE_REASON_BAD_REQUEST;
 		return WIRE_REASON_NONE;

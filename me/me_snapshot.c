@@ -151,7 +151,8 @@ visit_read(void *ctx, uint8_t *part, size_t len)
 size_t
 me_snapshot_size(const struct me *cme)
 {
-	CHECK(cme != NULL && cme->magic == ME_MAGIC);
+	CHECK(cme != NULL);
+	CHECK(cme->magic == ME_MAGIC);
 	struct me *me = (struct me *)(uintptr_t)cme; /* sections() only reads through visit_size */
 	struct cursor c = {0};
 	bool ok = sections(me, visit_size, &c);
@@ -162,7 +163,8 @@ me_snapshot_size(const struct me *cme)
 size_t
 me_snapshot(const struct me *cme, void *buf, size_t cap)
 {
-	CHECK(cme != NULL && cme->magic == ME_MAGIC);
+	CHECK(cme != NULL);
+	CHECK(cme->magic == ME_MAGIC);
 	struct me *me = (struct me *)(uintptr_t)cme; /* visit_write only reads the region */
 	size_t need = me_snapshot_size(me);
 	if (buf == NULL || cap < need)
@@ -175,7 +177,8 @@ me_snapshot(const struct me *cme, void *buf, size_t cap)
 	h.limits = me->limits;
 	struct cursor c = {.p = (uint8_t *)buf + sizeof(h), .left = (size_t)h.body_len};
 	bool ok = sections(me, visit_write, &c);
-	CHECK(ok && c.left == 0);
+	CHECK(ok);
+	CHECK(c.left == 0);
 	h.checksum = XXH3_64bits((const uint8_t *)buf + sizeof(h), (size_t)h.body_len);
 	memcpy(buf, &h, sizeof(h));
 	return need;
@@ -210,7 +213,8 @@ state_hdr_ok(const struct me *me, const struct me *probe)
 int
 me_restore(struct me *me, const void *buf, size_t len)
 {
-	CHECK(me != NULL && me->magic == ME_MAGIC);
+	CHECK(me != NULL);
+	CHECK(me->magic == ME_MAGIC);
 	struct me_limits limits = me->limits;
 	struct me *fresh;
 	struct me_snap_hdr h;
@@ -240,7 +244,8 @@ me_restore(struct me *me, const void *buf, size_t len)
 	return 0;
 fail: {
 	int rc = me_init(&fresh, me, &limits);
-	CHECK(rc == 0 && fresh == me);
+	CHECK(rc == 0);
+	CHECK(fresh == me);
 	return -EINVAL;
 }
 }
@@ -248,7 +253,8 @@ fail: {
 uint64_t
 me_state_hash(const struct me *me)
 {
-	CHECK(me != NULL && me->magic == ME_MAGIC);
+	CHECK(me != NULL);
+	CHECK(me->magic == ME_MAGIC);
 	return XXH3_64bits(state_bytes(me), state_len(me));
 }
 

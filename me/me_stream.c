@@ -10,6 +10,7 @@
  * dedup records of finished orders are released by the same ack (they wait in a per-stream
  * FIFO in the order of their final event).
  */
+#include <errno.h>
 #include <string.h>
 
 #include "me/me_int.h"
@@ -29,9 +30,14 @@ ring(struct me *me, uint32_t st)
 uint32_t
 me_stream_get(struct me *me, uint16_t shard)
 {
+	CHECK(me->streams_used <= me->limits.streams_max);
 	uint16_t *map = stream_map(me);
-	if (map[shard] != 0)
-		return (uint32_t)map[shard] - 1;
+	if (map[shard] != 0) {
+		uint32_t found = (uint32_t)map[shard] - 1;
+		DCHECK(found < me->streams_used);
+		DCHECK(me_stream_at(me, found)->shard == shard);
+		return found;
+	}
 	if (me->streams_used >= me->limits.streams_max)
 		return ME_NIL;
 	uint32_t st = me->streams_used++;
@@ -42,6 +48,7 @@ me_stream_get(struct me *me, uint16_t shard)
 	s->fin_head = s->fin_tail = ME_NIL;
 	s->shard = shard;
 	map[shard] = (uint16_t)(st + 1);
+	CHECK(me_stream_find(me, shard) == st);
 	return st;
 }
 
@@ -49,7 +56,9 @@ void
 me_order_finish(struct me *me, uint32_t oi)
 {
 	struct me_order *o = me_ord(me, oi);
-	DCHECK(o->state != ME_ST_FINAL && o->level == ME_NIL);
+	DCHECK(o->state != ME_ST_FINAL);
+	DCHECK(o->level == ME_NIL);
+	CHECK(o->stream < me->streams_used);
 	o->state = ME_ST_FINAL;
 	o->leaves = 0;
 	/* Its dedup window starts now (me_limits.dedup_ttl_ns). */
@@ -67,11 +76,15 @@ me_order_finish(struct me *me, uint32_t oi)
 	 * finished right after its final event, and events of one stream are emitted in seq
 	 * order. */
 	DCHECK(o->prev == ME_NIL || me_ord(me, o->prev)->last_seq <= o->last_seq);
+	DCHECK(s->fin_tail == oi);
 }
 
 void
 me_result_emit(struct me *me, struct wire_oid oid, uint32_t oi, uint16_t reason)
 {
+	/* The reason comes from this engine or from a record it stored: valid on the wire. */
+	DCHECK(reason < WIRE_REASON_MAX);
+	DCHECK(oi == ME_NIL || oi < me->limits.orders_max);
 	struct wire_me_result r;
 	memset(&r, 0, sizeof(r));
 	wire_hdr_init(&r.hdr, WIRE_ME_RESULT, wire_oid_shard(oid));
@@ -88,6 +101,7 @@ me_result_emit(struct me *me, struct wire_oid oid, uint32_t oi, uint16_t reason)
 	} else {
 		r.reason = reason;
 	}
+	DCHECK(r.reason < WIRE_REASON_MAX);
 	svc_emit(me->rt.sink, WIRE_DEST_OMS, &r);
 }
 
@@ -110,6 +124,8 @@ me_stream_ack(struct me *me, const struct wire_stream_ack *m)
 	if (s->oldest <= seq)
 		s->oldest = seq + 1;
 	stream_release(me, s);
+	CHECK(s->acked < s->next_seq);
+	CHECK(s->oldest > s->acked);
 }
 
 /* Acknowledged records whose dedup window has passed, on every stream. O(1) when none is
@@ -117,6 +133,7 @@ me_stream_ack(struct me *me, const struct wire_stream_ack *m)
 void
 me_streams_release_aged(struct me *me)
 {
+	CHECK(me->streams_used <= me->limits.streams_max);
 	for (uint32_t st = 0; st < me->streams_used; st++)
 		stream_release(me, me_stream_at(me, st));
 }
@@ -143,6 +160,7 @@ stream_release(struct me *me, struct me_stream *s)
 			s->fin_tail = ME_NIL;
 		me_order_release(me, oi);
 	}
+	DCHECK((s->fin_head == ME_NIL) == (s->fin_tail == ME_NIL));
 }
 
 void
@@ -163,6 +181,8 @@ me_stream_replay(struct me *me, const struct wire_replay_request *m)
 		return; /* nothing at or after from_seq yet */
 	uint64_t max = me->limits.replay_max != 0 ? me->limits.replay_max : 128;
 	uint64_t end = s->next_seq - from > max ? from + max : s->next_seq;
+	DCHECK(from >= s->oldest);
+	CHECK(end <= s->next_seq);
 	struct wire_me_event *r = ring(me, st);
 	for (uint64_t q = from; q < end; q++) {
 		me_count(me, ME_C_REPLAYED);
@@ -208,17 +228,24 @@ me_open_orders(struct me *me, const struct wire_open_orders_query *m)
 		svc_emit(me->rt.sink, WIRE_DEST_OMS, &snap);
 		part++;
 	} while (sent < total);
+	CHECK(sent == total);
 }
 
-void
-me_admin_reply(struct me *me, uint16_t reason, uint64_t value)
+/* ---- read-only views ---- */
+
+int
+me_stream_info_at(const struct me *me, uint32_t i, struct me_stream_info *out)
 {
-	struct wire_admin_reply r;
-	memset(&r, 0, sizeof(r));
-	wire_hdr_init(&r.hdr, WIRE_ADMIN_REPLY, me->limits.shard);
-	r.reason = reason;
-	r.value = value;
-	if (reason != WIRE_REASON_NONE)
-		me_count(me, ME_C_CONFIG_REJECTED);
-	svc_emit(me->rt.sink, WIRE_DEST_ADMIN, &r);
+	CHECK(me != NULL);
+	CHECK(out != NULL);
+	if (i >= me->streams_used)
+		return -ENOENT;
+	const struct me_stream *s = &ME_CARR(me, off_streams, struct me_stream)[i];
+	memset(out, 0, sizeof(*out));
+	out->next_seq = s->next_seq;
+	out->acked = s->acked;
+	out->oldest = s->oldest;
+	out->shard = s->shard;
+	DCHECK(out->oldest > out->acked);
+	return 0;
 }

@@ -36,7 +36,6 @@
 #include "common/wire.h"
 #include "consensus/cns.h"
 #include "me/me.h"
-#include "me/me_int.h" /* debugging output only: stream positions */
 #include "oms/oms.h"
 
 /* ---------------------------------------------------------------------------------------
@@ -2144,12 +2143,11 @@ quiesce_and_check(const char *why)
 						printf(" next_seq[%u]=%" PRIu64, me_ids[mi],
 						       oms_stream_next_seq(l->svc, me_ids[mi]));
 				} else {
-					struct me *me = l->svc;
-					for (uint32_t si = 0; si < me->streams_used; si++) {
-						const struct me_stream *st = &ME_CARR(me, off_streams, struct me_stream)[si];
-						printf(" stream[%u]: next %" PRIu64 " acked %" PRIu64 " oldest %" PRIu64, st->shard,
-						       st->next_seq, st->acked, st->oldest);
-					}
+					const struct me *me = l->svc;
+					struct me_stream_info st;
+					for (uint32_t si = 0; me_stream_info_at(me, si, &st) == 0; si++)
+						printf(" stream[%u]: next %" PRIu64 " acked %" PRIu64 " oldest %" PRIu64, st.shard,
+						       st.next_seq, st.acked, st.oldest);
 					for (int c = 0; c < ME_C_COUNT; c++)
 						if (me_counter(l->svc, c))
 							printf(" %s=%" PRIu64, me_counter_label(c),
