@@ -153,15 +153,14 @@ cmd_lcores(const struct app *app, const char *params, struct rte_tel_data *d)
 		if (s == NULL)
 			return -ENOMEM;
 		rte_tel_data_start_dict(s);
-		rte_tel_data_add_dict_u64(s, "lcore", l->lcore);
-		rte_tel_data_add_dict_u64(s, "cpu", l->cpu);
-		rte_tel_data_add_dict_string(s, "role", l->role);
-		rte_tel_data_add_dict_string(s, "idle", l->idle);
-		rte_tel_data_add_dict_u64(s, "busy_permille", l->busy_permille);
-		rte_tel_data_add_dict_u64(s, "busy_ns", l->busy_ns);
-#define TEL_COUNT(f) rte_tel_data_add_dict_u64(s, #f, l->f);
-		APP_VIEW_LCORE_COUNTS(TEL_COUNT)
-#undef TEL_COUNT
+#define TEL_U64(f) rte_tel_data_add_dict_u64(s, #f, l->f);
+#define TEL_STR(f) rte_tel_data_add_dict_string(s, #f, l->f);
+		APP_VIEW_LCORE_HEAD(TEL_U64, TEL_STR)
+		TEL_U64(busy_permille)
+		TEL_U64(busy_ns)
+		APP_VIEW_LCORE_COUNTS(TEL_U64)
+#undef TEL_STR
+#undef TEL_U64
 		char key[40];
 		tel_name(key, sizeof(key), l->name);
 		rte_tel_data_add_dict_container(d, key, s, 0);

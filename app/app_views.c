@@ -264,14 +264,13 @@ h_lcores(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char *err,
 		const struct app_view_lcore *l = &ls[i];
 		mgmt_out_obj_begin(out);
 		mgmt_out_kv_str(out, "name", l->name);
-		mgmt_out_kv_u64(out, "lcore", l->lcore);
-		mgmt_out_kv_u64(out, "cpu", l->cpu);
-		mgmt_out_kv_str(out, "role", l->role);
-		mgmt_out_kv_str(out, "idle", l->idle);
+#define KV_U64(f) mgmt_out_kv_u64(out, #f, l->f);
+#define KV_STR(f) mgmt_out_kv_str(out, #f, l->f);
+		APP_VIEW_LCORE_HEAD(KV_U64, KV_STR)
 		kv_pct(out, "busy_pct", l->busy_permille);
-#define KV_COUNT(f) mgmt_out_kv_u64(out, #f, l->f);
-		APP_VIEW_LCORE_COUNTS(KV_COUNT)
-#undef KV_COUNT
+		APP_VIEW_LCORE_COUNTS(KV_U64)
+#undef KV_STR
+#undef KV_U64
 		mgmt_out_obj_end(out);
 	}
 	mgmt_out_arr_end(out);

@@ -29,8 +29,10 @@ struct app_view_lcore {
 	uint64_t ring_size;        /* their capacity */
 	uint64_t cycles, work_cycles, work_items, busy_ns, max_cycle_ns, over_threshold, sleeps;
 };
-/* The integer fields every rendering of a lcore shows under their own names, in order (the
- * telemetry and the control socket walk this one list). */
+/* The fields every rendering of a lcore shows under their own names, in order (the telemetry
+ * and the control socket walk these lists): U an integer, S a string; the busy figures,
+ * rendered differently by each, stand between the two lists. */
+#define APP_VIEW_LCORE_HEAD(U, S) U(lcore) U(cpu) S(role) S(idle)
 #define APP_VIEW_LCORE_COUNTS(X)                                                         \
 	X(sleeps_per_s) X(ring_used) X(ring_size) X(cycles) X(work_cycles) X(work_items)  \
 	X(max_cycle_ns) X(over_threshold) X(sleeps)
