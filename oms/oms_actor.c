@@ -70,37 +70,6 @@ move_to(struct oms *oms, struct oms_actor *a, uint8_t state)
 
 /* ---- table ---- */
 
-struct oms_balance *
-oms_balance_find(const struct oms *oms, const struct oms_actor *a, uint32_t asset)
-{
-	struct oms_balance *b = oms_actor_balances(oms, a);
-	for (uint32_t k = 0; k < oms->c.limits.assets_per_user; k++)
-		if (b[k].asset == asset)
-			return asset != 0 ? &b[k] : NULL;
-	return NULL;
-}
-
-struct oms_balance *
-oms_balance_get_or_add(struct oms *oms, struct oms_actor *a, uint32_t asset)
-{
-	struct oms_balance *b = oms_actor_balances(oms, a);
-	struct oms_balance *empty = NULL;
-	if (asset == 0)
-		return NULL;
-	for (uint32_t k = 0; k < oms->c.limits.assets_per_user; k++) {
-		if (b[k].asset == asset)
-			return &b[k];
-		if (b[k].asset == 0 && empty == NULL)
-			empty = &b[k];
-	}
-	if (empty != NULL) {
-		empty->asset = asset;
-		empty->total = 0;
-		empty->reserved = 0;
-	}
-	return empty;
-}
-
 /* Seed invariant 10: "Flat" = no resting orders AND no in-flight saga AND no outstanding
  * reservation. O(1) counters the actor maintains on every transition. */
 bool
@@ -255,8 +224,8 @@ oms_actor_park(struct oms *oms, uint64_t user, const struct wire_msg_hdr *msg, b
 }
 
 /* Detach the first parked message into buf; false when none. */
-static bool
-park_pop(struct oms *oms, struct oms_actor *a, struct oms_parked *buf)
+bool
+oms_actor_park_pop(struct oms *oms, struct oms_actor *a, struct oms_parked *buf)
 {
 	uint32_t pi = a->parked_head;
 	if (pi == OMS_NIL)
@@ -279,7 +248,7 @@ park_refuse(struct oms *oms, struct oms_actor *a, uint16_t reason, uint16_t owne
 	    struct svc_sink *sink)
 {
 	struct oms_parked p;
-	while (park_pop(oms, a, &p)) {
+	while (oms_actor_park_pop(oms, a, &p)) {
 		const struct wire_msg_hdr *h = (const struct wire_msg_hdr *)(const void *)p.msg;
 		if (p.pad == 1) {
 			/* An event for a user another shard owns breaks single-writer. */
@@ -368,19 +337,19 @@ release_room(const struct oms *oms, uint32_t n)
 	return oms->c.release_count + oms->c.flushing.count + n <= oms->c.limits.releases_max;
 }
 
-void
+struct oms_actor *
 oms_on_hydrate_user(struct oms *oms, const struct wire_hydrate_user *m, struct svc_sink *sink)
 {
 	uint64_t user = m->state.user;
 	struct oms_actor *a = oms_actor_find(oms, user);
 	if (m->status < WIRE_HYD_OK || m->status > WIRE_HYD_ERROR) {
 		oms_count(oms, OMS_C_BAD_MSGS);
-		return;
+		return NULL;
 	}
 	if (a != NULL && a->state != OMS_A_HYDRATING) {
 		/* Already resident: RAM is newer than any row read (write-back cache). */
 		oms_count(oms, OMS_C_HYDRATE_DUP);
-		return;
+		return NULL;
 	}
 	uint8_t status = m->status;
 	if ((status == WIRE_HYD_OK || status == WIRE_HYD_NEW) && !user_state_ok(oms, &m->state)) {
@@ -399,14 +368,14 @@ oms_on_hydrate_user(struct oms *oms, const struct wire_hydrate_user *m, struct s
 				release_add(oms, user, m->epoch, sink);
 			else
 				oms_count(oms, OMS_C_ALARM_HYDRATE_LATE_UNRELEASED);
-			return;
+			return NULL;
 		}
 		if (a == NULL) {
 			/* Seed: the gateway hydrates ahead, injecting HydrateUser before the order. */
 			a = actor_obtain(oms, user, sink);
 			if (a == NULL) {
 				oms_count(oms, OMS_C_HYDRATE_DUP);
-				return;
+				return NULL;
 			}
 			oms_count(oms, OMS_C_HYDRATE_AHEAD);
 			uint16_t owner;
@@ -414,21 +383,10 @@ oms_on_hydrate_user(struct oms *oms, const struct wire_hydrate_user *m, struct s
 				oms->c.drain_active = 1;
 		}
 		install(oms, a, m);
-		/* Seed: "The order is parked and applied at a deterministic log position once
-		 * HydrateUser lands." In log order; events were already sequenced. */
-		struct oms_parked p;
-		while (a->state != OMS_A_HYDRATING && park_pop(oms, a, &p)) {
-			const struct wire_msg_hdr *h = (const void *)p.msg;
-			if (p.pad == 1)
-				oms_event_apply(oms, a, (const struct wire_me_event *)(const void *)p.msg,
-						NULL, sink);
-			else
-				oms_dispatch(oms, h, sink);
-		}
-		return;
+		return a; /* the dispatcher runs what was parked for it */
 	}
 	if (a == NULL)
-		return; /* nothing waits for it */
+		return NULL; /* nothing waits for it */
 	bool events = false;
 	for (uint32_t pi = a->parked_head; pi != OMS_NIL; pi = oms->parked[pi].next)
 		events |= oms->parked[pi].pad == 1;
@@ -441,17 +399,17 @@ oms_on_hydrate_user(struct oms *oms, const struct wire_hydrate_user *m, struct s
 		uint16_t owner;
 		if (more && oms_route_owns(oms, user, &owner)) {
 			a->flags |= OMS_AF_RETRY;
-			return;
+			return NULL;
 		}
 		park_refuse(oms, a, WIRE_REASON_NOT_OWNER, m->owner_shard, sink);
 		actor_release(oms, a);
-		return;
+		return NULL;
 	}
 	oms_count(oms, OMS_C_HYDRATE_ERRORS);
 	/* A parked event must never be dropped: keep asking while one waits. */
 	if (more || events || !release_room(oms, 1)) {
 		a->flags |= OMS_AF_RETRY;
-		return;
+		return NULL;
 	}
 	/* Giving up. An ERROR answer does not prove the row was left alone: an earlier request
 	 * the database committed (read and claimed) may have lost its answer while the repeats
@@ -464,6 +422,7 @@ oms_on_hydrate_user(struct oms *oms, const struct wire_hydrate_user *m, struct s
 	release_add(oms, user, newest, sink);
 	park_refuse(oms, a, WIRE_REASON_DB_ERROR, 0, sink);
 	actor_release(oms, a);
+	return NULL;
 }
 
 void

@@ -12,51 +12,7 @@
 
 #define NANO INT64_C(1000000000)
 
-/* ---- dedup window: a per-user FIFO ring of outcomes, kept in the actor's slab ---- */
-
-const struct oms_dedup *
-oms_dedup_find(const struct oms *oms, const struct oms_actor *a, uint32_t kind, uint64_t id)
-{
-	const uint64_t *ids = oms_actor_dedup_ids(oms, a);
-	uint32_t max = oms->c.limits.dedup_per_user;
-	/* Scan the dense id array; the full outcome is read only on a match. */
-	for (uint32_t k = 0, i = a->dedup_head; k < a->dedup_count; k++) {
-		if (ids[i] == id) {
-			const struct oms_dedup *d = &oms_actor_dedup(oms, a)[i];
-			if (d->kind == kind)
-				return d;
-		}
-		if (++i == max)
-			i = 0;
-	}
-	return NULL;
-}
-
-void
-oms_dedup_add(struct oms *oms, struct oms_actor *a, uint32_t kind, uint64_t id, uint64_t user_seq,
-	      uint64_t content, uint16_t reason)
-{
-	struct oms_dedup *ring = oms_actor_dedup(oms, a);
-	uint32_t max = oms->c.limits.dedup_per_user;
-	if (a->dedup_count == max) {
-		/* The window is bounded: the oldest outcome is forgotten first. */
-		a->dedup_head = a->dedup_head + 1 == max ? 0 : a->dedup_head + 1;
-		a->dedup_count--;
-	}
-	uint32_t i = a->dedup_head + a->dedup_count;
-	if (i >= max)
-		i -= max;
-	struct oms_dedup *d = &ring[i];
-	oms_actor_dedup_ids(oms, a)[i] = id;
-	memset(d, 0, sizeof(*d));
-	d->id = id;
-	d->user_seq = user_seq;
-	d->time_ns = oms->c.now_ns;
-	d->content = content;
-	d->reason = reason;
-	d->kind = (uint8_t)kind;
-	a->dedup_count++;
-}
+/* ---- session: content hashes, dedup outcomes, replies, rate limit ---- */
 
 static uint64_t
 mix(uint64_t h, uint64_t v)
@@ -94,24 +50,6 @@ oid_word(const struct oms *oms, const struct oms_actor *a, uint64_t user_seq)
 	return wire_oid_make(oms->c.limits.shard_id, a->user, user_seq).shard_seq;
 }
 
-static void
-emit_ack(struct oms *oms, struct oms_actor *a, uint64_t cl_ord_id, uint64_t shard_seq,
-	 uint64_t time_ns, struct svc_sink *sink)
-{
-	struct wire_ack m;
-	memset(&m, 0, sizeof(m));
-	m.user = a->user;
-	m.cl_ord_id = cl_ord_id;
-	/* The whole orderId as first given: a duplicate answered after the user moved between
-	 * shards names the shard that admitted it, not this one (found by sim-system). */
-	m.oid.user = a->user;
-	m.oid.shard_seq = shard_seq;
-	m.seq = ++a->egress_seq;
-	m.time_ns = time_ns;
-	oms_count(oms, OMS_C_ACKS);
-	OMS_EMIT(sink, WIRE_DEST_CLIENT, m, WIRE_ACK, 0);
-}
-
 /* The last steps of every admission (new order, modify, cancel-replace), in one order:
  * remember the outcome for duplicates, ACK the client with the orderId, count, and send the
  * saga's first message to the ME. */
@@ -121,7 +59,7 @@ admitted(struct oms *oms, struct oms_actor *a, struct oms_order *o, uint64_t cl_
 {
 	uint64_t word = oid_word(oms, a, o->user_seq);
 	oms_dedup_add(oms, a, OMS_DEDUP_ORDER, cl_ord_id, word, content, WIRE_REASON_NONE);
-	emit_ack(oms, a, cl_ord_id, word, oms->c.now_ns, sink);
+	oms_ack(oms, a, cl_ord_id, word, oms->c.now_ns, sink);
 	oms_count(oms, counter);
 	oms_build_to_me(oms, a, o, sink, NULL, NULL);
 }
@@ -146,7 +84,7 @@ answer_duplicate(struct oms *oms, struct oms_actor *a, const struct oms_dedup *d
 	if (d->content != 0 && d->content != content)
 		oms_nak(oms, sink, a, a->user, d->id, WIRE_REASON_DUPLICATE_REQUEST, 0);
 	else if (d->reason == WIRE_REASON_NONE)
-		emit_ack(oms, a, d->id, d->user_seq, d->time_ns, sink);
+		oms_ack(oms, a, d->id, d->user_seq, d->time_ns, sink);
 	else
 		oms_nak(oms, sink, a, a->user, d->id, d->reason, 0);
 }
@@ -193,84 +131,7 @@ rate_ok(struct oms *oms, struct oms_actor *a)
 	return true;
 }
 
-/* ---- order records ---- */
-
-struct oms_order *
-oms_order_find(const struct oms *oms, uint64_t user, uint64_t user_seq)
-{
-	uint32_t i = oms_tab_find(oms, OMS_TAG_ORDER, user, user_seq);
-	return i == OMS_NIL ? NULL : &oms->orders[i];
-}
-
-static struct oms_order *
-order_alloc(struct oms *oms, struct oms_actor *a, uint64_t seq)
-{
-	CHECK(oms->c.order_free_count > 0);
-	uint32_t idx = oms->order_free[--oms->c.order_free_count];
-	struct oms_order *o = &oms->orders[idx];
-	memset(o, 0, sizeof(*o));
-	o->user_seq = seq;
-	o->actor = oms_actor_index(oms, a);
-	o->prev = a->order_tail;
-	o->next = OMS_NIL;
-	if (a->order_tail != OMS_NIL)
-		oms->orders[a->order_tail].next = idx;
-	else
-		a->order_head = idx;
-	a->order_tail = idx;
-	a->order_count++;
-	oms->c.order_used++;
-	o->state = OMS_O_PENDING;
-	a->sagas++;
-	oms->c.inflight++;
-	oms_tab_insert(oms, OMS_TAG_ORDER, a->user, seq, idx);
-	return o;
-}
-
-void
-oms_order_reserve_set(struct oms *oms, struct oms_actor *a, struct oms_order *o, int64_t reserved)
-{
-	DCHECK(reserved >= 0);
-	if (reserved == o->reserved)
-		return;
-	struct oms_balance *b = oms_balance_find(oms, a, o->res_asset);
-	CHECK(b != NULL);
-	b->reserved += reserved - o->reserved;
-	/* available = total − reserved is never negative. */
-	CHECK(b->reserved >= 0 && b->reserved <= b->total);
-	if (o->reserved == 0)
-		a->reservations++;
-	else if (reserved == 0)
-		a->reservations--;
-	o->reserved = reserved;
-}
-
-void
-oms_order_free(struct oms *oms, struct oms_actor *a, struct oms_order *o)
-{
-	uint32_t idx = (uint32_t)(o - oms->orders);
-	/* Release the remainder (seed: release on cancel/reject/expiry and at the end). */
-	oms_order_reserve_set(oms, a, o, 0);
-	if (o->state == OMS_O_PENDING) {
-		a->sagas--;
-		oms->c.inflight--;
-	} else if (o->state == OMS_O_LIVE && o->kind == OMS_K_ORDER) {
-		a->live--;
-	}
-	if (o->prev != OMS_NIL)
-		oms->orders[o->prev].next = o->next;
-	else
-		a->order_head = o->next;
-	if (o->next != OMS_NIL)
-		oms->orders[o->next].prev = o->prev;
-	else
-		a->order_tail = o->prev;
-	a->order_count--;
-	oms->c.order_used--;
-	oms_tab_remove(oms, OMS_TAG_ORDER, a->user, o->user_seq);
-	memset(o, 0, sizeof(*o));
-	oms->order_free[oms->c.order_free_count++] = idx;
-}
+/* ---- the saga's first message ---- */
 
 void
 oms_build_to_me(const struct oms *oms, const struct oms_actor *a, const struct oms_order *o,
@@ -538,7 +399,7 @@ oms_on_new_order(struct oms *oms, const struct wire_new_order *m, struct svc_sin
 		return;
 	}
 	/* Seed invariant 7: orderId = {omsShard, user, userSeq}, derivable on replay. */
-	struct oms_order *o = order_alloc(oms, a, ++a->user_seq);
+	struct oms_order *o = oms_order_alloc(oms, a, ++a->user_seq);
 	o->kind = OMS_K_ORDER;
 	o->cl_ord_id = m->cl_ord_id;
 	o->symbol = m->symbol;
@@ -603,7 +464,7 @@ static void
 modify_commit(struct oms *oms, struct oms_actor *a, struct oms_order *t, uint8_t kind,
 	      uint64_t cl_ord_id, uint64_t content, int64_t qty, struct svc_sink *sink)
 {
-	struct oms_order *o = order_alloc(oms, a, ++a->user_seq);
+	struct oms_order *o = oms_order_alloc(oms, a, ++a->user_seq);
 	o->kind = kind;
 	o->cl_ord_id = cl_ord_id;
 	o->target_seq = t->user_seq;
@@ -701,7 +562,7 @@ oms_on_cancel_replace(struct oms *oms, const struct wire_cancel_replace *m, stru
 		refuse(oms, sink, a, m->cl_ord_id, content, r);
 		return;
 	}
-	struct oms_order *o = order_alloc(oms, a, ++a->user_seq);
+	struct oms_order *o = oms_order_alloc(oms, a, ++a->user_seq);
 	o->kind = OMS_K_ORDER;
 	o->cl_ord_id = m->cl_ord_id;
 	o->target_seq = t->user_seq;

@@ -11,33 +11,6 @@
  */
 #include "oms/oms_int.h"
 
-void
-oms_exec_report(struct oms *oms, struct oms_actor *a, const struct oms_order *o, uint8_t exec,
-		struct svc_sink *sink, uint8_t cause, uint16_t reason, int64_t last_px,
-		int64_t last_qty, int64_t fee, uint8_t liquidity)
-{
-	struct wire_exec_report m;
-	memset(&m, 0, sizeof(m));
-	m.user = a->user;
-	m.cl_ord_id = o->cl_ord_id;
-	m.oid = wire_oid_make(oms->c.limits.shard_id, a->user, o->user_seq);
-	m.seq = ++a->egress_seq;
-	m.time_ns = oms->c.now_ns;
-	m.symbol = o->symbol;
-	m.exec = exec;
-	m.side = o->side;
-	m.liquidity = liquidity;
-	m.cause = cause;
-	m.reason = reason;
-	m.last_px = last_px;
-	m.last_qty = last_qty;
-	m.cum_qty = o->cum_qty;
-	m.leaves_qty = o->leaves;
-	m.fee = fee;
-	oms_count(oms, OMS_C_EXEC_REPORTS);
-	OMS_EMIT(sink, WIRE_DEST_CLIENT, m, WIRE_EXEC_REPORT, 0);
-}
-
 /* PENDING → LIVE: the saga's first step is answered (ACCEPTED, or any later event). */
 static void
 promote(struct oms *oms, struct oms_actor *a, struct oms_order *o)
