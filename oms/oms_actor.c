@@ -70,6 +70,15 @@ move_to(struct oms *oms, struct oms_actor *a, uint8_t state)
 
 /* ---- table ---- */
 
+/* A user the drain should look at appeared: start the drain if it is idle; a running one is
+ * left as it is (cursor and count). */
+static void
+drain_wake(struct oms *oms)
+{
+	if (oms->c.drain == OMS_DRAIN_IDLE)
+		oms->c.drain = OMS_DRAIN_REQUESTED;
+}
+
 /* Seed invariant 10: "Flat" = no resting orders AND no in-flight saga AND no outstanding
  * reservation. O(1) counters the actor maintains on every transition. */
 bool
@@ -82,7 +91,8 @@ static void
 actor_release(struct oms *oms, struct oms_actor *a)
 {
 	uint32_t idx = oms_actor_index(oms, a);
-	DCHECK(a->order_count == 0 && a->parked_count == 0);
+	DCHECK(a->order_count == 0);
+	DCHECK(a->parked_count == 0);
 	list_remove(oms, state_list(oms, a->state), idx);
 	oms_tab_remove(oms, OMS_TAG_USER, a->user, 0);
 	memset(oms_actor_balances(oms, a), 0,
@@ -379,8 +389,8 @@ oms_on_hydrate_user(struct oms *oms, const struct wire_hydrate_user *m, struct s
 			}
 			oms_count(oms, OMS_C_HYDRATE_AHEAD);
 			uint16_t owner;
-			if (!oms_route_owns(oms, user, &owner) && oms->c.drain_active == 0)
-				oms->c.drain_active = 1;
+			if (!oms_route_owns(oms, user, &owner))
+				drain_wake(oms);
 		}
 		install(oms, a, m);
 		return a; /* the dispatcher runs what was parked for it */
@@ -653,8 +663,7 @@ oms_on_user_admin(struct oms *oms, const struct wire_user_admin *m, struct svc_s
 	} else if (a->state != OMS_A_FLUSHING) {
 		/* Quiesce: flush as soon as it is flat (drain scan). */
 		a->flags |= OMS_AF_EVICT_REQ;
-		if (oms->c.drain_active == 0)
-			oms->c.drain_active = 1;
+		drain_wake(oms);
 	}
 	oms_admin_reply(oms, sink, m->user, WIRE_REASON_NONE, a->epoch);
 }
@@ -694,7 +703,7 @@ oms_drain_step(struct oms *oms, struct svc_sink *sink)
 {
 	const struct oms_limits *l = &oms->c.limits;
 	uint32_t flushed = 0;
-	if (oms->c.drain_active == 0)
+	if (oms->c.drain == OMS_DRAIN_IDLE)
 		return;
 	/* Routing authority (ARCHITECTURE §7): drain resident users we no longer own, in
 	 * capped waves, each once it is flat. A full pass that finds none ends the drain. */
@@ -702,11 +711,11 @@ oms_drain_step(struct oms *oms, struct svc_sink *sink)
 		if (oms->c.drain_cursor >= oms->actor_slots)
 			oms->c.drain_cursor = 0;
 		if (oms->c.drain_cursor == 0) {
-			if (oms->c.drain_active == 2 && oms->c.drain_found == 0) {
-				oms->c.drain_active = 0;
+			if (oms->c.drain == OMS_DRAIN_SCANNING && oms->c.drain_found == 0) {
+				oms->c.drain = OMS_DRAIN_IDLE;
 				return;
 			}
-			oms->c.drain_active = 2;
+			oms->c.drain = OMS_DRAIN_SCANNING;
 			oms->c.drain_found = 0;
 		}
 		struct oms_actor *a = &oms->actors[oms->c.drain_cursor++];

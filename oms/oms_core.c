@@ -134,7 +134,8 @@ dispatch(struct oms *oms, const struct wire_msg_hdr *msg, struct svc_sink *sink)
 void
 oms_apply(struct oms *oms, uint64_t now_ns, const struct wire_msg_hdr *msg, struct svc_sink *sink)
 {
-	CHECK(oms != NULL && sink != NULL);
+	CHECK(oms != NULL);
+	CHECK(sink != NULL);
 	run_timers(oms, now_ns, sink);
 	oms_count(oms, OMS_C_MSGS);
 	if (msg == NULL || msg->length < sizeof(*msg)) {
@@ -147,7 +148,8 @@ oms_apply(struct oms *oms, uint64_t now_ns, const struct wire_msg_hdr *msg, stru
 void
 oms_tick(struct oms *oms, uint64_t now_ns, struct svc_sink *sink)
 {
-	CHECK(oms != NULL && sink != NULL);
+	CHECK(oms != NULL);
+	CHECK(sink != NULL);
 	run_timers(oms, now_ns, sink);
 	oms_streams_tick(oms, sink);
 }

@@ -227,6 +227,14 @@ struct oms_route {
 	struct wire_route_pin pins[WIRE_ROUTE_PINS_MAX];
 };
 
+/* The drain of resident users this shard no longer owns or was asked to evict
+ * (oms_drain_step); a uint32 in struct oms_core. */
+enum oms_drain {
+	OMS_DRAIN_IDLE = 0,      /* no such user is known to remain */
+	OMS_DRAIN_REQUESTED = 1, /* some may remain: the next pass from slot 0 does not end it */
+	OMS_DRAIN_SCANNING = 2,  /* a pass is running: one that finds none ends the drain */
+};
+
 /* All scalar state: one POD, serialised whole. */
 struct oms_core {
 	struct oms_limits limits;      /* as initialised (a snapshot must match them) */
@@ -250,7 +258,7 @@ struct oms_core {
 	uint32_t symbol_count;
 	uint32_t kill_count;
 	uint32_t drain_cursor;         /* next actor slot the drain scan visits */
-	uint32_t drain_active;         /* 1 while non-owned or evict-requested users may remain */
+	uint32_t drain;                /* enum oms_drain: the drain of users we do not keep */
 	uint32_t drain_found;          /* such users seen in the current pass */
 	uint32_t recon_cursor;         /* next actor slot the reconciliation scan visits */
 	uint32_t release_count;        /* pending releases in releases[] */
@@ -357,7 +365,8 @@ void oms_reset(struct oms *oms);
 static inline uint32_t
 oms_actor_index(const struct oms *oms, const struct oms_actor *a)
 {
-	DCHECK(a >= oms->actors && a < oms->actors + oms->actor_slots);
+	DCHECK(a >= oms->actors);
+	DCHECK(a < oms->actors + oms->actor_slots);
 	return (uint32_t)(a - oms->actors);
 }
 
@@ -406,6 +415,13 @@ static inline int
 oms_fee(int64_t amount, int32_t bps, int64_t *out)
 {
 	return oms_mul_div(amount, bps, MONEY_BPS_DENOM, bps > 0, out);
+}
+
+/* The larger of a symbol's maker and taker fee: the fee bound a buy reserves. */
+static inline int16_t
+oms_fee_bps_max(const struct oms_symbol *s)
+{
+	return s->maker_fee_bps > s->taker_fee_bps ? s->maker_fee_bps : s->taker_fee_bps;
 }
 
 static inline int

@@ -57,11 +57,14 @@ static void
 admitted(struct oms *oms, struct oms_actor *a, struct oms_order *o, uint64_t cl_ord_id,
 	 uint64_t content, enum oms_counter counter, struct svc_sink *sink)
 {
+	DCHECK(o->state == OMS_O_PENDING);
+	DCHECK(o->actor == oms_actor_index(oms, a));
 	uint64_t word = oid_word(oms, a, o->user_seq);
 	oms_dedup_add(oms, a, OMS_DEDUP_ORDER, cl_ord_id, word, content, WIRE_REASON_NONE);
 	oms_ack(oms, a, cl_ord_id, word, oms->c.now_ns, sink);
 	oms_count(oms, counter);
 	oms_build_to_me(oms, a, o, sink, NULL, NULL);
+	DCHECK(a->dedup_count > 0);
 }
 
 /* Refuse a request; remember the outcome when it is final. */
@@ -69,6 +72,7 @@ static void
 refuse(struct oms *oms, struct svc_sink *sink, struct oms_actor *a, uint64_t cl_ord_id,
        uint64_t content, uint16_t reason)
 {
+	DCHECK(reason != WIRE_REASON_NONE);
 	if (reason_final(reason))
 		oms_dedup_add(oms, a, OMS_DEDUP_ORDER, cl_ord_id, 0, content, reason);
 	oms_nak(oms, sink, a, a->user, cl_ord_id, reason, 0);
@@ -79,6 +83,7 @@ static void
 answer_duplicate(struct oms *oms, struct oms_actor *a, const struct oms_dedup *d,
 		 uint64_t content, struct svc_sink *sink)
 {
+	DCHECK(d->kind == OMS_DEDUP_ORDER);
 	oms_count(oms, OMS_C_DUPLICATES);
 	/* content 0: an outcome that arrived with the user's state (its content is unknown). */
 	if (d->content != 0 && d->content != content)
@@ -100,8 +105,10 @@ client_actor(struct oms *oms, uint64_t user, uint64_t cl_ord_id, const struct wi
 		return NULL;
 	}
 	struct oms_actor *a = oms_actor_find(oms, user);
-	if (a != NULL && a->state != OMS_A_HYDRATING)
+	if (a != NULL && a->state != OMS_A_HYDRATING) {
+		DCHECK(a->state != OMS_A_FREE);
 		return a; /* resident (a flushing actor is still in RAM: serve it) */
+	}
 	uint16_t owner = 0;
 	int r = oms_actor_park(oms, user, msg, false, true, sink, &owner);
 	if (r != 0)
@@ -113,6 +120,7 @@ client_actor(struct oms *oms, uint64_t user, uint64_t cl_ord_id, const struct wi
 static bool
 rate_ok(struct oms *oms, struct oms_actor *a)
 {
+	DCHECK(a->tier < OMS_TIERS_MAX); /* clamped at install, checked at restore */
 	const struct oms_tier *t = &oms->c.limits.tiers[a->tier];
 	if (t->rate_per_s == 0)
 		return true;
@@ -128,6 +136,7 @@ rate_ok(struct oms *oms, struct oms_actor *a)
 	if (a->tokens < NANO)
 		return false;
 	a->tokens -= NANO;
+	DCHECK(a->tokens < cap);
 	return true;
 }
 
@@ -137,6 +146,8 @@ void
 oms_build_to_me(const struct oms *oms, const struct oms_actor *a, const struct oms_order *o,
 		struct svc_sink *sink, oms_msg_fn *fn, void *ctx)
 {
+	DCHECK(o->state == OMS_O_PENDING);
+	DCHECK(sink != NULL || fn != NULL);
 	uint16_t shard = oms->c.limits.shard_id;
 	union {
 		struct wire_submit s;
@@ -178,6 +189,8 @@ oms_build_to_me(const struct oms *oms, const struct oms_actor *a, const struct o
 uint32_t
 oms_pending_foreach(const struct oms *oms, oms_msg_fn *fn, void *ctx)
 {
+	CHECK(oms != NULL);
+	CHECK(fn != NULL);
 	uint32_t n = 0;
 	/* Seed: "PENDING_RESERVE is the bridge's durable work queue ... rebuild from state and
 	 * idempotently re-drive every pending order". */
@@ -191,22 +204,20 @@ oms_pending_foreach(const struct oms *oms, oms_msg_fn *fn, void *ctx)
 			n++;
 		}
 	}
+	/* Hydrating actors hold no orders and flushing ones are flat: every saga was seen. */
+	DCHECK(n == oms->c.inflight);
 	return n;
 }
 
 /* ---- reservations (exact debit) ---- */
-
-static int16_t
-fee_bps_max(const struct oms_symbol *s)
-{
-	return s->maker_fee_bps > s->taker_fee_bps ? s->maker_fee_bps : s->taker_fee_bps;
-}
 
 /* The largest notional n with n + fee(n, taker) <= spend: the market-buy budget sent to the
  * ME, so the client's spend covers notional and fees exactly. */
 static int64_t
 market_budget(int64_t spend, int16_t taker_bps)
 {
+	DCHECK(spend > 0);
+	DCHECK(taker_bps >= 0); /* SYMBOL_CONFIG refuses a taker rebate */
 	int64_t n = 0, f = 0;
 	if (money_mul_div(spend, MONEY_BPS_DENOM, MONEY_BPS_DENOM + taker_bps, false, &n) != 0)
 		return -1;
@@ -222,6 +233,7 @@ market_budget(int64_t spend, int16_t taker_bps)
 			break;
 		n++;
 	}
+	DCHECK(n <= spend);
 	return n;
 }
 
@@ -229,10 +241,12 @@ market_budget(int64_t spend, int16_t taker_bps)
 static int
 buy_reserve(const struct oms_symbol *s, int64_t px, int64_t qty, int64_t *out)
 {
+	DCHECK(px > 0); /* limit_check passed */
+	DCHECK(qty > 0);
 	int64_t n, f;
 	if (oms_notional(px, qty, s->base_unit, &n) != 0)
 		return -EOVERFLOW;
-	if (oms_fee(n, fee_bps_max(s), &f) != 0)
+	if (oms_fee(n, oms_fee_bps_max(s), &f) != 0)
 		return -EOVERFLOW;
 	return money_add(n, f, out);
 }
@@ -241,6 +255,8 @@ buy_reserve(const struct oms_symbol *s, int64_t px, int64_t qty, int64_t *out)
 static uint16_t
 limit_check(const struct oms_symbol *s, int64_t px, int64_t qty)
 {
+	DCHECK(s->tick > 0); /* SYMBOL_CONFIG and restore refuse anything else */
+	DCHECK(s->lot > 0);
 	int64_t n;
 	if (px <= 0 || qty <= 0)
 		return WIRE_REASON_BAD_REQUEST;
@@ -324,6 +340,8 @@ new_order_check(const struct oms *oms, const struct oms_symbol *s, const struct 
 static uint16_t
 funds_check(struct oms *oms, struct oms_actor *a, const struct admit *ad)
 {
+	DCHECK(ad->reserve > 0);
+	DCHECK(ad->res_asset != ad->recv_asset);
 	/* The asset a fill credits must have a slot before money can arrive in it. */
 	if (oms_balance_get_or_add(oms, a, ad->recv_asset) == NULL)
 		return WIRE_REASON_CAPACITY;
@@ -351,6 +369,37 @@ new_order_content(const struct wire_new_order *m)
 	h = mix(h, (uint64_t)m->qty);
 	h = mix(h, (uint64_t)m->quote_qty);
 	return mix(h, m->expire_ns) | 1; /* never 0 (0 means unknown) */
+}
+
+/* A new order record holding its exact reservation: a new order (target_seq 0) or the
+ * replacement of order target_seq. n carries the order's terms. */
+static struct oms_order *
+order_open(struct oms *oms, struct oms_actor *a, const struct wire_new_order *n,
+	   uint64_t target_seq, uint16_t me_shard, const struct admit *ad)
+{
+	DCHECK(ad->reserve > 0);
+	/* Seed invariant 7: orderId = {omsShard, user, userSeq}, derivable on replay. */
+	struct oms_order *o = oms_order_alloc(oms, a, ++a->user_seq);
+	o->kind = OMS_K_ORDER;
+	o->cl_ord_id = n->cl_ord_id;
+	o->target_seq = target_seq;
+	o->symbol = n->symbol;
+	o->side = n->side;
+	o->ord_type = n->ord_type;
+	o->tif = n->tif;
+	o->stp = n->stp;
+	o->px = n->px;
+	o->qty = n->qty;
+	o->leaves = n->qty;
+	o->quote_qty = n->quote_qty;
+	o->budget = ad->budget;
+	o->expire_ns = n->tif == WIRE_TIF_GTD ? n->expire_ns : 0;
+	o->me_shard = me_shard;
+	o->res_asset = ad->res_asset;
+	o->recv_asset = ad->recv_asset;
+	oms_order_reserve_set(oms, a, o, ad->reserve);
+	DCHECK(o->reserved == ad->reserve);
+	return o;
 }
 
 void
@@ -398,26 +447,9 @@ oms_on_new_order(struct oms *oms, const struct wire_new_order *m, struct svc_sin
 		refuse(oms, sink, a, m->cl_ord_id, content, r);
 		return;
 	}
-	/* Seed invariant 7: orderId = {omsShard, user, userSeq}, derivable on replay. */
-	struct oms_order *o = oms_order_alloc(oms, a, ++a->user_seq);
-	o->kind = OMS_K_ORDER;
-	o->cl_ord_id = m->cl_ord_id;
-	o->symbol = m->symbol;
-	o->side = m->side;
-	o->ord_type = m->ord_type;
-	o->tif = m->tif;
-	o->stp = m->stp;
-	o->px = m->px;
-	o->qty = m->qty;
-	o->leaves = m->qty;
-	o->quote_qty = m->quote_qty;
-	o->budget = ad.budget;
-	o->expire_ns = m->tif == WIRE_TIF_GTD ? m->expire_ns : 0;
-	o->me_shard = s->me_shard;
-	o->res_asset = ad.res_asset;
-	o->recv_asset = ad.recv_asset;
-	oms_order_reserve_set(oms, a, o, ad.reserve);
+	struct oms_order *o = order_open(oms, a, m, 0, s->me_shard, &ad);
 	admitted(oms, a, o, m->cl_ord_id, content, OMS_C_SUBMITS, sink);
+	DCHECK(a->order_count <= oms->c.limits.orders_per_user);
 }
 
 /* The live order a modify names by its clientOrderId. */
@@ -457,6 +489,8 @@ modify_front(struct oms *oms, struct oms_actor *a, uint64_t cl_ord_id, uint64_t 
 		refuse(oms, sink, a, cl_ord_id, content, r);
 		return NULL;
 	}
+	DCHECK(t->kind == OMS_K_ORDER);
+	DCHECK(t->mod_seq == 0);
 	return t;
 }
 
@@ -464,6 +498,7 @@ static void
 modify_commit(struct oms *oms, struct oms_actor *a, struct oms_order *t, uint8_t kind,
 	      uint64_t cl_ord_id, uint64_t content, int64_t qty, struct svc_sink *sink)
 {
+	DCHECK(kind != OMS_K_ORDER); /* cancel or amend: a replacement is order_open's */
 	struct oms_order *o = oms_order_alloc(oms, a, ++a->user_seq);
 	o->kind = kind;
 	o->cl_ord_id = cl_ord_id;
@@ -477,6 +512,7 @@ modify_commit(struct oms *oms, struct oms_actor *a, struct oms_order *t, uint8_t
 	o->recv_asset = t->recv_asset;
 	t->mod_seq = o->user_seq;
 	admitted(oms, a, o, cl_ord_id, content, OMS_C_MODIFIES, sink);
+	DCHECK(o->reserved == 0); /* a cancel or amend reserves nothing */
 }
 
 void
@@ -562,23 +598,15 @@ oms_on_cancel_replace(struct oms *oms, const struct wire_cancel_replace *m, stru
 		refuse(oms, sink, a, m->cl_ord_id, content, r);
 		return;
 	}
-	struct oms_order *o = oms_order_alloc(oms, a, ++a->user_seq);
-	o->kind = OMS_K_ORDER;
-	o->cl_ord_id = m->cl_ord_id;
-	o->target_seq = t->user_seq;
-	o->symbol = t->symbol;
-	o->side = t->side;
-	o->ord_type = WIRE_ORD_LIMIT;
-	o->tif = t->tif;
-	o->stp = t->stp;
-	o->px = m->px;
-	o->qty = m->qty;
-	o->leaves = m->qty;
-	o->expire_ns = t->expire_ns;
-	o->me_shard = t->me_shard;
-	o->res_asset = ad.res_asset;
-	o->recv_asset = ad.recv_asset;
-	oms_order_reserve_set(oms, a, o, ad.reserve);
+	/* The replacement: a limit order on the target's terms at the new price and qty (a
+	 * target that is not GTD has expire_ns 0, as order_open would set it). */
+	const struct wire_new_order n = {
+		.cl_ord_id = m->cl_ord_id, .symbol = t->symbol, .side = t->side,
+		.ord_type = WIRE_ORD_LIMIT, .tif = t->tif, .stp = t->stp,
+		.px = m->px, .qty = m->qty, .expire_ns = t->expire_ns,
+	};
+	struct oms_order *o = order_open(oms, a, &n, t->user_seq, t->me_shard, &ad);
 	t->mod_seq = o->user_seq;
 	admitted(oms, a, o, m->cl_ord_id, content, OMS_C_MODIFIES, sink);
+	DCHECK(t->mod_seq == o->user_seq);
 }

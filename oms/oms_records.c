@@ -84,7 +84,8 @@ oms_order_reserve_set(struct oms *oms, struct oms_actor *a, struct oms_order *o,
 	CHECK(b != NULL);
 	b->reserved += reserved - o->reserved;
 	/* available = total − reserved is never negative. */
-	CHECK(b->reserved >= 0 && b->reserved <= b->total);
+	CHECK(b->reserved >= 0);
+	CHECK(b->reserved <= b->total);
 	if (o->reserved == 0)
 		a->reservations++;
 	else if (reserved == 0)

@@ -29,7 +29,8 @@ oms_nak(struct oms *oms, struct svc_sink *sink, struct oms_actor *a, uint64_t us
 {
 	struct wire_nak m;
 	memset(&m, 0, sizeof(m));
-	DCHECK(reason > WIRE_REASON_NONE && reason < WIRE_REASON_MAX);
+	DCHECK(reason > WIRE_REASON_NONE);
+	DCHECK(reason < WIRE_REASON_MAX);
 	m.user = user;
 	m.cl_ord_id = cl_ord_id;
 	m.reason = reason;

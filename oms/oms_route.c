@@ -29,7 +29,7 @@ static void
 drain_request(struct oms *oms)
 {
 	/* Start a fresh full pass over the resident users. */
-	oms->c.drain_active = 1;
+	oms->c.drain = OMS_DRAIN_REQUESTED;
 	oms->c.drain_cursor = 0;
 	oms->c.drain_found = 0;
 }

@@ -113,7 +113,8 @@ size_t
 oms_snapshot(const struct oms *oms, void *buf, size_t cap)
 {
 	struct ser s = { .buf = buf, .cap = cap };
-	CHECK(oms != NULL && buf != NULL);
+	CHECK(oms != NULL);
+	CHECK(buf != NULL);
 	serialise(oms, &s);
 	return s.full ? 0 : s.pos;
 }

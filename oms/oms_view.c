@@ -56,7 +56,9 @@ oms_user_get(const struct oms *oms, uint64_t user, struct oms_user_info *out)
 uint32_t
 oms_users_list(const struct oms *oms, uint32_t *cursor, uint64_t *users, uint32_t max)
 {
-	CHECK(oms != NULL && cursor != NULL && (users != NULL || max == 0));
+	CHECK(oms != NULL);
+	CHECK(cursor != NULL);
+	CHECK(users != NULL || max == 0);
 	uint32_t n = 0, seen = 0, budget = 4 * max + 64;
 	uint32_t i = *cursor;
 	for (; i < oms->actor_slots && n < max && seen < budget; i++, seen++)
@@ -206,13 +208,15 @@ oms_check_invariants(const struct oms *oms)
 void
 oms_route_get(const struct oms *oms, struct oms_route_info *out)
 {
-	CHECK(oms != NULL && out != NULL);
+	CHECK(oms != NULL);
+	CHECK(out != NULL);
 	const struct oms_route *r = &oms->c.route;
 	memset(out, 0, sizeof(*out));
 	out->epoch = r->epoch;
 	out->shard_count = r->shard_count;
 	out->pin_count = r->pin_count;
-	CHECK(r->shard_count <= WIRE_ROUTE_SHARDS_MAX && r->pin_count <= WIRE_ROUTE_PINS_MAX);
+	CHECK(r->shard_count <= WIRE_ROUTE_SHARDS_MAX);
+	CHECK(r->pin_count <= WIRE_ROUTE_PINS_MAX);
 	memcpy(out->shards, r->shards, sizeof(r->shards[0]) * r->shard_count);
 	memcpy(out->pins, r->pins, sizeof(r->pins[0]) * r->pin_count);
 }
@@ -221,7 +225,7 @@ bool
 oms_route_draining(const struct oms *oms)
 {
 	CHECK(oms != NULL);
-	return oms->c.drain_active != 0;
+	return oms->c.drain != OMS_DRAIN_IDLE;
 }
 
 uint32_t
@@ -234,7 +238,8 @@ oms_symbol_count(const struct oms *oms)
 int
 oms_symbol_at(const struct oms *oms, uint32_t i, struct oms_symbol_info *out)
 {
-	CHECK(oms != NULL && out != NULL);
+	CHECK(oms != NULL);
+	CHECK(out != NULL);
 	if (i >= oms->c.symbol_count)
 		return -ENOENT;
 	const struct oms_symbol *s = &oms->symbols[i];
@@ -254,7 +259,8 @@ oms_symbol_at(const struct oms *oms, uint32_t i, struct oms_symbol_info *out)
 int
 oms_symbol_get(const struct oms *oms, uint32_t symbol, struct oms_symbol_info *out)
 {
-	CHECK(oms != NULL && out != NULL);
+	CHECK(oms != NULL);
+	CHECK(out != NULL);
 	const struct oms_symbol *s = oms_symbol_find(oms, symbol);
 	if (s == NULL)
 		return -ENOENT;
