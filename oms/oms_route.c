@@ -171,19 +171,14 @@ oms_on_symbol_config(struct oms *oms, const struct wire_symbol_config *m, struct
 		oms_admin_reply(oms, sink, m->symbol, WIRE_REASON_CAPACITY, 0);
 		return;
 	}
-	s->symbol = m->symbol;
-	s->base_asset = m->base_asset;
-	s->quote_asset = m->quote_asset;
-	s->fee_slot = fs;
-	s->tick = m->tick;
-	s->lot = m->lot;
-	s->min_qty = m->min_qty;
-	s->min_notional = m->min_notional;
-	s->base_unit = m->base_unit;
-	s->me_shard = m->me_shard;
-	s->status = m->status;
-	s->maker_fee_bps = m->maker_fee_bps;
-	s->taker_fee_bps = m->taker_fee_bps;
+	/* The config replaces the symbol whole; only the kill-switch flag stays. */
+	*s = (struct oms_symbol){
+		.symbol = m->symbol, .base_asset = m->base_asset, .quote_asset = m->quote_asset,
+		.fee_slot = fs, .tick = m->tick, .lot = m->lot, .min_qty = m->min_qty,
+		.min_notional = m->min_notional, .base_unit = m->base_unit,
+		.me_shard = m->me_shard, .status = m->status, .flags = s->flags,
+		.maker_fee_bps = m->maker_fee_bps, .taker_fee_bps = m->taker_fee_bps,
+	};
 	oms_admin_reply(oms, sink, m->symbol, WIRE_REASON_NONE, m->map_version);
 }
 
@@ -263,7 +258,7 @@ oms_on_transfer(struct oms *oms, const struct wire_transfer *m, struct svc_sink 
 		return;
 	}
 	if (a == NULL || a->state == OMS_A_HYDRATING) {
-		/* Deposits and withdrawals hydrate a cold user first (issue 4). */
+		/* Deposits and withdrawals hydrate a cold user first. */
 		uint16_t owner = 0;
 		int r = oms_actor_park(oms, m->user, &m->hdr, false, true, sink, &owner);
 		if (r != 0)
