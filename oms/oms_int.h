@@ -341,14 +341,14 @@ void oms_tab_remove(struct oms *oms, uint32_t tag, uint64_t a, uint64_t b);
 void oms_tab_clear(struct oms *oms);
 
 /* The part's files stand in layers, each calling only the ones below it (docs/oms.md):
- *   oms_core.c                      dispatch, timers, svc_ops
+ *   oms_core.c                      dispatch, timers, parked-message replay, svc_ops
  *   oms_snapshot.c                  snapshot, restore, state hash
+ *   oms_view.c                      read-only views, invariant check
  *   oms_order.c oms_stream.c        handlers of client, ME and admin messages
  *   oms_recon.c oms_route.c
  *   oms_actor.c                     actors: lists, parking, hydration, dehydration, sweep, drain
  *   oms_records.c oms_reply.c       shared records and lookups; replies to clients and operators
  *   oms_table.c oms_state.c         the index; limits, layout, init
- *   oms_view.c                      read-only views beside the stack (calls only down)
  */
 
 static inline void

@@ -101,7 +101,7 @@ static size_t
 layout(const struct oms_limits *l, struct oms *oms, uint8_t *base)
 {
 	size_t slots = (size_t)l->users_max + l->flush_headroom;
-	/* One table, at most half full: users, orders, symbols, kills. */
+	/* One table, at most half full: users, orders, symbols, kills, releases. */
 	size_t keys = slots + l->orders_max + l->symbols_max + l->kill_users_max + l->releases_max;
 	size_t table = 16;
 	while (table < 2 * keys)

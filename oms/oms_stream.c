@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The ME's event streams (one per ME shard for this OMS shard, docs/me-contract.md), applied
- * strictly in sequence; settlement of fills and release of reservations; client execution
- * reports.
+ * strictly in sequence; settlement of fills and release of reservations, and the client
+ * execution reports each event causes.
  *
  * Seed: "Reserve / settle / release are four logged, idempotent transitions ... A dropped
  * settle/release event is a money bug." Idempotence comes from the sequence: an event is
