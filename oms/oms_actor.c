@@ -70,35 +70,13 @@ move_to(struct oms *oms, struct oms_actor *a, uint8_t state)
 
 /* ---- table ---- */
 
-struct oms_balance *
-oms_balance_find(const struct oms *oms, const struct oms_actor *a, uint32_t asset)
+/* A user the drain should look at appeared: start the drain if it is idle; a running one is
+ * left as it is (cursor and count). */
+static void
+drain_wake(struct oms *oms)
 {
-	struct oms_balance *b = oms_actor_balances(oms, a);
-	for (uint32_t k = 0; k < oms->c.limits.assets_per_user; k++)
-		if (b[k].asset == asset)
-			return asset != 0 ? &b[k] : NULL;
-	return NULL;
-}
-
-struct oms_balance *
-oms_balance_get_or_add(struct oms *oms, struct oms_actor *a, uint32_t asset)
-{
-	struct oms_balance *b = oms_actor_balances(oms, a);
-	struct oms_balance *empty = NULL;
-	if (asset == 0)
-		return NULL;
-	for (uint32_t k = 0; k < oms->c.limits.assets_per_user; k++) {
-		if (b[k].asset == asset)
-			return &b[k];
-		if (b[k].asset == 0 && empty == NULL)
-			empty = &b[k];
-	}
-	if (empty != NULL) {
-		empty->asset = asset;
-		empty->total = 0;
-		empty->reserved = 0;
-	}
-	return empty;
+	if (oms->c.drain == OMS_DRAIN_IDLE)
+		oms->c.drain = OMS_DRAIN_REQUESTED;
 }
 
 /* Seed invariant 10: "Flat" = no resting orders AND no in-flight saga AND no outstanding
@@ -113,7 +91,8 @@ static void
 actor_release(struct oms *oms, struct oms_actor *a)
 {
 	uint32_t idx = oms_actor_index(oms, a);
-	DCHECK(a->order_count == 0 && a->parked_count == 0);
+	DCHECK(a->order_count == 0);
+	DCHECK(a->parked_count == 0);
 	list_remove(oms, state_list(oms, a->state), idx);
 	oms_tab_remove(oms, OMS_TAG_USER, a->user, 0);
 	memset(oms_actor_balances(oms, a), 0,
@@ -255,8 +234,8 @@ oms_actor_park(struct oms *oms, uint64_t user, const struct wire_msg_hdr *msg, b
 }
 
 /* Detach the first parked message into buf; false when none. */
-static bool
-park_pop(struct oms *oms, struct oms_actor *a, struct oms_parked *buf)
+bool
+oms_actor_park_pop(struct oms *oms, struct oms_actor *a, struct oms_parked *buf)
 {
 	uint32_t pi = a->parked_head;
 	if (pi == OMS_NIL)
@@ -279,7 +258,7 @@ park_refuse(struct oms *oms, struct oms_actor *a, uint16_t reason, uint16_t owne
 	    struct svc_sink *sink)
 {
 	struct oms_parked p;
-	while (park_pop(oms, a, &p)) {
+	while (oms_actor_park_pop(oms, a, &p)) {
 		const struct wire_msg_hdr *h = (const struct wire_msg_hdr *)(const void *)p.msg;
 		if (p.pad == 1) {
 			/* An event for a user another shard owns breaks single-writer. */
@@ -368,19 +347,19 @@ release_room(const struct oms *oms, uint32_t n)
 	return oms->c.release_count + oms->c.flushing.count + n <= oms->c.limits.releases_max;
 }
 
-void
+struct oms_actor *
 oms_on_hydrate_user(struct oms *oms, const struct wire_hydrate_user *m, struct svc_sink *sink)
 {
 	uint64_t user = m->state.user;
 	struct oms_actor *a = oms_actor_find(oms, user);
 	if (m->status < WIRE_HYD_OK || m->status > WIRE_HYD_ERROR) {
 		oms_count(oms, OMS_C_BAD_MSGS);
-		return;
+		return NULL;
 	}
 	if (a != NULL && a->state != OMS_A_HYDRATING) {
 		/* Already resident: RAM is newer than any row read (write-back cache). */
 		oms_count(oms, OMS_C_HYDRATE_DUP);
-		return;
+		return NULL;
 	}
 	uint8_t status = m->status;
 	if ((status == WIRE_HYD_OK || status == WIRE_HYD_NEW) && !user_state_ok(oms, &m->state)) {
@@ -399,36 +378,25 @@ oms_on_hydrate_user(struct oms *oms, const struct wire_hydrate_user *m, struct s
 				release_add(oms, user, m->epoch, sink);
 			else
 				oms_count(oms, OMS_C_ALARM_HYDRATE_LATE_UNRELEASED);
-			return;
+			return NULL;
 		}
 		if (a == NULL) {
 			/* Seed: the gateway hydrates ahead, injecting HydrateUser before the order. */
 			a = actor_obtain(oms, user, sink);
 			if (a == NULL) {
 				oms_count(oms, OMS_C_HYDRATE_DUP);
-				return;
+				return NULL;
 			}
 			oms_count(oms, OMS_C_HYDRATE_AHEAD);
 			uint16_t owner;
-			if (!oms_route_owns(oms, user, &owner) && oms->c.drain_active == 0)
-				oms->c.drain_active = 1;
+			if (!oms_route_owns(oms, user, &owner))
+				drain_wake(oms);
 		}
 		install(oms, a, m);
-		/* Seed: "The order is parked and applied at a deterministic log position once
-		 * HydrateUser lands." In log order; events were already sequenced. */
-		struct oms_parked p;
-		while (a->state != OMS_A_HYDRATING && park_pop(oms, a, &p)) {
-			const struct wire_msg_hdr *h = (const void *)p.msg;
-			if (p.pad == 1)
-				oms_event_apply(oms, a, (const struct wire_me_event *)(const void *)p.msg,
-						NULL, sink);
-			else
-				oms_dispatch(oms, h, sink);
-		}
-		return;
+		return a; /* the dispatcher runs what was parked for it */
 	}
 	if (a == NULL)
-		return; /* nothing waits for it */
+		return NULL; /* nothing waits for it */
 	bool events = false;
 	for (uint32_t pi = a->parked_head; pi != OMS_NIL; pi = oms->parked[pi].next)
 		events |= oms->parked[pi].pad == 1;
@@ -441,17 +409,17 @@ oms_on_hydrate_user(struct oms *oms, const struct wire_hydrate_user *m, struct s
 		uint16_t owner;
 		if (more && oms_route_owns(oms, user, &owner)) {
 			a->flags |= OMS_AF_RETRY;
-			return;
+			return NULL;
 		}
 		park_refuse(oms, a, WIRE_REASON_NOT_OWNER, m->owner_shard, sink);
 		actor_release(oms, a);
-		return;
+		return NULL;
 	}
 	oms_count(oms, OMS_C_HYDRATE_ERRORS);
 	/* A parked event must never be dropped: keep asking while one waits. */
 	if (more || events || !release_room(oms, 1)) {
 		a->flags |= OMS_AF_RETRY;
-		return;
+		return NULL;
 	}
 	/* Giving up. An ERROR answer does not prove the row was left alone: an earlier request
 	 * the database committed (read and claimed) may have lost its answer while the repeats
@@ -464,6 +432,7 @@ oms_on_hydrate_user(struct oms *oms, const struct wire_hydrate_user *m, struct s
 	release_add(oms, user, newest, sink);
 	park_refuse(oms, a, WIRE_REASON_DB_ERROR, 0, sink);
 	actor_release(oms, a);
+	return NULL;
 }
 
 void
@@ -694,8 +663,7 @@ oms_on_user_admin(struct oms *oms, const struct wire_user_admin *m, struct svc_s
 	} else if (a->state != OMS_A_FLUSHING) {
 		/* Quiesce: flush as soon as it is flat (drain scan). */
 		a->flags |= OMS_AF_EVICT_REQ;
-		if (oms->c.drain_active == 0)
-			oms->c.drain_active = 1;
+		drain_wake(oms);
 	}
 	oms_admin_reply(oms, sink, m->user, WIRE_REASON_NONE, a->epoch);
 }
@@ -735,7 +703,7 @@ oms_drain_step(struct oms *oms, struct svc_sink *sink)
 {
 	const struct oms_limits *l = &oms->c.limits;
 	uint32_t flushed = 0;
-	if (oms->c.drain_active == 0)
+	if (oms->c.drain == OMS_DRAIN_IDLE)
 		return;
 	/* Routing authority (ARCHITECTURE §7): drain resident users we no longer own, in
 	 * capped waves, each once it is flat. A full pass that finds none ends the drain. */
@@ -743,11 +711,11 @@ oms_drain_step(struct oms *oms, struct svc_sink *sink)
 		if (oms->c.drain_cursor >= oms->actor_slots)
 			oms->c.drain_cursor = 0;
 		if (oms->c.drain_cursor == 0) {
-			if (oms->c.drain_active == 2 && oms->c.drain_found == 0) {
-				oms->c.drain_active = 0;
+			if (oms->c.drain == OMS_DRAIN_SCANNING && oms->c.drain_found == 0) {
+				oms->c.drain = OMS_DRAIN_IDLE;
 				return;
 			}
-			oms->c.drain_active = 2;
+			oms->c.drain = OMS_DRAIN_SCANNING;
 			oms->c.drain_found = 0;
 		}
 		struct oms_actor *a = &oms->actors[oms->c.drain_cursor++];

@@ -227,6 +227,14 @@ struct oms_route {
 	struct wire_route_pin pins[WIRE_ROUTE_PINS_MAX];
 };
 
+/* The drain of resident users this shard no longer owns or was asked to evict
+ * (oms_drain_step); a uint32 in struct oms_core. */
+enum oms_drain {
+	OMS_DRAIN_IDLE = 0,      /* no such user is known to remain */
+	OMS_DRAIN_REQUESTED = 1, /* some may remain: the next pass from slot 0 does not end it */
+	OMS_DRAIN_SCANNING = 2,  /* a pass is running: one that finds none ends the drain */
+};
+
 /* All scalar state: one POD, serialised whole. */
 struct oms_core {
 	struct oms_limits limits;      /* as initialised (a snapshot must match them) */
@@ -250,7 +258,7 @@ struct oms_core {
 	uint32_t symbol_count;
 	uint32_t kill_count;
 	uint32_t drain_cursor;         /* next actor slot the drain scan visits */
-	uint32_t drain_active;         /* 1 while non-owned or evict-requested users may remain */
+	uint32_t drain;                /* enum oms_drain: the drain of users we do not keep */
 	uint32_t drain_found;          /* such users seen in the current pass */
 	uint32_t recon_cursor;         /* next actor slot the reconciliation scan visits */
 	uint32_t release_count;        /* pending releases in releases[] */
@@ -332,32 +340,33 @@ void oms_tab_insert(struct oms *oms, uint32_t tag, uint64_t a, uint64_t b, uint3
 void oms_tab_remove(struct oms *oms, uint32_t tag, uint64_t a, uint64_t b);
 void oms_tab_clear(struct oms *oms);
 
-/* ---- oms_core.c ---- */
+/* The part's files stand in layers, each calling only the ones below it (docs/oms.md):
+ *   oms_core.c                      dispatch, timers, parked-message replay, svc_ops
+ *   oms_snapshot.c                  snapshot, restore, state hash
+ *   oms_view.c                      read-only views, invariant check
+ *   oms_order.c oms_stream.c        handlers of client, ME and admin messages
+ *   oms_recon.c oms_route.c
+ *   oms_actor.c                     actors: lists, parking, hydration, dehydration, sweep, drain
+ *   oms_records.c oms_reply.c       shared records and lookups; replies to clients and operators
+ *   oms_table.c oms_state.c         the index; limits, layout, init
+ */
+
 static inline void
 oms_count(struct oms *oms, enum oms_counter c)
 {
 	oms->c.counters[c]++;
 }
-/* Set msg's header (type, size, destination shard) and hand it to the sink. */
-void oms_emit(struct svc_sink *sink, enum wire_dest dest, void *msg, enum wire_type type,
-	      uint16_t shard, size_t size);
-#define OMS_EMIT(sink, dest, m, type, shard) oms_emit(sink, dest, &(m), type, shard, sizeof(m))
-/* NAK to the client; a (may be NULL) supplies the per-user egress sequence. owner is set
- * for NOT_OWNER. */
-void oms_nak(struct oms *oms, struct svc_sink *sink, struct oms_actor *a, uint64_t user,
-	     uint64_t cl_ord_id, uint16_t reason, uint16_t owner);
-void oms_admin_reply(struct oms *oms, struct svc_sink *sink, uint64_t req_id, uint16_t reason,
-		     uint64_t value);
-void oms_reset(struct oms *oms);
-void oms_run_timers(struct oms *oms, uint64_t now_ns, struct svc_sink *sink);
-/* Dispatch one message to its handler (also used to replay parked messages). */
-void oms_dispatch(struct oms *oms, const struct wire_msg_hdr *msg, struct svc_sink *sink);
 
-/* ---- oms_actor.c: table, recency list, hydration, dehydration, sweep, drain ---- */
+/* ---- oms_state.c: limits, layout, init ---- */
+/* Empty state: every slab free, free stacks hand out the lowest index first. */
+void oms_reset(struct oms *oms);
+
+/* ---- inline accessors of an actor's slabs ---- */
 static inline uint32_t
 oms_actor_index(const struct oms *oms, const struct oms_actor *a)
 {
-	DCHECK(a >= oms->actors && a < oms->actors + oms->actor_slots);
+	DCHECK(a >= oms->actors);
+	DCHECK(a < oms->actors + oms->actor_slots);
 	return (uint32_t)(a - oms->actors);
 }
 
@@ -372,6 +381,18 @@ static inline struct oms_balance *
 oms_actor_balances(const struct oms *oms, const struct oms_actor *a)
 {
 	return &oms->balances[(size_t)oms_actor_index(oms, a) * oms->c.limits.assets_per_user];
+}
+
+static inline struct oms_dedup *
+oms_actor_dedup(const struct oms *oms, const struct oms_actor *a)
+{
+	return &oms->dedup[(size_t)oms_actor_index(oms, a) * oms->c.limits.dedup_per_user];
+}
+
+static inline uint64_t *
+oms_actor_dedup_ids(const struct oms *oms, const struct oms_actor *a)
+{
+	return &oms->dedup_ids[(size_t)oms_actor_index(oms, a) * oms->c.limits.dedup_per_user];
 }
 
 /* a * b / d (d > 0) rounded like money_mul_div, in 64 bits when the product fits (the
@@ -396,15 +417,59 @@ oms_fee(int64_t amount, int32_t bps, int64_t *out)
 	return oms_mul_div(amount, bps, MONEY_BPS_DENOM, bps > 0, out);
 }
 
+/* The larger of a symbol's maker and taker fee: the fee bound a buy reserves. */
+static inline int16_t
+oms_fee_bps_max(const struct oms_symbol *s)
+{
+	return s->maker_fee_bps > s->taker_fee_bps ? s->maker_fee_bps : s->taker_fee_bps;
+}
+
 static inline int
 oms_notional(int64_t px, int64_t qty, int64_t base_unit, int64_t *out)
 {
 	return oms_mul_div(px, qty, base_unit, false, out);
 }
 
+/* ---- oms_reply.c: replies to clients and operators ---- */
+/* Set msg's header (type, size, destination shard) and hand it to the sink. */
+void oms_emit(struct svc_sink *sink, enum wire_dest dest, void *msg, enum wire_type type,
+	      uint16_t shard, size_t size);
+#define OMS_EMIT(sink, dest, m, type, shard) oms_emit(sink, dest, &(m), type, shard, sizeof(m))
+/* NAK to the client; a (may be NULL) supplies the per-user egress sequence. owner is set
+ * for NOT_OWNER. */
+void oms_nak(struct oms *oms, struct svc_sink *sink, struct oms_actor *a, uint64_t user,
+	     uint64_t cl_ord_id, uint16_t reason, uint16_t owner);
+void oms_admin_reply(struct oms *oms, struct svc_sink *sink, uint64_t req_id, uint16_t reason,
+		     uint64_t value);
+/* ACK an admission: the orderId's second word as first given (shard_seq) and its time. */
+void oms_ack(struct oms *oms, struct oms_actor *a, uint64_t cl_ord_id, uint64_t shard_seq,
+	     uint64_t time_ns, struct svc_sink *sink);
+void oms_exec_report(struct oms *oms, struct oms_actor *a, const struct oms_order *o,
+		     uint8_t exec, struct svc_sink *sink, uint8_t cause, uint16_t reason,
+		     int64_t last_px, int64_t last_qty, int64_t fee, uint8_t liquidity);
+
+/* ---- oms_records.c: balances, order records, dedup window, symbol and owner lookups ---- */
 struct oms_balance *oms_balance_find(const struct oms *oms, const struct oms_actor *a,
 				     uint32_t asset);
 struct oms_balance *oms_balance_get_or_add(struct oms *oms, struct oms_actor *a, uint32_t asset);
+struct oms_order *oms_order_find(const struct oms *oms, uint64_t user, uint64_t user_seq);
+/* A zeroed PENDING record for a's order user_seq, at the end of a's list (a slot must be
+ * free: callers check order_free_count). */
+struct oms_order *oms_order_alloc(struct oms *oms, struct oms_actor *a, uint64_t user_seq);
+/* Set an order's remaining reservation (adjusting the balance and the actor's count). */
+void oms_order_reserve_set(struct oms *oms, struct oms_actor *a, struct oms_order *o,
+			   int64_t reserved);
+/* Release the order's reservation and free its record. */
+void oms_order_free(struct oms *oms, struct oms_actor *a, struct oms_order *o);
+const struct oms_dedup *oms_dedup_find(const struct oms *oms, const struct oms_actor *a,
+				       uint32_t kind, uint64_t id);
+void oms_dedup_add(struct oms *oms, struct oms_actor *a, uint32_t kind, uint64_t id,
+		   uint64_t user_seq, uint64_t content, uint16_t reason);
+struct oms_symbol *oms_symbol_find(const struct oms *oms, uint32_t symbol);
+uint16_t oms_route_owner(const struct oms *oms, uint64_t user);
+bool oms_route_owns(const struct oms *oms, uint64_t user, uint16_t *owner);
+
+/* ---- oms_actor.c: lists, hydration, parking, dehydration, sweep, drain ---- */
 bool oms_actor_flat(const struct oms_actor *a);
 /* Activity on a resident actor: cancel an in-window flush (epoch bump), splice to MRU. */
 void oms_actor_touch(struct oms *oms, struct oms_actor *a);
@@ -413,8 +478,13 @@ void oms_actor_touch(struct oms *oms, struct oms_actor *a);
  * parked now: the caller must not consume it). */
 int oms_actor_park(struct oms *oms, uint64_t user, const struct wire_msg_hdr *msg, bool is_event,
 		   bool check_owner, struct svc_sink *sink, uint16_t *owner_out);
+/* Detach a's oldest parked message into buf; false when none is left. */
+bool oms_actor_park_pop(struct oms *oms, struct oms_actor *a, struct oms_parked *buf);
 void oms_actor_begin_dehydrate(struct oms *oms, struct oms_actor *a, struct svc_sink *sink);
-void oms_on_hydrate_user(struct oms *oms, const struct wire_hydrate_user *m, struct svc_sink *sink);
+/* Apply HYDRATE_USER. Returns the actor it installed, whose parked messages the caller
+ * must now run in order, or NULL. */
+struct oms_actor *oms_on_hydrate_user(struct oms *oms, const struct wire_hydrate_user *m,
+				      struct svc_sink *sink);
 void oms_on_flush_complete(struct oms *oms, const struct wire_flush_complete *m,
 			   struct svc_sink *sink);
 void oms_on_user_admin(struct oms *oms, const struct wire_user_admin *m, struct svc_sink *sink);
@@ -428,49 +498,14 @@ void oms_drain_step(struct oms *oms, struct svc_sink *sink);
 void oms_build_user_state(const struct oms *oms, const struct oms_actor *a,
 			  struct wire_user_state *st);
 
-/* ---- oms_route.c: routing, symbols, kill-switch, transfers ---- */
-uint16_t oms_route_owner(const struct oms *oms, uint64_t user);
-bool oms_route_owns(const struct oms *oms, uint64_t user, uint16_t *owner);
-void oms_on_routing_config(struct oms *oms, const struct wire_routing_config *m,
-			   struct svc_sink *sink);
-void oms_on_whale_pin(struct oms *oms, const struct wire_whale_pin *m, struct svc_sink *sink);
-struct oms_symbol *oms_symbol_find(const struct oms *oms, uint32_t symbol);
-void oms_on_symbol_config(struct oms *oms, const struct wire_symbol_config *m,
-			  struct svc_sink *sink);
-void oms_on_symbol_status(struct oms *oms, const struct wire_symbol_status_msg *m,
-			  struct svc_sink *sink);
-void oms_on_kill_switch(struct oms *oms, const struct wire_kill_switch *m, struct svc_sink *sink);
-void oms_on_transfer(struct oms *oms, const struct wire_transfer *m, struct svc_sink *sink);
-int64_t *oms_fee_account(struct oms *oms, uint32_t asset);
-
-/* ---- oms_order.c: admission, reservations, dedup, rate limit ---- */
+/* ---- oms_order.c: admission, cancel / amend / replace ---- */
 void oms_on_new_order(struct oms *oms, const struct wire_new_order *m, struct svc_sink *sink);
 void oms_on_cancel(struct oms *oms, const struct wire_cancel *m, struct svc_sink *sink);
 void oms_on_amend(struct oms *oms, const struct wire_amend *m, struct svc_sink *sink);
 void oms_on_cancel_replace(struct oms *oms, const struct wire_cancel_replace *m,
 			   struct svc_sink *sink);
-struct oms_order *oms_order_find(const struct oms *oms, uint64_t user, uint64_t user_seq);
-void oms_order_free(struct oms *oms, struct oms_actor *a, struct oms_order *o);
-/* Set an order's remaining reservation (adjusting the balance and the actor's count). */
-void oms_order_reserve_set(struct oms *oms, struct oms_actor *a, struct oms_order *o,
-			   int64_t reserved);
 void oms_build_to_me(const struct oms *oms, const struct oms_actor *a, const struct oms_order *o,
 		     struct svc_sink *sink, oms_msg_fn *fn, void *ctx);
-const struct oms_dedup *oms_dedup_find(const struct oms *oms, const struct oms_actor *a,
-				       uint32_t kind, uint64_t id);
-void oms_dedup_add(struct oms *oms, struct oms_actor *a, uint32_t kind, uint64_t id,
-		   uint64_t user_seq, uint64_t content, uint16_t reason);
-static inline struct oms_dedup *
-oms_actor_dedup(const struct oms *oms, const struct oms_actor *a)
-{
-	return &oms->dedup[(size_t)oms_actor_index(oms, a) * oms->c.limits.dedup_per_user];
-}
-
-static inline uint64_t *
-oms_actor_dedup_ids(const struct oms *oms, const struct oms_actor *a)
-{
-	return &oms->dedup_ids[(size_t)oms_actor_index(oms, a) * oms->c.limits.dedup_per_user];
-}
 
 /* ---- oms_stream.c: ME events, results, settlement ---- */
 void oms_on_me_event(struct oms *oms, const struct wire_me_event *m, struct svc_sink *sink);
@@ -479,9 +514,6 @@ void oms_event_apply(struct oms *oms, struct oms_actor *a, const struct wire_me_
 		     const struct oms_symbol *sym, struct svc_sink *sink);
 void oms_on_me_result(struct oms *oms, const struct wire_me_result *m, struct svc_sink *sink);
 void oms_streams_tick(struct oms *oms, struct svc_sink *sink);
-void oms_exec_report(struct oms *oms, struct oms_actor *a, const struct oms_order *o,
-		     uint8_t exec, struct svc_sink *sink, uint8_t cause, uint16_t reason,
-		     int64_t last_px, int64_t last_qty, int64_t fee, uint8_t liquidity);
 
 /* ---- oms_recon.c: reconciliation ---- */
 void oms_on_open_orders_snapshot(struct oms *oms, const struct wire_open_orders_snapshot *m,
@@ -489,5 +521,16 @@ void oms_on_open_orders_snapshot(struct oms *oms, const struct wire_open_orders_
 void oms_recon_sweep(struct oms *oms, struct svc_sink *sink);
 /* Recompute an actor's reservations from its orders; heal and count drift. */
 uint32_t oms_recon_leaks(struct oms *oms, struct oms_actor *a);
+
+/* ---- oms_route.c: routing config, whale pins, symbols, kill-switches, transfers ---- */
+void oms_on_routing_config(struct oms *oms, const struct wire_routing_config *m,
+			   struct svc_sink *sink);
+void oms_on_whale_pin(struct oms *oms, const struct wire_whale_pin *m, struct svc_sink *sink);
+void oms_on_symbol_config(struct oms *oms, const struct wire_symbol_config *m,
+			  struct svc_sink *sink);
+void oms_on_symbol_status(struct oms *oms, const struct wire_symbol_status_msg *m,
+			  struct svc_sink *sink);
+void oms_on_kill_switch(struct oms *oms, const struct wire_kill_switch *m, struct svc_sink *sink);
+void oms_on_transfer(struct oms *oms, const struct wire_transfer *m, struct svc_sink *sink);
 
 #endif

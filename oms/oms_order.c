@@ -12,51 +12,7 @@
 
 #define NANO INT64_C(1000000000)
 
-/* ---- dedup window: a per-user FIFO ring of outcomes, kept in the actor's slab ---- */
-
-const struct oms_dedup *
-oms_dedup_find(const struct oms *oms, const struct oms_actor *a, uint32_t kind, uint64_t id)
-{
-	const uint64_t *ids = oms_actor_dedup_ids(oms, a);
-	uint32_t max = oms->c.limits.dedup_per_user;
-	/* Scan the dense id array; the full outcome is read only on a match. */
-	for (uint32_t k = 0, i = a->dedup_head; k < a->dedup_count; k++) {
-		if (ids[i] == id) {
-			const struct oms_dedup *d = &oms_actor_dedup(oms, a)[i];
-			if (d->kind == kind)
-				return d;
-		}
-		if (++i == max)
-			i = 0;
-	}
-	return NULL;
-}
-
-void
-oms_dedup_add(struct oms *oms, struct oms_actor *a, uint32_t kind, uint64_t id, uint64_t user_seq,
-	      uint64_t content, uint16_t reason)
-{
-	struct oms_dedup *ring = oms_actor_dedup(oms, a);
-	uint32_t max = oms->c.limits.dedup_per_user;
-	if (a->dedup_count == max) {
-		/* The window is bounded: the oldest outcome is forgotten first. */
-		a->dedup_head = a->dedup_head + 1 == max ? 0 : a->dedup_head + 1;
-		a->dedup_count--;
-	}
-	uint32_t i = a->dedup_head + a->dedup_count;
-	if (i >= max)
-		i -= max;
-	struct oms_dedup *d = &ring[i];
-	oms_actor_dedup_ids(oms, a)[i] = id;
-	memset(d, 0, sizeof(*d));
-	d->id = id;
-	d->user_seq = user_seq;
-	d->time_ns = oms->c.now_ns;
-	d->content = content;
-	d->reason = reason;
-	d->kind = (uint8_t)kind;
-	a->dedup_count++;
-}
+/* ---- session: content hashes, dedup outcomes, replies, rate limit ---- */
 
 static uint64_t
 mix(uint64_t h, uint64_t v)
@@ -94,24 +50,6 @@ oid_word(const struct oms *oms, const struct oms_actor *a, uint64_t user_seq)
 	return wire_oid_make(oms->c.limits.shard_id, a->user, user_seq).shard_seq;
 }
 
-static void
-emit_ack(struct oms *oms, struct oms_actor *a, uint64_t cl_ord_id, uint64_t shard_seq,
-	 uint64_t time_ns, struct svc_sink *sink)
-{
-	struct wire_ack m;
-	memset(&m, 0, sizeof(m));
-	m.user = a->user;
-	m.cl_ord_id = cl_ord_id;
-	/* The whole orderId as first given: a duplicate answered after the user moved between
-	 * shards names the shard that admitted it, not this one (found by sim-system). */
-	m.oid.user = a->user;
-	m.oid.shard_seq = shard_seq;
-	m.seq = ++a->egress_seq;
-	m.time_ns = time_ns;
-	oms_count(oms, OMS_C_ACKS);
-	OMS_EMIT(sink, WIRE_DEST_CLIENT, m, WIRE_ACK, 0);
-}
-
 /* The last steps of every admission (new order, modify, cancel-replace), in one order:
  * remember the outcome for duplicates, ACK the client with the orderId, count, and send the
  * saga's first message to the ME. */
@@ -119,11 +57,14 @@ static void
 admitted(struct oms *oms, struct oms_actor *a, struct oms_order *o, uint64_t cl_ord_id,
 	 uint64_t content, enum oms_counter counter, struct svc_sink *sink)
 {
+	DCHECK(o->state == OMS_O_PENDING);
+	DCHECK(o->actor == oms_actor_index(oms, a));
 	uint64_t word = oid_word(oms, a, o->user_seq);
 	oms_dedup_add(oms, a, OMS_DEDUP_ORDER, cl_ord_id, word, content, WIRE_REASON_NONE);
-	emit_ack(oms, a, cl_ord_id, word, oms->c.now_ns, sink);
+	oms_ack(oms, a, cl_ord_id, word, oms->c.now_ns, sink);
 	oms_count(oms, counter);
 	oms_build_to_me(oms, a, o, sink, NULL, NULL);
+	DCHECK(a->dedup_count > 0);
 }
 
 /* Refuse a request; remember the outcome when it is final. */
@@ -131,6 +72,7 @@ static void
 refuse(struct oms *oms, struct svc_sink *sink, struct oms_actor *a, uint64_t cl_ord_id,
        uint64_t content, uint16_t reason)
 {
+	DCHECK(reason != WIRE_REASON_NONE);
 	if (reason_final(reason))
 		oms_dedup_add(oms, a, OMS_DEDUP_ORDER, cl_ord_id, 0, content, reason);
 	oms_nak(oms, sink, a, a->user, cl_ord_id, reason, 0);
@@ -141,12 +83,13 @@ static void
 answer_duplicate(struct oms *oms, struct oms_actor *a, const struct oms_dedup *d,
 		 uint64_t content, struct svc_sink *sink)
 {
+	DCHECK(d->kind == OMS_DEDUP_ORDER);
 	oms_count(oms, OMS_C_DUPLICATES);
 	/* content 0: an outcome that arrived with the user's state (its content is unknown). */
 	if (d->content != 0 && d->content != content)
 		oms_nak(oms, sink, a, a->user, d->id, WIRE_REASON_DUPLICATE_REQUEST, 0);
 	else if (d->reason == WIRE_REASON_NONE)
-		emit_ack(oms, a, d->id, d->user_seq, d->time_ns, sink);
+		oms_ack(oms, a, d->id, d->user_seq, d->time_ns, sink);
 	else
 		oms_nak(oms, sink, a, a->user, d->id, d->reason, 0);
 }
@@ -162,8 +105,10 @@ client_actor(struct oms *oms, uint64_t user, uint64_t cl_ord_id, const struct wi
 		return NULL;
 	}
 	struct oms_actor *a = oms_actor_find(oms, user);
-	if (a != NULL && a->state != OMS_A_HYDRATING)
+	if (a != NULL && a->state != OMS_A_HYDRATING) {
+		DCHECK(a->state != OMS_A_FREE);
 		return a; /* resident (a flushing actor is still in RAM: serve it) */
+	}
 	uint16_t owner = 0;
 	int r = oms_actor_park(oms, user, msg, false, true, sink, &owner);
 	if (r != 0)
@@ -175,6 +120,7 @@ client_actor(struct oms *oms, uint64_t user, uint64_t cl_ord_id, const struct wi
 static bool
 rate_ok(struct oms *oms, struct oms_actor *a)
 {
+	DCHECK(a->tier < OMS_TIERS_MAX); /* clamped at install, checked at restore */
 	const struct oms_tier *t = &oms->c.limits.tiers[a->tier];
 	if (t->rate_per_s == 0)
 		return true;
@@ -190,92 +136,18 @@ rate_ok(struct oms *oms, struct oms_actor *a)
 	if (a->tokens < NANO)
 		return false;
 	a->tokens -= NANO;
+	DCHECK(a->tokens < cap);
 	return true;
 }
 
-/* ---- order records ---- */
-
-struct oms_order *
-oms_order_find(const struct oms *oms, uint64_t user, uint64_t user_seq)
-{
-	uint32_t i = oms_tab_find(oms, OMS_TAG_ORDER, user, user_seq);
-	return i == OMS_NIL ? NULL : &oms->orders[i];
-}
-
-static struct oms_order *
-order_alloc(struct oms *oms, struct oms_actor *a, uint64_t seq)
-{
-	CHECK(oms->c.order_free_count > 0);
-	uint32_t idx = oms->order_free[--oms->c.order_free_count];
-	struct oms_order *o = &oms->orders[idx];
-	memset(o, 0, sizeof(*o));
-	o->user_seq = seq;
-	o->actor = oms_actor_index(oms, a);
-	o->prev = a->order_tail;
-	o->next = OMS_NIL;
-	if (a->order_tail != OMS_NIL)
-		oms->orders[a->order_tail].next = idx;
-	else
-		a->order_head = idx;
-	a->order_tail = idx;
-	a->order_count++;
-	oms->c.order_used++;
-	o->state = OMS_O_PENDING;
-	a->sagas++;
-	oms->c.inflight++;
-	oms_tab_insert(oms, OMS_TAG_ORDER, a->user, seq, idx);
-	return o;
-}
-
-void
-oms_order_reserve_set(struct oms *oms, struct oms_actor *a, struct oms_order *o, int64_t reserved)
-{
-	DCHECK(reserved >= 0);
-	if (reserved == o->reserved)
-		return;
-	struct oms_balance *b = oms_balance_find(oms, a, o->res_asset);
-	CHECK(b != NULL);
-	b->reserved += reserved - o->reserved;
-	/* available = total − reserved is never negative. */
-	CHECK(b->reserved >= 0 && b->reserved <= b->total);
-	if (o->reserved == 0)
-		a->reservations++;
-	else if (reserved == 0)
-		a->reservations--;
-	o->reserved = reserved;
-}
-
-void
-oms_order_free(struct oms *oms, struct oms_actor *a, struct oms_order *o)
-{
-	uint32_t idx = (uint32_t)(o - oms->orders);
-	/* Release the remainder (seed: release on cancel/reject/expiry and at the end). */
-	oms_order_reserve_set(oms, a, o, 0);
-	if (o->state == OMS_O_PENDING) {
-		a->sagas--;
-		oms->c.inflight--;
-	} else if (o->state == OMS_O_LIVE && o->kind == OMS_K_ORDER) {
-		a->live--;
-	}
-	if (o->prev != OMS_NIL)
-		oms->orders[o->prev].next = o->next;
-	else
-		a->order_head = o->next;
-	if (o->next != OMS_NIL)
-		oms->orders[o->next].prev = o->prev;
-	else
-		a->order_tail = o->prev;
-	a->order_count--;
-	oms->c.order_used--;
-	oms_tab_remove(oms, OMS_TAG_ORDER, a->user, o->user_seq);
-	memset(o, 0, sizeof(*o));
-	oms->order_free[oms->c.order_free_count++] = idx;
-}
+/* ---- the saga's first message ---- */
 
 void
 oms_build_to_me(const struct oms *oms, const struct oms_actor *a, const struct oms_order *o,
 		struct svc_sink *sink, oms_msg_fn *fn, void *ctx)
 {
+	DCHECK(o->state == OMS_O_PENDING);
+	DCHECK(sink != NULL || fn != NULL);
 	uint16_t shard = oms->c.limits.shard_id;
 	union {
 		struct wire_submit s;
@@ -317,6 +189,8 @@ oms_build_to_me(const struct oms *oms, const struct oms_actor *a, const struct o
 uint32_t
 oms_pending_foreach(const struct oms *oms, oms_msg_fn *fn, void *ctx)
 {
+	CHECK(oms != NULL);
+	CHECK(fn != NULL);
 	uint32_t n = 0;
 	/* Seed: "PENDING_RESERVE is the bridge's durable work queue ... rebuild from state and
 	 * idempotently re-drive every pending order". */
@@ -330,22 +204,20 @@ oms_pending_foreach(const struct oms *oms, oms_msg_fn *fn, void *ctx)
 			n++;
 		}
 	}
+	/* Hydrating actors hold no orders and flushing ones are flat: every saga was seen. */
+	DCHECK(n == oms->c.inflight);
 	return n;
 }
 
 /* ---- reservations (exact debit) ---- */
-
-static int16_t
-fee_bps_max(const struct oms_symbol *s)
-{
-	return s->maker_fee_bps > s->taker_fee_bps ? s->maker_fee_bps : s->taker_fee_bps;
-}
 
 /* The largest notional n with n + fee(n, taker) <= spend: the market-buy budget sent to the
  * ME, so the client's spend covers notional and fees exactly. */
 static int64_t
 market_budget(int64_t spend, int16_t taker_bps)
 {
+	DCHECK(spend > 0);
+	DCHECK(taker_bps >= 0); /* SYMBOL_CONFIG refuses a taker rebate */
 	int64_t n = 0, f = 0;
 	if (money_mul_div(spend, MONEY_BPS_DENOM, MONEY_BPS_DENOM + taker_bps, false, &n) != 0)
 		return -1;
@@ -361,6 +233,7 @@ market_budget(int64_t spend, int16_t taker_bps)
 			break;
 		n++;
 	}
+	DCHECK(n <= spend);
 	return n;
 }
 
@@ -368,10 +241,12 @@ market_budget(int64_t spend, int16_t taker_bps)
 static int
 buy_reserve(const struct oms_symbol *s, int64_t px, int64_t qty, int64_t *out)
 {
+	DCHECK(px > 0); /* limit_check passed */
+	DCHECK(qty > 0);
 	int64_t n, f;
 	if (oms_notional(px, qty, s->base_unit, &n) != 0)
 		return -EOVERFLOW;
-	if (oms_fee(n, fee_bps_max(s), &f) != 0)
+	if (oms_fee(n, oms_fee_bps_max(s), &f) != 0)
 		return -EOVERFLOW;
 	return money_add(n, f, out);
 }
@@ -380,6 +255,8 @@ buy_reserve(const struct oms_symbol *s, int64_t px, int64_t qty, int64_t *out)
 static uint16_t
 limit_check(const struct oms_symbol *s, int64_t px, int64_t qty)
 {
+	DCHECK(s->tick > 0); /* SYMBOL_CONFIG and restore refuse anything else */
+	DCHECK(s->lot > 0);
 	int64_t n;
 	if (px <= 0 || qty <= 0)
 		return WIRE_REASON_BAD_REQUEST;
@@ -463,6 +340,8 @@ new_order_check(const struct oms *oms, const struct oms_symbol *s, const struct 
 static uint16_t
 funds_check(struct oms *oms, struct oms_actor *a, const struct admit *ad)
 {
+	DCHECK(ad->reserve > 0);
+	DCHECK(ad->res_asset != ad->recv_asset);
 	/* The asset a fill credits must have a slot before money can arrive in it. */
 	if (oms_balance_get_or_add(oms, a, ad->recv_asset) == NULL)
 		return WIRE_REASON_CAPACITY;
@@ -490,6 +369,37 @@ new_order_content(const struct wire_new_order *m)
 	h = mix(h, (uint64_t)m->qty);
 	h = mix(h, (uint64_t)m->quote_qty);
 	return mix(h, m->expire_ns) | 1; /* never 0 (0 means unknown) */
+}
+
+/* A new order record holding its exact reservation: a new order (target_seq 0) or the
+ * replacement of order target_seq. n carries the order's terms. */
+static struct oms_order *
+order_open(struct oms *oms, struct oms_actor *a, const struct wire_new_order *n,
+	   uint64_t target_seq, uint16_t me_shard, const struct admit *ad)
+{
+	DCHECK(ad->reserve > 0);
+	/* Seed invariant 7: orderId = {omsShard, user, userSeq}, derivable on replay. */
+	struct oms_order *o = oms_order_alloc(oms, a, ++a->user_seq);
+	o->kind = OMS_K_ORDER;
+	o->cl_ord_id = n->cl_ord_id;
+	o->target_seq = target_seq;
+	o->symbol = n->symbol;
+	o->side = n->side;
+	o->ord_type = n->ord_type;
+	o->tif = n->tif;
+	o->stp = n->stp;
+	o->px = n->px;
+	o->qty = n->qty;
+	o->leaves = n->qty;
+	o->quote_qty = n->quote_qty;
+	o->budget = ad->budget;
+	o->expire_ns = n->tif == WIRE_TIF_GTD ? n->expire_ns : 0;
+	o->me_shard = me_shard;
+	o->res_asset = ad->res_asset;
+	o->recv_asset = ad->recv_asset;
+	oms_order_reserve_set(oms, a, o, ad->reserve);
+	DCHECK(o->reserved == ad->reserve);
+	return o;
 }
 
 void
@@ -537,26 +447,9 @@ oms_on_new_order(struct oms *oms, const struct wire_new_order *m, struct svc_sin
 		refuse(oms, sink, a, m->cl_ord_id, content, r);
 		return;
 	}
-	/* Seed invariant 7: orderId = {omsShard, user, userSeq}, derivable on replay. */
-	struct oms_order *o = order_alloc(oms, a, ++a->user_seq);
-	o->kind = OMS_K_ORDER;
-	o->cl_ord_id = m->cl_ord_id;
-	o->symbol = m->symbol;
-	o->side = m->side;
-	o->ord_type = m->ord_type;
-	o->tif = m->tif;
-	o->stp = m->stp;
-	o->px = m->px;
-	o->qty = m->qty;
-	o->leaves = m->qty;
-	o->quote_qty = m->quote_qty;
-	o->budget = ad.budget;
-	o->expire_ns = m->tif == WIRE_TIF_GTD ? m->expire_ns : 0;
-	o->me_shard = s->me_shard;
-	o->res_asset = ad.res_asset;
-	o->recv_asset = ad.recv_asset;
-	oms_order_reserve_set(oms, a, o, ad.reserve);
+	struct oms_order *o = order_open(oms, a, m, 0, s->me_shard, &ad);
 	admitted(oms, a, o, m->cl_ord_id, content, OMS_C_SUBMITS, sink);
+	DCHECK(a->order_count <= oms->c.limits.orders_per_user);
 }
 
 /* The live order a modify names by its clientOrderId. */
@@ -596,6 +489,8 @@ modify_front(struct oms *oms, struct oms_actor *a, uint64_t cl_ord_id, uint64_t 
 		refuse(oms, sink, a, cl_ord_id, content, r);
 		return NULL;
 	}
+	DCHECK(t->kind == OMS_K_ORDER);
+	DCHECK(t->mod_seq == 0);
 	return t;
 }
 
@@ -603,7 +498,8 @@ static void
 modify_commit(struct oms *oms, struct oms_actor *a, struct oms_order *t, uint8_t kind,
 	      uint64_t cl_ord_id, uint64_t content, int64_t qty, struct svc_sink *sink)
 {
-	struct oms_order *o = order_alloc(oms, a, ++a->user_seq);
+	DCHECK(kind != OMS_K_ORDER); /* cancel or amend: a replacement is order_open's */
+	struct oms_order *o = oms_order_alloc(oms, a, ++a->user_seq);
 	o->kind = kind;
 	o->cl_ord_id = cl_ord_id;
 	o->target_seq = t->user_seq;
@@ -616,6 +512,7 @@ modify_commit(struct oms *oms, struct oms_actor *a, struct oms_order *t, uint8_t
 	o->recv_asset = t->recv_asset;
 	t->mod_seq = o->user_seq;
 	admitted(oms, a, o, cl_ord_id, content, OMS_C_MODIFIES, sink);
+	DCHECK(o->reserved == 0); /* a cancel or amend reserves nothing */
 }
 
 void
@@ -701,23 +598,15 @@ oms_on_cancel_replace(struct oms *oms, const struct wire_cancel_replace *m, stru
 		refuse(oms, sink, a, m->cl_ord_id, content, r);
 		return;
 	}
-	struct oms_order *o = order_alloc(oms, a, ++a->user_seq);
-	o->kind = OMS_K_ORDER;
-	o->cl_ord_id = m->cl_ord_id;
-	o->target_seq = t->user_seq;
-	o->symbol = t->symbol;
-	o->side = t->side;
-	o->ord_type = WIRE_ORD_LIMIT;
-	o->tif = t->tif;
-	o->stp = t->stp;
-	o->px = m->px;
-	o->qty = m->qty;
-	o->leaves = m->qty;
-	o->expire_ns = t->expire_ns;
-	o->me_shard = t->me_shard;
-	o->res_asset = ad.res_asset;
-	o->recv_asset = ad.recv_asset;
-	oms_order_reserve_set(oms, a, o, ad.reserve);
+	/* The replacement: a limit order on the target's terms at the new price and qty (a
+	 * target that is not GTD has expire_ns 0, as order_open would set it). */
+	const struct wire_new_order n = {
+		.cl_ord_id = m->cl_ord_id, .symbol = t->symbol, .side = t->side,
+		.ord_type = WIRE_ORD_LIMIT, .tif = t->tif, .stp = t->stp,
+		.px = m->px, .qty = m->qty, .expire_ns = t->expire_ns,
+	};
+	struct oms_order *o = order_open(oms, a, &n, t->user_seq, t->me_shard, &ad);
 	t->mod_seq = o->user_seq;
 	admitted(oms, a, o, m->cl_ord_id, content, OMS_C_MODIFIES, sink);
+	DCHECK(t->mod_seq == o->user_seq);
 }

@@ -11,6 +11,7 @@
 uint32_t
 oms_recon_leaks(struct oms *oms, struct oms_actor *a)
 {
+	DCHECK(a->state != OMS_A_FREE);
 	const uint32_t n = oms->c.limits.assets_per_user;
 	struct oms_balance *bal = oms_actor_balances(oms, a);
 	int64_t sums[WIRE_BALANCES_MAX];
@@ -32,7 +33,9 @@ oms_recon_leaks(struct oms *oms, struct oms_actor *a)
 		}
 		if (bal[k].total < 0 || bal[k].reserved > bal[k].total)
 			oms_count(oms, OMS_C_ALARM_BAD_STATE);
+		DCHECK(bal[k].reserved == sums[k]);
 	}
+	DCHECK(healed <= n);
 	return healed;
 }
 
@@ -51,6 +54,7 @@ oms_on_open_orders_snapshot(struct oms *oms, const struct wire_open_orders_snaps
 		oms_count(oms, OMS_C_RECON_DEFERRED);
 		return;
 	}
+	DCHECK(a->user == m->user);
 	/* Only once our stream from that ME shard is applied through as_of_seq: otherwise an
 	 * order the ME finished a moment ago would look like a phantom. */
 	if (oms->streams[m->me_shard].next_seq - 1 < m->as_of_seq) {
@@ -92,6 +96,7 @@ oms_on_open_orders_snapshot(struct oms *oms, const struct wire_open_orders_snaps
 		if (o->mod_seq != 0) {
 			struct oms_order *mod = oms_order_find(oms, a->user, o->mod_seq);
 			o->mod_seq = 0;
+			DCHECK(mod != o);
 			if (mod != NULL && mod->kind != OMS_K_ORDER) {
 				if (i != OMS_NIL && mod == &oms->orders[i])
 					i = mod->next;
@@ -105,11 +110,14 @@ oms_on_open_orders_snapshot(struct oms *oms, const struct wire_open_orders_snaps
 		oms_order_free(oms, a, o);
 	}
 	oms_recon_leaks(oms, a);
+	DCHECK(a->live <= a->order_count);
 }
 
 static void
 query(struct oms *oms, struct oms_actor *a, uint16_t ms, struct svc_sink *sink)
 {
+	DCHECK(ms < oms->c.limits.me_shards_max);
+	DCHECK(a->live > 0); /* only users with live orders are queried */
 	struct wire_open_orders_query q;
 	memset(&q, 0, sizeof(q));
 	q.user = a->user;
@@ -124,6 +132,7 @@ oms_recon_sweep(struct oms *oms, struct svc_sink *sink)
 {
 	const struct oms_limits *l = &oms->c.limits;
 	uint32_t chosen = 0;
+	DCHECK(l->reconcile_interval_ns != 0); /* the timer is off otherwise */
 	for (uint32_t n = 0; n < l->reconcile_scan_max && chosen < l->reconcile_users_max; n++) {
 		if (oms->c.recon_cursor >= oms->actor_slots)
 			oms->c.recon_cursor = 0;
@@ -150,4 +159,6 @@ oms_recon_sweep(struct oms *oms, struct svc_sink *sink)
 				query(oms, a, o->me_shard, sink);
 		}
 	}
+	DCHECK(chosen <= l->reconcile_users_max);
+	DCHECK(oms->c.recon_cursor <= oms->actor_slots);
 }

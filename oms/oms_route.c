@@ -6,33 +6,7 @@
  * does not own) and there is one atomically-versioned routing config (membership and whale
  * overrides move together under one epoch).
  */
-#include <errno.h>
-
-#include "common/hrw.h"
 #include "oms/oms_int.h"
-
-uint16_t
-oms_route_owner(const struct oms *oms, uint64_t user)
-{
-	const struct oms_route *r = &oms->c.route;
-	/* Before any routing config this shard serves every user (single-shard deployments,
-	 * tests); a multi-shard venue configures routing before it opens. */
-	for (uint32_t i = 0; i < r->pin_count; i++)
-		if (r->pins[i].user == user)
-			return r->pins[i].shard;
-	if (r->epoch == 0 || r->active_count == 0)
-		return oms->c.limits.shard_id;
-	/* Seed: HRW over the epoch-versioned membership — never hash % N. Receiving shards
-	 * get no new users until they turn active. */
-	return hrw_pick(user, r->active, r->active_count);
-}
-
-bool
-oms_route_owns(const struct oms *oms, uint64_t user, uint16_t *owner)
-{
-	*owner = oms_route_owner(oms, user);
-	return *owner == oms->c.limits.shard_id;
-}
 
 static void
 route_rebuild_active(struct oms_route *r)
@@ -55,7 +29,7 @@ static void
 drain_request(struct oms *oms)
 {
 	/* Start a fresh full pass over the resident users. */
-	oms->c.drain_active = 1;
+	oms->c.drain = OMS_DRAIN_REQUESTED;
 	oms->c.drain_cursor = 0;
 	oms->c.drain_found = 0;
 }
@@ -141,13 +115,6 @@ oms_on_whale_pin(struct oms *oms, const struct wire_whale_pin *m, struct svc_sin
 	oms_admin_reply(oms, sink, m->user, WIRE_REASON_NONE, r->epoch);
 }
 
-struct oms_symbol *
-oms_symbol_find(const struct oms *oms, uint32_t symbol)
-{
-	uint32_t idx = oms_tab_find(oms, OMS_TAG_SYMBOL, symbol, 0);
-	return idx == OMS_NIL ? NULL : &oms->symbols[idx];
-}
-
 static uint32_t
 fee_slot(struct oms *oms, uint32_t asset)
 {
@@ -161,13 +128,6 @@ fee_slot(struct oms *oms, uint32_t asset)
 	if (empty != OMS_NIL)
 		oms->fees[empty].asset = asset;
 	return empty;
-}
-
-int64_t *
-oms_fee_account(struct oms *oms, uint32_t asset)
-{
-	uint32_t i = fee_slot(oms, asset);
-	return i == OMS_NIL ? NULL : &oms->fees[i].amount;
 }
 
 void
@@ -211,19 +171,14 @@ oms_on_symbol_config(struct oms *oms, const struct wire_symbol_config *m, struct
 		oms_admin_reply(oms, sink, m->symbol, WIRE_REASON_CAPACITY, 0);
 		return;
 	}
-	s->symbol = m->symbol;
-	s->base_asset = m->base_asset;
-	s->quote_asset = m->quote_asset;
-	s->fee_slot = fs;
-	s->tick = m->tick;
-	s->lot = m->lot;
-	s->min_qty = m->min_qty;
-	s->min_notional = m->min_notional;
-	s->base_unit = m->base_unit;
-	s->me_shard = m->me_shard;
-	s->status = m->status;
-	s->maker_fee_bps = m->maker_fee_bps;
-	s->taker_fee_bps = m->taker_fee_bps;
+	/* The config replaces the symbol whole; only the kill-switch flag stays. */
+	*s = (struct oms_symbol){
+		.symbol = m->symbol, .base_asset = m->base_asset, .quote_asset = m->quote_asset,
+		.fee_slot = fs, .tick = m->tick, .lot = m->lot, .min_qty = m->min_qty,
+		.min_notional = m->min_notional, .base_unit = m->base_unit,
+		.me_shard = m->me_shard, .status = m->status, .flags = s->flags,
+		.maker_fee_bps = m->maker_fee_bps, .taker_fee_bps = m->taker_fee_bps,
+	};
 	oms_admin_reply(oms, sink, m->symbol, WIRE_REASON_NONE, m->map_version);
 }
 
@@ -303,7 +258,7 @@ oms_on_transfer(struct oms *oms, const struct wire_transfer *m, struct svc_sink 
 		return;
 	}
 	if (a == NULL || a->state == OMS_A_HYDRATING) {
-		/* Deposits and withdrawals hydrate a cold user first (issue 4). */
+		/* Deposits and withdrawals hydrate a cold user first. */
 		uint16_t owner = 0;
 		int r = oms_actor_park(oms, m->user, &m->hdr, false, true, sink, &owner);
 		if (r != 0)
@@ -344,69 +299,3 @@ oms_on_transfer(struct oms *oms, const struct wire_transfer *m, struct svc_sink 
 	oms_admin_reply(oms, sink, m->transfer_id, reason, b != NULL ? (uint64_t)b->total : 0);
 }
 
-/* ---- read-only views (mgmt) ---- */
-
-void
-oms_route_get(const struct oms *oms, struct oms_route_info *out)
-{
-	CHECK(oms != NULL && out != NULL);
-	const struct oms_route *r = &oms->c.route;
-	memset(out, 0, sizeof(*out));
-	out->epoch = r->epoch;
-	out->shard_count = r->shard_count;
-	out->pin_count = r->pin_count;
-	CHECK(r->shard_count <= WIRE_ROUTE_SHARDS_MAX && r->pin_count <= WIRE_ROUTE_PINS_MAX);
-	memcpy(out->shards, r->shards, sizeof(r->shards[0]) * r->shard_count);
-	memcpy(out->pins, r->pins, sizeof(r->pins[0]) * r->pin_count);
-}
-
-bool
-oms_route_draining(const struct oms *oms)
-{
-	CHECK(oms != NULL);
-	return oms->c.drain_active != 0;
-}
-
-uint32_t
-oms_symbol_count(const struct oms *oms)
-{
-	CHECK(oms != NULL);
-	return oms->c.symbol_count;
-}
-
-int
-oms_symbol_at(const struct oms *oms, uint32_t i, struct oms_symbol_info *out)
-{
-	CHECK(oms != NULL && out != NULL);
-	if (i >= oms->c.symbol_count)
-		return -ENOENT;
-	const struct oms_symbol *s = &oms->symbols[i];
-	memset(out, 0, sizeof(*out));
-	out->symbol = s->symbol;
-	out->me_shard = s->me_shard;
-	out->status = s->status;
-	out->killed = (s->flags & OMS_SYM_KILLED) != 0;
-	out->base_asset = s->base_asset;
-	out->quote_asset = s->quote_asset;
-	out->maker_fee_bps = s->maker_fee_bps;
-	out->taker_fee_bps = s->taker_fee_bps;
-	DCHECK(out->symbol != 0);
-	return 0;
-}
-
-int
-oms_symbol_get(const struct oms *oms, uint32_t symbol, struct oms_symbol_info *out)
-{
-	CHECK(oms != NULL && out != NULL);
-	const struct oms_symbol *s = oms_symbol_find(oms, symbol);
-	if (s == NULL)
-		return -ENOENT;
-	return oms_symbol_at(oms, (uint32_t)(s - oms->symbols), out);
-}
-
-bool
-oms_user_killed(const struct oms *oms, uint64_t user)
-{
-	CHECK(oms != NULL);
-	return oms_tab_find(oms, OMS_TAG_KILL, user, 0) != OMS_NIL;
-}

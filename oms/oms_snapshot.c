@@ -113,7 +113,8 @@ size_t
 oms_snapshot(const struct oms *oms, void *buf, size_t cap)
 {
 	struct ser s = { .buf = buf, .cap = cap };
-	CHECK(oms != NULL && buf != NULL);
+	CHECK(oms != NULL);
+	CHECK(buf != NULL);
 	serialise(oms, &s);
 	return s.full ? 0 : s.pos;
 }
@@ -176,6 +177,40 @@ list_ok(const struct oms *oms, const struct oms_list *l, uint8_t state)
 	return prev == l->tail && n == l->count;
 }
 
+/* The slabs whose free stacks the snapshot carries. */
+enum slab {
+	SLAB_ACTORS,
+	SLAB_ORDERS,
+	SLAB_PARKED,
+};
+
+/* Slot i of the slab holds no record. */
+static bool
+slot_free(const struct oms *oms, enum slab slab, uint32_t i)
+{
+	switch (slab) {
+	case SLAB_ACTORS:
+		return oms->actors[i].state == OMS_A_FREE;
+	case SLAB_ORDERS:
+		return oms->orders[i].state == OMS_O_FREE;
+	default:
+		return oms->parked[i].len == 0;
+	}
+}
+
+/* Read a slab's free stack of count entries and check that each names a free slot below
+ * slots. */
+static bool
+get_free_stack(const struct oms *oms, struct des *d, enum slab slab, uint32_t *stack,
+	       uint32_t count, uint32_t slots)
+{
+	get(d, stack, sizeof(uint32_t) * count);
+	for (uint32_t k = 0; k < count; k++)
+		if (stack[k] >= slots || !slot_free(oms, slab, stack[k]))
+			return false;
+	return true;
+}
+
 static int
 deserialise(struct oms *oms, struct des *d)
 {
@@ -219,11 +254,9 @@ deserialise(struct oms *oms, struct des *d)
 			return -EINVAL;
 		oms_tab_insert(oms, OMS_TAG_USER, a->user, 0, i);
 	}
-	get(d, oms->actor_free, sizeof(uint32_t) * c->actor_free_count);
-	for (uint32_t k = 0; k < c->actor_free_count; k++)
-		if (oms->actor_free[k] >= oms->actor_slots ||
-		    oms->actors[oms->actor_free[k]].state != OMS_A_FREE)
-			return -EINVAL;
+	if (!get_free_stack(oms, d, SLAB_ACTORS, oms->actor_free, c->actor_free_count,
+			    oms->actor_slots))
+		return -EINVAL;
 	n = get_u32(d);
 	if (n != c->order_used || n + c->order_free_count != l->orders_max)
 		return -EINVAL;
@@ -242,11 +275,9 @@ deserialise(struct oms *oms, struct des *d)
 			return -EINVAL;
 		oms_tab_insert(oms, OMS_TAG_ORDER, user, o->user_seq, i);
 	}
-	get(d, oms->order_free, sizeof(uint32_t) * c->order_free_count);
-	for (uint32_t k = 0; k < c->order_free_count; k++)
-		if (oms->order_free[k] >= l->orders_max ||
-		    oms->orders[oms->order_free[k]].state != OMS_O_FREE)
-			return -EINVAL;
+	if (!get_free_stack(oms, d, SLAB_ORDERS, oms->order_free, c->order_free_count,
+			    l->orders_max))
+		return -EINVAL;
 	n = get_u32(d);
 	if (n != c->parked_used || n + c->parked_free_count != l->parked_max)
 		return -EINVAL;
@@ -260,10 +291,9 @@ deserialise(struct oms *oms, struct des *d)
 		    !idx_ok(p->next, l->parked_max))
 			return -EINVAL;
 	}
-	get(d, oms->parked_free, sizeof(uint32_t) * c->parked_free_count);
-	for (uint32_t k = 0; k < c->parked_free_count; k++)
-		if (oms->parked_free[k] >= l->parked_max || oms->parked[oms->parked_free[k]].len != 0)
-			return -EINVAL;
+	if (!get_free_stack(oms, d, SLAB_PARKED, oms->parked_free, c->parked_free_count,
+			    l->parked_max))
+		return -EINVAL;
 	get(d, oms->symbols, sizeof(struct oms_symbol) * c->symbol_count);
 	for (uint32_t i = 0; i < c->symbol_count && !d->bad; i++) {
 		const struct oms_symbol *s = &oms->symbols[i];

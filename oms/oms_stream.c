@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The ME's event streams (one per ME shard for this OMS shard, docs/me-contract.md), applied
- * strictly in sequence; settlement of fills and release of reservations; client execution
- * reports.
+ * strictly in sequence; settlement of fills and release of reservations, and the client
+ * execution reports each event causes.
  *
  * Seed: "Reserve / settle / release are four logged, idempotent transitions ... A dropped
  * settle/release event is a money bug." Idempotence comes from the sequence: an event is
@@ -11,49 +11,19 @@
  */
 #include "oms/oms_int.h"
 
-void
-oms_exec_report(struct oms *oms, struct oms_actor *a, const struct oms_order *o, uint8_t exec,
-		struct svc_sink *sink, uint8_t cause, uint16_t reason, int64_t last_px,
-		int64_t last_qty, int64_t fee, uint8_t liquidity)
-{
-	struct wire_exec_report m;
-	memset(&m, 0, sizeof(m));
-	m.user = a->user;
-	m.cl_ord_id = o->cl_ord_id;
-	m.oid = wire_oid_make(oms->c.limits.shard_id, a->user, o->user_seq);
-	m.seq = ++a->egress_seq;
-	m.time_ns = oms->c.now_ns;
-	m.symbol = o->symbol;
-	m.exec = exec;
-	m.side = o->side;
-	m.liquidity = liquidity;
-	m.cause = cause;
-	m.reason = reason;
-	m.last_px = last_px;
-	m.last_qty = last_qty;
-	m.cum_qty = o->cum_qty;
-	m.leaves_qty = o->leaves;
-	m.fee = fee;
-	oms_count(oms, OMS_C_EXEC_REPORTS);
-	OMS_EMIT(sink, WIRE_DEST_CLIENT, m, WIRE_EXEC_REPORT, 0);
-}
-
 /* PENDING → LIVE: the saga's first step is answered (ACCEPTED, or any later event). */
 static void
 promote(struct oms *oms, struct oms_actor *a, struct oms_order *o)
 {
 	if (o->state != OMS_O_PENDING || o->kind != OMS_K_ORDER)
 		return;
+	DCHECK(a->sagas > 0);
+	DCHECK(oms->c.inflight > 0);
 	o->state = OMS_O_LIVE;
 	a->sagas--;
 	oms->c.inflight--;
 	a->live++;
-}
-
-static int16_t
-bps_max(const struct oms_symbol *s)
-{
-	return s->maker_fee_bps > s->taker_fee_bps ? s->maker_fee_bps : s->taker_fee_bps;
+	DCHECK(a->live <= a->order_count);
 }
 
 /* Shrink a limit order's reservation to what its leaves can still cost (after an amend or a
@@ -61,6 +31,8 @@ bps_max(const struct oms_symbol *s)
 static void
 reserve_trim(struct oms *oms, struct oms_actor *a, struct oms_order *o, const struct oms_symbol *s)
 {
+	DCHECK(o->kind == OMS_K_ORDER);
+	const int64_t before = o->reserved;
 	int64_t need = o->reserved;
 	if (o->leaves <= 0) {
 		need = 0;
@@ -69,11 +41,12 @@ reserve_trim(struct oms *oms, struct oms_actor *a, struct oms_order *o, const st
 	} else if (o->ord_type == WIRE_ORD_LIMIT && s != NULL) {
 		int64_t n, f;
 		if (oms_notional(o->px, o->leaves, s->base_unit, &n) == 0 &&
-		    oms_fee(n, bps_max(s), &f) == 0 && n <= INT64_MAX - f)
+		    oms_fee(n, oms_fee_bps_max(s), &f) == 0 && n <= INT64_MAX - f)
 			need = n + f;
 	}
 	if (need < o->reserved)
 		oms_order_reserve_set(oms, a, o, need);
+	DCHECK(o->reserved <= before);
 }
 
 /* Settle one fill leg at its real notional with the symbol's maker/taker fee (charged in
@@ -84,6 +57,8 @@ static int64_t
 settle(struct oms *oms, struct oms_actor *a, struct oms_order *o, const struct oms_symbol *s,
        const struct wire_me_event *ev)
 {
+	DCHECK(s != NULL);
+	DCHECK(o->side == WIRE_SIDE_BUY || o->side == WIRE_SIDE_SELL);
 	int64_t qty = ev->qty, notional = ev->notional, check;
 	if (qty <= 0 || notional < 0) {
 		oms_count(oms, OMS_C_ALARM_BAD_STATE);
@@ -156,6 +131,9 @@ settle(struct oms *oms, struct oms_actor *a, struct oms_order *o, const struct o
 	o->cum_qty += qty;
 	o->leaves = ev->leaves_qty;
 	oms_count(oms, OMS_C_FILLS);
+	/* Settlement never leaves a negative available balance (shortfalls are capped). */
+	DCHECK(base->reserved <= base->total);
+	DCHECK(quote->reserved <= quote->total);
 	return fee;
 }
 
@@ -183,6 +161,7 @@ static void
 modify_resolve(struct oms *oms, struct oms_actor *a, struct oms_order *t,
 	       const struct wire_me_event *ev)
 {
+	DCHECK(t->kind == OMS_K_ORDER);
 	if (t->mod_seq == 0 || ev->contra.user != a->user ||
 	    wire_oid_seq(ev->contra) != t->mod_seq)
 		return;
@@ -190,6 +169,7 @@ modify_resolve(struct oms *oms, struct oms_actor *a, struct oms_order *t,
 	t->mod_seq = 0;
 	if (m == NULL)
 		return;
+	DCHECK(m != t);
 	if (m->kind == OMS_K_AMEND && ev->event == WIRE_EV_AMENDED)
 		t->qty = m->qty;
 	if (m->kind == OMS_K_CANCEL || m->kind == OMS_K_AMEND)
@@ -214,7 +194,11 @@ oms_event_apply(struct oms *oms, struct oms_actor *a, const struct wire_me_event
 		const struct oms_symbol *sym, struct svc_sink *sink)
 {
 	DCHECK(a->state == OMS_A_RESIDENT || a->state == OMS_A_FLUSHING);
+	/* oms_on_me_event refused any other event type before it was sequenced or parked. */
+	DCHECK(ev->event >= WIRE_EV_ACCEPTED);
+	DCHECK(ev->event < WIRE_EV_MAX);
 	oms_actor_touch(oms, a);
+	DCHECK(a->state == OMS_A_RESIDENT); /* activity cancels an in-window flush */
 	struct oms_order *o = oms_order_find(oms, a->user, wire_oid_seq(ev->oid));
 	if (o == NULL) {
 		event_unknown(oms, a, ev);
@@ -315,7 +299,7 @@ oms_event_apply(struct oms *oms, struct oms_actor *a, const struct wire_me_event
 		modify_refused(oms, a, o, ev, sink);
 		break;
 	default:
-		oms_count(oms, OMS_C_BAD_MSGS);
+		DCHECK(0 && "event type checked by oms_on_me_event");
 		break;
 	}
 }
@@ -325,12 +309,14 @@ oms_event_apply(struct oms *oms, struct oms_actor *a, const struct wire_me_event
 static struct wire_me_event *
 held_of(struct oms *oms, uint16_t ms)
 {
+	DCHECK(ms < oms->c.limits.me_shards_max);
 	return &oms->held[(size_t)ms * oms->c.limits.held_max];
 }
 
 static void
 maybe_replay(struct oms *oms, uint16_t ms, struct svc_sink *sink)
 {
+	DCHECK(ms < oms->c.limits.me_shards_max);
 	struct oms_stream *st = &oms->streams[ms];
 	if (oms->c.now_ns < st->replay_next_ns)
 		return;
@@ -347,8 +333,10 @@ maybe_replay(struct oms *oms, uint16_t ms, struct svc_sink *sink)
 static void
 stream_ack(struct oms *oms, uint16_t ms, struct svc_sink *sink)
 {
+	DCHECK(ms < oms->c.limits.me_shards_max);
 	struct oms_stream *st = &oms->streams[ms];
 	struct wire_stream_ack m;
+	DCHECK(st->next_seq > 0); /* streams start at 1 */
 	memset(&m, 0, sizeof(m));
 	st->acked_seq = st->next_seq - 1;
 	m.seq = st->acked_seq;
@@ -364,6 +352,7 @@ hold(struct oms *oms, uint16_t ms, const struct wire_me_event *ev)
 	struct oms_stream *st = &oms->streams[ms];
 	struct wire_me_event *h = held_of(oms, ms);
 	uint32_t n = st->held_count, i = 0;
+	DCHECK(ev->seq > st->next_seq); /* only events beyond a gap are held */
 	while (i < n && h[i].seq < ev->seq)
 		i++;
 	if (i < n && h[i].seq == ev->seq) {
@@ -378,6 +367,8 @@ hold(struct oms *oms, uint16_t ms, const struct wire_me_event *ev)
 	h[i] = *ev;
 	st->held_count++;
 	oms_count(oms, OMS_C_EVENTS_HELD);
+	DCHECK(st->held_count <= oms->c.limits.held_max);
+	DCHECK(i + 1 == st->held_count || h[i].seq < h[i + 1].seq); /* still sorted */
 }
 
 /* Consume one in-sequence event. False: it cannot be taken now (no slot to park it for a
@@ -386,6 +377,8 @@ static bool
 consume(struct oms *oms, const struct wire_me_event *ev, const struct oms_symbol *s,
 	struct svc_sink *sink)
 {
+	/* A sequenced event names a configured symbol (symbols are never removed). */
+	DCHECK(s != NULL);
 	if (wire_oid_shard(ev->oid) != oms->c.limits.shard_id || ev->oid.user == 0) {
 		oms_count(oms, OMS_C_EVENTS_FOREIGN);
 		return true;
@@ -449,6 +442,8 @@ oms_on_me_event(struct oms *oms, const struct wire_me_event *m, struct svc_sink 
 		st->held_count--;
 		memmove(&h[0], &h[1], sizeof(h[0]) * st->held_count);
 	}
+	/* Whatever is still held lies beyond the next expected seq (or is blocked at it). */
+	DCHECK(st->held_count == 0 || h[0].seq >= st->next_seq);
 	if (st->next_seq - 1 - st->acked_seq >= oms->c.limits.stream_ack_every)
 		stream_ack(oms, ms, sink);
 }

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * One open-addressing hash table (linear probing, backward-shift deletion) indexes users,
- * orders, symbols and kill-switches. It is sized at init to at most half
- * full, so a probe sequence is short; deletion moves entries back instead of leaving
+ * orders, symbols, kill-switches and pending claim releases. It is sized at init to at most
+ * half full, so a probe sequence is short; deletion moves entries back instead of leaving
  * tombstones, so lookups never degrade over a long run (Knuth 6.4, Algorithm R).
  *
  * The table is not part of the snapshot: restore rebuilds it from the records. Nothing

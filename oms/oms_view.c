@@ -1,0 +1,275 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Read-only views of the state for tests, mgmt and the control socket: counters, users,
+ * balances, fees, streams, routing and symbols, and the invariant check that recomputes the
+ * actors' counters from their records.
+ * Nothing here changes state.
+ */
+#include "oms/oms_int.h"
+
+static const char *const counter_names[] = {
+#define OMS_COUNTER_NAME(name, label) label,
+	OMS_COUNTERS(OMS_COUNTER_NAME)
+#undef OMS_COUNTER_NAME
+};
+static_assert(ARRAY_SIZE(counter_names) == OMS_C_COUNT, "counter names");
+
+uint64_t
+oms_counter_get(const struct oms *oms, enum oms_counter c)
+{
+	return (unsigned)c < OMS_C_COUNT ? oms->c.counters[c] : 0;
+}
+
+const char *
+oms_counter_name(enum oms_counter c)
+{
+	return (unsigned)c < OMS_C_COUNT ? counter_names[c] : "?";
+}
+
+uint64_t
+oms_nak_count(const struct oms *oms, uint16_t reason)
+{
+	return reason < WIRE_REASON_MAX ? oms->c.naks_by_reason[reason] : 0;
+}
+
+int
+oms_user_get(const struct oms *oms, uint64_t user, struct oms_user_info *out)
+{
+	memset(out, 0, sizeof(*out));
+	const struct oms_actor *a = oms_actor_find(oms, user);
+	if (a == NULL)
+		return -ENOENT;
+	out->status = a->state;
+	out->orders = a->order_count;
+	out->sagas = a->sagas;
+	out->live = a->live;
+	out->reservations = a->reservations;
+	out->parked = a->parked_count;
+	out->epoch = a->epoch;
+	out->version = a->version;
+	out->user_seq = a->user_seq;
+	out->egress_seq = a->egress_seq;
+	out->last_active_ns = a->last_active_ns;
+	return 0;
+}
+
+uint32_t
+oms_users_list(const struct oms *oms, uint32_t *cursor, uint64_t *users, uint32_t max)
+{
+	CHECK(oms != NULL);
+	CHECK(cursor != NULL);
+	CHECK(users != NULL || max == 0);
+	uint32_t n = 0, seen = 0, budget = 4 * max + 64;
+	uint32_t i = *cursor;
+	for (; i < oms->actor_slots && n < max && seen < budget; i++, seen++)
+		if (oms->actors[i].state != OMS_A_FREE)
+			users[n++] = oms->actors[i].user;
+	*cursor = i >= oms->actor_slots ? UINT32_MAX : i;
+	DCHECK(n <= max);
+	return n;
+}
+
+int
+oms_balance_get(const struct oms *oms, uint64_t user, uint32_t asset, int64_t *total,
+		int64_t *reserved)
+{
+	*total = 0;
+	*reserved = 0;
+	const struct oms_actor *a = oms_actor_find(oms, user);
+	if (a == NULL || a->state == OMS_A_HYDRATING)
+		return -ENOENT;
+	const struct oms_balance *b = oms_balance_find(oms, a, asset);
+	if (b == NULL)
+		return -ENOENT;
+	*total = b->total;
+	*reserved = b->reserved;
+	return 0;
+}
+
+int64_t
+oms_fees_get(const struct oms *oms, uint32_t asset)
+{
+	for (uint32_t i = 0; i < oms->c.limits.fee_assets_max; i++)
+		if (oms->fees[i].asset == asset && asset != 0)
+			return oms->fees[i].amount;
+	return 0;
+}
+
+int64_t
+oms_asset_sum(const struct oms *oms, uint32_t asset)
+{
+	int64_t sum = oms_fees_get(oms, asset);
+	for (uint32_t i = 0; i < oms->actor_slots; i++) {
+		const struct oms_actor *a = &oms->actors[i];
+		if (a->state != OMS_A_RESIDENT && a->state != OMS_A_FLUSHING)
+			continue;
+		const struct oms_balance *b = oms_balance_find(oms, a, asset);
+		if (b != NULL)
+			sum += b->total;
+	}
+	return sum;
+}
+
+uint32_t
+oms_resident_count(const struct oms *oms)
+{
+	return oms->c.lru.count + oms->c.flushing.count + oms->c.hydrating.count;
+}
+
+uint32_t
+oms_parked_count(const struct oms *oms)
+{
+	return oms->c.parked_used;
+}
+
+uint32_t
+oms_inflight_count(const struct oms *oms)
+{
+	return oms->c.inflight;
+}
+
+uint64_t
+oms_stream_next_seq(const struct oms *oms, uint16_t me_shard)
+{
+	return me_shard < oms->c.limits.me_shards_max ? oms->streams[me_shard].next_seq : 0;
+}
+
+uint64_t
+oms_route_epoch(const struct oms *oms)
+{
+	return oms->c.route.epoch;
+}
+
+uint16_t
+oms_owner(const struct oms *oms, uint64_t user)
+{
+	return oms_route_owner(oms, user);
+}
+
+/* Walk every actor and order and check the counters the flat rule relies on. */
+int
+oms_check_invariants(const struct oms *oms)
+{
+	const struct oms_limits *l = &oms->c.limits;
+	uint32_t inflight = 0, used = 0, parked = 0;
+	for (uint32_t i = 0; i < oms->actor_slots; i++) {
+		const struct oms_actor *a = &oms->actors[i];
+		if (a->state == OMS_A_FREE)
+			continue;
+		if (oms_tab_find(oms, OMS_TAG_USER, a->user, 0) != i)
+			return -EFAULT;
+		uint32_t sagas = 0, live = 0, res = 0, count = 0;
+		int64_t sums[WIRE_BALANCES_MAX];
+		memset(sums, 0, sizeof(sums));
+		const struct oms_balance *bal = oms_actor_balances(oms, a);
+		for (uint32_t o = a->order_head; o != OMS_NIL; o = oms->orders[o].next) {
+			const struct oms_order *r = &oms->orders[o];
+			if (r->state == OMS_O_FREE || r->actor != i)
+				return -EFAULT;
+			count++;
+			sagas += r->state == OMS_O_PENDING;
+			live += r->state == OMS_O_LIVE && r->kind == OMS_K_ORDER;
+			if (r->reserved < 0)
+				return -EFAULT;
+			if (r->reserved > 0) {
+				res++;
+				uint32_t asset = r->res_asset;
+				uint32_t k;
+				for (k = 0; k < l->assets_per_user; k++)
+					if (bal[k].asset == asset)
+						break;
+				if (k == l->assets_per_user)
+					return -EFAULT;
+				sums[k] += r->reserved;
+			}
+		}
+		if (count != a->order_count || sagas != a->sagas || live != a->live ||
+		    res != a->reservations)
+			return -EFAULT;
+		for (uint32_t k = 0; k < l->assets_per_user; k++) {
+			if (bal[k].reserved != sums[k])
+				return -EFAULT;
+			if (bal[k].total < 0 || bal[k].reserved < 0 || bal[k].reserved > bal[k].total)
+				return -EFAULT;
+		}
+		if (a->state == OMS_A_FLUSHING && !oms_actor_flat(a))
+			return -EFAULT;
+		inflight += sagas;
+		used += count;
+		parked += a->parked_count;
+	}
+	if (inflight != oms->c.inflight || used != oms->c.order_used || parked != oms->c.parked_used)
+		return -EFAULT;
+	if (oms_resident_count(oms) + oms->c.actor_free_count != oms->actor_slots)
+		return -EFAULT;
+	return 0;
+}
+
+void
+oms_route_get(const struct oms *oms, struct oms_route_info *out)
+{
+	CHECK(oms != NULL);
+	CHECK(out != NULL);
+	const struct oms_route *r = &oms->c.route;
+	memset(out, 0, sizeof(*out));
+	out->epoch = r->epoch;
+	out->shard_count = r->shard_count;
+	out->pin_count = r->pin_count;
+	CHECK(r->shard_count <= WIRE_ROUTE_SHARDS_MAX);
+	CHECK(r->pin_count <= WIRE_ROUTE_PINS_MAX);
+	memcpy(out->shards, r->shards, sizeof(r->shards[0]) * r->shard_count);
+	memcpy(out->pins, r->pins, sizeof(r->pins[0]) * r->pin_count);
+}
+
+bool
+oms_route_draining(const struct oms *oms)
+{
+	CHECK(oms != NULL);
+	return oms->c.drain != OMS_DRAIN_IDLE;
+}
+
+uint32_t
+oms_symbol_count(const struct oms *oms)
+{
+	CHECK(oms != NULL);
+	return oms->c.symbol_count;
+}
+
+int
+oms_symbol_at(const struct oms *oms, uint32_t i, struct oms_symbol_info *out)
+{
+	CHECK(oms != NULL);
+	CHECK(out != NULL);
+	if (i >= oms->c.symbol_count)
+		return -ENOENT;
+	const struct oms_symbol *s = &oms->symbols[i];
+	memset(out, 0, sizeof(*out));
+	out->symbol = s->symbol;
+	out->me_shard = s->me_shard;
+	out->status = s->status;
+	out->killed = (s->flags & OMS_SYM_KILLED) != 0;
+	out->base_asset = s->base_asset;
+	out->quote_asset = s->quote_asset;
+	out->maker_fee_bps = s->maker_fee_bps;
+	out->taker_fee_bps = s->taker_fee_bps;
+	DCHECK(out->symbol != 0);
+	return 0;
+}
+
+int
+oms_symbol_get(const struct oms *oms, uint32_t symbol, struct oms_symbol_info *out)
+{
+	CHECK(oms != NULL);
+	CHECK(out != NULL);
+	const struct oms_symbol *s = oms_symbol_find(oms, symbol);
+	if (s == NULL)
+		return -ENOENT;
+	return oms_symbol_at(oms, (uint32_t)(s - oms->symbols), out);
+}
+
+bool
+oms_user_killed(const struct oms *oms, uint64_t user)
+{
+	CHECK(oms != NULL);
+	return oms_tab_find(oms, OMS_TAG_KILL, user, 0) != OMS_NIL;
+}
