@@ -156,20 +156,22 @@ oms_on_symbol_config(struct oms *oms, const struct wire_symbol_config *m, struct
 		oms_admin_reply(oms, sink, m->symbol, WIRE_REASON_BAD_REQUEST, 0);
 		return;
 	}
-	if (s == NULL) {
-		if (oms->c.symbol_count == oms->c.limits.symbols_max) {
-			oms_admin_reply(oms, sink, m->symbol, WIRE_REASON_CAPACITY, 0);
-			return;
-		}
-		s = &oms->symbols[oms->c.symbol_count];
-		memset(s, 0, sizeof(*s));
-		oms_tab_insert(oms, OMS_TAG_SYMBOL, m->symbol, 0, oms->c.symbol_count);
-		oms->c.symbol_count++;
+	/* Both capacities are checked before anything changes: a refused config must not
+	 * leave a zeroed symbol behind (tick 0 would reach the order checks). */
+	if (s == NULL && oms->c.symbol_count == oms->c.limits.symbols_max) {
+		oms_admin_reply(oms, sink, m->symbol, WIRE_REASON_CAPACITY, 0);
+		return;
 	}
 	uint32_t fs = fee_slot(oms, m->quote_asset);
 	if (fs == OMS_NIL) {
 		oms_admin_reply(oms, sink, m->symbol, WIRE_REASON_CAPACITY, 0);
 		return;
+	}
+	if (s == NULL) {
+		s = &oms->symbols[oms->c.symbol_count];
+		memset(s, 0, sizeof(*s));
+		oms_tab_insert(oms, OMS_TAG_SYMBOL, m->symbol, 0, oms->c.symbol_count);
+		oms->c.symbol_count++;
 	}
 	/* The config replaces the symbol whole; only the kill-switch flag stays. */
 	*s = (struct oms_symbol){

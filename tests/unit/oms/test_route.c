@@ -3,6 +3,7 @@
  * drain after a config change (capped, flat only), whale pins, stale epochs. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -150,4 +151,39 @@ Test(oms_route, drain_non_owned_when_flat)
 	cr_assert(eq(u32, h_count(&H, WIRE_BEGIN_DEHYDRATE), 1));
 	cr_assert(eq(u32, h_status(&H, users[1]), OMS_USER_FLUSHING));
 	cr_assert(eq(u64, h_ctr(&H, OMS_C_DRAINED), 5));
+}
+
+/* Goal: a symbol config refused for want of a fee slot leaves no symbol behind.
+ * Method: one fee account (USD, taken by the standard symbols); configure ETH/BTC, which needs
+ * a second; it is refused CAPACITY, and an order for it is refused UNKNOWN_SYMBOL (a zeroed
+ * symbol left in the table would reach the order checks with tick 0). */
+Test(oms_symbol, fee_capacity_leaves_no_symbol)
+{
+	struct h h;
+	struct oms_limits l;
+	h_limits(&l);
+	l.fee_assets_max = 1;
+	h_init(&h, &l);
+	h_std_symbols(&h);
+	struct wire_symbol_config m;
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = WIRE_SYMBOL_CONFIG;
+	m.hdr.length = sizeof(m);
+	m.symbol = 77;
+	m.base_asset = A_ETH;
+	m.quote_asset = A_BTC;
+	m.status = WIRE_SYM_TRADING;
+	m.tick = 1;
+	m.lot = 1;
+	m.base_unit = 1;
+	h_apply(&h, &m);
+	const struct wire_admin_reply *r = h_get(&h, WIRE_ADMIN_REPLY, 0);
+	cr_assert(r != NULL);
+	cr_assert(eq(u16, r->reason, WIRE_REASON_CAPACITY));
+	struct oms_symbol_info si;
+	cr_assert(eq(int, oms_symbol_get(h.oms, 77, &si), -ENOENT));
+	h_user(&h, 7, 1000000, 1000000);
+	h_limit(&h, 7, 1, 77, WIRE_SIDE_BUY, 10, 1);
+	cr_assert(eq(u16, h_last_nak(&h), WIRE_REASON_UNKNOWN_SYMBOL));
+	h_fini(&h);
 }
