@@ -39,17 +39,12 @@ oms_user_get(const struct oms *oms, uint64_t user, struct oms_user_info *out)
 	const struct oms_actor *a = oms_actor_find(oms, user);
 	if (a == NULL)
 		return -ENOENT;
-	out->status = a->state;
-	out->orders = a->order_count;
-	out->sagas = a->sagas;
-	out->live = a->live;
-	out->reservations = a->reservations;
-	out->parked = a->parked_count;
-	out->epoch = a->epoch;
-	out->version = a->version;
-	out->user_seq = a->user_seq;
-	out->egress_seq = a->egress_seq;
-	out->last_active_ns = a->last_active_ns;
+	*out = (struct oms_user_info){
+		.status = a->state, .orders = a->order_count, .sagas = a->sagas,
+		.live = a->live, .reservations = a->reservations, .parked = a->parked_count,
+		.epoch = a->epoch, .version = a->version, .user_seq = a->user_seq,
+		.egress_seq = a->egress_seq, .last_active_ns = a->last_active_ns,
+	};
 	return 0;
 }
 
