@@ -85,13 +85,16 @@ setup(struct bench *b, struct svc_sink *sink)
 	hu.hdr.type = WIRE_HYDRATE_USER;
 	hu.hdr.length = sizeof(hu);
 	hu.status = WIRE_HYD_OK;
-	hu.epoch = 1;
 	hu.state.version = 1;
 	hu.state.balance_count = 2;
 	hu.state.balances[0] = (struct wire_balance){ A_BASE, 0, INT64_C(1) << 50 };
 	hu.state.balances[1] = (struct wire_balance){ A_QUOTE, 0, INT64_C(1) << 50 };
+	/* Each is a hydrate-ahead, whose claim epoch must be fresh: an epoch at or below one the
+	 * shard has seen is a late answer to a hydration it gave up, released, not installed
+	 * (docs/fencing.md). */
 	for (uint64_t u = 1; u <= USERS; u++) {
 		hu.state.user = u;
+		hu.epoch = u;
 		oms_apply(b->oms, b->now, &hu.hdr, sink);
 	}
 }
@@ -217,6 +220,11 @@ main(int argc, char **argv)
 		return 1;
 	struct svc_sink sink = { .ctx = &b, .emit = sink_emit };
 	setup(&b, &sink);
+	if (oms_resident_count(b.oms) != USERS) {
+		fprintf(stderr, "oms_bench: %u users resident after hydration, want %u\n",
+			oms_resident_count(b.oms), USERS);
+		return 1;
+	}
 	struct msgs m;
 	msgs_init(&m);
 	uint64_t *users = zipf_users(ops, 0.99, 42);

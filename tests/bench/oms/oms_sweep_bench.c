@@ -81,12 +81,17 @@ run(uint32_t residents, int rounds)
 	hu.hdr.type = WIRE_HYDRATE_USER;
 	hu.hdr.length = sizeof(hu);
 	hu.status = WIRE_HYD_OK;
-	hu.epoch = 1;
 	hu.state.balance_count = 1;
 	hu.state.balances[0] = (struct wire_balance){ 1, 0, 1000 };
 	for (uint32_t u = 0; u < residents; u++) {
 		hu.state.user = (uint64_t)u + 1;
+		hu.epoch = (uint64_t)u + 1; /* a hydrate-ahead's epoch must be fresh */
 		oms_apply(oms, (uint64_t)(u / EXPIRE) * MS + 1, &hu.hdr, &sink);
+	}
+	if (oms_resident_count(oms) != residents) {
+		fprintf(stderr, "oms_sweep_bench: %u users resident after hydration, want %u\n",
+			oms_resident_count(oms), residents);
+		exit(1);
 	}
 	uint64_t t[ROUNDS];
 	for (int r = 0; r < rounds; r++) {
