@@ -386,6 +386,27 @@ main(int argc, char **argv)
 		}
 	}
 
+	/* Sanity: the mix must be served, not refused. Streams are acknowledged every batch, so
+	 * no retention bound is ever reached; every message is one the engine handles. */
+	static const enum me_counter never[] = { ME_C_BACKPRESSURE, ME_C_RETENTION_STOP,
+						 ME_C_EVENTS_OVERRUN, ME_C_CONFIG_REJECTED,
+						 ME_C_IGNORED };
+	int bad = 0;
+	for (size_t i = 0; i < sizeof(never) / sizeof(never[0]); i++)
+		if (me_counter(B.me, never[i]) != 0) {
+			fprintf(stderr, "me_bench: %s: %lu, want 0\n", me_counter_label(never[i]),
+				(unsigned long)me_counter(B.me, never[i]));
+			bad = 1;
+		}
+	if (ops >= BATCH && (me_counter(B.me, ME_C_TRADES) == 0 ||
+			     me_counter(B.me, ME_C_MODIFIES) == 0 ||
+			     me_counter(B.me, ME_C_ACCEPTED) < me_counter(B.me, ME_C_SUBMITS) / 2)) {
+		fprintf(stderr, "me_bench: the mix did not trade, cancel and rest as it should\n");
+		bad = 1;
+	}
+	if (bad)
+		return 1;
+
 	uint64_t ops_per_s = t_total ? (uint64_t)((double)ops * 1e9 / (double)t_total) : 0;
 	printf("me_bench: seed=%lu warm_resting=%u resting=%u records=%u ops=%lu\n",
 	       (unsigned long)seed, resting_warm, me_orders_resting(B.me), me_records_used(B.me),

@@ -291,10 +291,10 @@ main(int argc, char **argv)
 	double hyd_serial = run(db, &c, false, sbase, serial, 1);
 	double fl_serial = run(db, &c, true, sbase, serial, 1);
 	const uint64_t *k = pst_db_counters(db);
-	printf("db: hydrate pipelined %.0f/s, one at a time %.0f/s (%u users)\n", hyd, hyd_serial,
-	       users);
-	printf("db: flush   pipelined %.0f/s, one at a time %.0f/s (%u users)\n", fl, fl_serial,
-	       serial);
+	printf("db: hydrate pipelined %.0f/s (%u users), one at a time %.0f/s (%u users)\n", hyd,
+	       users, hyd_serial, serial);
+	printf("db: flush   pipelined %.0f/s (%u users), one at a time %.0f/s (%u users)\n", fl,
+	       users, fl_serial, serial);
 	printf("db: batch_max %u, batches in flight %u; batches %" PRIu64 ", answers %" PRIu64
 	       ", not ok %" PRIu64 "\n",
 	       cfg.batch_max, cfg.batches_in_flight_max, k[PST_C_DB_BATCHES], c.answers, c.bad);
