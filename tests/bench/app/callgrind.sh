@@ -19,7 +19,9 @@
 # (Ir_load / NEW_ORDERs, empty cycles included) and per message.
 #
 # Env: ORDERS (2000), USERS (16), SEED (1), USERS_IDLE (2), VALGRIND (valgrind),
-#      OMSD, OMSPCAP (default build/). Needs valgrind; about a minute per run.
+#      OMSD, OMSPCAP (default: the callgrind tree, tests/bench/cg-tree: x86-64-v3 release,
+#      built if missing; a -march=native omsd may hold instructions valgrind cannot decode,
+#      e.g. AVX-512). Needs valgrind; about a minute per run.
 # Last line: bench: callgrind instructions_per_order=N ...
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -29,6 +31,10 @@ USERS_IDLE=${USERS_IDLE:-2}
 VALGRIND=${VALGRIND:-valgrind}
 command -v "$VALGRIND" >/dev/null || { echo "callgrind: valgrind not found" >&2; exit 2; }
 command -v callgrind_annotate >/dev/null || { echo "callgrind: callgrind_annotate not found" >&2; exit 2; }
+if [ -z "${OMSD:-}" ] || [ -z "${OMSPCAP:-}" ]; then
+	tree=$("$HERE/../cg-tree" app/omsd tools/omspcap)
+	export OMSD=${OMSD:-$tree/app/omsd} OMSPCAP=${OMSPCAP:-$tree/tools/omspcap}
+fi
 DIR=$(mktemp -d /tmp/omsd-bench-callgrind.XXXXXX)
 trap 'rm -rf "$DIR"' EXIT
 
