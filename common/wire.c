@@ -21,7 +21,7 @@ static const char *const type_names[WIRE_TYPE_LIMIT] = {
 #undef WIRE_TYPE_NAME
 };
 
-static const uint16_t type_sizes[WIRE_TYPE_LIMIT] = {
+const uint16_t wire_type_sizes[WIRE_TYPE_LIMIT] = {
 #define WIRE_TYPE_SIZE(name, value, st, tail, cls, admin) [value] = (uint16_t)sizeof(struct st),
 	WIRE_TYPES(WIRE_TYPE_SIZE)
 #undef WIRE_TYPE_SIZE
@@ -64,14 +64,6 @@ wire_type_name(uint16_t type)
 	if (type >= WIRE_TYPE_LIMIT || type_names[type] == NULL)
 		return "?";
 	return type_names[type];
-}
-
-uint16_t
-wire_type_size(uint16_t type)
-{
-	if (type >= WIRE_TYPE_LIMIT)
-		return 0;
-	return type_sizes[type];
 }
 
 enum wire_class
@@ -529,9 +521,9 @@ wire_msg_check(const void *buf, size_t avail, uint16_t *msg_len)
 	DCHECK(((uintptr_t)buf & 7u) == 0);
 	if (avail < sizeof(*h))
 		return WIRE_E_TRUNCATED;
-	if (h->type >= WIRE_TYPE_LIMIT || type_sizes[h->type] == 0)
+	if (h->type >= WIRE_TYPE_LIMIT || wire_type_sizes[h->type] == 0)
 		return WIRE_E_BAD_TYPE;
-	uint32_t fixed = type_sizes[h->type];
+	uint32_t fixed = wire_type_sizes[h->type];
 	if (h->length < fixed)
 		return WIRE_E_BAD_MSG_LENGTH;
 	if (h->length > avail)

@@ -45,7 +45,7 @@ me_apply(struct me *me, uint64_t now_ns, const struct wire_msg_hdr *msg, struct 
 	/* Every type handled below is read as its fixed struct: a shorter message (the decoder
 	 * refuses them, so only a broken log holds one) is counted and ignored, not read. The
 	 * size is wire.h's table, the same sizeof as the struct each case reads. */
-	if (msg->type != WIRE_TICK && msg->length < wire_type_size(msg->type)) {
+	if (__builtin_expect(msg->length < wire_type_size(msg->type), 0) && msg->type != WIRE_TICK) {
 		me_count(me, ME_C_IGNORED);
 		return;
 	}

@@ -180,14 +180,14 @@ me_order_alloc(struct me *me, struct wire_oid oid)
 		h = (h + 1) & mask;
 	ix[h].order = oi + 1;
 	ix[h].tag = tag;
-	CHECK(me->records_used <= me->limits.orders_max);
+	DCHECK(me->records_used <= me->limits.orders_max);
 	return oi;
 }
 
 void
 me_order_release(struct me *me, uint32_t oi)
 {
-	CHECK(oi < me->limits.orders_max);
+	DCHECK(oi < me->limits.orders_max);
 	DCHECK(me_ord(me, oi)->state != ME_ST_FREE);
 	struct me_slot *ix = ME_ARR(me, off_index, struct me_slot);
 	struct me_order *o = me_orders(me);
@@ -264,7 +264,7 @@ me_user_get(struct me *me, uint64_t user)
 	u[h].head = ME_NIL;
 	u[h].count = ME_USER_USED;
 	me->users_used++;
-	CHECK(me->users_used <= me->limits.users_max);
+	DCHECK(me->users_used <= me->limits.users_max);
 	return &u[h];
 }
 
@@ -404,7 +404,7 @@ me_gtd_push(struct me *me, uint32_t oi)
 	g[i].order = oi;
 	g[i].reserved = 0;
 	gtd_sift_up(g, i);
-	CHECK(me->gtd_count <= me->limits.gtd_max);
+	DCHECK(me->gtd_count <= me->limits.gtd_max);
 	return true;
 }
 

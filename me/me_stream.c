@@ -30,7 +30,7 @@ ring(struct me *me, uint32_t st)
 uint32_t
 me_stream_get(struct me *me, uint16_t shard)
 {
-	CHECK(me->streams_used <= me->limits.streams_max);
+	DCHECK(me->streams_used <= me->limits.streams_max);
 	uint16_t *map = stream_map(me);
 	if (map[shard] != 0) {
 		uint32_t found = (uint32_t)map[shard] - 1;
@@ -58,7 +58,7 @@ me_order_finish(struct me *me, uint32_t oi)
 	struct me_order *o = me_ord(me, oi);
 	DCHECK(o->state != ME_ST_FINAL);
 	DCHECK(o->level == ME_NIL);
-	CHECK(o->stream < me->streams_used);
+	DCHECK(o->stream < me->streams_used);
 	o->state = ME_ST_FINAL;
 	o->leaves = 0;
 	/* Its dedup window starts now (me_limits.dedup_ttl_ns). */
