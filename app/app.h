@@ -144,7 +144,7 @@ void app_lat_tx(struct app_lat *l, const struct wire_msg_hdr *msg);
 void app_lat_stats_write(const struct app_lat *l, const char *prefix, FILE *out);
 
 /* Echo shard (diagnostic service "echo"): counts what reaches it and echoes every frame to
- * its sender. The dataplane tests use it; it was the skeleton of the shard lcore. */
+ * its sender. The dataplane tests use it. */
 struct app_echo {
 	const struct app_shard_conf *conf;
 	struct rte_ring *rx;          /* io → this shard (SP/SC) */
