@@ -95,7 +95,9 @@ struct client_event {
 	struct client_req *req;         /* the matched request, or NULL */
 	uint64_t now_ns;                /* when it was handled */
 	uint64_t seq_gap;               /* egress seqs missing just before this message */
-	bool seq_repeat;                /* seq already seen (a duplicate or a re-sent report) */
+	bool seq_repeat;                /* seq already seen (a duplicate or a re-sent report),
+					 * or 64 or more below the newest: the window cannot
+					 * tell, and a report that late is taken for a repeat */
 	bool seq_fill;                  /* seq below the newest, never seen: fills a gap */
 };
 

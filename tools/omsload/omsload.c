@@ -12,15 +12,17 @@
  *    --transfer-shard N sends them straight to OMS shard N instead.
  * 2. Load: --rate requests/s for --seconds from a seeded mix (common/prng.h): limit orders
  *    near --mid (some crossing), cancels of the user's own open orders (always once a user
- *    rests 3/4 of LIVE_MAX, so the book stays bounded), some IOC limits and market orders. At most --inflight requests are unanswered at once; beyond that the
- *    generator waits (counted as throttled) rather than queueing without bound.
+ *    rests 3/4 of LIVE_MAX, so the book stays bounded), some IOC limits and market orders.
+ *    At most --inflight requests are unanswered at once; beyond that the generator waits
+ *    (counted as throttled) rather than queueing without bound.
  * 3. Drain: waits up to --drain-ms for the outstanding answers and then for the reports
  *    that follow them (until the node is quiet for QUIET_MS). With --flatten it then cancels
  *    every order still resting and drains again. It prints the report, including the
- *    ledger line (every order sent: acked, resting, final, unreported, doubled, overfilled
- *    — what a failover test checks), and the last line is
+ *    ledger line (ledger.h: every order sent: acked, resting, final, unreported, doubled,
+ *    overfilled — what a failover test checks), and the last line is
  *      load: sent=N acked=N naked=N final=N ack_p50_us=N ack_p99_us=N
- *    where final counts DONE and REJECTED reports and latency is first send → ACK.
+ *    where acked counts requests first answered by an ACK or (the ACK late or lost) a report,
+ *    final counts DONE and REJECTED reports, and latency is first send → ACK.
  * Exit: 0 after a run with answers, 3 when nothing at all was answered, 2 usage, 4 I/O.
  */
 #include <errno.h>
@@ -34,6 +36,7 @@
 #include "common/hist.h"
 #include "common/prng.h"
 #include "tools/client.h"
+#include "tools/omsload/ledger.h"
 
 #define USERS_MAX 100000
 #define LIVE_MAX 32           /* open orders remembered per user (cancel targets) */
@@ -54,25 +57,6 @@ struct user_state {
 	uint64_t live[LIVE_MAX]; /* cl_ord_ids the node reported open */
 	uint32_t live_count;
 	uint32_t id_next;        /* next per-user request number (wraps at 2^ID_SEQ_BITS) */
-};
-
-/* The run's ledger: every NEW_ORDER sent, and what the node said about it. After the drain
- * it shows whether any acknowledged order went missing or was executed twice. */
-struct ord {
-	uint64_t user;           /* 0: free slot */
-	uint64_t id;             /* cl_ord_id */
-	struct wire_oid oid;     /* from the first ACK */
-	int64_t qty;             /* 0 for a market buy by quote budget */
-	int64_t filled;          /* sum of FILL last_qty */
-	uint8_t acked, opened, finals, naked;
-	uint8_t oid_changed;     /* a later ACK named another orderId */
-	uint8_t reserved[3];
-};
-
-struct ledger {
-	struct ord *t;
-	uint64_t mask;
-	uint64_t used, full;
 };
 
 struct load {
@@ -105,59 +89,19 @@ usage(void)
 	return 2;
 }
 
-static struct ord *
-ledger_slot(struct ledger *g, uint64_t user, uint64_t id, bool insert)
-{
-	if (g->t == NULL)
-		return NULL;
-	uint64_t h = (user * UINT64_C(0x9E3779B97F4A7C15)) ^ (id * UINT64_C(0xC2B2AE3D27D4EB4F));
-	for (uint64_t p = 0; p <= g->mask; p++) {
-		struct ord *o = &g->t[(h + p) & g->mask];
-		if (o->user == user && o->id == id)
-			return o;
-		if (o->user == 0) {
-			if (!insert || g->used * 4 >= (g->mask + 1) * 3) {
-				g->full += insert;
-				return NULL;
-			}
-			o->user = user;
-			o->id = id;
-			g->used++;
-			return o;
-		}
-	}
-	return NULL;
-}
-
-/* After the drain: every acknowledged order must be resting (OPEN, no final report) or
- * final (DONE or REJECTED, once); fills never exceed the quantity; one orderId per order. */
+/* After the drain: what the ledger concludes (ledger.h, docs/tools.md). */
 static void
-ledger_report(const struct load *l, const struct client_stats *st)
+ledger_print(const struct load *l)
 {
 	const struct ledger *g = &l->led;
-	uint64_t acked = 0, resting = 0, final = 0, unreported = 0, doubled = 0, overfilled = 0;
-	for (uint64_t i = 0; g->t != NULL && i <= g->mask; i++) {
-		const struct ord *o = &g->t[i];
-		if (o->user == 0 || !o->acked)
-			continue;
-		acked++;
-		if (o->finals == 1)
-			final++;
-		else if (o->finals == 0 && o->opened)
-			resting++;
-		else if (o->finals == 0)
-			unreported++;
-		if (o->finals > 1 || o->oid_changed)
-			doubled++;
-		if (o->qty > 0 && o->filled > o->qty)
-			overfilled++;
-	}
+	struct ledger_counts n;
+	ledger_count(g, &n);
 	printf("ledger: acked=%" PRIu64 " resting=%" PRIu64 " final=%" PRIu64
 	       " unreported=%" PRIu64 " doubled=%" PRIu64 " overfilled=%" PRIu64
 	       " seq_gaps=%" PRIu64 " seq_filled=%" PRIu64 " untracked=%" PRIu64
 	       " flattened=%" PRIu64 "\n",
-	       acked, resting, final, unreported, doubled, overfilled, st->seq_gaps, st->seq_filled,
-	       g->full, l->flattened);
+	       n.acked, n.resting, n.final, n.unreported, n.doubled, n.overfilled, g->seq_gaps,
+	       g->seq_filled, g->full + g->seq_untracked, l->flattened);
 }
 
 static struct user_state *
@@ -179,26 +123,26 @@ live_remove(struct user_state *u, uint64_t id)
 	}
 }
 
+/* Whether the node has settled the order: a late OPEN must not make it a cancel target. */
+static bool
+order_final(const struct load *l, uint64_t user, uint64_t id)
+{
+	const struct ledger_ord *o = ledger_order(&l->led, user, id);
+	return o != NULL && o->finals > 0;
+}
+
 static void
 on_event(void *ctx, const struct client_event *ev)
 {
 	struct load *l = ctx;
 	struct client_req *r = ev->req;
-	/* A message seen already (a new leader re-sends its recent reports; the client's seq
-	 * window tells them apart from gap fills) is not counted again. */
-	if (ev->seq_repeat && r == NULL)
-		return;
+	/* The ledger applies each numbered message once, by its (user, seq): a message seen
+	 * already (a new leader re-sends its recent reports) is not counted again, however
+	 * old; a late one is, however late. r is set only for a request's first answer. */
 	switch (ev->kind) {
 	case CLIENT_EV_ACK: {
 		const struct wire_ack *m = (const void *)ev->msg;
-		struct ord *o = ledger_slot(&l->led, m->user, m->cl_ord_id, false);
-		if (o != NULL) {
-			if (o->acked && memcmp(&o->oid, &m->oid, sizeof(o->oid)) != 0)
-				o->oid_changed = 1;
-			if (!o->acked)
-				o->oid = m->oid;
-			o->acked = 1;
-		}
+		(void)ledger_on_ack(&l->led, m);
 		if (r != NULL) {
 			l->acked++;
 			hist_record(&l->ack_us, (ev->now_ns - r->first_ns) / 1000u);
@@ -207,6 +151,8 @@ on_event(void *ctx, const struct client_event *ev)
 	}
 	case CLIENT_EV_NAK: {
 		const struct wire_nak *m = (const void *)ev->msg;
+		if (!ledger_on_nak(&l->led, m) && r == NULL)
+			break;
 		if (r != NULL)
 			l->naked++;
 		l->naks_by_reason[m->reason < WIRE_REASON_MAX ? m->reason : WIRE_REASON_MAX]++;
@@ -214,21 +160,20 @@ on_event(void *ctx, const struct client_event *ev)
 	}
 	case CLIENT_EV_EXEC: {
 		const struct wire_exec_report *m = (const void *)ev->msg;
+		/* A report that answers the request first (its ACK late or lost) admits it as
+		 * an ACK would; the ACK that follows finds no request and is not counted. */
+		if (r != NULL)
+			l->acked++;
+		if (!ledger_on_exec(&l->led, m))
+			break;
 		struct user_state *u = user_of(l, m->user);
-		struct ord *o = ledger_slot(&l->led, m->user, m->cl_ord_id, false);
-		if (o != NULL) {
-			o->acked = 1; /* a report proves admission even if the ACK was lost */
-			if (m->exec == WIRE_EXEC_OPEN)
-				o->opened = 1;
-			else if (m->exec == WIRE_EXEC_FILL)
-				o->filled += m->last_qty;
-			else if (m->exec == WIRE_EXEC_DONE || m->exec == WIRE_EXEC_REJECTED)
-				o->finals = (uint8_t)(o->finals < 255 ? o->finals + 1 : 255);
-		}
-		if (m->exec == WIRE_EXEC_OPEN && u != NULL && u->live_count < LIVE_MAX) {
+		if (m->exec == WIRE_EXEC_OPEN) {
 			l->opens++;
-			live_remove(u, m->cl_ord_id);
-			u->live[u->live_count++] = m->cl_ord_id;
+			if (u != NULL && u->live_count < LIVE_MAX &&
+			    !order_final(l, m->user, m->cl_ord_id)) {
+				live_remove(u, m->cl_ord_id);
+				u->live[u->live_count++] = m->cl_ord_id;
+			}
 		} else if (m->exec == WIRE_EXEC_FILL) {
 			l->fills++;
 		} else if (m->exec == WIRE_EXEC_DONE || m->exec == WIRE_EXEC_REJECTED) {
@@ -308,9 +253,7 @@ send_one(struct load *l, uint64_t now_ns)
 		}
 		tag = TAG_ORDER;
 		l->orders++;
-		struct ord *o = ledger_slot(&l->led, user, id, true);
-		if (o != NULL)
-			o->qty = m->qty;
+		ledger_order_sent(&l->led, user, id, m->qty);
 	}
 	int err = 0;
 	if (client_submit(l->c, msg, tag, now_ns, &err) != NULL)
@@ -345,12 +288,9 @@ drain(struct load *l, uint64_t drain_ms)
 static void
 flatten(struct load *l, uint32_t requests_max, uint64_t drain_ms)
 {
-	const struct ledger *g = &l->led;
-	uint64_t n = 0;
-	for (uint64_t i = 0; g->t != NULL && i <= g->mask; i++) {
-		const struct ord *o = &g->t[i];
-		if (o->user == 0 || !o->opened || o->finals != 0)
-			continue;
+	uint64_t n = 0, cursor = 0;
+	const struct ledger_ord *o;
+	while ((o = ledger_next_resting(&l->led, &cursor)) != NULL) {
 		struct user_state *u = user_of(l, o->user);
 		if (u == NULL)
 			continue;
@@ -449,12 +389,7 @@ main(int argc, char **argv)
 	if (l.users == NULL)
 		return 4;
 	/* The ledger: room for every order the run can send, at most 3/4 full. */
-	uint64_t slots = 1024;
-	while (slots < rate * seconds * 2 && slots < (UINT64_C(1) << 24))
-		slots <<= 1;
-	l.led.t = calloc(slots, sizeof(*l.led.t));
-	l.led.mask = slots - 1;
-	if (l.led.t == NULL)
+	if (ledger_init(&l.led, rate * seconds, first_user, (uint32_t)users) < 0)
 		return 4;
 	prng_seed(&l.prng, seed);
 	hist_init(&l.ack_us);
@@ -470,6 +405,7 @@ main(int argc, char **argv)
 	if (rc < 0) {
 		fprintf(stderr, "omsload: cannot open the UDP socket: %s\n", strerror(-rc));
 		free(l.users);
+		ledger_free(&l.led);
 		return rc == -EINVAL ? 2 : 4;
 	}
 
@@ -558,13 +494,13 @@ main(int argc, char **argv)
 	       hist_percentile(&l.ack_us, 50), hist_percentile(&l.ack_us, 90),
 	       hist_percentile(&l.ack_us, 99), hist_percentile(&l.ack_us, 99.9),
 	       l.ack_us.count ? l.ack_us.max : 0);
-	ledger_report(&l, st);
+	ledger_print(&l);
 	printf("load: sent=%" PRIu64 " acked=%" PRIu64 " naked=%" PRIu64 " final=%" PRIu64
 	       " ack_p50_us=%" PRIu64 " ack_p99_us=%" PRIu64 "\n",
 	       l.sent, l.acked, l.naked, l.final, hist_percentile(&l.ack_us, 50),
 	       hist_percentile(&l.ack_us, 99));
 	client_close(l.c);
 	free(l.users);
-	free(l.led.t);
+	ledger_free(&l.led);
 	return l.sent > 0 && l.acked + l.naked == 0 ? 3 : 0;
 }
