@@ -46,6 +46,7 @@ app_config_load(const char *path, struct app_config *cfg, FILE *err)
 	cfg_sec_mgmt(&c, cfg);
 	cfg_sec_routing(&c, cfg);
 	cfg_sec_symbols(&c, cfg);
+	cfg_check_windows(&c, cfg);
 	cfg_check_cross(&c, cfg);
 	cfg_check_cpus(&c, cfg);
 	cfg_check_unknown(&c);
@@ -99,6 +100,7 @@ app_config_dump(const struct app_config *cfg, FILE *out)
 		fprintf(out, "symbol.%u = base %u quote %u me_shard %u tick %" PRId64 " lot %" PRId64
 			"\n", y->id, y->base_asset, y->quote_asset, y->me_shard, y->tick, y->lot);
 	}
+	fprintf(out, "limits.dedup_window_ms = %" PRIu64 "\n", cfg->dedup_window_ms);
 	fprintf(out, "mgmt.metrics_listen = %s\n",
 		cfg->metrics_listen[0] ? cfg->metrics_listen : "off");
 	fprintf(out, "database = %s\n", cfg->db_conninfo[0] ? "configured" : "none");

@@ -31,8 +31,9 @@ enum app_service {
 };
 
 enum app_durability {
-	APP_DURABILITY_MEMORY = 1,  /* commit on a majority holding the entry in memory */
-	APP_DURABILITY_DURABLE = 2, /* commit on a majority having fsynced it */
+	APP_DURABILITY_MEMORY = 1,  /* commit on a majority holding the entry in memory: a
+				     * power loss of a majority loses what it committed */
+	APP_DURABILITY_DURABLE = 2, /* commit on a majority having fsynced it (the default) */
 };
 
 /* One lcore the app runs besides the main lcore. */
@@ -118,6 +119,8 @@ struct app_config {
 	uint64_t log_mb;                      /* in-memory Raft log: MiB per shard */
 	uint64_t snapshot_mb;                 /* largest snapshot (two buffers per shard) */
 	uint64_t snapshot_entries;            /* applied entries between snapshots */
+	uint64_t dedup_window_ms;             /* ME: a finished order's dedup record outlives
+					       * its ack this long (docs/me-contract.md) */
 
 	/* [timers] */
 	uint64_t user_ttl_ms;                 /* idle time before an actor may be evicted */
@@ -156,5 +159,11 @@ int app_config_load(const char *path, struct app_config *cfg, FILE *err);
 void app_config_dump(const struct app_config *cfg, FILE *out);
 
 const char *app_service_name(enum app_service s);
+
+/* [limits] dedup_window_ms: the least the file may say (bridge_redrive_ms + 2 x
+ * election_ms, docs/me-contract.md "Windows"), and the value used when it says nothing
+ * (twice that, at least one second). */
+uint64_t app_dedup_window_min_ms(const struct app_config *cfg);
+uint64_t app_dedup_window_default_ms(const struct app_config *cfg);
 
 #endif

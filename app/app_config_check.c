@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The configuration's checks that span sections (app_config_int.h), run once every section
- * has been read: what one section says about another (a symbol's ME shard and the routed
- * OMS shards against [shard.N], rx_start against the shards' members, the database against
- * [persister]), the CPUs against this process's affinity, and at last every key or section
- * nobody read, which is a typo or a key this version does not have.
+ * has been read: the windows the exactly-once and durability argument relies on (timers and
+ * sizes against each other, the table in docs/me-contract.md), what one section says about
+ * another (a symbol's ME shard and the routed OMS shards against [shard.N], rx_start
+ * against the shards' members, the database against [persister]), the CPUs against this
+ * process's affinity, and at last every key or section nobody read, which is a typo or a
+ * key this version does not have.
  */
 #include <inttypes.h>
 #include <sched.h>
@@ -48,6 +50,55 @@ cfg_check_cpus(struct cfg_ctx *c, const struct app_config *cfg)
 				   cfg->shards[i].lcore.cpu);
 		}
 	}
+}
+
+uint64_t
+app_dedup_window_min_ms(const struct app_config *cfg)
+{
+	return cfg->bridge_redrive_ms + 2 * cfg->election_ms;
+}
+
+uint64_t
+app_dedup_window_default_ms(const struct app_config *cfg)
+{
+	return RTE_MAX(UINT64_C(1000), 2 * app_dedup_window_min_ms(cfg));
+}
+
+/*
+ * The windows table of docs/me-contract.md, one check per row that has a key. Each message
+ * says what would break, so an operator reading --check knows why the bound is there. The
+ * ME's dedup window, when not given, is derived here from the timers it must outlast.
+ */
+void
+cfg_check_windows(struct cfg_ctx *c, struct app_config *cfg)
+{
+	/* Raft §5.2: a follower must hear a heartbeat before its election timer fires. */
+	if (cfg->heartbeat_ms * 2 > cfg->election_ms)
+		cfg_report(c, "timers", "heartbeat_ms", "%" PRIu64 " is more than half of "
+			   "election_ms (%" PRIu64 "): followers would time out between "
+			   "heartbeats",
+			   cfg->heartbeat_ms, cfg->election_ms);
+	if (cfg->snapshot_entries >= cfg->log_entries_max)
+		cfg_report(c, "limits", "snapshot_entries", "%" PRIu64 " must be below log_entries "
+			   "(%" PRIu64 "): the log would fill before the first snapshot",
+			   cfg->snapshot_entries, cfg->log_entries_max);
+	if (cfg->sweep_ms > cfg->user_ttl_ms)
+		cfg_report(c, "timers", "sweep_ms", "%" PRIu64 " is longer than user_ttl_ms "
+			   "(%" PRIu64 "): users would outlive their TTL by more than a TTL",
+			   cfg->sweep_ms, cfg->user_ttl_ms);
+	/* ME contract: a SUBMIT re-sent for an order the ME has finished must still find its
+	 * dedup record. The latest such re-send is a re-drive round already on its way, or one
+	 * from a deposed OMS leader's bridge, which re-drives until check-quorum steps it down
+	 * (election_max = 2 x election_ms, docs/consensus.md). */
+	uint64_t min_ms = app_dedup_window_min_ms(cfg);
+	if (cfg_scan_find(c, "limits", "dedup_window_ms") == NULL)
+		cfg->dedup_window_ms = app_dedup_window_default_ms(cfg);
+	else if (cfg->dedup_window_ms < min_ms)
+		cfg_report(c, "limits", "dedup_window_ms", "%" PRIu64 " is below [timers] "
+			   "bridge_redrive_ms + 2 x election_ms (%" PRIu64 "): a SUBMIT re-driven "
+			   "late, or by a deposed OMS leader, could reach the ME after the order's "
+			   "dedup record is gone and execute twice",
+			   cfg->dedup_window_ms, min_ms);
 }
 
 /* The shard [shard.N] configures on this node, or NULL. */

@@ -106,7 +106,9 @@ void cfg_sec_mgmt(struct cfg_ctx *c, struct app_config *cfg);
 void cfg_sec_routing(struct cfg_ctx *c, struct app_config *cfg);
 void cfg_sec_symbols(struct cfg_ctx *c, struct app_config *cfg);
 
-/* app_config_check.c: what spans sections, CPUs, and what nobody read. */
+/* app_config_check.c: the windows (fills the derived dedup window), what spans sections,
+ * CPUs, and what nobody read. */
+void cfg_check_windows(struct cfg_ctx *c, struct app_config *cfg);
 void cfg_check_cross(struct cfg_ctx *c, const struct app_config *cfg);
 void cfg_check_cpus(struct cfg_ctx *c, const struct app_config *cfg);
 void cfg_check_unknown(struct cfg_ctx *c);

@@ -2,12 +2,12 @@
 /*
  * The services' sections of the configuration (app_config_int.h): [limits], [timers],
  * [durability], [database], [paths], [keys], [mgmt], [routing] and [symbol.N]. What one
- * section says about another (a symbol's ME shard, the routed OMS shards) is checked after
- * every section is read, in app_config_check.c.
+ * section says about another (a symbol's ME shard, the routed OMS shards) and the windows
+ * the exactly-once argument relies on (timers and sizes against each other) are checked
+ * after every section is read, in app_config_check.c.
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,24 +29,12 @@ cfg_sec_rest(struct cfg_ctx *c, struct app_config *cfg)
 	cfg_get_u64(c, "timers", "bridge_redrive_ms", false, 1, 600000, &cfg->bridge_redrive_ms);
 	cfg_get_u64(c, "timers", "election_ms", false, 10, 60000, &cfg->election_ms);
 	cfg_get_u64(c, "timers", "heartbeat_ms", false, 1, 60000, &cfg->heartbeat_ms);
-	if (cfg->heartbeat_ms * 2 > cfg->election_ms)
-		cfg_report(c, "timers", "heartbeat_ms", "%" PRIu64 " is more than half of "
-			   "election_ms (%" PRIu64 "): followers would time out between "
-			   "heartbeats",
-			   cfg->heartbeat_ms, cfg->election_ms);
 	cfg_get_u64(c, "limits", "orders", false, 64, 1u << 26, &cfg->orders_max);
 	cfg_get_u64(c, "limits", "log_entries", false, 1024, 1u << 26, &cfg->log_entries_max);
 	cfg_get_u64(c, "limits", "log_mb", false, 1, 4095, &cfg->log_mb);
 	cfg_get_u64(c, "limits", "snapshot_mb", false, 1, 2047, &cfg->snapshot_mb);
 	cfg_get_u64(c, "limits", "snapshot_entries", false, 16, 1u << 30, &cfg->snapshot_entries);
-	if (cfg->snapshot_entries >= cfg->log_entries_max)
-		cfg_report(c, "limits", "snapshot_entries", "%" PRIu64 " must be below log_entries "
-			   "(%" PRIu64 "): the log would fill before the first snapshot",
-			   cfg->snapshot_entries, cfg->log_entries_max);
-	if (cfg->sweep_ms > cfg->user_ttl_ms)
-		cfg_report(c, "timers", "sweep_ms", "%" PRIu64 " is longer than user_ttl_ms "
-			   "(%" PRIu64 "): users would outlive their TTL by more than a TTL",
-			   cfg->sweep_ms, cfg->user_ttl_ms);
+	cfg_get_u64(c, "limits", "dedup_window_ms", false, 1, 3600000, &cfg->dedup_window_ms);
 
 	v = cfg_get(c, "durability", "mode");
 	if (v != NULL) {

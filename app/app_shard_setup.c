@@ -53,6 +53,9 @@ limits_me(const struct app_config *cfg, uint16_t id, struct me_limits *l)
 	l->gtd_max = (uint32_t)RTE_MAX(UINT64_C(256), cfg->orders_max / 4);
 	l->events_max = 8192;
 	l->events_reserve = 256;
+	/* The ME contract's dedup window ([limits] dedup_window_ms, checked against the
+	 * re-drive and election timers by the loader). */
+	l->dedup_ttl_ns = cfg->dedup_window_ms * 1000000;
 }
 
 /* Frames must fit the MTU: AppendEntries carry one entry when a full tail does not fit, and
@@ -261,6 +264,11 @@ app_shard_init(struct app *app, struct app_agent *agent, uint32_t index)
 		watch_asset(s, cfg->symbols[i].base_asset);
 		watch_asset(s, cfg->symbols[i].quote_asset);
 	}
+	if (!durable)
+		APP_LOG(WARNING, "shard %u: [durability] mode = memory: the Raft log and snapshots "
+			"live in RAM only; a power loss of a majority of its members loses every "
+			"order, fill, balance and transfer it committed (since the last database "
+			"flush, for an OMS shard)", s->id);
 	if (s->is_oms && s->w.persist_rq == NULL)
 		APP_LOG(WARNING, "shard %u: no database configured: accounts are not persisted "
 			"(hydration answers NEW, flushes succeed without a write)", s->id);

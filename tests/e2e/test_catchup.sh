@@ -3,8 +3,8 @@
 # Goal: at MTU 1500 a follower that falls behind the leaders' compaction point catches up
 # through InstallSnapshot (chunks cut to the MTU), and no frame is too big for the port.
 # Method: three omsd processes on a Linux bridge (OMS shard 1 + ME shard 2 on every node,
-# memory mode), [node] mtu = 1500, a snapshot every 16 applied entries (so 16 entries are
-# kept behind it). Deposit to a few users, freeze a node that leads neither shard
+# durable mode, the default), [node] mtu = 1500, a snapshot every 16 applied entries (so 16
+# entries are kept behind it). Deposit to a few users, freeze a node that leads neither shard
 # (kill -STOP), deposit to 40 more users (the OMS state grows to several chunks) while idle
 # leaders append tick entries and compact far past the frozen node, then resume it
 # (kill -CONT). It must install snapshots (cns INSTALL counters > 0) and apply at least

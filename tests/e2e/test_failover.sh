@@ -8,9 +8,10 @@
 # crossing pairs, rests one sell, then kill -9s the node that leads the OMS shard, waits for
 # a new leader, trades five more pairs (rotating to a live gateway when one is silent),
 # crosses the order rested before the kill, and checks every report.
-# With E2E_DURABLE=1 (e2e_failover_durable) the nodes keep their Raft logs in files, and the
-# killed node is started again afterwards: it must recover from its files and catch up
-# with the leader's commit index as a follower.
+# Without E2E_DURABLE the nodes run [durability] mode = memory (the e2e cluster test of that
+# mode). With E2E_DURABLE=1 (e2e_failover_durable) the nodes keep their Raft logs in files,
+# and the killed node is started again afterwards: it must recover from its files and catch
+# up with the leader's commit index as a follower.
 source "$(dirname "$0")/lib.sh"
 need_root
 e2e_cluster_init oef 16 3
@@ -18,8 +19,11 @@ e2e_cluster_net_up
 e2e_config_edit() {
 	# Snapshots (and log compaction behind them) happen during the run.
 	sed -i 's/^snapshot_entries = .*/snapshot_entries = 300/' "$1"
+	# e2e_failover is the memory-mode test of the pair (durable is the default).
 	if [ -n "${E2E_DURABLE:-}" ]; then
 		printf '\n[durability]\nmode = durable\n' >>"$1"
+	else
+		printf '\n[durability]\nmode = memory\n' >>"$1"
 	fi
 }
 e2e_cluster_trading_up

@@ -126,7 +126,8 @@ Test(app_config, minimal_defaults, .init = setup, .fini = teardown)
 	cr_assert(eq(u32, cfg.routing.shard_count, 1)); /* the hosted OMS shards */
 	cr_assert(eq(u16, cfg.routing.shards[0], 1));
 	cr_assert(eq(u32, cfg.symbol_count, 0));
-	cr_assert(eq(int, cfg.durability, APP_DURABILITY_MEMORY));
+	cr_assert(eq(int, cfg.durability, APP_DURABILITY_DURABLE));
+	cr_assert(eq(u64, cfg.dedup_window_ms, 1000)); /* 2 x (200 + 2 x 150), at least 1 s */
 	cr_assert(eq(str, cfg.data_dir, "/var/lib/omsd"));
 	cr_assert(eq(str, cfg.mgmt_socket, "/run/omsd/omsd.sock"));
 	cr_assert(eq(str, cfg.db_conninfo, ""));
@@ -195,6 +196,7 @@ static const struct bad bads[] = {
 	{ "limits", "log_mb", "4096", "out of range" },
 	{ "limits", "snapshot_mb", "0", "out of range" },
 	{ "limits", "snapshot_entries", "1", "out of range" },
+	{ "limits", "dedup_window_ms", "0", "out of range" },
 	{ "timers", "user_ttl_ms", "0", "out of range" },
 	{ "timers", "sweep_ms", "0", "out of range" },
 	{ "timers", "sweep_evict_max", "0", "out of range" },
@@ -347,13 +349,6 @@ Test(app_config, cross_checks, .init = setup, .fini = teardown)
 		{ "[routing]\noms_shards = 1,1\n", "[routing] oms_shards: shard 1 listed twice" },
 		{ "[routing]\npins = 5:9\n", "[routing] pins: shard 9 is not configured" },
 		{ "[routing]\npins = 5:2\n", "[routing] pins: shard 2 is an me shard" },
-		/* Sizes and timers against each other. */
-		{ "[timers]\nelection_ms = 100\nheartbeat_ms = 60\n",
-		  "[timers] heartbeat_ms: 60 is more than half of election_ms (100)" },
-		{ "[timers]\nuser_ttl_ms = 1000\nsweep_ms = 5000\n",
-		  "[timers] sweep_ms: 5000 is longer than user_ttl_ms" },
-		{ "[limits]\nlog_entries = 2048\nsnapshot_entries = 4096\n",
-		  "[limits] snapshot_entries: 4096 must be below log_entries (2048)" },
 		{ "[database]\nconninfo = host=/tmp\n",
 		  "[database] conninfo: needs a [persister] lcore" },
 		{ "[peer.2]\nip = 10.9.0.2\n", "[peer.2] ip: same address as this node" },
@@ -399,4 +394,76 @@ Test(app_config, cross_checks_more, .init = setup, .fini = teardown)
 		 "[port]\ndev = net_null0\n[io]\ncpu = %u\n", cpu, cpu);
 	cr_assert(gt(int, load(buf), 0));
 	said(": no [shard.N] section: a node hosts at least one shard");
+}
+
+/* One window of docs/me-contract.md's table: lines that put the key exactly at its bound,
+ * the same lines one below it, and the message the refusal must carry. */
+struct window {
+	const char *at_bound;
+	const char *below;
+	const char *want;
+};
+
+/* Goal: every window the exactly-once argument relies on is checked at start: accepted at
+ * its bound, refused one below it with FILE:LINE, the key and the reason.
+ * Method: the minimal file plus each case's lines; the refused line number is the key's
+ * (the minimal file has 17 lines, so the first added section header is line 18). */
+Test(app_config, windows_at_and_below_bound, .init = setup, .fini = teardown)
+{
+	static const struct window cases[] = {
+		/* The ME dedup window: bridge_redrive_ms + 2 x election_ms. */
+		{ "[limits]\ndedup_window_ms = 500\n", "[limits]\ndedup_window_ms = 499\n",
+		  ":19: [limits] dedup_window_ms: 499 is below [timers] bridge_redrive_ms + "
+		  "2 x election_ms (500): a SUBMIT re-driven late" },
+		{ "[timers]\nbridge_redrive_ms = 1000\nelection_ms = 400\nheartbeat_ms = 50\n"
+		  "[limits]\ndedup_window_ms = 1800\n",
+		  "[timers]\nbridge_redrive_ms = 1000\nelection_ms = 400\nheartbeat_ms = 50\n"
+		  "[limits]\ndedup_window_ms = 1799\n",
+		  ":23: [limits] dedup_window_ms: 1799 is below [timers] bridge_redrive_ms + "
+		  "2 x election_ms (1800)" },
+		/* Raft: a heartbeat within half the election timeout. */
+		{ "[timers]\nelection_ms = 100\nheartbeat_ms = 50\n",
+		  "[timers]\nelection_ms = 99\nheartbeat_ms = 50\n",
+		  ":20: [timers] heartbeat_ms: 50 is more than half of election_ms (99)" },
+		/* The log holds a snapshot interval and more. */
+		{ "[limits]\nlog_entries = 2048\nsnapshot_entries = 2047\n",
+		  "[limits]\nlog_entries = 2047\nsnapshot_entries = 2047\n",
+		  ":20: [limits] snapshot_entries: 2047 must be below log_entries (2047)" },
+		/* The TTL sweep runs at least once per TTL. */
+		{ "[timers]\nuser_ttl_ms = 1000\nsweep_ms = 1000\n",
+		  "[timers]\nuser_ttl_ms = 999\nsweep_ms = 1000\n",
+		  ":20: [timers] sweep_ms: 1000 is longer than user_ttl_ms (999)" },
+	};
+	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		cr_assert(eq(int, load_minimal(cases[i].at_bound), 0), "refused at the bound:\n%s",
+			  errs);
+		cr_assert(eq(int, load_minimal(cases[i].below), 1), "accepted below the bound:\n%s",
+			  cases[i].below);
+		said(path);
+		said(cases[i].want);
+	}
+}
+
+/* Goal: an unset dedup window follows the timers it must outlast (twice the bound, at
+ * least a second), and a given one is used as it is. */
+Test(app_config, dedup_window_derived, .init = setup, .fini = teardown)
+{
+	cr_assert(eq(int, load_minimal("[timers]\nbridge_redrive_ms = 1000\nelection_ms = 400\n"
+				       "heartbeat_ms = 50\n"), 0), "%s", errs);
+	cr_assert(eq(u64, app_dedup_window_min_ms(&cfg), 1800));
+	cr_assert(eq(u64, cfg.dedup_window_ms, 3600));
+	cr_assert(eq(int, load_minimal("[timers]\nbridge_redrive_ms = 10\nelection_ms = 40\n"
+				       "heartbeat_ms = 10\n"), 0), "%s", errs);
+	cr_assert(eq(u64, cfg.dedup_window_ms, 1000));
+	cr_assert(eq(int, load_minimal("[limits]\ndedup_window_ms = 60000\n"), 0), "%s", errs);
+	cr_assert(eq(u64, cfg.dedup_window_ms, 60000));
+}
+
+/* Goal: durable is the default; memory mode is loaded only when the file says so. */
+Test(app_config, durability_mode, .init = setup, .fini = teardown)
+{
+	cr_assert(eq(int, load_minimal(""), 0), "%s", errs);
+	cr_assert(eq(int, cfg.durability, APP_DURABILITY_DURABLE));
+	cr_assert(eq(int, load_minimal("[durability]\nmode = memory\n"), 0), "%s", errs);
+	cr_assert(eq(int, cfg.durability, APP_DURABILITY_MEMORY));
 }
