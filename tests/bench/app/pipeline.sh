@@ -106,6 +106,12 @@ snapshot_mb = 24
 ; No database: an evicted user would come back empty. The TTL outlives any run.
 user_ttl_ms = 86400000
 
+[durability]
+; The figures are the process's own path; the log stays in memory (durable is the default
+; elsewhere, and its fsync cost is measured apart). A durable replay would also start from
+; the previous run's log.
+mode = memory
+
 [paths]
 data_dir = $DIR/data
 mgmt_socket =

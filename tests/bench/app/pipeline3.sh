@@ -39,6 +39,7 @@ LINES=(
 	"orders = 32768" "log_entries = 65536" "log_mb = 32" "snapshot_mb = 8"
 	"snapshot_entries = 20000"
 	"" "[timers]" "user_ttl_ms = 86400000"
+	"" "[durability]" "mode = memory" # the same path as the figures in docs/perf.md
 	"" "[symbol.1]" "base = 1" "quote = 2" "me_shard = 2" "ref_px = 10000" "band_bps = 5000"
 	"maker_fee_bps = 2" "taker_fee_bps = 7"
 )
