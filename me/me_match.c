@@ -408,6 +408,18 @@ match(struct me *me, uint32_t si, uint32_t ti, int64_t budget)
 		struct me_level *l = me_lvl(me, li);
 		if (!crosses(t->side, bound, l->px))
 			return STOP_BOOK;
+		/* What the taker can take at this level: its leaves, or for a market buy the lots
+		 * its remaining budget buys at l->px (cumulative notional stays within the budget,
+		 * rounded down to the lot). Decided before STP and the retention stop: where no lot
+		 * would trade, neither may act, and the order just ends (DONE). */
+		int64_t want = t->leaves;
+		if (market_buy) {
+			if (money_mul_div(budget, s->base_unit, l->px, false, &want) != 0)
+				want = INT64_MAX;
+			want -= want % s->lot;
+			if (want <= 0)
+				return STOP_BUDGET;
+		}
 		uint32_t mi = l->head;
 		struct me_order *mk = me_ord(me, mi);
 		DCHECK(mk->state == ME_ST_LIVE);
@@ -430,21 +442,8 @@ match(struct me *me, uint32_t si, uint32_t ti, int64_t budget)
 			me_count(me, ME_C_RETENTION_STOP);
 			return STOP_RETAIN;
 		}
-		int64_t q;
+		int64_t q = want < mk->leaves ? want : mk->leaves;
 		int64_t notional;
-		if (market_buy) {
-			/* Fill while cumulative notional stays within the budget; round down to
-			 * the lot. */
-			int64_t afford;
-			if (money_mul_div(budget, s->base_unit, l->px, false, &afford) != 0)
-				afford = INT64_MAX;
-			afford -= afford % s->lot;
-			q = afford < mk->leaves ? afford : mk->leaves;
-			if (q <= 0)
-				return STOP_BUDGET;
-		} else {
-			q = t->leaves < mk->leaves ? t->leaves : mk->leaves;
-		}
 		int rc = me_notional(l->px, q, s->base_unit, &notional);
 		CHECK(rc == 0); /* bounded by the maker's own validated notional */
 		if (market_buy)
