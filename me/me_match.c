@@ -382,6 +382,17 @@ trade(struct me *me, struct me_symbol *s, uint32_t ti, uint32_t mi, struct me_le
 	me_ev_emit(me, mi, ev);
 }
 
+/* The quantity a market buy's remaining budget pays for at px: cumulative notional stays
+ * within the budget, rounded down to the lot. */
+static inline int64_t
+lots_affordable(const struct me_symbol *s, int64_t budget, int64_t px)
+{
+	int64_t q;
+	if (money_mul_div(budget, s->base_unit, px, false, &q) != 0)
+		q = INT64_MAX;
+	return q - q % s->lot;
+}
+
 enum stop {
 	STOP_FILLED,   /* nothing left to fill */
 	STOP_BOOK,     /* no (crossing) liquidity left */
@@ -408,23 +419,16 @@ match(struct me *me, uint32_t si, uint32_t ti, int64_t budget)
 		struct me_level *l = me_lvl(me, li);
 		if (!crosses(t->side, bound, l->px))
 			return STOP_BOOK;
-		/* What the taker can take at this level: its leaves, or for a market buy the lots
-		 * its remaining budget buys at l->px (cumulative notional stays within the budget,
-		 * rounded down to the lot). Decided before STP and the retention stop: where no lot
-		 * would trade, neither may act, and the order just ends (DONE). */
-		int64_t want = t->leaves;
-		if (market_buy) {
-			if (money_mul_div(budget, s->base_unit, l->px, false, &want) != 0)
-				want = INT64_MAX;
-			want -= want % s->lot;
-			if (want <= 0)
-				return STOP_BUDGET;
-		}
 		uint32_t mi = l->head;
 		struct me_order *mk = me_ord(me, mi);
 		DCHECK(mk->state == ME_ST_LIVE);
+		/* STP and the retention stop act only where a trade would happen: a market buy
+		 * whose remaining budget buys no lot at this level ends (DONE) instead. Both are
+		 * rare, so each asks lots_affordable itself and the common step is unchanged. */
 		if (t->stp != WIRE_STP_NONE && mk->oid.user == t->oid.user) {
 			/* Self-trade prevention by user. */
+			if (market_buy && lots_affordable(s, budget, l->px) <= 0)
+				return STOP_BUDGET;
 			if (me_stream_free(me, mk->stream) < ME_EV_MAKER_ROOM) {
 				me_count(me, ME_C_RETENTION_STOP);
 				return STOP_RETAIN;
@@ -439,11 +443,21 @@ match(struct me *me, uint32_t si, uint32_t ti, int64_t budget)
 		}
 		if (me_stream_free(me, t->stream) < ME_EV_MATCH_ROOM ||
 		    me_stream_free(me, mk->stream) < ME_EV_MAKER_ROOM) {
+			if (market_buy && lots_affordable(s, budget, l->px) <= 0)
+				return STOP_BUDGET;
 			me_count(me, ME_C_RETENTION_STOP);
 			return STOP_RETAIN;
 		}
-		int64_t q = want < mk->leaves ? want : mk->leaves;
+		int64_t q;
 		int64_t notional;
+		if (market_buy) {
+			int64_t afford = lots_affordable(s, budget, l->px);
+			q = afford < mk->leaves ? afford : mk->leaves;
+			if (q <= 0)
+				return STOP_BUDGET;
+		} else {
+			q = t->leaves < mk->leaves ? t->leaves : mk->leaves;
+		}
 		int rc = me_notional(l->px, q, s->base_unit, &notional);
 		CHECK(rc == 0); /* bounded by the maker's own validated notional */
 		if (market_buy)
