@@ -382,6 +382,17 @@ trade(struct me *me, struct me_symbol *s, uint32_t ti, uint32_t mi, struct me_le
 	me_ev_emit(me, mi, ev);
 }
 
+/* The quantity a market buy's remaining budget pays for at px: cumulative notional stays
+ * within the budget, rounded down to the lot. */
+static inline int64_t
+lots_affordable(const struct me_symbol *s, int64_t budget, int64_t px)
+{
+	int64_t q;
+	if (money_mul_div(budget, s->base_unit, px, false, &q) != 0)
+		q = INT64_MAX;
+	return q - q % s->lot;
+}
+
 enum stop {
 	STOP_FILLED,   /* nothing left to fill */
 	STOP_BOOK,     /* no (crossing) liquidity left */
@@ -411,8 +422,13 @@ match(struct me *me, uint32_t si, uint32_t ti, int64_t budget)
 		uint32_t mi = l->head;
 		struct me_order *mk = me_ord(me, mi);
 		DCHECK(mk->state == ME_ST_LIVE);
+		/* STP and the retention stop act only where a trade would happen: a market buy
+		 * whose remaining budget buys no lot at this level ends (DONE) instead. Both are
+		 * rare, so each asks lots_affordable itself and the common step is unchanged. */
 		if (t->stp != WIRE_STP_NONE && mk->oid.user == t->oid.user) {
 			/* Self-trade prevention by user. */
+			if (market_buy && lots_affordable(s, budget, l->px) <= 0)
+				return STOP_BUDGET;
 			if (me_stream_free(me, mk->stream) < ME_EV_MAKER_ROOM) {
 				me_count(me, ME_C_RETENTION_STOP);
 				return STOP_RETAIN;
@@ -427,18 +443,15 @@ match(struct me *me, uint32_t si, uint32_t ti, int64_t budget)
 		}
 		if (me_stream_free(me, t->stream) < ME_EV_MATCH_ROOM ||
 		    me_stream_free(me, mk->stream) < ME_EV_MAKER_ROOM) {
+			if (market_buy && lots_affordable(s, budget, l->px) <= 0)
+				return STOP_BUDGET;
 			me_count(me, ME_C_RETENTION_STOP);
 			return STOP_RETAIN;
 		}
 		int64_t q;
 		int64_t notional;
 		if (market_buy) {
-			/* Fill while cumulative notional stays within the budget; round down to
-			 * the lot. */
-			int64_t afford;
-			if (money_mul_div(budget, s->base_unit, l->px, false, &afford) != 0)
-				afford = INT64_MAX;
-			afford -= afford % s->lot;
+			int64_t afford = lots_affordable(s, budget, l->px);
 			q = afford < mk->leaves ? afford : mk->leaves;
 			if (q <= 0)
 				return STOP_BUDGET;

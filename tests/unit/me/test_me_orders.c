@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * me order types, time-in-force, price-time priority, self-trade prevention.
+ * me order types, time-in-force, price-time priority, market orders (self-trade prevention
+ * is test_me_stp.c).
  * Default symbol: tick 10, lot 1, min qty 1, base_unit 1, no band.
  */
 #include <criterion/criterion.h>
@@ -285,93 +286,6 @@ Test(me_orders, market_shapes)
 	s = fx_order(1, 4, S, WIRE_ORD_MARKET, WIRE_TIF_FOK, 0, 2);
 	fx_submit(&s);
 	cr_assert_eq(fx_count(1, 4, WIRE_EV_FILL), 1);
-}
-
-/* ---- self-trade prevention ---- */
-
-TestSuite(me_stp, .init = fx_setup, .fini = fx_fini);
-
-/* Goal: STP NONE lets a user trade with themself. */
-Test(me_stp, none_self_trades)
-{
-	fx_gtc(1, 1, S, 100, 5);
-	fx_reset();
-	fx_gtc(1, 2, B, 100, 5);
-	cr_assert_eq(fx_find(1, 2, WIRE_EV_FILL, 0)->contra_user, 1);
-}
-
-static void
-stp_buy(uint64_t user, uint64_t seq, int64_t px, int64_t qty, uint8_t tif, uint8_t stp)
-{
-	struct wire_submit s = fx_order(user, seq, B, WIRE_ORD_LIMIT, tif, px, qty);
-	s.stp = stp;
-	fx_submit(&s);
-}
-
-/* Goal: EXPIRE_TAKER cancels the incoming remainder (cause STP); the maker stays. */
-Test(me_stp, expire_taker)
-{
-	fx_gtc(2, 1, S, 100, 2);
-	fx_gtc(1, 1, S, 100, 5);
-	fx_reset();
-	stp_buy(1, 2, 100, 5, WIRE_TIF_GTC, WIRE_STP_EXPIRE_TAKER);
-	cr_assert_eq(fx_find(1, 2, WIRE_EV_FILL, 0)->qty, 2); /* other user's order first */
-	const struct wire_me_event *c = fx_find(1, 2, WIRE_EV_CANCELLED, 0);
-	cr_assert(c);
-	cr_assert_eq(c->cause, WIRE_CAUSE_STP);
-	cr_assert_eq(c->qty, 3);
-	cr_assert_eq(fx_depth_qty(S, 100), 5);
-	cr_assert_eq(fx_count(1, 1, WIRE_EV_CANCELLED), 0);
-}
-
-/* Goal: EXPIRE_MAKER cancels the resting self order and continues matching. */
-Test(me_stp, expire_maker)
-{
-	fx_gtc(1, 1, S, 100, 5);
-	fx_gtc(2, 1, S, 100, 5);
-	fx_reset();
-	stp_buy(1, 2, 100, 7, WIRE_TIF_GTC, WIRE_STP_EXPIRE_MAKER);
-	const struct wire_me_event *c = fx_find(1, 1, WIRE_EV_CANCELLED, 0);
-	cr_assert(c);
-	cr_assert_eq(c->cause, WIRE_CAUSE_STP);
-	cr_assert_eq(fx_count(1, 1, WIRE_EV_DONE), 1);
-	cr_assert_eq(fx_find(1, 2, WIRE_EV_FILL, 0)->contra_user, 2);
-	cr_assert_eq(fx_find(1, 2, WIRE_EV_RESTED, 0)->qty, 2);
-}
-
-/* Goal: EXPIRE_BOTH cancels the resting self order and the incoming remainder. */
-Test(me_stp, expire_both)
-{
-	fx_gtc(1, 1, S, 100, 5);
-	fx_gtc(2, 1, S, 100, 5);
-	fx_reset();
-	stp_buy(1, 2, 100, 7, WIRE_TIF_GTC, WIRE_STP_EXPIRE_BOTH);
-	cr_assert_eq(fx_find(1, 1, WIRE_EV_CANCELLED, 0)->cause, WIRE_CAUSE_STP);
-	cr_assert_eq(fx_find(1, 2, WIRE_EV_CANCELLED, 0)->cause, WIRE_CAUSE_STP);
-	cr_assert_eq(fx_find(1, 2, WIRE_EV_CANCELLED, 0)->qty, 7);
-	cr_assert_eq(fx_count(1, 2, WIRE_EV_FILL), 0);
-	cr_assert_eq(fx_depth_qty(S, 100), 5);
-}
-
-/* Goal: FOK decides fillability before touching the book, honouring STP.
- * Method: self order first in the queue; EXPIRE_TAKER cannot get past it (rejected, book
- * untouched); EXPIRE_MAKER counts only the other user's quantity. */
-Test(me_stp, fok_honours_stp)
-{
-	fx_gtc(1, 1, S, 100, 5);
-	fx_gtc(2, 1, S, 100, 5);
-	fx_reset();
-	stp_buy(1, 2, 100, 5, WIRE_TIF_FOK, WIRE_STP_EXPIRE_TAKER);
-	cr_assert_eq(fx_reject_reason(1, 2), WIRE_REASON_FOK_NOT_FILLABLE);
-	stp_buy(1, 3, 100, 8, WIRE_TIF_FOK, WIRE_STP_EXPIRE_MAKER);
-	cr_assert_eq(fx_reject_reason(1, 3), WIRE_REASON_FOK_NOT_FILLABLE);
-	cr_assert_eq(fx_depth_qty(S, 100), 10);
-	fx_reset();
-	stp_buy(1, 4, 100, 5, WIRE_TIF_FOK, WIRE_STP_EXPIRE_MAKER);
-	cr_assert_eq(fx_find(1, 1, WIRE_EV_CANCELLED, 0)->cause, WIRE_CAUSE_STP);
-	cr_assert_eq(fx_find(1, 4, WIRE_EV_FILL, 0)->qty, 5);
-	cr_assert_eq(fx_count(1, 4, WIRE_EV_DONE), 1);
-	cr_assert_eq(fx_best(S), 0);
 }
 
 /* Goal: a market order never trades outside the price band around the reference at its
