@@ -6,7 +6,7 @@
  * reservation alone (docs/oms.md, "How the reservation bounds settlement"). Each test runs
  * the shape on a symbol where a fill of 100 notional costs a rounded-up fee of 1, so every
  * fill crosses a rounding boundary; alarm_settle_shortfall and fee_capped stay 0 and money
- * is conserved.
+ * is conserved. The last test checks oms_order_fee itself (rounding once, 128-bit path).
  */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
@@ -206,4 +206,31 @@ Test(oms_settle, maker_rebate_mixed)
 	cr_assert(eq(i64, oms_fees_get(H.oms, A_USD), 1));
 	cr_assert(eq(i64, h_total(&H, 7, A_USD), 1000000 - 501));
 	done(o, S_R);
+}
+
+/* Goal: the order fee equals money_fee for one liquidity, also past 64 bits (the 128-bit
+ * path), rounds a mixed total once, and reports overflow rather than wrap.
+ * Method: compare with money_fee on small and huge notionals; a mixed 0.5 + 0.5; INT64_MAX
+ * notionals at 32767 bps both sides (the result exceeds 64 bits). */
+Test(oms_settle, order_fee_rounding_and_overflow)
+{
+	const int64_t ns[] = { 0, 1, 99, 100, 12345, INT64_MAX / 3, INT64_MAX };
+	for (unsigned i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
+		const int16_t bps[] = { -10, -1, 0, 1, 7, 1000 };
+		for (unsigned k = 0; k < sizeof(bps) / sizeof(bps[0]); k++) {
+			int64_t want, got_m, got_t;
+			cr_assert(eq(int, money_fee(ns[i], bps[k], &want), 0));
+			cr_assert(eq(int, oms_order_fee(ns[i], 0, bps[k], 3, &got_m), 0));
+			cr_assert(eq(int, oms_order_fee(0, ns[i], 3, bps[k], &got_t), 0));
+			cr_assert(eq(i64, got_m, want), "n %ld bps %d", (long)ns[i], bps[k]);
+			cr_assert(eq(i64, got_t, want), "n %ld bps %d", (long)ns[i], bps[k]);
+		}
+	}
+	int64_t f;
+	cr_assert(eq(int, oms_order_fee(500, 500, 10, 10, &f), 0));
+	cr_assert(eq(i64, f, 1));
+	cr_assert(eq(int, oms_order_fee(300, 200, -10, 10, &f), 0)); /* −0.3 + 0.2 → 0 */
+	cr_assert(eq(i64, f, 0));
+	cr_assert(eq(int, oms_order_fee(INT64_MAX / 2, INT64_MAX / 2, 7, 5, &f), 0));
+	cr_assert(eq(int, oms_order_fee(INT64_MAX, INT64_MAX, 32767, 32767, &f), -EOVERFLOW));
 }
