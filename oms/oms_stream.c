@@ -92,9 +92,9 @@ settle(struct oms *oms, struct oms_actor *a, struct oms_order *o, const struct o
 		int64_t from_res = need < o->reserved ? need : o->reserved;
 		int64_t extra = need - from_res;
 		if (extra > 0 && fee > 0) {
-			/* Not reached by an order the OMS admitted (its reservation bounds every
-			 * settlement); an orphan fill has none: the venue absorbs the fee rather
-			 * than touch unreserved funds. */
+			/* Not reached by an admitted order while the ME keeps its contract (the
+			 * reservation bounds every settlement); an orphan fill has none. The venue
+			 * absorbs the fee rather than touch unreserved funds. */
 			int64_t cut = extra < fee ? extra : fee;
 			fee -= cut;
 			extra -= cut;
