@@ -417,6 +417,32 @@ oms_fee(int64_t amount, int32_t bps, int64_t *out)
 	return oms_mul_div(amount, bps, MONEY_BPS_DENOM, bps > 0, out);
 }
 
+/* The fee an order owes once it has filled maker notional m and taker notional t: the exact
+ * fee (m × maker_bps + t × taker_bps) / 10^4, rounded up once on the whole order (a rebate
+ * total rounds toward zero, so the venue never pays out a fraction). Each fill is charged
+ * the growth of this value; for one liquidity it equals oms_fee on the cumulative notional.
+ * Rounding once, not once per liquidity, is what keeps the total within the fee bound a buy
+ * reserves (docs/oms.md, "How the reservation bounds settlement"). */
+static inline int
+oms_order_fee(int64_t m, int64_t t, int16_t maker_bps, int16_t taker_bps, int64_t *out)
+{
+	int64_t pm, pt, p;
+	if (!__builtin_mul_overflow(m, (int64_t)maker_bps, &pm) &&
+	    !__builtin_mul_overflow(t, (int64_t)taker_bps, &pt) &&
+	    !__builtin_add_overflow(pm, pt, &p)) {
+		/* C division truncates toward zero: that is already up for a negative total. */
+		int64_t q = p / MONEY_BPS_DENOM;
+		*out = q + (p % MONEY_BPS_DENOM > 0);
+		return 0;
+	}
+	__int128 w = (__int128)m * maker_bps + (__int128)t * taker_bps;
+	__int128 q = w / MONEY_BPS_DENOM + (w % MONEY_BPS_DENOM > 0);
+	if (q > INT64_MAX || q < INT64_MIN)
+		return -EOVERFLOW;
+	*out = (int64_t)q;
+	return 0;
+}
+
 /* The larger of a symbol's maker and taker fee: the fee bound a buy reserves. */
 static inline int16_t
 oms_fee_bps_max(const struct oms_symbol *s)

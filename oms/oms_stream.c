@@ -49,10 +49,11 @@ reserve_trim(struct oms *oms, struct oms_actor *a, struct oms_order *o, const st
 	DCHECK(o->reserved <= before);
 }
 
-/* Settle one fill leg at its real notional with the symbol's maker/taker fee (charged in
- * the quote asset, computed on the order's cumulative notional per liquidity so rounding is
- * paid once). Buyer pays notional + fee out of the reservation; seller receives
- * notional − fee. Returns the fee charged. */
+/* Settle one fill leg at its real notional with the symbol's maker/taker fee, charged in
+ * the quote asset as the growth of the order's fee (oms_order_fee: rounded once on the
+ * order's cumulative maker and taker notional). Buyer pays notional + fee out of the
+ * reservation, which covers it by construction; seller receives notional − fee. Returns
+ * the fee charged. */
 static int64_t
 settle(struct oms *oms, struct oms_actor *a, struct oms_order *o, const struct oms_symbol *s,
        const struct wire_me_event *ev)
@@ -67,11 +68,14 @@ settle(struct oms *oms, struct oms_actor *a, struct oms_order *o, const struct o
 	if (oms_notional(ev->px, qty, s->base_unit, &check) != 0 || check != notional)
 		oms_count(oms, OMS_C_ALARM_RECON_MISMATCH);
 	bool maker = ev->liquidity == 1;
-	int16_t bps = maker ? s->maker_fee_bps : s->taker_fee_bps;
 	int64_t *cum = maker ? &o->notional_maker : &o->notional_taker;
-	int64_t after, f0, f1, fee;
-	if (money_add(*cum, notional, &after) != 0 || oms_fee(*cum, bps, &f0) != 0 ||
-	    oms_fee(after, bps, &f1) != 0) {
+	int64_t after, f0 = 0, f1, fee;
+	bool first = o->notional_maker == 0 && o->notional_taker == 0; /* F(0, 0) = 0 */
+	if (money_add(*cum, notional, &after) != 0 ||
+	    (!first && oms_order_fee(o->notional_maker, o->notional_taker, s->maker_fee_bps,
+				     s->taker_fee_bps, &f0) != 0) ||
+	    oms_order_fee(maker ? after : o->notional_maker, maker ? o->notional_taker : after,
+			  s->maker_fee_bps, s->taker_fee_bps, &f1) != 0) {
 		oms_count(oms, OMS_C_ALARM_OVERFLOW);
 		return 0;
 	}
@@ -88,8 +92,9 @@ settle(struct oms *oms, struct oms_actor *a, struct oms_order *o, const struct o
 		int64_t from_res = need < o->reserved ? need : o->reserved;
 		int64_t extra = need - from_res;
 		if (extra > 0 && fee > 0) {
-			/* Per-liquidity rounding can exceed the max-fee bound by a minor unit:
-			 * the venue absorbs it rather than touch unreserved funds. */
+			/* Not reached by an admitted order while the ME keeps its contract (the
+			 * reservation bounds every settlement); an orphan fill has none. The venue
+			 * absorbs the fee rather than touch unreserved funds. */
 			int64_t cut = extra < fee ? extra : fee;
 			fee -= cut;
 			extra -= cut;

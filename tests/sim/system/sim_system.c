@@ -566,6 +566,21 @@ sink_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 	}
 }
 
+/* After every OMS apply or tick, on every replica: the internal invariants hold and no fill
+ * has settled beyond its order's reservation (docs/oms.md, "How the reservation bounds
+ * settlement"). */
+static void
+oms_replica_check(void *svc, const char *at, uint64_t index)
+{
+	if (oms_check_invariants(svc) != 0)
+		violation("oms shard %u member %u: internal invariants broken at %s %" PRIu64,
+			  groups[applying->group].shard, applying->idx, at, index);
+	uint64_t shortfall = oms_counter_get(svc, OMS_C_ALARM_SETTLE_SHORTFALL);
+	if (shortfall != 0)
+		violation("oms shard %u member %u: alarm_settle_shortfall %" PRIu64 " at %s %" PRIu64,
+			  groups[applying->group].shard, applying->idx, shortfall, at, index);
+}
+
 /* OMS wrapper: no actor is dropped except by an applied FlushComplete (OK). */
 static void
 oms_apply_observed(void *svc, uint64_t index, uint64_t now_ns, const struct wire_msg_hdr *msg,
@@ -609,9 +624,7 @@ oms_apply_observed(void *svc, uint64_t index, uint64_t now_ns, const struct wire
 			info_before.status = OMS_USER_ABSENT;
 	}
 	oms_svc_ops.apply(svc, index, now_ns, msg, sink);
-	if (oms_check_invariants(svc) != 0)
-		violation("oms shard %u member %u: internal invariants broken at index %" PRIu64,
-			  groups[applying->group].shard, applying->idx, index);
+	oms_replica_check(svc, "index", index);
 	uint32_t after = oms_resident_count(svc);
 	if (msg->type == WIRE_FLUSH_COMPLETE) {
 		const struct wire_flush_complete *fc = (const void *)msg;
@@ -633,9 +646,7 @@ oms_tick_observed(void *svc, uint64_t index, uint64_t now_ns, struct svc_sink *s
 {
 	observe_begin(applying, index);
 	oms_svc_ops.tick(svc, index, now_ns, sink);
-	if (oms_check_invariants(svc) != 0)
-		violation("oms shard %u member %u: internal invariants broken at tick %" PRIu64,
-			  groups[applying->group].shard, applying->idx, index);
+	oms_replica_check(svc, "tick", index);
 }
 
 static void
