@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include "app_shard_int.h"
 #include "common/check.h"
@@ -47,6 +48,13 @@ flog_compact(void *st, uint64_t index)
 {
 	struct app_shard *s = st;
 	cns_memlog_ops.compact(s->log, index);
+	/* Only what a snapshot file covers leaves the files. After a failed snapshot write the
+	 * file log keeps the entries after the last good snapshot file, so a restart (that
+	 * file plus a replay) still finds them; the next good snapshot drops them. */
+	if (index > s->snap_file_index)
+		index = s->snap_file_index;
+	if (index < pst_log_first_index(s->plog))
+		return;
 	int rc = index >= pst_log_last_index(s->plog) ? pst_log_reset(s->plog, index + 1)
 						      : pst_log_compact(s->plog, index);
 	if (rc < 0)
@@ -74,17 +82,59 @@ flog_last(const void *st)
 	return cns_memlog_ops.last_index(s->log);
 }
 
+#define VOTE_RETRY_NS (100 * 1000000ull) /* a failed vote save is tried again this often */
+
+/* Raft Figure 2: currentTerm and votedFor are on stable storage before any answer. The save
+ * cannot fail back into consensus (save_vote returns nothing), so a failed one holds
+ * everything that would act on it until a save succeeds: every Raft message this member
+ * sends (app_flog_host_send; to the others it looks like message loss, a leader loses its
+ * quorum and steps down) and every durability report (a leader commits nothing). Each
+ * successful save writes the whole hard state, so it ends the hold. Blocks for a few fsyncs
+ * (votes are rare). */
 static void
 flog_save_vote(void *st, uint64_t term, uint32_t vote)
 {
 	struct app_shard *s = st;
 	cns_memlog_ops.save_vote(s->log, term, vote);
-	/* Raft Figure 2: persisted before answering. Blocks for a few fsyncs (rare). */
 	int rc = pst_vote_save(s->vote_dir, term, vote);
-	if (rc != 0) {
-		APP_LOG(CRIT, "shard %u: saving the vote failed: %s", s->id, strerror(-rc));
-		CHECK(0);
+	if (rc == 0) {
+		if (s->vote_unsaved)
+			APP_LOG(NOTICE, "shard %u: vote saved (term %" PRIu64 "): Raft messages "
+				"flow again", s->id, term);
+		s->vote_unsaved = false;
+		return;
 	}
+	sc_add(s, SC_VOTE_SAVE_FAILED, 1);
+	if (!s->vote_unsaved)
+		APP_LOG(CRIT, "shard %u: saving the vote (term %" PRIu64 ", vote %u) in %s failed: "
+			"%s; this member sends no Raft message and reports nothing durable until "
+			"it is saved (retried every %llu ms)", s->id, term, vote, s->vote_dir,
+			strerror(-rc), VOTE_RETRY_NS / 1000000);
+	s->vote_unsaved = true;
+	s->vote_retry_ns = s->now + VOTE_RETRY_NS;
+}
+
+/* Retry a failed vote save: true while the hard state is still not on disk. */
+static bool
+vote_held(struct app_shard *s)
+{
+	if (!s->vote_unsaved)
+		return false;
+	if (s->now < s->vote_retry_ns)
+		return true;
+	flog_save_vote(s, cns_memlog_term(s->log), cns_memlog_vote(s->log));
+	return s->vote_unsaved;
+}
+
+void
+app_flog_host_send(void *ctx, uint32_t to, const struct wire_msg_hdr *msg)
+{
+	struct app_shard *s = ctx;
+	if (s->vote_unsaved) {
+		sc_add(s, SC_RAFT_HELD, 1);
+		return;
+	}
+	app_shard_host_send(ctx, to, msg);
 }
 
 const struct cns_log_ops app_flog_ops = {
@@ -108,9 +158,16 @@ app_flog_snapshot_saved(void *ctx, const struct cns_snapshot_meta *meta, const v
 		.length = meta->len,
 	};
 	int rc = pst_snap_write(s->snap_dir, &pm, data, s->plog);
-	if (rc != 0)
-		APP_LOG(ERR, "shard %u: writing the snapshot at %" PRIu64 " failed: %s", s->id,
-			meta->index, strerror(-rc));
+	s->snap_write_rc = rc;
+	if (rc == 0) {
+		s->snap_file_index = meta->index;
+		return;
+	}
+	/* The file log keeps what this snapshot would have covered (flog_compact). */
+	sc_add(s, SC_SNAPSHOT_FAILED, 1);
+	APP_LOG(ERR, "shard %u: writing the snapshot at %" PRIu64 " in %s failed: %s; the file "
+		"log is kept from the last snapshot file (%" PRIu64 ")", s->id, meta->index,
+		s->snap_dir, strerror(-rc), s->snap_file_index);
 }
 
 static int
@@ -128,6 +185,57 @@ mkdirs(const char *path)
 	}
 	if (mkdir(buf, 0750) != 0 && errno != EEXIST)
 		return -errno;
+	return 0;
+}
+
+/* A member saves its term before it writes an entry or installs a snapshot of that term
+ * (Raft Figure 2), so a vote file whose term is below the log's or the snapshot's last term
+ * was lost or replaced: the member may have voted in any term up to the lost one, and
+ * voting again there could elect two leaders in one term. No term can be proven safe, so
+ * it does not start (docs/persist.md "A lost vote"). */
+static int
+vote_check(struct app_shard *s, int vote_rc, uint64_t term, const struct pst_snap_meta *pm,
+	   const char *log_dir)
+{
+	uint64_t log_term = pst_log_last_term(s->plog);
+	if (term >= log_term && term >= pm->last_term)
+		return 0;
+	char what[96];
+	if (vote_rc == -ENOENT)
+		snprintf(what, sizeof(what), "is missing (term 0)");
+	else
+		snprintf(what, sizeof(what), "holds term %" PRIu64, term);
+	APP_LOG(ERR, "shard %u: refusing to start: the vote file %s/vote %s, but the file log %s "
+		"ends at index %" PRIu64 " in term %" PRIu64 " and the snapshot in %s at index "
+		"%" PRIu64 " is in term %" PRIu64 ": this member may have voted in term %" PRIu64
+		" or later and must not vote there again; restore the vote file "
+		"(docs/persist.md \"A lost vote\")", s->id, s->vote_dir, what, log_dir,
+		pst_log_last_index(s->plog), log_term, s->snap_dir, pm->last_index, pm->last_term,
+		log_term > pm->last_term ? log_term : pm->last_term);
+	return -EBADMSG;
+}
+
+#define FLOG_FREE_MIN (UINT64_C(2) << 20) /* the file log grows 1 MiB at a time */
+
+/* A disk that cannot take the vote or the log's next growth is found here, before the
+ * member answers anyone, not at its first election: the vote is written again (the same
+ * record, atomically) and the log's file system must have room to grow. */
+static int
+disk_probe(struct app_shard *s, const struct cns_boot *boot, const char *log_dir)
+{
+	int rc = pst_vote_save(s->vote_dir, boot->term, boot->vote);
+	if (rc != 0) {
+		APP_LOG(ERR, "shard %u: refusing to start: cannot save the vote in %s: %s (a vote "
+			"must be on disk before it is sent)", s->id, s->vote_dir, strerror(-rc));
+		return rc;
+	}
+	struct statvfs fs;
+	if (statvfs(log_dir, &fs) == 0 && (uint64_t)fs.f_bavail * fs.f_frsize < FLOG_FREE_MIN) {
+		APP_LOG(ERR, "shard %u: refusing to start: %s has %" PRIu64 " KiB free, the file "
+			"log needs at least %" PRIu64 " KiB to grow", s->id, log_dir,
+			(uint64_t)fs.f_bavail * fs.f_frsize >> 10, FLOG_FREE_MIN >> 10);
+		return -ENOSPC;
+	}
 	return 0;
 }
 
@@ -150,21 +258,24 @@ app_flog_boot(struct app_shard *s, struct cns_boot *boot, struct cns_snapshot_me
 		APP_LOG(ERR, "shard %u: %s: %s", s->id, cfg->data_dir, strerror(-rc));
 		return rc;
 	}
-	rc = pst_vote_load(s->vote_dir, &boot->term, &boot->vote);
-	if (rc != 0 && rc != -ENOENT) {
-		APP_LOG(ERR, "shard %u: vote in %s: %s", s->id, s->vote_dir, strerror(-rc));
-		return rc;
+	int vote_rc = pst_vote_load(s->vote_dir, &boot->term, &boot->vote);
+	if (vote_rc != 0 && vote_rc != -ENOENT) {
+		APP_LOG(ERR, "shard %u: vote in %s: %s", s->id, s->vote_dir, strerror(-vote_rc));
+		return vote_rc;
 	}
-	if (rc == 0)
+	if (vote_rc == 0)
 		cns_memlog_ops.save_vote(s->log, boot->term, boot->vote);
-	struct pst_snap_meta pm;
+	struct pst_snap_meta pm = { 0 };
 	uint32_t corrupt = 0;
 	rc = pst_snap_load(s->snap_dir, &pm, snap_data, &corrupt, err, sizeof(err));
-	if (corrupt > 0)
+	if (corrupt > 0) {
+		sc_add(s, SC_SNAPSHOT_CORRUPT, corrupt);
 		APP_LOG(WARNING, "shard %u: %u corrupt snapshot(s) skipped: %s", s->id, corrupt,
 			err);
+	}
 	uint64_t start = 1;
 	if (rc == 0) {
+		s->snap_file_index = pm.last_index;
 		*snap = (struct cns_snapshot_meta){
 			.index = pm.last_index,
 			.term = pm.last_term,
@@ -185,6 +296,11 @@ app_flog_boot(struct app_shard *s, struct cns_boot *boot, struct cns_snapshot_me
 		APP_LOG(ERR, "shard %u: file log: %s (%s)", s->id, strerror(-rc), err);
 		return rc;
 	}
+	rc = vote_check(s, vote_rc, boot->term, &pm, log_dir);
+	if (rc == 0)
+		rc = disk_probe(s, boot, log_dir);
+	if (rc != 0)
+		return rc;
 	uint64_t first = pst_log_first_index(s->plog), last = pst_log_last_index(s->plog);
 	if (last < start || first > start) {
 		if (last >= first && first > start) {
@@ -239,8 +355,10 @@ flog_write(struct app_shard *s)
 	if (mlast <= flast)
 		return;
 	if (mfirst > flast + 1) {
-		/* Compacted behind a snapshot before we wrote it: the snapshot file covers it. */
-		if (pst_log_reset(s->plog, mfirst) != 0) {
+		/* Compacted behind a snapshot before we wrote it: the snapshot file covers it,
+		 * unless writing that file failed; then nothing is durable past the file log
+		 * until a snapshot file is written. */
+		if (mfirst - 1 > s->snap_file_index || pst_log_reset(s->plog, mfirst) != 0) {
 			sc_add(s, SC_FLOG_ERRORS, 1);
 			return;
 		}
@@ -274,6 +392,8 @@ app_flog_durable_report(struct app_shard *s)
 {
 	uint64_t last, term;
 	if (s->plog != NULL) {
+		if (vote_held(s))
+			return; /* entries of a term not on disk would outlive it */
 		flog_write(s);
 		last = pst_log_durable_index(s->plog);
 		if (last > cns_last_index(s->cns))

@@ -106,13 +106,8 @@ app_shard_do_work(void *arg, uint64_t now_ns)
 
 	uint64_t idx = cns_applied_index(s->cns);
 	if (idx - s->snap_index >= s->app->cfg.snapshot_entries) {
-		int rc = cns_snapshot_take(s->cns);
+		(void)app_shard_snapshot_take(s); /* counts and logs */
 		s->snap_index = idx;
-		sc_add(s, rc == 0 ? SC_SNAPSHOTS : SC_SNAPSHOT_FAILED, 1);
-		if (rc != 0 && rc != -EALREADY)
-			APP_LOG(ERR, "shard %u: snapshot at %" PRIu64 " failed: %s (raise [limits] "
-				"snapshot_mb): the log is not compacted and will fill", s->id, idx,
-				strerror(-rc));
 	}
 	app_outbox_flush(&s->ob);
 	aggregates(s);

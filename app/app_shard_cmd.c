@@ -9,6 +9,7 @@
  * of the service's state.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 
 #include <rte_ring.h>
@@ -179,17 +180,34 @@ cmd_propose(struct app_shard *s, struct app_cmd *c)
 	s->cmd_wait[s->cmd_wait_count++] = c;
 }
 
+/* Take a snapshot at the applied index and count what happened: `snapshots` only when it
+ * was taken and (durable mode) its file written, `snapshot_failed` when either failed
+ * (app_flog_snapshot_saved counts and logs a failed file), nothing when nothing was applied
+ * since the last one. 0, -EALREADY, -ENOSPC (too big) or the file write's -errno. */
+int
+app_shard_snapshot_take(struct app_shard *s)
+{
+	uint64_t applied = cns_applied_index(s->cns);
+	s->snap_write_rc = 0;
+	int rc = cns_snapshot_take(s->cns);
+	if (rc == -EALREADY)
+		return rc;
+	s->snap_index = applied;
+	if (rc == 0 && s->snap_write_rc != 0)
+		return s->snap_write_rc; /* counted and logged where it failed */
+	sc_add(s, rc == 0 ? SC_SNAPSHOTS : SC_SNAPSHOT_FAILED, 1);
+	if (rc != 0)
+		APP_LOG(ERR, "shard %u: snapshot at %" PRIu64 " failed: %s (raise [limits] "
+			"snapshot_mb): the log is not compacted and will fill", s->id, applied,
+			strerror(-rc));
+	return rc;
+}
+
 static void
 cmd_snapshot(struct app_shard *s, struct app_cmd *c)
 {
-	uint64_t applied = cns_applied_index(s->cns);
-	int rc = cns_snapshot_take(s->cns);
-	if (rc == 0) {
-		s->snap_index = applied;
-		sc_add(s, SC_SNAPSHOTS, 1);
-	}
+	int rc = app_shard_snapshot_take(s);
 	if (rc != 0 && rc != -EALREADY) {
-		sc_add(s, SC_SNAPSHOT_FAILED, 1);
 		c->err = rc;
 		cmd_give(s, c, APP_CMD_FAILED);
 		return;

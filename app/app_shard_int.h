@@ -68,6 +68,9 @@
 	X(PERSIST_DROPPED, "persist_dropped", "persistence answers dropped (queue full)")  \
 	X(SNAPSHOTS, "snapshots", "snapshots taken")                                       \
 	X(SNAPSHOT_FAILED, "snapshot_failed", "snapshots that failed")                   \
+	X(SNAPSHOT_CORRUPT, "snapshot_corrupt", "corrupt snapshot files set aside at boot") \
+	X(VOTE_SAVE_FAILED, "vote_save_failed", "Raft vote (term) saves that failed")       \
+	X(RAFT_HELD, "raft_held", "Raft messages dropped: the vote was not saved")          \
 	X(FLOG_ENTRIES, "flog_entries", "entries written to the file log")                \
 	X(FLOG_ERRORS, "flog_errors", "file log writes that failed (retried)")            \
 	X(FLOG_BOOT_ENTRIES, "flog_boot_entries", "entries recovered from the file log")    \
@@ -169,6 +172,10 @@ struct app_shard {
 	char vote_dir[APP_STR_MAX + 32];
 	char snap_dir[APP_STR_MAX + 32];
 	struct pst_entry *pbatch;    /* FLOG_BATCH_MAX entries being written */
+	uint64_t snap_file_index;    /* newest snapshot whose file is durable */
+	int snap_write_rc;           /* the last snapshot file write: 0 or -errno */
+	bool vote_unsaved;           /* the hard state in memory is not on disk yet */
+	uint64_t vote_retry_ns;      /* cluster time of the next save attempt */
 
 	uint64_t now;                /* cluster clock of this cycle */
 	bool leader;                 /* leader during this cycle's apply */
@@ -278,6 +285,7 @@ uint32_t app_inline_persist_drain(struct app_shard *s);
 /* app_shard_cmd.c: control-socket commands. */
 void app_cmd_admin_reply(struct app_shard *s, const struct wire_admin_reply *r);
 uint32_t app_cmd_work(struct app_shard *s);
+int app_shard_snapshot_take(struct app_shard *s);
 
 /* app_egress.c: the service's sink and the routes of applied entries. */
 void app_egress_route(struct app_shard *s, enum wire_dest dest, const struct wire_msg_hdr *msg);
@@ -295,6 +303,7 @@ extern const struct cns_log_ops app_flog_ops;
 int app_flog_boot(struct app_shard *s, struct cns_boot *boot, struct cns_snapshot_meta *snap,
 		  void **snap_data);
 void app_flog_snapshot_saved(void *ctx, const struct cns_snapshot_meta *meta, const void *data);
+void app_flog_host_send(void *ctx, uint32_t to, const struct wire_msg_hdr *msg);
 void app_flog_durable_report(struct app_shard *s);
 
 /* app_shard.c: the duty cycle and the service adapter. */

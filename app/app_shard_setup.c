@@ -220,7 +220,7 @@ app_shard_init(struct app *app, struct app_agent *agent, uint32_t index)
 		.svc_ops = &app_shard_svc_ops,
 		.svc = s,
 		.sink = &s->sink,
-		.host = { .ctx = s, .send = app_shard_host_send,
+		.host = { .ctx = s, .send = durable ? app_flog_host_send : app_shard_host_send,
 			  .snapshot_saved = durable ? app_flog_snapshot_saved : NULL },
 	};
 	struct cns_boot boot;
@@ -249,6 +249,8 @@ app_shard_init(struct app *app, struct app_agent *agent, uint32_t index)
 		APP_LOG(ERR, "shard %u: consensus init: %s", s->id, strerror(-ret));
 		return ret;
 	}
+	/* The boot snapshot is the last one taken: the next is due snapshot_entries after it. */
+	s->snap_index = boot.snapshot != NULL ? boot.snapshot->index : 0;
 
 	/* ME shards the bridge asks for replays: every symbol's, and those hosted here. */
 	bool seen[DP_SHARDS_MAX] = { false };

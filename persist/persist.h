@@ -194,7 +194,9 @@ int pst_snap_write(const char *dir, const struct pst_snap_meta *meta, const void
 		   struct pst_log *log);
 /*
  * Load the newest valid snapshot from dir. Corrupt or truncated ones are skipped, counted in
- * *corrupt (may be NULL) and named in err; leftover temp files are removed. On success *data
+ * *corrupt (may be NULL), renamed aside to <name>.corrupt (kept as evidence: no later load
+ * or pruning touches them) and named in err with their new name; leftover temp files are
+ * removed. On success *data
  * is malloc'ed (free it) and meta filled. Returns 0, -ENOENT (no valid snapshot) or -errno.
  */
 int pst_snap_load(const char *dir, struct pst_snap_meta *meta, void **data,

@@ -5,7 +5,9 @@
  * A snapshot is written under a temp name, fsynced, renamed to snap-<index>-<term>.snap and
  * the directory fsynced: a crash at any point leaves either the old snapshot or the new one
  * whole, never a half file under a final name. Loading takes the newest that checks (header
- * CRC, data CRC, length, name); corrupt ones are skipped and reported, never trusted.
+ * CRC, data CRC, length, name); corrupt ones are skipped, reported and renamed aside with a
+ * ".corrupt" suffix, never trusted and never deleted: they are the evidence of a disk fault,
+ * and the next snapshot's pruning only removes files under a snapshot name.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -20,6 +22,8 @@
 
 #include "common/check.h"
 #include "persist/pst_int.h"
+
+#define CORRUPT_SUFFIX ".corrupt" /* a corrupt snapshot set aside as evidence */
 
 struct snap_name {
 	uint64_t index; /* from the file name */
@@ -228,6 +232,26 @@ out:
 	return rc;
 }
 
+/* Rename a corrupt snapshot to <path>.corrupt (or .corrupt-N if that exists), so that no
+ * later load tries it and no pruning removes it. The new name goes to aside. 0 or -errno. */
+static int
+set_aside(const char *dir, const char *path, char *aside, size_t aside_size)
+{
+	for (int k = 0; k < 100; k++) {
+		int w = k == 0 ? snprintf(aside, aside_size, "%s" CORRUPT_SUFFIX, path)
+			       : snprintf(aside, aside_size, "%s" CORRUPT_SUFFIX "-%d",
+					  path, k);
+		if (w < 0 || (size_t)w >= aside_size)
+			return -ENAMETOOLONG;
+		if (access(aside, F_OK) == 0)
+			continue;
+		if (rename(path, aside) < 0)
+			return -errno;
+		return pst_dir_sync(dir);
+	}
+	return -EEXIST;
+}
+
 int
 pst_snap_load(const char *dir, struct pst_snap_meta *meta, void **data, uint32_t *corrupt,
 	      char *err, size_t err_size)
@@ -289,9 +313,17 @@ pst_snap_load(const char *dir, struct pst_snap_meta *meta, void **data, uint32_t
 		}
 		if (corrupt != NULL)
 			(*corrupt)++;
+		char aside[PATH_MAX + 16] = "";
+		if (r == -EBADMSG) {
+			int a = set_aside(dir, path, aside, sizeof(aside));
+			if (a < 0)
+				snprintf(aside, sizeof(aside), "left in place, renaming failed: %s",
+					 strerror(-a));
+		}
 		if (err != NULL && used < err_size) {
-			int w = snprintf(err + used, err_size - used, "%s%s: %s",
-					 used ? "; " : "", path, why);
+			int w = snprintf(err + used, err_size - used, "%s%s: %s%s%s%s",
+					 used ? "; " : "", path, why, aside[0] ? " (kept as " : "",
+					 aside, aside[0] ? ")" : "");
 			if (w > 0)
 				used += (size_t)w;
 		}

@@ -200,13 +200,59 @@ Test(pst_snap, crash_during_write_keeps_old_snapshot)
 	cr_assert(eq(u64, got.last_index, 1000));
 	cr_assert(eq(u32, corrupt, 1));
 	cr_assert(strstr(err, newer) != NULL, "%s", err);
+	cr_assert(strstr(err, "kept as") != NULL, "%s", err);
 	cr_assert(access(path, F_OK) != 0, "temp file left behind");
 	free(data);
 
 	struct toy after = recover(&log, &cfg);
 	cr_assert(eq(u64, after.applied, 1500));
 	cr_assert(eq(u64, after.hash, before.hash));
+
+	/* The next snapshot prunes older snapshots, never the corrupt one set aside. */
+	snapshot(log, &after);
+	char aside[300];
+	snprintf(aside, sizeof(aside), "%s.corrupt", newer);
+	cr_assert(access(aside, F_OK) == 0, "the corrupt snapshot was not kept as evidence");
+	cr_assert(access(newer, F_OK) != 0, "the corrupt snapshot is still under its name");
+	cr_assert(eq(int, count_files(snapdir, ".snap"), 1));
+	cr_assert(eq(int, pst_snap_load(snapdir, &got, &data, &corrupt, err, sizeof(err)), 0));
+	cr_assert(eq(u64, got.last_index, 1500));
+	cr_assert(eq(u32, corrupt, 0), "a set-aside snapshot was tried again: %s", err);
+	free(data);
 	pst_log_close(log);
+}
+
+/* Goal: a second corrupt snapshot under a name already set aside does not overwrite the
+ * first piece of evidence.
+ * Method: the same corrupt file name twice, loaded twice: .corrupt and .corrupt-1 exist. */
+Test(pst_snap, corrupt_snapshots_set_aside_without_overwriting)
+{
+	char name[256], err[PST_ERR_SIZE];
+	snprintf(name, sizeof(name), "%s/" PST_SNAP_NAME_FMT, snapdir, (uint64_t)7, (uint64_t)2);
+	cr_assert(eq(int, pst_snap_write(snapdir, &(struct pst_snap_meta){.last_index = 5,
+									   .last_term = 1},
+					 NULL, NULL),
+		     0));
+	for (int k = 0; k < 2; k++) {
+		FILE *f = fopen(name, "w");
+		cr_assert(f != NULL);
+		fwrite("garbage", 1, 7, f);
+		fclose(f);
+		void *data = NULL;
+		uint32_t corrupt = 0;
+		struct pst_snap_meta m;
+		cr_assert(eq(int, pst_snap_load(snapdir, &m, &data, &corrupt, err, sizeof(err)), 0));
+		cr_assert(eq(u64, m.last_index, 5));
+		cr_assert(eq(u32, corrupt, 1));
+		cr_assert(strstr(err, "header truncated") != NULL, "%s", err);
+		free(data);
+	}
+	char aside[300];
+	snprintf(aside, sizeof(aside), "%s.corrupt", name);
+	cr_assert(access(aside, F_OK) == 0);
+	snprintf(aside, sizeof(aside), "%s.corrupt-1", name);
+	cr_assert(access(aside, F_OK) == 0);
+	cr_assert(access(name, F_OK) != 0);
 }
 
 /* Goal: no snapshot at all is -ENOENT, and recovery is the whole log.
