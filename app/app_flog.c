@@ -363,6 +363,8 @@ flog_write(struct app_shard *s)
 			return;
 		}
 		flast = mfirst - 1;
+		if (mlast <= flast)
+			return; /* an installed snapshot left the memory log empty */
 	}
 	uint32_t n = 0;
 	for (uint64_t i = flast + 1; i <= mlast && n < FLOG_BATCH_MAX; i++, n++) {
