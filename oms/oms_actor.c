@@ -70,13 +70,13 @@ move_to(struct oms *oms, struct oms_actor *a, uint8_t state)
 
 /* ---- table ---- */
 
-/* A user the drain should look at appeared: start the drain if it is idle; a running one is
- * left as it is (cursor and count). */
+/* A user the drain should look at appeared. A running pass keeps its cursor, but may already
+ * have passed the user's slot: REQUESTED keeps the pass that ends at the next wrap from ending
+ * the drain, so one more full pass from slot 0 sees the user. */
 static void
 drain_wake(struct oms *oms)
 {
-	if (oms->c.drain == OMS_DRAIN_IDLE)
-		oms->c.drain = OMS_DRAIN_REQUESTED;
+	oms->c.drain = OMS_DRAIN_REQUESTED;
 }
 
 /* Seed invariant 10: "Flat" = no resting orders AND no in-flight saga AND no outstanding

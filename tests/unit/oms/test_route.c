@@ -187,3 +187,54 @@ Test(oms_symbol, fee_capacity_leaves_no_symbol)
 	cr_assert(eq(u16, h_last_nak(&h), WIRE_REASON_UNKNOWN_SYMBOL));
 	h_fini(&h);
 }
+
+/* Goal: a user asked to leave while a drain pass runs is drained even when it sits behind the
+ * pass's cursor and the pass finds nobody else.
+ * Method: drain scans 4 slots per sweep; a routing change starts a pass that wants nobody;
+ * after its first step an operator evicts a user in slot 1 that holds an order (so it only
+ * gets the evict flag); the pass ends having found none; the order is rejected (the user is
+ * flat): the next sweeps must flush it (before the fix the drain had gone idle). */
+Test(oms_route, drain_wake_behind_cursor)
+{
+	h_fini(&H);
+	struct oms_limits l;
+	h_limits(&l);
+	l.drain_scan_max = 4;
+	l.ttl_ns = 1000 * SEC; /* no TTL eviction in this test */
+	h_init(&H, &l);
+	h_std_symbols(&H);
+	uint64_t users[6];
+	for (int i = 0; i < 6; i++) {
+		users[i] = 100 + (uint64_t)i;
+		h_user(&H, users[i], 1000, 100000);
+	}
+	h_limit(&H, users[1], 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1); /* not flat */
+	struct wire_oid o1 = h_last_ack_oid(&H);
+	uint16_t only0[] = { 0 };
+	route(9, only0, 1, NULL, 0, 0, 0); /* a fresh drain pass; every user stays ours */
+	cr_assert(eq(u16, ((const struct wire_admin_reply *)h_get(&H, WIRE_ADMIN_REPLY, 0))->reason,
+		     WIRE_REASON_NONE));
+	H.now += SEC;
+	h_tick(&H); /* the pass has visited slots 0..3 */
+	struct wire_user_admin ua;
+	memset(&ua, 0, sizeof(ua));
+	ua.hdr.type = WIRE_USER_ADMIN;
+	ua.hdr.length = sizeof(ua);
+	ua.user = users[1];
+	ua.op = 1; /* evict */
+	h_apply(&H, &ua);
+	cr_assert(eq(u32, h_status(&H, users[1]), OMS_USER_RESIDENT));
+	for (int s = 0; s < 20; s++) { /* past the end of the pass (64 slots, 4 a sweep) */
+		H.now += SEC;
+		h_tick(&H);
+	}
+	h_ev(&H, o1, S_ETHUSD, WIRE_EV_REJECTED, 0, 0, 0, 0);
+	uint32_t flushed = 0;
+	for (int s = 0; s < 20; s++) {
+		H.now += SEC;
+		h_tick(&H);
+		flushed += h_count(&H, WIRE_BEGIN_DEHYDRATE);
+	}
+	cr_assert(eq(u32, flushed, 1));
+	cr_assert(eq(u32, h_status(&H, users[1]), OMS_USER_FLUSHING));
+}
