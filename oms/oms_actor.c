@@ -705,6 +705,12 @@ oms_drain_step(struct oms *oms, struct svc_sink *sink)
 	uint32_t flushed = 0;
 	if (oms->c.drain == OMS_DRAIN_IDLE)
 		return;
+	/* No actor in memory, nobody to drain: a routing change on an empty shard (bootstrap)
+	 * ends its drain at once rather than after a full scan of empty slots. */
+	if (oms_resident_count(oms) == 0) {
+		oms->c.drain = OMS_DRAIN_IDLE;
+		return;
+	}
 	/* Routing authority (ARCHITECTURE §7): drain resident users we no longer own, in
 	 * capped waves, each once it is flat. A full pass that finds none ends the drain. */
 	for (uint32_t n = 0; n < l->drain_scan_max && flushed < l->drain_max; n++) {
