@@ -73,14 +73,6 @@ cfg_get_u64(struct cfg_ctx *c, const char *sec, const char *key, bool required, 
 	return true;
 }
 
-/* Unsigned fields narrower than 64 bits. */
-#define CFG_GET_UINT(c, sec, key, req, min, max, field)                                        \
-	do {                                                                               \
-		uint64_t v_ = (field);                                                     \
-		if (cfg_get_u64(c, sec, key, req, min, max, &v_))                              \
-			(field) = (__typeof__(field))v_;                                   \
-	} while (0)
-
 bool
 cfg_get_bool(struct cfg_ctx *c, const char *sec, const char *key, bool *out)
 {
