@@ -26,6 +26,7 @@
 
 #include "common/wire.h"
 #include "me/me.h"
+#include "tools/me-replay/me_replay.h"
 
 #define LINE_MAX_LEN 4096
 #define KV_MAX 32
@@ -329,6 +330,7 @@ static uint32_t syms[SYMS_MAX];
 static uint32_t sym_count;
 static uint64_t stream_last[SHARDS_MAX];
 static const char *admin_op = "?";
+static uint64_t acked[SHARDS_MAX]; /* last STREAM_ACK sent, per stream (maybe_ack) */
 
 static void
 note_symbol(uint32_t s)
@@ -429,7 +431,6 @@ apply(const void *msg)
 static void
 maybe_ack(const struct me_limits *l)
 {
-	static uint64_t acked[SHARDS_MAX];
 	for (uint16_t sh = 0; sh < SHARDS_MAX; sh++) {
 		if (stream_last[sh] - acked[sh] < l->events_max / 2)
 			continue;
@@ -635,19 +636,11 @@ dump_book(void)
 	}
 }
 
-int
-main(int argc, char **argv)
+/* The default limits of the tool (one engine, room for long replays). */
+void
+me_replay_limits_default(struct me_limits *l)
 {
-	bool dump = false;
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--dump-book") == 0) {
-			dump = true;
-		} else {
-			fprintf(stderr, "usage: omsd-me-replay [--dump-book] < orders.jsonl > events.jsonl\n");
-			return 2;
-		}
-	}
-	struct me_limits limits = {
+	*l = (struct me_limits){
 		.shard = 0,
 		.streams_max = SHARDS_MAX,
 		.symbols_max = SYMS_MAX,
@@ -659,16 +652,39 @@ main(int argc, char **argv)
 		.events_max = 1u << 14,
 		.events_reserve = 1024,
 	};
-	size_t fp = me_footprint(&limits);
-	void *mem = aligned_alloc(64, (fp + 63) & ~(size_t)63);
-	if (mem == NULL || me_init(&me, mem, &limits) != 0) {
+}
+
+/* Forget everything a previous run left in the file-scope state (the fuzzer runs many). */
+static void
+reset(void)
+{
+	free(known);
+	known = NULL;
+	known_cap = known_count = 0;
+	me = NULL;
+	now_ns = 0;
+	auto_req = AUTO_REQ_BASE;
+	sym_count = 0;
+	memset(stream_last, 0, sizeof(stream_last));
+	memset(acked, 0, sizeof(acked));
+	admin_op = "?";
+}
+
+int
+me_replay_run(FILE *in, const struct me_limits *limits, bool dump, uint64_t *bad_lines)
+{
+	reset();
+	size_t fp = me_footprint(limits);
+	void *mem = fp != 0 ? aligned_alloc(64, (fp + 63) & ~(size_t)63) : NULL;
+	if (mem == NULL || me_init(&me, mem, limits) != 0) {
 		fprintf(stderr, "omsd-me-replay: cannot initialise the engine\n");
+		free(mem);
 		return 1;
 	}
 	static char buf[LINE_MAX_LEN + 2];
 	static struct line l;
 	uint64_t lineno = 0, bad = 0;
-	while (fgets(buf, sizeof(buf), stdin) != NULL) {
+	while (fgets(buf, sizeof(buf), in) != NULL) {
 		lineno++;
 		size_t len = strlen(buf);
 		if (len == sizeof(buf) - 1 && buf[len - 1] != '\n') {
@@ -676,7 +692,7 @@ main(int argc, char **argv)
 				LINE_MAX_LEN);
 			bad++;
 			int c;
-			while ((c = getchar()) != EOF && c != '\n')
+			while ((c = getc(in)) != EOF && c != '\n')
 				;
 			continue;
 		}
@@ -693,13 +709,33 @@ main(int argc, char **argv)
 			bad++;
 			continue;
 		}
-		maybe_ack(&limits);
+		maybe_ack(limits);
 	}
 	if (dump)
 		dump_book();
 	fflush(stdout);
-	free(known);
+	reset();
 	free(mem);
-	(void)bad; /* bad lines were reported and skipped */
+	if (bad_lines != NULL)
+		*bad_lines = bad; /* bad lines were reported and skipped */
 	return 0;
 }
+
+#ifndef ME_REPLAY_NO_MAIN
+int
+main(int argc, char **argv)
+{
+	bool dump = false;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--dump-book") == 0) {
+			dump = true;
+		} else {
+			fprintf(stderr, "usage: omsd-me-replay [--dump-book] < orders.jsonl > events.jsonl\n");
+			return 2;
+		}
+	}
+	struct me_limits limits;
+	me_replay_limits_default(&limits);
+	return me_replay_run(stdin, &limits, dump, NULL);
+}
+#endif

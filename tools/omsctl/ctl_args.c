@@ -130,3 +130,14 @@ ctl_args_parse(struct ctl *ctl, int argc, char **argv)
 	}
 	return CTL_EXIT_OK;
 }
+
+void
+ctl_args_free(struct ctl *ctl)
+{
+	for (uint32_t i = 0; i < ctl->opt_count; i++)
+		free((char *)ctl->opts[i].name); /* strdup'ed by ctl_args_parse */
+	memset(ctl->opts, 0, sizeof(ctl->opts));
+	memset(ctl->words, 0, sizeof(ctl->words));
+	ctl->opt_count = 0;
+	ctl->word_count = 0;
+}

@@ -74,9 +74,8 @@ looks_integer(const char *s)
 	return errno == 0;
 }
 
-/* The request line for cmd with the unused options as args. NULL when it does not fit. */
-static char *
-build_request(struct ctl *ctl, const char *cmd, uint64_t id)
+char *
+ctl_mgmt_request(struct ctl *ctl, const char *cmd, uint64_t id)
 {
 	char *buf = NULL;
 	size_t len = 0;
@@ -128,7 +127,7 @@ call(struct ctl *ctl, const char *path, const char *cmd, int timeout_ms, char *r
      struct answer *a, bool print_json)
 {
 	static uint64_t next_id = 1;
-	char *req = build_request(ctl, cmd, next_id++);
+	char *req = ctl_mgmt_request(ctl, cmd, next_id++);
 	if (req == NULL) {
 		fprintf(ctl->err, "omsctl: out of memory\n");
 		return CTL_EXIT_IO;

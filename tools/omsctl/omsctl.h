@@ -46,9 +46,14 @@ bool ctl_flag(struct ctl *ctl, const char *name);
 int ctl_opt_u64(struct ctl *ctl, const char *name, uint64_t *out);
 int ctl_opt_i64(struct ctl *ctl, const char *name, int64_t *out);
 int ctl_usage(struct ctl *ctl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Free what ctl_args_parse allocated (the option names) and empty ctl's words and options. */
+void ctl_args_free(struct ctl *ctl);
 
 int ctl_order_main(struct ctl *ctl);   /* order new|cancel|amend|replace, deposit, withdraw */
 int ctl_mgmt_main(struct ctl *ctl);    /* everything on the control socket */
+/* ctl_mgmt.c: the request line for cmd, {"id":N,"cmd":...,"args":{...}} and a newline, with
+ * the options that are not omsctl's own as args (malloc'd; NULL when out of memory). */
+char *ctl_mgmt_request(struct ctl *ctl, const char *cmd, uint64_t id);
 
 /* ---------------------------------------------------------------------------------------
  * JSON tree (no token limit, unlike mgmt_json: results can be large tables).

@@ -40,6 +40,7 @@
 
 #include "common/prng.h"
 #include "common/wire.h"
+#include "tools/omspcap/omspcap.h"
 
 #define ETH_HDR 14
 #define IP_HDR 20
@@ -469,6 +470,13 @@ show(int argc, char **argv)
 	}
 	if (file == NULL)
 		return usage();
+	return omspcap_show_file(file, &key, verbose, NULL);
+}
+
+int
+omspcap_show_file(const char *file, const struct wire_key *key, bool verbose,
+		  struct omspcap_show_counts *counts)
+{
 	char errbuf[PCAP_ERRBUF_SIZE];
 	pcap_t *pd = pcap_open_offline(file, errbuf);
 	if (pd == NULL) {
@@ -498,7 +506,7 @@ show(int argc, char **argv)
 		memcpy(payload, pkt + off, len); /* aligned copy for the decoder */
 		const struct wire_msg_hdr *m[WIRE_FRAME_MSGS_MAX];
 		uint32_t count = 0, sender = 0;
-		enum wire_err e = wire_frame_decode(payload, len, &key, m, WIRE_FRAME_MSGS_MAX,
+		enum wire_err e = wire_frame_decode(payload, len, key, m, WIRE_FRAME_MSGS_MAX,
 						    &count, &sender);
 		if (e != WIRE_E_OK) {
 			errors++;
@@ -551,6 +559,10 @@ show(int argc, char **argv)
 	printf("show: frames=%" PRIu64 " msgs=%" PRIu64 " decode_errors=%" PRIu64
 	       " non_udp=%" PRIu64 "\n",
 	       frames, msgs, errors, non_udp);
+	if (counts != NULL)
+		*counts = (struct omspcap_show_counts){.frames = frames, .msgs = msgs,
+						       .errors = errors, .non_udp = non_udp,
+						       .read_error = rc == PCAP_ERROR};
 	return errors != 0 || rc == PCAP_ERROR ? 1 : 0;
 }
 
@@ -722,6 +734,7 @@ bad:
 	return usage();
 }
 
+#ifndef OMSPCAP_NO_MAIN
 int
 main(int argc, char **argv)
 {
@@ -735,3 +748,4 @@ main(int argc, char **argv)
 		return send_cmd(argc, argv);
 	return usage();
 }
+#endif

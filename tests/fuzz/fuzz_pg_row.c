@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * libFuzzer target for the decoding of PostgreSQL answer rows (persist/pst_db_sql.c): the
+ * hydrate's row (claim flag, version, user_seq, tier, assets integer[], totals bigint[],
+ * owner shard, recent bytea in hex) and the flush's and release's, as libpq's text columns.
+ * No connection: the decoders take plain strings.
+ *
+ * Byte 0: bits 0-1 pick the statement (hydrate, flush, release), bit 2 says the result held
+ * no row. The rest is the columns, separated by NUL bytes; a column "\N" is SQL NULL.
+ * Properties: no decoder crashes or reads past a column; a claimed hydrate yields a state
+ * the flush would accept (user, version and user_seq within bigint, every balance with a
+ * positive asset below 2^31 and a non-negative total, at most WIRE_BALANCES_MAX balances and
+ * WIRE_RECENT_MAX recent entries of known kinds) and encodes back (pst_sql_encode, the
+ * flush's parameters) into columns that decode to the very same state; an OWNED answer names
+ * a shard other than ours, the one the row names.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/check.h"
+#include "persist/pst_db_int.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define USER 77
+#define SHARD 3
+
+static void
+claimed(const struct wire_user_state *us, bool is_new)
+{
+	CHECK(us->user == USER && us->version < INT64_MAX && us->user_seq <= INT64_MAX);
+	CHECK(us->balance_count <= WIRE_BALANCES_MAX && us->recent_count <= WIRE_RECENT_MAX);
+	for (uint32_t k = 0; k < us->balance_count; k++)
+		CHECK(us->balances[k].asset > 0 && us->balances[k].asset <= INT32_MAX &&
+		      us->balances[k].total >= 0);
+	/* What the flush writes is what the next hydrate reads. */
+	static struct pst_sql_params p;
+	pst_sql_encode(&p, PST_REQ_FLUSH, USER, SHARD, 9, us);
+	struct pst_sql_row row = {.present = true, .col_count = 9,
+				  .cols = {"1", is_new ? "t" : "f", p.values[1], p.values[4],
+					   p.values[5], p.values[6], p.values[7], NULL,
+					   p.values[8]}};
+	struct wire_user_state again;
+	uint16_t owner = 0;
+	uint8_t again_new = 0;
+	CHECK(pst_sql_hydrate_decode(&row, USER, SHARD, &again, &owner, &again_new) ==
+	      PST_OUT_HYD_CLAIMED);
+	CHECK(memcmp(&again, us, sizeof(again)) == 0 && again_new == is_new);
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (size < 1 || size > 65536)
+		return 0;
+	/* Each column an exact-size heap string: ASan sees a read past its NUL. */
+	char *cols[PST_SQL_COLS_MAX] = {0};
+	struct pst_sql_row row = {.present = !(data[0] & 4)};
+	size_t pos = 1;
+	while (pos <= size && row.col_count < PST_SQL_COLS_MAX) {
+		const uint8_t *end = memchr(data + pos, 0, size - pos);
+		size_t n = end != NULL ? (size_t)(end - (data + pos)) : size - pos;
+		char *c = malloc(n + 1);
+		CHECK(c != NULL);
+		memcpy(c, data + pos, n);
+		c[n] = '\0';
+		cols[row.col_count] = c;
+		row.cols[row.col_count] = strcmp(c, "\\N") == 0 ? NULL : c;
+		row.col_count++;
+		pos += n + 1;
+	}
+	switch (data[0] & 3) {
+	case 0: {
+		struct wire_user_state us;
+		uint16_t owner = 0;
+		uint8_t is_new = 0;
+		enum pst_outcome o = pst_sql_hydrate_decode(&row, USER, SHARD, &us, &owner, &is_new);
+		CHECK(o == PST_OUT_HYD_CLAIMED || o == PST_OUT_HYD_OWNED || o == PST_OUT_HYD_RETRY ||
+		      o == PST_OUT_BAD_ROW);
+		if (o == PST_OUT_HYD_CLAIMED)
+			claimed(&us, is_new);
+		if (o == PST_OUT_HYD_OWNED) {
+			CHECK(owner != SHARD);
+			CHECK(row.cols[7] != NULL && strtoll(row.cols[7], NULL, 10) == owner);
+		}
+		break;
+	}
+	case 1: {
+		uint64_t version = 0;
+		enum pst_outcome o = pst_sql_flush_decode(&row, 41, &version);
+		CHECK(o == PST_OUT_FLUSH_WRITTEN || o == PST_OUT_FLUSH_REPEAT ||
+		      o == PST_OUT_FLUSH_CONFLICT || o == PST_OUT_FAILED_RETRY);
+		if (o == PST_OUT_FLUSH_REPEAT)
+			CHECK(version == 42);
+		break;
+	}
+	default: {
+		enum pst_outcome o = pst_sql_release_decode(&row);
+		CHECK(o == PST_OUT_RELEASED || o == PST_OUT_RELEASE_NOOP ||
+		      o == PST_OUT_FAILED_RETRY);
+		(void)pst_sql_permanent(row.col_count > 0 ? row.cols[0] : NULL);
+		break;
+	}
+	}
+	for (uint32_t k = 0; k < row.col_count; k++)
+		free(cols[k]);
+	return 0;
+}
