@@ -335,16 +335,20 @@ deserialise(struct oms *oms, struct des *d)
 		const struct oms_actor *a = &oms->actors[i];
 		if (a->state == OMS_A_FREE)
 			continue;
-		uint32_t cnt = 0;
-		for (uint32_t o = a->order_head; o != OMS_NIL; o = oms->orders[o].next)
+		/* The tails and back-links too: appends start from the tail, unlinks use prev. */
+		uint32_t cnt = 0, last = OMS_NIL;
+		for (uint32_t o = a->order_head; o != OMS_NIL; last = o, o = oms->orders[o].next)
 			if (oms->orders[o].state == OMS_O_FREE || oms->orders[o].actor != i ||
-			    ++cnt > a->order_count)
+			    oms->orders[o].prev != last || ++cnt > a->order_count)
 				return -EINVAL;
+		if (last != a->order_tail)
+			return -EINVAL;
 		cnt = 0;
-		for (uint32_t p = a->parked_head; p != OMS_NIL; p = oms->parked[p].next)
+		last = OMS_NIL;
+		for (uint32_t p = a->parked_head; p != OMS_NIL; last = p, p = oms->parked[p].next)
 			if (oms->parked[p].len == 0 || ++cnt > a->parked_count)
 				return -EINVAL;
-		if (cnt != a->parked_count)
+		if (cnt != a->parked_count || last != a->parked_tail)
 			return -EINVAL;
 	}
 	if (oms_check_invariants(oms) != 0)

@@ -311,6 +311,8 @@ pst_sql_hydrate_decode(const struct pst_sql_row *row, uint64_t user, uint16_t sh
 		int64_t holder;
 		if (!parse_i64(row->cols[7], &holder) || holder == shard)
 			return PST_OUT_HYD_RETRY; /* raced a release or our own claim */
+		if (holder < 0 || holder > UINT16_MAX)
+			return PST_OUT_BAD_ROW; /* no shard has that id: never name a wrong owner */
 		*owner = (uint16_t)holder;
 		return PST_OUT_HYD_OWNED;
 	}

@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/check.h"
@@ -66,10 +67,13 @@ pst_vote_load(const char *dir, uint64_t *term, uint32_t *vote)
 	if (fd < 0)
 		return errno == ENOENT ? -ENOENT : -errno;
 	struct vote_rec r;
-	int rc = pst_read_full(fd, &r, sizeof(r), 0);
+	struct stat st;
+	int rc = fstat(fd, &st) < 0 ? -errno : pst_read_full(fd, &r, sizeof(r), 0);
 	close(fd);
 	if (rc < 0)
 		return rc == -EIO ? -EBADMSG : rc;
+	if (st.st_size != (off_t)sizeof(r))
+		return -EBADMSG; /* the writer writes one record: anything else is damage */
 	if (r.magic != VOTE_MAGIC || r.crc != pst_crc32c(0, &r, offsetof(struct vote_rec, crc)))
 		return -EBADMSG;
 	*term = r.term;

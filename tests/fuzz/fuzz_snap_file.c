@@ -65,7 +65,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (older)
 		write_older(dir);
 	char name[128], path[512];
-	snprintf(name, sizeof(name), PST_SNAP_NAME_FMT, index + ((mode & 8) ? 1 : 0), term);
+	/* Bit 3: a name one off the header's index (still newer than the older one). */
+	uint64_t named = (mode & 8) ? (index < UINT64_MAX ? index + 1 : index - 1) : index;
+	snprintf(name, sizeof(name), PST_SNAP_NAME_FMT, named, term);
 	fz_write(dir, name, f, len, path, sizeof(path));
 
 	struct pst_snap_meta meta;

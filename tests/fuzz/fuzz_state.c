@@ -24,7 +24,7 @@ fz_me_limits(struct me_limits *l)
 	l->levels_side_max = 32;
 	l->gtd_max = 64;
 	l->events_max = 64;
-	l->events_reserve = 8;
+	l->events_reserve = 16;
 	l->dedup_ttl_ns = SEC;
 }
 
