@@ -198,17 +198,39 @@ slot_free(const struct oms *oms, enum slab slab, uint32_t i)
 	}
 }
 
+/* Mark a free slot as seen in a free stack (a value no record has), or clear the mark. */
+static void
+slot_mark(struct oms *oms, enum slab slab, uint32_t i, bool on)
+{
+	switch (slab) {
+	case SLAB_ACTORS:
+		oms->actors[i].state = on ? UINT8_MAX : OMS_A_FREE;
+		break;
+	case SLAB_ORDERS:
+		oms->orders[i].state = on ? UINT8_MAX : OMS_O_FREE;
+		break;
+	default:
+		oms->parked[i].len = on ? UINT16_MAX : 0;
+		break;
+	}
+}
+
 /* Read a slab's free stack of count entries and check that each names a free slot below
- * slots. */
+ * slots, each once: a slot listed twice would be handed out twice. */
 static bool
-get_free_stack(const struct oms *oms, struct des *d, enum slab slab, uint32_t *stack,
+get_free_stack(struct oms *oms, struct des *d, enum slab slab, uint32_t *stack,
 	       uint32_t count, uint32_t slots)
 {
 	get(d, stack, sizeof(uint32_t) * count);
-	for (uint32_t k = 0; k < count; k++)
+	uint32_t k;
+	for (k = 0; k < count; k++) {
 		if (stack[k] >= slots || !slot_free(oms, slab, stack[k]))
-			return false;
-	return true;
+			break;
+		slot_mark(oms, slab, stack[k], true);
+	}
+	for (uint32_t j = 0; j < k; j++)
+		slot_mark(oms, slab, stack[j], false);
+	return k == count;
 }
 
 static int
