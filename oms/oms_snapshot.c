@@ -177,6 +177,22 @@ list_ok(const struct oms *oms, const struct oms_list *l, uint8_t state)
 	return prev == l->tail && n == l->count;
 }
 
+/* What oms_on_symbol_config accepts (oms_route.c): the order checks rely on it (a tick
+ * times a lot that base_unit does not divide prices a minimal order at zero). */
+static bool
+symbol_ok(const struct oms_symbol *s)
+{
+	if (s->symbol == 0 || s->base_asset == 0 || s->quote_asset == 0 ||
+	    s->base_asset == s->quote_asset || s->tick <= 0 || s->lot <= 0 || s->base_unit <= 0 ||
+	    s->min_qty < 0 || s->min_notional < 0 ||
+	    (s->status != WIRE_SYM_TRADING && s->status != WIRE_SYM_HALTED))
+		return false;
+	if (s->taker_fee_bps < 0 || s->taker_fee_bps > 1000 || s->maker_fee_bps < -1000 ||
+	    s->maker_fee_bps > 1000 || s->maker_fee_bps < -s->taker_fee_bps)
+		return false;
+	return (__int128)s->tick * s->lot % s->base_unit == 0;
+}
+
 /* The slabs whose free stacks the snapshot carries. */
 enum slab {
 	SLAB_ACTORS,
@@ -266,6 +282,13 @@ deserialise(struct oms *oms, struct des *d)
 		get(d, oms_actor_dedup_ids(oms, a), sizeof(uint64_t) * l->dedup_per_user);
 		if (a->dedup_count > l->dedup_per_user || a->dedup_head >= l->dedup_per_user)
 			return -EINVAL;
+		/* One slot per asset: lookups stop at the first match, so a second slot of the
+		 * same asset would split its reservations. */
+		const struct oms_balance *bal = oms_actor_balances(oms, a);
+		for (uint32_t x = 0; x < l->assets_per_user; x++)
+			for (uint32_t y = x + 1; y < l->assets_per_user && bal[x].asset != 0; y++)
+				if (bal[y].asset == bal[x].asset)
+					return -EINVAL;
 		if (a->state < OMS_A_HYDRATING || a->state > OMS_A_FLUSHING || a->tier >= OMS_TIERS_MAX)
 			return -EINVAL;
 		if (!idx_ok(a->prev, oms->actor_slots) || !idx_ok(a->next, oms->actor_slots) ||
@@ -320,8 +343,7 @@ deserialise(struct oms *oms, struct des *d)
 	for (uint32_t i = 0; i < c->symbol_count && !d->bad; i++) {
 		const struct oms_symbol *s = &oms->symbols[i];
 		if (s->me_shard >= l->me_shards_max || s->fee_slot >= l->fee_assets_max ||
-		    s->base_unit <= 0 || s->tick <= 0 || s->lot <= 0 ||
-		    oms_tab_find(oms, OMS_TAG_SYMBOL, s->symbol, 0) != OMS_NIL)
+		    !symbol_ok(s) || oms_tab_find(oms, OMS_TAG_SYMBOL, s->symbol, 0) != OMS_NIL)
 			return -EINVAL;
 		oms_tab_insert(oms, OMS_TAG_SYMBOL, s->symbol, 0, i);
 	}
