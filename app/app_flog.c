@@ -300,7 +300,8 @@ app_flog_boot(struct app_shard *s, struct cns_boot *boot, struct cns_snapshot_me
 		return rc;
 	}
 	if (rc != 0) {
-		APP_LOG(ERR, "shard %u: file log: %s (%s)", s->id, strerror(-rc), err);
+		APP_LOG(ERR, "shard %u: refusing to start: cannot open the file log in %s: %s (%s)",
+			s->id, log_dir, strerror(-rc), err);
 		return rc;
 	}
 	const struct pst_log_repair *rep = pst_log_repair_info(s->plog);

@@ -14,7 +14,8 @@
 #   d. the vote file of shard 1 deleted: the node refuses to start, naming the vote file
 #      and the log's term, and never prints ready; with the file back it starts;
 #   e. a fresh data_dir on a full disk (a filled 64 KiB tmpfs): it refuses to start with
-#      "cannot save the vote", never ready;
+#      "cannot open the file log" (its checkpoint cannot be created) or "cannot save the
+#      vote", never ready;
 #   f. a stop, then one flipped byte in the last record of shard 1's file log (synced:
 #      the log's checkpoint names it; SIGTERM, as kill -9 may land between a batch's write
 #      and its fdatasync, and then the last record was never synced): it refuses to start, naming the segment, the offset,
@@ -150,8 +151,9 @@ if want e; then
 	full_tmpfs "$TMP/full"
 	sed "s|^data_dir = .*|data_dir = $TMP/full/data|" "$TMP/omsd.ini" >"$TMP/full.ini"
 	start_refused "$TMP/full.ini"
-	grep -q "refusing to start: cannot save the vote in $TMP/full/data/shard1/vote: No space left on device" \
-		"$OMSD_LOG" || fail "the refusal does not say the vote cannot be saved"
+	# The file log's checkpoint is created first (a new log), else the vote is written.
+	grep -Eq "refusing to start: (cannot save the vote in $TMP/full/data/shard1/vote|cannot open the file log in $TMP/full/data/shard1/log): No space left on device" \
+		"$OMSD_LOG" || fail "the refusal does not say what cannot be written"
 fi
 
 # last_record SEGMENT: "OFFSET INDEX DATA_LEN END" of the last record that checks in a log
