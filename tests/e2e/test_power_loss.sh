@@ -173,14 +173,16 @@ read -r acked resting final unrep doubled over gaps filled < <(sed -E \
 	fail "trade: $unrep acknowledged orders unreported, $((gaps - filled)) open sequence gaps"
 
 # Every user, one by one, on every replica (users show asks both OMS shards; the three
-# replicas are asked at the same time).
+# replicas are asked at the same time; wait for those loops only, not for the nodes).
+ask_pids=()
 for i in 1 2 3; do
 	for u in $(seq 1000 1119) $(seq 5000 5399); do
 		"$OMSCTL" --json --socket "$TMP/$i/omsd.sock" users show --user "$u" ||
 			echo "users show --user $u failed" >&2
 	done >"$TMP/users.$i.json" 2>"$TMP/users.$i.err" &
+	ask_pids+=($!)
 done
-wait
+wait "${ask_pids[@]}"
 # The cluster's view, replica by replica.
 want_book=
 for i in 1 2 3; do
