@@ -292,9 +292,24 @@ app_flog_boot(struct app_shard *s, struct cns_boot *boot, struct cns_snapshot_me
 	}
 	struct pst_log_config lc = { .dir = log_dir, .sync = PST_SYNC_DATA };
 	rc = pst_log_open(&s->plog, &lc, err, sizeof(err));
-	if (rc != 0) {
-		APP_LOG(ERR, "shard %u: file log: %s (%s)", s->id, strerror(-rc), err);
+	if (rc == -EBADMSG) {
+		/* Damage to what was once synced, or no way to tell: the operator decides
+		 * (docs/persist.md "A damaged log"). */
+		APP_LOG(ERR, "shard %u: refusing to start: the file log does not check: %s", s->id,
+			err);
 		return rc;
+	}
+	if (rc != 0) {
+		APP_LOG(ERR, "shard %u: refusing to start: cannot open the file log in %s: %s (%s)",
+			s->id, log_dir, strerror(-rc), err);
+		return rc;
+	}
+	const struct pst_log_repair *rep = pst_log_repair_info(s->plog);
+	if (rep->text[0] != '\0') {
+		/* A torn write past the last sync (never reported durable): cut, said, counted. */
+		APP_LOG(WARNING, "shard %u: file log: %s", s->id, rep->text);
+		sc_add(s, SC_FLOG_TORN_BYTES, rep->bytes);
+		sc_add(s, SC_FLOG_TORN_REPAIRS, rep->repairs);
 	}
 	rc = vote_check(s, vote_rc, boot->term, &pm, log_dir);
 	if (rc == 0)

@@ -74,6 +74,8 @@
 	X(FLOG_ENTRIES, "flog_entries", "entries written to the file log")                \
 	X(FLOG_ERRORS, "flog_errors", "file log writes that failed (retried)")            \
 	X(FLOG_BOOT_ENTRIES, "flog_boot_entries", "entries recovered from the file log")    \
+	X(FLOG_TORN_BYTES, "flog_torn_bytes", "torn bytes cut from the file log at boot")   \
+	X(FLOG_TORN_REPAIRS, "flog_torn_repairs", "torn file log tails cut at boot")        \
 	X(MGMT_CMDS, "mgmt_cmds", "control-socket commands taken")                       \
 	X(MGMT_OK, "mgmt_ok", "control-socket commands answered ok")                      \
 	X(MGMT_REFUSED, "mgmt_refused", "control-socket commands answered otherwise")

@@ -42,6 +42,9 @@
 	X(LOG_TORN_TAIL_BYTES, "bytes cut from a torn tail on open")                      \
 	X(LOG_TRUNCATED_ENTRIES, "entries removed by a suffix truncation")                \
 	X(LOG_READ_ENTRIES, "entries read back")                                          \
+	X(LOG_TORN_REPAIRS, "torn tails cut (or torn last segments removed) on open")     \
+	X(LOG_CKPT_SYNCS, "fdatasync calls on the synced checkpoint")                     \
+	X(LOG_CKPT_ERRORS, "checkpoint updates that failed (it lags, never leads)")       \
 	X(DB_CONNECTS, "connections established")                                         \
 	X(DB_DISCONNECTS, "connections lost or dropped")                                  \
 	X(DB_CONNECT_FAILURES, "connection attempts that failed")                         \
@@ -90,7 +93,7 @@ uint32_t pst_crc32c(uint32_t crc, const void *data, size_t len);
 
 #define PST_LOG_SEGMENT_SIZE_DEFAULT (UINT64_C(64) << 20)
 #define PST_LOG_ENTRY_DATA_MAX (UINT32_C(1) << 24) /* one entry's data, bytes */
-#define PST_ERR_SIZE 256                          /* error text buffers */
+#define PST_ERR_SIZE 512                          /* error text buffers */
 
 enum pst_sync {
 	PST_SYNC_NONE = 1, /* memory mode: write(), no fdatasync (durable = written) */
@@ -122,10 +125,30 @@ struct pst_log;
  * and counted; anything else — a bad record followed by valid data, a bad record in a
  * segment that is not the last, a gap in the indices — fails with -EBADMSG and err (at
  * least PST_ERR_SIZE bytes, may be NULL) naming the file and offset. Other failures -errno.
+ *
+ * Durable mode (PST_SYNC_DATA) also keeps a checkpoint file in the directory: the last
+ * index synced and its term (docs/persist.md "The synced checkpoint"). A bad or missing
+ * record at or below that index is damage to an entry once reported durable, not a torn
+ * tail: -EBADMSG naming the file, offset, index and what was found, nothing repaired. So
+ * is a checkpoint that does not check, or none beside segment files (unless the operator
+ * put an empty file ckpt.adopt there: the log is then taken as it is).
  */
 int pst_log_open(struct pst_log **out, const struct pst_log_config *cfg, char *err,
 		 size_t err_size);
 void pst_log_close(struct pst_log *log);
+
+/* What the last open repaired: a torn tail past the synced checkpoint (bytes > 0), or a log
+ * adopted without a checkpoint. text is one line for the operator ("" when nothing). */
+struct pst_log_repair {
+	uint64_t bytes;        /* torn bytes cut off (preallocated zeros not counted) */
+	uint64_t repairs;      /* torn tails cut or torn last segments removed */
+	uint64_t first_index;  /* the first entry cut */
+	uint64_t last_index;   /* the highest index a cut record's header named (>= first) */
+	uint64_t synced_index; /* the checkpoint at open: the cut entries were never synced */
+	bool adopted;          /* opened without a checkpoint (ckpt.adopt) */
+	char text[PST_ERR_SIZE];
+};
+const struct pst_log_repair *pst_log_repair_info(const struct pst_log *log);
 
 /* First held index (last + 1 when empty), last held index (first - 1 when empty), the term
  * of the last entry (0 when empty), and the last index known durable (synced in durable

@@ -6,6 +6,7 @@
 #define OMSD_PERSIST_PST_INT_H
 
 #include <assert.h>
+#include <stdbool.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stddef.h>
@@ -48,6 +49,61 @@ pst_rec_size(uint32_t data_len)
 {
 	return sizeof(struct pst_rec_hdr) + (((uint64_t)data_len + 7u) & ~UINT64_C(7));
 }
+
+/* ---- the log's synced checkpoint (pst_ckpt.c, docs/persist.md) ---- */
+
+#define PST_CKPT_NAME "ckpt"                       /* in the log directory */
+#define PST_CKPT_ADOPT_NAME "ckpt.adopt"           /* operator: adopt a log without one */
+#define PST_CKPT_MAGIC UINT64_C(0x31504b4344534d4f) /* "OMSDCKP1" */
+#define PST_CKPT_VERSION 1u
+#define PST_CKPT_SLOT_STRIDE 4096u                 /* slot k at k * 4096: its own page */
+#define PST_CKPT_SYNC_NS (UINT64_C(1000) * 1000000u) /* an update is synced this soon */
+
+/* One slot: the last index the log had synced when it was written, and that entry's term
+ * (index 0: nothing claimed). The slot with the higher seq that checks is the checkpoint. */
+struct pst_ckpt_rec {
+	uint64_t magic;    /* PST_CKPT_MAGIC */
+	uint32_t version;  /* PST_CKPT_VERSION */
+	uint32_t reserved; /* zero */
+	uint64_t seq;      /* update number; slot seq & 1 */
+	uint64_t index;    /* synced through this index */
+	uint64_t term;     /* the term of that entry */
+	uint32_t reserved2;/* zero */
+	uint32_t crc;      /* CRC32C of the 44 bytes before */
+};
+static_assert(sizeof(struct pst_ckpt_rec) == 48, "pst_ckpt_rec");
+
+struct pst_ckpt {
+	int fd;               /* open read-write; -1: none */
+	bool dirty;           /* written since the last sync */
+	uint64_t seq;         /* of the newest slot */
+	uint64_t index, term; /* what the newest slot says */
+	uint64_t synced_ns;   /* CLOCK_MONOTONIC of the last sync */
+	uint64_t syncs;       /* fdatasync calls */
+};
+
+/* Read dir/ckpt: 0 and the newest slot that checks, -ENOENT (no file), -EBADMSG (neither
+ * slot checks; err names the file), or -errno. */
+int pst_ckpt_load(const char *dir, struct pst_ckpt_rec *out, char *err, size_t err_size);
+/* Create dir/ckpt atomically (temp, fsync, rename, directory fsync) and keep it open. */
+int pst_ckpt_create(struct pst_ckpt *c, const char *dir, uint64_t index, uint64_t term);
+/* Open the existing dir/ckpt for updates, r being what pst_ckpt_load returned. */
+int pst_ckpt_open(struct pst_ckpt *c, const char *dir, const struct pst_ckpt_rec *r);
+/* Record that index (term) is synced: overwrite the older slot; fdatasync when sync is set
+ * or the last sync is PST_CKPT_SYNC_NS old. Call only after the entries are synced. */
+int pst_ckpt_note(struct pst_ckpt *c, uint64_t index, uint64_t term, bool sync);
+int pst_ckpt_sync(struct pst_ckpt *c); /* fdatasync if written since the last one */
+void pst_ckpt_close(struct pst_ckpt *c); /* sync and close */
+/* Open: the checkpoint beside `segments` segment files, in rec (zeroed when none counts).
+ * An empty file ckpt.adopt there sets *adopted (claim nothing). -EBADMSG with err when
+ * it is missing or corrupt beside segment files; 0 when there are none (a new log). */
+int pst_ckpt_prepare(const char *dir, uint32_t segments, struct pst_ckpt_rec *rec, bool *adopted,
+		     char *err, size_t err_size);
+/* For messages: what the bad record at off in map[0..size) looks like. */
+void pst_rec_describe(const uint8_t *map, uint64_t size, uint64_t off, char *out,
+		      size_t out_size);
+/* The highest index a record header names in map[off..size), at least first. */
+uint64_t pst_rec_cut_last(const uint8_t *map, uint64_t size, uint64_t off, uint64_t first);
 
 /* ---- snapshot layout ---- */
 

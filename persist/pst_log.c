@@ -14,6 +14,9 @@
  *    a segment that is not the last, a gap or a step back in indices or terms — is corruption
  *    of data that was once acknowledged. Opening fails with -EBADMSG naming file and offset;
  *    nothing is silently dropped.
+ *  - Durable mode: the checkpoint (pst_ckpt.c) names the last index synced. A tail that
+ *    reaches down to it is not torn by a crash: it was synced, so it is damage and refused
+ *    like the rest. Only what lies past it is cut as a torn tail.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -70,6 +73,12 @@ struct pst_log {
 	uint64_t durable_index;    /* last index known durable */
 	uint8_t *wbuf;             /* batch assembly buffer */
 	size_t wbuf_cap;           /* its size */
+	bool ckpt_on;              /* durable mode: the checkpoint is kept */
+	struct pst_ckpt ckpt;      /* the synced checkpoint */
+	uint64_t synced;           /* open: the checkpoint's index (0: nothing claimed) */
+	uint64_t synced_term;      /* ... and its term */
+	char ckpt_path[PATH_MAX];  /* for messages */
+	struct pst_log_repair repair; /* what open repaired */
 	uint64_t counters[PST_C_COUNT];
 };
 
@@ -213,6 +222,40 @@ valid_after(const uint8_t *map, uint64_t size, uint64_t off, uint64_t *found)
 	return false;
 }
 
+/* A torn tail (or a torn last segment) about to be cut: past the checkpoint, or refused
+ * (-EBADMSG) since an entry at or below it was synced once. */
+static int
+torn_check(struct pst_log *log, const char *path, uint64_t off, uint64_t first_cut,
+	   const char *what, char *err, size_t err_size)
+{
+	if (first_cut > log->synced)
+		return 0;
+	pst_errf(err, err_size, "%s: offset %" PRIu64 ": entry %" PRIu64 ": %s, but %s says "
+		 "entries through %" PRIu64 " (term %" PRIu64 ") were synced: damage, not a "
+		 "torn tail (docs/persist.md \"A damaged log\")", path, off, first_cut, what,
+		 log->ckpt_path, log->synced, log->synced_term);
+	return -EBADMSG;
+}
+
+/* Count a cut and say what it was, once per open (only the last segment is ever cut). */
+static void
+torn_note(struct pst_log *log, const char *path, uint64_t off, uint64_t bytes,
+	  uint64_t first, uint64_t last)
+{
+	struct pst_log_repair *r = &log->repair;
+	log->counters[PST_C_LOG_TORN_TAIL_BYTES] += bytes;
+	log->counters[PST_C_LOG_TORN_REPAIRS]++;
+	r->bytes += bytes;
+	r->repairs++;
+	r->first_index = first;
+	r->last_index = last;
+	r->synced_index = log->synced;
+	pst_errf(r->text, sizeof(r->text), "torn tail repaired: %" PRIu64 " bytes cut from %s "
+		 "at offset %" PRIu64 ", entries %" PRIu64 "..%" PRIu64 " (never synced: the "
+		 "checkpoint is at %" PRIu64 ")%s", bytes, path, off, first, last, log->synced,
+		 r->adopted ? "; the log had no checkpoint and was adopted" : "");
+}
+
 static int
 name_parse(const char *name, uint64_t *first)
 {
@@ -266,10 +309,16 @@ seg_load(struct pst_log *log, uint64_t first, bool last, uint64_t *prev_term, bo
 	if (s->size < sizeof(struct pst_seg_hdr)) {
 		/* Torn while being created: only the last segment may be in this state. */
 		if (last) {
-			*drop = true;
-			log->counters[PST_C_LOG_TORN_TAIL_BYTES] += s->size;
+			char what[64];
+			snprintf(what, sizeof(what), "the segment header cut short (%" PRIu64
+				 " bytes)", s->size);
+			int rc = torn_check(log, s->path, 0, first, what, err, err_size);
+			if (rc == 0) {
+				*drop = true;
+				torn_note(log, s->path, 0, s->size, first, first);
+			}
 			seg_release(s);
-			return 0;
+			return rc;
 		}
 		pst_errf(err, err_size, "%s: offset 0: segment header truncated (%" PRIu64
 			 " bytes) in a segment that is not the last", s->path, s->size);
@@ -291,8 +340,16 @@ seg_load(struct pst_log *log, uint64_t first, bool last, uint64_t *prev_term, bo
 		 * bad header with no record that checks anywhere is a creation torn by a crash
 		 * before anything was acknowledged. */
 		if (last && !valid_after(map, s->size, 0, &found_any)) {
-			*drop = true;
-			log->counters[PST_C_LOG_TORN_TAIL_BYTES] += s->size;
+			rc = torn_check(log, s->path, 0, first, "a bad segment header", err,
+					err_size);
+			if (rc == 0) {
+				uint64_t torn = s->size;
+				while (torn > 0 && map[torn - 1] == 0)
+					torn--;
+				*drop = true;
+				torn_note(log, s->path, 0, torn, first,
+					  pst_rec_cut_last(map, s->size, sizeof(h), first));
+			}
 		} else {
 			pst_errf(err, err_size, "%s: offset 0: bad segment header", s->path);
 			rc = -EBADMSG;
@@ -312,18 +369,25 @@ seg_load(struct pst_log *log, uint64_t first, bool last, uint64_t *prev_term, bo
 				 "by a valid one at offset %" PRIu64, s->path, bad, found);
 			rc = -EBADMSG;
 		} else {
-			/* Torn tail: what a crash during the last write leaves. Cut it off. The
-			 * preallocated zeros behind it are not torn data (counted before the cut:
-			 * the mapping ends with the file). */
+			/* Torn tail: what a crash during the last write leaves. Cut it off, unless
+			 * the checkpoint says it was synced. The preallocated zeros behind it are
+			 * not torn data (counted before the cut: the mapping ends with the file). */
+			char what[160];
+			uint64_t cut_first = s->last_index + 1;
+			pst_rec_describe(map, s->size, bad, what, sizeof(what));
+			rc = torn_check(log, s->path, bad, cut_first, what, err, err_size);
+			if (rc < 0)
+				goto out;
 			uint64_t torn = s->size - bad;
 			while (torn > 0 && map[bad + torn - 1] == 0)
 				torn--;
+			uint64_t cut_last = pst_rec_cut_last(map, s->size, bad, cut_first);
 			if (ftruncate(s->fd, (off_t)bad) < 0 || fdatasync(s->fd) < 0) {
 				rc = -errno;
 				pst_errf(err, err_size, "%s: truncate torn tail at %" PRIu64 ": %s",
 					 s->path, bad, strerror(errno));
 			} else {
-				log->counters[PST_C_LOG_TORN_TAIL_BYTES] += torn;
+				torn_note(log, s->path, bad, torn, cut_first, cut_last);
 				s->size = bad;
 				s->file_size = bad;
 				rc = 0;
@@ -337,6 +401,79 @@ out:
 		return rc;
 	}
 	log->seg_count++;
+	return 0;
+}
+
+/* Durable mode, before any segment is read: what the checkpoint says was synced
+ * (pst_ckpt_prepare). Nothing is touched when it refuses. */
+static int
+ckpt_prepare(struct pst_log *log, uint32_t segments, struct pst_ckpt_rec *rec, char *err,
+	     size_t err_size)
+{
+	snprintf(log->ckpt_path, sizeof(log->ckpt_path), "%s/" PST_CKPT_NAME, log->dir);
+	log->ckpt_on = true;
+	log->ckpt.fd = -1;
+	return pst_ckpt_prepare(log->dir, segments, rec, &log->repair.adopted, err, err_size);
+}
+
+/* Durable mode, after the scan: every entry the checkpoint says was synced is there, in
+ * its term; then what survived is synced (a process crash can leave written, unsynced
+ * records in the page cache) and the checkpoint says so. */
+static int
+ckpt_finish(struct pst_log *log, uint64_t first_named, bool segments, bool loaded,
+	    const struct pst_ckpt_rec *rec, char *err, size_t err_size)
+{
+	uint64_t last = log->next_index - 1;
+	uint64_t first = pst_log_first_index(log);
+	uint64_t s = log->synced;
+	if (s > 0 && (!segments || (s >= first_named && s > last))) {
+		pst_errf(err, err_size, "%s: the log ends at index %" PRIu64 "%s, but %s says "
+			 "entries through %" PRIu64 " (term %" PRIu64 ") were synced: entries "
+			 "%" PRIu64 "..%" PRIu64 " are missing (docs/persist.md \"A damaged log\")",
+			 log->dir, last, segments ? "" : " (no segment file)", log->ckpt_path, s,
+			 log->synced_term, last + 1, s);
+		return -EBADMSG;
+	}
+	if (s > 0 && s >= first && s <= last) {
+		uint64_t term = 0;
+		int rc = pst_log_term(log, s, &term);
+		if (rc < 0)
+			return rc;
+		if (term != log->synced_term) {
+			pst_errf(err, err_size, "%s: entry %" PRIu64 " is in term %" PRIu64 ", but %s "
+				 "says it was synced in term %" PRIu64 ": the log is not the one the "
+				 "checkpoint was written for (docs/persist.md \"A damaged log\")",
+				 log->dir, s, term, log->ckpt_path, log->synced_term);
+			return -EBADMSG;
+		}
+	}
+	struct seg *a = active(log);
+	if (a != NULL) {
+		if (fdatasync(a->fd) < 0)
+			return -errno;
+		log->counters[PST_C_LOG_SYNCS]++;
+	}
+	int rc = loaded && !log->repair.adopted ? pst_ckpt_open(&log->ckpt, log->dir, rec)
+						: pst_ckpt_create(&log->ckpt, log->dir, last,
+								  log->last_term);
+	if (rc == 0)
+		rc = pst_ckpt_note(&log->ckpt, last, log->last_term, true);
+	if (rc < 0) {
+		pst_errf(err, err_size, "%s: %s", log->ckpt_path, strerror(-rc));
+		return rc;
+	}
+	log->counters[PST_C_LOG_CKPT_SYNCS] = log->ckpt.syncs;
+	if (log->repair.adopted) {
+		char adopt[PATH_MAX];
+		snprintf(adopt, sizeof(adopt), "%s/" PST_CKPT_ADOPT_NAME, log->dir);
+		if (unlink(adopt) < 0 && errno != ENOENT)
+			return -errno;
+		(void)pst_dir_sync(log->dir);
+		if (log->repair.text[0] == '\0')
+			pst_errf(log->repair.text, sizeof(log->repair.text), "%s: no checkpoint: "
+				 "the log (entries %" PRIu64 "..%" PRIu64 ") adopted as it is (%s)",
+				 log->dir, first, last, PST_CKPT_ADOPT_NAME);
+	}
 	return 0;
 }
 
@@ -393,6 +530,16 @@ pst_log_open(struct pst_log **out, const struct pst_log_config *cfg, char *err,
 	d = NULL;
 	if (n > 0)
 		qsort(firsts, n, sizeof(*firsts), cmp_u64);
+	struct pst_ckpt_rec rec = { 0 };
+	bool loaded = false;
+	if (log->sync == PST_SYNC_DATA) {
+		rc = ckpt_prepare(log, n, &rec, err, err_size);
+		if (rc < 0)
+			goto fail_segs;
+		loaded = rec.magic == PST_CKPT_MAGIC;
+		log->synced = rec.index;
+		log->synced_term = rec.term;
+	}
 
 	uint64_t prev_term = 0;
 	for (uint32_t i = 0; i < n; i++) {
@@ -433,6 +580,11 @@ pst_log_open(struct pst_log **out, const struct pst_log_config *cfg, char *err,
 		log->next_index = a->last_index + 1;
 		log->last_term = prev_term;
 	}
+	if (log->ckpt_on) {
+		rc = ckpt_finish(log, n > 0 ? firsts[0] : 0, n > 0, loaded, &rec, err, err_size);
+		if (rc < 0)
+			goto fail_segs;
+	}
 	log->durable_index = log->next_index - 1;
 	free(firsts);
 	*out = log;
@@ -442,6 +594,8 @@ fail_segs:
 	for (uint32_t i = 0; i < log->seg_count; i++)
 		seg_release(&log->segs[i]);
 	free(log->segs);
+	if (log->ckpt_on && log->ckpt.fd >= 0)
+		close(log->ckpt.fd);
 fail_list:
 	if (d != NULL)
 		closedir(d);
@@ -458,9 +612,42 @@ pst_log_close(struct pst_log *log)
 		return;
 	for (uint32_t i = 0; i < log->seg_count; i++)
 		seg_release(&log->segs[i]);
+	if (log->ckpt_on)
+		pst_ckpt_close(&log->ckpt);
 	free(log->segs);
 	free(log->wbuf);
 	free(log);
+}
+
+const struct pst_log_repair *
+pst_log_repair_info(const struct pst_log *log)
+{
+	return &log->repair;
+}
+
+/* The batch up to durable_index is synced: say so in the checkpoint (no fdatasync of its
+ * own but once a second: docs/persist.md "The synced checkpoint"). A failed update leaves
+ * it behind, which is safe; it is counted. */
+static void
+ckpt_synced(struct pst_log *log)
+{
+	if (!log->ckpt_on)
+		return;
+	if (pst_ckpt_note(&log->ckpt, log->durable_index, log->last_term, false) < 0)
+		log->counters[PST_C_LOG_CKPT_ERRORS]++;
+	log->counters[PST_C_LOG_CKPT_SYNCS] = log->ckpt.syncs;
+}
+
+/* Entries are about to leave the log: the checkpoint must not name one of them, synced
+ * before anything is removed (else a crash in between reads as lost synced entries). */
+static int
+ckpt_lower(struct pst_log *log, uint64_t index, uint64_t term)
+{
+	if (!log->ckpt_on || log->ckpt.index <= index)
+		return 0;
+	int rc = pst_ckpt_note(&log->ckpt, index, term, true);
+	log->counters[PST_C_LOG_CKPT_SYNCS] = log->ckpt.syncs;
+	return rc;
 }
 
 uint64_t
@@ -641,6 +828,7 @@ pst_log_append(struct pst_log *log, const struct pst_entry *entries, uint32_t co
 		}
 	}
 	log->durable_index = log->next_index - 1;
+	ckpt_synced(log);
 	return 0;
 }
 
@@ -655,6 +843,7 @@ pst_log_sync(struct pst_log *log)
 		return -errno;
 	log->counters[PST_C_LOG_SYNCS]++;
 	log->durable_index = log->next_index - 1;
+	ckpt_synced(log);
 	return 0;
 }
 
@@ -766,6 +955,16 @@ pst_log_truncate(struct pst_log *log, uint64_t index)
 	uint64_t removed = log->next_index - index;
 	bool unlinked = false;
 	int rc;
+	if (log->ckpt_on && log->ckpt.index >= index) {
+		uint64_t term = 0;
+		if (index - 1 >= pst_log_first_index(log) && index > 1 &&
+		    pst_log_term(log, index - 1, &term) == 0)
+			rc = ckpt_lower(log, index - 1, term);
+		else
+			rc = ckpt_lower(log, 0, 0); /* nothing held below index: claim nothing */
+		if (rc < 0)
+			return rc;
+	}
 	/* Whole segments at or after index go; the first segment is kept (header only). */
 	while (log->seg_count > 1 && active(log)->first_index >= index) {
 		rc = seg_unlink_last(log);
@@ -837,6 +1036,9 @@ pst_log_reset(struct pst_log *log, uint64_t next_index)
 {
 	CHECK(log != NULL);
 	CHECK(next_index >= 1);
+	int rc0 = ckpt_lower(log, 0, 0);
+	if (rc0 < 0)
+		return rc0;
 	while (log->seg_count > 0) {
 		int rc = seg_unlink_last(log);
 		if (rc < 0)

@@ -14,8 +14,18 @@
 #   d. the vote file of shard 1 deleted: the node refuses to start, naming the vote file
 #      and the log's term, and never prints ready; with the file back it starts;
 #   e. a fresh data_dir on a full disk (a filled 64 KiB tmpfs): it refuses to start with
-#      "cannot save the vote", never ready.
-# E2E_STORAGE_PHASES (default abcde) runs a subset, e.g. to see each fail on older code.
+#      "cannot open the file log" (its checkpoint cannot be created) or "cannot save the
+#      vote", never ready;
+#   f. a stop, then one flipped byte in the last record of shard 1's file log (synced:
+#      the log's checkpoint names it; SIGTERM, as kill -9 may land between a batch's write
+#      and its fdatasync, and then the last record was never synced): it refuses to start, naming the segment, the offset,
+#      the entry, what was found and the checkpoint, and never prints ready (it used to cut
+#      the record as a "torn tail", exit 0, the entry gone, nothing said); with the byte
+#      flipped back it starts;
+#   g. kill -9, then a torn write past the last sync (a partial record for the next index
+#      after the last one): it starts, logs one line naming the bytes cut and the entries,
+#      and counts flog_torn_bytes > 0 and flog_torn_repairs 1.
+# E2E_STORAGE_PHASES (default abcdefg) runs a subset, e.g. to see each fail on older code.
 source "$(dirname "$0")/lib.sh"
 need_root
 e2e_init ost 41
@@ -51,7 +61,7 @@ start_refused() {
 	[ "$rc" -ne 0 ] || fail "omsd refused to start with exit status 0"
 	grep "refusing to start" "$OMSD_LOG" | sed 's/^/    /'
 }
-want() { [[ "${E2E_STORAGE_PHASES:-abcde}" == *"$1"* ]]; }
+want() { [[ "${E2E_STORAGE_PHASES:-abcdefg}" == *"$1"* ]]; }
 stat_wait_ge() { # KEY MIN: until KEY >= MIN (15 s)
 	for _ in $(seq 75); do
 		e2e_stats
@@ -141,7 +151,78 @@ if want e; then
 	full_tmpfs "$TMP/full"
 	sed "s|^data_dir = .*|data_dir = $TMP/full/data|" "$TMP/omsd.ini" >"$TMP/full.ini"
 	start_refused "$TMP/full.ini"
-	grep -q "refusing to start: cannot save the vote in $TMP/full/data/shard1/vote: No space left on device" \
-		"$OMSD_LOG" || fail "the refusal does not say the vote cannot be saved"
+	# The file log's checkpoint is created first (a new log), else the vote is written.
+	grep -Eq "refusing to start: (cannot save the vote in $TMP/full/data/shard1/vote|cannot open the file log in $TMP/full/data/shard1/log): No space left on device" \
+		"$OMSD_LOG" || fail "the refusal does not say what cannot be written"
+fi
+
+# last_record SEGMENT: "OFFSET INDEX DATA_LEN END" of the last record that checks in a log
+# segment (docs/persist.md "Format"; the preallocated zeros end the records).
+last_record() {
+	"$PY" - "$1" <<'PYEOF'
+import struct, sys, zlib
+d = open(sys.argv[1], "rb").read()
+off, last = 32, None
+while off + 40 <= len(d):
+	crc, magic, index, term, t, kind, dlen = struct.unpack_from("<IIQQQII", d, off)
+	if magic != 0x45545350:
+		break
+	last = (off, index, dlen, off + 40 + ((dlen + 7) & ~7))
+	off = last[3]
+print("%d %d %d %d" % last)
+PYEOF
+}
+LOGDIR=$TMP/data/shard1/log
+if want f || want g; then
+	e2e_start "$TMP/omsd.ini"
+	e2e_wait_stat shard.1.is_leader 1 || fail "no OMS leader"
+	sleep 0.5
+fi
+if want f; then
+	log "f. a flipped byte in the last synced record of the file log"
+	e2e_stop TERM
+	seg=$(ls "$LOGDIR"/*.log | sort | tail -n 1)
+	read -r off idx dlen _ < <(last_record "$seg")
+	at=$((off + 40 + (dlen > 0 ? dlen - 1 : -24))) # its last data byte, else its term
+	log "   last record: $seg offset $off index $idx ($dlen data bytes): flip the byte at $at"
+	flip() { "$PY" -c 'import sys; f = open(sys.argv[1], "r+b"); f.seek(int(sys.argv[2])); b = f.read(1); f.seek(int(sys.argv[2])); f.write(bytes([b[0] ^ 0x20]))' "$seg" "$at"; }
+	flip
+	size=$(stat -c %s "$seg")
+	start_refused "$TMP/omsd.ini"
+	grep -q "shard 1: refusing to start: the file log does not check: $seg: offset $off: entry $idx: the record of index $idx (term [0-9]*) fails its CRC (stored [0-9a-f]*, computed [0-9a-f]*), but $LOGDIR/ckpt says entries through $idx (term [0-9]*) were synced: damage, not a torn tail" \
+		"$OMSD_LOG" || fail "the refusal does not name the segment, offset, entry and checkpoint"
+	[ "$(stat -c %s "$seg")" = "$size" ] || fail "the refused start changed the segment"
+	flip
+	e2e_start "$TMP/omsd.ini"
+	e2e_wait_stat shard.1.is_leader 1 || fail "no OMS leader with the byte flipped back"
+	e2e_stats
+	[ "$(e2e_stat shard.1.flog_torn_repairs)" = 0 ] || fail "flog_torn_repairs $(e2e_stat shard.1.flog_torn_repairs) after a clean start"
+	sleep 0.5
+fi
+if want g; then
+	log "g. a torn write past the last sync"
+	e2e_stop KILL
+	seg=$(ls "$LOGDIR"/*.log | sort | tail -n 1)
+	read -r off idx dlen end < <(last_record "$seg")
+	# What a crash in the middle of the next batch's write leaves: its first record's
+	# header (index idx+1, a CRC that does not match) and 100 bytes of its data.
+	"$PY" - "$seg" "$end" "$((idx + 1))" <<'PYEOF'
+import struct, sys
+path, end, index = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+hdr = struct.pack("<IIQQQII", 0x12345678, 0x45545350, index, 1, 0, 1, 400)
+with open(path, "r+b") as f:
+	f.seek(end)
+	f.write(hdr + b"\xa5" * 100)
+PYEOF
+	e2e_start "$TMP/omsd.ini"
+	e2e_wait_stat shard.1.is_leader 1 || fail "no OMS leader after the torn tail"
+	grep "torn tail repaired" "$OMSD_LOG" | sed 's/^/    /'
+	grep -q "shard 1: file log: torn tail repaired: 140 bytes cut from $seg at offset $end, entries $((idx + 1))..$((idx + 1)) (never synced: the checkpoint is at [0-9]*)" \
+		"$OMSD_LOG" || fail "the torn tail is not logged with its bytes and entries"
+	e2e_stats
+	[ "$(e2e_stat shard.1.flog_torn_bytes)" = 140 ] || fail "flog_torn_bytes $(e2e_stat shard.1.flog_torn_bytes), want 140"
+	[ "$(e2e_stat shard.1.flog_torn_repairs)" = 1 ] || fail "flog_torn_repairs $(e2e_stat shard.1.flog_torn_repairs), want 1"
+	[ "$(e2e_stat shard.2.flog_torn_repairs)" = 0 ] || fail "shard 2 counted a repair"
+	e2e_stop TERM
 fi
 log "PASS"

@@ -107,6 +107,52 @@ rec_offset(uint64_t first, uint64_t index)
 	return off;
 }
 
+/* The checkpoint file's bytes, to put an older one back: what a crash leaves when the
+ * batches after it were written but never synced (the checkpoint names only synced ones). */
+static uint8_t ckpt_copy[2 * PST_CKPT_SLOT_STRIDE];
+static size_t ckpt_copy_len;
+
+static void
+ckpt_save(void)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "%s/" PST_CKPT_NAME, dir);
+	FILE *f = fopen(path, "rb");
+	cr_assert(f != NULL, "no checkpoint file");
+	ckpt_copy_len = fread(ckpt_copy, 1, sizeof(ckpt_copy), f);
+	fclose(f);
+	cr_assert(gt(sz, ckpt_copy_len, 0));
+}
+
+static void
+ckpt_restore(void)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "%s/" PST_CKPT_NAME, dir);
+	FILE *f = fopen(path, "wb");
+	cr_assert(f != NULL);
+	cr_assert(eq(sz, fwrite(ckpt_copy, 1, ckpt_copy_len, f), ckpt_copy_len));
+	fclose(f);
+}
+
+/* Append [1, to] in durable mode, the last batch [from, to] never synced as far as the
+ * checkpoint knows (it names from - 1), and close. */
+static void
+append_unsynced_tail(uint64_t from, uint64_t to, uint32_t batch)
+{
+	char err[PST_ERR_SIZE];
+	cr_assert(eq(int, open_log(0, PST_SYNC_DATA, err), 0), "%s", err);
+	append_range(1, from - 1, batch, 1);
+	pst_log_close(log_);
+	log_ = NULL;
+	ckpt_save();
+	cr_assert(eq(int, open_log(0, PST_SYNC_DATA, err), 0), "%s", err);
+	append_range(from, to, batch, 1);
+	pst_log_close(log_);
+	log_ = NULL;
+	ckpt_restore();
+}
+
 TestSuite(pst_log, .init = setup, .fini = teardown);
 
 /* Goal: what is appended is read back, across a restart, with fdatasync per batch.
@@ -186,15 +232,14 @@ Test(pst_log, segments_and_compaction)
 	cr_assert(eq(u64, pst_log_last_index(log_), 1000));
 }
 
-/* Goal: a torn tail (a partial last record) is cut off on open, and the log goes on.
- * Method: 100 entries, cut 5 bytes off the file, reopen: 99 entries; append 100 again. */
+/* Goal: a torn tail (a partial last record, past the synced checkpoint) is cut off on open,
+ * and the log goes on.
+ * Method: 100 entries, the checkpoint at 90 (91..100 written, never synced), cut 5 bytes
+ * off the file, reopen: 99 entries; append 100 again. */
 Test(pst_log, torn_tail_partial_record)
 {
 	char err[PST_ERR_SIZE], path[128];
-	cr_assert(eq(int, open_log(0, PST_SYNC_DATA, err), 0));
-	append_range(1, 100, 10, 1);
-	pst_log_close(log_);
-	log_ = NULL;
+	append_unsynced_tail(91, 100, 10);
 	seg_path(path, sizeof(path), 1);
 	/* The file ends in preallocated zeros (durable mode): cut inside the last record. */
 	cr_assert(ge(u64, file_size(path), rec_offset(1, 101)));
@@ -211,20 +256,28 @@ Test(pst_log, torn_tail_partial_record)
 	check_range(1, 120, 1);
 }
 
-/* Goal: a CRC-bad last record (a torn write that reached full length) is a torn tail too.
- * Method: flip a data byte of the last record; reopen: it is gone, the rest stays. */
+/* Goal: a CRC-bad last record past the synced checkpoint (a torn write that reached full
+ * length) is a torn tail too, counted and described.
+ * Method: the checkpoint at 90; flip a data byte of record 100; reopen: it is gone, the
+ * rest stays, the repair names the bytes and the entries. */
 Test(pst_log, torn_tail_bad_crc)
 {
 	char err[PST_ERR_SIZE], path[128];
-	cr_assert(eq(int, open_log(0, PST_SYNC_DATA, err), 0));
-	append_range(1, 100, 10, 1);
-	pst_log_close(log_);
-	log_ = NULL;
+	append_unsynced_tail(91, 100, 10);
 	seg_path(path, sizeof(path), 1);
 	file_flip(path, rec_offset(1, 100) + sizeof(struct pst_rec_hdr), 0x01);
 	cr_assert(eq(int, open_log(0, PST_SYNC_DATA, err), 0), "%s", err);
 	cr_assert(eq(u64, pst_log_last_index(log_), 99));
 	check_range(1, 99, 1);
+	const struct pst_log_repair *r = pst_log_repair_info(log_);
+	cr_assert(eq(u64, r->repairs, 1));
+	cr_assert(gt(u64, r->bytes, 0));
+	cr_assert(le(u64, r->bytes, pst_rec_size(len_of(100)))); /* its zero padding is not */
+	cr_assert(eq(u64, r->first_index, 100));
+	cr_assert(eq(u64, r->last_index, 100));
+	cr_assert(eq(u64, r->synced_index, 90));
+	cr_assert(strstr(r->text, "entries 100..100") != NULL, "%s", r->text);
+	cr_assert(eq(u64, pst_log_counters(log_)[PST_C_LOG_TORN_REPAIRS], 1));
 }
 
 /* Goal: a bad record followed by valid data is corruption, never a torn tail: open fails
@@ -302,10 +355,15 @@ Test(pst_log, durable_prealloc_and_roll)
 	seg_path(path, sizeof(path), 1);
 	cr_assert(le(u64, file_size(path), 4096), "a finished segment keeps no zero tail");
 	uint64_t last_first = pst_log_last_index(log_) + 1;
+	pst_log_close(log_);
+	log_ = NULL;
+	ckpt_save(); /* the first write of the next segment is never synced */
+	cr_assert(eq(int, open_log(4096, PST_SYNC_DATA, err), 0), "%s", err);
 	append_range(101, 105, 5, 1); /* roll into a segment of its own */
 	(void)last_first;
 	pst_log_close(log_);
 	log_ = NULL;
+	ckpt_restore();
 	seg_path(path, sizeof(path), 101);
 	uint64_t size = file_size(path);
 	if (size < 4096) {
