@@ -130,6 +130,7 @@ struct app_config {
 	uint64_t bridge_redrive_ms;           /* bridge re-sends pending sagas this often */
 	uint64_t election_ms;                 /* Raft election timeout (min; max is 2x) */
 	uint64_t heartbeat_ms;                /* Raft leader heartbeat */
+	uint64_t reconcile_ms;                /* OMS reconciliation sweep cadence; 0 = off */
 
 	/* [routing], [symbol.N] */
 	struct app_routing_conf routing;

@@ -56,6 +56,7 @@ cfg_defaults(struct app_config *cfg)
 	cfg->bridge_redrive_ms = 200;
 	cfg->election_ms = 150;
 	cfg->heartbeat_ms = 25;
+	cfg->reconcile_ms = 10000;
 	cfg->orders_max = 65536;
 	cfg->log_entries_max = 65536;
 	cfg->log_mb = 64;

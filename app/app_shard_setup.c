@@ -37,6 +37,7 @@ limits_oms(const struct app_config *cfg, uint16_t id, struct oms_limits *l)
 	l->sweep_interval_ns = cfg->sweep_ms * 1000000;
 	l->sweep_evict_max = (uint32_t)cfg->sweep_evict_max;
 	l->sweep_scan_max = RTE_MAX(l->sweep_scan_max, 4 * l->sweep_evict_max);
+	l->reconcile_interval_ns = cfg->reconcile_ms * 1000000;
 }
 
 static void

@@ -231,6 +231,8 @@ int oms_check_invariants(const struct oms *oms);
 	X(RECON_QUERIES, "recon_queries")                                                  \
 	X(RECON_SNAPSHOTS, "recon_snapshots")                                              \
 	X(RECON_DEFERRED, "recon_deferred")                                                \
+	X(RECON_MATCHED, "recon_matched")                                                  \
+	X(RECON_TRANSIENT, "recon_transient")                                              \
 	X(TRANSFERS, "transfers")                                                          \
 	X(ADMIN, "admin")                                                                  \
 	X(ALARM_FLUSH_CONFLICT, "alarm_flush_conflict")                                    \

@@ -246,6 +246,7 @@ struct oms_core {
 	uint64_t next_sweep_ns;        /* eviction/drain timer */
 	uint64_t next_recon_ns;        /* reconciliation timer */
 	uint64_t recon_req_seq;        /* last OPEN_ORDERS_QUERY req_id */
+	uint64_t recon_part_req;       /* snapshot whose parts are being applied (0: none) */
 	uint64_t epoch_seq;            /* last fencing epoch drawn (one counter per shard) */
 	uint64_t counters[OMS_C_COUNT];
 	uint64_t naks_by_reason[WIRE_REASON_MAX];
@@ -262,7 +263,7 @@ struct oms_core {
 	uint32_t drain_found;          /* such users seen in the current pass */
 	uint32_t recon_cursor;         /* next actor slot the reconciliation scan visits */
 	uint32_t release_count;        /* pending releases in releases[] */
-	uint32_t pad;
+	uint32_t recon_part_next;      /* the part of recon_part_req expected next */
 };
 static_assert(sizeof(struct oms_limits) == 160, "oms_limits has no padding");
 

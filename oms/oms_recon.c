@@ -39,6 +39,33 @@ oms_recon_leaks(struct oms *oms, struct oms_actor *a)
 	return healed;
 }
 
+/* The parts of one snapshot travel as separate messages: the network may reorder, lose or
+ * repeat them, and another snapshot's parts may come in between. Only an unbroken run
+ * part 0, 1, ... of one req_id is applied; the phantom pass on its last part then knows
+ * every listed order was marked. Anything else (a final part whose predecessors are
+ * missing, an old part repeated after a newer query re-marked the orders) is dropped whole:
+ * the next sweep asks again. */
+static bool
+parts_in_order(struct oms *oms, const struct wire_open_orders_snapshot *m)
+{
+	if (m->part == 0) {
+		oms->c.recon_part_req = m->req_id;
+		oms->c.recon_part_next = 0;
+	}
+	if (m->req_id != oms->c.recon_part_req || m->part != oms->c.recon_part_next) {
+		oms->c.recon_part_req = 0;
+		return false;
+	}
+	if (m->last) {
+		oms->c.recon_part_req = 0;
+		oms->c.recon_part_next = 0;
+	} else {
+		oms->c.recon_part_next++;
+	}
+	DCHECK(oms->c.recon_part_next <= UINT8_MAX + 1);
+	return true;
+}
+
 void
 oms_on_open_orders_snapshot(struct oms *oms, const struct wire_open_orders_snapshot *m,
 			    struct svc_sink *sink)
@@ -61,6 +88,10 @@ oms_on_open_orders_snapshot(struct oms *oms, const struct wire_open_orders_snaps
 		oms_count(oms, OMS_C_RECON_DEFERRED);
 		return;
 	}
+	if (!parts_in_order(oms, m)) {
+		oms_count(oms, OMS_C_RECON_DEFERRED);
+		return;
+	}
 	for (uint32_t i = 0; i < m->count; i++) {
 		const struct wire_open_order *e = &m->orders[i];
 		struct oms_order *o = NULL;
@@ -68,16 +99,23 @@ oms_on_open_orders_snapshot(struct oms *oms, const struct wire_open_orders_snaps
 			o = oms_order_find(oms, m->user, wire_oid_seq(e->oid));
 		if (o == NULL && e->oid.user == m->user &&
 		    wire_oid_shard(e->oid) == oms->c.limits.shard_id &&
-		    wire_oid_seq(e->oid) <= a->user_seq)
-			continue; /* we applied its DONE after as_of_seq: the snapshot is older */
+		    wire_oid_seq(e->oid) <= a->user_seq) {
+			/* We applied its DONE after as_of_seq: the snapshot is older. */
+			oms_count(oms, OMS_C_RECON_TRANSIENT);
+			continue;
+		}
 		if (o == NULL || o->kind != OMS_K_ORDER) {
 			/* The ME rests an order this shard never issued: impossible, flag it. */
 			oms_count(oms, OMS_C_ALARM_RECON_UNKNOWN);
 			continue;
 		}
 		o->recon_req = m->req_id;
-		if (o->last_seq <= m->as_of_seq && o->leaves != e->leaves_qty)
+		if (o->last_seq > m->as_of_seq)
+			oms_count(oms, OMS_C_RECON_TRANSIENT); /* changed since: not comparable */
+		else if (o->leaves != e->leaves_qty)
 			oms_count(oms, OMS_C_ALARM_RECON_MISMATCH);
+		else
+			oms_count(oms, OMS_C_RECON_MATCHED);
 	}
 	if (!m->last)
 		return;
@@ -87,8 +125,12 @@ oms_on_open_orders_snapshot(struct oms *oms, const struct wire_open_orders_snaps
 		i = o->next;
 		if (o->kind != OMS_K_ORDER || o->state != OMS_O_LIVE || o->me_shard != m->me_shard)
 			continue;
-		if (o->recon_req == m->req_id || o->last_seq > m->as_of_seq)
+		if (o->recon_req == m->req_id)
 			continue;
+		if (o->last_seq > m->as_of_seq) {
+			oms_count(oms, OMS_C_RECON_TRANSIENT); /* it became live after the snapshot */
+			continue;
+		}
 		/* Phantom: we think it is live, the ME (as of the same seq) does not. Close it
 		 * and release its reservation (a dropped expiry would otherwise freeze funds and
 		 * keep the user from ever being flat). */

@@ -128,6 +128,7 @@ Test(app_config, minimal_defaults, .init = setup, .fini = teardown)
 	cr_assert(eq(u32, cfg.symbol_count, 0));
 	cr_assert(eq(int, cfg.durability, APP_DURABILITY_DURABLE));
 	cr_assert(eq(u64, cfg.dedup_window_ms, 1000)); /* 2 x (200 + 2 x 150), at least 1 s */
+	cr_assert(eq(u64, cfg.reconcile_ms, 10000));  /* reconciliation on unless turned off */
 	cr_assert(eq(str, cfg.data_dir, "/var/lib/omsd"));
 	cr_assert(eq(str, cfg.mgmt_socket, "/run/omsd/omsd.sock"));
 	cr_assert(eq(str, cfg.db_conninfo, ""));
@@ -204,6 +205,7 @@ static const struct bad bads[] = {
 	{ "timers", "bridge_redrive_ms", "0", "out of range" },
 	{ "timers", "election_ms", "1", "out of range" },
 	{ "timers", "heartbeat_ms", "0", "out of range" },
+	{ "timers", "reconcile_ms", "4294967296", "out of range" },
 	{ "durability", "mode", "maybe", "not one of memory|durable" },
 	{ "paths", "data_dir", "", "empty" },
 	{ "paths", "mgmt_socket",
