@@ -68,7 +68,11 @@ struct me_depth_level {
 	X(RETENTION_STOP, "matches stopped early because a stream had no retention left") \
 	X(EVENTS_OVERRUN, "ME-initiated events written over unacknowledged retention")    \
 	X(CONFIG_REJECTED, "admin messages refused")                                       \
-	X(IGNORED, "messages of a type the ME does not handle, or malformed")
+	X(IGNORED, "messages of a type the ME does not handle, or malformed")             \
+	X(BULK_JOBS, "bulk cancel jobs started (halt or kill-switch with resting orders)") \
+	X(BULK_PENDING, "bulk cancel jobs not finished yet (a gauge, not a count)")      \
+	X(BULK_CANCELLED, "orders cancelled by bulk cancel jobs")                         \
+	X(BULK_DEFERRED, "bulk steps stopped for lack of stream retention (resume on ack)")
 
 enum me_counter {
 #define ME_COUNTER_ENUM(name, label) ME_C_##name,
