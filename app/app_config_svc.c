@@ -35,6 +35,10 @@ cfg_sec_rest(struct cfg_ctx *c, struct app_config *cfg)
 	cfg_get_u64(c, "limits", "snapshot_mb", false, 1, 2047, &cfg->snapshot_mb);
 	cfg_get_u64(c, "limits", "snapshot_entries", false, 16, 1u << 30, &cfg->snapshot_entries);
 	cfg_get_u64(c, "limits", "dedup_window_ms", false, 1, 3600000, &cfg->dedup_window_ms);
+	cfg_get_u64(c, "limits", "me_events", false, 64, 1u << 20, &cfg->me_events_max);
+	if ((cfg->me_events_max & (cfg->me_events_max - 1)) != 0)
+		cfg_report(c, "limits", "me_events", "%" PRIu64 " is not a power of two",
+			   cfg->me_events_max);
 
 	v = cfg_get(c, "durability", "mode");
 	if (v != NULL) {
