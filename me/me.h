@@ -98,7 +98,8 @@ int me_init(struct me **out, void *memory, const struct me_limits *limits);
 
 /*
  * Apply one committed message at cluster time now_ns (non-decreasing). Due GTD expiries run
- * first. Egress (ME_EVENT, ME_RESULT, OPEN_ORDERS_SNAPSHOT, ADMIN_REPLY) goes to sink.
+ * first, as far as their streams have retention (me_bulk.c); a STREAM_ACK or TICK also
+ * resumes pending bulk cancels (halt with cancel, kill-switches). Egress (ME_EVENT, ME_RESULT, OPEN_ORDERS_SNAPSHOT, ADMIN_REPLY) goes to sink.
  * Handles SUBMIT, CANCEL_TO_ME, AMEND_TO_ME, REPLACE_TO_ME, STREAM_ACK, REPLAY_REQUEST,
  * ORDER_QUERY, OPEN_ORDERS_QUERY, SYMBOL_CONFIG, SYMBOL_STATUS, KILL_SWITCH and TICK; other
  * types are counted and ignored. msg must be readable for hdr.length bytes.
@@ -106,7 +107,8 @@ int me_init(struct me **out, void *memory, const struct me_limits *limits);
 void me_apply(struct me *me, uint64_t now_ns, const struct wire_msg_hdr *msg,
 	      struct svc_sink *sink);
 
-/* Cluster time moved to now_ns: run due GTD expiries. */
+/* Cluster time moved to now_ns: run due GTD expiries and pending bulk cancels, as far as
+ * stream retention lets them (me_bulk.c). */
 void me_tick(struct me *me, uint64_t now_ns, struct svc_sink *sink);
 
 /* L2 depth: up to n levels of one side of `symbol`, best first. Returns levels written
