@@ -37,6 +37,10 @@ cfg_sec_rest(struct cfg_ctx *c, struct app_config *cfg)
 	cfg_get_u64(c, "limits", "dedup_window_ms", false, 1, 3600000, &cfg->dedup_window_ms);
 	/* 0 turns the money-leak backstop off: allowed, never the default (docs/oms.md). */
 	cfg_get_u64(c, "timers", "reconcile_ms", false, 0, UINT32_MAX, &cfg->reconcile_ms);
+	cfg_get_u64(c, "limits", "me_events", false, 64, 1u << 20, &cfg->me_events_max);
+	if ((cfg->me_events_max & (cfg->me_events_max - 1)) != 0)
+		cfg_report(c, "limits", "me_events", "%" PRIu64 " is not a power of two",
+			   cfg->me_events_max);
 
 	v = cfg_get(c, "durability", "mode");
 	if (v != NULL) {

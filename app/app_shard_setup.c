@@ -52,8 +52,11 @@ limits_me(const struct app_config *cfg, uint16_t id, struct me_limits *l)
 	l->levels_max = (uint32_t)RTE_MAX(UINT64_C(1024), cfg->orders_max / 4);
 	l->levels_side_max = l->levels_max / 2;
 	l->gtd_max = (uint32_t)RTE_MAX(UINT64_C(256), cfg->orders_max / 4);
-	l->events_max = 8192;
-	l->events_reserve = 256;
+	/* [limits] me_events; the reserve left to client requests scales with it, within the
+	 * bounds me_init asks (more than two match steps, less than the ring). */
+	l->events_max = (uint32_t)cfg->me_events_max;
+	l->events_reserve = (uint32_t)RTE_MIN(UINT64_C(256), RTE_MAX(UINT64_C(16),
+								cfg->me_events_max / 32));
 	/* The ME contract's dedup window ([limits] dedup_window_ms, checked against the
 	 * re-drive and election timers by the loader). */
 	l->dedup_ttl_ns = cfg->dedup_window_ms * 1000000;

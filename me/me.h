@@ -68,7 +68,11 @@ struct me_depth_level {
 	X(RETENTION_STOP, "matches stopped early because a stream had no retention left") \
 	X(EVENTS_OVERRUN, "ME-initiated events written over unacknowledged retention")    \
 	X(CONFIG_REJECTED, "admin messages refused")                                       \
-	X(IGNORED, "messages of a type the ME does not handle, or malformed")
+	X(IGNORED, "messages of a type the ME does not handle, or malformed")             \
+	X(BULK_JOBS, "bulk cancel jobs started (halt or kill-switch with resting orders)") \
+	X(BULK_PENDING, "bulk cancel jobs not finished yet (a gauge, not a count)")      \
+	X(BULK_CANCELLED, "orders cancelled by bulk cancel jobs")                         \
+	X(BULK_DEFERRED, "bulk steps stopped for lack of stream retention (resume on ack)")
 
 enum me_counter {
 #define ME_COUNTER_ENUM(name, label) ME_C_##name,
@@ -94,7 +98,8 @@ int me_init(struct me **out, void *memory, const struct me_limits *limits);
 
 /*
  * Apply one committed message at cluster time now_ns (non-decreasing). Due GTD expiries run
- * first. Egress (ME_EVENT, ME_RESULT, OPEN_ORDERS_SNAPSHOT, ADMIN_REPLY) goes to sink.
+ * first, as far as their streams have retention (me_bulk.c); a STREAM_ACK or TICK also
+ * resumes pending bulk cancels (halt with cancel, kill-switches). Egress (ME_EVENT, ME_RESULT, OPEN_ORDERS_SNAPSHOT, ADMIN_REPLY) goes to sink.
  * Handles SUBMIT, CANCEL_TO_ME, AMEND_TO_ME, REPLACE_TO_ME, STREAM_ACK, REPLAY_REQUEST,
  * ORDER_QUERY, OPEN_ORDERS_QUERY, SYMBOL_CONFIG, SYMBOL_STATUS, KILL_SWITCH and TICK; other
  * types are counted and ignored. msg must be readable for hdr.length bytes.
@@ -102,7 +107,8 @@ int me_init(struct me **out, void *memory, const struct me_limits *limits);
 void me_apply(struct me *me, uint64_t now_ns, const struct wire_msg_hdr *msg,
 	      struct svc_sink *sink);
 
-/* Cluster time moved to now_ns: run due GTD expiries. */
+/* Cluster time moved to now_ns: run due GTD expiries and pending bulk cancels, as far as
+ * stream retention lets them (me_bulk.c). */
 void me_tick(struct me *me, uint64_t now_ns, struct svc_sink *sink);
 
 /* L2 depth: up to n levels of one side of `symbol`, best first. Returns levels written

@@ -50,19 +50,26 @@ config_valid(const struct wire_symbol_config *m)
 	return true;
 }
 
-/* Cancel every live order of one book (best levels first, FIFO within a level). */
-static uint32_t
+/* Can book si's orders be handed to a bulk job (or are there none, or is it queued)? */
+static bool
+book_job_room(const struct me *me, uint32_t si)
+{
+	const struct me_symbol *s = &ME_CARR(me, off_symbols, struct me_symbol)[si];
+	return s->resting == 0 || me->bulk_count < ME_BULK_JOBS_MAX ||
+	       me_bulk_pending(me, ME_BULK_BOOK, si);
+}
+
+/* Cancel every live order of book si (its status already forbids trading) as a bulk job
+ * (me_bulk.c): in chunks as the streams have room, best levels first, FIFO within a
+ * level. The caller checked book_job_room. */
+static void
 cancel_book(struct me *me, uint32_t si, uint8_t cause)
 {
-	uint32_t n = 0;
-	for (uint32_t side = 0; side < 2; side++) {
-		uint32_t li;
-		while ((li = me_book_best(me, si, side)) != ME_NIL) {
-			me_cancel_live(me, me_lvl(me, li)->head, cause, NULL);
-			n++;
-		}
-	}
-	return n;
+	DCHECK(book_job_room(me, si));
+	if (me_sym(me, si)->resting == 0)
+		return;
+	int rc = me_bulk_add(me, ME_BULK_BOOK, si, cause);
+	CHECK(rc == 0);
 }
 
 void
@@ -90,6 +97,12 @@ me_symbol_config(struct me *me, const struct wire_symbol_config *m)
 			me_admin_reply(me, WIRE_REASON_BAD_REQUEST, m->symbol);
 			return;
 		}
+	}
+	/* A book still being cancelled stays untradable until its job ends (me_bulk.c): the
+	 * operator is told to retry. */
+	if (m->status == WIRE_SYM_TRADING && me_bulk_pending(me, ME_BULK_BOOK, si)) {
+		me_admin_reply(me, WIRE_REASON_BACKPRESSURE, m->symbol);
+		return;
 	}
 	struct me_symbol *s = me_sym(me, si);
 	s->me_shard = m->me_shard;
@@ -124,11 +137,19 @@ me_symbol_status(struct me *me, const struct wire_symbol_status_msg *m)
 		me_admin_reply(me, WIRE_REASON_SYMBOL_NOT_OWNED, m->symbol);
 		return;
 	}
-	s->status = m->status;
-	if (m->status == WIRE_SYM_HALTED && m->cancel_resting) {
-		uint32_t n = cancel_book(me, si, WIRE_CAUSE_HALT);
-		me->counters[ME_C_HALT_CANCELLED] += n;
+	if (m->status == WIRE_SYM_TRADING && me_bulk_pending(me, ME_BULK_BOOK, si)) {
+		me_admin_reply(me, WIRE_REASON_BACKPRESSURE, m->symbol);
+		return;
 	}
+	bool cancel = m->status == WIRE_SYM_HALTED && m->cancel_resting;
+	if (cancel && !book_job_room(me, si)) {
+		me_admin_reply(me, WIRE_REASON_CAPACITY, m->symbol);
+		return;
+	}
+	/* Halted first: no order enters or trades while the job cancels the book. */
+	s->status = m->status;
+	if (cancel)
+		cancel_book(me, si, WIRE_CAUSE_HALT);
 	me_admin_reply(me, WIRE_REASON_NONE, m->symbol);
 }
 
@@ -148,15 +169,26 @@ me_kill_switch(struct me *me, const struct wire_kill_switch *m)
 			return;
 		}
 		struct me_symbol *s = me_sym(me, si);
-		s->killed = m->engage;
-		if (m->engage) {
-			uint32_t n = cancel_book(me, si, WIRE_CAUSE_KILL_SWITCH);
-			me->counters[ME_C_KILLED] += n;
+		if (!m->engage && me_bulk_pending(me, ME_BULK_BOOK, si)) {
+			me_admin_reply(me, WIRE_REASON_BACKPRESSURE, m->id);
+			return;
 		}
+		if (m->engage && !book_job_room(me, si)) {
+			me_admin_reply(me, WIRE_REASON_CAPACITY, m->id);
+			return;
+		}
+		s->killed = m->engage;
+		if (m->engage)
+			cancel_book(me, si, WIRE_CAUSE_KILL_SWITCH);
 		me_admin_reply(me, WIRE_REASON_NONE, m->id);
 		return;
 	}
 	if (!m->engage) {
+		/* Released only once its job has cancelled every order it had (me_bulk.c). */
+		if (me_bulk_pending(me, ME_BULK_USER, m->id)) {
+			me_admin_reply(me, WIRE_REASON_BACKPRESSURE, m->id);
+			return;
+		}
 		struct me_user *u = me_user_find(me, m->id);
 		if (u != NULL && (u->count & ME_USER_KILLED) != 0) {
 			CHECK(me->users_killed > 0);
@@ -172,14 +204,20 @@ me_kill_switch(struct me *me, const struct wire_kill_switch *m)
 		me_admin_reply(me, WIRE_REASON_CAPACITY, m->id);
 		return;
 	}
+	bool has_orders = (u->count & ME_USER_COUNT) != 0;
+	if (has_orders && !me_bulk_pending(me, ME_BULK_USER, m->id) &&
+	    me->bulk_count == ME_BULK_JOBS_MAX) {
+		me_admin_reply(me, WIRE_REASON_CAPACITY, m->id);
+		return;
+	}
 	if ((u->count & ME_USER_KILLED) == 0)
 		me->users_killed++;
 	u->count |= ME_USER_KILLED;
-	/* Cancel the user's live orders, oldest first. The slot stays (it carries the kill
-	 * flag), so u remains valid while orders are unlinked. */
-	while ((u->count & ME_USER_COUNT) != 0) {
-		me->counters[ME_C_KILLED]++;
-		me_cancel_live(me, u->head, WIRE_CAUSE_KILL_SWITCH, NULL);
+	/* Cancel the user's live orders, oldest first, as a bulk job (me_bulk.c). The slot
+	 * stays (it carries the kill flag), so the job finds it until it ends. */
+	if (has_orders) {
+		int rc = me_bulk_add(me, ME_BULK_USER, m->id, WIRE_CAUSE_KILL_SWITCH);
+		CHECK(rc == 0);
 	}
 	me_admin_reply(me, WIRE_REASON_NONE, m->id);
 }

@@ -16,12 +16,23 @@ void
 me_expire_due(struct me *me)
 {
 	/* Seed: GTD/GTT timers fire on the one cluster's replicated time. An order expires when
-	 * cluster time reaches its expire_ns. Bounded by the orders that are due. */
+	 * cluster time reaches its expire_ns, and its CANCELLED + DONE go out as soon as its
+	 * stream has room for them (me_bulk.c): a mass expiry waits for acks instead of
+	 * overwriting retention, at most ME_BULK_STEP_MAX per step, in heap order. */
 	uint32_t oi;
-	while ((oi = me_gtd_pop_due(me)) != ME_NIL) {
+	uint32_t n = 0;
+	while ((oi = me_gtd_peek_due(me)) != ME_NIL && n < ME_BULK_STEP_MAX) {
+		if (!me_bulk_room(me, me_ord(me, oi)->stream)) {
+			me_count(me, ME_C_BULK_DEFERRED);
+			return;
+		}
+		uint32_t got = me_gtd_pop_due(me);
+		CHECK(got == oi);
 		me_count(me, ME_C_EXPIRED);
 		me_cancel_live(me, oi, WIRE_CAUSE_EXPIRED, NULL);
+		n++;
 	}
+	DCHECK(n <= ME_BULK_STEP_MAX);
 }
 
 /* ---- dispatch ---- */
@@ -60,6 +71,8 @@ me_apply(struct me *me, uint64_t now_ns, const struct wire_msg_hdr *msg, struct 
 		return;
 	case WIRE_STREAM_ACK:
 		me_stream_ack(me, (const struct wire_stream_ack *)msg);
+		/* Retention freed: deferred bulk work goes on at this log position. */
+		me_bulk_resume(me);
 		return;
 	case WIRE_REPLAY_REQUEST:
 		me_stream_replay(me, (const struct wire_replay_request *)msg);
@@ -82,6 +95,7 @@ me_apply(struct me *me, uint64_t now_ns, const struct wire_msg_hdr *msg, struct 
 		me_kill_switch(me, (const struct wire_kill_switch *)msg);
 		return;
 	case WIRE_TICK:
+		me_bulk_resume(me);
 		return;
 	default:
 		break;
@@ -98,7 +112,7 @@ me_tick(struct me *me, uint64_t now_ns, struct svc_sink *sink)
 	me->rt.sink = sink;
 	if (now_ns > me->now_ns)
 		me->now_ns = now_ns;
-	me_expire_due(me);
+	me_bulk_resume(me);
 	me_streams_release_aged(me);
 }
 

@@ -25,11 +25,13 @@
 #define ME_NIL UINT32_MAX          /* no record / no level */
 #define ME_MAGIC UINT64_C(0x315f454d5f44534f) /* "OSD_ME_1" */
 #define ME_SNAP_MAGIC UINT64_C(0x50414e53454d4f4d) /* "MOMESNAP" */
-#define ME_SNAP_VERSION 2
+#define ME_SNAP_VERSION 3
 #define ME_RT_SIZE 128             /* runtime header, excluded from snapshot and hash */
 #define ME_STREAM_MAP_SIZE 65536   /* one entry per possible OMS shard id */
 #define ME_EV_MATCH_ROOM 6         /* taker-stream slots a match step may need */
 #define ME_EV_MAKER_ROOM 3         /* maker-stream slots a match step may need */
+#define ME_BULK_JOBS_MAX 32        /* bulk cancel jobs waiting for retention (me_bulk.c) */
+#define ME_BULK_STEP_MAX 256       /* orders one bulk step cancels (bounded apply time) */
 
 enum me_state {
 	ME_ST_FREE = 0,   /* on the free list */
@@ -136,6 +138,23 @@ struct me_gtd {
 };
 static_assert(sizeof(struct me_gtd) == 16, "me_gtd");
 
+/* Kinds of bulk cancel job (me_bulk.c). */
+enum me_bulk_kind {
+	ME_BULK_NONE = 0, /* unused slot */
+	ME_BULK_BOOK = 1, /* cancel every order of one book: halt with cancel, symbol kill */
+	ME_BULK_USER = 2, /* cancel every order of one user: user kill-switch */
+};
+
+/* One ME-initiated bulk cancel that goes on in chunks as stream acks free retention. */
+struct me_bulk_job {
+	uint64_t id;       /* symbol index (BOOK) or user id (USER) */
+	uint8_t kind;      /* enum me_bulk_kind */
+	uint8_t cause;     /* WIRE_CAUSE_HALT or WIRE_CAUSE_KILL_SWITCH */
+	uint16_t reserved0;
+	uint32_t reserved1;
+};
+static_assert(sizeof(struct me_bulk_job) == 16, "me_bulk_job");
+
 /* The event stream of one OMS shard. */
 struct me_stream {
 	uint64_t next_seq;   /* seq the next event gets (first is 1) */
@@ -204,6 +223,9 @@ struct me {
 	uint32_t users_killed;       /* users with an engaged kill-switch */
 	uint32_t orders_hwm;         /* records ever allocated: [hwm, max) are as init left them */
 	uint32_t levels_hwm;         /* levels ever allocated: likewise */
+	uint32_t bulk_count;         /* bulk jobs pending: bulk[0, bulk_count), oldest first */
+	uint32_t bulk_reserved;
+	struct me_bulk_job bulk[ME_BULK_JOBS_MAX]; /* unused slots all zero */
 	uint64_t counters[ME_C_COUNT];
 };
 /* The state is hashed byte for byte: no implicit padding may sit between its fields. */
@@ -321,8 +343,25 @@ void me_user_unlink(struct me *me, uint32_t oi);                  /* order stopp
 bool me_gtd_push(struct me *me, uint32_t oi);                     /* false if full */
 uint32_t me_gtd_pop_due(struct me *me);          /* next valid order due at now_ns, or ME_NIL */
 
+uint32_t me_gtd_peek_due(struct me *me);        /* same, left on the heap (stale dropped) */
+
 /* ---- me_core.c: dispatch ---- */
 void me_expire_due(struct me *me);                                /* GTD expiries at now_ns */
+
+/* ---- me_bulk.c: ME-initiated bulk cancels, in chunks bounded by stream retention ---- */
+/* Room in stream st for one more ME-initiated cancel (CANCELLED + DONE) while leaving the
+ * events_reserve headroom to client requests. */
+static inline bool me_bulk_room(const struct me *me, uint32_t st);
+/* Queue a job (or find the same one queued) and run a step. 0, or -ENOSPC (queue full). */
+int me_bulk_add(struct me *me, uint8_t kind, uint64_t id, uint8_t cause);
+/* Is a job of this kind and id pending? */
+bool me_bulk_pending(const struct me *me, uint8_t kind, uint64_t id);
+/* Resume: due GTD expiries and pending jobs, each as far as retention and the step cap let
+ * them (STREAM_ACK and tick). */
+void me_bulk_resume(struct me *me);
+/* A live maker that a pending bulk job or a deferred expiry is due to cancel: the cause to
+ * cancel it with now, before it can trade, or 0. */
+uint8_t me_bulk_doomed(struct me *me, uint32_t oi);
 
 /* ---- me_book.c: levels ---- */
 /* Level at px on one side, or ME_NIL; *pos gets its (or its insertion) position. */
@@ -428,6 +467,12 @@ me_stream_free(const struct me *me, uint32_t st)
 	uint64_t used = s->next_seq - s->oldest;
 	DCHECK(used <= me->limits.events_max);
 	return me->limits.events_max - (uint32_t)used;
+}
+
+static inline bool
+me_bulk_room(const struct me *me, uint32_t st)
+{
+	return me_stream_free(me, st) >= me->limits.events_reserve + 2;
 }
 
 /* Start an event about record oi in its stream; the caller fills event-specific fields,

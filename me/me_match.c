@@ -422,6 +422,25 @@ match(struct me *me, uint32_t si, uint32_t ti, int64_t budget)
 		uint32_t mi = l->head;
 		struct me_order *mk = me_ord(me, mi);
 		DCHECK(mk->state == ME_ST_LIVE);
+		/* A maker past its GTD time or of a user whose kill-switch job has not reached
+		 * it yet (me_bulk.c: waiting for retention) is cancelled, never traded. */
+		if (__builtin_expect((mk->tif == WIRE_TIF_GTD && mk->expire_ns <= me->now_ns) ||
+				     me->bulk_count != 0, 0)) {
+			uint8_t cause = me_bulk_doomed(me, mi);
+			if (cause != 0) {
+				if (me_stream_free(me, mk->stream) < 2) {
+					me_count(me, ME_C_RETENTION_STOP);
+					return STOP_RETAIN;
+				}
+				me_count(me, cause == WIRE_CAUSE_EXPIRED ? ME_C_EXPIRED
+				       : cause == WIRE_CAUSE_HALT	  ? ME_C_HALT_CANCELLED
+									  : ME_C_KILLED);
+				if (cause != WIRE_CAUSE_EXPIRED)
+					me_count(me, ME_C_BULK_CANCELLED);
+				me_cancel_live(me, mi, cause, NULL);
+				continue;
+			}
+		}
 		/* STP and the retention stop act only where a trade would happen: a market buy
 		 * whose remaining budget buys no lot at this level ends (DONE) instead. Both are
 		 * rare, so each asks lots_affordable itself and the common step is unchanged. */

@@ -18,6 +18,8 @@
  * levels[0, levels_hwm) | symbols[0, symbols_used) | per book side: lrefs[0, side_count) |
  * gtd[0, gtd_count) | symbol index | streams[0, streams_used) | stream map |
  * per stream: events[0, min(next_seq - 1, events_max)).
+ * Pending bulk cancel jobs (me_bulk.c) are part of the state header, so a replica restored
+ * in the middle of a halt goes on with it exactly where the log says.
  * The header carries the limits and an XXH3 checksum of everything after it; restore refuses
  * (-EINVAL, leaving an empty engine) a snapshot whose checksum, limits, layout or counts do
  * not match this instance.
@@ -184,6 +186,31 @@ me_snapshot(const struct me *cme, void *buf, size_t cap)
 	return need;
 }
 
+/* Pending bulk jobs (me_bulk.c) are read as indices and kinds: each must be one a running
+ * engine could hold, and the unused slots zero as they always are. */
+static bool
+bulk_ok(const struct me *probe)
+{
+	static const struct me_bulk_job zero;
+	if (probe->bulk_count > ME_BULK_JOBS_MAX || probe->bulk_reserved != 0)
+		return false;
+	for (uint32_t i = 0; i < ME_BULK_JOBS_MAX; i++) {
+		const struct me_bulk_job *j = &probe->bulk[i];
+		if (i >= probe->bulk_count) {
+			if (memcmp(j, &zero, sizeof(zero)) != 0)
+				return false;
+			continue;
+		}
+		if (j->reserved0 != 0 || j->reserved1 != 0)
+			return false;
+		if (j->cause != WIRE_CAUSE_HALT && j->cause != WIRE_CAUSE_KILL_SWITCH)
+			return false;
+		if (j->kind == ME_BULK_BOOK ? j->id >= probe->symbols_used : j->kind != ME_BULK_USER)
+			return false;
+	}
+	return true;
+}
+
 /* The snapshot's state header must describe an engine laid out exactly like this one, with
  * every count within its limit: they are used as lengths while reading the rest. */
 static bool
@@ -203,6 +230,8 @@ state_hdr_ok(const struct me *me, const struct me *probe)
 		return false;
 	if (probe->index_mask != me->index_mask || probe->user_mask != me->user_mask ||
 	    probe->sym_mask != me->sym_mask || probe->events_mask != me->events_mask)
+		return false;
+	if (!bulk_ok(probe))
 		return false;
 	return probe->orders_hwm <= l->orders_max && probe->levels_hwm <= l->levels_max &&
 	       probe->symbols_used <= l->symbols_max && probe->streams_used <= l->streams_max &&

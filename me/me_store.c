@@ -408,23 +408,45 @@ me_gtd_push(struct me *me, uint32_t oi)
 	return true;
 }
 
-/* The next GTD order due at now_ns, taken off the heap, or ME_NIL when none is due. Stale
+/* Take the top entry off the heap. */
+static struct me_gtd
+gtd_pop_top(struct me *me)
+{
+	struct me_gtd *g = ME_ARR(me, off_gtd, struct me_gtd);
+	CHECK(me->gtd_count > 0);
+	struct me_gtd top = g[0];
+	uint32_t n = --me->gtd_count;
+	g[0] = g[n];
+	memset(&g[n], 0, sizeof(g[n]));
+	if (n > 0)
+		gtd_sift_down(g, n, 0);
+	return top;
+}
+
+/* The next GTD order due at now_ns, left on the heap, or ME_NIL when none is due. Stale
  * entries met on the way are dropped. Bounded by the entries that are due. */
+uint32_t
+me_gtd_peek_due(struct me *me)
+{
+	const struct me_gtd *g = ME_ARR(me, off_gtd, struct me_gtd);
+	while (me->gtd_count > 0 && g[0].expire_ns <= me->now_ns) {
+		if (gtd_valid(me, &g[0])) {
+			DCHECK(g[0].order < me->limits.orders_max);
+			return g[0].order;
+		}
+		gtd_pop_top(me);
+	}
+	return ME_NIL;
+}
+
+/* The next GTD order due at now_ns, taken off the heap, or ME_NIL when none is due. */
 uint32_t
 me_gtd_pop_due(struct me *me)
 {
-	struct me_gtd *g = ME_ARR(me, off_gtd, struct me_gtd);
-	while (me->gtd_count > 0 && g[0].expire_ns <= me->now_ns) {
-		struct me_gtd top = g[0];
-		uint32_t n = --me->gtd_count;
-		g[0] = g[n];
-		memset(&g[n], 0, sizeof(g[n]));
-		if (n > 0)
-			gtd_sift_down(g, n, 0);
-		if (gtd_valid(me, &top)) {
-			DCHECK(top.order < me->limits.orders_max);
-			return top.order;
-		}
+	uint32_t oi = me_gtd_peek_due(me);
+	if (oi != ME_NIL) {
+		struct me_gtd top = gtd_pop_top(me);
+		CHECK(top.order == oi);
 	}
-	return ME_NIL;
+	return oi;
 }

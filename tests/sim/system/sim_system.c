@@ -489,6 +489,11 @@ struct observe {
 static struct observe observe[GROUPS];
 static struct member *applying;  /* the member whose service is being called */
 
+/* --halt-burst scenario (halt_burst_run): an OMS shard cut off from the ME streams, and the
+ * events the ME emits about the burst's orders. */
+static int32_t hb_muted = -1;     /* OMS group whose ME events are dropped; -1 none */
+static void hb_observe(uint32_t group, const struct wire_me_event *e);
+
 static void
 observe_begin(struct member *m, uint64_t index)
 {
@@ -544,6 +549,7 @@ sink_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 		*map_put(&oms_nak_seen, n->user, n->cl_ord_id) = n->reason;
 	} else if (msg->type == WIRE_ME_EVENT) {
 		const struct wire_me_event *e = (const void *)msg;
+		hb_observe(m->group, e);
 		if (e->event == WIRE_EV_ACCEPTED) {
 			/* A replay re-emits the same event (same stream seq); a second entry into
 			 * a book would be a second ACCEPTED with another seq. */
@@ -1128,6 +1134,8 @@ route_egress(struct group *g, struct member *m)
 				if (snap->count > 0)
 					snap->count--;
 			}
+			if (hb_muted >= 0 && og == &groups[hb_muted])
+				continue; /* --halt-burst: this OMS shard is cut off */
 			propose_at(m->idx, og, og->bridge_host, msg, ORIGIN_BRIDGE,
 				   (uint32_t)(og - groups));
 		}
@@ -2284,6 +2292,275 @@ plant_apply(void)
 		me_lim.dedup_ttl_ns = 0;
 }
 
+/* ---------------------------------------------------------------------------------------
+ * Scenario --halt-burst (issue 15): halt with cancel of a symbol holding 3 x events_max
+ * resting orders from both OMS shards while one OMS shard is cut off from the ME, so its
+ * stream acknowledges nothing. The ME must not write over retention that shard has not
+ * acknowledged (me_bulk.c): the halt goes on in chunks as acks free room, and once the cut
+ * heals every order of the burst reaches its OMS as exactly one CANCELLED(HALT) + DONE.
+ * ------------------------------------------------------------------------------------- */
+
+#define HB_EVENTS_MAX 256           /* me_limits.events_max in this scenario */
+#define HB_ORDERS (3 * HB_EVENTS_MAX)
+#define HB_USERS 256                /* users 5..260 rest 3 sells each */
+#define HB_SYM 1                    /* on ME shard 8 */
+static bool halt_burst;
+static struct map hb_seen;          /* (ME group << 16 | stream, seq) → first emission seen */
+static struct map hb_orders;        /* oid → RESTED | CANCELLED count << 8 | DONE count << 16 */
+
+/* Events about the burst symbol, each stream position counted once (replays re-emit it). */
+static void
+hb_observe(uint32_t group, const struct wire_me_event *e)
+{
+	if (!halt_burst || e->symbol != HB_SYM)
+		return;
+	uint64_t *seen = map_put(&hb_seen, (uint64_t)group << 16 | e->hdr.shard, e->seq);
+	if (*seen != 0)
+		return;
+	*seen = 1;
+	uint64_t *v = map_put(&hb_orders, e->oid.user, e->oid.shard_seq);
+	switch (e->event) {
+	case WIRE_EV_RESTED:
+		*v |= 1;
+		break;
+	case WIRE_EV_FILL:
+		violation("halt burst: order %" PRIu64 ":%" PRIx64 " traded", e->oid.user,
+			  e->oid.shard_seq);
+	case WIRE_EV_CANCELLED:
+		if (e->cause != WIRE_CAUSE_HALT)
+			violation("halt burst: order %" PRIu64 ":%" PRIx64 " cancelled with cause %u",
+				  e->oid.user, e->oid.shard_seq, e->cause);
+		*v += 1u << 8;
+		break;
+	case WIRE_EV_DONE:
+		if (((*v >> 8) & 0xff) != 1)
+			violation("halt burst: DONE of %" PRIu64 ":%" PRIx64 " without its CANCELLED",
+				  e->oid.user, e->oid.shard_seq);
+		*v += 1u << 16;
+		break;
+	default:
+		break;
+	}
+}
+
+static void
+hb_wait_clients(const char *what)
+{
+	uint64_t deadline = now + 5000 * MS;
+	for (;;) {
+		bool busy = false;
+		for (uint64_t u = 1; u <= USERS && !busy; u++)
+			busy = clients[u].kind != REQ_NONE;
+		if (!busy)
+			return;
+		if (now > deadline)
+			violation("halt burst: clients still waiting after %s", what);
+		run_until(now + 1 * MS);
+	}
+}
+
+static struct member *
+hb_me_leader(void)
+{
+	struct member *l = leader_of(&groups[OMS_GROUPS]);
+	CHECK(l != NULL);
+	return l;
+}
+
+/* No ME replica ever wrote over unacknowledged retention. */
+static void
+hb_check_no_overrun(void)
+{
+	for (uint32_t gi = OMS_GROUPS; gi < GROUPS; gi++)
+		for (uint32_t i = 0; i < MEMBERS; i++) {
+			struct member *m = &groups[gi].m[i];
+			if (me_counter(m->svc, ME_C_EVENTS_OVERRUN) != 0)
+				violation("halt burst: ME %u member %u overran retention %" PRIu64
+					  " times", groups[gi].shard, i,
+					  me_counter(m->svc, ME_C_EVENTS_OVERRUN));
+		}
+}
+
+/* Every OMS shard's leader has applied its ME stream (of the burst's ME shard) to the end. */
+static bool
+hb_streams_consumed(void)
+{
+	struct member *ml = leader_of(&groups[OMS_GROUPS]);
+	if (ml == NULL)
+		return false;
+	struct me_stream_info st;
+	for (uint32_t i = 0; me_stream_info_at(ml->svc, i, &st) == 0; i++) {
+		struct group *og = group_of_shard(st.shard);
+		CHECK(og != NULL);
+		struct member *ol = leader_of(og);
+		if (ol == NULL || oms_stream_next_seq(ol->svc, groups[OMS_GROUPS].shard) != st.next_seq)
+			return false;
+	}
+	return true;
+}
+
+static void
+halt_burst_run(void)
+{
+	/* Both OMS shards active, so the burst's users are spread over them. */
+	admin_route_change();
+	run_until(now + 200 * MS);
+	quiesce_and_check("halt burst: shard 2 active");
+	/* Balances: base asset of the symbol for the sells. */
+	for (uint64_t u = 5; u < 5 + HB_USERS; u++) {
+		struct client *c = &clients[u];
+		make_deposit(u, c);
+		struct wire_transfer *t = (struct wire_transfer *)c->req;
+		t->asset = HB_SYM;
+		t->amount = 1000;
+		c->pending_asset = HB_SYM;
+		c->pending_amount = 1000;
+		client_transmit(u);
+	}
+	hb_wait_clients("deposits");
+	/* Rest sells above the market until the book holds 3 x events_max orders, 32 at a time
+	 * (the ring holds only 256 events); a request refused (BACKPRESSURE while acks catch
+	 * up) is simply followed by another. */
+	struct me_symbol_info si;
+	uint64_t cursor = 0;
+	for (int round = 0; round < 400; round++) {
+		CHECK(me_symbol_get(hb_me_leader()->svc, HB_SYM, &si) == 0);
+		if (si.resting >= HB_ORDERS)
+			break;
+		uint32_t want = HB_ORDERS - si.resting < 32 ? HB_ORDERS - si.resting : 32;
+		for (; want > 0; want--) {
+			uint64_t u = 5 + cursor++ % HB_USERS;
+			struct client *c = &clients[u];
+			struct wire_new_order o = {0};
+			wire_hdr_init(&o.hdr, WIRE_NEW_ORDER, 0);
+			o.user = u;
+			o.cl_ord_id = ++c->next_cl;
+			o.symbol = HB_SYM;
+			o.side = WIRE_SIDE_SELL;
+			o.ord_type = WIRE_ORD_LIMIT;
+			o.tif = WIRE_TIF_GTC;
+			o.px = 110 + (int64_t)((u + c->next_cl) % 30);
+			o.qty = 1;
+			o.route_epoch = gws[gw_of(u)].cfg.epoch;
+			*map_put(&order_cls, u, o.cl_ord_id) = 1;
+			c->kind = REQ_ORDER;
+			c->cl = o.cl_ord_id;
+			c->tries = 0;
+			memcpy(c->req, &o, sizeof(o));
+			orders_sent++;
+			client_transmit(u);
+		}
+		hb_wait_clients("orders");
+		run_until(now + 20 * MS);
+	}
+	CHECK(me_symbol_get(hb_me_leader()->svc, HB_SYM, &si) == 0);
+	if (si.resting != HB_ORDERS) {
+		for (uint32_t gi = 0; gi < OMS_GROUPS; gi++)
+			for (uint16_t r = 0; r < WIRE_REASON_MAX; r++)
+				if (oms_nak_count(leader_of(&groups[gi])->svc, r) != 0)
+					printf("  oms %u: NAK %s x %" PRIu64 "\n", groups[gi].shard,
+					       wire_reason_name(r),
+					       oms_nak_count(leader_of(&groups[gi])->svc, r));
+		for (uint32_t gi = 0; gi < OMS_GROUPS; gi++) {
+			const struct oms *o = leader_of(&groups[gi])->svc;
+			for (int c = 0; c < OMS_C_COUNT; c++)
+				if (oms_counter_get(o, c))
+					printf("  oms %u: %s=%" PRIu64 "\n", groups[gi].shard,
+					       oms_counter_name(c), oms_counter_get(o, c));
+			printf("  oms %u: next_seq %" PRIu64 "\n", groups[gi].shard,
+			       oms_stream_next_seq(o, me_ids[0]));
+		}
+		struct me_stream_info st;
+		for (uint32_t i = 0; me_stream_info_at(hb_me_leader()->svc, i, &st) == 0; i++)
+			printf("  me stream %u: next %" PRIu64 " acked %" PRIu64 " oldest %" PRIu64 "\n",
+			       st.shard, st.next_seq, st.acked, st.oldest);
+		for (int c = 0; c < ME_C_COUNT; c++)
+			if (me_counter(hb_me_leader()->svc, c))
+				printf("  me: %s=%" PRIu64 "\n", me_counter_label(c),
+				       me_counter(hb_me_leader()->svc, c));
+	}
+	if (si.resting != HB_ORDERS)
+		violation("halt burst: %u orders rest, want %u", si.resting, HB_ORDERS);
+	uint64_t burst = 0, per_shard[OMS_GROUPS] = {0};
+	for (uint64_t i = 0; i < hb_orders.cap; i++) {
+		const struct kv *s = &hb_orders.slots[i];
+		if ((s->k1 != 0 || s->k2 != 0) && s->v == 1) {
+			burst++;
+			per_shard[wire_oid_shard((struct wire_oid){s->k1, s->k2}) == oms_ids[0] ? 0 : 1]++;
+		}
+	}
+	if (burst != HB_ORDERS || per_shard[0] == 0 || per_shard[1] == 0)
+		violation("halt burst: %" PRIu64 " resting orders observed (shards %" PRIu64
+			  "/%" PRIu64 "), want %u from both", burst, per_shard[0], per_shard[1],
+			  HB_ORDERS);
+
+	/* Cut OMS shard 2 off the ME streams, halt with cancel, let the halt run. */
+	hb_muted = 1;
+	trace("halt burst: OMS shard %u cut off; halting symbol %u (%u orders)", oms_ids[1],
+	      HB_SYM, HB_ORDERS);
+	admin_halt(true, HB_SYM);
+	run_until(now + 500 * MS);
+	hb_check_no_overrun();
+	struct member *ml = hb_me_leader();
+	if (me_counter(ml->svc, ME_C_BULK_PENDING) != 1 ||
+	    me_counter(ml->svc, ME_C_BULK_DEFERRED) == 0)
+		violation("halt burst: the halt did not wait for the cut-off shard (pending %" PRIu64
+			  ", deferred %" PRIu64 ")", me_counter(ml->svc, ME_C_BULK_PENDING),
+			  me_counter(ml->svc, ME_C_BULK_DEFERRED));
+	CHECK(me_symbol_get(ml->svc, HB_SYM, &si) == 0);
+	trace("halt burst: %u orders still resting while shard %u is cut off", si.resting,
+	      oms_ids[1]);
+
+	/* Heal: the shard's OMS replays what it missed; acks let the job finish. */
+	hb_muted = -1;
+	trace("halt burst: OMS shard %u reconnected", oms_ids[1]);
+	uint64_t deadline = now + 5000 * MS;
+	for (;;) {
+		ml = hb_me_leader();
+		CHECK(me_symbol_get(ml->svc, HB_SYM, &si) == 0);
+		if (si.resting == 0 && me_counter(ml->svc, ME_C_BULK_PENDING) == 0)
+			break;
+		if (now > deadline)
+			violation("halt burst: %u orders still resting 5 s after the heal", si.resting);
+		run_until(now + 10 * MS);
+	}
+	/* The reconnected shard catches up on its stream (replays from the ME's retention). */
+	while (!hb_streams_consumed()) {
+		if (now > deadline)
+			violation("halt burst: an OMS shard did not catch up with its ME stream");
+		run_until(now + 10 * MS);
+	}
+	quiesce_and_check("halt burst");
+	hb_check_no_overrun();
+
+	/* Every order: one CANCELLED(HALT) + DONE in its stream; every OMS shard consumed its
+	 * stream to the end (so it applied them); every client saw its orders end. */
+	uint64_t finished = 0;
+	for (uint64_t i = 0; i < hb_orders.cap; i++) {
+		const struct kv *s = &hb_orders.slots[i];
+		if ((s->k1 == 0 && s->k2 == 0) || (s->v & 1) == 0)
+			continue;
+		if (s->v != (1 | 1u << 8 | 1u << 16))
+			violation("halt burst: order %" PRIu64 ":%" PRIx64 " ended with %" PRIu64
+				  " CANCELLED and %" PRIu64 " DONE", s->k1, s->k2, (s->v >> 8) & 0xff,
+				  s->v >> 16);
+		finished++;
+	}
+	if (finished != HB_ORDERS)
+		violation("halt burst: %" PRIu64 " orders finished, want %u", finished, HB_ORDERS);
+	ml = hb_me_leader();
+	if (!hb_streams_consumed())
+		violation("halt burst: an OMS shard has not consumed its ME stream");
+	for (uint64_t u = 5; u < 5 + HB_USERS; u++)
+		if (clients[u].live_count != 0)
+			violation("halt burst: client %" PRIu64 " still has %u live orders", u,
+				  clients[u].live_count);
+	printf("sim-system: seed %" PRIu64 " halt burst ok: %u orders over both OMS shards "
+	       "(%" PRIu64 "/%" PRIu64 "), events_max %u, deferred steps %" PRIu64 ", overruns 0\n",
+	       seed, HB_ORDERS, per_shard[0], per_shard[1], HB_EVENTS_MAX,
+	       me_counter(ml->svc, ME_C_BULK_DEFERRED));
+}
+
 static void
 setup(void)
 {
@@ -2309,6 +2586,10 @@ setup(void)
 	me_lim.gtd_max = 1 << 12;
 	me_lim.events_max = 1 << 12;
 	me_lim.events_reserve = 256;
+	if (halt_burst) {
+		me_lim.events_max = HB_EVENTS_MAX;
+		me_lim.events_reserve = 32;
+	}
 	me_lim.dedup_ttl_ns = 1000 * MS; /* far above every re-drive and retry interval here */
 	plant_apply();
 	cns_lim.snapshot_bytes_max = 16u << 20;
@@ -2377,6 +2658,10 @@ usage(void)
 			"  --steps M     chaos phases of 500 ms simulated each (default 4)\n"
 			"  --plant NAME  reopen a closed hole (self-test): dedup0, ack-ahead,\n"
 			"                rebuild-early, snapshot-short\n");
+	fprintf(stderr, "usage: sim-system [--seed N] [--steps M] [--trace] [--halt-burst]\n"
+			"  --steps M     chaos phases of 500 ms simulated each (default 4)\n"
+			"  --halt-burst  halt a symbol holding 3 x events_max resting orders while\n"
+			"                one OMS shard is cut off from the ME (instead of the phases)\n");
 	exit(2);
 }
 
@@ -2394,6 +2679,8 @@ main(int argc, char **argv)
 			trace_on = true;
 		else if (strcmp(argv[i], "--plant") == 0 && i + 1 < argc)
 			plant_parse(argv[++i]);
+		else if (strcmp(argv[i], "--halt-burst") == 0)
+			halt_burst = true;
 		else
 			usage();
 	}
@@ -2407,6 +2694,10 @@ main(int argc, char **argv)
 	admin_routing();
 	run_until(now + 200 * MS);
 	quiesce_and_check("setup");
+	if (halt_burst) {
+		halt_burst_run();
+		return 0;
+	}
 
 	for (uint64_t p = 0; p < phases; p++) {
 		workload_on = true;
