@@ -197,7 +197,7 @@ oms_check_invariants(const struct oms *oms)
 		return -EFAULT;
 	if (oms_resident_count(oms) + oms->c.actor_free_count != oms->actor_slots)
 		return -EFAULT;
-	return 0;
+	return oms_wb_check(oms);
 }
 
 void
