@@ -126,6 +126,8 @@ struct oms_user_info {
 	uint32_t live;          /* orders the ME accepted and not yet DONE */
 	uint32_t reservations;  /* orders holding a reservation */
 	uint32_t parked;        /* parked messages */
+	uint32_t dirty;         /* 1: flushed state changed since the row was last known to hold it */
+	uint32_t writing;       /* 1: a write-back is in flight */
 	uint64_t epoch;         /* fencing epoch */
 	uint64_t version;       /* database row version */
 	uint64_t user_seq;      /* last orderId sequence */
