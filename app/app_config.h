@@ -121,6 +121,7 @@ struct app_config {
 	uint64_t snapshot_entries;            /* applied entries between snapshots */
 	uint64_t dedup_window_ms;             /* ME: a finished order's dedup record outlives
 					       * its ack this long (docs/me-contract.md) */
+	uint64_t writeback_max;               /* OMS: write-backs started per flush_ms pass */
 
 	/* [timers] */
 	uint64_t user_ttl_ms;                 /* idle time before an actor may be evicted */
@@ -130,6 +131,8 @@ struct app_config {
 	uint64_t bridge_redrive_ms;           /* bridge re-sends pending sagas this often */
 	uint64_t election_ms;                 /* Raft election timeout (min; max is 2x) */
 	uint64_t heartbeat_ms;                /* Raft leader heartbeat */
+	uint64_t flush_ms;                    /* OMS: write-back of dirty resident users to
+					       * the database this often; 0 = off (docs/oms.md) */
 
 	/* [routing], [symbol.N] */
 	struct app_routing_conf routing;
