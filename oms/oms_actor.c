@@ -624,12 +624,13 @@ oms_on_flush_complete(struct oms *oms, const struct wire_flush_complete *m, stru
 		oms_count(oms, OMS_C_BAD_MSGS);
 		return;
 	}
-	if (a != NULL && (a->flags & OMS_AF_WB) != 0 && a->flush_epoch == m->epoch) {
+	bool outstanding = a != NULL && a->flush_epoch != 0 && a->flush_epoch == m->epoch;
+	if (outstanding && (a->flags & OMS_AF_WB) != 0) {
 		/* The answer of the write-back in flight: the actor stays either way. */
 		oms_wb_on_flush_complete(oms, a, m);
 		return;
 	}
-	if (a != NULL && a->flush_epoch == m->epoch) {
+	if (outstanding) {
 		a->flush_epoch = 0; /* the outstanding flush's answer is in */
 		/* The row holds at least the state that flush was built from (a re-drive sends
 		 * the newer current state under the same epoch). */
