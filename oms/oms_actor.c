@@ -802,9 +802,11 @@ oms_persist_foreach(const struct oms *oms, oms_msg_fn *fn, void *ctx)
 					 ctx);
 		n++;
 	}
-	/* A flush cancelled by activity whose answer is not in yet: re-drive it under its own
-	 * epoch with the current state (newer money, still under our claim; a repeat that finds
-	 * its write there is a success), so its answer arrives and eviction can resume. */
+	/* A flush cancelled by activity, or a write-back, whose answer is not in yet: re-drive
+	 * it under its own epoch with the current state (newer money, still under our claim; a
+	 * repeat that finds its write there is a success), so its answer arrives and eviction
+	 * and write-back can resume. The actor marks clean only what the flush was built from
+	 * (wb_gen), which the row holds either way. */
 	for (uint32_t idx = oms->c.lru.head; idx != OMS_NIL; idx = oms->actors[idx].next) {
 		const struct oms_actor *a = &oms->actors[idx];
 		if (a->flush_epoch == 0)
