@@ -123,6 +123,7 @@ struct app_config {
 					       * its ack this long (docs/me-contract.md) */
 	uint64_t me_events_max;               /* ME: events retained per OMS stream until acked
 					       * (a power of two; docs/me.md, "Bulk cancels") */
+	uint64_t writeback_max;               /* OMS: write-backs started per flush_ms pass */
 
 	/* [timers] */
 	uint64_t user_ttl_ms;                 /* idle time before an actor may be evicted */
@@ -133,6 +134,8 @@ struct app_config {
 	uint64_t election_ms;                 /* Raft election timeout (min; max is 2x) */
 	uint64_t heartbeat_ms;                /* Raft leader heartbeat */
 	uint64_t reconcile_ms;                /* OMS reconciliation sweep cadence; 0 = off */
+	uint64_t flush_ms;                    /* OMS: write-back of dirty resident users to
+					       * the database this often; 0 = off (docs/oms.md) */
 
 	/* [routing], [symbol.N] */
 	struct app_routing_conf routing;

@@ -64,6 +64,8 @@ cfg_defaults(struct app_config *cfg)
 	cfg->snapshot_entries = 20000;
 	cfg->dedup_window_ms = 0; /* derived from the timers (app_config_check.c) */
 	cfg->me_events_max = 8192;
+	cfg->flush_ms = 1000;
+	cfg->writeback_max = 1024;
 	cfg->routing.epoch = 1;
 	cfg->durability = APP_DURABILITY_DURABLE; /* memory mode is an explicit choice */
 	snprintf(cfg->data_dir, sizeof(cfg->data_dir), "/var/lib/omsd");

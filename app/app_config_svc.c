@@ -41,6 +41,8 @@ cfg_sec_rest(struct cfg_ctx *c, struct app_config *cfg)
 	if ((cfg->me_events_max & (cfg->me_events_max - 1)) != 0)
 		cfg_report(c, "limits", "me_events", "%" PRIu64 " is not a power of two",
 			   cfg->me_events_max);
+	cfg_get_u64(c, "limits", "writeback_max", false, 1, 1u << 20, &cfg->writeback_max);
+	cfg_get_u64(c, "timers", "flush_ms", false, 0, 3600000, &cfg->flush_ms);
 
 	v = cfg_get(c, "durability", "mode");
 	if (v != NULL) {

@@ -38,6 +38,11 @@ limits_oms(const struct app_config *cfg, uint16_t id, struct oms_limits *l)
 	l->sweep_evict_max = (uint32_t)cfg->sweep_evict_max;
 	l->sweep_scan_max = RTE_MAX(l->sweep_scan_max, 4 * l->sweep_evict_max);
 	l->reconcile_interval_ns = cfg->reconcile_ms * 1000000;
+	/* Write-back of dirty resident users ([timers] flush_ms, docs/oms.md): a pass starts
+	 * at most writeback_max flushes, within the room releases_max leaves for answers. */
+	l->writeback_interval_ns = cfg->flush_ms * 1000000;
+	l->writeback_max = (uint32_t)cfg->writeback_max;
+	l->releases_max = RTE_MAX(l->releases_max, l->writeback_max + l->sweep_evict_max);
 }
 
 static void
@@ -275,6 +280,10 @@ app_shard_init(struct app *app, struct app_agent *agent, uint32_t index)
 			"live in RAM only; a power loss of a majority of its members loses every "
 			"order, fill, balance and transfer it committed (since the last database "
 			"flush, for an OMS shard)", s->id);
+	if (s->is_oms && durable && s->w.persist_rq != NULL && cfg->flush_ms == 0)
+		APP_LOG(WARNING, "shard %u: [timers] flush_ms = 0: write-back is off, the database "
+			"holds a user's state only from its last eviction; a user who stays resident "
+			"is not written until it goes idle", s->id);
 	if (s->is_oms && s->w.persist_rq == NULL)
 		APP_LOG(WARNING, "shard %u: no database configured: accounts are not persisted "
 			"(hydration answers NEW, flushes succeed without a write)", s->id);

@@ -63,10 +63,13 @@ struct oms_limits {
 	uint32_t hydrate_retries_max;   /* HYDRATE_REQUEST attempts (on ERROR, or OWNED while the
 					   routing says we own the user), one per sweep, then NAK */
 	uint32_t releases_max;          /* RELEASE_CLAIMs awaiting RELEASE_DONE (docs/fencing.md) */
+	uint32_t writeback_max;         /* write-backs started per pass (docs/oms.md, Write-back) */
 	uint64_t ttl_ns;                /* idle time before a flat user is dehydrated */
 	uint64_t sweep_interval_ns;     /* eviction/drain sweep cadence, cluster time */
 	uint64_t reconcile_interval_ns; /* reconciliation sweep cadence; 0 = off */
 	uint64_t replay_interval_ns;    /* at most one REPLAY_REQUEST per stream per interval */
+	uint64_t writeback_interval_ns; /* write-back pass cadence (dirty resident users flushed,
+					   the actor kept); 0 = off */
 	struct oms_tier tiers[OMS_TIERS_MAX]; /* rate limits by user tier */
 };
 
@@ -104,7 +107,8 @@ typedef void(oms_msg_fn)(void *ctx, enum wire_dest dest, const struct wire_msg_h
 /* The bridge's queue: every PENDING saga (SUBMIT, REPLACE_TO_ME, CANCEL_TO_ME, AMEND_TO_ME),
  * users in recency order, each user's records in admission order. */
 uint32_t oms_pending_foreach(const struct oms *oms, oms_msg_fn *fn, void *ctx);
-/* The persister's queue: outstanding HYDRATE_REQUESTs and BEGIN_DEHYDRATEs. */
+/* The persister's queue: outstanding HYDRATE_REQUESTs and BEGIN_DEHYDRATEs (write-backs in
+ * flight among them) and pending RELEASE_CLAIMs. */
 uint32_t oms_persist_foreach(const struct oms *oms, oms_msg_fn *fn, void *ctx);
 
 /* Inspection (tests, mgmt). */
@@ -122,6 +126,8 @@ struct oms_user_info {
 	uint32_t live;          /* orders the ME accepted and not yet DONE */
 	uint32_t reservations;  /* orders holding a reservation */
 	uint32_t parked;        /* parked messages */
+	uint32_t dirty;         /* 1: flushed state changed since the row was last known to hold it */
+	uint32_t writing;       /* 1: a write-back is in flight */
 	uint64_t epoch;         /* fencing epoch */
 	uint64_t version;       /* database row version */
 	uint64_t user_seq;      /* last orderId sequence */
@@ -216,6 +222,8 @@ int oms_check_invariants(const struct oms *oms);
 	X(SWEEPS, "sweeps")                                                                \
 	X(SWEEP_TOUCHED, "sweep_touched")                                                  \
 	X(DRAINED, "drained")                                                              \
+	X(WRITEBACKS, "writebacks")                                                        \
+	X(WRITEBACKS_OK, "writebacks_ok")                                                  \
 	X(EVENTS, "events")                                                                \
 	X(EVENTS_DUP, "events_dup")                                                        \
 	X(EVENTS_HELD, "events_held")                                                      \

@@ -66,6 +66,7 @@ move_to(struct oms *oms, struct oms_actor *a, uint8_t state)
 	list_remove(oms, state_list(oms, a->state), idx);
 	a->state = state;
 	list_push_head(oms, state_list(oms, state), idx);
+	oms_wb_relink(oms, a);
 }
 
 /* ---- table ---- */
@@ -94,6 +95,9 @@ actor_release(struct oms *oms, struct oms_actor *a)
 	DCHECK(a->order_count == 0);
 	DCHECK(a->parked_count == 0);
 	list_remove(oms, state_list(oms, a->state), idx);
+	oms_wb_unlink(oms, a);
+	if ((a->flags & OMS_AF_WB) != 0)
+		oms->c.wb_inflight--;
 	oms_tab_remove(oms, OMS_TAG_USER, a->user, 0);
 	memset(oms_actor_balances(oms, a), 0,
 	       sizeof(struct oms_balance) * oms->c.limits.assets_per_user);
@@ -166,6 +170,7 @@ actor_obtain(struct oms *oms, uint64_t user, struct svc_sink *sink)
 	memset(a, 0, sizeof(*a));
 	a->user = user;
 	a->prev = a->next = OMS_NIL;
+	a->wb_prev = a->wb_next = OMS_NIL;
 	a->order_head = a->order_tail = OMS_NIL;
 	a->parked_head = a->parked_tail = OMS_NIL;
 	a->state = OMS_A_HYDRATING;
@@ -175,6 +180,20 @@ actor_obtain(struct oms *oms, uint64_t user, struct svc_sink *sink)
 	return a;
 }
 
+/* Seed: "Per order: O(1) — splice the actor to the MRU end", and stamp it. */
+static void
+actor_restamp(struct oms *oms, struct oms_actor *a)
+{
+	if (a->state == OMS_A_RESIDENT && a->prev != OMS_NIL) {
+		uint32_t idx = oms_actor_index(oms, a);
+		list_remove(oms, &oms->c.lru, idx);
+		list_push_head(oms, &oms->c.lru, idx);
+	}
+	a->last_active_ns = oms->c.now_ns;
+}
+
+/* Activity: every caller goes on to change the flushed state, or may (an order takes a
+ * user_seq, an event settles, a transfer moves money), so the actor is dirty from here. */
 void
 oms_actor_touch(struct oms *oms, struct oms_actor *a)
 {
@@ -185,13 +204,9 @@ oms_actor_touch(struct oms *oms, struct oms_actor *a)
 		a->epoch = oms_epoch_next(oms);
 		move_to(oms, a, OMS_A_RESIDENT);
 		oms_count(oms, OMS_C_FLUSH_CANCELLED);
-	} else if (a->state == OMS_A_RESIDENT && a->prev != OMS_NIL) {
-		/* Seed: "Per order: O(1) — splice the actor to the MRU end". */
-		uint32_t idx = oms_actor_index(oms, a);
-		list_remove(oms, &oms->c.lru, idx);
-		list_push_head(oms, &oms->c.lru, idx);
 	}
-	a->last_active_ns = oms->c.now_ns;
+	actor_restamp(oms, a);
+	oms_actor_changed(oms, a);
 }
 
 int
@@ -334,6 +349,8 @@ install(struct oms *oms, struct oms_actor *a, const struct wire_hydrate_user *m)
 	a->last_active_ns = oms->c.now_ns;
 	a->tokens = (int64_t)oms->c.limits.tiers[a->tier].burst * 1000000000;
 	a->tokens_ns = oms->c.now_ns;
+	/* The row holds what was just installed (the recent entries it re-added included). */
+	a->clean_gen = a->change_gen;
 	move_to(oms, a, OMS_A_RESIDENT);
 	oms_count(oms, OMS_C_HYDRATIONS);
 }
@@ -473,15 +490,17 @@ oms_build_user_state(const struct oms *oms, const struct oms_actor *a, struct wi
 	st->recent_count = r;
 }
 
-static void
-emit_begin_dehydrate(const struct oms *oms, const struct oms_actor *a, uint64_t epoch,
-		     struct svc_sink *sink, oms_msg_fn *fn, void *ctx)
+void
+oms_emit_begin_dehydrate(const struct oms *oms, const struct oms_actor *a, uint64_t epoch,
+			 struct svc_sink *sink, oms_msg_fn *fn, void *ctx)
 {
 	struct wire_begin_dehydrate m;
 	memset(&m, 0, sizeof(m));
 	m.epoch = epoch;
 	/* Seed: snapshot-content ≠ flush-content. The flush carries only the quiescent state
-	 * (balances, user_seq, tier); a flushing user is flat, so there is nothing else. */
+	 * (balances, user_seq, tier, recent window); a flushing user is flat, so there is
+	 * nothing else. A write-back's user need not be flat: the row holds totals, and what
+	 * is reserved is re-derived from the open orders (docs/fencing.md, "Write-back"). */
 	oms_build_user_state(oms, a, &m.state);
 	m.hdr.type = WIRE_BEGIN_DEHYDRATE;
 	m.hdr.length = sizeof(m);
@@ -504,9 +523,10 @@ oms_actor_begin_dehydrate(struct oms *oms, struct oms_actor *a, struct svc_sink 
 	/* Every flush attempt draws a fresh epoch: newer than the claim's stamp (fencing.md). */
 	a->epoch = oms_epoch_next(oms);
 	a->flush_epoch = a->epoch;
+	a->wb_gen = a->change_gen;
 	move_to(oms, a, OMS_A_FLUSHING);
 	oms_count(oms, OMS_C_DEHYDRATES);
-	emit_begin_dehydrate(oms, a, a->epoch, sink, NULL, NULL);
+	oms_emit_begin_dehydrate(oms, a, a->epoch, sink, NULL, NULL);
 }
 
 static void
@@ -604,8 +624,19 @@ oms_on_flush_complete(struct oms *oms, const struct wire_flush_complete *m, stru
 		oms_count(oms, OMS_C_BAD_MSGS);
 		return;
 	}
-	if (a != NULL && a->flush_epoch == m->epoch)
+	bool outstanding = a != NULL && a->flush_epoch != 0 && a->flush_epoch == m->epoch;
+	if (outstanding && (a->flags & OMS_AF_WB) != 0) {
+		/* The answer of the write-back in flight: the actor stays either way. */
+		oms_wb_on_flush_complete(oms, a, m);
+		return;
+	}
+	if (outstanding) {
 		a->flush_epoch = 0; /* the outstanding flush's answer is in */
+		/* The row holds at least the state that flush was built from (a re-drive sends
+		 * the newer current state under the same epoch). */
+		if (m->status == WIRE_FLUSH_OK)
+			a->clean_gen = a->wb_gen;
+	}
 	if (a == NULL || a->state != OMS_A_FLUSHING || a->epoch != m->epoch) {
 		/* A stale completion (the flush was cancelled by activity, which bumped the
 		 * epoch) never evicts. Our own write did land, though: the next flush's CAS
@@ -614,6 +645,8 @@ oms_on_flush_complete(struct oms *oms, const struct wire_flush_complete *m, stru
 		if (a != NULL && a->state != OMS_A_HYDRATING && m->status == WIRE_FLUSH_OK &&
 		    m->epoch < a->epoch && m->version > a->version)
 			a->version = m->version;
+		if (a != NULL)
+			oms_wb_relink(oms, a); /* its flush answer is in: a write-back may start */
 		return;
 	}
 	DCHECK(oms_actor_flat(a));
@@ -658,6 +691,7 @@ oms_on_user_admin(struct oms *oms, const struct wire_user_admin *m, struct svc_s
 	}
 	/* An operator decision resolves a conflict alarm. */
 	a->flags &= (uint8_t)~OMS_AF_CONFLICT;
+	oms_wb_relink(oms, a);
 	if (oms_actor_evictable(oms, a)) {
 		oms_actor_begin_dehydrate(oms, a, sink);
 	} else if (a->state != OMS_A_FLUSHING) {
@@ -690,8 +724,9 @@ oms_sweep(struct oms *oms, struct svc_sink *sink)
 			evicted++;
 		} else {
 			/* "Cold ≠ no orders": capital committed to the market keeps the user hot.
-			 * Re-stamp it so the next sweep does not walk it again for a TTL. */
-			oms_actor_touch(oms, a);
+			 * Re-stamp it so the next sweep does not walk it again for a TTL (not
+			 * activity: nothing changed, so no write-back is due). */
+			actor_restamp(oms, a);
 			oms_count(oms, OMS_C_SWEEP_TOUCHED);
 		}
 		idx = prev;
@@ -733,8 +768,10 @@ oms_drain_step(struct oms *oms, struct svc_sink *sink)
 			continue;
 		oms->c.drain_found++;
 		if (a->state == OMS_A_RESIDENT && oms_actor_flat(a) &&
-		    (a->flags & OMS_AF_CONFLICT) != 0)
+		    (a->flags & OMS_AF_CONFLICT) != 0) {
 			a->flags &= (uint8_t)~OMS_AF_CONFLICT; /* a move is an operator's decision */
+			oms_wb_relink(oms, a);
+		}
 		if (oms_actor_evictable(oms, a)) {
 			a->flags &= (uint8_t)~OMS_AF_EVICT_REQ;
 			oms_actor_begin_dehydrate(oms, a, sink);
@@ -761,17 +798,20 @@ oms_persist_foreach(const struct oms *oms, oms_msg_fn *fn, void *ctx)
 		n++;
 	}
 	for (uint32_t idx = oms->c.flushing.tail; idx != OMS_NIL; idx = oms->actors[idx].prev) {
-		emit_begin_dehydrate(oms, &oms->actors[idx], oms->actors[idx].epoch, NULL, fn, ctx);
+		oms_emit_begin_dehydrate(oms, &oms->actors[idx], oms->actors[idx].epoch, NULL, fn,
+					 ctx);
 		n++;
 	}
-	/* A flush cancelled by activity whose answer is not in yet: re-drive it under its own
-	 * epoch with the current state (newer money, still under our claim; a repeat that finds
-	 * its write there is a success), so its answer arrives and eviction can resume. */
+	/* A flush cancelled by activity, or a write-back, whose answer is not in yet: re-drive
+	 * it under its own epoch with the current state (newer money, still under our claim; a
+	 * repeat that finds its write there is a success), so its answer arrives and eviction
+	 * and write-back can resume. The actor marks clean only what the flush was built from
+	 * (wb_gen), which the row holds either way. */
 	for (uint32_t idx = oms->c.lru.head; idx != OMS_NIL; idx = oms->actors[idx].next) {
 		const struct oms_actor *a = &oms->actors[idx];
 		if (a->flush_epoch == 0)
 			continue;
-		emit_begin_dehydrate(oms, a, a->flush_epoch, NULL, fn, ctx);
+		oms_emit_begin_dehydrate(oms, a, a->flush_epoch, NULL, fn, ctx);
 		n++;
 	}
 	for (uint32_t i = 0; i < oms->c.release_count; i++) {

@@ -6,7 +6,7 @@
  *
  * Seed invariant 2: no external I/O inside the state machine. Time arrives only as the
  * cluster time of an applied entry (now_ns); every timer (TTL sweep, drain, reconciliation,
- * stream acks, replay requests) fires when an applied entry's time passes its deadline, so
+ * write-back, stream acks, replay requests) fires when an applied entry's time passes its deadline, so
  * every member of the shard fires it at the same log position.
  */
 #include "oms/oms_int.h"
@@ -26,6 +26,11 @@ run_timers(struct oms *oms, uint64_t now_ns, struct svc_sink *sink)
 	if (oms->c.limits.reconcile_interval_ns != 0 && now >= oms->c.next_recon_ns) {
 		oms->c.next_recon_ns = now + oms->c.limits.reconcile_interval_ns;
 		oms_recon_sweep(oms, sink);
+	}
+	/* After the sweep: evictions take their room first (oms_writeback.c). */
+	if (oms->c.limits.writeback_interval_ns != 0 && now >= oms->c.next_wb_ns) {
+		oms->c.next_wb_ns = now + oms->c.limits.writeback_interval_ns;
+		oms_writeback_pass(oms, sink);
 	}
 }
 

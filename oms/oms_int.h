@@ -53,6 +53,8 @@ enum oms_actor_state {
 #define OMS_AF_CONFLICT 0x01  /* last flush lost a CAS: keep resident until an operator acts */
 #define OMS_AF_EVICT_REQ 0x02 /* USER_ADMIN asked to evict/migrate once flat */
 #define OMS_AF_RETRY 0x04     /* HYDRATING: ask again at the next sweep */
+#define OMS_AF_WB 0x08        /* RESIDENT: the outstanding flush (flush_epoch) is a write-back */
+#define OMS_AF_DIRTY 0x10     /* on the dirty list (oms_wb_wanted): wb_prev/wb_next are links */
 
 /* A hot-user actor: the per-user cache over the database row (seed: "What a user-actor
  * owns"). Balances live in a parallel array (assets_per_user slots per actor). */
@@ -68,6 +70,10 @@ struct oms_actor {
 	uint64_t tokens_ns;      /* cluster time of the last refill */
 	uint64_t flush_epoch;    /* epoch of a BeginDehydrate whose FlushComplete is not in
 				    yet (0: none); no new flush starts until it is */
+	uint64_t change_gen;     /* bumped by every change of the flushed state (balances,
+				    user_seq, recent window): oms_actor_changed */
+	uint64_t clean_gen;      /* the change_gen the database row is known to hold */
+	uint64_t wb_gen;         /* change_gen when the outstanding flush was built */
 	uint32_t prev;           /* state-list links (LRU, flushing or hydrating list) */
 	uint32_t next;
 	uint32_t order_head;     /* this user's order records, oldest first */
@@ -81,12 +87,14 @@ struct oms_actor {
 	uint32_t reservations;   /* orders holding reserved > 0 */
 	uint32_t dedup_head;     /* oldest entry of this user's dedup ring */
 	uint32_t dedup_count;    /* entries in it */
+	uint32_t wb_prev;        /* dirty-list links (valid while OMS_AF_DIRTY) */
+	uint32_t wb_next;
 	uint8_t state;           /* enum oms_actor_state */
 	uint8_t tier;            /* rate-limit tier */
 	uint8_t flags;           /* OMS_AF_* */
 	uint8_t hydrate_tries;   /* HydrateRequests sent for the current miss */
 };
-static_assert(sizeof(struct oms_actor) == 9 * 8 + 13 * 4 + 4, "oms_actor has no padding");
+static_assert(sizeof(struct oms_actor) == 12 * 8 + 15 * 4 + 4, "oms_actor has no padding");
 
 struct oms_balance {
 	uint32_t asset;   /* 0 marks an unused slot */
@@ -241,10 +249,13 @@ struct oms_core {
 	struct oms_list lru;           /* RESIDENT actors, MRU at head */
 	struct oms_list flushing;      /* FLUSHING actors, oldest flush at tail */
 	struct oms_list hydrating;     /* HYDRATING actors, oldest request at tail */
+	struct oms_list dirty;         /* actors a write-back may start for (oms_wb_wanted),
+					  oldest change at tail; linked by wb_prev/wb_next */
 	struct oms_route route;        /* routing authority */
 	uint64_t now_ns;               /* last cluster time seen */
 	uint64_t next_sweep_ns;        /* eviction/drain timer */
 	uint64_t next_recon_ns;        /* reconciliation timer */
+	uint64_t next_wb_ns;           /* write-back timer */
 	uint64_t recon_req_seq;        /* last OPEN_ORDERS_QUERY req_id */
 	uint64_t recon_part_req;       /* snapshot whose parts are being applied (0: none) */
 	uint64_t epoch_seq;            /* last fencing epoch drawn (one counter per shard) */
@@ -264,8 +275,9 @@ struct oms_core {
 	uint32_t recon_cursor;         /* next actor slot the reconciliation scan visits */
 	uint32_t release_count;        /* pending releases in releases[] */
 	uint32_t recon_part_next;      /* the part of recon_part_req expected next */
+	uint32_t wb_inflight;          /* write-backs whose FLUSH_COMPLETE is not in yet */
 };
-static_assert(sizeof(struct oms_limits) == 160, "oms_limits has no padding");
+static_assert(sizeof(struct oms_limits) == 168, "oms_limits has no padding");
 
 static_assert(sizeof(struct oms_route) == 984, "oms_route has no padding");
 
@@ -347,7 +359,8 @@ void oms_tab_clear(struct oms *oms);
  *   oms_view.c                      read-only views, invariant check
  *   oms_order.c oms_stream.c        handlers of client, ME and admin messages
  *   oms_recon.c oms_route.c
- *   oms_actor.c                     actors: lists, parking, hydration, dehydration, sweep, drain
+ *   oms_actor.c oms_writeback.c     actors: lists, parking, hydration, dehydration, sweep, drain,
+ *                                   write-back
  *   oms_records.c oms_reply.c       shared records and lookups; replies to clients and operators
  *   oms_table.c oms_state.c         the index; limits, layout, init
  */
@@ -394,6 +407,73 @@ static inline uint64_t *
 oms_actor_dedup_ids(const struct oms *oms, const struct oms_actor *a)
 {
 	return &oms->dedup_ids[(size_t)oms_actor_index(oms, a) * oms->c.limits.dedup_per_user];
+}
+
+/* ---- the dirty list: write-back bookkeeping (docs/oms.md, "Write-back") ----
+ * An actor is on the dirty list exactly when a write-back may start for it: resident, its
+ * flushed state changed since the row was last known to hold it, no flush answer
+ * outstanding, no conflict alarm. Every transition that can change one of those calls
+ * oms_wb_relink; the list is in the state (snapshot), so every member keeps the same one. */
+static inline bool
+oms_wb_wanted(const struct oms_actor *a)
+{
+	return a->state == OMS_A_RESIDENT && a->change_gen != a->clean_gen && a->flush_epoch == 0 &&
+	       (a->flags & OMS_AF_CONFLICT) == 0;
+}
+
+static inline void
+oms_wb_unlink(struct oms *oms, struct oms_actor *a)
+{
+	if ((a->flags & OMS_AF_DIRTY) == 0)
+		return;
+	struct oms_list *l = &oms->c.dirty;
+	if (a->wb_prev != OMS_NIL)
+		oms->actors[a->wb_prev].wb_next = a->wb_next;
+	else
+		l->head = a->wb_next;
+	if (a->wb_next != OMS_NIL)
+		oms->actors[a->wb_next].wb_prev = a->wb_prev;
+	else
+		l->tail = a->wb_prev;
+	a->wb_prev = a->wb_next = OMS_NIL;
+	a->flags &= (uint8_t)~OMS_AF_DIRTY;
+	DCHECK(l->count > 0);
+	l->count--;
+}
+
+/* Put a on the dirty list (at the head: the pass takes the oldest change from the tail) or
+ * take it off, as oms_wb_wanted says. An actor already listed keeps its place. */
+static inline void
+oms_wb_relink(struct oms *oms, struct oms_actor *a)
+{
+	bool listed = (a->flags & OMS_AF_DIRTY) != 0;
+	if (!oms_wb_wanted(a)) {
+		oms_wb_unlink(oms, a);
+		return;
+	}
+	if (listed)
+		return;
+	struct oms_list *l = &oms->c.dirty;
+	uint32_t idx = oms_actor_index(oms, a);
+	a->wb_prev = OMS_NIL;
+	a->wb_next = l->head;
+	if (l->head != OMS_NIL)
+		oms->actors[l->head].wb_prev = idx;
+	else
+		l->tail = idx;
+	l->head = idx;
+	l->count++;
+	a->flags |= OMS_AF_DIRTY;
+}
+
+/* The flushed state of a (balances, user_seq, tier, recent window) changed: a write-back is
+ * due. A generation, not a bool: a write-back in flight that captured an older generation
+ * cannot mark a newer change clean. */
+static inline void
+oms_actor_changed(struct oms *oms, struct oms_actor *a)
+{
+	a->change_gen++;
+	oms_wb_relink(oms, a);
 }
 
 /* a * b / d (d > 0) rounded like money_mul_div, in 64 bits when the product fits (the
@@ -524,6 +604,20 @@ void oms_sweep(struct oms *oms, struct svc_sink *sink);
 void oms_drain_step(struct oms *oms, struct svc_sink *sink);
 void oms_build_user_state(const struct oms *oms, const struct oms_actor *a,
 			  struct wire_user_state *st);
+
+/* Emit BEGIN_DEHYDRATE{epoch, a's state} to the sink, or to fn when fn != NULL (rebuild). */
+void oms_emit_begin_dehydrate(const struct oms *oms, const struct oms_actor *a, uint64_t epoch,
+			      struct svc_sink *sink, oms_msg_fn *fn, void *ctx);
+
+/* ---- oms_writeback.c: periodic write-back of dirty resident users ---- */
+/* One pass: BEGIN_DEHYDRATE for the oldest dirty actors, at most writeback_max and never more
+ * than the room for flush answers; each keeps its actor (RESIDENT) and its claim. */
+void oms_writeback_pass(struct oms *oms, struct svc_sink *sink);
+/* FLUSH_COMPLETE for a's outstanding write-back (OMS_AF_WB, m->epoch == flush_epoch). */
+void oms_wb_on_flush_complete(struct oms *oms, struct oms_actor *a,
+			      const struct wire_flush_complete *m);
+/* The dirty list, the write-back flags and the in-flight count agree. 0 or -EFAULT. */
+int oms_wb_check(const struct oms *oms);
 
 /* ---- oms_order.c: admission, cancel / amend / replace ---- */
 void oms_on_new_order(struct oms *oms, const struct wire_new_order *m, struct svc_sink *sink);

@@ -38,6 +38,7 @@ oms_balance_get_or_add(struct oms *oms, struct oms_actor *a, uint32_t asset)
 		empty->asset = asset;
 		empty->total = 0;
 		empty->reserved = 0;
+		oms_actor_changed(oms, a); /* a balance the row does not list yet */
 	}
 	return empty;
 }
@@ -71,6 +72,7 @@ oms_order_alloc(struct oms *oms, struct oms_actor *a, uint64_t seq)
 	a->sagas++;
 	oms->c.inflight++;
 	oms_tab_insert(oms, OMS_TAG_ORDER, a->user, seq, idx);
+	oms_actor_changed(oms, a); /* the caller took user_seq for it */
 	return o;
 }
 
@@ -162,6 +164,7 @@ oms_dedup_add(struct oms *oms, struct oms_actor *a, uint32_t kind, uint64_t id, 
 	d->reason = reason;
 	d->kind = (uint8_t)kind;
 	a->dedup_count++;
+	oms_actor_changed(oms, a); /* the recent window travels in the row */
 }
 
 struct oms_symbol *

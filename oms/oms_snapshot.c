@@ -13,7 +13,7 @@
 #include "oms/oms_int.h"
 
 #define SNAP_MAGIC UINT64_C(0x31504e5353534d4f) /* "OMSSSNP1" */
-#define SNAP_VERSION UINT32_C(1)
+#define SNAP_VERSION UINT32_C(2) /* 2: write-back (dirty list, generations) */
 
 struct ser {
 	uint8_t *buf;  /* NULL: measure / hash only */
@@ -293,7 +293,8 @@ deserialise(struct oms *oms, struct des *d)
 			return -EINVAL;
 		if (!idx_ok(a->prev, oms->actor_slots) || !idx_ok(a->next, oms->actor_slots) ||
 		    !idx_ok(a->order_head, l->orders_max) || !idx_ok(a->order_tail, l->orders_max) ||
-		    !idx_ok(a->parked_head, l->parked_max) || !idx_ok(a->parked_tail, l->parked_max))
+		    !idx_ok(a->parked_head, l->parked_max) || !idx_ok(a->parked_tail, l->parked_max) ||
+		    !idx_ok(a->wb_prev, oms->actor_slots) || !idx_ok(a->wb_next, oms->actor_slots))
 			return -EINVAL;
 		if (oms_tab_find(oms, OMS_TAG_USER, a->user, 0) != OMS_NIL)
 			return -EINVAL;

@@ -39,10 +39,12 @@ oms_limits_default(struct oms_limits *l)
 	l->stream_ack_every = 64;
 	l->hydrate_retries_max = 3;
 	l->releases_max = 256;
+	l->writeback_max = 64;
 	l->ttl_ns = UINT64_C(60000000000);
 	l->sweep_interval_ns = UINT64_C(1000000000);
 	l->reconcile_interval_ns = UINT64_C(10000000000);
 	l->replay_interval_ns = UINT64_C(10000000);
+	l->writeback_interval_ns = 0; /* off: the app turns it on ([timers] flush_ms) */
 	l->tiers[0] = (struct oms_tier){ .rate_per_s = 1000, .burst = 1000 };
 	l->tiers[1] = (struct oms_tier){ .rate_per_s = 100000, .burst = 100000 };
 	l->tiers[2] = (struct oms_tier){ .rate_per_s = 0, .burst = 0 };
@@ -81,6 +83,8 @@ oms_limits_check(const struct oms_limits *l)
 	    l->hydrate_retries_max > 255)
 		return -EINVAL;
 	if (l->releases_max == 0 || l->releases_max > LIMIT_BIG)
+		return -EINVAL;
+	if (l->writeback_interval_ns != 0 && l->writeback_max == 0)
 		return -EINVAL;
 	if (l->ttl_ns == 0 || l->sweep_interval_ns == 0)
 		return -EINVAL;
@@ -160,6 +164,7 @@ oms_reset(struct oms *oms)
 	oms->c.lru = (struct oms_list){ OMS_NIL, OMS_NIL, 0, 0 };
 	oms->c.flushing = oms->c.lru;
 	oms->c.hydrating = oms->c.lru;
+	oms->c.dirty = oms->c.lru;
 	for (uint32_t i = 0; i < oms->actor_slots; i++)
 		oms->actor_free[i] = oms->actor_slots - 1 - i;
 	oms->c.actor_free_count = oms->actor_slots;

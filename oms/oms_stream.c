@@ -133,6 +133,7 @@ settle(struct oms *oms, struct oms_actor *a, struct oms_order *o, const struct o
 		*fees += fee;
 	}
 	*cum = after;
+	oms_actor_changed(oms, a); /* the totals moved: a write-back is due */
 	o->cum_qty += qty;
 	o->leaves = ev->leaves_qty;
 	oms_count(oms, OMS_C_FILLS);

@@ -42,6 +42,7 @@ oms_user_get(const struct oms *oms, uint64_t user, struct oms_user_info *out)
 	*out = (struct oms_user_info){
 		.status = a->state, .orders = a->order_count, .sagas = a->sagas,
 		.live = a->live, .reservations = a->reservations, .parked = a->parked_count,
+		.dirty = a->change_gen != a->clean_gen, .writing = (a->flags & OMS_AF_WB) != 0,
 		.epoch = a->epoch, .version = a->version, .user_seq = a->user_seq,
 		.egress_seq = a->egress_seq, .last_active_ns = a->last_active_ns,
 	};
@@ -197,7 +198,7 @@ oms_check_invariants(const struct oms *oms)
 		return -EFAULT;
 	if (oms_resident_count(oms) + oms->c.actor_free_count != oms->actor_slots)
 		return -EFAULT;
-	return 0;
+	return oms_wb_check(oms);
 }
 
 void

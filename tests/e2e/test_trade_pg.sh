@@ -6,7 +6,8 @@
 # [database] conninfo and a short user TTL; run the single-node trading checks
 # (tests/e2e/e2e_trade.py single), then wait until the seller (flat after its fill) has
 # been flushed: its accounts row has version >= 1, no owner claim, and holds the quote it
-# was paid.
+# was paid. Before that, while resident, it is written back ([timers] flush_ms, default 1 s,
+# shorter than the TTL): the claim is kept then, so the row's version is ahead of the drop's.
 source "$(dirname "$0")/lib.sh"
 need_root
 PGCTL=$E2E_DIR/../../deploy/pg/pgctl
@@ -38,14 +39,17 @@ row=
 for _ in $(seq 50); do
 	row=$("$PGCTL" psql "$PG_DIR/pg" -tA -c \
 		"SELECT version, coalesce(owner_shard, -1), assets, totals FROM accounts WHERE user_id = 1001")
-	case "$row" in 0\|*|"") sleep 0.2 ;; *) break ;; esac
+	# A write-back (version >= 1, claim kept) comes first; wait for the drop's release.
+	case "$row" in 0\|*|*\|1\|*|"") sleep 0.2 ;; *) break ;; esac
 done
 log "seller's row: $row"
 IFS='|' read -r version owner assets totals <<<"$row"
 [ "${version:-0}" -ge 1 ] || fail "seller never flushed (row: $row)"
 [ "$owner" = -1 ] || fail "seller's claim not released (owner $owner)"
 e2e_stats
-log "flushes ok=$(e2e_stat persister.pst.DB_FLUSH_OK) releases ok=$(e2e_stat persister.pst.DB_RELEASE_OK)"
+log "flushes ok=$(e2e_stat persister.pst.DB_FLUSH_OK) releases ok=$(e2e_stat persister.pst.DB_RELEASE_OK) write-backs ok=$(e2e_stat shard.1.oms.writebacks_ok)"
+[ "$(e2e_stat shard.1.oms.writebacks_ok)" -ge 1 ] || fail "no write-back while the users were resident"
+[ "$version" -ge 2 ] || fail "seller's row: version $version, want >= 2 (written back, then flushed)"
 e2e_stop TERM
 [ "$STOP_RC" -eq 0 ] || fail "omsd exit status $STOP_RC after SIGTERM"
 log "PASS"

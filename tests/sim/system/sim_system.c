@@ -575,6 +575,7 @@ sink_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 		const struct wire_begin_dehydrate *b = (const void *)msg;
 		struct oms_user_info info;
 		if (oms_user_get(m->svc, b->state.user, &info) == 0 &&
+		    info.status == OMS_USER_FLUSHING && /* not a write-back: it keeps the actor */
 		    (info.sagas != 0 || info.live != 0 || info.reservations != 0))
 			violation("user %" PRIu64 " dehydrated on shard %u while not flat "
 				  "(sagas %u live %u reservations %u)",
@@ -2035,6 +2036,35 @@ check_money(void)
 	}
 }
 
+/* Write-back (docs/oms.md): a resident user that is clean — no change since the row was last
+ * known to hold its state, no write-back in flight — has exactly its RAM balances and user_seq
+ * in the database. A change that does not mark the actor dirty shows up here. */
+static void
+check_writeback(void)
+{
+	for (uint32_t gi = 0; gi < OMS_GROUPS; gi++) {
+		struct member *l = leader_of(&groups[gi]);
+		for (uint64_t u = 1; u <= USERS; u++) {
+			struct oms_user_info info;
+			if (oms_user_get(l->svc, u, &info) != 0 || info.status != OMS_USER_RESIDENT ||
+			    info.dirty || info.writing || !db[u].exists)
+				continue;
+			const struct wire_user_state *st = &db[u].state;
+			bool same = st->user_seq == info.user_seq && db[u].version == info.version;
+			for (uint32_t b = 0; b < st->balance_count; b++) {
+				int64_t total = 0, reserved;
+				oms_balance_get(l->svc, u, st->balances[b].asset, &total, &reserved);
+				same = same && total == st->balances[b].total;
+			}
+			if (!same)
+				violation("user %" PRIu64 " is clean on shard %u but its row differs "
+					  "(version %" PRIu64 " row %" PRIu64 ", user_seq %" PRIu64
+					  " row %" PRIu64 ")", u, groups[gi].shard, info.version,
+					  db[u].version, info.user_seq, st->user_seq);
+		}
+	}
+}
+
 /* Every acknowledged order reached the ME (accepted or rejected there). */
 static void
 check_acked_reached_me(void)
@@ -2236,6 +2266,7 @@ quiesce_and_check(const char *why)
 		run_until(now + 1 * MS);
 	check_residency();
 	check_money();
+	check_writeback();
 	check_acked_reached_me();
 	check_drained();
 	if (getenv("SIM_STATS") != NULL) {
@@ -2575,6 +2606,7 @@ setup(void)
 	 * compares up to 8 users with live orders against the ME, so each user holding orders
 	 * is compared several times a phase; its alarms are checked after every apply. */
 	oms_lim.reconcile_interval_ns = 40 * MS;
+	oms_lim.writeback_interval_ns = 50 * MS; /* write-back of dirty resident users */
 	oms_lim.replay_interval_ns = 10 * MS;
 	memset(&me_lim, 0, sizeof(me_lim));
 	me_lim.streams_max = 4;
@@ -2728,7 +2760,7 @@ main(int argc, char **argv)
 		quiesce_and_check(why);
 	}
 
-	uint64_t evictions = 0, hydrations = 0, fills = 0;
+	uint64_t evictions = 0, hydrations = 0, fills = 0, writebacks = 0;
 	uint64_t recon_matched = 0, recon_transient = 0, recon_deferred = 0;
 	for (uint32_t gi = 0; gi < OMS_GROUPS; gi++) {
 		struct member *l = leader_of(&groups[gi]);
@@ -2738,18 +2770,19 @@ main(int argc, char **argv)
 		recon_matched += oms_counter_get(l->svc, OMS_C_RECON_MATCHED);
 		recon_transient += oms_counter_get(l->svc, OMS_C_RECON_TRANSIENT);
 		recon_deferred += oms_counter_get(l->svc, OMS_C_RECON_DEFERRED);
+		writebacks += oms_counter_get(l->svc, OMS_C_WRITEBACKS_OK);
 	}
 	/* Reconciliation is on: it must have compared orders, or its silence proves nothing. */
 	if (recon_matched == 0)
 		violation("reconciliation never matched an order with the ME");
 	printf("sim-system: seed %" PRIu64 " ok: %" PRIu64 " events, %.1f s simulated, orders %" PRIu64
 	       " cancels %" PRIu64 " deposits %" PRIu64 " accepted %" PRIu64 " fills %" PRIu64
-	       " hydrations %" PRIu64 " evictions %" PRIu64 " flush conflicts %" PRIu64
-	       " hash checks %" PRIu64 " recon matched %" PRIu64 " transient %" PRIu64
-	       " deferred %" PRIu64 "\n",
+	       " hydrations %" PRIu64 " evictions %" PRIu64 " write-backs %" PRIu64
+	       " flush conflicts %" PRIu64 " hash checks %" PRIu64 " recon matched %" PRIu64
+	       " transient %" PRIu64 " deferred %" PRIu64 "\n",
 	       seed, events_run, (double)now / 1e9, orders_sent, cancels_sent, deposits_sent,
-	       me_accepted.len, fills, hydrations, evictions, db_stats_conflicts, hashes_compared,
-	       recon_matched, recon_transient, recon_deferred);
+	       me_accepted.len, fills, hydrations, evictions, writebacks, db_stats_conflicts,
+	       hashes_compared, recon_matched, recon_transient, recon_deferred);
 	if (getenv("SIM_STATS") != NULL)
 		for (uint32_t gi = 0; gi < OMS_GROUPS; gi++)
 			for (int c = 0; c < OMS_C_COUNT; c++)

@@ -129,6 +129,8 @@ Test(app_config, minimal_defaults, .init = setup, .fini = teardown)
 	cr_assert(eq(int, cfg.durability, APP_DURABILITY_DURABLE));
 	cr_assert(eq(u64, cfg.dedup_window_ms, 1000)); /* 2 x (200 + 2 x 150), at least 1 s */
 	cr_assert(eq(u64, cfg.reconcile_ms, 10000));  /* reconciliation on unless turned off */
+	cr_assert(eq(u64, cfg.flush_ms, 1000));
+	cr_assert(eq(u64, cfg.writeback_max, 1024));
 	cr_assert(eq(str, cfg.data_dir, "/var/lib/omsd"));
 	cr_assert(eq(str, cfg.mgmt_socket, "/run/omsd/omsd.sock"));
 	cr_assert(eq(str, cfg.db_conninfo, ""));
@@ -198,6 +200,8 @@ static const struct bad bads[] = {
 	{ "limits", "snapshot_mb", "0", "out of range" },
 	{ "limits", "snapshot_entries", "1", "out of range" },
 	{ "limits", "dedup_window_ms", "0", "out of range" },
+	{ "limits", "writeback_max", "0", "out of range" },
+	{ "timers", "flush_ms", "3600001", "out of range" },
 	{ "timers", "user_ttl_ms", "0", "out of range" },
 	{ "timers", "sweep_ms", "0", "out of range" },
 	{ "timers", "sweep_evict_max", "0", "out of range" },
@@ -459,6 +463,18 @@ Test(app_config, dedup_window_derived, .init = setup, .fini = teardown)
 	cr_assert(eq(u64, cfg.dedup_window_ms, 1000));
 	cr_assert(eq(int, load_minimal("[limits]\ndedup_window_ms = 60000\n"), 0), "%s", errs);
 	cr_assert(eq(u64, cfg.dedup_window_ms, 60000));
+}
+
+/* Goal: write-back is on by default (docs/oms.md, "Write-back"); flush_ms = 0 turns it off and
+ * is accepted (omsd warns at start in durable mode), and both keys load as given. */
+Test(app_config, flush_ms_and_writeback_max, .init = setup, .fini = teardown)
+{
+	cr_assert(eq(int, load_minimal("[timers]\nflush_ms = 250\n[limits]\nwriteback_max = 16\n"),
+		     0), "%s", errs);
+	cr_assert(eq(u64, cfg.flush_ms, 250));
+	cr_assert(eq(u64, cfg.writeback_max, 16));
+	cr_assert(eq(int, load_minimal("[timers]\nflush_ms = 0\n"), 0), "%s", errs);
+	cr_assert(eq(u64, cfg.flush_ms, 0));
 }
 
 /* Goal: durable is the default; memory mode is loaded only when the file says so. */

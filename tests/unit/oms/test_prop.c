@@ -130,6 +130,8 @@ route_egress(void)
 					cr_assert(eq(u32, inf.orders + inf.sagas + inf.live +
 								  inf.reservations,
 						     0));
+				else if (inf.writing && inf.epoch == b->epoch)
+					cr_assert(eq(u32, inf.status, OMS_USER_RESIDENT)); /* write-back */
 				else
 					cr_assert(gt(u64, inf.epoch, b->epoch));
 			}
@@ -546,6 +548,8 @@ run_seed(uint64_t seed, uint32_t steps)
 	l.reconcile_interval_ns = 2 * SEC;
 	l.reconcile_users_max = 4;
 	l.held_max = 4;
+	l.writeback_interval_ns = SEC / 2; /* write-backs interleave with everything else */
+	l.writeback_max = 4;
 	h_init(&W->h[0], &l);
 	h_init(&W->h[1], &l);
 	W->cur = &W->h[0];
@@ -641,6 +645,24 @@ run_seed(uint64_t seed, uint32_t steps)
 		 * resting GTC orders legitimately stay resident. */
 		if (oms_user_get(W->cur->oms, u, &inf) == 0)
 			cr_assert(inf.sagas == 0, "user %lu saga stuck after quiesce", (unsigned long)u);
+		/* Write-back: after the quiet phase every resident user is clean, and its row holds
+		 * exactly its RAM balances and user_seq. */
+		if (oms_user_get(W->cur->oms, u, &inf) != 0 || inf.status != OMS_USER_RESIDENT)
+			continue;
+		cr_assert(inf.dirty == 0 && inf.writing == 0, "user %lu not written back",
+			  (unsigned long)u);
+		const struct db_row *row = &W->db[u];
+		cr_assert(row->exists);
+		cr_assert(eq(u64, row->st.user_seq, inf.user_seq));
+		cr_assert(eq(u64, row->st.version, inf.version));
+		for (uint32_t a = 1; a <= ASSETS; a++) {
+			int64_t total = 0, reserved, want = 0;
+			oms_balance_get(W->cur->oms, u, a, &total, &reserved);
+			for (uint32_t k = 0; k < row->st.balance_count; k++)
+				if (row->st.balances[k].asset == a)
+					want = row->st.balances[k].total;
+			cr_assert(eq(i64, total, want), "user %lu asset %u", (unsigned long)u, a);
+		}
 	}
 	if (trace)
 		for (int c = 0; c < OMS_C_COUNT; c++)
