@@ -101,6 +101,7 @@ app_config_dump(const struct app_config *cfg, FILE *out)
 			"\n", y->id, y->base_asset, y->quote_asset, y->me_shard, y->tick, y->lot);
 	}
 	fprintf(out, "limits.dedup_window_ms = %" PRIu64 "\n", cfg->dedup_window_ms);
+	fprintf(out, "limits.dedup_per_user = %" PRIu64 "\n", cfg->dedup_per_user);
 	fprintf(out, "mgmt.metrics_listen = %s\n",
 		cfg->metrics_listen[0] ? cfg->metrics_listen : "off");
 	fprintf(out, "database = %s\n", cfg->db_conninfo[0] ? "configured" : "none");

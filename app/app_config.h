@@ -121,6 +121,8 @@ struct app_config {
 	uint64_t snapshot_entries;            /* applied entries between snapshots */
 	uint64_t dedup_window_ms;             /* ME: a finished order's dedup record outlives
 					       * its ack this long (docs/me-contract.md) */
+	uint64_t dedup_per_user;              /* OMS: request outcomes remembered per resident
+					       * user (clientOrderId / transfer_id window) */
 
 	/* [timers] */
 	uint64_t user_ttl_ms;                 /* idle time before an actor may be evicted */

@@ -35,6 +35,9 @@ cfg_sec_rest(struct cfg_ctx *c, struct app_config *cfg)
 	cfg_get_u64(c, "limits", "snapshot_mb", false, 1, 2047, &cfg->snapshot_mb);
 	cfg_get_u64(c, "limits", "snapshot_entries", false, 16, 1u << 30, &cfg->snapshot_entries);
 	cfg_get_u64(c, "limits", "dedup_window_ms", false, 1, 3600000, &cfg->dedup_window_ms);
+	/* The OMS clientOrderId / transfer_id window (docs/me-contract.md, "Windows"): at least
+	 * 2 (a pinned transfer outcome beside an order's), at most what oms_limits_check takes. */
+	cfg_get_u64(c, "limits", "dedup_per_user", false, 2, 4096, &cfg->dedup_per_user);
 
 	v = cfg_get(c, "durability", "mode");
 	if (v != NULL) {

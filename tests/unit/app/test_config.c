@@ -128,6 +128,7 @@ Test(app_config, minimal_defaults, .init = setup, .fini = teardown)
 	cr_assert(eq(u32, cfg.symbol_count, 0));
 	cr_assert(eq(int, cfg.durability, APP_DURABILITY_DURABLE));
 	cr_assert(eq(u64, cfg.dedup_window_ms, 1000)); /* 2 x (200 + 2 x 150), at least 1 s */
+	cr_assert(eq(u64, cfg.dedup_per_user, 16));
 	cr_assert(eq(str, cfg.data_dir, "/var/lib/omsd"));
 	cr_assert(eq(str, cfg.mgmt_socket, "/run/omsd/omsd.sock"));
 	cr_assert(eq(str, cfg.db_conninfo, ""));
@@ -197,6 +198,8 @@ static const struct bad bads[] = {
 	{ "limits", "snapshot_mb", "0", "out of range" },
 	{ "limits", "snapshot_entries", "1", "out of range" },
 	{ "limits", "dedup_window_ms", "0", "out of range" },
+	{ "limits", "dedup_per_user", "1", "out of range" },
+	{ "limits", "dedup_per_user", "4097", "out of range" },
 	{ "timers", "user_ttl_ms", "0", "out of range" },
 	{ "timers", "sweep_ms", "0", "out of range" },
 	{ "timers", "sweep_evict_max", "0", "out of range" },
