@@ -311,7 +311,34 @@ Test(oms_transfer, lookup_in_snapshot_and_redrive)
 }
 
 /* Goal: a NOT_FOUND answer speaks for the incarnation that asked: if the user was dropped
- * meanwhile, the waiting transfer is not applied on its word but hydrates and looks again. */
+ * meanwhile, the waiting transfer is not applied on its word but hydrates and looks again,
+ * also when the user is resident again (a new incarnation) by the time the answer lands. */
+Test(oms_transfer, answer_after_drop_and_return_looks_again)
+{
+	hydrate_with_history(9, 1000, 50);
+	h_transfer(&H, 9, 500, A_USD, 7);
+	struct wire_transfer_lookup lk = *(const struct wire_transfer_lookup *)h_get(
+		&H, WIRE_TRANSFER_LOOKUP, 0);
+	struct wire_user_admin ua;
+	memset(&ua, 0, sizeof(ua));
+	ua.hdr.type = WIRE_USER_ADMIN;
+	ua.hdr.length = sizeof(ua);
+	ua.user = 9;
+	ua.op = 1;
+	h_apply(&H, &ua);
+	const struct wire_begin_dehydrate *b = h_get(&H, WIRE_BEGIN_DEHYDRATE, 0);
+	cr_assert(b != NULL);
+	h_flush(&H, 9, b->epoch, WIRE_FLUSH_OK, 4);
+	cr_assert(eq(u32, h_status(&H, 9), OMS_USER_ABSENT));
+	hydrate_with_history(9, 1000, 50); /* back (hydrate-ahead) before the answer */
+	found(&lk, WIRE_XFER_NOT_FOUND, 0, 0, 0, 0);
+	cr_assert(eq(u32, h_count(&H, WIRE_ADMIN_REPLY), 0));
+	cr_assert(eq(i64, h_total(&H, 9, A_USD), 50));
+	const struct wire_transfer_lookup *again = h_get(&H, WIRE_TRANSFER_LOOKUP, 0);
+	cr_assert(again != NULL, "looks again for the new incarnation");
+	cr_assert(gt(u64, again->epoch, lk.epoch));
+}
+
 Test(oms_transfer, answer_after_drop_looks_again)
 {
 	hydrate_with_history(9, 1000, 50);
