@@ -42,7 +42,7 @@ def transfer_reply(c, tid, amount, timeout=20):
 
 def newer_requests(c, first_cl, n):
     """n orders for an unknown symbol, sent in windows of 50: each NAKed UNKNOWN_SYMBOL (a
-    RATE_LIMITED one, which is not remembered, is sent again)."""
+    RATE_LIMITED or PARKED_FULL one, which is not remembered, is sent again)."""
     cl = first_cl
     while cl < first_cl + n:
         todo = set(range(cl, min(cl + 50, first_cl + n)))
@@ -55,7 +55,7 @@ def newer_requests(c, first_cl, n):
                 c.poll(0.02)
                 for m in c.got:
                     if m["type"] == NAK and m.get("user") == USER and m["cl"] in todo:
-                        check_quiet(m["reason"] in (2, 17),
+                        check_quiet(m["reason"] in (2, 17, 19),
                                     "order %d NAKed %s" % (m["cl"], REASON.get(m["reason"])))
                         if m["reason"] == 2:
                             todo.discard(m["cl"])
