@@ -105,6 +105,7 @@ app_config_dump(const struct app_config *cfg, FILE *out)
 	fprintf(out, "limits.me_events = %" PRIu64 "\n", cfg->me_events_max);
 	fprintf(out, "timers.flush_ms = %" PRIu64 "%s\nlimits.writeback_max = %" PRIu64 "\n",
 		cfg->flush_ms, cfg->flush_ms == 0 ? " (write-back off)" : "", cfg->writeback_max);
+	fprintf(out, "limits.dedup_per_user = %" PRIu64 "\n", cfg->dedup_per_user);
 	fprintf(out, "mgmt.metrics_listen = %s\n",
 		cfg->metrics_listen[0] ? cfg->metrics_listen : "off");
 	fprintf(out, "database = %s\n", cfg->db_conninfo[0] ? "configured" : "none");

@@ -124,6 +124,8 @@ struct app_config {
 	uint64_t me_events_max;               /* ME: events retained per OMS stream until acked
 					       * (a power of two; docs/me.md, "Bulk cancels") */
 	uint64_t writeback_max;               /* OMS: write-backs started per flush_ms pass */
+	uint64_t dedup_per_user;              /* OMS: request outcomes remembered per resident
+					       * user (clientOrderId / transfer_id window) */
 
 	/* [timers] */
 	uint64_t user_ttl_ms;                 /* idle time before an actor may be evicted */

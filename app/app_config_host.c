@@ -66,6 +66,7 @@ cfg_defaults(struct app_config *cfg)
 	cfg->me_events_max = 8192;
 	cfg->flush_ms = 1000;
 	cfg->writeback_max = 1024;
+	cfg->dedup_per_user = 16;
 	cfg->routing.epoch = 1;
 	cfg->durability = APP_DURABILITY_DURABLE; /* memory mode is an explicit choice */
 	snprintf(cfg->data_dir, sizeof(cfg->data_dir), "/var/lib/omsd");

@@ -43,6 +43,9 @@ cfg_sec_rest(struct cfg_ctx *c, struct app_config *cfg)
 			   cfg->me_events_max);
 	cfg_get_u64(c, "limits", "writeback_max", false, 1, 1u << 20, &cfg->writeback_max);
 	cfg_get_u64(c, "timers", "flush_ms", false, 0, 3600000, &cfg->flush_ms);
+	/* The OMS clientOrderId / transfer_id window (docs/me-contract.md, "Windows"): at least
+	 * 2 (a pinned transfer outcome beside an order's), at most what oms_limits_check takes. */
+	cfg_get_u64(c, "limits", "dedup_per_user", false, 2, 4096, &cfg->dedup_per_user);
 
 	v = cfg_get(c, "durability", "mode");
 	if (v != NULL) {

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Persistence without a database (docs/appliance.md): an OMS leader with no persister
- * answers its own HYDRATE_REQUEST (HYDRATE_USER NEW), BEGIN_DEHYDRATE (FLUSH_COMPLETE OK)
- * and RELEASE_CLAIM (RELEASE_DONE OK) at once, and proposes the answers back into its log
+ * answers its own HYDRATE_REQUEST (HYDRATE_USER NEW), BEGIN_DEHYDRATE (FLUSH_COMPLETE OK),
+ * RELEASE_CLAIM (RELEASE_DONE OK) and TRANSFER_LOOKUP (TRANSFER_FOUND NOT_FOUND) at once, and proposes the answers back into its log
  * from a bounded queue, as a persister's completions would arrive (ARCHITECTURE.md §3).
  */
 #include <errno.h>
@@ -45,6 +45,18 @@ app_inline_persist_answer(struct app_shard *s, const struct wire_msg_hdr *msg)
 		d->user = r->user;
 		d->epoch = r->epoch;
 		d->status = WIRE_FLUSH_OK;
+		break;
+	}
+	case WIRE_TRANSFER_LOOKUP: {
+		/* No database, nothing recorded beyond the window: never applied as far as
+		 * memory mode can know (docs/oms.md, "Transfers for their lifetime"). */
+		const struct wire_transfer_lookup *r = (const void *)msg;
+		struct wire_transfer_found *f = (void *)b;
+		wire_hdr_init(&f->hdr, WIRE_TRANSFER_FOUND, s->id);
+		f->user = r->user;
+		f->transfer_id = r->transfer_id;
+		f->epoch = r->epoch;
+		f->status = WIRE_XFER_NOT_FOUND;
 		break;
 	}
 	default:

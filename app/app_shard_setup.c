@@ -32,6 +32,7 @@ limits_oms(const struct app_config *cfg, uint16_t id, struct oms_limits *l)
 	l->orders_max = (uint32_t)cfg->orders_max;
 	l->inflight_max = (uint32_t)RTE_MIN(cfg->inflight_sagas_max, cfg->orders_max);
 	l->parked_max = (uint32_t)cfg->parked_orders_max;
+	l->dedup_per_user = (uint32_t)cfg->dedup_per_user; /* [limits] dedup_per_user */
 	l->symbols_max = APP_SYMBOLS_MAX;
 	l->ttl_ns = cfg->user_ttl_ms * 1000000;
 	l->sweep_interval_ns = cfg->sweep_ms * 1000000;

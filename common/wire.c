@@ -149,6 +149,28 @@ event_enums_ok(bool kind_ok, bool cancel_rejected, uint8_t side, uint8_t liquidi
 	       reason_ok(reason);
 }
 
+/* One wire_recent entry: reserved bytes zero; a used one has a valid kind and reason, and
+ * only a transfer names an asset or an amount. */
+static bool
+recent_ok(const struct wire_recent *r, bool used, enum wire_err *err)
+{
+	if (!RESERVED(r->reserved)) {
+		*err = WIRE_E_BAD_RESERVED;
+		return false;
+	}
+	if (!used)
+		return true;
+	if (!in_range(r->kind, WIRE_RECENT_ORDER, WIRE_RECENT_TRANSFER) || !reason_ok(r->reason)) {
+		*err = WIRE_E_BAD_ENUM;
+		return false;
+	}
+	if (r->kind == WIRE_RECENT_ORDER && (r->asset != 0 || r->amount != 0)) {
+		*err = WIRE_E_BAD_VALUE;
+		return false;
+	}
+	return true;
+}
+
 static bool
 user_state_ok(const struct wire_user_state *s, enum wire_err *err)
 {
@@ -176,15 +198,8 @@ user_state_ok(const struct wire_user_state *s, enum wire_err *err)
 	}
 	for (uint32_t i = 0; i < WIRE_RECENT_MAX; i++) {
 		const struct wire_recent *r = &s->recent[i];
-		if (!RESERVED(r->reserved)) {
-			*err = WIRE_E_BAD_RESERVED;
+		if (!recent_ok(r, i < s->recent_count, err))
 			return false;
-		}
-		if (i < s->recent_count &&
-		    (!in_range(r->kind, WIRE_RECENT_ORDER, WIRE_RECENT_TRANSFER) || !reason_ok(r->reason))) {
-			*err = WIRE_E_BAD_ENUM;
-			return false;
-		}
 	}
 	return true;
 }
@@ -364,6 +379,23 @@ body_check(const struct wire_msg_hdr *h, int depth)
 			return WIRE_E_BAD_RESERVED;
 		ok = h->type == WIRE_RELEASE_CLAIM ? m->status == 0
 						   : in_range(m->status, WIRE_FLUSH_OK, WIRE_FLUSH_ERROR);
+		break;
+	}
+	case WIRE_TRANSFER_LOOKUP:
+		break;
+	case WIRE_TRANSFER_FOUND: {
+		const struct wire_transfer_found *m = (const void *)h;
+		if (!RESERVED(m->reserved))
+			return WIRE_E_BAD_RESERVED;
+		ok = in_range(m->status, WIRE_XFER_FOUND, WIRE_XFER_ERROR);
+		if (ok && m->status != WIRE_XFER_FOUND && !RESERVED(m->rec))
+			return WIRE_E_BAD_RESERVED;
+		if (!ok || m->status != WIRE_XFER_FOUND)
+			break;
+		if (!recent_ok(&m->rec, true, &err))
+			return err;
+		if (m->rec.kind != WIRE_RECENT_TRANSFER || m->rec.id != m->transfer_id)
+			return WIRE_E_BAD_VALUE;
 		break;
 	}
 	case WIRE_ROUTING_CONFIG: {

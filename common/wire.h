@@ -31,7 +31,7 @@
 #include <stdint.h>
 
 #define WIRE_MAGIC UINT32_C(0x44534d4f) /* "OMSD" little-endian */
-#define WIRE_VERSION 3
+#define WIRE_VERSION 4 /* 4: wire_recent carries a transfer's asset and amount */
 #define WIRE_FRAME_F_MAC 0x01     /* a 16-byte SipHash-2-4-128 tag follows the last message */
 #define WIRE_MAC_SIZE 16
 #define WIRE_FRAME_MAX 9000       /* jumbo frame payload; ordinary ports use ~1472 */
@@ -511,23 +511,34 @@ enum wire_recent_kind {
 /* One request the user made recently and what became of it. Carried with the user's state,
  * so the idempotency window moves with the user between OMS shards: a re-send that reaches
  * the new owner is answered with the original outcome, not applied again (found by
- * sim-system: a deposit applied twice across a routing change). */
+ * sim-system: a deposit applied twice across a routing change). A transfer entry also says
+ * what the transfer was (asset, amount) and the total its reply carried: a flush writes it
+ * to the transfers table (docs/persist.md), where it answers a retry for the transfer's
+ * lifetime. The first 24 bytes are the version-3 layout (asset and amount were reserved
+ * zeros there), so a stored version-3 entry reads as a transfer of unknown content. */
 struct wire_recent {
 	uint64_t id;        /* clientOrderId or transfer_id; 0 marks an unused slot */
 	uint64_t user_seq;  /* orders: the orderId's whole second word it got (oms_shard << 48
 			     * | user_seq, as wire_oid.shard_seq), so a duplicate answered on
-			     * another shard repeats the original orderId; 0 if refused */
+			     * another shard repeats the original orderId; 0 if refused.
+			     * transfers: the balance total the original ADMIN_REPLY carried */
 	uint16_t reason;    /* original outcome: WIRE_REASON_NONE or the refusal */
 	uint8_t kind;       /* enum wire_recent_kind */
-	uint8_t reserved[5];
+	uint8_t reserved;
+	uint32_t asset;     /* transfers: the asset (0: unknown, a version-3 entry); orders: 0 */
+	int64_t amount;     /* transfers: the amount (0: unknown); orders: 0 */
 };
-static_assert(sizeof(struct wire_recent) == 24, "wire_recent");
+static_assert(sizeof(struct wire_recent) == 32, "wire_recent");
+static_assert(offsetof(struct wire_recent, asset) == 20, "version-3 prefix kept");
 
 /* The flushed (quiescent) part of a user's state: what the database row holds. */
 struct wire_user_state {
 	uint64_t user;
 	uint64_t version;   /* database row version this state was read at / is based on */
 	uint64_t user_seq;  /* last orderId sequence used */
+	uint64_t xfer_id_max; /* the highest transfer_id ever recorded for the user (0: none):
+			       * a larger id cannot have been applied before, so it needs no
+			       * lookup in the transfers table (docs/oms.md) */
 	uint8_t tier;       /* rate-limit tier */
 	uint8_t reserved0[3];
 	uint32_t balance_count;
@@ -537,7 +548,7 @@ struct wire_user_state {
 	struct wire_recent recent[WIRE_RECENT_MAX];
 };
 static_assert(sizeof(struct wire_user_state) ==
-		      40 + 16 * WIRE_BALANCES_MAX + 24 * WIRE_RECENT_MAX,
+		      48 + 16 * WIRE_BALANCES_MAX + 32 * WIRE_RECENT_MAX,
 	      "wire_user_state");
 
 struct wire_hydrate_request {
@@ -589,6 +600,38 @@ struct wire_release_claim {
 	uint8_t reserved[7];
 };
 static_assert(sizeof(struct wire_release_claim) == 32, "wire_release_claim");
+
+enum wire_transfer_found_status {
+	WIRE_XFER_FOUND = 1,     /* the transfer is recorded; rec holds its original outcome */
+	WIRE_XFER_NOT_FOUND = 2, /* no such transfer was ever applied for the user */
+	WIRE_XFER_ERROR = 3,     /* database unavailable; nothing is known */
+};
+
+/* OMS → persister: is (user, transfer_id) in the transfers table? Sent for a transfer whose
+ * id is not in the resident window (docs/oms.md, "Transfers for their lifetime"); the
+ * transfer waits for the answer, which re-enters the shard through its log. A read: no
+ * fencing needed (every transfer this shard applied and has not seen flushed is pinned in
+ * its window, and earlier owners flushed theirs before this shard could claim the user). */
+struct wire_transfer_lookup {
+	struct wire_msg_hdr hdr;
+	uint64_t user;
+	uint64_t transfer_id;
+	uint64_t epoch;     /* names this lookup (a fresh epoch of the shard), echoed back, so
+			     * a late answer never settles a later lookup of the same id */
+};
+static_assert(sizeof(struct wire_transfer_lookup) == 32, "wire_transfer_lookup");
+
+/* Persister → OMS: the answer to TRANSFER_LOOKUP (hdr.shard: the asking OMS shard). */
+struct wire_transfer_found {
+	struct wire_msg_hdr hdr;
+	uint64_t user;
+	uint64_t transfer_id;
+	uint64_t epoch;          /* the lookup's */
+	uint8_t status;          /* enum wire_transfer_found_status */
+	uint8_t reserved[7];
+	struct wire_recent rec;  /* FOUND: kind TRANSFER, the original outcome; else zero */
+};
+static_assert(sizeof(struct wire_transfer_found) == 72, "wire_transfer_found");
 
 /* ---------------------------------------------------------------------------------------
  * Admin (each becomes an entry in the target shard's log).
@@ -875,6 +918,8 @@ enum wire_class {
 	X(FLUSH_COMPLETE, 35, wire_flush_complete, 0, NONE, 0)                            \
 	X(RELEASE_CLAIM, 36, wire_release_claim, 0, NONE, 0)                              \
 	X(RELEASE_DONE, 37, wire_release_claim, 0, NONE, 0)                               \
+	X(TRANSFER_LOOKUP, 38, wire_transfer_lookup, 0, NONE, 0)                          \
+	X(TRANSFER_FOUND, 39, wire_transfer_found, 0, NONE, 0)                            \
 	X(ROUTING_CONFIG, 48, wire_routing_config, 0, SHARD, 1)                           \
 	X(SYMBOL_CONFIG, 49, wire_symbol_config, 0, SHARD, 1)                             \
 	X(SYMBOL_STATUS, 50, wire_symbol_status_msg, 0, SHARD, 1)                         \

@@ -242,6 +242,10 @@ int oms_check_invariants(const struct oms *oms);
 	X(RECON_MATCHED, "recon_matched")                                                  \
 	X(RECON_TRANSIENT, "recon_transient")                                              \
 	X(TRANSFERS, "transfers")                                                          \
+	X(XFER_LOOKUPS, "xfer_lookups")                                                    \
+	X(XFER_FOUND, "xfer_found")                                                        \
+	X(XFER_LOOKUP_STALE, "xfer_lookup_stale")                                          \
+	X(XFER_PIN_FULL, "xfer_pin_full")                                                  \
 	X(ADMIN, "admin")                                                                  \
 	X(ALARM_FLUSH_CONFLICT, "alarm_flush_conflict")                                    \
 	X(ALARM_UNKNOWN_ORDER, "alarm_unknown_order")                                      \

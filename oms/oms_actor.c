@@ -99,6 +99,7 @@ actor_release(struct oms *oms, struct oms_actor *a)
 	if ((a->flags & OMS_AF_WB) != 0)
 		oms->c.wb_inflight--;
 	oms_tab_remove(oms, OMS_TAG_USER, a->user, 0);
+	oms_lookups_orphan(oms, a->user);
 	memset(oms_actor_balances(oms, a), 0,
 	       sizeof(struct oms_balance) * oms->c.limits.assets_per_user);
 	memset(oms_actor_dedup(oms, a), 0, sizeof(struct oms_dedup) * oms->c.limits.dedup_per_user);
@@ -339,11 +340,16 @@ install(struct oms *oms, struct oms_actor *a, const struct wire_hydrate_user *m)
 	uint32_t first = keep > oms->c.limits.dedup_per_user ? keep - oms->c.limits.dedup_per_user : 0;
 	for (uint32_t i = first; i < keep; i++) {
 		const struct wire_recent *r = &st->recent[i];
-		oms_dedup_add(oms, a, r->kind == WIRE_RECENT_TRANSFER ? OMS_DEDUP_XFER : OMS_DEDUP_ORDER,
-			      r->id, r->user_seq, 0, r->reason);
+		if (r->kind == WIRE_RECENT_TRANSFER)
+			oms_dedup_add_xfer(oms, a, r->id, r->asset, r->amount, (int64_t)r->user_seq,
+					   r->reason, false); /* from the row: durable already */
+		else
+			oms_dedup_add(oms, a, OMS_DEDUP_ORDER, r->id, r->user_seq, 0, r->reason);
 	}
 	a->version = st->version;
 	a->user_seq = st->user_seq;
+	if (st->xfer_id_max > a->xfer_id_max)
+		a->xfer_id_max = st->xfer_id_max; /* (the recent[] transfers raised it too) */
 	a->tier = st->tier < OMS_TIERS_MAX ? st->tier : 0;
 	a->hydrate_tries = 0;
 	a->last_active_ns = oms->c.now_ns;
@@ -459,6 +465,7 @@ oms_build_user_state(const struct oms *oms, const struct oms_actor *a, struct wi
 	st->user = a->user;
 	st->version = a->version;
 	st->user_seq = a->user_seq;
+	st->xfer_id_max = a->xfer_id_max;
 	st->tier = a->tier;
 	const struct oms_balance *bal = oms_actor_balances(oms, a);
 	uint32_t n = 0;
@@ -470,23 +477,35 @@ oms_build_user_state(const struct oms *oms, const struct oms_actor *a, struct wi
 		n++;
 	}
 	st->balance_count = n;
-	/* The idempotency window travels with the state (wire_recent), oldest first. */
+	/* The idempotency window travels with the state (wire_recent), oldest first: every
+	 * pinned transfer outcome (the flush writes them to the transfers table) and the
+	 * newest of the others in the room left. */
 	const struct oms_dedup *ring = oms_actor_dedup(oms, a);
 	uint32_t max = oms->c.limits.dedup_per_user;
-	uint32_t skip = a->dedup_count > WIRE_RECENT_MAX ? a->dedup_count - WIRE_RECENT_MAX : 0;
+	uint32_t pinned = oms_dedup_pinned(oms, a);
+	CHECK(pinned <= WIRE_RECENT_MAX);
+	uint32_t others = a->dedup_count - pinned;
+	uint32_t skip = others > WIRE_RECENT_MAX - pinned ? others - (WIRE_RECENT_MAX - pinned) : 0;
 	uint32_t r = 0;
-	for (uint32_t k = 0, i = a->dedup_head; k < a->dedup_count; k++) {
-		if (k >= skip) {
-			st->recent[r].id = ring[i].id;
-			st->recent[r].user_seq = ring[i].user_seq;
-			st->recent[r].reason = ring[i].reason;
-			st->recent[r].kind = ring[i].kind == OMS_DEDUP_XFER ? WIRE_RECENT_TRANSFER
-									      : WIRE_RECENT_ORDER;
-			r++;
+	for (uint32_t k = 0, i = a->dedup_head; k < a->dedup_count; k++, i = i + 1 == max ? 0 : i + 1) {
+		const struct oms_dedup *d = &ring[i];
+		if ((d->flags & OMS_DEDUP_F_PINNED) == 0 && skip > 0) {
+			skip--;
+			continue;
 		}
-		if (++i == max)
-			i = 0;
+		st->recent[r].id = d->id;
+		st->recent[r].user_seq = d->user_seq;
+		st->recent[r].reason = d->reason;
+		if (d->kind == OMS_DEDUP_XFER) {
+			st->recent[r].kind = WIRE_RECENT_TRANSFER;
+			st->recent[r].asset = d->asset;
+			st->recent[r].amount = (int64_t)d->content;
+		} else {
+			st->recent[r].kind = WIRE_RECENT_ORDER;
+		}
+		r++;
 	}
+	CHECK(r <= WIRE_RECENT_MAX);
 	st->recent_count = r;
 }
 
@@ -625,6 +644,9 @@ oms_on_flush_complete(struct oms *oms, const struct wire_flush_complete *m, stru
 		return;
 	}
 	bool outstanding = a != NULL && a->flush_epoch != 0 && a->flush_epoch == m->epoch;
+	/* Any OK flush (eviction or write-back) wrote the transfers recorded before it. */
+	if (a != NULL && a->state != OMS_A_HYDRATING && m->status == WIRE_FLUSH_OK)
+		oms_dedup_flushed(oms, a, m->epoch); /* its transfers are in the table now */
 	if (outstanding && (a->flags & OMS_AF_WB) != 0) {
 		/* The answer of the write-back in flight: the actor stays either way. */
 		oms_wb_on_flush_complete(oms, a, m);
@@ -818,5 +840,6 @@ oms_persist_foreach(const struct oms *oms, oms_msg_fn *fn, void *ctx)
 		emit_release(oms, &oms->releases[i], NULL, fn, ctx);
 		n++;
 	}
+	n += oms_lookups_foreach(oms, fn, ctx);
 	return n;
 }

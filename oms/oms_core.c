@@ -117,6 +117,9 @@ dispatch(struct oms *oms, const struct wire_msg_hdr *msg, struct svc_sink *sink)
 	case WIRE_TRANSFER:
 		oms_on_transfer(oms, (const struct wire_transfer *)msg, sink);
 		break;
+	case WIRE_TRANSFER_FOUND:
+		oms_on_transfer_found(oms, (const struct wire_transfer_found *)msg, sink);
+		break;
 	case WIRE_WHALE_PIN:
 		oms_on_whale_pin(oms, (const struct wire_whale_pin *)msg, sink);
 		break;

@@ -74,6 +74,8 @@ struct oms_actor {
 				    user_seq, recent window): oms_actor_changed */
 	uint64_t clean_gen;      /* the change_gen the database row is known to hold */
 	uint64_t wb_gen;         /* change_gen when the outstanding flush was built */
+	uint64_t xfer_id_max;    /* highest transfer_id recorded for the user (persisted): a
+				    larger id was never applied and needs no lookup */
 	uint32_t prev;           /* state-list links (LRU, flushing or hydrating list) */
 	uint32_t next;
 	uint32_t order_head;     /* this user's order records, oldest first */
@@ -94,7 +96,7 @@ struct oms_actor {
 	uint8_t flags;           /* OMS_AF_* */
 	uint8_t hydrate_tries;   /* HydrateRequests sent for the current miss */
 };
-static_assert(sizeof(struct oms_actor) == 12 * 8 + 15 * 4 + 4, "oms_actor has no padding");
+static_assert(sizeof(struct oms_actor) == 13 * 8 + 15 * 4 + 4, "oms_actor has no padding");
 
 struct oms_balance {
 	uint32_t asset;   /* 0 marks an unused slot */
@@ -160,19 +162,54 @@ struct oms_parked {
 #define OMS_DEDUP_ORDER 1 /* new order / cancel / amend / replace */
 #define OMS_DEDUP_XFER 2  /* transfer */
 
+#define OMS_DEDUP_F_PINNED 0x01 /* a transfer outcome not yet known to be in the database: it
+				   never leaves the window (docs/oms.md, "Transfers") */
+
 /* One entry of a user's (clientOrderId | transfer_id) dedup window: the original outcome.
  * The window lives with the actor (session state, seed: "what a user-actor owns"), so the
  * check touches no cache line the order does not already need. */
 struct oms_dedup {
 	uint64_t id;        /* cl_ord_id or transfer_id */
-	uint64_t user_seq;  /* ACKed: the orderId's second word (shard << 48 | seq); 0: NAK */
-	uint64_t time_ns;   /* cluster time of the original outcome */
-	uint64_t content;   /* hash of the request (a reused id with other content is refused) */
+	uint64_t user_seq;  /* orders: ACKed: the orderId's second word (shard << 48 | seq), 0:
+			       NAK. transfers: the balance total the original reply carried */
+	uint64_t time_ns;   /* orders: cluster time of the original outcome. transfers: the
+			       shard's epoch counter when it was recorded, so a flush drawn
+			       later (a larger epoch) is known to carry it */
+	uint64_t content;   /* orders: hash of the request (a reused id with other content is
+			       refused), 0 unknown. transfers: the amount, 0 unknown */
 	uint16_t reason;    /* NAK reason, NONE for an ACK */
 	uint8_t kind;       /* OMS_DEDUP_*; 0 marks a free slot */
-	uint8_t pad[5];     /* zero */
+	uint8_t flags;      /* OMS_DEDUP_F_* */
+	uint32_t asset;     /* transfers: the asset, 0 unknown; orders: 0 */
 };
 static_assert(sizeof(struct oms_dedup) == 40, "oms_dedup has no padding");
+
+/* Unflushed (pinned) transfer outcomes one user may hold: a flush carries them all in
+ * wire_user_state.recent[] with room left for the newest order outcomes, and the window
+ * always keeps an unpinned entry for a new order outcome to replace. */
+static inline uint32_t
+oms_xfer_pinned_max(const struct oms_limits *l)
+{
+	uint32_t half = l->dedup_per_user / 2;
+	return half < WIRE_RECENT_MAX / 2 ? half : WIRE_RECENT_MAX / 2;
+}
+
+/* What a parked slot holds (struct oms_parked.pad). */
+#define OMS_PARK_CLIENT 0      /* a client message waiting for its user's hydration */
+#define OMS_PARK_EVENT 1       /* an ME event consumed in stream order, waiting likewise */
+#define OMS_PARK_LOOKUP 2      /* a transfer that sent TRANSFER_LOOKUP and waits for it */
+#define OMS_PARK_LOOKUP_DUP 3  /* a transfer with the same id waiting behind that lookup */
+#define OMS_LOOKUP_EPOCH_WORD 5 /* msg[5]: the lookup's epoch (after the 40-byte transfer) */
+#define OMS_LOOKUP_ORPHAN_WORD 6 /* msg[6]: 1 once the asking actor was dropped */
+static_assert(sizeof(struct wire_transfer) == OMS_LOOKUP_EPOCH_WORD * 8, "lookup epoch word");
+
+/* Transfers waiting for lookups, at most: a quarter of the parked slab, so hydration
+ * parking (and parked ME events) keeps most of it. */
+static inline uint32_t
+oms_lookups_max(const struct oms_limits *l)
+{
+	return l->parked_max / 4 > 0 ? l->parked_max / 4 : 1;
+}
 
 #define OMS_SYM_KILLED 0x01
 
@@ -276,6 +313,9 @@ struct oms_core {
 	uint32_t release_count;        /* pending releases in releases[] */
 	uint32_t recon_part_next;      /* the part of recon_part_req expected next */
 	uint32_t wb_inflight;          /* write-backs whose FLUSH_COMPLETE is not in yet */
+	uint32_t lookup_count;         /* parked transfers waiting for TRANSFER_FOUND */
+	uint32_t lookup_head;          /* their FIFO through oms_parked.next, log order */
+	uint32_t lookup_tail;
 };
 static_assert(sizeof(struct oms_limits) == 168, "oms_limits has no padding");
 
@@ -358,7 +398,7 @@ void oms_tab_clear(struct oms *oms);
  *   oms_snapshot.c                  snapshot, restore, state hash
  *   oms_view.c                      read-only views, invariant check
  *   oms_order.c oms_stream.c        handlers of client, ME and admin messages
- *   oms_recon.c oms_route.c
+ *   oms_recon.c oms_route.c oms_transfer.c
  *   oms_actor.c oms_writeback.c     actors: lists, parking, hydration, dehydration, sweep, drain,
  *                                   write-back
  *   oms_records.c oms_reply.c       shared records and lookups; replies to clients and operators
@@ -572,6 +612,27 @@ const struct oms_dedup *oms_dedup_find(const struct oms *oms, const struct oms_a
 				       uint32_t kind, uint64_t id);
 void oms_dedup_add(struct oms *oms, struct oms_actor *a, uint32_t kind, uint64_t id,
 		   uint64_t user_seq, uint64_t content, uint16_t reason);
+/* Record a transfer's outcome (total: what its reply carried); pinned until a flush that
+ * carries it is answered OK. The caller checks oms_dedup_pinned < oms_xfer_pinned_max. */
+void oms_dedup_add_xfer(struct oms *oms, struct oms_actor *a, uint64_t id, uint32_t asset,
+			int64_t amount, int64_t total, uint16_t reason, bool pinned);
+/* Pinned transfer outcomes in a's window. */
+uint32_t oms_dedup_pinned(const struct oms *oms, const struct oms_actor *a);
+/* FLUSH_COMPLETE OK for a's flush under epoch: every transfer outcome recorded before that
+ * flush was drawn is in the database now; unpin them. */
+void oms_dedup_flushed(struct oms *oms, struct oms_actor *a, uint64_t epoch);
+/* Append a transfer to the lookup FIFO (pad: OMS_PARK_LOOKUP or _DUP; a parked slot must
+ * be free). */
+void oms_lookup_push(struct oms *oms, const struct wire_transfer *m, uint8_t pad,
+		     uint64_t epoch);
+/* The outstanding lookups (one TRANSFER_LOOKUP per OMS_PARK_LOOKUP entry), for the
+ * persister's re-drive. Returns how many. */
+uint32_t oms_lookups_foreach(const struct oms *oms, oms_msg_fn *fn, void *ctx);
+/* user's actor is dropped: a NOT_FOUND answer to a lookup it sent no longer proves the
+ * transfer unapplied for a later incarnation; such transfers look again (msg word 6). */
+void oms_lookups_orphan(struct oms *oms, uint64_t user);
+void oms_lookup_emit(const struct oms *oms, uint64_t user, uint64_t transfer_id, uint64_t epoch,
+		     struct svc_sink *sink, oms_msg_fn *fn, void *ctx);
 struct oms_symbol *oms_symbol_find(const struct oms *oms, uint32_t symbol);
 uint16_t oms_route_owner(const struct oms *oms, uint64_t user);
 bool oms_route_owns(const struct oms *oms, uint64_t user, uint16_t *owner);
@@ -652,6 +713,10 @@ void oms_on_symbol_config(struct oms *oms, const struct wire_symbol_config *m,
 void oms_on_symbol_status(struct oms *oms, const struct wire_symbol_status_msg *m,
 			  struct svc_sink *sink);
 void oms_on_kill_switch(struct oms *oms, const struct wire_kill_switch *m, struct svc_sink *sink);
+
+/* ---- oms_transfer.c: deposits and withdrawals, idempotent for their lifetime ---- */
 void oms_on_transfer(struct oms *oms, const struct wire_transfer *m, struct svc_sink *sink);
+void oms_on_transfer_found(struct oms *oms, const struct wire_transfer_found *m,
+			   struct svc_sink *sink);
 
 #endif

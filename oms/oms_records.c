@@ -140,31 +140,173 @@ oms_dedup_find(const struct oms *oms, const struct oms_actor *a, uint32_t kind, 
 	return NULL;
 }
 
-void
-oms_dedup_add(struct oms *oms, struct oms_actor *a, uint32_t kind, uint64_t id, uint64_t user_seq,
-	      uint64_t content, uint16_t reason)
+/* Make room for one more entry at the end of a's ring and return its index. A full window
+ * forgets its oldest entry that is not pinned: the entries before it (pinned transfers not
+ * yet flushed) move up one place, so the ring stays oldest first. There is always one, since
+ * at most oms_xfer_pinned_max (< dedup_per_user) entries are pinned. */
+static uint32_t
+dedup_slot(struct oms *oms, struct oms_actor *a)
 {
 	struct oms_dedup *ring = oms_actor_dedup(oms, a);
+	uint64_t *ids = oms_actor_dedup_ids(oms, a);
 	uint32_t max = oms->c.limits.dedup_per_user;
 	if (a->dedup_count == max) {
-		/* The window is bounded: the oldest outcome is forgotten first. */
+		uint32_t k = 0, i = a->dedup_head;
+		while (k < max && (ring[i].flags & OMS_DEDUP_F_PINNED) != 0) {
+			k++;
+			i = i + 1 == max ? 0 : i + 1;
+		}
+		CHECK(k < max);
+		/* Shift the k pinned entries before the victim i up by one, newest first. */
+		for (uint32_t n = 0; n < k; n++) {
+			uint32_t from = i == 0 ? max - 1 : i - 1;
+			ring[i] = ring[from];
+			ids[i] = ids[from];
+			i = from;
+		}
+		DCHECK(i == a->dedup_head);
 		a->dedup_head = a->dedup_head + 1 == max ? 0 : a->dedup_head + 1;
 		a->dedup_count--;
 	}
 	uint32_t i = a->dedup_head + a->dedup_count;
 	if (i >= max)
 		i -= max;
-	struct oms_dedup *d = &ring[i];
+	memset(&ring[i], 0, sizeof(ring[i]));
+	a->dedup_count++;
+	return i;
+}
+
+void
+oms_dedup_add(struct oms *oms, struct oms_actor *a, uint32_t kind, uint64_t id, uint64_t user_seq,
+	      uint64_t content, uint16_t reason)
+{
+	uint32_t i = dedup_slot(oms, a);
+	struct oms_dedup *d = &oms_actor_dedup(oms, a)[i];
 	oms_actor_dedup_ids(oms, a)[i] = id;
-	memset(d, 0, sizeof(*d));
 	d->id = id;
 	d->user_seq = user_seq;
 	d->time_ns = oms->c.now_ns;
 	d->content = content;
 	d->reason = reason;
 	d->kind = (uint8_t)kind;
-	a->dedup_count++;
 	oms_actor_changed(oms, a); /* the recent window travels in the row */
+}
+
+void
+oms_dedup_add_xfer(struct oms *oms, struct oms_actor *a, uint64_t id, uint32_t asset,
+		   int64_t amount, int64_t total, uint16_t reason, bool pinned)
+{
+	DCHECK(!pinned || oms_dedup_pinned(oms, a) < oms_xfer_pinned_max(&oms->c.limits));
+	uint32_t i = dedup_slot(oms, a);
+	struct oms_dedup *d = &oms_actor_dedup(oms, a)[i];
+	oms_actor_dedup_ids(oms, a)[i] = id;
+	d->id = id;
+	d->user_seq = (uint64_t)total;
+	/* A flush drawn after this (epoch > the counter now) carries it. */
+	d->time_ns = oms->c.epoch_seq;
+	d->content = (uint64_t)amount;
+	d->reason = reason;
+	d->kind = OMS_DEDUP_XFER;
+	d->flags = pinned ? OMS_DEDUP_F_PINNED : 0;
+	d->asset = asset;
+	if (id > a->xfer_id_max)
+		a->xfer_id_max = id;
+	oms_actor_changed(oms, a); /* the window and xfer_id_max travel in the row */
+}
+
+uint32_t
+oms_dedup_pinned(const struct oms *oms, const struct oms_actor *a)
+{
+	const struct oms_dedup *ring = oms_actor_dedup(oms, a);
+	uint32_t max = oms->c.limits.dedup_per_user, n = 0;
+	for (uint32_t k = 0, i = a->dedup_head; k < a->dedup_count; k++) {
+		n += (ring[i].flags & OMS_DEDUP_F_PINNED) != 0;
+		if (++i == max)
+			i = 0;
+	}
+	return n;
+}
+
+void
+oms_dedup_flushed(struct oms *oms, struct oms_actor *a, uint64_t epoch)
+{
+	struct oms_dedup *ring = oms_actor_dedup(oms, a);
+	uint32_t max = oms->c.limits.dedup_per_user;
+	/* The flush under epoch was built when it was drawn: it carried every pinned outcome
+	 * recorded before (oms_build_user_state puts them all in recent[]), and the database
+	 * wrote them to the transfers table in the same statement as the row. */
+	for (uint32_t k = 0, i = a->dedup_head; k < a->dedup_count; k++) {
+		if ((ring[i].flags & OMS_DEDUP_F_PINNED) != 0 && ring[i].time_ns < epoch)
+			ring[i].flags &= (uint8_t)~OMS_DEDUP_F_PINNED;
+		if (++i == max)
+			i = 0;
+	}
+}
+
+/* ---- transfers waiting for their lookup (a FIFO over the parked slab) ---- */
+
+void
+oms_lookup_push(struct oms *oms, const struct wire_transfer *m, uint8_t pad, uint64_t epoch)
+{
+	CHECK(oms->c.parked_free_count > 0);
+	DCHECK(pad == OMS_PARK_LOOKUP || pad == OMS_PARK_LOOKUP_DUP);
+	uint32_t pi = oms->parked_free[--oms->c.parked_free_count];
+	struct oms_parked *p = &oms->parked[pi];
+	memset(p, 0, sizeof(*p));
+	p->next = OMS_NIL;
+	p->len = sizeof(*m);
+	p->pad = pad;
+	memcpy(p->msg, m, sizeof(*m));
+	p->msg[OMS_LOOKUP_EPOCH_WORD] = epoch;
+	if (oms->c.lookup_tail != OMS_NIL)
+		oms->parked[oms->c.lookup_tail].next = pi;
+	else
+		oms->c.lookup_head = pi;
+	oms->c.lookup_tail = pi;
+	oms->c.lookup_count++;
+	oms->c.parked_used++;
+}
+
+void
+oms_lookups_orphan(struct oms *oms, uint64_t user)
+{
+	for (uint32_t pi = oms->c.lookup_head; pi != OMS_NIL; pi = oms->parked[pi].next) {
+		struct oms_parked *p = &oms->parked[pi];
+		if (((const struct wire_transfer *)(const void *)p->msg)->user == user)
+			p->msg[OMS_LOOKUP_ORPHAN_WORD] = 1;
+	}
+}
+
+void
+oms_lookup_emit(const struct oms *oms, uint64_t user, uint64_t transfer_id, uint64_t epoch,
+		struct svc_sink *sink, oms_msg_fn *fn, void *ctx)
+{
+	struct wire_transfer_lookup m;
+	memset(&m, 0, sizeof(m));
+	wire_hdr_init(&m.hdr, WIRE_TRANSFER_LOOKUP, oms->c.limits.shard_id);
+	m.user = user;
+	m.transfer_id = transfer_id;
+	m.epoch = epoch;
+	if (fn != NULL)
+		fn(ctx, WIRE_DEST_PERSIST, &m.hdr);
+	else
+		sink->emit(sink->ctx, WIRE_DEST_PERSIST, &m.hdr);
+}
+
+uint32_t
+oms_lookups_foreach(const struct oms *oms, oms_msg_fn *fn, void *ctx)
+{
+	uint32_t n = 0;
+	for (uint32_t pi = oms->c.lookup_head; pi != OMS_NIL; pi = oms->parked[pi].next) {
+		const struct oms_parked *p = &oms->parked[pi];
+		if (p->pad != OMS_PARK_LOOKUP)
+			continue;
+		const struct wire_transfer *t = (const void *)p->msg;
+		oms_lookup_emit(oms, t->user, t->transfer_id, p->msg[OMS_LOOKUP_EPOCH_WORD], NULL,
+				fn, ctx);
+		n++;
+	}
+	return n;
 }
 
 struct oms_symbol *

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Routing authority, symbol configuration, kill-switches and transfers.
+ * Routing authority, symbol configuration and kill-switches (transfers: oms_transfer.c).
  *
  * Seed invariants 4 and 5: the cluster is the routing authority (it NAKs orders for users it
  * does not own) and there is one atomically-versioned routing config (membership and whale
@@ -244,60 +244,3 @@ oms_on_kill_switch(struct oms *oms, const struct wire_kill_switch *m, struct svc
 	}
 	oms_admin_reply(oms, sink, m->id, WIRE_REASON_NONE, oms->c.kill_count);
 }
-
-static uint64_t
-transfer_content(const struct wire_transfer *m)
-{
-	return ((uint64_t)m->amount * UINT64_C(0x9e3779b97f4a7c15) ^ m->asset) | 1;
-}
-
-void
-oms_on_transfer(struct oms *oms, const struct wire_transfer *m, struct svc_sink *sink)
-{
-	struct oms_actor *a = oms_actor_find(oms, m->user);
-	if (m->amount == 0 || m->asset == 0 || m->user == 0) {
-		oms_admin_reply(oms, sink, m->transfer_id, WIRE_REASON_BAD_REQUEST, 0);
-		return;
-	}
-	if (a == NULL || a->state == OMS_A_HYDRATING) {
-		/* Deposits and withdrawals hydrate a cold user first. */
-		uint16_t owner = 0;
-		int r = oms_actor_park(oms, m->user, &m->hdr, false, true, sink, &owner);
-		if (r != 0)
-			oms_admin_reply(oms, sink, m->transfer_id, (uint16_t)r, owner);
-		return;
-	}
-	const struct oms_dedup *d = oms_dedup_find(oms, a, OMS_DEDUP_XFER, m->transfer_id);
-	if (d != NULL) {
-		/* Idempotent on (user, transfer_id): the original outcome. */
-		oms_count(oms, OMS_C_DUPLICATES);
-		uint16_t reason = d->content == 0 || d->content == transfer_content(m)
-					  ? d->reason
-					  : WIRE_REASON_DUPLICATE_REQUEST;
-		oms_admin_reply(oms, sink, m->transfer_id, reason, 0);
-		return;
-	}
-	oms_actor_touch(oms, a);
-	uint16_t reason = WIRE_REASON_NONE;
-	struct oms_balance *b = oms_balance_get_or_add(oms, a, m->asset);
-	int64_t total = 0;
-	if (b == NULL) {
-		reason = WIRE_REASON_CAPACITY;
-	} else if (m->amount > 0) {
-		if (money_add(b->total, m->amount, &total) != 0)
-			reason = WIRE_REASON_OVERFLOW;
-	} else {
-		/* A withdrawal takes available funds only: never a negative available. */
-		if (m->amount == INT64_MIN || b->total - b->reserved < -m->amount)
-			reason = WIRE_REASON_INSUFFICIENT_FUNDS;
-		else
-			total = b->total + m->amount;
-	}
-	if (reason == WIRE_REASON_NONE) {
-		b->total = total;
-		oms_count(oms, OMS_C_TRANSFERS);
-	}
-	oms_dedup_add(oms, a, OMS_DEDUP_XFER, m->transfer_id, 0, transfer_content(m), reason);
-	oms_admin_reply(oms, sink, m->transfer_id, reason, b != NULL ? (uint64_t)b->total : 0);
-}
-

@@ -13,7 +13,8 @@
 #include "oms/oms_int.h"
 
 #define SNAP_MAGIC UINT64_C(0x31504e5353534d4f) /* "OMSSSNP1" */
-#define SNAP_VERSION UINT32_C(2) /* 2: write-back (dirty list, generations) */
+#define SNAP_VERSION UINT32_C(3) /* 2: write-back (dirty list, generations); 3: transfer
+				  * lookups, pinned transfer outcomes */
 
 struct ser {
 	uint8_t *buf;  /* NULL: measure / hash only */
@@ -249,6 +250,27 @@ get_free_stack(struct oms *oms, struct des *d, enum slab slab, uint32_t *stack,
 	return k == count;
 }
 
+/* The transfers waiting for lookups: in range, acyclic, as many as counted, each a
+ * transfer of a kind the FIFO holds. */
+static bool
+lookups_ok(const struct oms *oms)
+{
+	const struct oms_core *c = &oms->c;
+	if (c->lookup_count > oms_lookups_max(&c->limits) ||
+	    !idx_ok(c->lookup_head, c->limits.parked_max) ||
+	    !idx_ok(c->lookup_tail, c->limits.parked_max))
+		return false;
+	uint32_t cnt = 0, last = OMS_NIL;
+	for (uint32_t p = c->lookup_head; p != OMS_NIL; p = oms->parked[p].next) {
+		const struct oms_parked *e = &oms->parked[p];
+		if (e->len != sizeof(struct wire_transfer) || ++cnt > c->lookup_count ||
+		    (e->pad != OMS_PARK_LOOKUP && e->pad != OMS_PARK_LOOKUP_DUP))
+			return false;
+		last = p;
+	}
+	return cnt == c->lookup_count && last == c->lookup_tail;
+}
+
 static int
 deserialise(struct oms *oms, struct des *d)
 {
@@ -396,6 +418,8 @@ deserialise(struct oms *oms, struct des *d)
 		if (cnt != a->parked_count || last != a->parked_tail)
 			return -EINVAL;
 	}
+	if (!lookups_ok(oms))
+		return -EINVAL;
 	if (oms_check_invariants(oms) != 0)
 		return -EINVAL;
 	return 0;

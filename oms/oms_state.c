@@ -66,7 +66,8 @@ oms_limits_check(const struct oms_limits *l)
 		return -EINVAL;
 	if (l->inflight_max == 0 || l->parked_max == 0 || l->parked_max > LIMIT_BIG)
 		return -EINVAL;
-	if (l->parked_per_user == 0 || l->dedup_per_user == 0 || l->dedup_per_user > 4096)
+	/* Two at least: a window always keeps an unpinned entry beside a pinned transfer. */
+	if (l->parked_per_user == 0 || l->dedup_per_user < 2 || l->dedup_per_user > 4096)
 		return -EINVAL;
 	if (l->symbols_max == 0 || l->symbols_max > LIMIT_BIG || l->fee_assets_max == 0)
 		return -EINVAL;
@@ -165,6 +166,7 @@ oms_reset(struct oms *oms)
 	oms->c.flushing = oms->c.lru;
 	oms->c.hydrating = oms->c.lru;
 	oms->c.dirty = oms->c.lru;
+	oms->c.lookup_head = oms->c.lookup_tail = OMS_NIL;
 	for (uint32_t i = 0; i < oms->actor_slots; i++)
 		oms->actor_free[i] = oms->actor_slots - 1 - i;
 	oms->c.actor_free_count = oms->actor_slots;

@@ -190,11 +190,15 @@ oms_check_invariants(const struct oms *oms)
 		}
 		if (a->state == OMS_A_FLUSHING && !oms_actor_flat(a))
 			return -EFAULT;
+		if (oms_dedup_pinned(oms, a) > oms_xfer_pinned_max(l))
+			return -EFAULT;
 		inflight += sagas;
 		used += count;
 		parked += a->parked_count;
 	}
-	if (inflight != oms->c.inflight || used != oms->c.order_used || parked != oms->c.parked_used)
+	/* Transfers waiting for a lookup hold parked slots too. */
+	if (inflight != oms->c.inflight || used != oms->c.order_used ||
+	    parked + oms->c.lookup_count != oms->c.parked_used)
 		return -EFAULT;
 	if (oms_resident_count(oms) + oms->c.actor_free_count != oms->actor_slots)
 		return -EFAULT;

@@ -71,6 +71,11 @@
 	X(DB_RELEASE_OK, "RELEASE_DONE OK sent (claim released now)")                     \
 	X(DB_RELEASE_NOOP, "RELEASE_DONE OK sent (nothing held: released or re-hydrated)")\
 	X(DB_RELEASE_ERROR, "RELEASE_DONE ERROR sent")                                    \
+	X(DB_LOOKUPS, "transfer lookups accepted")                                        \
+	X(DB_LOOKUPS_MERGED, "transfer lookups merged into an identical one in flight")   \
+	X(DB_LOOKUP_FOUND, "TRANSFER_FOUND FOUND sent")                                   \
+	X(DB_LOOKUP_NOT_FOUND, "TRANSFER_FOUND NOT_FOUND sent")                           \
+	X(DB_LOOKUP_ERROR, "TRANSFER_FOUND ERROR sent")                                   \
 	X(DB_FULL, "requests refused: request pool full")                                 \
 	X(DB_EMIT_BLOCKED, "completions held back: the output refused them")
 

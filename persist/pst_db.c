@@ -186,7 +186,11 @@ state_valid(const struct wire_user_state *us)
 		if (us->balances[k].asset == 0 || us->balances[k].asset > INT32_MAX ||
 		    us->balances[k].total < 0)
 			return false;
-	return true;
+	/* The transfers table's columns: asset an integer, reason a smallint. */
+	for (uint32_t k = 0; k < us->recent_count && k < WIRE_RECENT_MAX; k++)
+		if (us->recent[k].asset > INT32_MAX || us->recent[k].reason >= WIRE_REASON_MAX)
+			return false;
+	return us->recent_count <= WIRE_RECENT_MAX;
 }
 
 int
@@ -216,6 +220,13 @@ pst_db_submit(struct pst_db *db, const struct wire_msg_hdr *msg, uint64_t now_ns
 		if (c->user == 0 || c->user > INT64_MAX || c->epoch > INT64_MAX || c->status != 0)
 			return -EINVAL;
 		rc = pst_req_add_release(db, c->user, msg->shard, c->epoch, now_ns);
+	} else if (msg->type == WIRE_TRANSFER_LOOKUP) {
+		if (msg->length != sizeof(struct wire_transfer_lookup))
+			return -EINVAL;
+		const struct wire_transfer_lookup *t = (const void *)msg;
+		if (t->user == 0 || t->user > INT64_MAX || t->epoch > INT64_MAX)
+			return -EINVAL;
+		rc = pst_req_add_lookup(db, t->user, t->transfer_id, msg->shard, t->epoch, now_ns);
 	} else {
 		return -EINVAL;
 	}
@@ -237,8 +248,9 @@ pst_db_clear(struct pst_db *db)
 
 /* ------------------------------------------------------------------------- connection -- */
 
-/* Hydrates that have waited past the deadline while the database is away are answered
- * ERROR ("database unavailable; the shard may ask again"); flushes wait, they are money. */
+/* Hydrates and transfer lookups that have waited past the deadline while the database is
+ * away are answered ERROR ("database unavailable; the shard may ask again" — a client waits
+ * on each); flushes wait, they are money. */
 static void
 hydrate_deadlines(struct pst_db *db, uint64_t now_ns)
 {
@@ -249,7 +261,7 @@ hydrate_deadlines(struct pst_db *db, uint64_t now_ns)
 	uint32_t i;
 	while ((i = pst_fifo_pop(db, &db->queue)) != PST_SLOT_NONE) {
 		struct pst_req *r = &db->reqs[i];
-		if (r->kind == PST_REQ_HYDRATE &&
+		if ((r->kind == PST_REQ_HYDRATE || r->kind == PST_REQ_LOOKUP) &&
 		    now_ns - r->accepted_ns > db->cfg.hydrate_deadline_ns) {
 			r->outcome = PST_OUT_FAILED;
 			pst_req_complete(db, i);

@@ -79,7 +79,10 @@ send_req(struct pst_db *db, uint32_t i)
 {
 	const struct pst_req *r = &db->reqs[i];
 	struct pst_sql_params p;
-	pst_sql_encode(&p, r->kind, r->user, r->shard, r->epoch, &r->us);
+	if (r->kind == PST_REQ_LOOKUP)
+		pst_sql_encode_lookup(&p, r->user, r->xfer_id);
+	else
+		pst_sql_encode(&p, r->kind, r->user, r->shard, r->epoch, &r->us);
 	return PQsendQueryPrepared(db->conn, p.stmt, (int)p.count, p.values, NULL, NULL, 0) ? 0
 											  : -1;
 }
@@ -147,6 +150,8 @@ statement_result(struct pst_db *db, uint32_t i, const PGresult *res)
 							    &r->owner, &r->hyd_new);
 		else if (r->kind == PST_REQ_FLUSH)
 			r->outcome = pst_sql_flush_decode(&row, r->us.version, &r->version);
+		else if (r->kind == PST_REQ_LOOKUP)
+			r->outcome = pst_sql_lookup_decode(&row, r->xfer_id, &r->xfer);
 		else
 			r->outcome = pst_sql_release_decode(&row);
 		DCHECK(r->outcome != PST_OUT_NONE);
@@ -213,6 +218,8 @@ batch_done(struct pst_db *db, uint64_t now_ns)
 			break;
 		case PST_OUT_FLUSH_WRITTEN:
 		case PST_OUT_FLUSH_REPEAT:
+		case PST_OUT_XFER_FOUND:
+		case PST_OUT_XFER_NOT_FOUND:
 		case PST_OUT_FAILED:
 		case PST_OUT_BAD_ROW:
 			break;

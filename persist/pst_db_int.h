@@ -33,8 +33,9 @@ enum pst_req_kind {
 	PST_REQ_HYDRATE = 1, /* read and claim a user's row */
 	PST_REQ_FLUSH = 2,   /* fenced CAS write, claim kept */
 	PST_REQ_RELEASE = 3, /* let go of the claim */
+	PST_REQ_LOOKUP = 4,  /* read one transfer's recorded outcome */
 };
-#define PST_REQ_KINDS 3 /* prepared statements, one per kind */
+#define PST_REQ_KINDS 4 /* prepared statements, one per kind */
 
 /* Where a request slot is in its life. */
 enum pst_req_phase {
@@ -55,6 +56,8 @@ enum pst_outcome {
 	PST_OUT_FLUSH_CONFLICT, /* flush: foreign write */
 	PST_OUT_RELEASED,       /* release: the claim was let go now */
 	PST_OUT_RELEASE_NOOP,   /* release: nothing to do (released already, or hydrated again) */
+	PST_OUT_XFER_FOUND,     /* lookup: the transfer is recorded (its outcome in xfer) */
+	PST_OUT_XFER_NOT_FOUND, /* lookup: no such transfer */
 	PST_OUT_FAILED,         /* the statement failed (permanent) */
 	PST_OUT_FAILED_RETRY,   /* the statement failed (transient) */
 	PST_OUT_BAD_ROW,        /* a row we cannot represent (too many balances, ...) */
@@ -78,6 +81,8 @@ struct pst_req {
 	uint64_t version;     /* flush: version after (outcome) */
 	uint16_t owner;       /* hydrate OWNED: holder */
 	uint8_t hyd_new;      /* hydrate: the row was created */
+	uint64_t xfer_id;     /* lookup: the transfer id */
+	struct wire_recent xfer; /* lookup FOUND: the recorded outcome */
 	struct wire_user_state us; /* flush: what to write; hydrate: what was read */
 };
 
@@ -171,6 +176,8 @@ int pst_req_add_flush(struct pst_db *db, const struct wire_user_state *us, uint1
 		      uint64_t epoch, uint64_t now_ns);
 int pst_req_add_release(struct pst_db *db, uint64_t user, uint16_t shard, uint64_t epoch,
 			uint64_t now_ns);
+int pst_req_add_lookup(struct pst_db *db, uint64_t user, uint64_t transfer_id, uint16_t shard,
+		       uint64_t epoch, uint64_t now_ns);
 /* Request i is answered: its completion joins the output line. */
 void pst_req_complete(struct pst_db *db, uint32_t i);
 /* Return slot i to the free list (it must no longer be on a list or in the hash). */
@@ -197,9 +204,9 @@ struct pst_sql_stmt {
 /* Indexed by kind - 1 (enum pst_req_kind), prepared in this order on each connection. */
 extern const struct pst_sql_stmt pst_sql_stmts[PST_REQ_KINDS];
 
-#define PST_SQL_PARAMS_MAX 9 /* the flush's parameters */
-#define PST_SQL_NUMS 6       /* numeric parameters of the flush ($1..$6) */
-#define PST_SQL_COLS_MAX 9   /* the hydrate's columns */
+#define PST_SQL_PARAMS_MAX 15 /* the flush's parameters */
+#define PST_SQL_NUMS 7       /* numeric parameters of the flush ($1..$6, $15) */
+#define PST_SQL_COLS_MAX 10  /* the hydrate's columns */
 
 /* A statement's parameters in libpq's text format, built in place. */
 struct pst_sql_params {
@@ -210,12 +217,20 @@ struct pst_sql_params {
 	char assets[WIRE_BALANCES_MAX * 12 + 3]; /* flush: integer[] "{1,2}" */
 	char totals[WIRE_BALANCES_MAX * 21 + 3]; /* flush: bigint[] "{10,20}" */
 	char recent[3 + 2 * sizeof(struct wire_recent) * WIRE_RECENT_MAX]; /* flush: bytea hex */
+	/* flush: the transfer outcomes in recent[], columns of the transfers table */
+	char xfer_ids[WIRE_RECENT_MAX * 21 + 3];    /* bigint[] */
+	char xfer_assets[WIRE_RECENT_MAX * 12 + 3]; /* integer[] */
+	char xfer_amounts[WIRE_RECENT_MAX * 21 + 3];/* bigint[] */
+	char xfer_reasons[WIRE_RECENT_MAX * 7 + 3]; /* smallint[] */
+	char xfer_totals[WIRE_RECENT_MAX * 21 + 3]; /* bigint[] */
 };
 
 /* Encode the parameters of a statement of kind about (user, shard, epoch); a flush also
  * writes us (the state pst_db_submit validated against the schema). */
 void pst_sql_encode(struct pst_sql_params *p, uint8_t kind, uint64_t user, uint16_t shard,
 		    uint64_t epoch, const struct wire_user_state *us);
+/* The lookup's parameters: $1 user, $2 transfer id (as the bigint of the same bits). */
+void pst_sql_encode_lookup(struct pst_sql_params *p, uint64_t user, uint64_t transfer_id);
 
 /* One answer row as text columns (libpq's text format): plain data, so decoding needs no
  * connection. */
@@ -236,6 +251,10 @@ enum pst_outcome pst_sql_flush_decode(const struct pst_sql_row *row, uint64_t ba
 				      uint64_t *version);
 /* The release's row. Returns RELEASED, RELEASE_NOOP or FAILED_RETRY. */
 enum pst_outcome pst_sql_release_decode(const struct pst_sql_row *row);
+/* The lookup's row (none: NOT_FOUND). FOUND fills *rec (kind TRANSFER, id transfer_id);
+ * BAD_ROW for a row we cannot represent. */
+enum pst_outcome pst_sql_lookup_decode(const struct pst_sql_row *row, uint64_t transfer_id,
+				       struct wire_recent *rec);
 /* An SQLSTATE a retry cannot cure: bad data, constraint violations, missing privileges. */
 bool pst_sql_permanent(const char *sqlstate);
 

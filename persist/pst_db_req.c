@@ -328,6 +328,27 @@ pst_req_add_release(struct pst_db *db, uint64_t user, uint16_t shard, uint64_t e
 	return 0;
 }
 
+int
+pst_req_add_lookup(struct pst_db *db, uint64_t user, uint64_t transfer_id, uint16_t shard,
+		   uint64_t epoch, uint64_t now_ns)
+{
+	DCHECK(user != 0);
+	DCHECK(epoch <= INT64_MAX);
+	/* The epoch names one lookup of the shard: a repeat of it (a re-drive) is the same. */
+	uint32_t i = find_same(db, PST_REQ_LOOKUP, user, shard, epoch, 0);
+	if (i != PST_SLOT_NONE && db->reqs[i].xfer_id == transfer_id) {
+		db->counters[PST_C_DB_LOOKUPS_MERGED]++;
+		return 0;
+	}
+	i = req_new(db, PST_REQ_LOOKUP, shard, user, epoch, now_ns);
+	if (i == PST_SLOT_NONE)
+		return -ENOBUFS;
+	db->reqs[i].xfer_id = transfer_id;
+	db->counters[PST_C_DB_LOOKUPS]++;
+	req_queue(db, i);
+	return 0;
+}
+
 /* ---------------------------------------------------------------------------- answers -- */
 
 /* Build the completion of request r into m; *counter is what to count once it is taken. */
@@ -408,6 +429,31 @@ release_answer(const struct pst_req *r, struct wire_release_claim *m, enum pst_c
 	}
 }
 
+static void
+lookup_answer(const struct pst_req *r, struct wire_transfer_found *m, enum pst_counter *counter)
+{
+	memset(m, 0, sizeof(*m));
+	wire_hdr_init(&m->hdr, WIRE_TRANSFER_FOUND, r->shard);
+	m->user = r->user;
+	m->transfer_id = r->xfer_id;
+	m->epoch = r->epoch;
+	switch (r->outcome) {
+	case PST_OUT_XFER_FOUND:
+		m->status = WIRE_XFER_FOUND;
+		m->rec = r->xfer;
+		*counter = PST_C_DB_LOOKUP_FOUND;
+		break;
+	case PST_OUT_XFER_NOT_FOUND:
+		m->status = WIRE_XFER_NOT_FOUND;
+		*counter = PST_C_DB_LOOKUP_NOT_FOUND;
+		break;
+	default:
+		m->status = WIRE_XFER_ERROR;
+		*counter = PST_C_DB_LOOKUP_ERROR;
+		break;
+	}
+}
+
 uint32_t
 pst_req_emit_done(struct pst_db *db)
 {
@@ -421,12 +467,15 @@ pst_req_emit_done(struct pst_db *db)
 			struct wire_hydrate_user hyd;
 			struct wire_flush_complete fc;
 			struct wire_release_claim rc;
+			struct wire_transfer_found tf;
 		} m;
 		enum pst_counter counter;
 		if (r->kind == PST_REQ_HYDRATE)
 			hydrate_answer(r, &m.hyd, &counter);
 		else if (r->kind == PST_REQ_FLUSH)
 			flush_answer(r, &m.fc, &counter);
+		else if (r->kind == PST_REQ_LOOKUP)
+			lookup_answer(r, &m.tf, &counter);
 		else
 			release_answer(r, &m.rc, &counter);
 		if (db->cfg.emit(db->cfg.emit_arg, &m.hdr) < 0) {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The database's side of the conversation as plain data: the three statements' SQL text
+ * The database's side of the conversation as plain data: the four statements' SQL text
  * (docs/persist.md "Database", "Fencing protocol"; docs/fencing.md), the encoding of a
  * request's parameters into libpq's text format, and the decoding of an answer row into an
  * outcome. Everything here is a pure function over buffers: no request table, no connection,
@@ -31,11 +31,12 @@ static const char SQL_HYDRATE[] =
 	"  updated_at = now()"
 	"  WHERE a.owner_shard IS NULL OR a.owner_shard = EXCLUDED.owner_shard"
 	" RETURNING a.version, a.user_seq, a.tier, a.assets, a.totals,"
-	"  (a.xmax = 0) AS inserted, a.recent)"
-	" SELECT 1, inserted, version, user_seq, tier, assets, totals, NULL::integer, recent"
-	"  FROM claim"
+	"  (a.xmax = 0) AS inserted, a.recent, a.xfer_id_max)"
+	" SELECT 1, inserted, version, user_seq, tier, assets, totals, NULL::integer, recent,"
+	"  xfer_id_max FROM claim"
 	" UNION ALL"
-	" SELECT 0, false, version, user_seq, tier, assets, totals, owner_shard, NULL::bytea"
+	" SELECT 0, false, version, user_seq, tier, assets, totals, owner_shard, NULL::bytea,"
+	"  NULL::bigint"
 	"  FROM accounts WHERE user_id = $1::bigint AND NOT EXISTS (SELECT 1 FROM claim)";
 
 /* The fenced flush (docs/fencing.md): only while we hold the claim, and only when newer than
@@ -47,12 +48,16 @@ static const char SQL_HYDRATE[] =
  * the flush's epoch) so nobody can hydrate the user while this shard might still serve it;
  * RELEASE_CLAIM lets go. The write is recorded in the ledger under (user, shard, epoch), so
  * a repeat (after failover, after a lost answer) finds its own write even when later
- * flushes have moved the row on. Outcome 1 written, 2 our own write already there, 3
- * conflict (a foreign write, no claim, or a stale epoch). */
+ * flushes have moved the row on. The transfer outcomes the state carries are recorded in the
+ * transfers table by the same statement, only when the row is written (so under the same
+ * fence), first answer kept (ON CONFLICT DO NOTHING): a transfer id answers the same for its
+ * lifetime. Outcome 1 written, 2 our own write already there, 3 conflict (a foreign write, no
+ * claim, or a stale epoch). */
 static const char SQL_FLUSH[] =
 	"WITH up AS ("
 	" UPDATE accounts SET user_seq = $5::bigint, tier = $6::smallint,"
 	"  assets = $7::integer[], totals = $8::bigint[], recent = $9::bytea,"
+	"  xfer_id_max = $15::bigint,"
 	"  version = version + 1,"
 	"  owner_epoch = $4::bigint, last_flush_shard = $3::integer,"
 	"  last_flush_epoch = $4::bigint, updated_at = now()"
@@ -66,7 +71,14 @@ static const char SQL_FLUSH[] =
 	" RETURNING version),"
 	" led AS ("
 	" INSERT INTO account_flushes (user_id, base_version, shard, epoch)"
-	" SELECT $1::bigint, version - 1, $3::integer, $4::bigint FROM up)"
+	" SELECT $1::bigint, version - 1, $3::integer, $4::bigint FROM up),"
+	" xfer AS ("
+	" INSERT INTO transfers (user_id, transfer_id, asset, amount, reason, total, shard, epoch)"
+	" SELECT $1::bigint, t.id, t.asset, t.amount, t.reason, t.total, $3::integer, $4::bigint"
+	"  FROM unnest($10::bigint[], $11::integer[], $12::bigint[], $13::smallint[],"
+	"   $14::bigint[]) AS t(id, asset, amount, reason, total)"
+	"  WHERE EXISTS (SELECT 1 FROM up)"
+	" ON CONFLICT (user_id, transfer_id) DO NOTHING)"
 	" SELECT 1, version FROM up"
 	" UNION ALL"
 	" SELECT CASE WHEN EXISTS (SELECT 1 FROM account_flushes f WHERE f.user_id = $1::bigint"
@@ -74,6 +86,13 @@ static const char SQL_FLUSH[] =
 	"  THEN 2 ELSE 3 END,"
 	"  COALESCE((SELECT version FROM accounts WHERE user_id = $1::bigint), -1)"
 	" WHERE NOT EXISTS (SELECT 1 FROM up)";
+
+/* One transfer's recorded outcome (docs/oms.md, "Transfers for their lifetime"): a plain
+ * read, no claim needed (every transfer the asking shard applied and has not seen flushed is
+ * still pinned in its window). No row: NOT_FOUND. */
+static const char SQL_LOOKUP[] =
+	"SELECT reason, total, asset, amount FROM transfers"
+	" WHERE user_id = $1::bigint AND transfer_id = $2::bigint";
 
 /* Release the claim a flush kept once the shard has dropped the actor, or the claim a
  * hydration the shard gave up may have taken (docs/fencing.md): any claim of this shard
@@ -91,6 +110,7 @@ const struct pst_sql_stmt pst_sql_stmts[PST_REQ_KINDS] = {
 	[PST_REQ_HYDRATE - 1] = {.name = "pst_hydrate", .text = SQL_HYDRATE},
 	[PST_REQ_FLUSH - 1] = {.name = "pst_flush", .text = SQL_FLUSH},
 	[PST_REQ_RELEASE - 1] = {.name = "pst_release", .text = SQL_RELEASE},
+	[PST_REQ_LOOKUP - 1] = {.name = "pst_lookup", .text = SQL_LOOKUP},
 };
 
 /* ------------------------------------------------------------------------- parameters -- */
@@ -147,13 +167,65 @@ fmt_recent(struct pst_sql_params *p, const struct wire_user_state *us)
 	p->recent[rn] = '\0';
 }
 
+/* Append ",v" (or "v" first) to an array text under construction at *n. */
+static void
+arr_add(char *buf, size_t size, size_t *n, bool first, int64_t v)
+{
+	int k = snprintf(buf + *n, size - *n, "%s%" PRId64, first ? "" : ",", v);
+	DCHECK(k > 0);
+	DCHECK(*n + (size_t)k + 2 <= size);
+	*n += (size_t)k;
+}
+
+/* The transfer outcomes among recent[] as five arrays ($10..$14), one element each. A
+ * transfer id is stored as the bigint of the same 64 bits. */
+static void
+fmt_transfers(struct pst_sql_params *p, const struct wire_user_state *us)
+{
+	char *bufs[5] = { p->xfer_ids, p->xfer_assets, p->xfer_amounts, p->xfer_reasons,
+			  p->xfer_totals };
+	size_t sizes[5] = { sizeof(p->xfer_ids), sizeof(p->xfer_assets), sizeof(p->xfer_amounts),
+			    sizeof(p->xfer_reasons), sizeof(p->xfer_totals) };
+	size_t n[5];
+	for (int c = 0; c < 5; c++) {
+		bufs[c][0] = '{';
+		n[c] = 1;
+	}
+	uint32_t rc = us->recent_count <= WIRE_RECENT_MAX ? us->recent_count : 0;
+	bool first = true;
+	for (uint32_t k = 0; k < rc; k++) {
+		const struct wire_recent *r = &us->recent[k];
+		if (r->kind != WIRE_RECENT_TRANSFER)
+			continue;
+		int64_t v[5] = { (int64_t)r->id, r->asset, r->amount, r->reason, (int64_t)r->user_seq };
+		for (int c = 0; c < 5; c++)
+			arr_add(bufs[c], sizes[c], &n[c], first, v[c]);
+		first = false;
+	}
+	for (int c = 0; c < 5; c++) {
+		bufs[c][n[c]++] = '}';
+		bufs[c][n[c]] = '\0';
+	}
+}
+
+void
+pst_sql_encode_lookup(struct pst_sql_params *p, uint64_t user, uint64_t transfer_id)
+{
+	CHECK(p != NULL);
+	DCHECK(user <= INT64_MAX);
+	p->stmt = pst_sql_stmts[PST_REQ_LOOKUP - 1].name;
+	p->values[0] = fmt_i64(p->num[0], sizeof(p->num[0]), (int64_t)user);
+	p->values[1] = fmt_i64(p->num[1], sizeof(p->num[1]), (int64_t)transfer_id);
+	p->count = 2;
+}
+
 void
 pst_sql_encode(struct pst_sql_params *p, uint8_t kind, uint64_t user, uint16_t shard,
 	       uint64_t epoch, const struct wire_user_state *us)
 {
 	CHECK(p != NULL);
 	CHECK(kind >= PST_REQ_HYDRATE);
-	CHECK(kind <= PST_REQ_RELEASE);
+	CHECK(kind <= PST_REQ_RELEASE); /* a lookup: pst_sql_encode_lookup */
 	DCHECK(user <= INT64_MAX);
 	DCHECK(epoch <= INT64_MAX);
 	p->stmt = pst_sql_stmts[kind - 1].name;
@@ -176,11 +248,18 @@ pst_sql_encode(struct pst_sql_params *p, uint8_t kind, uint64_t user, uint16_t s
 	p->values[5] = fmt_i64(p->num[5], sizeof(p->num[5]), us->tier);
 	fmt_balances(p, us);
 	fmt_recent(p, us);
+	fmt_transfers(p, us);
 	p->values[6] = p->assets;
 	p->values[7] = p->totals;
 	p->values[8] = p->recent;
-	p->count = 9;
-	static_assert(PST_SQL_PARAMS_MAX == 9, "the flush has nine parameters");
+	p->values[9] = p->xfer_ids;
+	p->values[10] = p->xfer_assets;
+	p->values[11] = p->xfer_amounts;
+	p->values[12] = p->xfer_reasons;
+	p->values[13] = p->xfer_totals;
+	p->values[14] = fmt_i64(p->num[6], sizeof(p->num[6]), (int64_t)us->xfer_id_max);
+	p->count = 15;
+	static_assert(PST_SQL_PARAMS_MAX == 15, "the flush has fifteen parameters");
 }
 
 /* ------------------------------------------------------------------------------- rows -- */
@@ -288,7 +367,9 @@ decode_recent(const struct pst_sql_row *row, struct wire_user_state *us)
 	for (uint32_t k = 0; k < us->recent_count; k++) {
 		const struct wire_recent *e = &us->recent[k];
 		if (e->kind < WIRE_RECENT_ORDER || e->kind > WIRE_RECENT_TRANSFER ||
-		    e->reason >= WIRE_REASON_MAX)
+		    e->reason >= WIRE_REASON_MAX || e->reserved != 0)
+			return false;
+		if (e->kind == WIRE_RECENT_ORDER && (e->asset != 0 || e->amount != 0))
 			return false;
 	}
 	return true;
@@ -302,11 +383,11 @@ pst_sql_hydrate_decode(const struct pst_sql_row *row, uint64_t user, uint16_t sh
 	CHECK(us != NULL);
 	CHECK(owner != NULL);
 	CHECK(is_new != NULL);
-	if (!row->present || row->col_count != 9) {
+	if (!row->present || row->col_count != 10) {
 		/* No row: the row changed between our snapshot and the claim. Ask again. */
 		return PST_OUT_HYD_RETRY;
 	}
-	static_assert(PST_SQL_COLS_MAX >= 9, "the hydrate's columns");
+	static_assert(PST_SQL_COLS_MAX >= 10, "the hydrate's columns");
 	if (!col_is(row, 0, "1")) {
 		int64_t holder;
 		if (!parse_i64(row->cols[7], &holder) || holder == shard)
@@ -316,9 +397,9 @@ pst_sql_hydrate_decode(const struct pst_sql_row *row, uint64_t user, uint16_t sh
 		*owner = (uint16_t)holder;
 		return PST_OUT_HYD_OWNED;
 	}
-	int64_t version, seq, tier;
+	int64_t version, seq, tier, xmax;
 	if (!parse_i64(row->cols[2], &version) || !parse_i64(row->cols[3], &seq) ||
-	    !parse_i64(row->cols[4], &tier))
+	    !parse_i64(row->cols[4], &tier) || !parse_i64(row->cols[9], &xmax))
 		return PST_OUT_BAD_ROW;
 	if (version < 0 || seq < 0 || tier < 0 || tier > UINT8_MAX)
 		return PST_OUT_BAD_ROW;
@@ -327,6 +408,7 @@ pst_sql_hydrate_decode(const struct pst_sql_row *row, uint64_t user, uint16_t sh
 	us->version = (uint64_t)version;
 	us->user_seq = (uint64_t)seq;
 	us->tier = (uint8_t)tier;
+	us->xfer_id_max = (uint64_t)xmax; /* stored as the bigint of the same bits */
 	if (!decode_balances(row, us) || !decode_recent(row, us))
 		return PST_OUT_BAD_ROW;
 	*is_new = col_is(row, 1, "t");
@@ -362,6 +444,32 @@ pst_sql_release_decode(const struct pst_sql_row *row)
 	if (!row->present || row->col_count != 1 || !parse_i64(row->cols[0], &n))
 		return PST_OUT_FAILED_RETRY;
 	return n > 0 ? PST_OUT_RELEASED : PST_OUT_RELEASE_NOOP;
+}
+
+enum pst_outcome
+pst_sql_lookup_decode(const struct pst_sql_row *row, uint64_t transfer_id,
+		      struct wire_recent *rec)
+{
+	CHECK(row != NULL);
+	CHECK(rec != NULL);
+	if (row->col_count != 4)
+		return PST_OUT_FAILED_RETRY;
+	if (!row->present)
+		return PST_OUT_XFER_NOT_FOUND;
+	int64_t reason, total, asset, amount;
+	if (!parse_i64(row->cols[0], &reason) || !parse_i64(row->cols[1], &total) ||
+	    !parse_i64(row->cols[2], &asset) || !parse_i64(row->cols[3], &amount))
+		return PST_OUT_BAD_ROW;
+	if (reason < 0 || reason >= WIRE_REASON_MAX || asset < 0 || asset > INT32_MAX)
+		return PST_OUT_BAD_ROW;
+	memset(rec, 0, sizeof(*rec));
+	rec->id = transfer_id;
+	rec->kind = WIRE_RECENT_TRANSFER;
+	rec->reason = (uint16_t)reason;
+	rec->user_seq = (uint64_t)total;
+	rec->asset = (uint32_t)asset;
+	rec->amount = amount;
+	return PST_OUT_XFER_FOUND;
 }
 
 bool

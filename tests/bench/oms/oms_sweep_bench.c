@@ -57,7 +57,7 @@ run(uint32_t residents, int rounds)
 	l.assets_per_user = 2;
 	l.orders_max = 1024;
 	l.parked_max = 64;
-	l.dedup_per_user = 1;
+	l.dedup_per_user = 2; /* the least oms_limits_check allows */
 	l.me_shards_max = 1;
 	l.sweep_evict_max = EXPIRE;
 	l.releases_max = EXPIRE * (uint32_t)rounds + 16; /* flushes in flight count against it */

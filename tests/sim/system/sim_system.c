@@ -733,6 +733,52 @@ struct db_row {
 
 static struct db_row db[USERS + 1];
 static uint32_t db_incarnation;
+/* The transfers table (docs/persist.md): (user, transfer_id) → 1 + index in db_xfers,
+ * written by a flush with the row, first outcome kept. */
+static struct map db_xfer_index;
+static struct wire_recent *db_xfers;
+static size_t db_xfer_count, db_xfer_cap;
+
+static void
+db_xfers_record(const struct wire_user_state *st)
+{
+	for (uint32_t i = 0; i < st->recent_count; i++) {
+		const struct wire_recent *e = &st->recent[i];
+		if (e->kind != WIRE_RECENT_TRANSFER)
+			continue;
+		uint64_t *v = map_put(&db_xfer_index, st->user, e->id);
+		if (*v != 0)
+			continue; /* ON CONFLICT DO NOTHING */
+		if (db_xfer_count == db_xfer_cap) {
+			db_xfer_cap = db_xfer_cap ? 2 * db_xfer_cap : 1024;
+			db_xfers = realloc(db_xfers, db_xfer_cap * sizeof(*db_xfers));
+			CHECK(db_xfers != NULL);
+		}
+		db_xfers[db_xfer_count++] = *e;
+		*v = db_xfer_count;
+	}
+}
+
+static void
+db_lookup(uint16_t shard, const struct wire_transfer_lookup *req, struct wire_transfer_found *out)
+{
+	memset(out, 0, sizeof(*out));
+	wire_hdr_init(&out->hdr, WIRE_TRANSFER_FOUND, shard);
+	out->user = req->user;
+	out->transfer_id = req->transfer_id;
+	out->epoch = req->epoch;
+	if (prng_chance(&rng, f.db_fail_pct, 100)) {
+		out->status = WIRE_XFER_ERROR;
+		return;
+	}
+	uint64_t *v = map_get(&db_xfer_index, req->user, req->transfer_id);
+	if (v == NULL || *v == 0) {
+		out->status = WIRE_XFER_NOT_FOUND;
+		return;
+	}
+	out->status = WIRE_XFER_FOUND;
+	out->rec = db_xfers[*v - 1];
+}
 static uint64_t db_stats_conflicts, db_stats_owned, db_stats_ok;
 
 static void
@@ -810,6 +856,7 @@ db_flush(uint16_t shard, const struct wire_begin_dehydrate *req, struct wire_flu
 	if (r->exists && r->owner == shard && req->epoch > r->owner_epoch &&
 	    (r->version == req->state.version || r->last_shard == shard)) {
 		r->state = req->state;
+		db_xfers_record(&req->state);
 		r->version++;
 		r->state.version = r->version;
 		r->owner_epoch = req->epoch;
@@ -877,6 +924,10 @@ persister_submit(struct group *g, const struct wire_msg_hdr *msg)
 	} else if (msg->type == WIRE_RELEASE_CLAIM) {
 		struct wire_release_claim out;
 		db_release(g->shard, (const void *)msg, &out);
+		ev_attach(e, &out, sizeof(out));
+	} else if (msg->type == WIRE_TRANSFER_LOOKUP) {
+		struct wire_transfer_found out;
+		db_lookup(g->shard, (const void *)msg, &out);
 		ev_attach(e, &out, sizeof(out));
 	} else {
 		CHECK(msg->type == WIRE_BEGIN_DEHYDRATE);

@@ -131,6 +131,7 @@ Test(app_config, minimal_defaults, .init = setup, .fini = teardown)
 	cr_assert(eq(u64, cfg.reconcile_ms, 10000));  /* reconciliation on unless turned off */
 	cr_assert(eq(u64, cfg.flush_ms, 1000));
 	cr_assert(eq(u64, cfg.writeback_max, 1024));
+	cr_assert(eq(u64, cfg.dedup_per_user, 16));
 	cr_assert(eq(str, cfg.data_dir, "/var/lib/omsd"));
 	cr_assert(eq(str, cfg.mgmt_socket, "/run/omsd/omsd.sock"));
 	cr_assert(eq(str, cfg.db_conninfo, ""));
@@ -202,6 +203,8 @@ static const struct bad bads[] = {
 	{ "limits", "dedup_window_ms", "0", "out of range" },
 	{ "limits", "writeback_max", "0", "out of range" },
 	{ "timers", "flush_ms", "3600001", "out of range" },
+	{ "limits", "dedup_per_user", "1", "out of range" },
+	{ "limits", "dedup_per_user", "4097", "out of range" },
 	{ "timers", "user_ttl_ms", "0", "out of range" },
 	{ "timers", "sweep_ms", "0", "out of range" },
 	{ "timers", "sweep_evict_max", "0", "out of range" },

@@ -66,7 +66,7 @@ Test(wire, tables_consistent)
 		cr_assert(eq(u16, size % 8, 0));
 		cr_assert(ne(str, (char *)wire_type_name(t), "?"));
 	}
-	cr_assert(eq(u32, types, 42));
+	cr_assert(eq(u32, types, 44));
 	cr_assert(eq(str, (char *)wire_reason_name(WIRE_REASON_NOT_OWNER), "NOT_OWNER"));
 	cr_assert(eq(str, (char *)wire_reason_name(WIRE_REASON_MAX), "?"));
 	cr_assert(eq(str, (char *)wire_err_text(WIRE_E_BAD_MAC), "MAC missing or wrong"));
@@ -515,4 +515,62 @@ Test(wire, key_parse_hex)
 		cr_assert(eq(u64, key.k1, 2));
 	}
 	cr_assert(eq(int, wire_key_parse_hex(NULL, &key), -EINVAL));
+}
+
+static enum wire_err
+check_one(const void *msg)
+{
+	struct wire_builder b;
+	wire_builder_init(&b, frame, sizeof(frame), 1);
+	cr_assert(eq(int, wire_builder_add(&b, msg), 0));
+	uint32_t len = wire_builder_finish(&b, NULL), count;
+	return decode(len, NULL, &count);
+}
+
+/* Goal: the transfer lookup's answer is checked like every message: a FOUND carries a
+ * transfer outcome for the id asked, the others carry nothing; an order entry of a user's
+ * window names no asset or amount. */
+Test(wire, transfer_found_and_recent)
+{
+	struct wire_transfer_found f = {0};
+	wire_hdr_init(&f.hdr, WIRE_TRANSFER_FOUND, 1);
+	f.user = 7;
+	f.transfer_id = 9;
+	f.status = WIRE_XFER_NOT_FOUND;
+	cr_assert(eq(int, check_one(&f), WIRE_E_OK));
+	f.rec.id = 9;
+	cr_assert(eq(int, check_one(&f), WIRE_E_BAD_RESERVED));
+	f.status = WIRE_XFER_FOUND;
+	cr_assert(eq(int, check_one(&f), WIRE_E_BAD_ENUM)); /* kind 0 */
+	f.rec.kind = WIRE_RECENT_TRANSFER;
+	f.rec.asset = 2;
+	f.rec.amount = -5;
+	cr_assert(eq(int, check_one(&f), WIRE_E_OK));
+	f.rec.id = 10;
+	cr_assert(eq(int, check_one(&f), WIRE_E_BAD_VALUE)); /* another id */
+	f.rec.id = 9;
+	f.rec.kind = WIRE_RECENT_ORDER;
+	cr_assert(eq(int, check_one(&f), WIRE_E_BAD_VALUE)); /* an order with an amount */
+	f.rec.kind = WIRE_RECENT_TRANSFER;
+	f.status = 4;
+	cr_assert(eq(int, check_one(&f), WIRE_E_BAD_ENUM));
+	f.status = WIRE_XFER_FOUND;
+	f.reserved[3] = 1;
+	cr_assert(eq(int, check_one(&f), WIRE_E_BAD_RESERVED));
+
+	struct wire_transfer_lookup l = {0};
+	wire_hdr_init(&l.hdr, WIRE_TRANSFER_LOOKUP, 1);
+	l.user = 7;
+	cr_assert(eq(int, check_one(&l), WIRE_E_OK));
+	cr_assert(eq(int, wire_type_class(WIRE_TRANSFER_FOUND), WIRE_CLS_NONE));
+
+	struct wire_begin_dehydrate bd = {0};
+	wire_hdr_init(&bd.hdr, WIRE_BEGIN_DEHYDRATE, 1);
+	bd.state.recent_count = 1;
+	bd.state.recent[0] = (struct wire_recent){ .id = 1, .kind = WIRE_RECENT_ORDER, .asset = 1 };
+	cr_assert(eq(int, check_one(&bd), WIRE_E_BAD_VALUE));
+	bd.state.recent[0].kind = WIRE_RECENT_TRANSFER;
+	cr_assert(eq(int, check_one(&bd), WIRE_E_OK));
+	bd.state.recent[0].reserved = 1;
+	cr_assert(eq(int, check_one(&bd), WIRE_E_BAD_RESERVED));
 }

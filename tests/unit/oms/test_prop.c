@@ -37,7 +37,14 @@ struct pq_item {
 	uint16_t type;
 	uint64_t user;
 	uint64_t epoch;
+	uint64_t xfer_id;            /* TRANSFER_LOOKUP */
 	struct wire_user_state st;
+};
+
+/* The transfers table of the fake database: what flushes recorded, first outcome kept. */
+struct db_xfer {
+	uint64_t user;
+	struct wire_recent rec;
 };
 
 struct world {
@@ -48,6 +55,8 @@ struct world {
 	struct db_row db[USERS + 1];
 	struct pq_item pq[PQ_MAX];
 	uint32_t pq_n;
+	struct db_xfer dbx[8192];
+	uint32_t dbx_n;
 	struct {
 		_Alignas(8) uint8_t msg[64];
 	} * inbox;
@@ -66,6 +75,7 @@ struct world {
 	uint64_t xfer_next;
 	struct {
 		uint64_t id;
+		uint64_t user;
 		uint32_t asset;
 		int64_t amount;
 		bool done;
@@ -106,12 +116,18 @@ route_egress(void)
 		}
 		case WIRE_HYDRATE_REQUEST:
 		case WIRE_RELEASE_CLAIM:
+		case WIRE_TRANSFER_LOOKUP:
 		case WIRE_BEGIN_DEHYDRATE: {
 			cr_assert(W->pq_n < PQ_MAX);
 			struct pq_item *q = &W->pq[W->pq_n++];
 			memset(q, 0, sizeof(*q));
 			q->type = m->type;
-			if (m->type == WIRE_HYDRATE_REQUEST) {
+			if (m->type == WIRE_TRANSFER_LOOKUP) {
+				const struct wire_transfer_lookup *l = (const void *)m;
+				q->user = l->user;
+				q->epoch = l->epoch;
+				q->xfer_id = l->transfer_id;
+			} else if (m->type == WIRE_HYDRATE_REQUEST) {
 				q->user = ((const struct wire_hydrate_request *)m)->user;
 				q->epoch = ((const struct wire_hydrate_request *)m)->epoch;
 			} else if (m->type == WIRE_RELEASE_CLAIM) {
@@ -385,6 +401,28 @@ persist(void)
 	struct pq_item q = W->pq[0];
 	memmove(&W->pq[0], &W->pq[1], sizeof(W->pq[0]) * --W->pq_n);
 	struct db_row *row = &W->db[q.user];
+	if (q.type == WIRE_TRANSFER_LOOKUP) {
+		struct wire_transfer_found t;
+		memset(&t, 0, sizeof(t));
+		t.hdr.type = WIRE_TRANSFER_FOUND;
+		t.hdr.length = sizeof(t);
+		t.user = q.user;
+		t.transfer_id = q.xfer_id;
+		t.epoch = q.epoch;
+		t.status = WIRE_XFER_NOT_FOUND;
+		for (uint32_t k = 0; k < W->dbx_n; k++) {
+			if (W->dbx[k].user == q.user && W->dbx[k].rec.id == q.xfer_id) {
+				t.status = WIRE_XFER_FOUND;
+				t.rec = W->dbx[k].rec;
+			}
+		}
+		if (prng_chance(&W->p, 1, 20)) {
+			t.status = WIRE_XFER_ERROR;
+			memset(&t.rec, 0, sizeof(t.rec));
+		}
+		apply(&t);
+		return;
+	}
 	if (q.type == WIRE_RELEASE_CLAIM) {
 		struct wire_release_claim d;
 		memset(&d, 0, sizeof(d));
@@ -429,6 +467,17 @@ persist(void)
 		row->exists = true;
 		row->st = q.st;
 		row->st.version = q.st.version + 1;
+		/* The same statement records the transfers the state carries. */
+		for (uint32_t i = 0; i < q.st.recent_count; i++) {
+			const struct wire_recent *e = &q.st.recent[i];
+			bool known = e->kind != WIRE_RECENT_TRANSFER;
+			for (uint32_t k = 0; k < W->dbx_n && !known; k++)
+				known = W->dbx[k].user == q.user && W->dbx[k].rec.id == e->id;
+			if (!known) {
+				cr_assert(W->dbx_n < ARRAY_SIZE(W->dbx));
+				W->dbx[W->dbx_n++] = (struct db_xfer){ .user = q.user, .rec = *e };
+			}
+		}
 		f.status = WIRE_FLUSH_OK;
 		f.version = row->st.version;
 	}
@@ -453,6 +502,7 @@ transfer(void)
 	m.asset = asset;
 	m.amount = amount;
 	W->xfers[W->xfer_n].id = m.transfer_id;
+	W->xfers[W->xfer_n].user = u;
 	W->xfers[W->xfer_n].asset = asset;
 	W->xfers[W->xfer_n].amount = amount;
 	W->xfers[W->xfer_n].done = false;
@@ -460,6 +510,25 @@ transfer(void)
 	apply(&m);
 	if (prng_chance(p, 1, 4))
 		apply(&m); /* duplicate: idempotent */
+}
+
+/* A client re-sends a transfer of long ago (its id long out of the window, perhaps the user
+ * evicted since): idempotent for its lifetime, so never applied twice (conservation). */
+static void
+transfer_again(void)
+{
+	if (W->xfer_n == 0)
+		return;
+	uint32_t k = (uint32_t)prng_below(&W->p, W->xfer_n);
+	struct wire_transfer m;
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = WIRE_TRANSFER;
+	m.hdr.length = sizeof(m);
+	m.transfer_id = W->xfers[k].id;
+	m.user = W->xfers[k].user;
+	m.asset = W->xfers[k].asset;
+	m.amount = W->xfers[k].amount;
+	apply(&m);
 }
 
 /* Scale out to {0, 1} and back: users HRW moves to shard 1 are refused NOT_OWNER while cold
@@ -594,8 +663,10 @@ run_seed(uint64_t seed, uint32_t steps)
 		else if (r < 91) {
 			W->cur->now += prng_below(p, 5 * SEC);
 			tick();
-		} else if (r < 93)
+		} else if (r < 92)
 			transfer();
+		else if (r < 93)
+			transfer_again();
 		else if (r < 94)
 			fme_expire_random(&W->me);
 		else if (r < 95 && W->have_last)

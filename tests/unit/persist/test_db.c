@@ -23,6 +23,7 @@ union msg {
 	struct wire_hydrate_user hyd;
 	struct wire_flush_complete fc;
 	struct wire_release_claim rel;
+	struct wire_transfer_found tf;
 };
 
 #define SINK_MAX 8192
@@ -811,7 +812,7 @@ Test(pst_db, recent_window_round_trip)
 	cr_assert(eq(u8, h->status, WIRE_HYD_OK));
 	cr_assert(eq(u32, h->state.recent_count, 3));
 	cr_assert(eq(int, memcmp(h->state.recent, s.recent, 3 * sizeof(s.recent[0])), 0));
-	cr_assert(eq(i64, q_i64("SELECT length(recent) FROM accounts WHERE user_id = 12001"), 72));
+	cr_assert(eq(i64, q_i64("SELECT length(recent) FROM accounts WHERE user_id = 12001"), 96));
 	pst_db_destroy(db);
 }
 
@@ -847,5 +848,122 @@ Test(pst_db, epoch_fenced_cas)
 	cr_assert(eq(u8, sink.msgs[4].fc.status, WIRE_FLUSH_CONFLICT));
 	cr_assert(eq(i64, q_i64("SELECT totals[1] FROM accounts WHERE user_id = 13001"), 200));
 	cr_assert(eq(i64, q_i64("SELECT version FROM accounts WHERE user_id = 13001"), 2));
+	pst_db_destroy(db);
+}
+
+static void
+lookup(struct pst_db *db, uint16_t shard, uint64_t user, uint64_t id, uint64_t epoch)
+{
+	struct wire_transfer_lookup m = {.user = user, .transfer_id = id, .epoch = epoch};
+	wire_hdr_init(&m.hdr, WIRE_TRANSFER_LOOKUP, shard);
+	cr_assert(eq(int, pst_db_submit(db, &m.hdr, test_now_ns()), 0));
+}
+
+/* Goal (docs/oms.md, "Transfers for their lifetime"): the transfer outcomes a flush carries
+ * are recorded in the transfers table by the same fenced statement, first outcome kept, and
+ * a lookup answers them for ever: FOUND with the original reason and total, NOT_FOUND for an
+ * id never recorded; a flush that loses its fence records nothing; xfer_id_max travels with
+ * the row. Ids above INT64_MAX survive (stored as the bigint of the same bits).
+ * Method: hydrate, flush two transfers (one refused) and an order, look them up and an
+ * unknown id; flush again with the first id carrying other content (kept as first written);
+ * a stale-epoch flush with a new transfer (CONFLICT) leaves no row. */
+Test(pst_db, transfers_recorded_and_looked_up)
+{
+	struct pst_db *db = db_make(0);
+	const uint64_t big = UINT64_C(0xfedcba9876543210);
+	hydrate(db, 1, 14001, 1);
+	drive(db, 1, 10);
+	struct wire_user_state s = state_make(14001, 0, 3, 50);
+	s.xfer_id_max = big;
+	s.recent_count = 3;
+	s.recent[0] = (struct wire_recent){.id = 5, .user_seq = 550, .kind = WIRE_RECENT_TRANSFER,
+					   .asset = 7, .amount = 500};
+	s.recent[1] = (struct wire_recent){.id = 9, .user_seq = 1, .kind = WIRE_RECENT_ORDER};
+	s.recent[2] = (struct wire_recent){.id = big, .user_seq = 550,
+					   .reason = WIRE_REASON_INSUFFICIENT_FUNDS,
+					   .kind = WIRE_RECENT_TRANSFER, .asset = 7, .amount = -9999};
+	cr_assert(eq(int, flush(db, 1, 2, &s), 0));
+	drive(db, 2, 10);
+	cr_assert(eq(u8, sink.msgs[1].fc.status, WIRE_FLUSH_OK));
+	cr_assert(eq(i64, q_i64("SELECT count(*) FROM transfers WHERE user_id = 14001"), 2));
+	cr_assert(eq(i64, q_i64("SELECT shard * 1000 + epoch FROM transfers WHERE user_id = 14001"
+				" AND transfer_id = 5"), 1002));
+	lookup(db, 1, 14001, 5, 3);
+	lookup(db, 1, 14001, big, 4);
+	lookup(db, 1, 14001, 6, 5);
+	drive(db, 5, 10);
+	const struct wire_transfer_found *f = &sink.msgs[2].tf;
+	cr_assert(eq(u16, f->hdr.type, WIRE_TRANSFER_FOUND));
+	cr_assert(eq(u8, f->status, WIRE_XFER_FOUND));
+	cr_assert(eq(u64, f->epoch, 3));
+	cr_assert(eq(int, memcmp(&f->rec, &s.recent[0], sizeof(f->rec)), 0));
+	f = &sink.msgs[3].tf;
+	cr_assert(eq(u8, f->status, WIRE_XFER_FOUND));
+	cr_assert(eq(u64, f->transfer_id, big));
+	cr_assert(eq(int, memcmp(&f->rec, &s.recent[2], sizeof(f->rec)), 0));
+	cr_assert(eq(u8, sink.msgs[4].tf.status, WIRE_XFER_NOT_FOUND));
+	cr_assert(eq(u64, sink.msgs[4].tf.transfer_id, 6));
+
+	/* Written again with other content: the first outcome stays. */
+	struct wire_user_state s2 = s;
+	s2.version = 1;
+	s2.recent[0].amount = 1;
+	s2.recent[0].user_seq = 51;
+	cr_assert(eq(int, flush(db, 1, 6, &s2), 0));
+	drive(db, 6, 10);
+	cr_assert(eq(u8, sink.msgs[5].fc.status, WIRE_FLUSH_OK));
+	cr_assert(eq(i64, q_i64("SELECT amount * 1000 + total FROM transfers WHERE user_id = 14001"
+				" AND transfer_id = 5"), 500550));
+
+	/* A flush refused by its fence (an epoch older than the claim's stamp) records none. */
+	struct wire_user_state s3 = s2;
+	s3.version = 2;
+	s3.recent[1] = (struct wire_recent){.id = 77, .user_seq = 1, .kind = WIRE_RECENT_TRANSFER,
+					    .asset = 1, .amount = 1};
+	cr_assert(eq(int, flush(db, 1, 4, &s3), 0));
+	drive(db, 7, 10);
+	cr_assert(eq(u8, sink.msgs[6].fc.status, WIRE_FLUSH_CONFLICT));
+	cr_assert(eq(i64, q_i64("SELECT count(*) FROM transfers WHERE user_id = 14001"), 2));
+
+	/* xfer_id_max comes back with the row. */
+	release(db, 1, 14001, 6);
+	drive(db, 8, 10);
+	hydrate(db, 2, 14001, 1);
+	drive(db, 9, 10);
+	cr_assert(eq(u8, sink.msgs[8].hyd.status, WIRE_HYD_OK));
+	cr_assert(eq(u64, sink.msgs[8].hyd.state.xfer_id_max, big));
+	cr_assert(eq(u32, sink.msgs[8].hyd.state.recent_count, 3));
+	pst_db_destroy(db);
+}
+
+/* Goal: a lookup while the database is away is answered ERROR at the hydrate deadline (a
+ * client waits on it), never blocks, and a repeat of the same lookup is merged.
+ * Method: an unreachable conninfo, two identical lookups and one more; poll past the
+ * deadline: two answers (the repeat merged), both ERROR. */
+Test(pst_db, lookup_errors_when_database_away)
+{
+	struct pst_db_config cfg;
+	pst_db_config_default(&cfg, "host=/nonexistent-omsd port=1 dbname=x user=y "
+				    "connect_timeout=1",
+			      emit, &sink);
+	cfg.backoff_min_ns = 1000000;
+	cfg.backoff_max_ns = 10000000;
+	cfg.hydrate_deadline_ns = 50000000;
+	struct pst_db *db;
+	cr_assert(eq(int, pst_db_create(&db, &cfg), 0));
+	lookup(db, 1, 15001, 5, 3);
+	lookup(db, 1, 15001, 5, 3);
+	lookup(db, 1, 15001, 6, 4);
+	uint64_t t0 = test_now_ns();
+	uint64_t end = t0 + 5000000000ull;
+	while (sink.n < 2 && test_now_ns() < end) {
+		pst_db_poll(db, test_now_ns());
+		usleep(1000);
+	}
+	cr_assert(eq(u32, sink.n, 2));
+	cr_assert(eq(u8, sink.msgs[0].tf.status, WIRE_XFER_ERROR));
+	cr_assert(eq(u8, sink.msgs[1].tf.status, WIRE_XFER_ERROR));
+	cr_assert(eq(u64, sink.msgs[1].tf.transfer_id, 6));
+	cr_assert(eq(u64, pst_db_counters(db)[PST_C_DB_LOOKUPS_MERGED], 1));
 	pst_db_destroy(db);
 }
