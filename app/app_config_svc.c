@@ -35,6 +35,9 @@ cfg_sec_rest(struct cfg_ctx *c, struct app_config *cfg)
 	cfg_get_u64(c, "limits", "snapshot_mb", false, 1, 2047, &cfg->snapshot_mb);
 	cfg_get_u64(c, "limits", "snapshot_entries", false, 16, 1u << 30, &cfg->snapshot_entries);
 	cfg_get_u64(c, "limits", "dedup_window_ms", false, 1, 3600000, &cfg->dedup_window_ms);
+	cfg_get_u64(c, "timers", "bridge_redrive_max_ms", false, 1, 3600000,
+		    &cfg->bridge_redrive_max_ms);
+	cfg_get_u64(c, "timers", "saga_old_ms", false, 1, UINT32_MAX, &cfg->saga_old_ms);
 
 	v = cfg_get(c, "durability", "mode");
 	if (v != NULL) {

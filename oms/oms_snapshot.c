@@ -13,7 +13,7 @@
 #include "oms/oms_int.h"
 
 #define SNAP_MAGIC UINT64_C(0x31504e5353534d4f) /* "OMSSSNP1" */
-#define SNAP_VERSION UINT32_C(1)
+#define SNAP_VERSION UINT32_C(2) /* 2: oms_order.saga_ns */
 
 struct ser {
 	uint8_t *buf;  /* NULL: measure / hash only */
