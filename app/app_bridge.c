@@ -39,19 +39,38 @@ saga_id(const struct wire_msg_hdr *msg)
 struct redrive_pass {
 	struct app_shard *s;
 	bool fresh;            /* the rebuild after a change of leader: re-send every saga */
+	bool resent[DP_SHARDS_MAX]; /* ME shards a saga was re-sent to in this pass */
 };
 
 static void
 saga_cb(void *ctx, const struct wire_msg_hdr *msg, uint64_t began_ns)
 {
-	const struct redrive_pass *p = ctx;
+	struct redrive_pass *p = ctx;
 	struct app_shard *s = p->s;
 	struct wire_oid id = saga_id(msg);
 	if (!app_rdq_visit(&s->rdq, &id, s->now, began_ns, p->fresh))
 		return;
 	sc_add(s, SC_BRIDGE_REDRIVES, 1);
 	sc_add(s, SC_BRIDGE_RESENT, 1);
+	if (msg->shard < DP_SHARDS_MAX)
+		p->resent[msg->shard] = true;
 	app_egress_route(s, WIRE_DEST_ME, msg);
+}
+
+/* A saga re-sent (not the rebuild) to an ME shard this node does not host means the node
+ * we guessed as its leader did not answer for an interval. A member that is not the leader
+ * answers NOT_LEADER with a hint; a node that does not host the shard says nothing, so the
+ * guess would stay wrong forever: try the next node. */
+static void
+rotate_silent(struct app_shard *s, const struct redrive_pass *p)
+{
+	for (uint32_t i = 0; i < s->me_shard_count; i++) {
+		uint16_t me = s->me_shards[i];
+		if (!p->resent[me] || s->app->shard_index[me] >= 0)
+			continue;
+		app_leader_rotate(s->app, me, app_leader_guess(s->app, me));
+		sc_add(s, SC_BRIDGE_ROTATES, 1);
+	}
 }
 
 /* A pass over everything in flight in the leader's state (seed: the PENDING sagas are the
@@ -64,12 +83,14 @@ static void
 bridge_redrive(struct app_shard *s, bool fresh)
 {
 	const struct oms *oms = s->svc;
-	struct redrive_pass p = { .s = s, .fresh = fresh };
+	struct redrive_pass p = { .s = s, .fresh = fresh, .resent = { false } };
 	if (fresh)
 		app_rdq_reset(&s->rdq);
 	app_rdq_begin(&s->rdq);
 	oms_pending_foreach_saga(oms, saga_cb, &p);
 	app_rdq_end(&s->rdq);
+	if (!fresh)
+		rotate_silent(s, &p);
 	PUB(s->pub_sagas_pending, s->rdq.pending);
 	PUB(s->pub_sagas_old, s->rdq.old);
 	PUB(s->pub_saga_oldest_ns, s->rdq.oldest_age_ns);

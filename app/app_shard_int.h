@@ -81,6 +81,7 @@
 	X(MGMT_REFUSED, "mgmt_refused", "control-socket commands answered otherwise")       \
 	X(BRIDGE_ROUNDS, "bridge_rounds", "re-drive passes (every bridge_redrive_ms)")      \
 	X(BRIDGE_UNTRACKED, "bridge_untracked", "sagas re-sent at the base cadence: no slot") \
+	X(BRIDGE_ROTATES, "bridge_rotates", "ME leader guesses moved on: no answer")         \
 	X(GW_REROUTES_OWNER, "gw_reroutes_owner", "messages re-routed to a NOT_OWNER's owner") \
 	X(GW_REROUTES_LEADER, "gw_reroutes_leader", "messages re-sent to a new leader hint") \
 	X(GW_REROUTE_GIVEUPS, "gw_reroute_giveups", "refusals passed on after GW_HOPS_MAX")  \

@@ -7,16 +7,16 @@
 # the schedule (logarithmically), not one re-send per saga per bridge_redrive_ms, the queue
 # figures (sagas_pending, sagas_old, saga_oldest_age_ms) show the stall, and after the ME
 # resumes every saga completes.
-# Method: three omsd processes. Nodes 1 and 2 host OMS shards 1 and 3 (two members each);
-# node 3 hosts only ME shard 2, so its gateway routes by the configured routing (HRW over
-# 1,3) and lags any pin forever. A user HRW puts on shard 1 is pinned to shard 3 on node 1;
-# 20 orders go through node 3's gateway. Then node 3 is SIGSTOPped (the ME shard's only
+# Method: four omsd processes. Nodes 1-3 host OMS shards 1 and 3 (three members each);
+# node 4 hosts only ME shard 2 (one member), so its gateway routes by the configured
+# routing (HRW over 1,3) and lags any pin forever. A user HRW puts on shard 1 is pinned to shard 3 on node 1;
+# 20 orders go through node 4's gateway. Then node 4 is SIGSTOPped (the ME shard's only
 # member and leader), 10 orders go through node 1 (ACKed provisionally, sagas PENDING),
-# counts are read after about 6 s, node 3 is SIGCONTed and the sagas must drain.
+# counts are read after about 6 s, node 4 is SIGCONTed and the sagas must drain.
 source "$(dirname "$0")/lib.sh"
 need_root
 : "${OMSCTL:?set OMSCTL to the omsctl binary}"
-e2e_cluster_init orr 23 3
+e2e_cluster_init orr 23 4
 e2e_cluster_net_up
 
 # node_config I FILE: the shards by node (see Method), trading lines from lib.sh.
@@ -30,15 +30,15 @@ node_config() {
 		printf '[port]\ndev = net_af_packet0,iface=%s\n\n' "${TAG}${i}n"
 		printf '[memory]\nmbufs = 2047\nmbuf_cache = 32\nring_size = 512\n\n'
 		printf '[io]\ncpu = %s\nidle = sleep\n\n' "$((i % 2))"
-		if [ "$i" != 3 ]; then
-			printf '[shard.1]\nservice = oms\nmembers = 1,2\ncpu = 0\nidle = sleep\n\n'
-			printf '[shard.3]\nservice = oms\nmembers = 1,2\ncpu = 1\nidle = sleep\n\n'
+		if [ "$i" != 4 ]; then
+			printf '[shard.1]\nservice = oms\nmembers = 1,2,3\ncpu = 0\nidle = sleep\n\n'
+			printf '[shard.3]\nservice = oms\nmembers = 1,2,3\ncpu = 1\nidle = sleep\n\n'
 		else
-			printf '[shard.2]\nservice = me\nmembers = 3\ncpu = 1\nidle = sleep\n\n'
+			printf '[shard.2]\nservice = me\nmembers = 4\ncpu = 1\nidle = sleep\n\n'
 		fi
 		printf '[paths]\ndata_dir = %s\nmgmt_socket = %s\nstats_file = %s\n' \
 			"$TMP/$i/data" "$TMP/$i/omsd.sock" "$TMP/$i/stats"
-		for p in 1 2 3; do
+		for p in 1 2 3 4; do
 			[ "$p" = "$i" ] || printf '\n[peer.%s]\nip = %s\n' "$p" "$NET.1$p"
 		done
 		# Back-off: 200 ms doubling to 6.4 s, so a 6 s stall is all ramp; old after 2 s.
@@ -46,12 +46,12 @@ node_config() {
 			-e 's/^bridge_redrive_ms = 200$/&\nbridge_redrive_max_ms = 6400\nsaga_old_ms = 2000/'
 	} >"$file"
 }
-for i in 1 2 3; do
+for i in 1 2 3 4; do
 	mkdir -p "$TMP/$i"
 	node_config "$i" "$TMP/$i/omsd.ini"
 	e2e_cluster_start "$i" "$TMP/$i/omsd.ini"
 done
-log "3 nodes up: ${NODE_PIDS[*]}"
+log "4 nodes up: ${NODE_PIDS[*]}"
 
 ctl_rc() {
 	local node=$1 want=$2 rc=0
@@ -61,7 +61,7 @@ ctl_rc() {
 }
 leader_of() {
 	local n
-	for n in 1 2 3; do
+	for n in 1 2 3 4; do
 		if "$OMSCTL" --socket "$TMP/$n/omsd.sock" --json status 2>/dev/null |
 			"$PY" -c "import json,sys; r=json.load(sys.stdin)['result']
 sys.exit(0 if any(s['shard']==$1 and s.get('role')=='leader' for s in r['shards']) else 1)"; then
@@ -88,14 +88,14 @@ if [ "$L3" != "$L1" ]; then
 	ctl_rc "$L3" 0 transfer-leader --shard 3 --to "$L1"
 fi
 L=$L1
-F=$((3 - L))
+F=$((L % 3 + 1))
 for _ in $(seq 75); do
 	[ "$(e2e_cluster_stat "$L" shard.1.route_epoch)/$(e2e_cluster_stat "$L" shard.3.route_epoch)" = 1/1 ] && break
 	sleep 0.2
 done
 log "OMS shards 1 and 3 led by node $L"
 
-# A user the routing puts on shard 1 (what node 3's gateway will keep computing).
+# A user the routing puts on shard 1 (what node 4's gateway will keep computing).
 U=
 for u in $(seq 5001 5040); do
 	ctl_rc "$L" 0 --json users show --user "$u"
@@ -109,7 +109,7 @@ for _ in $(seq 50); do
 	sleep 0.2
 done
 [ "$(grep -oF '"owner":3' <<<"$OUT" | wc -l)" = 2 ] || fail "pin of $U not on node $F: $OUT"
-log "user $U pinned to OMS shard 3 (HRW says 1; node 3's gateway does not know)"
+log "user $U pinned to OMS shard 3 (HRW says 1; node 4's gateway does not know)"
 
 # client MODE...: the order-side checks, in the client namespace.
 client() {
@@ -146,25 +146,32 @@ PY
 }
 export E2E_DIR
 client fund "$NET.1$L" "$U" 0 0 || fail "deposit"
-client orders "$NET.13" "$U" 1 20 || fail "orders through node 3's gateway"
-own3=$(e2e_cluster_stat 3 shard.2.gw_reroutes_owner)
+client orders "$NET.14" "$U" 1 20 || fail "orders through node 4's gateway"
+own3=$(e2e_cluster_stat 4 shard.2.gw_reroutes_owner)
 own1=$(e2e_cluster_stat "$L" shard.1.gw_reroutes_owner)
-lead3=$(e2e_cluster_stat 3 shard.2.gw_reroutes_leader)
-give3=$(e2e_cluster_stat 3 shard.2.gw_reroute_giveups)
+lead3=$(e2e_cluster_stat 4 shard.2.gw_reroutes_leader)
+give3=$(e2e_cluster_stat 4 shard.2.gw_reroute_giveups)
 nak1=$(e2e_cluster_stat "$L" shard.1.nak.NOT_OWNER)
-log "node 3 gateway: reroutes owner $own3 leader $lead3 giveups $give3; shard 1 NOT_OWNER NAKs $nak1"
-[ "$own3" -ge 1 ] || fail "node 3's gateway did not follow NOT_OWNER (gw_reroutes_owner $own3)"
-[ "$own3" -le 2 ] || fail "node 3's gateway re-learnt the owner $own3 times: the override is not kept"
+log "node 4 gateway: reroutes owner $own3 leader $lead3 giveups $give3; shard 1 NOT_OWNER NAKs $nak1"
+[ "$own3" -ge 1 ] || fail "node 4's gateway did not follow NOT_OWNER (gw_reroutes_owner $own3)"
+[ "$own3" -le 2 ] || fail "node 4's gateway re-learnt the owner $own3 times: the override is not kept"
 [ "$nak1" -le 2 ] || fail "shard 1 refused $nak1 times: later orders did not go straight to shard 3"
 [ "$give3" = 0 ] || fail "gateway gave up $give3 times"
 [ "$own1" = 0 ] || fail "node $L's gateway (routing current) re-routed $own1 times"
 
-# (2) Re-drive back-off with the ME stopped.
+# (2) Re-drive back-off with the ME stopped. First the orders above reach the ME (the
+# bridge finds ME shard 2 on node 4, which it does not host: bridge_rotates).
+for _ in $(seq 100); do
+	[ "$(e2e_cluster_stat "$L" shard.3.inflight)" = 0 ] && break
+	sleep 0.2
+done
+[ "$(e2e_cluster_stat "$L" shard.3.inflight)" = 0 ] || fail "the first orders never reached the ME"
+
 r0=$(e2e_cluster_stat "$L" shard.3.bridge_redrives)
 s0=$(e2e_cluster_stat "$L" shard.3.bridge_resent)
-kill -STOP "${NODE_PIDS[3]}"
+kill -STOP "${NODE_PIDS[4]}"
 t0=$(date +%s%N)
-client orders "$NET.1$L" "$U" 101 10 || { kill -CONT "${NODE_PIDS[3]}"; fail "orders while the ME is stopped"; }
+client orders "$NET.1$L" "$U" 101 10 || { kill -CONT "${NODE_PIDS[4]}"; fail "orders while the ME is stopped"; }
 sleep 5
 pend=$(e2e_cluster_stat "$L" shard.3.sagas_pending)
 old=$(e2e_cluster_stat "$L" shard.3.sagas_old)
@@ -172,7 +179,7 @@ age=$(e2e_cluster_stat "$L" shard.3.saga_oldest_age_ms)
 r1=$(e2e_cluster_stat "$L" shard.3.bridge_redrives)
 s1=$(e2e_cluster_stat "$L" shard.3.bridge_resent)
 t1=$(date +%s%N)
-kill -CONT "${NODE_PIDS[3]}"
+kill -CONT "${NODE_PIDS[4]}"
 el_ms=$(( (t1 - t0) / 1000000 ))
 red=$((r1 - r0))
 res=$((s1 - s0))
