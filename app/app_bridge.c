@@ -3,7 +3,9 @@
  * Bridge and bootstrap, on the leader of a shard (docs/appliance.md):
  *   - bridge (OMS shards): once the leader has committed an entry of its term and applied
  *     everything, it rebuilds its queue from the PENDING sagas and re-sends them, with a
- *     REPLAY_REQUEST per ME shard, and again every [timers] bridge_redrive_ms;
+ *     REPLAY_REQUEST per ME shard; then a pass every [timers] bridge_redrive_ms re-sends
+ *     each saga on its own back-off (bridge_redrive_ms doubling to bridge_redrive_max_ms,
+ *     app_backoff.c), the persister's requests and the replay requests;
  *   - bootstrap: a leader with current state proposes the configured SYMBOL_CONFIGs (and,
  *     on an OMS shard behind the configured epoch, the ROUTING_CONFIG), once per term.
  * They live on the shard lcore because they read the service's state.
@@ -11,25 +13,90 @@
 #include <inttypes.h>
 
 #include "app_shard_int.h"
+#include "common/check.h"
 #include "me/me.h"
 #include "oms/oms.h"
 
 static void
-redrive_cb(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
+persist_cb(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 {
 	struct app_shard *s = ctx;
 	sc_add(s, SC_BRIDGE_RESENT, 1);
 	app_egress_route(s, dest, msg);
 }
 
-/* Re-send everything in flight from the leader's state (seed: the PENDING sagas are the
- * bridge's durable work queue) and ask every ME shard to replay our stream. */
+/* The saga id of a message to the ME: the orderId of a SUBMIT, the request id of a modify. */
+static struct wire_oid
+saga_id(const struct wire_msg_hdr *msg)
+{
+	if (msg->type == WIRE_SUBMIT)
+		return ((const struct wire_submit *)msg)->oid;
+	CHECK(msg->type >= WIRE_CANCEL_TO_ME); /* the modifies, oms_build_to_me */
+	CHECK(msg->type <= WIRE_REPLACE_TO_ME);
+	return ((const struct wire_modify *)msg)->req;
+}
+
+struct redrive_pass {
+	struct app_shard *s;
+	bool fresh;            /* the rebuild after a change of leader: re-send every saga */
+	bool resent[DP_SHARDS_MAX]; /* ME shards a saga was re-sent to in this pass */
+};
+
 static void
-bridge_redrive(struct app_shard *s)
+saga_cb(void *ctx, const struct wire_msg_hdr *msg, uint64_t began_ns)
+{
+	struct redrive_pass *p = ctx;
+	struct app_shard *s = p->s;
+	struct wire_oid id = saga_id(msg);
+	if (!app_rdq_visit(&s->rdq, &id, s->now, began_ns, p->fresh))
+		return;
+	sc_add(s, SC_BRIDGE_REDRIVES, 1);
+	sc_add(s, SC_BRIDGE_RESENT, 1);
+	if (msg->shard < DP_SHARDS_MAX)
+		p->resent[msg->shard] = true;
+	app_egress_route(s, WIRE_DEST_ME, msg);
+}
+
+/* A saga re-sent (not the rebuild) to an ME shard this node does not host means the node
+ * we guessed as its leader did not answer for an interval. A member that is not the leader
+ * answers NOT_LEADER with a hint; a node that does not host the shard says nothing, so the
+ * guess would stay wrong forever: try the next node. */
+static void
+rotate_silent(struct app_shard *s, const struct redrive_pass *p)
+{
+	for (uint32_t i = 0; i < s->me_shard_count; i++) {
+		uint16_t me = s->me_shards[i];
+		if (!p->resent[me] || s->app->shard_index[me] >= 0)
+			continue;
+		app_leader_rotate(s->app, me, app_leader_guess(s->app, me));
+		sc_add(s, SC_BRIDGE_ROTATES, 1);
+	}
+}
+
+/* A pass over everything in flight in the leader's state (seed: the PENDING sagas are the
+ * bridge's durable work queue): each saga re-sent when its back-off says so (every one on
+ * the rebuild, fresh), the persister's requests and a REPLAY_REQUEST per ME shard every
+ * pass. The replay requests stay at the base cadence on purpose: they are how the OMS
+ * learns an order finished when its events were lost, and the ME dedup window is sized
+ * on that cadence (docs/me-contract.md "Windows"). */
+static void
+bridge_redrive(struct app_shard *s, bool fresh)
 {
 	const struct oms *oms = s->svc;
-	oms_pending_foreach(oms, redrive_cb, s);
-	oms_persist_foreach(oms, redrive_cb, s);
+	struct redrive_pass p = { .s = s, .fresh = fresh, .resent = { false } };
+	if (fresh)
+		app_rdq_reset(&s->rdq);
+	app_rdq_begin(&s->rdq);
+	oms_pending_foreach_saga(oms, saga_cb, &p);
+	app_rdq_end(&s->rdq);
+	if (!fresh)
+		rotate_silent(s, &p);
+	PUB(s->pub_sagas_pending, s->rdq.pending);
+	PUB(s->pub_sagas_old, s->rdq.old);
+	PUB(s->pub_saga_oldest_ns, s->rdq.oldest_age_ns);
+	if (s->rdq.untracked > 0)
+		sc_add(s, SC_BRIDGE_UNTRACKED, s->rdq.untracked);
+	oms_persist_foreach(oms, persist_cb, s);
 	for (uint32_t i = 0; i < s->me_shard_count; i++) {
 		struct wire_replay_request rr;
 		memset(&rr, 0, sizeof(rr));
@@ -39,7 +106,16 @@ bridge_redrive(struct app_shard *s)
 		app_egress_route(s, WIRE_DEST_ME, &rr.hdr);
 	}
 	s->last_redrive = s->now;
-	sc_add(s, SC_BRIDGE_REDRIVES, 1);
+	sc_add(s, SC_BRIDGE_ROUNDS, 1);
+}
+
+/* Not leading: no queue here; the figures are the leader's. */
+static void
+bridge_idle(struct app_shard *s)
+{
+	PUB(s->pub_sagas_pending, 0);
+	PUB(s->pub_sagas_old, 0);
+	PUB(s->pub_saga_oldest_ns, 0);
 }
 
 /* The leader's state is current: it committed an entry of its own term (so it knows the
@@ -138,6 +214,8 @@ app_bridge_tick(struct app_shard *s)
 	if (cns_role(s->cns) != CNS_LEADER) {
 		s->roles_ready = false;
 		s->bridge_term = 0;
+		if (s->is_oms)
+			bridge_idle(s);
 		return;
 	}
 	if (!state_current(s))
@@ -153,10 +231,10 @@ app_bridge_tick(struct app_shard *s)
 		sc_add(s, SC_BRIDGE_REBUILDS, 1);
 		APP_LOG(INFO, "shard %u: leader in term %" PRIu64 ", bridge rebuilt from state",
 			s->id, term);
-		bridge_redrive(s);
+		bridge_redrive(s, true);
 		app_egress_reports_resend(s);
 		return;
 	}
 	if (s->now - s->last_redrive >= s->redrive_ns)
-		bridge_redrive(s);
+		bridge_redrive(s, false);
 }

@@ -138,6 +138,8 @@ struct app_config {
 	uint64_t reconcile_ms;                /* OMS reconciliation sweep cadence; 0 = off */
 	uint64_t flush_ms;                    /* OMS: write-back of dirty resident users to
 					       * the database this often; 0 = off (docs/oms.md) */
+	uint64_t bridge_redrive_max_ms;       /* ceiling of a saga's re-drive back-off */
+	uint64_t saga_old_ms;                 /* a PENDING saga this old counts in sagas_old */
 
 	/* [routing], [symbol.N] */
 	struct app_routing_conf routing;
@@ -173,5 +175,7 @@ const char *app_service_name(enum app_service s);
  * (twice that, at least one second). */
 uint64_t app_dedup_window_min_ms(const struct app_config *cfg);
 uint64_t app_dedup_window_default_ms(const struct app_config *cfg);
+/* [timers] bridge_redrive_max_ms when the file says nothing: 8 x bridge_redrive_ms. */
+uint64_t app_redrive_max_default_ms(const struct app_config *cfg);
 
 #endif

@@ -64,6 +64,12 @@ app_dedup_window_default_ms(const struct app_config *cfg)
 	return RTE_MAX(UINT64_C(1000), 2 * app_dedup_window_min_ms(cfg));
 }
 
+uint64_t
+app_redrive_max_default_ms(const struct app_config *cfg)
+{
+	return RTE_MIN(UINT64_C(3600000), 8 * cfg->bridge_redrive_ms);
+}
+
 /*
  * The windows table of docs/me-contract.md, one check per row that has a key. Each message
  * says what would break, so an operator reading --check knows why the bound is there. The
@@ -99,6 +105,18 @@ cfg_check_windows(struct cfg_ctx *c, struct app_config *cfg)
 			   "late, or by a deposed OMS leader, could reach the ME after the order's "
 			   "dedup record is gone and execute twice",
 			   cfg->dedup_window_ms, min_ms);
+	/* Re-drive back-off (app_backoff.c): bridge_redrive_ms doubling to this ceiling. It
+	 * is not in the dedup bound above: a bridge stops re-sending a saga when it applies
+	 * the order's first event, which replay requests at the base cadence bring within
+	 * bridge_redrive_ms of the order finishing, or when check-quorum deposes it; back-off
+	 * only takes re-sends away from that interval (docs/me-contract.md "Windows"). */
+	if (cfg_scan_find(c, "timers", "bridge_redrive_max_ms") == NULL)
+		cfg->bridge_redrive_max_ms = app_redrive_max_default_ms(cfg);
+	else if (cfg->bridge_redrive_max_ms < cfg->bridge_redrive_ms)
+		cfg_report(c, "timers", "bridge_redrive_max_ms", "%" PRIu64 " is below "
+			   "bridge_redrive_ms (%" PRIu64 "): the back-off ceiling must not be "
+			   "shorter than its first step",
+			   cfg->bridge_redrive_max_ms, cfg->bridge_redrive_ms);
 }
 
 /* The shard [shard.N] configures on this node, or NULL. */

@@ -67,6 +67,8 @@ cfg_defaults(struct app_config *cfg)
 	cfg->flush_ms = 1000;
 	cfg->writeback_max = 1024;
 	cfg->dedup_per_user = 16;
+	cfg->bridge_redrive_max_ms = 0; /* derived from bridge_redrive_ms (app_config_check.c) */
+	cfg->saga_old_ms = 5000;
 	cfg->routing.epoch = 1;
 	cfg->durability = APP_DURABILITY_DURABLE; /* memory mode is an explicit choice */
 	snprintf(cfg->data_dir, sizeof(cfg->data_dir), "/var/lib/omsd");

@@ -46,6 +46,9 @@ cfg_sec_rest(struct cfg_ctx *c, struct app_config *cfg)
 	/* The OMS clientOrderId / transfer_id window (docs/me-contract.md, "Windows"): at least
 	 * 2 (a pinned transfer outcome beside an order's), at most what oms_limits_check takes. */
 	cfg_get_u64(c, "limits", "dedup_per_user", false, 2, 4096, &cfg->dedup_per_user);
+	cfg_get_u64(c, "timers", "bridge_redrive_max_ms", false, 1, 3600000,
+		    &cfg->bridge_redrive_max_ms);
+	cfg_get_u64(c, "timers", "saga_old_ms", false, 1, UINT32_MAX, &cfg->saga_old_ms);
 
 	v = cfg_get(c, "durability", "mode");
 	if (v != NULL) {

@@ -2,17 +2,32 @@
 /*
  * The gateway (docs/appliance.md), on the node's gateway lcore (the first OMS shard): client
  * order entry is wrapped into INGRESS and sent to the owning OMS shard's leader; client-class
- * answers are forwarded to the address the user last came from; transfers a client asked
- * the gateway to route are re-routed on NOT_OWNER or NOT_LEADER a few times. It lives on a
- * shard lcore because the owner of a user is what the local OMS replica applied, and only
- * that lcore reads the replica. NOT_LEADER answers passing through teach the node-wide
- * leader hints.
+ * answers are forwarded to the address the user last came from. It lives on a shard lcore
+ * because the owner of a user is what the local OMS replica applied, and only that lcore
+ * reads the replica.
+ *
+ * The shard is the routing authority and the gateway's route a hint (seed), so the gateway
+ * follows refusals itself and the client never sees them: a NOT_OWNER teaches an owner
+ * override for the user (every later message goes straight to the named shard until the
+ * gateway's routing epoch changes) and sends the message again to that shard; a NOT_LEADER
+ * teaches the node-wide leader hint of the shard and sends it again to the new leader; at
+ * most GW_HOPS_MAX forwards per message (shards naming each other, or no leader to be
+ * found, end in the NAK passed to the client, counted). Routed transfers are re-routed the
+ * same way a few times (XFER_TRIES). The tables are app_gw_route.c's.
  */
 #include "app_shard_int.h"
 #include "common/hrw.h"
 #include "oms/oms.h"
 
 #define XFER_TRIES 3              /* re-routes by the gateway before leaving it to the client */
+#define GW_HOPS_MAX 4             /* forwards of one order-entry message, the first included */
+#define GW_OVERRIDES_MAX 4096     /* users with an owner override */
+#define GW_REQUESTS_MAX 4096      /* order-entry messages followed until their ACK or NAK */
+
+static_assert(sizeof(struct wire_new_order) <= APP_GWR_MSG_MAX, "APP_GWR_MSG_MAX");
+static_assert(sizeof(struct wire_cancel) <= APP_GWR_MSG_MAX, "APP_GWR_MSG_MAX");
+static_assert(sizeof(struct wire_amend) <= APP_GWR_MSG_MAX, "APP_GWR_MSG_MAX");
+static_assert(sizeof(struct wire_cancel_replace) <= APP_GWR_MSG_MAX, "APP_GWR_MSG_MAX");
 
 /* The owner of user: the routing this node's OMS replica applied (routes and pins change
  * at run time through the control socket), else the configured routing. The gateway runs
@@ -29,6 +44,15 @@ gw_owner(const struct app_shard *s, uint64_t user)
 	return hrw_pick(user, r->shards, r->shard_count);
 }
 
+/* The routing epoch the gateway routes by (the one gw_owner reads). */
+static uint64_t
+gw_epoch(const struct app_shard *s)
+{
+	if (s->is_oms && oms_route_epoch(s->svc) > 0)
+		return oms_route_epoch(s->svc);
+	return s->app->cfg.routing.epoch;
+}
+
 /* Wrap a client message in INGRESS and send it to the leader (hint) of shard. */
 static void
 gw_forward(struct app_shard *s, uint16_t shard, const struct wire_msg_hdr *msg)
@@ -42,8 +66,20 @@ gw_forward(struct app_shard *s, uint16_t shard, const struct wire_msg_hdr *msg)
 		      msg->length);
 }
 
+size_t
+app_gw_footprint(void)
+{
+	return app_gwr_footprint(GW_OVERRIDES_MAX, GW_REQUESTS_MAX);
+}
+
+int
+app_gw_init(struct app_shard *s, void *mem)
+{
+	return app_gwr_init(&s->gwr, mem, GW_OVERRIDES_MAX, GW_REQUESTS_MAX, GW_HOPS_MAX);
+}
+
 /* Client order entry (and routed transfers): remember where the user is, wrap, send to the
- * owner's leader. */
+ * owner's leader: the override a NOT_OWNER taught, else the routing. */
 void
 app_gw_order(struct app_shard *s, const struct dp_meta *meta, const struct wire_msg_hdr *msg)
 {
@@ -51,8 +87,11 @@ app_gw_order(struct app_shard *s, const struct dp_meta *meta, const struct wire_
 	struct user_ent *e = app_user_slot(s->clients, user, true);
 	e->addr = meta->src;
 	e->session = meta->sender_id;
-	uint16_t shard = e->owner_hint != 0 ? (uint16_t)(e->owner_hint - 1) : gw_owner(s, user);
-	e->owner_hint = 0;
+	if (app_gwr_epoch(&s->gwr, gw_epoch(s)))
+		sc_add(s, SC_GW_OVERRIDES_DROPPED, 1);
+	uint16_t shard;
+	if (app_gwr_owner(&s->gwr, user, &shard) != 0)
+		shard = gw_owner(s, user);
 	app_lat_rx(s->gwlat, msg, meta->rx_tsc);
 	if (msg->type == WIRE_TRANSFER) {
 		const struct wire_transfer *t = (const void *)msg;
@@ -64,6 +103,7 @@ app_gw_order(struct app_shard *s, const struct dp_meta *meta, const struct wire_
 		x->msg = *t;
 		sc_add(s, SC_GW_XFER_IN, 1);
 	} else {
+		(void)app_gwr_req_put(&s->gwr, msg, shard);
 		sc_add(s, SC_GW_IN, 1);
 	}
 	gw_forward(s, shard, msg);
@@ -91,12 +131,55 @@ gw_xfer_reply(struct app_shard *s, const struct wire_admin_reply *r)
 		sc_add(s, SC_GW_NO_CLIENT, 1);
 		return;
 	}
-	if (r->reason == WIRE_REASON_NOT_OWNER && r->value < DP_SHARDS_MAX &&
-	    gw_xfer_retry(s, x, (uint16_t)r->value))
-		return;
+	if (r->reason == WIRE_REASON_NOT_OWNER && r->value < DP_SHARDS_MAX) {
+		app_gwr_learn(&s->gwr, x->user, (uint16_t)r->value);
+		if (gw_xfer_retry(s, x, (uint16_t)r->value))
+			return;
+	}
 	sc_add(s, SC_GW_XFER_REPLIES, 1);
 	app_outbox_add(&s->ob, NULL, &x->addr, DP_CLASS_CLIENT, 0, &r->hdr, NULL, 0);
 	x->id = 0;
+}
+
+/* A NOT_OWNER or NOT_LEADER for an order-entry message this gateway forwarded: send it
+ * again (to the named owner, or to the shard's new leader hint) instead of the client.
+ * Returns true when the NAK is consumed here. */
+static bool
+gw_follow(struct app_shard *s, const struct wire_nak *n)
+{
+	uint16_t to;
+	enum shard_counter c;
+	struct app_gwr_req *r = app_gwr_req_find(&s->gwr, n->user, n->cl_ord_id);
+	if (n->reason == WIRE_REASON_NOT_OWNER) {
+		/* (The OMS's NAK does not say which shard refused: the request does.) */
+		if (n->owner_shard >= DP_SHARDS_MAX || (r != NULL && r->shard == n->owner_shard))
+			return false;
+		to = n->owner_shard;
+		app_gwr_learn(&s->gwr, n->user, to);
+		c = SC_GW_REROUTES_OWNER;
+	} else if (n->reason == WIRE_REASON_NOT_LEADER) {
+		/* ingress.c's NAK names the refusing shard; the hint is already learnt. */
+		if (r == NULL || n->hdr.shard != r->shard)
+			return false;
+		to = n->hdr.shard;
+		c = SC_GW_REROUTES_LEADER;
+	} else {
+		return false;
+	}
+	switch (app_gwr_refused(&s->gwr, r, to)) {
+	case APP_GWR_REROUTE:
+		sc_add(s, c, 1);
+		gw_forward(s, to, (const struct wire_msg_hdr *)(const void *)r->msg);
+		return true;
+	case APP_GWR_GIVEUP:
+		/* Shards naming each other: the override is no better than the routing. */
+		if (n->reason == WIRE_REASON_NOT_OWNER)
+			app_gwr_forget(&s->gwr, n->user);
+		sc_add(s, SC_GW_REROUTE_GIVEUPS, 1);
+		return false;
+	default:
+		return false;
+	}
 }
 
 /* An answer for a client (ACK, NAK, EXEC_REPORT, ...). NOT_LEADER answers teach the leader
@@ -119,26 +202,31 @@ app_gw_client(struct app_shard *s, const struct wire_msg_hdr *msg)
 						  app_leader_guess(s->app, msg->shard));
 			sc_add(s, SC_LEADER_HINTS, 1);
 		}
-		if (n->user == 0)
+		if (n->user == 0 || !s->is_gateway)
 			return;
 		/* A routed transfer the shard could not propose (NAKed with the transfer id in
 		 * cl_ord_id): route it again to the new leader hint. */
-		struct xfer_ent *x =
-			s->is_gateway ? app_xfer_slot(s->xfers, n->cl_ord_id, false) : NULL;
+		struct xfer_ent *x = app_xfer_slot(s->xfers, n->cl_ord_id, false);
 		if (x != NULL && x->user == n->user) {
 			if (n->reason == WIRE_REASON_NOT_LEADER)
 				(void)gw_xfer_retry(s, x, msg->shard);
 			return; /* the client matches transfers by ADMIN_REPLY only; it retries */
 		}
-		if (n->reason == WIRE_REASON_NOT_OWNER && n->owner_shard < DP_SHARDS_MAX) {
-			struct user_ent *e = app_user_slot(s->clients, n->user, false);
-			if (e != NULL)
-				e->owner_hint = (uint16_t)(n->owner_shard + 1);
-		}
+		if (gw_follow(s, n))
+			return;
 	}
 	if (msg->type != WIRE_ACK && msg->type != WIRE_NAK && msg->type != WIRE_EXEC_REPORT)
 		return;
-	struct user_ent *e = app_user_slot(s->clients, app_msg_user(msg), false);
+	if (!s->is_gateway)
+		return; /* answers reach the gateway lcore only (app_gw_to_gateway) */
+	uint64_t user = app_msg_user(msg);
+	if (msg->type != WIRE_EXEC_REPORT) {
+		/* The request's answer: it is no longer ours to follow. */
+		uint64_t cl;
+		memcpy(&cl, (const uint8_t *)(msg + 1) + 8, sizeof(cl));
+		app_gwr_req_done(app_gwr_req_find(&s->gwr, user, cl));
+	}
+	struct user_ent *e = app_user_slot(s->clients, user, false);
 	if (e == NULL) {
 		sc_add(s, SC_GW_NO_CLIENT, 1);
 		return;

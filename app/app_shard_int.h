@@ -30,6 +30,8 @@
 #include <rte_common.h>
 
 #include "app.h"
+#include "app_backoff.h"
+#include "app_gw_route.h"
 #include "consensus/cns.h"
 #include "persist/persist.h"
 
@@ -60,7 +62,7 @@
 	X(GW_XFER_REPLIES, "gw_xfer_replies", "transfer answers forwarded to clients")      \
 	X(LEADER_HINTS, "leader_hints", "NOT_LEADER answers taken as leader hints")        \
 	X(BRIDGE_REBUILDS, "bridge_rebuilds", "bridge queues rebuilt (new leader term)")   \
-	X(BRIDGE_REDRIVES, "bridge_redrives", "re-drive rounds")                           \
+	X(BRIDGE_REDRIVES, "bridge_redrives", "PENDING sagas re-sent to the ME (back-off)") \
 	X(BRIDGE_RESENT, "bridge_resent", "messages re-sent by re-drives")                 \
 	X(REPORTS_RESENT, "reports_resent", "recent client reports re-sent by a new leader") \
 	X(BOOTSTRAPS, "bootstraps", "bootstrap config proposals")                         \
@@ -78,7 +80,14 @@
 	X(FLOG_TORN_REPAIRS, "flog_torn_repairs", "torn file log tails cut at boot")        \
 	X(MGMT_CMDS, "mgmt_cmds", "control-socket commands taken")                       \
 	X(MGMT_OK, "mgmt_ok", "control-socket commands answered ok")                      \
-	X(MGMT_REFUSED, "mgmt_refused", "control-socket commands answered otherwise")
+	X(MGMT_REFUSED, "mgmt_refused", "control-socket commands answered otherwise")       \
+	X(BRIDGE_ROUNDS, "bridge_rounds", "re-drive passes (every bridge_redrive_ms)")      \
+	X(BRIDGE_UNTRACKED, "bridge_untracked", "sagas re-sent at the base cadence: no slot") \
+	X(BRIDGE_ROTATES, "bridge_rotates", "ME leader guesses moved on: no answer")         \
+	X(GW_REROUTES_OWNER, "gw_reroutes_owner", "messages re-routed to a NOT_OWNER's owner") \
+	X(GW_REROUTES_LEADER, "gw_reroutes_leader", "messages re-sent to a new leader hint") \
+	X(GW_REROUTE_GIVEUPS, "gw_reroute_giveups", "refusals passed on after GW_HOPS_MAX")  \
+	X(GW_OVERRIDES_DROPPED, "gw_overrides_dropped", "owner overrides dropped: new epoch")
 
 enum shard_counter {
 #define SC_ENUM(name, label, help) SC_##name,
@@ -102,8 +111,7 @@ struct user_ent {
 	uint32_t node;               /* OMS: gateway node that forwarded the user's last message */
 	uint32_t session;            /* gateway: frame sender id of the client */
 	struct dp_addr addr;         /* gateway: the client's address */
-	uint16_t owner_hint;         /* gateway: NOT_OWNER answer, shard + 1; 0 = none */
-	uint16_t reserved[3];
+	uint16_t reserved[4];
 };
 
 struct pq_ent {
@@ -188,7 +196,11 @@ struct app_shard {
 	uint64_t bridge_term;        /* OMS: term the bridge was rebuilt in */
 	uint64_t boot_term;          /* term the bootstrap config was proposed in */
 	uint64_t redrive_ns;         /* bridge_redrive_ms */
-	uint64_t last_redrive;       /* cluster time of the last re-drive */
+	uint64_t last_redrive;       /* cluster time of the last re-drive pass */
+	struct app_rdq rdq;          /* OMS leader: each saga's re-drive back-off */
+	void *rdq_mem;
+	struct app_gwr gwr;          /* gateway: owner overrides, requests in flight */
+	void *gwr_mem;
 	uint64_t last_agg;           /* cluster time of the last stats aggregate */
 	uint64_t last_ready;         /* cluster time pub_ready was last computed */
 
@@ -229,6 +241,9 @@ struct app_shard {
 	uint64_t pub_resident;
 	uint64_t pub_parked;         /* OMS: messages parked for a hydration now */
 	uint64_t pub_resting;
+	uint64_t pub_sagas_pending;  /* OMS leader: sagas in the re-drive queue (last pass) */
+	uint64_t pub_sagas_old;      /* of which began [timers] saga_old_ms ago or more */
+	uint64_t pub_saga_oldest_ns; /* age of the oldest, cluster time */
 	uint32_t assets[ASSETS_WATCH];
 	uint32_t asset_count;
 	int64_t pub_asset_sum[ASSETS_WATCH];
@@ -275,6 +290,8 @@ void app_gw_order(struct app_shard *s, const struct dp_meta *meta,
 		  const struct wire_msg_hdr *msg);
 void app_gw_client(struct app_shard *s, const struct wire_msg_hdr *msg);
 void app_gw_to_gateway(struct app_shard *s, uint32_t node, const struct wire_msg_hdr *msg);
+size_t app_gw_footprint(void);                 /* bytes app_gw_init needs */
+int app_gw_init(struct app_shard *s, void *mem); /* 0 or -EINVAL */
 
 /* app_reqlat.c: request latency on the OMS leader. */
 void app_reqlat_begin(struct app_shard *s, const struct wire_msg_hdr *in);

@@ -17,7 +17,9 @@ app_node_known(const struct app *app, uint32_t node)
 	return node != 0 && (node == app->cfg.dp.node_id || dp_peer_addr(app->dp, node, &a) == 0);
 }
 
-/* Members of shard: from the configuration when we host it, else every node we know. */
+/* Members of shard: from the configuration when we host it, else every peer (a shard this
+ * node does not host is not led here: guessing ourselves would send it nowhere, and no
+ * NOT_LEADER would ever come back to correct the guess). A node with no peers: itself. */
 static uint32_t
 members_of(const struct app *app, uint16_t shard, uint32_t *out)
 {
@@ -28,9 +30,10 @@ members_of(const struct app *app, uint16_t shard, uint32_t *out)
 		return sc->member_count;
 	}
 	uint32_t n = 0;
-	out[n++] = app->cfg.dp.node_id;
 	for (uint32_t i = 0; i < app->cfg.dp.peer_count && n < DP_PEERS_MAX + 1; i++)
 		out[n++] = app->cfg.dp.peers[i].node_id;
+	if (n == 0)
+		out[n++] = app->cfg.dp.node_id;
 	return n;
 }
 

@@ -194,12 +194,23 @@ app_shard_init(struct app *app, struct app_agent *agent, uint32_t index)
 		s->xfers = zalloc("xfers", s->id, sizeof(struct xfer_ent) * XFER_SLOTS);
 		if (app_lat_init(&s->gwlat, rte_socket_id()) != 0)
 			return -ENOMEM;
+		s->gwr_mem = zalloc("gwroute", s->id, app_gw_footprint());
+		if (s->gwr_mem == NULL || app_gw_init(s, s->gwr_mem) != 0)
+			return -ENOMEM;
 	}
 	if (s->is_oms) {
 		s->xorigin = zalloc("xorigin", s->id, sizeof(struct xfer_ent) * XFER_SLOTS);
 		s->reports = zalloc("reports", s->id, sizeof(struct wire_exec_report) * REPORT_RING);
 		s->lat = zalloc("lat", s->id, sizeof(struct lat_table));
 		if (s->lat == NULL)
+			return -ENOMEM;
+		/* The re-drive queue's schedule: one slot per saga the shard can hold. */
+		struct app_backoff bo = { .base_ns = cfg->bridge_redrive_ms * 1000000,
+					  .max_ns = cfg->bridge_redrive_max_ms * 1000000 };
+		s->rdq_mem = zalloc("rdq", s->id, app_rdq_footprint(ol.inflight_max));
+		if (s->rdq_mem == NULL ||
+		    app_rdq_init(&s->rdq, s->rdq_mem, ol.inflight_max, &bo,
+				 cfg->saga_old_ms * 1000000) != 0)
 			return -ENOMEM;
 		hist_init(&s->lat->ack);
 		hist_init(&s->lat->final);
@@ -326,6 +337,8 @@ app_shard_fini(struct app *app, struct app_agent *agent)
 		rte_free(s->xorigin);
 		rte_free(s->reports);
 		rte_free(s->lat);
+		rte_free(s->rdq_mem);
+		rte_free(s->gwr_mem);
 		app_lat_free(s->gwlat);
 		rte_free(s->pbatch);
 		if (s->plog != NULL)

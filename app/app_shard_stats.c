@@ -102,6 +102,12 @@ app_shard_stats_write(const struct app *app, uint32_t index, FILE *out)
 		fprintf(out, "shard.%u.inflight %" PRIu64 "\n", id, LOAD(s->pub_inflight));
 		fprintf(out, "shard.%u.resident %" PRIu64 "\n", id, LOAD(s->pub_resident));
 		fprintf(out, "shard.%u.parked_now %" PRIu64 "\n", id, LOAD(s->pub_parked));
+		/* The re-drive queue (leader; 0 on a follower), as of the last pass. */
+		fprintf(out, "shard.%u.sagas_pending %" PRIu64 "\n", id,
+			LOAD(s->pub_sagas_pending));
+		fprintf(out, "shard.%u.sagas_old %" PRIu64 "\n", id, LOAD(s->pub_sagas_old));
+		fprintf(out, "shard.%u.saga_oldest_age_ms %" PRIu64 "\n", id,
+			LOAD(s->pub_saga_oldest_ns) / 1000000);
 		for (uint32_t i = 0; i < s->asset_count; i++) {
 			fprintf(out, "shard.%u.asset.%u.sum %" PRId64 "\n", id, s->assets[i],
 				LOAD(s->pub_asset_sum[i]));

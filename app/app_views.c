@@ -79,6 +79,7 @@ static const char *const gauges[] = {
 	"omsd_shard_asset_sum", "omsd_shard_asset_fees", "omsd_agent_max_cycle_ns",
 	"omsd_agent_busy_permille", "omsd_agent_ring_used", "omsd_agent_ring_size",
 	"omsd_agent_sleeps_per_s", "omsd_persister_connected",
+	"omsd_shard_sagas_pending", "omsd_shard_sagas_old", "omsd_shard_saga_oldest_age_ms",
 };
 
 /* Latency histogram bounds, ns: 1-2-5 from 1 µs to 10 s. */

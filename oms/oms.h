@@ -107,6 +107,10 @@ typedef void(oms_msg_fn)(void *ctx, enum wire_dest dest, const struct wire_msg_h
 /* The bridge's queue: every PENDING saga (SUBMIT, REPLACE_TO_ME, CANCEL_TO_ME, AMEND_TO_ME),
  * users in recency order, each user's records in admission order. */
 uint32_t oms_pending_foreach(const struct oms *oms, oms_msg_fn *fn, void *ctx);
+/* The same walk, each message with the cluster time its saga began (the record's admission):
+ * the bridge backs off per saga and reports the age of the oldest. */
+typedef void(oms_saga_fn)(void *ctx, const struct wire_msg_hdr *msg, uint64_t began_ns);
+uint32_t oms_pending_foreach_saga(const struct oms *oms, oms_saga_fn *fn, void *ctx);
 /* The persister's queue: outstanding HYDRATE_REQUESTs and BEGIN_DEHYDRATEs (write-backs in
  * flight among them) and pending RELEASE_CLAIMs. */
 uint32_t oms_persist_foreach(const struct oms *oms, oms_msg_fn *fn, void *ctx);

@@ -135,6 +135,7 @@ struct oms_order {
 	uint64_t expire_ns;       /* GTD */
 	uint64_t last_seq;        /* stream seq of the last event applied to it */
 	uint64_t recon_req;       /* reconciliation request that last listed it */
+	uint64_t saga_ns;         /* cluster time the record was admitted (its saga began) */
 	uint32_t actor;           /* owning actor slot */
 	uint32_t symbol;          /* instrument */
 	uint32_t res_asset;       /* asset reserved (quote for buys, base for sells) */
@@ -149,7 +150,7 @@ struct oms_order {
 	uint8_t stp;              /* enum wire_stp */
 	uint16_t me_shard;        /* ME shard it was sent to */
 };
-static_assert(sizeof(struct oms_order) == 16 * 8 + 6 * 4 + 8, "oms_order has no padding");
+static_assert(sizeof(struct oms_order) == 17 * 8 + 6 * 4 + 8, "oms_order has no padding");
 
 /* A message parked for a user being hydrated. */
 struct oms_parked {

@@ -186,6 +186,42 @@ oms_build_to_me(const struct oms *oms, const struct oms_actor *a, const struct o
 		sink->emit(sink->ctx, WIRE_DEST_ME, &u.s.hdr);
 }
 
+struct saga_walk {
+	oms_saga_fn *fn;   /* the caller's */
+	void *ctx;
+	uint64_t began_ns; /* of the record being built */
+};
+
+static void
+saga_walk_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
+{
+	const struct saga_walk *w = ctx;
+	DCHECK(dest == WIRE_DEST_ME);
+	w->fn(w->ctx, msg, w->began_ns);
+}
+
+uint32_t
+oms_pending_foreach_saga(const struct oms *oms, oms_saga_fn *fn, void *ctx)
+{
+	CHECK(oms != NULL);
+	CHECK(fn != NULL);
+	struct saga_walk w = { .fn = fn, .ctx = ctx, .began_ns = 0 };
+	uint32_t n = 0;
+	for (uint32_t ai = oms->c.lru.head; ai != OMS_NIL; ai = oms->actors[ai].next) {
+		const struct oms_actor *a = &oms->actors[ai];
+		for (uint32_t oi = a->order_head; oi != OMS_NIL; oi = oms->orders[oi].next) {
+			const struct oms_order *o = &oms->orders[oi];
+			if (o->state != OMS_O_PENDING)
+				continue;
+			w.began_ns = o->saga_ns;
+			oms_build_to_me(oms, a, o, NULL, saga_walk_emit, &w);
+			n++;
+		}
+	}
+	DCHECK(n == oms->c.inflight);
+	return n;
+}
+
 uint32_t
 oms_pending_foreach(const struct oms *oms, oms_msg_fn *fn, void *ctx)
 {

@@ -13,8 +13,8 @@
 #include "oms/oms_int.h"
 
 #define SNAP_MAGIC UINT64_C(0x31504e5353534d4f) /* "OMSSSNP1" */
-#define SNAP_VERSION UINT32_C(3) /* 2: write-back (dirty list, generations); 3: transfer
-				  * lookups, pinned transfer outcomes */
+#define SNAP_VERSION UINT32_C(4) /* 2: write-back (dirty list, generations); 3: transfer
+				  * lookups, pinned transfer outcomes; 4: oms_order.saga_ns */
 
 struct ser {
 	uint8_t *buf;  /* NULL: measure / hash only */

@@ -442,6 +442,10 @@ Test(app_config, windows_at_and_below_bound, .init = setup, .fini = teardown)
 		{ "[timers]\nuser_ttl_ms = 1000\nsweep_ms = 1000\n",
 		  "[timers]\nuser_ttl_ms = 999\nsweep_ms = 1000\n",
 		  ":20: [timers] sweep_ms: 1000 is longer than user_ttl_ms (999)" },
+		/* The re-drive back-off's ceiling is at least its first step. */
+		{ "[timers]\nbridge_redrive_ms = 300\nbridge_redrive_max_ms = 300\n",
+		  "[timers]\nbridge_redrive_ms = 300\nbridge_redrive_max_ms = 299\n",
+		  ":20: [timers] bridge_redrive_max_ms: 299 is below bridge_redrive_ms (300)" },
 	};
 	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		cr_assert(eq(int, load_minimal(cases[i].at_bound), 0), "refused at the bound:\n%s",
