@@ -365,6 +365,36 @@ app_mgmt_command(struct app_mgmt_call *a, const struct app_mgmt_targets *t, uint
 	return rc;
 }
 
+/* A shard a command can be forwarded to: hosted here, named by the configuration (the
+ * routing's OMS shards, the symbols' ME shards), or one whose leader an answer named. A
+ * shard nothing here knows of may not exist: the command is refused before anything is
+ * proposed, as it was before forwarding (`shards scale` to a shard no node hosts). */
+static bool
+shard_known(const struct app *app, uint16_t id)
+{
+	if (app->shard_index[id] >= 0 ||
+	    __atomic_load_n(&app->leader_hint[id], __ATOMIC_RELAXED) != 0)
+		return true;
+	struct app_mgmt_targets k = {0};
+	app_mgmt_targets_oms(app, &k);
+	app_mgmt_targets_me(app, &k);
+	for (uint32_t i = 0; i < k.n; i++)
+		if (k.shard[i] == id)
+			return true;
+	return false;
+}
+
+/* The targets of t no command can reach from here, into out. */
+static void
+targets_unknown(const struct app *app, const struct app_mgmt_targets *t,
+		struct app_mgmt_targets *out)
+{
+	memset(out, 0, sizeof(*out));
+	for (uint32_t i = 0; i < t->n; i++)
+		if (!shard_known(app, t->shard[i]))
+			app_mgmt_targets_add(out, t->shard[i]);
+}
+
 /* args.local: the request is refused unless this node leads every target (the behaviour
  * before forwarding: all-or-nothing by leadership). Else it is forwarded where needed. */
 static int
@@ -385,6 +415,10 @@ app_mgmt_propose(struct app_mgmt_call *a, const struct app_mgmt_targets *t,
 		return -EINVAL;
 	if (local && !app_mgmt_all_led(a->mgmt->app, t))
 		return app_mgmt_reply_not_leader(a, t);
+	struct app_mgmt_targets unknown;
+	targets_unknown(a->mgmt->app, t, &unknown);
+	if (unknown.n > 0)
+		return app_mgmt_reply_not_leader(a, &unknown);
 	int rc;
 	dispatch(a, t, need, app_mgmt_render_results, APP_CMD_PROPOSE, fill_propose, p, &rc);
 	return rc;
@@ -405,6 +439,12 @@ app_mgmt_propose_two_steps(struct app_mgmt_call *a, const struct app_mgmt_target
 	if (local && !app_mgmt_all_led(a->mgmt->app, &all)) {
 		free(next);
 		return app_mgmt_reply_not_leader(a, &all);
+	}
+	struct app_mgmt_targets unknown;
+	targets_unknown(a->mgmt->app, &all, &unknown);
+	if (unknown.n > 0) {
+		free(next);
+		return app_mgmt_reply_not_leader(a, &unknown);
 	}
 	int rc;
 	struct app_mgmt_req *r = dispatch(a, t, APP_MGMT_NEED_ALL, app_mgmt_render_results,
@@ -531,7 +571,10 @@ reply_failure(struct app_mgmt *m, const struct app_mgmt_req *r, const struct app
 	mgmt_out_init(&o, m->result, APP_MGMT_RESULT_MAX);
 	char msg[384];
 	bool fwd = bad->kind == APP_CMD_FORWARD;
-	if (fwd && bad->status == APP_CMD_TIMEOUT)
+	if (fwd && bad->status == APP_CMD_TIMEOUT && bad->leader == 0)
+		snprintf(msg, sizeof(msg), "shard %u: no leader found to forward to before the "
+			 "deadline (an election?); nothing was proposed", bad->shard);
+	else if (fwd && bad->status == APP_CMD_TIMEOUT)
 		snprintf(msg, sizeof(msg), "shard %u: no answer from its leader (node %u, "
 			 "forwarded) before the deadline; it may still be applied", bad->shard,
 			 bad->leader);
