@@ -167,7 +167,8 @@ fwd_reply_in(struct app_shard *s, uint32_t from, const struct wire_msg_hdr *msg)
 		app_fwd_busy(&c->fwd, s->clock_ns); /* until the deadline */
 		return;
 	default:
-		c->err = -EINVAL; /* the message is wrong for that shard (an OMS routing to an ME) */
+		/* The message is wrong for that shard (a routing config to an ME shard). */
+		c->err = -EINVAL;
 		c->via = from;
 		app_cmd_unwait(s, at);
 		app_cmd_give(s, c, APP_CMD_FAILED);
@@ -256,7 +257,8 @@ fwd_propose(struct app_shard *s, const struct wire_fwd_admin *f)
 	m->hdr.flags = 0; /* completed here: the entry is what every member applies */
 	int rc = app_cmd_fill(s, (struct wire_msg_hdr *)(m + 1), f->hdr.flags);
 	if (rc == -ENOENT) {
-		fwd_refuse(s, f, WIRE_FWD_REJECTED, WIRE_REASON_UNKNOWN_SYMBOL); /* nothing proposed */
+		/* Nothing proposed: a symbol this replica cannot fill. */
+		fwd_refuse(s, f, WIRE_FWD_REJECTED, WIRE_REASON_UNKNOWN_SYMBOL);
 		return;
 	}
 	if (rc != 0) {

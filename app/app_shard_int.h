@@ -3,7 +3,7 @@
  * The shard lcore's private header: struct app_shard (one Raft member, its service and the
  * host roles that read that service's state), its counters, and the functions its files
  * share. Only the app_shard*.c, app_gateway.c, app_bridge.c, app_egress.c, app_ingress.c,
- * app_flog.c, app_inline_persist.c and app_reqlat.c files include it.
+ * app_flog.c, app_inline_persist.c, app_reqlat.c and app_admin_fwd.c files include it.
  *
  * The files are layers; a file calls only files below it (farm-studio look app):
  *
@@ -12,6 +12,8 @@
  *   app_ingress.c  app_bridge.c       frames in; bridge re-drives and bootstrap
  *   app_egress.c         the service's sink: applied entries out (leader only)
  *   app_gateway.c  app_shard_cmd.c  app_flog.c  app_inline_persist.c  app_reqlat.c
+ *   app_admin_fwd.c      (beside app_shard_cmd.c: it takes the commands that cmd file
+ *                        cannot answer here and gives them back through app_cmd_give)
  *   app_shard_send.c  app_shard_tables.c   sends, proposals and the caches under them
  *   app_shard_stats.c    what main reads (published values, counters)
  *
