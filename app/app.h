@@ -36,6 +36,7 @@
 #include <rte_log.h>
 
 #include "app_config.h"
+#include "app_fwd.h"
 #include "common/hist.h"
 #include "dataplane/dp.h"
 
@@ -170,6 +171,10 @@ enum app_cmd_kind {
 	APP_CMD_SNAPSHOT = 2, /* cns_snapshot_take; value: the snapshot's index */
 	APP_CMD_TRANSFER = 3, /* cns_transfer(target); answered once target leads */
 	APP_CMD_VIEW = 4,     /* read-only: the view is written as JSON into out */
+	APP_CMD_FORWARD = 5,  /* msg for shard `shard`, not led here: sent to its leader as
+			       * FORWARDED_ADMIN and answered by its FORWARDED_REPLY
+			       * (app_admin_fwd.c); taken by the shard's lcore when hosted
+			       * here, else by any shard lcore of the node */
 };
 
 enum app_cmd_view {
@@ -198,6 +203,8 @@ enum app_cmd_status {
 				* Unknown to an owner or an OMS: REJECTED UNKNOWN_SYMBOL */
 #define APP_CMD_ROUTE_SCALE 2u /* ROUTING_CONFIG: shards[0] joins (or changes state in) the
 				* applied membership, which the shard lcore copies */
+#define APP_CMD_MAY_FORWARD 8u /* PROPOSE: when this member no longer leads, forward to
+				* the leader instead of answering NOT_LEADER */
 
 struct app_cmd {
 	/* Request (main). */
@@ -227,6 +234,9 @@ struct app_cmd {
 	void *req;                    /* the control request it belongs to */
 	bool at_shard;                /* enqueued and not yet taken back from mgmt_done */
 	uint8_t step;                 /* step of a two-step request (1 or 2) */
+	/* Forwarding (FORWARD, or a PROPOSE that found itself not leading). */
+	struct app_fwd_try fwd;       /* fwd.id set by main; the rest is the shard lcore's */
+	uint32_t via;                 /* answer: the node whose leader proposed it (0: here) */
 };
 
 /* Every ring between the lcores of this node, created by app_wire_init before the roles'

@@ -3,8 +3,9 @@
  * Ingress of the shard lcore: every frame from the rx ring (the port) and the local ring
  * (other lcores of this node), message by message. Raft messages go to cns_step; INGRESS
  * from a gateway, bridge results and admin messages are proposed into the log (NAKed to the
- * gateway when they cannot be); gateway and client classes go to the gateway. Frames
- * between nodes must come from a node's address: a client must not inject votes or reports.
+ * gateway when they cannot be); forwarded admin commands and their answers go to
+ * app_admin_fwd.c; gateway and client classes go to the gateway. Frames between nodes must
+ * come from a node's address: a client must not inject votes, reports or admin commands.
  */
 #include <errno.h>
 
@@ -112,6 +113,10 @@ shard_msg(struct app_shard *s, const struct dp_meta *meta, const struct wire_msg
 		ingress(s, msg);
 		return;
 	}
+	if (msg->type == WIRE_FORWARDED_ADMIN || msg->type == WIRE_FORWARDED_REPLY) {
+		app_fwd_msg_in(s, meta, msg);
+		return;
+	}
 	uint16_t stream = s->is_oms ? UINT16_MAX : me_request_stream(msg);
 	bool from_node = app_node_known(s->app, meta->sender_id);
 	if (stream < DP_SHARDS_MAX && from_node)
@@ -130,6 +135,17 @@ shard_msg(struct app_shard *s, const struct dp_meta *meta, const struct wire_msg
 		app_gw_to_gateway(s, meta->sender_id, &n.hdr);
 		*hinted = true;
 	}
+}
+
+/* What only another node may send to a shard: the operator's commands reach a shard
+ * through a node's control socket (forwarded, or proposed by the node that leads it). A
+ * client may send a TRANSFER straight to an OMS shard (the treasury path, docs/appliance.md)
+ * and nothing else of the admin column. */
+static bool
+is_node_admin(const struct wire_msg_hdr *msg)
+{
+	return msg->type == WIRE_FORWARDED_ADMIN || msg->type == WIRE_FORWARDED_REPLY ||
+	       (wire_type_is_admin(msg->type) && msg->type != WIRE_TRANSFER);
 }
 
 /* Frames between nodes (Raft, INGRESS, bridge, client answers for a gateway) must come
@@ -172,6 +188,10 @@ app_ingress_frame(struct app_shard *s, struct rte_mbuf *m)
 				      (msg->type >= WIRE_REQUEST_VOTE &&
 				       msg->type <= WIRE_TIMEOUT_NOW))) {
 				sc_add(s, SC_NOT_FROM_NODE, 1);
+				break;
+			}
+			if (!node && is_node_admin(msg)) {
+				sc_add(s, SC_ADMIN_NOT_FROM_NODE, 1);
 				break;
 			}
 			shard_msg(s, meta, msg, &hinted);

@@ -35,7 +35,7 @@ app_mgmt_args_known(struct app_mgmt_call *a, const char *const *names)
 			snprintf(a->err, a->cap, "bad_argument: an argument name is too long");
 			return -EINVAL;
 		}
-		bool ok = strcmp(key, "timeout_ms") == 0;
+		bool ok = strcmp(key, "timeout_ms") == 0 || strcmp(key, "local") == 0;
 		for (int k = 0; !ok && names[k] != NULL; k++)
 			ok = strcmp(key, names[k]) == 0;
 		if (!ok) {

@@ -33,6 +33,7 @@ struct app_mgmt {
 	struct app_mgmt_req *reqs;    /* requests waiting for shard lcores [APP_CMDS_MAX] */
 	uint32_t cmds_out;            /* commands held by shard lcores or on their rings */
 	char *result;                 /* a deferred answer being rendered [APP_MGMT_RESULT_MAX] */
+	uint64_t fwd_last;            /* the last forwarding id given (wall-clock ns based) */
 };
 
 /* One command being handled: where it came from and where a refusal is written. */
@@ -41,6 +42,7 @@ struct app_mgmt_call {
 	const struct mgmt_req *req;   /* the command and its arguments */
 	char *err;                    /* "code: message" of a refusal */
 	size_t cap;                   /* size of err */
+	bool forward;                 /* a proposal's shards not led here go to their leader */
 };
 
 /* The shards one step of a request goes to, each once. */
@@ -52,7 +54,8 @@ struct app_mgmt_targets {
 /* ---- app_mgmt_args.c: arguments, and the shard sets they name ---- */
 
 bool app_mgmt_arg_present(const struct app_mgmt_call *a, const char *key);
-/* Every argument must be one of names (NULL-terminated); timeout_ms is always allowed. */
+/* Every argument must be one of names (NULL-terminated); timeout_ms and local (no
+ * forwarding: app_mgmt_propose) are always allowed. */
 int app_mgmt_args_known(struct app_mgmt_call *a, const char *const *names);
 int app_mgmt_arg_u64(struct app_mgmt_call *a, const char *key, bool required, uint64_t min,
 		     uint64_t max, uint64_t *out);
@@ -113,6 +116,7 @@ struct app_mgmt_req {
 	uint64_t timeout_ns;          /* per step: the shard lcores' deadline */
 	uint8_t step;                 /* 1, or 2 while the second step runs */
 	int failed;                   /* -errno: building a step failed */
+	bool forward;                 /* proposals to shards not led here are forwarded */
 	struct app_mgmt_next_step *next; /* the second step, or NULL */
 	struct app_cmd *cmds[2 * APP_MGMT_TARGETS_MAX]; /* both steps' commands */
 };
@@ -147,12 +151,15 @@ int app_mgmt_view(struct app_mgmt_call *a, const struct app_mgmt_targets *t,
 /* A command without a message (APP_CMD_SNAPSHOT, APP_CMD_TRANSFER to node target). */
 int app_mgmt_command(struct app_mgmt_call *a, const struct app_mgmt_targets *t, uint32_t kind,
 		     uint32_t target, app_mgmt_render_fn *render);
-/* A mutation: every target must be led here, then one admin entry per target. */
+/* A mutation: one admin entry per target, proposed here where this node leads the target
+ * and forwarded to the target's leader elsewhere; with args.local every target must be
+ * led here (else not_leader, nothing proposed). */
 int app_mgmt_propose(struct app_mgmt_call *a, const struct app_mgmt_targets *t,
 		     const struct app_mgmt_proposal *p, enum app_mgmt_need need);
 /* A two-step mutation: p into t first; once every target answered ok, next (allocated by
- * the caller, owned by the request from here on, freed on every path). Every shard of
- * both steps must be led here before anything is proposed. */
+ * the caller, owned by the request from here on, freed on every path). Forwarded like
+ * app_mgmt_propose; with args.local every shard of both steps must be led here before
+ * anything is proposed. */
 int app_mgmt_propose_two_steps(struct app_mgmt_call *a, const struct app_mgmt_targets *t,
 			       const struct app_mgmt_proposal *p,
 			       struct app_mgmt_next_step *next);

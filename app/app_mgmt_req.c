@@ -159,8 +159,35 @@ app_mgmt_all_led(const struct app *app, const struct app_mgmt_targets *t)
 
 /* ---- fan-out ---- */
 
-/* Add one step's commands to r and enqueue them. Targets not led here (led: checked before)
- * are answered here with NOT_LEADER and the hint, never enqueued. 0 or -ENOMEM. */
+/* The shard lcore that carries forwards to shards not hosted here: the gateway's (any
+ * shard lcore can send to any node). -1: the node hosts no shard. */
+static int
+fwd_carrier(const struct app *app)
+{
+	if (app->gateway_index >= 0)
+		return app->gateway_index;
+	for (uint32_t i = 0; i < app->cfg.shard_count; i++)
+		if (app_shard_mgmt_ring(app, i) != NULL)
+			return (int)i;
+	return -1;
+}
+
+/* A forwarding id: with this node's id, unique across the cluster and across restarts
+ * (the wall clock at the request, moved on by one where two fall on one nanosecond), so
+ * a leader never mistakes a new command for an old one it applied. */
+static uint64_t
+fwd_id_next(struct app_mgmt *m)
+{
+	uint64_t now = (uint64_t)((int64_t)dp_clock_ns() + m->app->clock_offset_ns);
+	m->fwd_last = now > m->fwd_last ? now : m->fwd_last + 1;
+	return m->fwd_last;
+}
+
+/* Add one step's commands to r and enqueue them. A proposal of a forwarding request goes
+ * to the target's lcore when led here (it forwards itself if leadership moved meanwhile),
+ * else as APP_CMD_FORWARD to the target's lcore (hosted here) or the carrier lcore.
+ * Otherwise targets not led here (led: checked before) are answered here with NOT_LEADER
+ * and the hint, never enqueued. 0 or -ENOMEM. */
 static int
 step_enqueue(struct app_mgmt *m, struct app_mgmt_req *r, const struct app_mgmt_targets *t,
 	     uint32_t kind, cmd_fill_fn *fill, const void *ctx, bool led)
@@ -204,9 +231,21 @@ step_enqueue(struct app_mgmt *m, struct app_mgmt_req *r, const struct app_mgmt_t
 	for (uint32_t i = first; i < r->cmd_count; i++) {
 		struct app_cmd *c = r->cmds[i];
 		int idx = app->shard_index[c->shard];
-		struct rte_ring *ring = idx >= 0 ? app_shard_mgmt_ring(app, (uint32_t)idx) : NULL;
 		uint32_t leader = 0;
-		if (!led && (idx < 0 || !app_shard_leads(app, (uint32_t)idx, &leader))) {
+		bool leads = idx >= 0 && app_shard_leads(app, (uint32_t)idx, &leader);
+		bool forwarded = kind == APP_CMD_PROPOSE && r->forward;
+		if (forwarded) {
+			c->fwd.id = fwd_id_next(m);
+			if (leads) {
+				c->flags |= APP_CMD_MAY_FORWARD;
+			} else {
+				c->kind = APP_CMD_FORWARD;
+				if (idx < 0)
+					idx = fwd_carrier(app);
+			}
+		}
+		struct rte_ring *ring = idx >= 0 ? app_shard_mgmt_ring(app, (uint32_t)idx) : NULL;
+		if (!led && !leads && !forwarded) {
 			if (idx < 0)
 				leader = __atomic_load_n(&app->leader_hint[c->shard],
 							 __ATOMIC_RELAXED);
@@ -261,6 +300,7 @@ dispatch(struct app_mgmt_call *a, const struct app_mgmt_targets *t, enum app_mgm
 	r->timeout_ns = timeout_ns(req);
 	r->deadline_ns = now + r->timeout_ns + GRACE_NS;
 	r->step = 1;
+	r->forward = a->forward && kind == APP_CMD_PROPOSE;
 	snprintf(r->name, sizeof(r->name), "%s", req->cmd);
 	r->used = true;
 	int erc = step_enqueue(m, r, t, kind, fill, ctx, true);
@@ -325,12 +365,60 @@ app_mgmt_command(struct app_mgmt_call *a, const struct app_mgmt_targets *t, uint
 	return rc;
 }
 
+/* A shard a command can be forwarded to: hosted here, named by the configuration (the
+ * routing's OMS shards, the symbols' ME shards), or one whose leader an answer named. A
+ * shard nothing here knows of may not exist: the command is refused before anything is
+ * proposed, as it was before forwarding (`shards scale` to a shard no node hosts). */
+static bool
+shard_known(const struct app *app, uint16_t id)
+{
+	if (app->shard_index[id] >= 0 ||
+	    __atomic_load_n(&app->leader_hint[id], __ATOMIC_RELAXED) != 0)
+		return true;
+	struct app_mgmt_targets k = {0};
+	app_mgmt_targets_oms(app, &k);
+	app_mgmt_targets_me(app, &k);
+	for (uint32_t i = 0; i < k.n; i++)
+		if (k.shard[i] == id)
+			return true;
+	return false;
+}
+
+/* The targets of t no command can reach from here, into out. */
+static void
+targets_unknown(const struct app *app, const struct app_mgmt_targets *t,
+		struct app_mgmt_targets *out)
+{
+	memset(out, 0, sizeof(*out));
+	for (uint32_t i = 0; i < t->n; i++)
+		if (!shard_known(app, t->shard[i]))
+			app_mgmt_targets_add(out, t->shard[i]);
+}
+
+/* args.local: the request is refused unless this node leads every target (the behaviour
+ * before forwarding: all-or-nothing by leadership). Else it is forwarded where needed. */
+static int
+local_only(struct app_mgmt_call *a, bool *local)
+{
+	if (app_mgmt_arg_bool(a, "local", local) != 0)
+		return -EINVAL;
+	a->forward = !*local;
+	return 0;
+}
+
 int
 app_mgmt_propose(struct app_mgmt_call *a, const struct app_mgmt_targets *t,
 		 const struct app_mgmt_proposal *p, enum app_mgmt_need need)
 {
-	if (!app_mgmt_all_led(a->mgmt->app, t))
+	bool local;
+	if (local_only(a, &local) != 0)
+		return -EINVAL;
+	if (local && !app_mgmt_all_led(a->mgmt->app, t))
 		return app_mgmt_reply_not_leader(a, t);
+	struct app_mgmt_targets unknown;
+	targets_unknown(a->mgmt->app, t, &unknown);
+	if (unknown.n > 0)
+		return app_mgmt_reply_not_leader(a, &unknown);
 	int rc;
 	dispatch(a, t, need, app_mgmt_render_results, APP_CMD_PROPOSE, fill_propose, p, &rc);
 	return rc;
@@ -343,9 +431,20 @@ app_mgmt_propose_two_steps(struct app_mgmt_call *a, const struct app_mgmt_target
 	struct app_mgmt_targets all = *t;
 	for (uint32_t i = 0; i < next->t.n; i++)
 		app_mgmt_targets_add(&all, next->t.shard[i]);
-	if (!app_mgmt_all_led(a->mgmt->app, &all)) {
+	bool local;
+	if (local_only(a, &local) != 0) {
+		free(next);
+		return -EINVAL;
+	}
+	if (local && !app_mgmt_all_led(a->mgmt->app, &all)) {
 		free(next);
 		return app_mgmt_reply_not_leader(a, &all);
+	}
+	struct app_mgmt_targets unknown;
+	targets_unknown(a->mgmt->app, &all, &unknown);
+	if (unknown.n > 0) {
+		free(next);
+		return app_mgmt_reply_not_leader(a, &unknown);
 	}
 	int rc;
 	struct app_mgmt_req *r = dispatch(a, t, APP_MGMT_NEED_ALL, app_mgmt_render_results,
@@ -358,8 +457,9 @@ app_mgmt_propose_two_steps(struct app_mgmt_call *a, const struct app_mgmt_target
 	return rc;
 }
 
-/* Step 1 is committed everywhere: propose the next step (its shards must be led here too,
- * else they are answered not_leader and the answer says step 1 applied). */
+/* Step 1 is committed everywhere: propose the next step (forwarded where not led here;
+ * with args.local its shards must be led here too, else they are answered not_leader and
+ * the answer says step 1 applied). */
 static void
 next_step_start(struct app_mgmt *m, struct app_mgmt_req *r)
 {
@@ -418,9 +518,14 @@ result_row(struct mgmt_out *o, const struct app_cmd *c)
 		mgmt_out_kv_str(o, "reason", wire_reason_name(c->reason));
 	if (c->status == APP_CMD_NOT_LEADER)
 		mgmt_out_kv_u64(o, "leader", c->leader);
+	if (c->status == APP_CMD_TIMEOUT && c->kind == APP_CMD_FORWARD)
+		mgmt_out_kv_u64(o, "leader", c->leader);
 	if (c->status == APP_CMD_FAILED)
 		mgmt_out_kv_str(o, "error", strerror(-c->err));
-	if (c->kind == APP_CMD_PROPOSE || c->kind == APP_CMD_SNAPSHOT) {
+	if (c->via != 0)
+		mgmt_out_kv_u64(o, "via", c->via); /* the node whose leader proposed it */
+	if (c->kind == APP_CMD_PROPOSE || c->kind == APP_CMD_FORWARD ||
+	    c->kind == APP_CMD_SNAPSHOT) {
 		mgmt_out_kv_u64(o, "index", c->index);
 		mgmt_out_kv_u64(o, "term", c->term);
 	}
@@ -456,14 +561,27 @@ app_mgmt_render_views(struct mgmt_out *o, const struct app_mgmt_req *r)
 }
 
 /* The answer when a command was not ok: the first such one names the code and message,
- * every command gets its row. */
+ * the shards that applied their command are listed (a command spanning several shards
+ * commits on each separately), every command gets its row. */
 static void
-reply_failure(struct app_mgmt *m, const struct app_mgmt_req *r, const struct app_cmd *bad)
+reply_failure(struct app_mgmt *m, const struct app_mgmt_req *r, const struct app_cmd *bad,
+	      const uint16_t *applied, uint32_t applied_count)
 {
 	struct mgmt_out o;
 	mgmt_out_init(&o, m->result, APP_MGMT_RESULT_MAX);
-	char msg[256];
-	if (bad->status == APP_CMD_REJECTED)
+	char msg[384];
+	bool fwd = bad->kind == APP_CMD_FORWARD;
+	if (fwd && bad->status == APP_CMD_TIMEOUT && bad->leader == 0)
+		snprintf(msg, sizeof(msg), "shard %u: no leader found to forward to before the "
+			 "deadline (an election?); nothing was proposed", bad->shard);
+	else if (fwd && bad->status == APP_CMD_TIMEOUT)
+		snprintf(msg, sizeof(msg), "shard %u: no answer from its leader (node %u, "
+			 "forwarded) before the deadline; it may still be applied", bad->shard,
+			 bad->leader);
+	else if (fwd && bad->status == APP_CMD_NOT_LEADER)
+		snprintf(msg, sizeof(msg), "shard %u: leadership kept moving while forwarding "
+			 "(last hint: node %u)", bad->shard, bad->leader);
+	else if (bad->status == APP_CMD_REJECTED)
 		snprintf(msg, sizeof(msg), "shard %u refused it: %s", bad->shard,
 			 wire_reason_name(bad->reason));
 	else if (bad->status == APP_CMD_NOT_LEADER)
@@ -480,8 +598,27 @@ reply_failure(struct app_mgmt *m, const struct app_mgmt_req *r, const struct app
 			 "transfer); nothing was proposed", bad->shard);
 	else
 		snprintf(msg, sizeof(msg), "shard %u: %s", bad->shard, strerror(-bad->err));
+	size_t l = strlen(msg);
+	for (uint32_t i = 0; i < applied_count; i++) {
+		snprintf(msg + l, sizeof(msg) - l, "%s%u", i == 0 ? "; applied on shard(s) " : ",",
+			 applied[i]);
+		l = strlen(msg);
+	}
+	if (bad->step > 1)
+		snprintf(msg + l, sizeof(msg) - l, " (step 1 applied)");
 	if (bad->status == APP_CMD_NOT_LEADER)
 		mgmt_out_kv_u64(&o, "leader", bad->leader);
+	mgmt_out_key(&o, "applied");
+	mgmt_out_arr_begin(&o);
+	for (uint32_t i = 0; i < applied_count; i++) {
+		if (o.need_comma)
+			mgmt_out_raw(&o, ",");
+		char n[8];
+		snprintf(n, sizeof(n), "%u", applied[i]);
+		mgmt_out_raw(&o, n);
+		o.need_comma = true;
+	}
+	mgmt_out_arr_end(&o);
 	app_mgmt_render_results(&o, r);
 	const char *code = status_code(bad->status);
 	if (bad->status == APP_CMD_REJECTED && bad->reason == WIRE_REASON_UNKNOWN_SYMBOL)
@@ -493,19 +630,16 @@ reply_failure(struct app_mgmt *m, const struct app_mgmt_req *r, const struct app
 static void
 req_finish(struct app_mgmt *m, const struct app_mgmt_req *r)
 {
-	const struct app_cmd *bad = NULL;
-	uint32_t ok = 0;
-	for (uint32_t i = 0; i < r->cmd_count; i++) {
-		const struct app_cmd *c = r->cmds[i];
-		bool fine = c->status == APP_CMD_OK ||
-			    (r->need == APP_MGMT_NEED_ANY && c->status == APP_CMD_REJECTED &&
-			     c->reason == WIRE_REASON_NOT_FOUND);
-		ok += c->status == APP_CMD_OK;
-		if (!fine && bad == NULL)
-			bad = c;
-	}
-	if (r->need == APP_MGMT_NEED_ANY && bad == NULL && ok == 0)
-		bad = r->cmds[0]; /* not_found everywhere */
+	struct app_fwd_outcome out[2 * APP_MGMT_TARGETS_MAX];
+	uint16_t applied[2 * APP_MGMT_TARGETS_MAX];
+	uint32_t applied_count;
+	for (uint32_t i = 0; i < r->cmd_count; i++)
+		out[i] = (struct app_fwd_outcome){.shard = r->cmds[i]->shard,
+						  .status = r->cmds[i]->status,
+						  .reason = r->cmds[i]->reason};
+	int b = app_fwd_verdict(out, r->cmd_count, r->need == APP_MGMT_NEED_ANY, applied,
+				RTE_DIM(applied), &applied_count);
+	const struct app_cmd *bad = b >= 0 ? r->cmds[b] : NULL;
 	if (bad == NULL && r->failed != 0) {
 		char msg[128];
 		snprintf(msg, sizeof(msg), "step %u not started: %s (step 1 applied)", r->step,
@@ -514,7 +648,7 @@ req_finish(struct app_mgmt *m, const struct app_mgmt_req *r)
 		return;
 	}
 	if (bad != NULL) {
-		reply_failure(m, r, bad);
+		reply_failure(m, r, bad, applied, applied_count);
 		return;
 	}
 	struct mgmt_out o;

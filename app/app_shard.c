@@ -142,6 +142,15 @@ wrap_apply(void *svc, uint64_t index, uint64_t now_ns, const struct wire_msg_hdr
 		s->apply_index = index;
 		s->apply_term = s->cns != NULL ? cns_term_at(s->cns, index) : 0;
 	}
+	if (msg->type == WIRE_FORWARDED_ADMIN) {
+		/* An admin command another node forwarded: the service applies the wrapped
+		 * message; its outcome is recorded and answered (app_admin_fwd.c). */
+		struct app_fwd_apply fa;
+		const struct wire_msg_hdr *inner = app_fwd_apply_begin(s, &fa, msg, sink);
+		svc_real(s)->apply(s->svc, index, now_ns, inner, &fa.sink);
+		app_fwd_apply_end(&fa);
+		return;
+	}
 	svc_real(s)->apply(s->svc, index, now_ns, msg, sink);
 }
 

@@ -20,8 +20,8 @@
 #include "mgmt/mgmt.h"
 #include "oms/oms.h"
 
-static void
-cmd_give(struct app_shard *s, struct app_cmd *c, enum app_cmd_status st)
+void
+app_cmd_give(struct app_shard *s, struct app_cmd *c, enum app_cmd_status st)
 {
 	c->status = st;
 	sc_add(s, st == APP_CMD_OK ? SC_MGMT_OK : SC_MGMT_REFUSED, 1);
@@ -34,11 +34,11 @@ cmd_not_leader(struct app_shard *s, struct app_cmd *c)
 {
 	uint32_t l = cns_leader(s->cns);
 	c->leader = l == s->self ? 0 : l;
-	cmd_give(s, c, APP_CMD_NOT_LEADER);
+	app_cmd_give(s, c, APP_CMD_NOT_LEADER);
 }
 
-static void
-cmd_unwait(struct app_shard *s, uint32_t i)
+void
+app_cmd_unwait(struct app_shard *s, uint32_t i)
 {
 	CHECK(i < s->cmd_wait_count);
 	s->cmd_wait[i] = s->cmd_wait[--s->cmd_wait_count];
@@ -55,14 +55,14 @@ app_cmd_admin_reply(struct app_shard *s, const struct wire_admin_reply *r)
 		uint64_t key = s->is_oms ? r->req_id : r->value;
 		if (c->kind != APP_CMD_PROPOSE || c->index != s->apply_index || c->req_key != key)
 			continue;
-		cmd_unwait(s, i);
+		app_cmd_unwait(s, i);
 		if (s->apply_term != c->term) {
-			cmd_give(s, c, APP_CMD_LOST); /* another leader's entry took the index */
+			app_cmd_give(s, c, APP_CMD_LOST); /* another leader's entry took the index */
 			return;
 		}
 		c->reason = r->reason;
 		c->value = r->value;
-		cmd_give(s, c, r->reason == WIRE_REASON_NONE ? APP_CMD_OK : APP_CMD_REJECTED);
+		app_cmd_give(s, c, r->reason == WIRE_REASON_NONE ? APP_CMD_OK : APP_CMD_REJECTED);
 		return;
 	}
 }
@@ -125,36 +125,49 @@ symbol_fill(struct app_shard *s, struct wire_symbol_config *m)
 	return 0;
 }
 
+int
+app_cmd_fill(struct app_shard *s, struct wire_msg_hdr *m, uint32_t flags)
+{
+	if (((flags & APP_CMD_ROUTE_MERGE) && (!s->is_oms || m->type != WIRE_ROUTING_CONFIG)) ||
+	    ((flags & APP_CMD_SYMBOL_FILL) && m->type != WIRE_SYMBOL_CONFIG))
+		return -EINVAL; /* a routing config for an ME shard: the operator named one */
+	if (flags & APP_CMD_ROUTE_MERGE)
+		route_merge(s, (void *)m, (flags & APP_CMD_ROUTE_SCALE) != 0);
+	if ((flags & APP_CMD_SYMBOL_FILL) && symbol_fill(s, (void *)m) != 0)
+		return -ENOENT;
+	return 0;
+}
+
 static void
 cmd_propose(struct app_shard *s, struct app_cmd *c)
 {
 	struct wire_msg_hdr *m = (void *)c->msg;
 	if (cns_role(s->cns) != CNS_LEADER) {
-		cmd_not_leader(s, c);
+		/* Led elsewhere since main looked: its leader proposes it (app_admin_fwd.c). */
+		if (c->flags & APP_CMD_MAY_FORWARD)
+			app_fwd_cmd_start(s, c);
+		else
+			cmd_not_leader(s, c);
 		return;
 	}
 	if (s->cmd_wait_count == APP_CMD_PENDING_MAX) {
-		cmd_give(s, c, APP_CMD_BUSY);
+		app_cmd_give(s, c, APP_CMD_BUSY);
 		return;
 	}
-	if (((c->flags & APP_CMD_ROUTE_MERGE) &&
-	     (!s->is_oms || m->type != WIRE_ROUTING_CONFIG)) ||
-	    ((c->flags & APP_CMD_SYMBOL_FILL) && m->type != WIRE_SYMBOL_CONFIG)) {
-		c->err = -EINVAL; /* a routing config for an ME shard: the operator named one */
-		cmd_give(s, c, APP_CMD_FAILED);
+	int frc = app_cmd_fill(s, m, c->flags);
+	if (frc == -EINVAL) {
+		c->err = frc;
+		app_cmd_give(s, c, APP_CMD_FAILED);
+		return;
+	}
+	if (frc == -ENOENT) {
+		c->reason = WIRE_REASON_UNKNOWN_SYMBOL;
+		app_cmd_give(s, c, APP_CMD_REJECTED); /* nothing proposed */
 		return;
 	}
 	if (c->flags & APP_CMD_ROUTE_MERGE) {
-		route_merge(s, (void *)m, (c->flags & APP_CMD_ROUTE_SCALE) != 0);
 		c->req_key = ((struct wire_routing_config *)m)->epoch;
 		c->value = c->req_key;
-	}
-	if (c->flags & APP_CMD_SYMBOL_FILL) {
-		if (symbol_fill(s, (void *)m) != 0) {
-			c->reason = WIRE_REASON_UNKNOWN_SYMBOL;
-			cmd_give(s, c, APP_CMD_REJECTED); /* nothing proposed */
-			return;
-		}
 	}
 	/* Seal what is open, so the command's entry is the next one and holds only it. */
 	cns_flush(s->cns, s->now);
@@ -165,12 +178,12 @@ cmd_propose(struct app_shard *s, struct app_cmd *c)
 		return;
 	}
 	if (rc == -EAGAIN || rc == -EBUSY) {
-		cmd_give(s, c, APP_CMD_BUSY); /* backpressure, or a leadership transfer */
+		app_cmd_give(s, c, APP_CMD_BUSY); /* backpressure, or a leadership transfer */
 		return;
 	}
 	if (rc != 0) {
 		c->err = rc;
-		cmd_give(s, c, APP_CMD_FAILED);
+		app_cmd_give(s, c, APP_CMD_FAILED);
 		return;
 	}
 	cns_flush(s->cns, s->now);
@@ -209,14 +222,14 @@ cmd_snapshot(struct app_shard *s, struct app_cmd *c)
 	int rc = app_shard_snapshot_take(s);
 	if (rc != 0 && rc != -EALREADY) {
 		c->err = rc;
-		cmd_give(s, c, APP_CMD_FAILED);
+		app_cmd_give(s, c, APP_CMD_FAILED);
 		return;
 	}
 	const struct cns_snapshot_meta *meta = cns_snapshot(s->cns, NULL);
 	c->index = meta != NULL ? meta->index : 0;
 	c->value = c->index;
 	c->term = meta != NULL ? meta->term : 0;
-	cmd_give(s, c, APP_CMD_OK);
+	app_cmd_give(s, c, APP_CMD_OK);
 }
 
 static void
@@ -228,11 +241,11 @@ cmd_transfer(struct app_shard *s, struct app_cmd *c)
 	}
 	if (c->target == s->self) {
 		c->value = cns_term(s->cns);
-		cmd_give(s, c, APP_CMD_OK);
+		app_cmd_give(s, c, APP_CMD_OK);
 		return;
 	}
 	if (s->cmd_wait_count == APP_CMD_PENDING_MAX) {
-		cmd_give(s, c, APP_CMD_BUSY);
+		app_cmd_give(s, c, APP_CMD_BUSY);
 		return;
 	}
 	int rc = cns_transfer(s->cns, s->now, c->target);
@@ -242,7 +255,7 @@ cmd_transfer(struct app_shard *s, struct app_cmd *c)
 	}
 	if (rc != 0) {
 		c->err = rc; /* -EINVAL: not a member */
-		cmd_give(s, c, APP_CMD_FAILED);
+		app_cmd_give(s, c, APP_CMD_FAILED);
 		return;
 	}
 	c->term = cns_term(s->cns);
@@ -408,7 +421,7 @@ cmd_view(struct app_shard *s, struct app_cmd *c)
 	if (c->view < APP_VIEW_SYMBOLS || c->view > APP_VIEW_USERS ||
 	    (c->view != APP_VIEW_SYMBOLS && !s->is_oms)) {
 		c->err = -ENOTSUP;
-		cmd_give(s, c, APP_CMD_FAILED);
+		app_cmd_give(s, c, APP_CMD_FAILED);
 		return;
 	}
 	struct mgmt_out o;
@@ -431,11 +444,11 @@ cmd_view(struct app_shard *s, struct app_cmd *c)
 	}
 	if (o.overflow) {
 		c->err = -E2BIG;
-		cmd_give(s, c, APP_CMD_FAILED);
+		app_cmd_give(s, c, APP_CMD_FAILED);
 		return;
 	}
 	c->out_len = o.len;
-	cmd_give(s, c, APP_CMD_OK);
+	app_cmd_give(s, c, APP_CMD_OK);
 }
 
 /* Take new commands (bounded), then settle the waiting ones: committed entries were
@@ -449,10 +462,19 @@ app_cmd_work(struct app_shard *s)
 	for (unsigned i = 0; i < n; i++) {
 		struct app_cmd *c = cmds[i];
 		sc_add(s, SC_MGMT_CMDS, 1);
-		CHECK(c->shard == s->id);
+		if (c->kind != APP_CMD_FORWARD)
+			CHECK(c->shard == s->id); /* a forward may ride any shard lcore */
 		switch (c->kind) {
 		case APP_CMD_PROPOSE:
 			cmd_propose(s, c);
+			break;
+		case APP_CMD_FORWARD:
+			if (c->shard == s->id && cns_role(s->cns) == CNS_LEADER) {
+				c->kind = APP_CMD_PROPOSE; /* led here since main looked */
+				cmd_propose(s, c);
+			} else {
+				app_fwd_cmd_start(s, c);
+			}
 			break;
 		case APP_CMD_SNAPSHOT:
 			cmd_snapshot(s, c);
@@ -465,7 +487,7 @@ app_cmd_work(struct app_shard *s)
 			break;
 		default:
 			c->err = -EINVAL;
-			cmd_give(s, c, APP_CMD_FAILED);
+			app_cmd_give(s, c, APP_CMD_FAILED);
 			break;
 		}
 	}
@@ -473,7 +495,9 @@ app_cmd_work(struct app_shard *s)
 		struct app_cmd *c = s->cmd_wait[i];
 		enum app_cmd_status st = APP_CMD_OK;
 		bool done = false;
-		if (c->kind == APP_CMD_TRANSFER) {
+		if (c->kind == APP_CMD_FORWARD) {
+			done = app_fwd_cmd_settle(s, c, &st);
+		} else if (c->kind == APP_CMD_TRANSFER) {
 			if (cns_leader(s->cns) == c->target) {
 				c->value = cns_term(s->cns);
 				done = true;
@@ -497,8 +521,8 @@ app_cmd_work(struct app_shard *s)
 			i++;
 			continue;
 		}
-		cmd_unwait(s, i);
-		cmd_give(s, c, st);
+		app_cmd_unwait(s, i);
+		app_cmd_give(s, c, st);
 	}
 	return n;
 }

@@ -3,7 +3,7 @@
  * The shard lcore's private header: struct app_shard (one Raft member, its service and the
  * host roles that read that service's state), its counters, and the functions its files
  * share. Only the app_shard*.c, app_gateway.c, app_bridge.c, app_egress.c, app_ingress.c,
- * app_flog.c, app_inline_persist.c and app_reqlat.c files include it.
+ * app_flog.c, app_inline_persist.c, app_reqlat.c and app_admin_fwd.c files include it.
  *
  * The files are layers; a file calls only files below it (farm-studio look app):
  *
@@ -12,6 +12,8 @@
  *   app_ingress.c  app_bridge.c       frames in; bridge re-drives and bootstrap
  *   app_egress.c         the service's sink: applied entries out (leader only)
  *   app_gateway.c  app_shard_cmd.c  app_flog.c  app_inline_persist.c  app_reqlat.c
+ *   app_admin_fwd.c      (beside app_shard_cmd.c: it takes the commands that cmd file
+ *                        cannot answer here and gives them back through app_cmd_give)
  *   app_shard_send.c  app_shard_tables.c   sends, proposals and the caches under them
  *   app_shard_stats.c    what main reads (published values, counters)
  *
@@ -87,7 +89,18 @@
 	X(GW_REROUTES_OWNER, "gw_reroutes_owner", "messages re-routed to a NOT_OWNER's owner") \
 	X(GW_REROUTES_LEADER, "gw_reroutes_leader", "messages re-sent to a new leader hint") \
 	X(GW_REROUTE_GIVEUPS, "gw_reroute_giveups", "refusals passed on after GW_HOPS_MAX")  \
-	X(GW_OVERRIDES_DROPPED, "gw_overrides_dropped", "owner overrides dropped: new epoch")
+	X(GW_OVERRIDES_DROPPED, "gw_overrides_dropped", "owner overrides dropped: new epoch") \
+	X(FWD_SENT, "fwd_sent", "admin commands forwarded to another node's leader")       \
+	X(FWD_RESENT, "fwd_resent", "forwarded commands sent again (no answer, a hint)")   \
+	X(FWD_ANSWERED, "fwd_answered", "answers to commands forwarded from here")         \
+	X(FWD_LATE, "fwd_late", "answers to forwarded commands no longer waiting")         \
+	X(FWD_PROPOSED, "fwd_proposed", "forwarded commands proposed here as leader")      \
+	X(FWD_DUP, "fwd_dup", "forwarded re-sends already in the log (answered, not proposed)") \
+	X(FWD_REFUSED, "fwd_refused", "forwarded commands refused (not leader, busy, bad)") \
+	X(FWD_APPLIED, "fwd_applied", "forwarded entries applied")                          \
+	X(FWD_REPLIED, "fwd_replied", "forwarded entries answered to their origin (leader)") \
+	X(ADMIN_NOT_FROM_NODE, "admin_not_from_node",                                      \
+	  "admin or forwarded-admin messages from a non-peer address, dropped")
 
 enum shard_counter {
 #define SC_ENUM(name, label, help) SC_##name,
@@ -220,6 +233,7 @@ struct app_shard {
 	/* Control socket (docs/appliance.md): commands waiting for commit (from w.mgmt_rx). */
 	struct app_cmd *cmd_wait[APP_CMD_PENDING_MAX];
 	uint32_t cmd_wait_count;
+	struct app_fwd_seen_table fwd_seen; /* forwarded commands seen (app_admin_fwd.c) */
 	uint64_t apply_index;        /* log index of the entry being applied, 0: none */
 	uint64_t apply_term;         /* its term */
 	uint64_t clock_ns;           /* dp clock of this cycle (command deadlines) */
@@ -305,6 +319,36 @@ uint32_t app_inline_persist_drain(struct app_shard *s);
 void app_cmd_admin_reply(struct app_shard *s, const struct wire_admin_reply *r);
 uint32_t app_cmd_work(struct app_shard *s);
 int app_shard_snapshot_take(struct app_shard *s);
+/* Give c back to main, answered st (counted). */
+void app_cmd_give(struct app_shard *s, struct app_cmd *c, enum app_cmd_status st);
+/* Take cmd_wait[i] out of the waiting commands. */
+void app_cmd_unwait(struct app_shard *s, uint32_t i);
+/* Complete admin message m from this replica as flags (APP_CMD_ROUTE_MERGE, _SCALE,
+ * _SYMBOL_FILL) ask, before it is proposed. 0; -EINVAL: the flags do not fit the message
+ * or the service; -ENOENT: a symbol this replica cannot fill (REJECTED UNKNOWN_SYMBOL). */
+int app_cmd_fill(struct app_shard *s, struct wire_msg_hdr *m, uint32_t flags);
+
+/* app_admin_fwd.c: admin commands forwarded between nodes. Origin: a command for a shard
+ * not led here (start: into cmd_wait; settle: re-sends and the deadline, true when c is
+ * done with *st). Leader and members: FORWARDED_ADMIN and FORWARDED_REPLY in (from a
+ * node's address only), and the apply of a forwarded entry (wrap_apply hands the service
+ * the wrapped message through fa's sink between begin and end). */
+void app_fwd_cmd_start(struct app_shard *s, struct app_cmd *c);
+bool app_fwd_cmd_settle(struct app_shard *s, struct app_cmd *c, enum app_cmd_status *st);
+void app_fwd_msg_in(struct app_shard *s, const struct dp_meta *meta,
+		    const struct wire_msg_hdr *msg);
+struct app_fwd_apply {
+	struct svc_sink sink;         /* what the service emits into */
+	struct svc_sink *down;        /* the lcore's sink (app_egress_emit) */
+	struct app_shard *s;
+	const struct wire_fwd_admin *m; /* the entry's FORWARDED_ADMIN */
+	bool replied;                 /* the service emitted its ADMIN_REPLY */
+	struct wire_admin_reply reply;  /* that reply */
+};
+const struct wire_msg_hdr *app_fwd_apply_begin(struct app_shard *s, struct app_fwd_apply *fa,
+					       const struct wire_msg_hdr *msg,
+					       struct svc_sink *down);
+void app_fwd_apply_end(struct app_fwd_apply *fa);
 
 /* app_egress.c: the service's sink and the routes of applied entries. */
 void app_egress_route(struct app_shard *s, enum wire_dest dest, const struct wire_msg_hdr *msg);

@@ -255,6 +255,22 @@ inner_check(const uint8_t *tail, uint32_t tail_len)
 	return WIRE_E_OK;
 }
 
+/* The tail of FORWARDED_ADMIN (required) or FORWARDED_REPLY (optional): one admin message,
+ * valid, filling the tail exactly. */
+static enum wire_err
+fwd_inner_check(const uint8_t *tail, uint32_t tail_len, bool required)
+{
+	if (tail_len == 0)
+		return required ? WIRE_E_BAD_COUNT : WIRE_E_OK;
+	uint16_t mlen;
+	enum wire_err err = wire_msg_check(tail, tail_len, &mlen);
+	if (err != WIRE_E_OK)
+		return err;
+	if (!wire_type_is_admin(((const struct wire_msg_hdr *)tail)->type))
+		return WIRE_E_BAD_TYPE;
+	return mlen == tail_len ? WIRE_E_OK : WIRE_E_BAD_COUNT;
+}
+
 /* Field checks for a message whose length has already been verified for its type. */
 static enum wire_err
 body_check(const struct wire_msg_hdr *h, int depth)
@@ -518,6 +534,24 @@ body_check(const struct wire_msg_hdr *h, int depth)
 			return WIRE_E_BAD_RESERVED;
 		return inner_check((const uint8_t *)(m + 1), m->tail_len);
 	}
+	case WIRE_FORWARDED_ADMIN: {
+		const struct wire_fwd_admin *m = (const void *)h;
+		if ((h->flags & ~WIRE_FWD_F_ALL) != 0)
+			return WIRE_E_BAD_RESERVED;
+		if (m->origin == 0)
+			return WIRE_E_BAD_VALUE;
+		return fwd_inner_check((const uint8_t *)(m + 1), m->tail_len, true);
+	}
+	case WIRE_FORWARDED_REPLY: {
+		const struct wire_fwd_reply *m = (const void *)h;
+		if (!RESERVED(m->reserved0) || !RESERVED(m->reserved1))
+			return WIRE_E_BAD_RESERVED;
+		if (!in_range(m->status, WIRE_FWD_OK, WIRE_FWD_MAX - 1) || !reason_ok(m->reason))
+			return WIRE_E_BAD_ENUM;
+		if (h->flags != 0)
+			return WIRE_E_BAD_RESERVED;
+		return fwd_inner_check((const uint8_t *)(m + 1), m->tail_len, false);
+	}
 	case WIRE_TYPE_LIMIT:
 	default:
 		return WIRE_E_BAD_TYPE;
@@ -540,6 +574,10 @@ tail_len_of(const struct wire_msg_hdr *h)
 		return ((const struct wire_install_snapshot *)h)->tail_len;
 	case WIRE_INGRESS:
 		return ((const struct wire_ingress *)h)->tail_len;
+	case WIRE_FORWARDED_ADMIN:
+		return ((const struct wire_fwd_admin *)h)->tail_len;
+	case WIRE_FORWARDED_REPLY:
+		return ((const struct wire_fwd_reply *)h)->tail_len;
 	default:
 		return 0;
 	}

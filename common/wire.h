@@ -874,6 +874,59 @@ struct wire_ingress {
 static_assert(sizeof(struct wire_ingress) == 16, "wire_ingress");
 
 /* ---------------------------------------------------------------------------------------
+ * Admin forwarding between nodes (docs/appliance.md "Control socket"): a node's control
+ * socket sends a mutation for a shard it does not lead to that shard's leader, which
+ * proposes the whole FORWARDED_ADMIN as one entry (the host hands the service the wrapped
+ * message and records (origin, fwd_id) on every member, so a re-send is answered, never
+ * applied twice) and answers FORWARDED_REPLY once it applied. Between nodes only: both are
+ * refused from any address that is not a configured peer's (the cluster key covers them).
+ * ------------------------------------------------------------------------------------- */
+
+/* hdr.flags of FORWARDED_ADMIN: what the leader completes from its replica before
+ * proposing (same meaning as the control socket's APP_CMD_ROUTE_MERGE, _SCALE, _FILL). */
+#define WIRE_FWD_F_ROUTE_MERGE 0x0001 /* ROUTING_CONFIG: epoch = applied + 1, pins kept */
+#define WIRE_FWD_F_ROUTE_SCALE 0x0002 /* ROUTING_CONFIG: shards[0] joins the applied set */
+#define WIRE_FWD_F_SYMBOL_FILL 0x0004 /* SYMBOL_CONFIG: the book fields from the replica */
+#define WIRE_FWD_F_ALL 0x0007
+
+/* Tail: exactly one admin message (wire_type_is_admin). hdr.shard: the target shard. */
+struct wire_fwd_admin {
+	struct wire_msg_hdr hdr;
+	uint64_t fwd_id;         /* the origin's id of this command; (origin, fwd_id) is unique */
+	uint32_t origin;         /* node that forwarded it: the answer goes there */
+	uint16_t reply_shard;    /* shard whose lcore on origin waits for the answer */
+	uint16_t tail_len;       /* bytes of the wrapped admin message */
+};
+static_assert(sizeof(struct wire_fwd_admin) == 24, "wire_fwd_admin");
+
+enum wire_fwd_status {
+	WIRE_FWD_OK = 1,         /* committed and applied; reason NONE */
+	WIRE_FWD_REJECTED = 2,   /* committed, and the service refused it (reason) */
+	WIRE_FWD_NOT_LEADER = 3, /* not proposed: this member does not lead (leader: hint) */
+	WIRE_FWD_BUSY = 4,       /* not proposed: backpressure, a transfer, state not current */
+	WIRE_FWD_FAILED = 5,     /* not proposed: the message is wrong for this shard */
+	WIRE_FWD_MAX = 6,
+};
+
+/* hdr.shard: the origin's reply_shard. Tail: the admin message as it was proposed (a
+ * SYMBOL_CONFIG the leader filled) or nothing. */
+struct wire_fwd_reply {
+	struct wire_msg_hdr hdr;
+	uint64_t fwd_id;         /* the command answered */
+	uint64_t value;          /* the ADMIN_REPLY's value */
+	uint64_t index;          /* log index of the entry (OK, REJECTED) */
+	uint64_t term;           /* its term */
+	uint32_t leader;         /* NOT_LEADER: the leader this member knows, 0 none */
+	uint16_t shard;          /* the target shard that answered */
+	uint8_t status;          /* enum wire_fwd_status */
+	uint8_t reserved0;
+	uint16_t reason;         /* REJECTED: enum wire_reason */
+	uint16_t tail_len;
+	uint32_t reserved1;
+};
+static_assert(sizeof(struct wire_fwd_reply) == 56, "wire_fwd_reply");
+
+/* ---------------------------------------------------------------------------------------
  * The message list: X(NAME, value, struct, has_tail, class, admin).
  *   has_tail: the struct is followed by `tail_len` bytes (field named tail_len in the
  *             struct).
@@ -937,13 +990,15 @@ enum wire_class {
 	X(INSTALL_SNAPSHOT, 68, wire_install_snapshot, 1, SHARD, 0)                       \
 	X(SNAPSHOT_REPLY, 69, wire_snapshot_reply, 0, SHARD, 0)                           \
 	X(TIMEOUT_NOW, 70, wire_timeout_now, 0, SHARD, 0)                                 \
-	X(INGRESS, 71, wire_ingress, 1, SHARD, 0)
+	X(INGRESS, 71, wire_ingress, 1, SHARD, 0)                                         \
+	X(FORWARDED_ADMIN, 72, wire_fwd_admin, 1, SHARD, 0)                               \
+	X(FORWARDED_REPLY, 73, wire_fwd_reply, 1, SHARD, 0)
 
 enum wire_type {
 #define WIRE_TYPE_ENUM(name, value, st, tail, cls, admin) WIRE_##name = value,
 	WIRE_TYPES(WIRE_TYPE_ENUM)
 #undef WIRE_TYPE_ENUM
-	WIRE_TYPE_LIMIT = 72, /* one past the largest value */
+	WIRE_TYPE_LIMIT = 74, /* one past the largest value */
 };
 
 /* Every message fits a frame's 16-bit length field with its tail. */

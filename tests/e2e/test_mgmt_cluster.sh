@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Goal: control-socket mutations go through the Raft logs of a 3-node cluster: a
-# halt committed on the leader is visible on a follower; a follower answers not_leader with
-# the leader's node id and proposes nothing; a halt survives a change of ME leader (the
+# halt committed on the leader is visible on a follower; with --local a follower answers
+# not_leader with the leader's node id and proposes nothing; a halt survives a change of ME leader (the
 # bootstrap does not re-propose symbols the replica knows); transfer-leader moves a shard and
-# answers once the new leader is seen; a request that needs shards led by two nodes is
-# refused not_leader naming the other; orders are NAKed HALTED while halted and ACKed after
+# answers once the new leader is seen; a --local request that needs shards led by two nodes
+# is refused not_leader naming the other; orders are NAKed HALTED while halted and ACKed after
 # resume; a whale pin committed on the leader shows on a follower's routes show.
 # Method: three omsd processes (OMS shard 1 + ME shard 2 on every node, no database);
 # omsctl against each node's socket; orders from the client namespace (e2e_mgmt.py).
@@ -68,9 +68,10 @@ for _ in $(seq 75); do
 	sleep 0.2
 done
 
-# A follower refuses and names the leader; nothing is proposed.
+# With --local (no forwarding, test_admin_forward.sh covers that) a follower refuses and
+# names the leader; nothing is proposed.
 F=$(( L1 % 3 + 1 ))
-ctl_rc "$F" 1 --json symbols halt --symbol 1
+ctl_rc "$F" 1 --json symbols halt --symbol 1 --local
 grep -qF '"error":"not_leader"' <<<"$OUT" || fail "follower's answer: $OUT"
 grep -qF "\"leader\":$L1" <<<"$OUT" || fail "not_leader without the leader $L1: $OUT"
 log "follower $F: $OUT"
@@ -122,8 +123,8 @@ sleep 1
 wait_json "$F" 2 '"status":"halted"' symbols list || fail "halt undone by a new leader: $OUT"
 order --user 1002 --cl 2 --want HALTED || fail "order after the ME leader changed"
 
-# Now the shards are led by two nodes: resume on either is refused, naming the other.
-ctl_rc "$L1" 1 --json symbols resume --symbol 1
+# Now the shards are led by two nodes: resume --local on either is refused, naming the other.
+ctl_rc "$L1" 1 --json symbols resume --symbol 1 --local
 grep -qF '"error":"not_leader"' <<<"$OUT" && grep -qF "\"leader\":$F" <<<"$OUT" ||
 	fail "split leadership: $OUT"
 ctl_rc "$F" 0 transfer-leader --shard 2 --to "$L1"

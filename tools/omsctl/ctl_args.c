@@ -15,7 +15,7 @@
 
 /* Options that never take a value. */
 static const char *const flags[] = {"json", "help", "follow", "quiet", "release", "halted",
-				     "cancel-resting"};
+				     "cancel-resting", "local"};
 
 static bool
 is_flag(const char *name)

@@ -373,6 +373,61 @@ Test(wire, ingress_inner_checked)
 	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_TYPE));
 }
 
+/* Decode one FORWARDED_ADMIN (origin, flags) wrapping tail. */
+static enum wire_err
+fwd_decode(uint32_t origin, uint16_t flags, const void *tail, uint16_t tail_len)
+{
+	struct wire_fwd_admin f = {0};
+	wire_hdr_init(&f.hdr, WIRE_FORWARDED_ADMIN, 4);
+	f.hdr.flags = flags;
+	f.fwd_id = 99;
+	f.origin = origin;
+	f.reply_shard = 1;
+	f.tail_len = tail_len;
+	struct wire_builder b;
+	uint32_t count;
+	wire_builder_init(&b, frame, sizeof(frame), 1);
+	cr_assert(eq(int, wire_builder_add_tail(&b, &f, tail, tail_len), 0));
+	return decode(wire_builder_finish(&b, NULL), NULL, &count);
+}
+
+/* Goal: FORWARDED_ADMIN carries exactly one valid admin message from a named origin, with
+ * only the completion flags; FORWARDED_REPLY a known status and at most that message.
+ * Method: one good message, then one wrong field at a time. */
+Test(wire, forwarded_admin_checked)
+{
+	struct wire_symbol_status_msg h = {0};
+	wire_hdr_init(&h.hdr, WIRE_SYMBOL_STATUS, 4);
+	h.symbol = 1;
+	h.status = WIRE_SYM_HALTED;
+	cr_assert(eq(int, fwd_decode(2, 0, &h, sizeof(h)), WIRE_E_OK));
+	cr_assert(eq(int, fwd_decode(2, WIRE_FWD_F_SYMBOL_FILL, &h, sizeof(h)), WIRE_E_OK));
+	cr_assert(eq(int, fwd_decode(2, 0x8, &h, sizeof(h)), WIRE_E_BAD_RESERVED));
+	cr_assert(eq(int, fwd_decode(0, 0, &h, sizeof(h)), WIRE_E_BAD_VALUE), "no origin");
+	cr_assert(eq(int, fwd_decode(2, 0, NULL, 0), WIRE_E_BAD_COUNT), "nothing wrapped");
+	struct wire_new_order o = new_order(5, 5);
+	cr_assert(eq(int, fwd_decode(2, 0, &o, sizeof(o)), WIRE_E_BAD_TYPE), "not admin");
+	struct wire_symbol_status_msg two[2] = {h, h};
+	cr_assert(eq(int, fwd_decode(2, 0, two, sizeof(two)), WIRE_E_BAD_COUNT), "two");
+	h.status = 7;
+	cr_assert(eq(int, fwd_decode(2, 0, &h, sizeof(h)), WIRE_E_BAD_ENUM), "inner checked");
+
+	struct wire_fwd_reply r = {0};
+	wire_hdr_init(&r.hdr, WIRE_FORWARDED_REPLY, 1);
+	r.status = WIRE_FWD_OK;
+	struct wire_builder b;
+	uint32_t count;
+	wire_builder_init(&b, frame, sizeof(frame), 1);
+	wire_builder_add_tail(&b, &r, NULL, 0);
+	cr_assert(eq(int, decode(wire_builder_finish(&b, NULL), NULL, &count), WIRE_E_OK));
+	r.status = WIRE_FWD_MAX;
+	wire_builder_init(&b, frame, sizeof(frame), 1);
+	wire_builder_add_tail(&b, &r, NULL, 0);
+	cr_assert(eq(int, decode(wire_builder_finish(&b, NULL), NULL, &count), WIRE_E_BAD_ENUM));
+	cr_assert(eq(int, wire_type_class(WIRE_FORWARDED_ADMIN), WIRE_CLS_SHARD));
+	cr_assert(not(wire_type_is_admin(WIRE_FORWARDED_ADMIN)), "never proposed as is");
+}
+
 /* Goal: the orderId packs and unpacks. */
 Test(wire, oid_packing)
 {

@@ -126,6 +126,7 @@ Test(dp_class, every_type_classified)
 		{ WIRE_APPEND_ENTRIES, DP_CLASS_SHARD }, { WIRE_APPEND_REPLY, DP_CLASS_SHARD },
 		{ WIRE_INSTALL_SNAPSHOT, DP_CLASS_SHARD }, { WIRE_SNAPSHOT_REPLY, DP_CLASS_SHARD },
 		{ WIRE_TIMEOUT_NOW, DP_CLASS_SHARD }, { WIRE_INGRESS, DP_CLASS_SHARD },
+		{ WIRE_FORWARDED_ADMIN, DP_CLASS_SHARD }, { WIRE_FORWARDED_REPLY, DP_CLASS_SHARD },
 	};
 	for (uint16_t t = 0; t <= WIRE_TYPE_LIMIT; t++) {
 		enum dp_class expect = DP_CLASS_NONE; /* unknown and host-internal types */

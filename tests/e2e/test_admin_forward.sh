@@ -1,0 +1,232 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Goal: any node's control socket runs any admin mutation whatever the leader placement
+# (issue 21): with the sharded shape (3 nodes; OMS shards 1-2, ME shards 3-4; leaders spread
+# over the three nodes by transfer-leader) every node halts and resumes a symbol, kills and
+# releases a user, pins and unpins a user; each command answers ok with every target shard
+# committed, shows on the other nodes' replicas, and applies exactly once (the routing
+# epoch moves by one per pin, also when every forwarded frame reaches the leader twice).
+# `--local` keeps the old rule (not_leader, nothing proposed). A kill -9 of a target shard's
+# leader while a forwarded command is pending: the command completes after the re-election
+# or answers a clear error, never later than its deadline. A client cannot inject admin
+# commands: a raw SYMBOL_STATUS, an INGRESS wrapping one and a FORWARDED_ADMIN from the
+# client's address are refused, counted, and change nothing.
+# Method: three omsd processes, omsctl on each node's socket, nftables `dup` on the switch
+# copying every frame to one leader, raw UDP frames from the client namespace (python).
+source "$(dirname "$0")/lib.sh"
+need_root
+: "${OMSCTL:?set OMSCTL to the omsctl binary}"
+e2e_cluster_init oaf 57 3
+e2e_cluster_net_up
+
+MEMBERS=1,2,3
+LINES=(
+	"" "[shard.3]" "service = me" "members = $MEMBERS" "cpu = 0" "idle = sleep"
+	"" "[shard.4]" "service = me" "members = $MEMBERS" "cpu = 1" "idle = sleep"
+	"" "[limits]" "resident_users = 1024" "parked_orders = 256" "inflight_sagas = 256"
+	"orders = 2048" "log_entries = 16384" "log_mb = 8" "snapshot_mb = 2"
+	"snapshot_entries = 8000"
+	"" "[timers]" "tick_ms = 10" "bridge_redrive_ms = 200"
+	"" "[routing]" "epoch = 1" "oms_shards = 1,2"
+	"" "[symbol.1]" "base = 1" "quote = 2" "me_shard = 3" "tick = 1" "lot = 1" "min_qty = 1"
+	"min_notional = 1" "base_unit = 1" "ref_px = 100" "band_bps = 5000"
+	"" "[symbol.2]" "base = 1" "quote = 2" "me_shard = 4" "tick = 1" "lot = 1" "min_qty = 1"
+	"min_notional = 1" "base_unit = 1" "ref_px = 100" "band_bps = 5000"
+)
+for i in 1 2 3; do
+	mkdir -p "$TMP/$i"
+	E2E_SERVICE_1=oms E2E_SERVICE_2=oms e2e_cluster_config "$i" "$TMP/$i/omsd.ini" "${LINES[@]}"
+	e2e_cluster_start "$i" "$TMP/$i/omsd.ini"
+done
+log "3 nodes up: ${NODE_PIDS[*]}"
+
+# ctl_rc NODE WANT ARGS...: omsctl on NODE's socket; output in $OUT; exit code checked.
+ctl_rc() {
+	local node=$1 want=$2 rc=0
+	shift 2
+	OUT=$("$OMSCTL" --socket "$TMP/$node/omsd.sock" "$@" 2>&1) || rc=$?
+	[ "$rc" -eq "$want" ] || { OMSD_LOG=$TMP/$node/omsd.log; fail "node $node: omsctl $*: exit $rc, want $want: $OUT"; }
+}
+# leader_of SHARD [SKIP]: the node that leads SHARD by its own status, or empty.
+leader_of() {
+	local n
+	for n in 1 2 3; do
+		[ "$n" = "${2:-}" ] && continue
+		if "$OMSCTL" --socket "$TMP/$n/omsd.sock" --json status 2>/dev/null |
+			"$PY" -c "import json,sys; r=json.load(sys.stdin)['result']
+sys.exit(0 if any(s['shard']==$1 and s.get('role')=='leader' for s in r['shards']) else 1)"; then
+			echo "$n"
+			return
+		fi
+	done
+}
+wait_leader() {
+	local l
+	for _ in $(seq 75); do
+		l=$(leader_of "$1" "${2:-}")
+		[ -n "$l" ] && { echo "$l"; return 0; }
+		sleep 0.2
+	done
+	return 1
+}
+# lead SHARD NODE: move SHARD's leadership to NODE (transfer-leader runs on its leader).
+lead() {
+	local l
+	l=$(wait_leader "$1") || fail "no leader for shard $1"
+	[ "$l" = "$2" ] && return 0
+	ctl_rc "$l" 0 --json transfer-leader --shard "$1" --to "$2"
+	[ "$(wait_leader "$1")" = "$2" ] || fail "shard $1 not led by node $2 after the transfer"
+}
+# py_json EXPR: evaluate EXPR with r = the JSON result in $OUT.
+py_json() { "$PY" -c "import json,sys; r=json.loads(sys.argv[1])['result']; print($1)" "$OUT"; }
+# wait_view NODE EXPR WANT ARGS...: until py_json EXPR over omsctl --json ARGS on NODE is WANT.
+wait_view() {
+	local node=$1 expr=$2 want=$3 got=
+	shift 3
+	for _ in $(seq 50); do
+		OUT=$("$OMSCTL" --socket "$TMP/$node/omsd.sock" --json "$@" 2>&1) &&
+			got=$(py_json "$expr" 2>/dev/null) && [ "$got" = "$want" ] && return 0
+		sleep 0.2
+	done
+	fail "node $node: $* gives '$got' for $expr, want '$want': $OUT"
+}
+SYM1='sorted(set(x["status"] for x in r["symbols"] if x["symbol"]==1 and x["shard"] in (1,2,3)))'
+KILLED='sorted(set(x["killed"] for x in r["shards"]))'
+EPOCHS='sorted(set(x["epoch"] for x in r["shards"]))'
+PINNED='sorted(set(str(any(p["user"]==4242 for p in x["pins"])) for x in r["shards"]))'
+# Each result row of $OUT as shard:status, in the request's order.
+ROWS='",".join("%d:%s" % (x["shard"], x["status"]) for x in r["results"])'
+
+for s in 1 2 3 4; do wait_leader "$s" >/dev/null || fail "shard $s elected no leader"; done
+for _ in $(seq 75); do
+	[ "$(e2e_cluster_stat 1 shard.1.route_epoch)" = 1 ] &&
+		[ "$(e2e_cluster_stat 1 shard.2.route_epoch)" = 1 ] && break
+	sleep 0.2
+done
+# Leaders spread: OMS 1 on node 1, OMS 2 on node 2, ME 3 on node 3, ME 4 on node 2.
+lead 1 1
+lead 2 2
+lead 3 3
+lead 4 2
+log "leaders: shard 1 → 1, 2 → 2, 3 → 3, 4 → 2"
+
+# The old rule on request: a node that does not lead every target refuses, proposes nothing.
+ctl_rc 1 1 --json symbols halt --symbol 1 --local
+grep -qF '"error":"not_leader"' <<<"$OUT" || fail "--local answer: $OUT"
+wait_view 2 "$SYM1" "['trading']" symbols list
+
+EPOCH=1
+for n in 1 2 3; do
+	o=$(( n % 3 + 1 )) # another node, to see the effect on
+	ctl_rc "$n" 0 --json symbols halt --symbol 1
+	[ "$(py_json "$ROWS")" = "3:ok,1:ok,2:ok" ] || fail "node $n halt rows: $OUT"
+	grep -qF '"via":' <<<"$OUT" || fail "node $n halt: nothing was forwarded: $OUT"
+	wait_view "$o" "$SYM1" "['halted']" symbols list
+	ctl_rc "$n" 0 --json symbols resume --symbol 1
+	wait_view "$o" "$SYM1" "['trading']" symbols list
+
+	ctl_rc "$n" 0 --json kill user --user 77
+	[ "$(py_json "$ROWS")" = "3:ok,4:ok,1:ok,2:ok" ] || fail "node $n kill rows: $OUT"
+	wait_view "$o" "$KILLED" "[True]" users show --user 77
+	ctl_rc "$n" 0 --json kill user --user 77 --release
+	wait_view "$o" "$KILLED" "[False]" users show --user 77
+
+	ctl_rc "$n" 0 --json routes pin --user 4242 --shard 2
+	EPOCH=$((EPOCH + 1))
+	wait_view "$o" "$PINNED" "['True']" routes show
+	wait_view "$o" "$EPOCHS" "[$EPOCH]" routes show
+	ctl_rc "$n" 0 --json routes unpin --user 4242
+	EPOCH=$((EPOCH + 1))
+	wait_view "$o" "$PINNED" "['False']" routes show
+	wait_view "$o" "$EPOCHS" "[$EPOCH]" routes show
+	log "node $n: halt, resume, kill, release, pin, unpin ok; routing epoch $EPOCH"
+done
+fwd=0
+for n in 1 2 3; do fwd=$((fwd + $(e2e_cluster_stat "$n" shard.1.fwd_proposed) +
+	$(e2e_cluster_stat "$n" shard.2.fwd_proposed))); done
+log "forwarded proposals on the OMS shards: $fwd"
+[ "$fwd" -ge 8 ] || fail "too few forwarded proposals ($fwd): the commands were not forwarded"
+
+# Exactly once: every frame to node 2 (OMS 2 and ME 4's leader) arrives twice, so each
+# forwarded command reaches it twice; the epoch still moves by one per pin.
+# The switch copies what nodes 1 and 3 send to node 2 (nftables netdev dup at their ports).
+sw() { ip netns exec "$NS_SW" nft "$@"; }
+sw add table netdev fwddup || fail "nftables netdev unavailable"
+for p in 1 3; do
+	sw add chain netdev fwddup "in$p" "{ type filter hook ingress device ${TAG}${p}s priority 0; }"
+	sw add rule netdev fwddup "in$p" ip daddr "$NET.12" udp dport 7400 dup to "${TAG}2s"
+done
+dup0=$(e2e_cluster_stat 2 shard.2.fwd_dup)
+for n in 1 3; do
+	ctl_rc "$n" 0 --json routes pin --user 4242 --shard 1
+	EPOCH=$((EPOCH + 1))
+	wait_view 2 "$EPOCHS" "[$EPOCH]" routes show
+	ctl_rc "$n" 0 --json routes unpin --user 4242
+	EPOCH=$((EPOCH + 1))
+	wait_view 2 "$EPOCHS" "[$EPOCH]" routes show
+done
+sleep 0.5
+wait_view 1 "$EPOCHS" "[$EPOCH]" routes show
+sw delete table netdev fwddup
+dup1=$(e2e_cluster_stat 2 shard.2.fwd_dup)
+log "duplicated frames: shard 2 on node 2 answered $((dup1 - dup0)) re-sends from its table; epoch $EPOCH"
+[ $((dup1 - dup0)) -ge 4 ] || fail "the duplicates never reached the dedup table ($dup0 → $dup1)"
+
+# A client cannot inject admin commands (no MAC keys here: the address decides). Sent to
+# node 2, which leads ME shard 4: before the check a raw halt from a client was proposed.
+VERSION=$(awk '$1 == "#define" && $2 == "WIRE_VERSION" { print $3 }' "$E2E_DIR/../../common/wire.h")
+nfn0=$(e2e_cluster_stat 2 shard.4.admin_not_from_node)
+ing0=$(e2e_cluster_stat 1 shard.1.not_from_node)
+inject=$(ip netns exec "$NS_C" "$PY" - "$NET.12" "$NET.11" "$VERSION" <<'PY'
+import socket, struct, sys
+MAGIC, VERSION = 0x44534D4F, int(sys.argv[3])
+def frame(msg):
+    return struct.pack("<IBBHII", MAGIC, VERSION, 0, 1, 500, 16 + len(msg)) + msg
+def halt(shard):  # SYMBOL_STATUS: symbol 2 halted
+    return struct.pack("<HHHHIBBH", 50, 16, shard, 0, 2, 2, 0, 0)
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+me4, oms1 = (sys.argv[1], 7400), (sys.argv[2], 7400)
+s.sendto(frame(halt(4)), me4)                                               # raw admin
+s.sendto(frame(struct.pack("<HHHHQIHH", 72, 40, 4, 0, 1, 1, 4, 16) + halt(4)), me4)  # FWD
+s.sendto(frame(struct.pack("<HHHHIHH", 71, 32, 1, 0, 1, 16, 0) + halt(1)), oms1)   # INGRESS
+print("sent")
+PY
+) || fail "inject: $inject"
+sleep 0.5
+nfn1=$(e2e_cluster_stat 2 shard.4.admin_not_from_node)
+ing1=$(e2e_cluster_stat 1 shard.1.not_from_node)
+[ $((nfn1 - nfn0)) -eq 2 ] || fail "raw SYMBOL_STATUS / FORWARDED_ADMIN from a client: counted $nfn0 → $nfn1"
+[ $((ing1 - ing0)) -ge 1 ] || fail "INGRESS from a client not counted ($ing0 → $ing1)"
+sleep 0.5
+wait_view 3 'sorted(set(x["status"] for x in r["symbols"] if x["symbol"]==2))' "['trading']" \
+	symbols list
+log "client injection refused and counted"
+
+# kill -9 the leader of OMS shard 2 (node 2), then at once pin from node 1: the command is
+# pending while shards 2 and 4 elect; it completes or fails clearly, before its deadline.
+kill -KILL "${NODE_PIDS[2]}"
+wait "${NODE_PIDS[2]}" 2>/dev/null || true
+unset 'NODE_PIDS[2]'
+t0=$(date +%s%N)
+rc=0
+OUT=$("$OMSCTL" --socket "$TMP/1/omsd.sock" --timeout-ms 15000 --json routes pin --user 4343 \
+	--shard 1 --timeout_ms 5000 2>&1) || rc=$?
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+log "pin with the OMS 2 leader killed: exit $rc after $ms ms: $OUT"
+[ "$ms" -le 7000 ] || fail "the command outlived its deadline: $ms ms"
+l2=$(wait_leader 2 2) || fail "shard 2 elected no new leader"
+if [ "$rc" -eq 0 ]; then
+	EPOCH=$((EPOCH + 1))
+	wait_view 3 "$EPOCHS" "[$EPOCH]" routes show
+	wait_view 1 "$EPOCHS" "[$EPOCH]" routes show
+	# Exactly once across the failover too: the unpin moves the epoch by one more.
+	ctl_rc 3 0 --json routes unpin --user 4343
+	EPOCH=$((EPOCH + 1))
+	wait_view 1 "$EPOCHS" "[$EPOCH]" routes show
+else
+	grep -qE '"error":"(timeout|not_leader|lost|busy)"' <<<"$OUT" || fail "unclear error: $OUT"
+	grep -qE 'shard [12]' <<<"$OUT" || fail "the error names no shard: $OUT"
+	ctl_rc 3 0 --json kill user --user 88 # the survivors answer the next command
+fi
+log "after the re-election (shard 2 now on node $l2): $OUT"
+log "PASS"
