@@ -5,6 +5,7 @@
  *   omsload [--host A] [--port N] [--session N] [--key HEX32] [--users N] [--rate R]
  *           [--seconds S] [--seed S] [--symbols N] [--mid P] [--first-user U]
  *           [--drain-ms N] [--inflight N] [--transfer-shard N] [--flatten]
+ *           [--history FILE]
  *
  * 1. Funding: one deposit per user and asset (base 1, quote 2); waits for the answers (or
  *    --drain-ms) so orders do not race their money. By default the gateway routes each
@@ -21,6 +22,8 @@
  *    ledger line (ledger.h: every order sent: acked, resting, final, unreported, doubled,
  *    overfilled — what a failover test checks), and the last line is
  *      load: sent=N acked=N naked=N final=N ack_p50_us=N ack_p99_us=N
+ *    With --history FILE every request sent and every message received is also written to
+ *    FILE (history.h), for a checker that does not trust this bookkeeping.
  *    where acked counts requests first answered by an ACK or (the ACK late or lost) a report,
  *    final counts DONE and REJECTED reports, and latency is first send → ACK.
  * Exit: 0 after a run with answers, 3 when nothing at all was answered, 2 usage, 4 I/O.
@@ -36,6 +39,7 @@
 #include "common/hist.h"
 #include "common/prng.h"
 #include "tools/client.h"
+#include "tools/omsload/history.h"
 #include "tools/omsload/ledger.h"
 
 #define USERS_MAX 100000
@@ -62,6 +66,7 @@ struct user_state {
 struct load {
 	struct client *c;
 	struct ledger led;
+	struct history hist;
 	struct prng prng;
 	struct user_state *users;
 	uint32_t user_count;
@@ -84,7 +89,7 @@ usage(void)
 	fputs("usage: omsload [--host A] [--port N] [--session N] [--key HEX32] [--users N]\n"
 	      "               [--rate R] [--seconds S] [--seed S] [--symbols N] [--mid P]\n"
 	      "               [--first-user U] [--drain-ms N] [--inflight N]\n"
-	      "               [--transfer-shard N] [--flatten]\n",
+	      "               [--transfer-shard N] [--flatten] [--history FILE]\n",
 	      stderr);
 	return 2;
 }
@@ -136,6 +141,10 @@ on_event(void *ctx, const struct client_event *ev)
 {
 	struct load *l = ctx;
 	struct client_req *r = ev->req;
+	if (ev->kind == CLIENT_EV_GAVE_UP)
+		history_gave_up(&l->hist, ev->now_ns, r->user, r->id, r->tag);
+	else if (ev->msg != NULL)
+		history_received(&l->hist, ev->now_ns, ev->msg);
 	/* The ledger applies each numbered message once, by its (user, seq): a message seen
 	 * already (a new leader re-sends its recent reports) is not counted again, however
 	 * old; a late one is, however late. r is set only for a request's first answer. */
@@ -256,8 +265,10 @@ send_one(struct load *l, uint64_t now_ns)
 		ledger_order_sent(&l->led, user, id, m->qty);
 	}
 	int err = 0;
-	if (client_submit(l->c, msg, tag, now_ns, &err) != NULL)
+	if (client_submit(l->c, msg, tag, now_ns, &err) != NULL) {
 		l->sent++;
+		history_sent(&l->hist, now_ns, (const void *)msg);
+	}
 }
 
 static void
@@ -306,9 +317,11 @@ flatten(struct load *l, uint32_t requests_max, uint64_t drain_ms)
 			sleep_until_answers(l, drain_ms);
 		}
 		int err = 0;
-		if (client_submit(l->c, msg, TAG_CANCEL, client_now_ns(), &err) != NULL) {
+		uint64_t now = client_now_ns();
+		if (client_submit(l->c, msg, TAG_CANCEL, now, &err) != NULL) {
 			n++;
 			l->sent++;
+			history_sent(&l->hist, now, (const void *)msg);
 		}
 	}
 	client_flush(l->c);
@@ -323,6 +336,7 @@ main(int argc, char **argv)
 	uint64_t users = 10, rate = 1000, seconds = 5, seed = 1, symbols = 1, mid = 10000;
 	uint64_t first_user = 1000, drain_ms = 2000, inflight = 4096, transfer_shard = 0, v;
 	bool do_flatten = false;
+	const char *history_path = NULL;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -342,6 +356,8 @@ main(int argc, char **argv)
 		bool num = errno == 0 && end != val && *end == '\0' && val[0] != '-';
 		if (strcmp(a, "--host") == 0)
 			cfg.host = val;
+		else if (strcmp(a, "--history") == 0)
+			history_path = val;
 		else if (strcmp(a, "--bind") == 0)
 			cfg.bind_host = val;
 		else if (strcmp(a, "--key") == 0 && wire_key_parse_hex(val, &cfg.key) == 0)
@@ -381,6 +397,7 @@ main(int argc, char **argv)
 	cfg.users_max = (uint32_t)users;
 
 	static struct load l;
+	int rc;
 	l.user_count = (uint32_t)users;
 	l.first_user = first_user;
 	l.symbols = (uint32_t)symbols;
@@ -392,6 +409,11 @@ main(int argc, char **argv)
 	if (ledger_init(&l.led, rate * seconds, first_user, (uint32_t)users) < 0)
 		return 4;
 	prng_seed(&l.prng, seed);
+	rc = history_open(&l.hist, history_path);
+	if (rc < 0) {
+		fprintf(stderr, "omsload: cannot write %s: %s\n", history_path, strerror(-rc));
+		return 4;
+	}
 	hist_init(&l.ack_us);
 	/* Ids must not repeat across runs (the node dedups by (user, id)): the run's start in
 	 * wall-clock milliseconds (41 bits until 2039) above a per-user counter of 22 bits. */
@@ -401,7 +423,7 @@ main(int argc, char **argv)
 	l.id_base = start_ms << ID_SEQ_BITS;
 	for (uint32_t i = 0; i < l.user_count; i++)
 		l.users[i].id_next = 1;
-	int rc = client_open(&l.c, &cfg);
+	rc = client_open(&l.c, &cfg);
 	if (rc < 0) {
 		fprintf(stderr, "omsload: cannot open the UDP socket: %s\n", strerror(-rc));
 		free(l.users);
@@ -424,8 +446,10 @@ main(int argc, char **argv)
 			t->asset = asset;
 			t->amount = asset == ASSET_BASE ? INT64_C(1000000000) : INT64_C(1000000000000);
 			int err;
-			if (client_submit(l.c, msg, TAG_DEPOSIT, now, &err) != NULL)
+			if (client_submit(l.c, msg, TAG_DEPOSIT, now, &err) != NULL) {
 				l.deposits_sent++;
+				history_sent(&l.hist, now, (const void *)msg);
+			}
 			if (client_tracked(l.c) >= cfg.requests_max / 2)
 				sleep_until_answers(&l, drain_ms);
 		}
@@ -464,6 +488,11 @@ main(int argc, char **argv)
 	if (do_flatten)
 		flatten(&l, cfg.requests_max, drain_ms);
 
+	history_end(&l.hist, client_now_ns());
+	if (history_close(&l.hist) < 0) {
+		fprintf(stderr, "omsload: writing %s failed\n", history_path);
+		return 4;
+	}
 	const struct client_stats *st = client_stats(l.c);
 	double secs = (double)load_ns / 1e9;
 	printf("load: users=%" PRIu64 " rate=%" PRIu64 " seconds=%.2f orders=%" PRIu64

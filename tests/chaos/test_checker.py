@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Self-test of tests/chaos/checker.py: a small consistent run passes, and each kind of
+damage the checker exists to find makes it fail with the right count. Synthetic files in the
+formats the harness writes (omsload's history, stats dumps, users.show answers, accounts)."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CHECKER = os.path.join(HERE, "checker.py")
+U1, U2 = 1000, 1001
+DEP1, DEP2 = 10**9, 10**12
+
+
+def base():
+    """Two users, each funded; U1 rests order 1 (OPEN), order 2 traded and ended (DONE),
+    U2's order 3 ended; fees 7 of asset 2."""
+    hist = []
+    tid = 1
+    for u in (U1, U2):
+        for asset, amt in ((1, DEP1), (2, DEP2)):
+            hist.append(["dep", 1, u, tid, asset, amt])
+            hist.append(["admin", 2, tid, 0, 0])
+            tid += 1
+    hist += [
+        ["new", 10, U1, 1, 1, 1, 1, 1, 5, 100, 0],
+        ["ack", 11, U1, 1, 1 << 48 | 1, 1],
+        ["exec", 12, U1, 1, 1 << 48 | 1, 2, 2, 0, 0, 0, 5, 0],
+        ["new", 13, U1, 2, 1, 1, 1, 1, 3, 101, 0],
+        ["ack", 14, U1, 2, 1 << 48 | 2, 3],
+        ["exec", 15, U1, 2, 1 << 48 | 2, 4, 4, 3, 101, 3, 0, 7],
+        ["exec", 16, U1, 2, 1 << 48 | 2, 5, 6, 0, 0, 3, 0, 0],
+        ["new", 17, U2, 1, 1, 2, 1, 1, 3, 101, 0],
+        ["ack", 18, U2, 1, 3 << 48 | 1, 1],
+        ["exec", 19, U2, 1, 3 << 48 | 1, 2, 4, 3, 101, 3, 0, 0],
+        ["exec", 20, U2, 1, 3 << 48 | 1, 3, 6, 0, 0, 3, 0, 0],
+        ["end", 30],
+    ]
+    # After the trade: U1 bought 3 @ 101 paying 7 fee; U2 sold.
+    bal = {U1: {1: DEP1 + 3, 2: DEP2 - 303 - 7}, U2: {1: DEP1 - 3, 2: DEP2 + 303}}
+    res = {U1: {1: 0, 2: 500}, U2: {1: 0, 2: 0}}
+    owner = {U1: 1, U2: 3}
+    live = {U1: 1, U2: 0}
+    return {"hist": hist, "bal": bal, "res": res, "owner": owner, "live": live,
+            "fees": {1: {1: 0, 2: 7}, 3: {1: 0, 2: 0}}, "resting": {2: 1, 4: 0},
+            "alarm": 0}
+
+
+def write(d, w):
+    os.makedirs(os.path.join(d, "state"), exist_ok=True)
+    with open(os.path.join(d, "history.tsv"), "w") as f:
+        for r in w["hist"]:
+            f.write("\t".join(str(x) for x in r) + "\n")
+    for s in (1, 3):
+        with open(os.path.join(d, "state", "users.%d.jsonl" % s), "w") as f:
+            for u in (U1, U2):
+                shards = []
+                for t in (1, 3):
+                    e = {"shard": t, "role": "leader", "applied": 10, "user": u,
+                         "owner": w["owner"][u], "killed": False}
+                    if w["owner"][u] == t:
+                        e.update(status="resident", orders=w["live"][u], sagas=0,
+                                 live=w["live"][u], parked=0, epoch=1, version=0,
+                                 balances=[{"asset": a, "total": w["bal"][u][a],
+                                            "reserved": w["res"][u][a]} for a in (1, 2)])
+                    else:
+                        e["status"] = "absent"
+                    shards.append(e)
+                f.write(json.dumps({"id": 1, "ok": True, "result": {"shards": shards}}) + "\n")
+    for n in (1, 2, 3):
+        with open(os.path.join(d, "state", "node%d.stats" % n), "w") as f:
+            for s in (1, 2, 3, 4):
+                f.write("shard.%d.is_leader %d\n" % (s, 1 if n == 1 else 0))
+                f.write("shard.%d.applied 10\n" % s)
+                if s in (1, 3):
+                    for a in (1, 2):
+                        tot = sum(w["bal"][u][a] for u in (U1, U2) if w["owner"][u] == s)
+                        f.write("shard.%d.asset.%d.sum %d\n" % (s, a, tot + w["fees"][s][a]))
+                        f.write("shard.%d.asset.%d.fees %d\n" % (s, a, w["fees"][s][a]))
+                    f.write("shard.%d.oms.alarm_settle_shortfall %d\n" % (s, w["alarm"]))
+                else:
+                    f.write("shard.%d.resting %d\n" % (s, w["resting"][s]))
+    open(os.path.join(d, "state", "accounts.tsv"), "w").close()
+
+
+def check(w, want_rc, want):
+    with tempfile.TemporaryDirectory() as d:
+        write(d, w)
+        p = subprocess.run([sys.executable, CHECKER, "--dir", d, "--users", "2",
+                            "--first-user", str(U1)], capture_output=True, text=True)
+        last = p.stdout.strip().splitlines()[-1]
+        ok = p.returncode == want_rc and all(x in last for x in want)
+        print("%s rc=%d %s" % ("ok  " if ok else "FAIL", p.returncode, last))
+        if not ok:
+            print(p.stdout, p.stderr)
+        return ok
+
+
+def main():
+    results = []
+    results.append(check(base(), 0, ["result=ok", "lost=0", "doubled=0", "money=exact"]))
+    w = base()  # a balance one unit too high
+    w["bal"][U2][2] += 1
+    results.append(check(w, 1, ["money=off"]))
+    w = base()  # U1's resting order gone from the cluster without a report
+    w["live"][U1] = 0
+    w["resting"][2] = 0
+    w["res"][U1][2] = 0
+    results.append(check(w, 1, ["lost=1"]))
+    w = base()  # a second DONE for U2's order, under a new seq
+    w["hist"].insert(-1, ["exec", 21, U2, 1, 3 << 48 | 1, 4, 6, 0, 0, 3, 0, 0])
+    results.append(check(w, 1, ["doubled=1"]))
+    w = base()  # a second orderId for U1's order 2
+    w["hist"].insert(-1, ["ack", 22, U1, 2, 1 << 48 | 9, 6])
+    results.append(check(w, 1, ["doubled=1"]))
+    w = base()  # the book rests an order the OMS does not hold
+    w["resting"][4] = 1
+    results.append(check(w, 1, ["book=off"]))
+    w = base()  # the cluster holds a live order the client was told had ended
+    w["live"][U2] = 1
+    w["resting"][4] = 1
+    results.append(check(w, 1, ["phantom=1"]))
+    w = base()  # a report that never arrived (seq 4 of U1 missing)
+    w["hist"] = [r for r in w["hist"] if not (r[0] == "exec" and r[2] == U1 and r[5] == 4)]
+    results.append(check(w, 1, ["seq_gaps=1"]))
+    w = base()  # an alarm on a node
+    w["alarm"] = 2
+    results.append(check(w, 1, ["result=FAIL"]))
+    w = base()  # reserved funds with nothing open
+    w["res"][U2][1] = 5
+    results.append(check(w, 1, ["result=FAIL"]))
+    w = base()  # a deposit never answered but applied: allowed (either outcome)
+    w["hist"] = [r for r in w["hist"] if not (r[0] == "admin" and r[2] == 4)]
+    results.append(check(w, 0, ["result=ok", "money=exact"]))
+    print("checker self-test: %d/%d" % (sum(results), len(results)))
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
