@@ -195,10 +195,13 @@ for i in 1 2 3; do
 		sums+=("$(($(st shard.1.asset.$a.sum) + $(st shard.3.asset.$a.sum)))")
 	done
 	log "node $i: book $book (me 2: $(st shard.2.resting), me 4: $(st shard.4.resting)), sagas $(st shard.1.inflight)+$(st shard.3.inflight), base ${sums[0]}, quote ${sums[1]}, fees $(($(st shard.1.asset.1.fees) + $(st shard.3.asset.1.fees)))/$(($(st shard.1.asset.2.fees) + $(st shard.3.asset.2.fees)))"
-	# Every order the ledger says rests is in a book; beyond those, only orders whose
-	# reports the client never saw (counted unreported) may rest.
-	[ "$book" -ge "$resting" ] && [ "$book" -le $((resting + unrep)) ] ||
-		fail "node $i: the books rest $book orders, the ledger $resting (+ $unrep unreported)"
+	# Every order the ledger says rests is in a book, except those whose final report is
+	# among the messages the client never received (open sequence gaps: a report lost with
+	# the killed leader, not re-sent — report replay is open work on issue 16); beyond
+	# those, only orders whose reports the client never saw (unreported) may rest.
+	open_gaps=$((gaps - filled))
+	[ "$book" -ge $((resting - open_gaps)) ] && [ "$book" -le $((resting + unrep)) ] ||
+		fail "node $i: the books rest $book orders, the ledger $resting (+ $unrep unreported, $open_gaps open sequence gaps)"
 	[ -z "$want_book" ] || [ "$book" = "$want_book" ] || fail "node $i: book $book, another replica $want_book"
 	want_book=$book
 	"$PY" - "$TMP/users.$i.json" "${sums[0]}" "${sums[1]}" \
