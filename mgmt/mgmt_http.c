@@ -60,6 +60,10 @@ mgmt_http_parse(const char *buf, size_t len, char *method, size_t method_cap, ch
 				return -EINVAL;
 		return 0;
 	}
+	/* A NUL anywhere in the head is malformed, as it is in a head still arriving (above):
+	 * the answer must not depend on how the bytes were split on the way. */
+	if (memchr(buf, '\0', (size_t)(end - buf)) != NULL)
+		return -EINVAL;
 	/* Request line: METHOD SP PATH SP HTTP/1.x CRLF */
 	const char *eol = memchr(buf, '\r', (size_t)(end - buf));
 	const char *sp1 = memchr(buf, ' ', (size_t)(eol - buf));

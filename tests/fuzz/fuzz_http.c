@@ -60,7 +60,24 @@ static bool
 readable(int fd)
 {
 	struct pollfd p = {.fd = fd, .events = POLLIN};
-	return poll(&p, 1, 0) == 1;
+	int n;
+	while ((n = poll(&p, 1, 0)) < 0)
+		CHECK(errno == EINTR);
+	return n == 1;
+}
+
+static void
+send_all(int fd, const char *buf, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
+		if (n < 0) {
+			CHECK(errno == EINTR);
+			continue;
+		}
+		buf += n;
+		len -= (size_t)n;
+	}
 }
 
 int
@@ -78,9 +95,22 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	CHECK(fd >= 0);
+	/* Closed with a reset: a hundred thousand runs leave no TIME_WAIT to run the
+	 * ephemeral ports out (connect would fail with EADDRNOTAVAIL). */
+	struct linger lg = {.l_onoff = 1, .l_linger = 0};
+	CHECK(setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)) == 0);
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port),
 				.sin_addr = {.s_addr = htonl(INADDR_LOOPBACK)}};
-	CHECK(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
+	/* libFuzzer's timers interrupt system calls: every call here survives EINTR. */
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+		CHECK(errno == EINTR);
+		struct pollfd p = {.fd = fd, .events = POLLOUT};
+		while (poll(&p, 1, -1) != 1)
+			CHECK(errno == EINTR);
+		int err = 0;
+		socklen_t el = sizeof(err);
+		CHECK(getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0);
+	}
 	mgmt_http_poll(http, 0);
 	size_t off = 0;
 	for (int k = 0; k <= 8 && off < len && !readable(fd); k++) {
@@ -93,7 +123,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		if (cut <= off)
 			cut = len;
-		CHECK(send(fd, req + off, cut - off, MSG_NOSIGNAL) == (ssize_t)(cut - off));
+		send_all(fd, req + off, cut - off);
 		off = cut;
 		mgmt_http_poll(http, 0);
 	}
@@ -110,7 +140,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			got += (size_t)n;
 			continue;
 		}
-		if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+		if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
 			break;
 		mgmt_http_poll(http, 0);
 	}
