@@ -31,7 +31,8 @@
 #include <stdint.h>
 
 #define WIRE_MAGIC UINT32_C(0x44534d4f) /* "OMSD" little-endian */
-#define WIRE_VERSION 4 /* 4: wire_recent carries a transfer's asset and amount */
+#define WIRE_VERSION 5 /* 4: wire_recent carries a transfer's asset and amount; 5: the user
+			 * state carries cl_ord_floor */
 #define WIRE_FRAME_F_MAC 0x01     /* a 16-byte SipHash-2-4-128 tag follows the last message */
 #define WIRE_MAC_SIZE 16
 #define WIRE_FRAME_MAX 9000       /* jumbo frame payload; ordinary ports use ~1472 */
@@ -109,7 +110,8 @@ enum wire_stp {
 	X(UNKNOWN_USER, 29)                                                                \
 	X(KILLED, 30)                /* kill-switch active for the user or symbol */       \
 	X(NOT_FOUND, 31)                                                                   \
-	X(MAX, 32)
+	X(STALE_REQUEST, 32)         /* id at or below the forgotten high-water mark */   \
+	X(MAX, 33)
 
 enum wire_reason {
 #define WIRE_REASON_ENUM(name, value) WIRE_REASON_##name = value,
@@ -539,6 +541,9 @@ struct wire_user_state {
 	uint64_t xfer_id_max; /* the highest transfer_id ever recorded for the user (0: none):
 			       * a larger id cannot have been applied before, so it needs no
 			       * lookup in the transfers table (docs/oms.md) */
+	uint64_t cl_ord_floor; /* the highest clientOrderId whose outcome the user's window has
+				* forgotten (0: none): a request at or below it that the window
+				* does not hold is refused STALE_REQUEST, never executed */
 	uint8_t tier;       /* rate-limit tier */
 	uint8_t reserved0[3];
 	uint32_t balance_count;
@@ -548,7 +553,7 @@ struct wire_user_state {
 	struct wire_recent recent[WIRE_RECENT_MAX];
 };
 static_assert(sizeof(struct wire_user_state) ==
-		      48 + 16 * WIRE_BALANCES_MAX + 32 * WIRE_RECENT_MAX,
+		      56 + 16 * WIRE_BALANCES_MAX + 32 * WIRE_RECENT_MAX,
 	      "wire_user_state");
 
 struct wire_hydrate_request {

@@ -201,6 +201,7 @@ int oms_check_invariants(const struct oms *oms);
 	X(ACKS, "acks")                                                                    \
 	X(NAKS, "naks")                                                                    \
 	X(DUPLICATES, "duplicates")                                                        \
+	X(STALE_REQUESTS, "stale_requests")                                                \
 	X(EXEC_REPORTS, "exec_reports")                                                    \
 	X(SUBMITS, "submits")                                                              \
 	X(MODIFIES, "modifies")                                                            \

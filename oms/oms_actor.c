@@ -350,6 +350,8 @@ install(struct oms *oms, struct oms_actor *a, const struct wire_hydrate_user *m)
 	a->user_seq = st->user_seq;
 	if (st->xfer_id_max > a->xfer_id_max)
 		a->xfer_id_max = st->xfer_id_max; /* (the recent[] transfers raised it too) */
+	if (st->cl_ord_floor > a->cl_ord_floor)
+		a->cl_ord_floor = st->cl_ord_floor; /* (a window smaller than recent[] too) */
 	a->tier = st->tier < OMS_TIERS_MAX ? st->tier : 0;
 	a->hydrate_tries = 0;
 	a->last_active_ns = oms->c.now_ns;
@@ -466,6 +468,7 @@ oms_build_user_state(const struct oms *oms, const struct oms_actor *a, struct wi
 	st->version = a->version;
 	st->user_seq = a->user_seq;
 	st->xfer_id_max = a->xfer_id_max;
+	st->cl_ord_floor = a->cl_ord_floor;
 	st->tier = a->tier;
 	const struct oms_balance *bal = oms_actor_balances(oms, a);
 	uint32_t n = 0;
@@ -491,6 +494,9 @@ oms_build_user_state(const struct oms *oms, const struct oms_actor *a, struct wi
 		const struct oms_dedup *d = &ring[i];
 		if ((d->flags & OMS_DEDUP_F_PINNED) == 0 && skip > 0) {
 			skip--;
+			/* Left behind: the next incarnation knows it only as below the floor. */
+			if (d->kind == OMS_DEDUP_ORDER && d->id > st->cl_ord_floor)
+				st->cl_ord_floor = d->id;
 			continue;
 		}
 		st->recent[r].id = d->id;

@@ -76,6 +76,9 @@ struct oms_actor {
 	uint64_t wb_gen;         /* change_gen when the outstanding flush was built */
 	uint64_t xfer_id_max;    /* highest transfer_id recorded for the user (persisted): a
 				    larger id was never applied and needs no lookup */
+	uint64_t cl_ord_floor;   /* highest clientOrderId the window forgot (persisted): a
+				    request at or below it that the window does not hold is
+				    refused STALE_REQUEST (docs/oms.md, "Sessions, rate limits") */
 	uint32_t prev;           /* state-list links (LRU, flushing or hydrating list) */
 	uint32_t next;
 	uint32_t order_head;     /* this user's order records, oldest first */
@@ -96,7 +99,7 @@ struct oms_actor {
 	uint8_t flags;           /* OMS_AF_* */
 	uint8_t hydrate_tries;   /* HydrateRequests sent for the current miss */
 };
-static_assert(sizeof(struct oms_actor) == 13 * 8 + 15 * 4 + 4, "oms_actor has no padding");
+static_assert(sizeof(struct oms_actor) == 14 * 8 + 15 * 4 + 4, "oms_actor has no padding");
 
 struct oms_balance {
 	uint32_t asset;   /* 0 marks an unused slot */

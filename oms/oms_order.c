@@ -94,6 +94,20 @@ answer_duplicate(struct oms *oms, struct oms_actor *a, const struct oms_dedup *d
 		oms_nak(oms, sink, a, a->user, d->id, d->reason, 0);
 }
 
+/* A request the window does not hold, at or below the user's forgotten high-water mark
+ * (oms_actor.cl_ord_floor): its original may have executed and that outcome is gone, so it
+ * is refused, never executed. The refusal is not remembered (it would push another outcome
+ * out). Clients keep a user's clientOrderIds increasing (docs/oms.md). */
+static bool
+stale(struct oms *oms, struct oms_actor *a, uint64_t cl_ord_id, struct svc_sink *sink)
+{
+	if (cl_ord_id > a->cl_ord_floor)
+		return false;
+	oms_count(oms, OMS_C_STALE_REQUESTS);
+	oms_nak(oms, sink, a, a->user, cl_ord_id, WIRE_REASON_STALE_REQUEST, 0);
+	return true;
+}
+
 /* The resident actor for a client request, or NULL after parking or refusing it. */
 static struct oms_actor *
 client_actor(struct oms *oms, uint64_t user, uint64_t cl_ord_id, const struct wire_msg_hdr *msg,
@@ -451,6 +465,8 @@ oms_on_new_order(struct oms *oms, const struct wire_new_order *m, struct svc_sin
 		answer_duplicate(oms, a, d, content, sink);
 		return;
 	}
+	if (stale(oms, a, m->cl_ord_id, sink))
+		return;
 	if (killed(oms, a->user)) {
 		oms_nak(oms, sink, a, a->user, m->cl_ord_id, WIRE_REASON_KILLED, 0);
 		return;
@@ -511,6 +527,8 @@ modify_front(struct oms *oms, struct oms_actor *a, uint64_t cl_ord_id, uint64_t 
 		answer_duplicate(oms, a, d, content, sink);
 		return NULL;
 	}
+	if (stale(oms, a, cl_ord_id, sink))
+		return NULL;
 	struct oms_order *t = target_find(oms, a, orig);
 	uint16_t r = WIRE_REASON_NONE;
 	if (t == NULL)

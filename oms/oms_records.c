@@ -166,6 +166,9 @@ dedup_slot(struct oms *oms, struct oms_actor *a)
 			i = from;
 		}
 		DCHECK(i == a->dedup_head);
+		/* The victim's outcome is forgotten: a late re-send of it must not execute. */
+		if (ring[i].kind == OMS_DEDUP_ORDER && ring[i].id > a->cl_ord_floor)
+			a->cl_ord_floor = ring[i].id;
 		a->dedup_head = a->dedup_head + 1 == max ? 0 : a->dedup_head + 1;
 		a->dedup_count--;
 	}

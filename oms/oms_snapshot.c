@@ -13,8 +13,9 @@
 #include "oms/oms_int.h"
 
 #define SNAP_MAGIC UINT64_C(0x31504e5353534d4f) /* "OMSSSNP1" */
-#define SNAP_VERSION UINT32_C(4) /* 2: write-back (dirty list, generations); 3: transfer
-				  * lookups, pinned transfer outcomes; 4: oms_order.saga_ns */
+#define SNAP_VERSION UINT32_C(5) /* 2: write-back (dirty list, generations); 3: transfer
+				  * lookups, pinned transfer outcomes; 4: oms_order.saga_ns;
+				  * 5: oms_actor.cl_ord_floor */
 
 struct ser {
 	uint8_t *buf;  /* NULL: measure / hash only */

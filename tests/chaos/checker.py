@@ -40,6 +40,7 @@ import os
 import sys
 
 EXEC_OPEN, EXEC_REJECTED, EXEC_FILL, EXEC_DONE = 2, 3, 4, 6
+REASON_STALE_REQUEST = 32  # common/wire.h WIRE_REASONS
 OMS_SHARDS = (1, 3)
 ME_SHARDS = (2, 4)
 
@@ -86,7 +87,10 @@ def read_history(path):
                 if o is None:
                     continue  # a cancel's own answer, or a user outside the run
                 if k == "nak":
-                    o.naked = True
+                    # STALE_REQUEST: the re-send of a request whose outcome the node forgot
+                    # (it may have executed): says nothing about the original.
+                    if int(p[4]) != REASON_STALE_REQUEST:
+                        o.naked = True
                     continue
                 o.admitted = True
                 oid = int(p[4])

@@ -135,6 +135,16 @@ def main():
     w = base()  # a deposit never answered but applied: allowed (either outcome)
     w["hist"] = [r for r in w["hist"] if not (r[0] == "admin" and r[2] == 4)]
     results.append(check(w, 0, ["result=ok", "money=exact"]))
+    for reason, want_rc, want in ((32, 0, ["result=ok", "phantom=0"]), (2, 1, ["phantom=1"])):
+        # U2's order 5: its ACK lost, the re-send refused. STALE_REQUEST (32: the node
+        # forgot the outcome) leaves it unknown, so the cluster may hold it; a final refusal
+        # (2, UNKNOWN_SYMBOL) says it never executed, so a live order is a phantom.
+        w = base()
+        w["hist"][-1:-1] = [["new", 21, U2, 5, 1, 2, 1, 1, 3, 101, 0],
+                            ["nak", 22, U2, 5, reason, 0]]
+        w["live"][U2] = 1
+        w["resting"][4] = 1
+        results.append(check(w, want_rc, want))
     print("checker self-test: %d/%d" % (sum(results), len(results)))
     return 0 if all(results) else 1
 

@@ -240,6 +240,62 @@ Test(oms_admit, dedup_window_bounded)
 	cr_assert(eq(u64, h_ctr(&H, OMS_C_DUPLICATES), 1));
 	h_limit(&H, 7, 5000, 99, WIRE_SIDE_BUY, 10, 1); /* evicted from the window */
 	cr_assert(eq(u64, h_ctr(&H, OMS_C_DUPLICATES), 1));
+	cr_assert(eq(u16, h_last_nak(&H), WIRE_REASON_STALE_REQUEST)); /* below the floor */
+}
+
+/* Goal (issue 15, chaos kill-all): a request whose outcome the window forgot is never
+ * executed again, however late its re-send comes: ids at or below the user's floor (the
+ * highest id evicted) that the window does not hold are refused STALE_REQUEST, remembered
+ * nowhere (so they push nothing out), orders and modifies alike; ids above it are served.
+ * The floor travels with the user's state (the flush) and comes back with a hydration.
+ * Method: 17 admitted orders (window 16), re-send the first: STALE, nothing reserved or
+ * sent; an unseen id below the floor: STALE; a cancel at the floor: STALE; a fresh id: a
+ * new order; the state built for a flush carries the floor; a second user hydrated with a
+ * floor of 900 refuses 900 and takes 901. */
+Test(oms_admit, forgotten_ids_refused_stale)
+{
+	uint32_t w = H.lim.dedup_per_user;
+	for (uint64_t i = 0; i <= w; i++)
+		h_limit(&H, 7, 100 + i, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_SUBMITS), w + 1));
+	int64_t r = h_reserved(&H, 7, A_USD);
+	h_limit(&H, 7, 100, S_ETHUSD, WIRE_SIDE_BUY, 10, 1); /* executed, forgotten */
+	cr_assert(eq(u16, h_last_nak(&H), WIRE_REASON_STALE_REQUEST));
+	cr_assert(eq(u32, h_count(&H, WIRE_SUBMIT), 0));
+	cr_assert(eq(i64, h_reserved(&H, 7, A_USD), r));
+	h_limit(&H, 7, 50, S_ETHUSD, WIRE_SIDE_BUY, 10, 1); /* never seen, but below */
+	cr_assert(eq(u16, h_last_nak(&H), WIRE_REASON_STALE_REQUEST));
+	h_cancel(&H, 7, 99, 101);
+	cr_assert(eq(u16, h_last_nak(&H), WIRE_REASON_STALE_REQUEST));
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_STALE_REQUESTS), 3));
+	/* The window still answers what it holds (nothing was pushed out by the refusals). */
+	h_limit(&H, 7, 101, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	cr_assert(eq(u32, h_count(&H, WIRE_ACK), 1));
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_DUPLICATES), 1));
+	h_limit(&H, 7, 100 + w + 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	cr_assert(eq(u32, h_count(&H, WIRE_SUBMIT), 1));
+	/* 101 left the window with that one: the floor moved up and travels in a flush. */
+	struct wire_user_state st;
+	oms_build_user_state(H.oms, oms_actor_find(H.oms, 7), &st);
+	cr_assert(eq(u64, st.cl_ord_floor, 101));
+
+	struct wire_hydrate_user m;
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = WIRE_HYDRATE_USER;
+	m.hdr.length = sizeof(m);
+	m.epoch = H.oms->c.epoch_seq + 1;
+	m.status = WIRE_HYD_OK;
+	m.state.user = 8;
+	m.state.version = 3;
+	m.state.cl_ord_floor = 900;
+	m.state.balance_count = 1;
+	m.state.balances[0] = (struct wire_balance){.asset = A_USD, .total = 1000000};
+	h_apply(&H, &m);
+	cr_assert(eq(u64, oms_actor_find(H.oms, 8)->cl_ord_floor, 900));
+	h_limit(&H, 8, 900, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	cr_assert(eq(u16, h_last_nak(&H), WIRE_REASON_STALE_REQUEST));
+	h_limit(&H, 8, 901, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	cr_assert(eq(u32, h_count(&H, WIRE_SUBMIT), 1));
 }
 
 /* Goal: every Ack/Nak/ExecReport to a user carries the next per-user egress seq. */
