@@ -3,13 +3,13 @@
  * Egress of applied entries: the service's sink. The service emits on every member; only
  * the leader's egress leaves (ARCHITECTURE.md §3), routed by destination (a client's
  * gateway, an ME or OMS shard's leader, the persister or the inline answers, the admin)
- * into the outbox, never blocking. Every member also keeps the newest client reports, for
- * a new leader to re-send, and hands ADMIN_REPLYs to the control-socket commands waiting.
+ * into the outbox, never blocking. Every member also keeps the newest numbered client
+ * messages (ACK, NAK, EXEC_REPORT), for a new leader to re-send, and hands ADMIN_REPLYs to the control-socket commands waiting.
  */
 #include "app_shard_int.h"
 #include "oms/oms.h"
 
-/* Client reports lost with a leader: re-sent by a new leader when emitted within this much
+/* Client messages lost with a leader: re-sent by a new leader when emitted within this much
  * cluster time before the newest one kept (struct app_shard.reports, REPORT_RING). */
 #define REPORT_RESEND_NS (500ull * 1000000)
 
@@ -90,14 +90,43 @@ app_egress_route(struct app_shard *s, enum wire_dest dest, const struct wire_msg
 	}
 }
 
+/* Keep a numbered client message (one that carries a per-user seq) for a new leader. */
+static void
+report_keep(struct app_shard *s, const struct wire_msg_hdr *msg)
+{
+	uint64_t last = s->report_count > 0
+				? s->reports[(s->report_count - 1) % REPORT_RING].time_ns
+				: 0;
+	struct report_ent *e = &s->reports[s->report_count % REPORT_RING];
+	uint64_t t;
+	switch (msg->type) {
+	case WIRE_EXEC_REPORT:
+		e->m.rep = *(const struct wire_exec_report *)msg;
+		t = e->m.rep.time_ns;
+		break;
+	case WIRE_ACK:
+		e->m.ack = *(const struct wire_ack *)msg;
+		t = e->m.ack.time_ns; /* a duplicate's ACK carries the original's: the last's */
+		break;
+	case WIRE_NAK:
+		if (((const struct wire_nak *)msg)->seq == 0)
+			return; /* not numbered: a hole in nothing */
+		e->m.nak = *(const struct wire_nak *)msg;
+		t = 0; /* no time of its own: the last one's */
+		break;
+	default:
+		return;
+	}
+	e->time_ns = t > last ? t : last;
+	s->report_count++;
+}
+
 void
 app_egress_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 {
 	struct app_shard *s = ctx;
-	if (dest == WIRE_DEST_CLIENT && msg->type == WIRE_EXEC_REPORT && s->reports != NULL) {
-		s->reports[s->report_count % REPORT_RING] = *(const struct wire_exec_report *)msg;
-		s->report_count++;
-	}
+	if (dest == WIRE_DEST_CLIENT && s->reports != NULL)
+		report_keep(s, msg);
 	if (msg->type == WIRE_ADMIN_REPLY && s->cmd_wait_count > 0)
 		/* On every member: commit is what counts. */
 		app_cmd_admin_reply(s, (const void *)msg);
@@ -121,10 +150,10 @@ app_egress_reports_resend(struct app_shard *s)
 	uint64_t newest = s->reports[(s->report_count - 1) % REPORT_RING].time_ns;
 	uint64_t first = s->report_count > REPORT_RING ? s->report_count - REPORT_RING : 0;
 	for (uint64_t i = first; i < s->report_count; i++) {
-		const struct wire_exec_report *r = &s->reports[i % REPORT_RING];
+		const struct report_ent *r = &s->reports[i % REPORT_RING];
 		if (r->time_ns + REPORT_RESEND_NS < newest)
 			continue;
-		app_egress_route(s, WIRE_DEST_CLIENT, &r->hdr);
+		app_egress_route(s, WIRE_DEST_CLIENT, &r->m.hdr);
 		sc_add(s, SC_REPORTS_RESENT, 1);
 	}
 }

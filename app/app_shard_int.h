@@ -131,13 +131,24 @@ struct pq_ent {
 	_Alignas(8) uint8_t msg[PQ_MSG_MAX];
 };
 
-/* Client reports lost with a leader: an EXEC_REPORT the old leader emitted but had not put
- * on the wire when it died is never emitted again (the new leader applied that entry as a
- * follower, with egress discarded). So every OMS replica keeps its newest REPORT_RING
- * reports, and a new leader re-sends those emitted within REPORT_RESEND_NS of cluster time
- * before the newest one. Clients tell a re-sent report they already have from one
- * that fills a hole by the per-user sequence (tools/client.c). */
+/* Client reports lost with a leader: an ACK, NAK or EXEC_REPORT the old leader emitted but
+ * had not put on the wire when it died is never emitted again (the new leader applied that
+ * entry as a follower, with egress discarded). So every OMS replica keeps its newest
+ * REPORT_RING numbered client messages (a per-user seq: every ACK and EXEC_REPORT, a NAK to
+ * a resident user), and a new leader re-sends those emitted within REPORT_RESEND_NS of
+ * cluster time before the newest one. Clients tell a re-sent report they already have from
+ * one that fills a hole by the per-user sequence (tools/client.c). */
 #define REPORT_RING 1024u
+
+struct report_ent {
+	uint64_t time_ns; /* cluster time: the report's, the ACK's admission, else the last */
+	union {
+		struct wire_msg_hdr hdr;
+		struct wire_ack ack;
+		struct wire_nak nak;
+		struct wire_exec_report rep;
+	} m;
+};
 
 /* Transfers a client sent through the gateway (WIRE_TRANSFER_F_ROUTE). ADMIN_REPLY names only
  * the transfer id, so both ends key on it: the OMS leader remembers which gateway forwarded a
@@ -226,7 +237,7 @@ struct app_shard {
 	struct user_ent *clients;    /* gateway: user → client address */
 	struct xfer_ent *xfers;      /* gateway: transfer → client */
 	struct xfer_ent *xorigin;    /* OMS: transfer → gateway node */
-	struct wire_exec_report *reports; /* OMS: the newest REPORT_RING client reports */
+	struct report_ent *reports;  /* OMS: the newest REPORT_RING numbered client messages */
 	uint64_t report_count;       /* reports ever kept (ring position) */
 	struct app_lat *gwlat;       /* gateway: RX → answer latency of new orders */
 	struct app_outbox ob;         /* frames being built */

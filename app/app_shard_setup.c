@@ -200,7 +200,7 @@ app_shard_init(struct app *app, struct app_agent *agent, uint32_t index)
 	}
 	if (s->is_oms) {
 		s->xorigin = zalloc("xorigin", s->id, sizeof(struct xfer_ent) * XFER_SLOTS);
-		s->reports = zalloc("reports", s->id, sizeof(struct wire_exec_report) * REPORT_RING);
+		s->reports = zalloc("reports", s->id, sizeof(struct report_ent) * REPORT_RING);
 		s->lat = zalloc("lat", s->id, sizeof(struct lat_table));
 		if (s->lat == NULL)
 			return -ENOMEM;
