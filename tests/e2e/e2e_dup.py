@@ -6,7 +6,8 @@ the wire client of e2e_trade.py.
   e2e_dup.py a --nodes IP --state FILE   deposit, an order to completion, 1,000 newer
                                          requests, both re-sent: answered from dedup
   e2e_dup.py b --nodes IP --state FILE   after an eviction: 1,100 newer requests, the
-                                         deposit re-sent: answered from the transfers table
+                                         deposit re-sent: answered from the transfers table;
+                                         the order re-sent: STALE_REQUEST (below the floor)
 """
 import argparse
 import json
@@ -137,6 +138,17 @@ def phase_b(a):
     check(r is not None and r["reason"] == 0 and r["value"] == st["total"],
           "deposit %d re-sent after eviction and 1,100 more: original answer (total %d), got %s"
           % (DEPOSIT_ID, st["total"], r))
+    # The order of phase a again: its outcome is long out of the window (it did not travel
+    # with the row), and its id is below the floor the row carried back: refused
+    # STALE_REQUEST, not executed a second time (nothing reaches the ME, no report).
+    order = new_order(USER, 1, SYM, BUY, 90, 3)
+    again = c.request(order, USER, 1)
+    check(again is not None and again["type"] == NAK and again["reason"] == 32,
+          "order 1 re-sent after eviction and 1,100 more: STALE_REQUEST, got %s" %
+          (again and (again["type"], REASON.get(again.get("reason")))))
+    c.poll(1.0)
+    reps = [m for m in c.got if m["type"] == EXEC_REPORT and m["user"] == USER]
+    check(not reps, "no report for the stale re-send (%d)" % len(reps))
     log("PASS phase b")
 
 

@@ -14,7 +14,8 @@
 # amount and total; e2e_dup.py b: 1,100 newer requests (the first hydrates the user again,
 # the deposit among the 16 entries that came back; the rest push it out of the window), the
 # deposit re-sent: answered from the database (a TRANSFER_LOOKUP found it), balance still
-# credited once.
+# credited once; the order re-sent: NAK STALE_REQUEST (its id is below the clientOrderId
+# floor the row carried back, accounts.cl_ord_floor), nothing executed.
 source "$(dirname "$0")/lib.sh"
 need_root
 : "${OMSCTL:?set OMSCTL to the omsctl binary}"
@@ -92,6 +93,11 @@ n=$(psql_ "SELECT count(*) FROM transfers WHERE user_id = $USER")
 acct=$(psql_ "SELECT totals[array_position(assets, 2)], xfer_id_max FROM accounts
 	WHERE user_id = $USER")
 [ "$acct" = "$want|2004" ] || fail "accounts row: '$acct', want '$want|2004'"
+# The clientOrderId floor travelled with the row: the order ids the flush left behind (the
+# row carries the newest 16 outcomes) are at or below it, order 1 among them.
+floor=$(psql_ "SELECT cl_ord_floor FROM accounts WHERE user_id = $USER")
+log "accounts.cl_ord_floor $floor"
+[ "${floor:-0}" -ge 1 ] && [ "$floor" -lt 1000 ] || fail "cl_ord_floor '$floor', want 1..999"
 
 ip netns exec "$NS_C" "$PY" "$E2E_DIR/e2e_dup.py" b --nodes "$NODE_IP" --state "$TMP/dup.json" ||
 	fail "phase b"
