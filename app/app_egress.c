@@ -103,16 +103,22 @@ report_keep(struct app_shard *s, const struct wire_msg_hdr *msg)
 	case WIRE_EXEC_REPORT:
 		e->m.rep = *(const struct wire_exec_report *)msg;
 		t = e->m.rep.time_ns;
+		e->user = e->m.rep.user;
+		e->seq = e->m.rep.seq;
 		break;
 	case WIRE_ACK:
 		e->m.ack = *(const struct wire_ack *)msg;
 		t = e->m.ack.time_ns; /* a duplicate's ACK carries the original's: the last's */
+		e->user = e->m.ack.user;
+		e->seq = e->m.ack.seq;
 		break;
 	case WIRE_NAK:
 		if (((const struct wire_nak *)msg)->seq == 0)
 			return; /* not numbered: a hole in nothing */
 		e->m.nak = *(const struct wire_nak *)msg;
 		t = 0; /* no time of its own: the last one's */
+		e->user = e->m.nak.user;
+		e->seq = e->m.nak.seq;
 		break;
 	default:
 		return;
@@ -156,4 +162,37 @@ app_egress_reports_resend(struct app_shard *s)
 		app_egress_route(s, WIRE_DEST_CLIENT, &r->m.hdr);
 		sc_add(s, SC_REPORTS_RESENT, 1);
 	}
+}
+
+/* A client's REPORT_REPLAY (through a gateway, origin node): the kept answers of its user
+ * with seq in [from, to] (to 0: all), oldest first, at most WIRE_REPLAY_MAX; the client asks
+ * again from the first still missing. One pass over the ring (REPORT_RING entries, a few
+ * tens of microseconds): requests come from clients that saw a hole, at their pace. */
+void
+app_egress_replay(struct app_shard *s, uint32_t node, const struct wire_report_replay *r)
+{
+	if (s->reports == NULL || r->user == 0 || r->from_seq == 0 ||
+	    (r->to_seq != 0 && r->to_seq < r->from_seq)) {
+		sc_add(s, SC_INGRESS_BAD, 1);
+		return;
+	}
+	sc_add(s, SC_REPLAY_REQUESTS, 1);
+	uint64_t first = s->report_count > REPORT_RING ? s->report_count - REPORT_RING : 0;
+	uint64_t to = r->to_seq != 0 ? r->to_seq : UINT64_MAX;
+	uint32_t sent = 0;
+	uint64_t oldest = 0;
+	for (uint64_t i = first; i < s->report_count && sent < WIRE_REPLAY_MAX; i++) {
+		const struct report_ent *e = &s->reports[i % REPORT_RING];
+		if (e->user != r->user)
+			continue;
+		if (oldest == 0)
+			oldest = e->seq;
+		if (e->seq < r->from_seq || e->seq > to)
+			continue;
+		app_gw_to_gateway(s, node, &e->m.hdr);
+		sent++;
+	}
+	if (oldest > r->from_seq)
+		sc_add(s, SC_REPLAY_TRUNCATED, 1); /* gone from the ring: lost for good */
+	sc_add(s, SC_REPLAY_SENT, sent);
 }

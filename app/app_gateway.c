@@ -66,6 +66,30 @@ gw_forward(struct app_shard *s, uint16_t shard, const struct wire_msg_hdr *msg)
 		      msg->length);
 }
 
+/* A client's REPORT_REPLAY: any member of the user's OMS shard keeps the answers (every
+ * replica fills its ring at apply), so a local one serves it without crossing the network
+ * the answers were lost on: this lcore when it is that shard, else the local lcore of it,
+ * else the leader (hint). Nothing is proposed and nothing is followed. */
+static void
+gw_replay(struct app_shard *s, uint16_t shard, const struct wire_msg_hdr *msg)
+{
+	sc_add(s, SC_GW_REPLAYS, 1);
+	if (shard == s->id && s->is_oms) {
+		app_egress_replay(s, s->self, (const struct wire_report_replay *)(const void *)msg);
+		return;
+	}
+	if (shard >= DP_SHARDS_MAX || s->w.peer[shard] == NULL) {
+		gw_forward(s, shard, msg);
+		return;
+	}
+	struct wire_ingress ing;
+	memset(&ing, 0, sizeof(ing));
+	wire_hdr_init(&ing.hdr, WIRE_INGRESS, shard);
+	ing.origin = s->self;
+	ing.tail_len = msg->length;
+	app_send_node(s, s->self, DP_CLASS_SHARD, shard, &ing.hdr, msg, msg->length);
+}
+
 size_t
 app_gw_footprint(void)
 {
@@ -92,6 +116,10 @@ app_gw_order(struct app_shard *s, const struct dp_meta *meta, const struct wire_
 	uint16_t shard;
 	if (app_gwr_owner(&s->gwr, user, &shard) != 0)
 		shard = gw_owner(s, user);
+	if (msg->type == WIRE_REPORT_REPLAY) {
+		gw_replay(s, shard, msg);
+		return;
+	}
 	app_lat_rx(s->gwlat, msg, meta->rx_tsc);
 	if (msg->type == WIRE_TRANSFER) {
 		const struct wire_transfer *t = (const void *)msg;

@@ -54,6 +54,11 @@ ingress(struct app_shard *s, const struct wire_msg_hdr *msg)
 			sc_add(s, SC_INGRESS_BAD, 1);
 			continue;
 		}
+		if (in->type == WIRE_REPORT_REPLAY) {
+			/* Served by any member from its ring, never proposed. */
+			app_egress_replay(s, origin, (const struct wire_report_replay *)(const void *)in);
+			continue;
+		}
 		struct user_ent *e = app_user_slot(s->users, app_msg_user(in), true);
 		e->node = origin;
 		if (in->type == WIRE_TRANSFER) {

@@ -67,6 +67,11 @@
 	X(BRIDGE_REDRIVES, "bridge_redrives", "PENDING sagas re-sent to the ME (back-off)") \
 	X(BRIDGE_RESENT, "bridge_resent", "messages re-sent by re-drives")                 \
 	X(REPORTS_RESENT, "reports_resent", "recent client reports re-sent by a new leader") \
+	X(REPLAY_REQUESTS, "replay_requests", "REPORT_REPLAY requests served from the ring") \
+	X(REPLAY_SENT, "replay_sent", "client answers re-sent for REPORT_REPLAY requests") \
+	X(REPLAY_TRUNCATED, "replay_truncated",                                            \
+	  "REPORT_REPLAY requests whose range started before the oldest answer kept")      \
+	X(GW_REPLAYS, "gw_replays", "REPORT_REPLAY requests a gateway passed on")           \
 	X(BOOTSTRAPS, "bootstraps", "bootstrap config proposals")                         \
 	X(PERSIST_ANSWERED, "persist_answered", "persistence requests answered inline")    \
 	X(PERSIST_DROPPED, "persist_dropped", "persistence answers dropped (queue full)")  \
@@ -138,10 +143,12 @@ struct pq_ent {
  * a resident user), and a new leader re-sends those emitted within REPORT_RESEND_NS of
  * cluster time before the newest one. Clients tell a re-sent report they already have from
  * one that fills a hole by the per-user sequence (tools/client.c). */
-#define REPORT_RING 1024u
+#define REPORT_RING 65536u /* ~40 s of answers at 1,500/s per shard; 136 B each */
 
 struct report_ent {
 	uint64_t time_ns; /* cluster time: the report's, the ACK's admission, else the last */
+	uint64_t user;    /* its user and per-user seq (REPORT_REPLAY looks them up) */
+	uint64_t seq;
 	union {
 		struct wire_msg_hdr hdr;
 		struct wire_ack ack;
@@ -365,6 +372,8 @@ void app_fwd_apply_end(struct app_fwd_apply *fa);
 void app_egress_route(struct app_shard *s, enum wire_dest dest, const struct wire_msg_hdr *msg);
 void app_egress_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg);
 void app_egress_reports_resend(struct app_shard *s);
+/* Re-send to node's gateway the kept answers a REPORT_REPLAY asks for (any member). */
+void app_egress_replay(struct app_shard *s, uint32_t node, const struct wire_report_replay *r);
 
 /* app_bridge.c: bootstrap, bridge rebuild and re-drives, once per cycle. */
 void app_bridge_tick(struct app_shard *s);

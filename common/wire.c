@@ -289,6 +289,7 @@ body_check(const struct wire_msg_hdr *h, int depth)
 	case WIRE_CANCEL:
 	case WIRE_AMEND:
 	case WIRE_CANCEL_REPLACE:
+	case WIRE_REPORT_REPLAY:
 	case WIRE_ACK:
 	case WIRE_ORDER_QUERY:
 	case WIRE_HYDRATE_REQUEST:

@@ -32,7 +32,7 @@
 
 #define WIRE_MAGIC UINT32_C(0x44534d4f) /* "OMSD" little-endian */
 #define WIRE_VERSION 5 /* 4: wire_recent carries a transfer's asset and amount; 5: the user
-			 * state carries cl_ord_floor */
+			 * state carries cl_ord_floor; REPORT_REPLAY (type 8) */
 #define WIRE_FRAME_F_MAC 0x01     /* a 16-byte SipHash-2-4-128 tag follows the last message */
 #define WIRE_MAC_SIZE 16
 #define WIRE_FRAME_MAX 9000       /* jumbo frame payload; ordinary ports use ~1472 */
@@ -361,6 +361,20 @@ struct wire_exec_report {
 	int64_t fee;         /* fee of this fill, quote minor units */
 };
 static_assert(sizeof(struct wire_exec_report) == 112, "wire_exec_report");
+
+/* A client asks again for its user's numbered answers (ACK, NAK with a seq, EXEC_REPORT)
+ * with per-user seq in [from_seq, to_seq] (docs/appliance.md, "Report replay"): the
+ * gateway passes it to a member of the user's OMS shard, which re-sends what it still keeps
+ * (its newest REPORT_RING), in seq order, at most WIRE_REPLAY_MAX per request; the client
+ * asks again from the first seq still missing. Nothing is proposed; no answer of its own. */
+struct wire_report_replay {
+	struct wire_msg_hdr hdr;
+	uint64_t user;
+	uint64_t from_seq;  /* first seq wanted, >= 1 */
+	uint64_t to_seq;    /* last seq wanted (inclusive); 0: up to the newest kept */
+};
+static_assert(sizeof(struct wire_report_replay) == 32, "wire_report_replay");
+#define WIRE_REPLAY_MAX 256 /* answers re-sent for one REPORT_REPLAY */
 
 /* ---------------------------------------------------------------------------------------
  * OMS ↔ ME (through the bridge).
@@ -959,6 +973,7 @@ enum wire_class {
 	X(ACK, 5, wire_ack, 0, CLIENT, 0)                                                 \
 	X(NAK, 6, wire_nak, 0, CLIENT, 0)                                                 \
 	X(EXEC_REPORT, 7, wire_exec_report, 0, CLIENT, 0)                                 \
+	X(REPORT_REPLAY, 8, wire_report_replay, 0, GATEWAY, 0)                            \
 	X(SUBMIT, 16, wire_submit, 0, SHARD, 0)                                           \
 	X(CANCEL_TO_ME, 17, wire_modify, 0, SHARD, 0)                                     \
 	X(AMEND_TO_ME, 18, wire_modify, 0, SHARD, 0)                                      \

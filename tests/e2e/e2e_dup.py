@@ -145,7 +145,7 @@ def phase_b(a):
     again = c.request(order, USER, 1)
     check(again is not None and again["type"] == NAK and again["reason"] == 32,
           "order 1 re-sent after eviction and 1,100 more: STALE_REQUEST, got %s" %
-          (again and (again["type"], REASON.get(again.get("reason")))))
+          str(again and (again["type"], REASON.get(again.get("reason")))))
     c.poll(1.0)
     reps = [m for m in c.got if m["type"] == EXEC_REPORT and m["user"] == USER]
     check(not reps, "no report for the stale re-send (%d)" % len(reps))
