@@ -35,6 +35,7 @@ PORT = 7400
 SESSION = 500
 
 NEW_ORDER, CANCEL, ACK, NAK, EXEC_REPORT = 1, 2, 5, 6, 7
+REPORT_REPLAY = 8
 TRANSFER, ADMIN_REPLY = 52, 57
 BUY, SELL = 1, 2
 LIMIT = 1
@@ -64,6 +65,10 @@ def new_order(user, cl, symbol, side, px, qty):
 
 def cancel(user, cl, orig):
     return hdr(CANCEL, 40) + struct.pack("<QQQQ", user, cl, orig, 0)
+
+
+def report_replay(user, first, last):
+    return hdr(REPORT_REPLAY, 32) + struct.pack("<QQQ", user, first, last)
 
 
 def transfer(shard, user, tid, asset, amount):
@@ -262,6 +267,31 @@ def single(a):
     check(r is not None and r["type"] == NAK and r["reason"] == 2,
           "unknown symbol NAKed UNKNOWN_SYMBOL (%s)" %
           (REASON.get(r["reason"], r["reason"]) if r and r["type"] == NAK else r))
+
+    # Report replay: every numbered answer the buyer got, asked for again from seq 2 on,
+    # comes back byte for byte the same (same type, id and fields), in seq order, once.
+    numbered = lambda m: (m.get("user") == BUYER and m["type"] in (ACK, NAK, EXEC_REPORT)  # noqa: E731
+                          and m.get("seq", 0) != 0)
+    orig = {}
+    for m in c.got:
+        if numbered(m):
+            orig.setdefault(m["seq"], m)
+    check(sorted(orig) == list(range(1, max(orig) + 1)),
+          "the buyer's answers carry seqs 1..%d without a hole" % max(orig))
+    before = len(c.got)
+    c.send([report_replay(BUYER, 2, 0)])
+    end = time.time() + 5
+    while time.time() < end and len([m for m in c.got[before:] if numbered(m)]) < len(orig) - 1:
+        c.poll(0.1)
+    again = [m for m in c.got[before:] if numbered(m)]
+    check([m["seq"] for m in again] == list(range(2, max(orig) + 1)),
+          "REPORT_REPLAY from seq 2: seqs %s re-sent in order" % [m["seq"] for m in again])
+    check(all(m == orig[m["seq"]] for m in again), "each re-sent answer equals the original")
+    before = len(c.got)
+    c.send([report_replay(BUYER, 3, 4)])
+    c.poll(1.0)
+    check([m["seq"] for m in c.got[before:] if numbered(m)] == [3, 4],
+          "REPORT_REPLAY 3..4: exactly seqs 3 and 4")
     log("PASS")
 
 
