@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * omsclient: request table (open addressing over a slab with a free list), a min-heap of
- * retransmit deadlines, per-user egress seq tracking, frame building and decoding.
+ * retransmit deadlines, per-user egress seq tracking with holes and their replay, frame
+ * building and decoding.
  * Everything is sized once in client_open; nothing is allocated afterwards.
  */
 #include "tools/client.h"
@@ -20,6 +21,28 @@
 #include "common/check.h"
 
 #define HEAP_NONE UINT32_MAX
+#define SEQ_WORDS (CLIENT_SEQ_WINDOW / 64)
+#define DUE_NONE UINT64_MAX
+
+static_assert(CLIENT_SEQ_WINDOW % 64 == 0, "the seq window is whole words");
+static_assert((CLIENT_SEQ_WINDOW & (CLIENT_SEQ_WINDOW - 1)) == 0,
+	      "seq % window must be a mask: the bitmap is a ring indexed by seq");
+
+/*
+ * One user's egress seqs. Invariant: contig <= newest <= contig + CLIENT_SEQ_WINDOW, and
+ * bit (s % CLIENT_SEQ_WINDOW) of seen is set exactly for the seqs s in (contig, newest]
+ * that were seen: the window's W residues are distinct, so the bitmap is a ring that
+ * needs no shifting as contig advances (its bit is cleared as contig passes it).
+ */
+struct user_track {
+	uint64_t user;           /* the account */
+	uint64_t contig;         /* every seq <= contig seen (the first seq is the baseline),
+				  * or abandoned when the window moved past it */
+	uint64_t newest;         /* highest seq seen */
+	uint64_t replay_due_ns;  /* next automatic REPORT_REPLAY while contig < newest,
+				  * DUE_NONE without a hole */
+	uint64_t seen[SEQ_WORDS]; /* the ring above contig (see the invariant) */
+};
 
 struct client {
 	int fd;                       /* UDP socket, connected to the node */
@@ -38,11 +61,14 @@ struct client {
 	uint32_t *heap;               /* slab indices of SENT requests by next_ns */
 	uint32_t heap_count;
 
-	uint64_t *user_key;           /* open addressing: user + 1, 0 empty */
-	uint64_t *user_seq;           /* newest egress seq per user */
-	uint64_t *user_seen;          /* bit k: seq (newest - k) seen (a 64-seq window) */
-	uint32_t user_mask;
-	uint32_t user_count;
+	struct user_track *users;     /* users_max, the first user_count in use */
+	uint32_t *user_index;         /* open addressing: users index + 1, 0 empty */
+	uint32_t user_mask;           /* user_index size - 1 (power of two, >= 2 * users_max) */
+	uint32_t user_count;          /* users tracked (never forgotten) */
+	uint32_t users_holed;         /* users with contig < newest: 0 skips the replay pass */
+	uint32_t replay_cursor;       /* next users index the replay pass visits */
+	uint64_t replay_after_ns;     /* cfg.replay_after_ms in ns */
+	uint64_t replay_every_ns;     /* cfg.replay_every_ms in ns */
 
 	uint32_t unanswered;          /* requests in state SENT */
 	struct client_stats stats;
@@ -118,9 +144,8 @@ client_free(struct client *c)
 	free(c->free_list);
 	free(c->index);
 	free(c->heap);
-	free(c->user_key);
-	free(c->user_seq);
-	free(c->user_seen);
+	free(c->users);
+	free(c->user_index);
 	free(c);
 }
 
@@ -146,6 +171,10 @@ client_open(struct client **out, const struct client_config *cfg)
 		k.retries_max = 8;
 	if (k.give_up_ms == 0)
 		k.give_up_ms = 10000;
+	if (k.replay_after_ms == 0)
+		k.replay_after_ms = 100;
+	if (k.replay_every_ms == 0)
+		k.replay_every_ms = 300;
 	if (k.frame_max < 128 || k.frame_max > WIRE_FRAME_MAX || k.requests_max > (1u << 24) ||
 	    k.users_max > (1u << 24))
 		return -EINVAL;
@@ -174,12 +203,13 @@ client_open(struct client **out, const struct client_config *cfg)
 	c->free_list = calloc(k.requests_max, sizeof(uint32_t));
 	c->index = calloc(index_size, sizeof(uint32_t));
 	c->heap = calloc(k.requests_max, sizeof(uint32_t));
-	c->user_key = calloc(user_size, sizeof(uint64_t));
-	c->user_seq = calloc(user_size, sizeof(uint64_t));
-	c->user_seen = calloc(user_size, sizeof(uint64_t));
+	c->users = calloc(k.users_max, sizeof(*c->users));
+	c->user_index = calloc(user_size, sizeof(uint32_t));
+	c->replay_after_ns = (uint64_t)k.replay_after_ms * 1000000u;
+	c->replay_every_ns = (uint64_t)k.replay_every_ms * 1000000u;
 	int err = -ENOMEM;
 	if (!c->tx || !c->rx || !c->reqs || !c->free_list || !c->index || !c->heap ||
-	    !c->user_key || !c->user_seq || !c->user_seen)
+	    !c->users || !c->user_index)
 		goto fail_alloc;
 	for (uint32_t i = 0; i < k.requests_max; i++)
 		c->free_list[i] = k.requests_max - 1 - i;
@@ -568,6 +598,8 @@ answered(struct client *c, struct client_req *r, uint8_t state, uint16_t reason,
 	r->answer_ns = now_ns;
 }
 
+static uint32_t replay_due(struct client *c, uint64_t now_ns); /* below, with the seqs */
+
 uint32_t
 client_tick(struct client *c, uint64_t now_ns, client_event_fn *fn, void *ctx)
 {
@@ -599,6 +631,7 @@ client_tick(struct client *c, uint64_t now_ns, client_event_fn *fn, void *ctx)
 		c->stats.retransmits++;
 		(void)frame_add(c, r->msg);
 	}
+	(void)replay_due(c, now_ns);
 	(void)client_flush(c);
 	return handled;
 }
@@ -607,61 +640,213 @@ client_tick(struct client *c, uint64_t now_ns, client_event_fn *fn, void *ctx)
  * Receiving.
  * ------------------------------------------------------------------------------------- */
 
+static uint32_t
+user_home(const struct client *c, uint64_t user)
+{
+	return (uint32_t)mix64(user) & c->user_mask;
+}
+
+static const struct user_track *
+user_find(const struct client *c, uint64_t user)
+{
+	uint32_t i = user_home(c, user);
+	for (uint32_t n = 0; n <= c->user_mask; n++, i = (i + 1) & c->user_mask) {
+		uint32_t v = c->user_index[i];
+		if (v == 0)
+			return NULL;
+		if (c->users[v - 1].user == user)
+			return &c->users[v - 1];
+	}
+	return NULL;
+}
+
 uint64_t
 client_user_seq(const struct client *c, uint64_t user)
 {
-	uint32_t i = (uint32_t)mix64(user) & c->user_mask;
-	for (uint32_t n = 0; n <= c->user_mask; n++, i = (i + 1) & c->user_mask) {
-		if (c->user_key[i] == 0)
-			return 0;
-		if (c->user_key[i] == user + 1)
-			return c->user_seq[i];
-	}
-	return 0;
+	const struct user_track *t = user_find(c, user);
+	return t != NULL ? t->newest : 0;
 }
 
-/* Per-user egress seq: the first one seen is the baseline; later ones must follow it. */
+uint64_t
+client_user_contig(const struct client *c, uint64_t user)
+{
+	const struct user_track *t = user_find(c, user);
+	return t != NULL ? t->contig : 0;
+}
+
+static bool
+seen_get(const struct user_track *t, uint64_t seq)
+{
+	uint64_t b = seq & (CLIENT_SEQ_WINDOW - 1);
+	return (t->seen[b / 64] >> (b % 64) & 1u) != 0;
+}
+
 static void
-seq_note(struct client *c, uint64_t user, uint64_t seq, struct client_event *ev)
+seen_put(struct user_track *t, uint64_t seq, bool on)
+{
+	uint64_t b = seq & (CLIENT_SEQ_WINDOW - 1);
+	uint64_t bit = UINT64_C(1) << (b % 64);
+	t->seen[b / 64] = on ? t->seen[b / 64] | bit : t->seen[b / 64] & ~bit;
+}
+
+/* Move contig up to floor (a seq more than the window above it arrived): the seqs passed
+ * that were never seen are abandoned, since the ring can no longer tell them. */
+static void
+window_slide(struct client *c, struct user_track *t, uint64_t floor)
+{
+	DCHECK(floor > t->contig);
+	if (floor - t->contig >= CLIENT_SEQ_WINDOW) {
+		/* The whole ring falls out: count it at once rather than seq by seq. */
+		uint64_t seen = 0;
+		for (uint32_t w = 0; w < SEQ_WORDS; w++) {
+			seen += (uint64_t)__builtin_popcountll(t->seen[w]);
+			t->seen[w] = 0;
+		}
+		c->stats.seq_abandoned += floor - t->contig - seen;
+		t->contig = floor;
+		return;
+	}
+	for (uint64_t s = t->contig + 1; s <= floor; s++) { /* < CLIENT_SEQ_WINDOW turns */
+		if (seen_get(t, s))
+			seen_put(t, s, false);
+		else
+			c->stats.seq_abandoned++;
+	}
+	t->contig = floor;
+}
+
+/*
+ * Per-user egress seq: the first one seen is the baseline (contig); later ones fill the
+ * ring above contig, which advances over every seq seen in a row. A seq at or below
+ * contig is a repeat (a duplicate, a re-sent report, or one the window gave up on).
+ */
+static void
+seq_note(struct client *c, uint64_t user, uint64_t seq, uint64_t now_ns,
+	 struct client_event *ev)
 {
 	if (seq == 0 || user == UINT64_MAX)
 		return; /* NAK for a user that is not resident: unsequenced */
-	uint32_t i = (uint32_t)mix64(user) & c->user_mask;
+	uint32_t i = user_home(c, user);
+	struct user_track *t = NULL;
 	for (uint32_t n = 0; n <= c->user_mask; n++, i = (i + 1) & c->user_mask) {
-		if (c->user_key[i] == user + 1)
+		uint32_t v = c->user_index[i];
+		if (v != 0 && c->users[v - 1].user == user) {
+			t = &c->users[v - 1];
 			break;
-		if (c->user_key[i] == 0) {
+		}
+		if (v == 0) {
 			if (c->user_count >= c->cfg.users_max)
 				return; /* table full: that user is not tracked */
-			c->user_key[i] = user + 1;
-			c->user_seq[i] = seq;
-			c->user_seen[i] = 1;
-			c->user_count++;
+			t = &c->users[c->user_count++];
+			memset(t, 0, sizeof(*t));
+			t->user = user;
+			t->contig = seq;
+			t->newest = seq;
+			t->replay_due_ns = DUE_NONE;
+			c->user_index[i] = c->user_count;
 			return;
 		}
 	}
-	/* A window of the newest 64 seqs tells a duplicate (seen) from a late or re-sent
-	 * report that fills a gap (never seen): a new leader re-sends its recent reports. */
-	uint64_t last = c->user_seq[i];
-	if (seq > last) {
-		uint64_t d = seq - last;
-		c->user_seen[i] = (d >= 64 ? 0 : c->user_seen[i] << d) | 1u;
-		c->user_seq[i] = seq;
-		if (d > 1) {
-			ev->seq_gap = d - 1;
-			c->stats.seq_gaps += ev->seq_gap;
-		}
-		return;
-	}
-	uint64_t k = last - seq;
-	if (k < 64 && (c->user_seen[i] & (UINT64_C(1) << k)) == 0) {
-		c->user_seen[i] |= UINT64_C(1) << k;
-		ev->seq_fill = true;
-		c->stats.seq_filled++;
-	} else {
+	CHECK(t != NULL); /* the index is at most half full: the probe ends */
+	if (seq <= t->contig) {
 		ev->seq_repeat = true;
 		c->stats.seq_repeats++;
+		return;
 	}
+	if (seq == t->contig + 1 && t->contig == t->newest) {
+		t->contig = t->newest = seq; /* in order, no hole: the common case */
+		return;
+	}
+	bool was_holed = t->contig < t->newest;
+	uint64_t contig_before = t->contig;
+	if (seq > t->newest) {
+		if (seq - t->newest > 1) {
+			ev->seq_gap = seq - t->newest - 1;
+			c->stats.seq_gaps += ev->seq_gap;
+		}
+		t->newest = seq;
+		if (seq - t->contig > CLIENT_SEQ_WINDOW)
+			window_slide(c, t, seq - CLIENT_SEQ_WINDOW);
+	} else if (seen_get(t, seq)) {
+		ev->seq_repeat = true;
+		c->stats.seq_repeats++;
+		return;
+	} else {
+		ev->seq_fill = true;
+		c->stats.seq_filled++;
+	}
+	seen_put(t, seq, true);
+	while (t->contig < t->newest && seen_get(t, t->contig + 1)) { /* <= window turns */
+		t->contig++;
+		seen_put(t, t->contig, false);
+	}
+	DCHECK(t->newest - t->contig <= CLIENT_SEQ_WINDOW);
+	bool holed = t->contig < t->newest;
+	if (holed && !was_holed)
+		c->users_holed++;
+	else if (!holed && was_holed)
+		c->users_holed--;
+	/* The replay timer runs from when the oldest hole became the oldest: a new hole, or
+	 * contig moved on to a younger one (which may still be in flight). */
+	if (!holed)
+		t->replay_due_ns = DUE_NONE;
+	else if (!was_holed || t->contig != contig_before)
+		t->replay_due_ns = now_ns + c->replay_after_ns;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Report replay.
+ * ------------------------------------------------------------------------------------- */
+
+int
+client_replay(struct client *c, uint64_t user, uint64_t from, uint64_t to)
+{
+	if (from == 0 || (to != 0 && to < from))
+		return -EINVAL;
+	struct wire_report_replay m;
+	memset(&m, 0, sizeof(m));
+	wire_hdr_init(&m.hdr, WIRE_REPORT_REPLAY, 0); /* order entry: the gateway routes it */
+	m.user = user;
+	m.from_seq = from;
+	m.to_seq = to;
+	c->stats.replay_requests++;
+	return frame_add(c, &m);
+}
+
+uint32_t
+client_replay_tail(struct client *c)
+{
+	uint32_t sent = 0;
+	for (uint32_t i = 0; i < c->user_count; i++) { /* <= users_max */
+		const struct user_track *t = &c->users[i];
+		(void)client_replay(c, t->user, t->contig + 1, 0);
+		sent++;
+	}
+	(void)client_flush(c);
+	return sent;
+}
+
+/* The automatic replay: users whose oldest hole is due, round-robin from where the last
+ * call stopped so that none starves behind the per-call bounds. */
+static uint32_t
+replay_due(struct client *c, uint64_t now_ns)
+{
+	if (c->cfg.replay_off || c->users_holed == 0)
+		return 0;
+	uint32_t sent = 0;
+	uint32_t visits = c->user_count < CLIENT_REPLAY_SCAN_MAX ? c->user_count
+								  : CLIENT_REPLAY_SCAN_MAX;
+	for (uint32_t n = 0; n < visits && sent < CLIENT_REPLAY_TICK_MAX; n++) {
+		if (c->replay_cursor >= c->user_count)
+			c->replay_cursor = 0;
+		struct user_track *t = &c->users[c->replay_cursor++];
+		if (t->contig == t->newest || t->replay_due_ns > now_ns)
+			continue;
+		(void)client_replay(c, t->user, t->contig + 1, t->newest);
+		t->replay_due_ns = now_ns + c->replay_every_ns;
+		sent++;
+	}
+	return sent;
 }
 
 static void
@@ -674,7 +859,7 @@ dispatch(struct client *c, const struct wire_msg_hdr *h, uint64_t now_ns, client
 		const struct wire_ack *m = (const void *)h;
 		ev.kind = CLIENT_EV_ACK;
 		c->stats.acks++;
-		seq_note(c, m->user, m->seq, &ev);
+		seq_note(c, m->user, m->seq, now_ns, &ev);
 		ev.req = client_find(c, m->user, m->cl_ord_id);
 		if (ev.req != NULL)
 			answered(c, ev.req, CLIENT_REQ_ANSWERED, 0, now_ns);
@@ -685,7 +870,7 @@ dispatch(struct client *c, const struct wire_msg_hdr *h, uint64_t now_ns, client
 		ev.kind = CLIENT_EV_NAK;
 		c->stats.naks++;
 		c->stats.nak_reason[m->reason < WIRE_REASON_MAX ? m->reason : WIRE_REASON_MAX]++;
-		seq_note(c, m->user, m->seq, &ev);
+		seq_note(c, m->user, m->seq, now_ns, &ev);
 		ev.req = client_find(c, m->user, m->cl_ord_id);
 		if (ev.req != NULL)
 			answered(c, ev.req, CLIENT_REQ_NAKED, m->reason, now_ns);
@@ -696,7 +881,7 @@ dispatch(struct client *c, const struct wire_msg_hdr *h, uint64_t now_ns, client
 		ev.kind = CLIENT_EV_EXEC;
 		c->stats.execs++;
 		c->stats.exec_kind[m->exec < WIRE_EXEC_MAX ? m->exec : 0]++;
-		seq_note(c, m->user, m->seq, &ev);
+		seq_note(c, m->user, m->seq, now_ns, &ev);
 		ev.req = client_find(c, m->user, m->cl_ord_id);
 		if (ev.req != NULL) {
 			/* A report about the request proves the node has it (the ACK may be lost). */

@@ -17,7 +17,12 @@
  * a request that exhausts both is reported once as CLIENT_EV_GAVE_UP.
  *
  * The node numbers everything it sends about one user (ACK, NAK, EXEC_REPORT) with a per-user
- * egress `seq`; the client tracks the last one per user and reports gaps and repeats.
+ * egress `seq`. Per user the client keeps `contig` (every seq up to it seen), the newest seq
+ * and which of the CLIENT_SEQ_WINDOW seqs above contig were seen, so it reports gaps, fills
+ * and repeats. A hole (contig < newest) open for replay_after_ms is asked for again with
+ * REPORT_REPLAY {user, contig + 1, newest}, then every replay_every_ms while it stays:
+ * the node re-sends the answers it still keeps as ordinary ACK / NAK / EXEC_REPORT with
+ * their original seq. client_replay_tail asks for the answers never seen at all.
  *
  * Time is injected (now_ns arguments, CLOCK_MONOTONIC from client_now_ns()) so the
  * bookkeeping can be tested without sleeping. Not thread-safe: one thread per client.
@@ -38,6 +43,9 @@
 #define CLIENT_TICK_MAX 256             /* retransmits/give-ups handled per client_tick */
 #define CLIENT_MSG_MAX 72               /* largest request we track (wire_new_order) */
 #define CLIENT_TRANSFER_USER UINT64_MAX /* key space of transfers: ADMIN_REPLY has no user */
+#define CLIENT_SEQ_WINDOW 1024          /* seqs above contig tracked per user (128 B bitmap) */
+#define CLIENT_REPLAY_TICK_MAX 64       /* automatic REPORT_REPLAYs sent per client_tick */
+#define CLIENT_REPLAY_SCAN_MAX 4096     /* users visited per client_tick looking for holes */
 
 struct client_config {
 	const char *host;        /* node IPv4 address (dotted quad) */
@@ -53,6 +61,9 @@ struct client_config {
 	uint32_t retry_cap_ms;   /* back-off doubles up to this, 0: 2000 */
 	uint32_t retries_max;    /* retransmits per request, 0: 8 */
 	uint32_t give_up_ms;     /* unanswered this long after the first send: give up, 0: 10000 */
+	uint32_t replay_after_ms; /* a seq hole open this long is asked for again, 0: 100 */
+	uint32_t replay_every_ms; /* ... and again this often while it stays, 0: 300 */
+	bool replay_off;         /* no automatic REPORT_REPLAY (client_replay* still work) */
 };
 
 enum client_req_state {
@@ -96,8 +107,9 @@ struct client_event {
 	uint64_t now_ns;                /* when it was handled */
 	uint64_t seq_gap;               /* egress seqs missing just before this message */
 	bool seq_repeat;                /* seq already seen (a duplicate or a re-sent report),
-					 * or 64 or more below the newest: the window cannot
-					 * tell, and a report that late is taken for a repeat */
+					 * or at or below contig after the window moved past
+					 * it (abandoned): a report that late is taken for a
+					 * repeat */
 	bool seq_fill;                  /* seq below the newest, never seen: fills a gap */
 };
 
@@ -124,6 +136,10 @@ struct client_stats {
 	uint64_t seq_repeats;         /* egress seqs seen again */
 	uint64_t seq_filled;          /* gaps filled later (a re-sent or late report);
 				       * seq_gaps - seq_filled are still missing */
+	uint64_t seq_abandoned;       /* missing seqs that fell out of the window below a
+				       * seq more than CLIENT_SEQ_WINDOW above contig (still
+				       * in seq_gaps - seq_filled; never asked for again) */
+	uint64_t replay_requests;     /* REPORT_REPLAYs sent: automatic, tail and explicit */
 	uint64_t gave_up;             /* requests given up */
 	uint64_t table_full;          /* submits refused: request table full */
 };
@@ -163,8 +179,10 @@ uint32_t client_poll(struct client *c, int timeout_ms, client_event_fn *fn, void
 /* Handle one received datagram (exposed for tests). Returns messages handled. */
 uint32_t client_rx(struct client *c, const void *buf, size_t len, uint64_t now_ns,
 		   client_event_fn *fn, void *ctx);
-/* Retransmit due requests and give up on exhausted ones (at most CLIENT_TICK_MAX), then
- * flush. Returns requests handled. */
+/* Retransmit due requests and give up on exhausted ones (at most CLIENT_TICK_MAX), send the
+ * due automatic REPORT_REPLAYs (at most CLIENT_REPLAY_TICK_MAX, visiting at most
+ * CLIENT_REPLAY_SCAN_MAX users round-robin), then flush. Returns requests handled
+ * (retransmits and give-ups; replays count in stats.replay_requests). */
 uint32_t client_tick(struct client *c, uint64_t now_ns, client_event_fn *fn, void *ctx);
 /* Earliest pending retransmit deadline, or UINT64_MAX. */
 uint64_t client_next_due_ns(const struct client *c);
@@ -176,7 +194,23 @@ void client_release(struct client *c, struct client_req *req);
 uint32_t client_tracked(const struct client *c);
 uint32_t client_unanswered(const struct client *c);
 const struct client_stats *client_stats(const struct client *c);
-/* The last egress seq seen for user, 0 if none. */
+/* The newest egress seq seen for user, 0 if none. */
 uint64_t client_user_seq(const struct client *c, uint64_t user);
+/* The seq up to which every one was seen (or abandoned) for user, 0 if none. */
+uint64_t client_user_contig(const struct client *c, uint64_t user);
+
+/*
+ * Ask the node again for user's numbered answers with seq in [from, to] (to 0: up to the
+ * newest it keeps): one REPORT_REPLAY, appended to the frame being built like order entry
+ * (sent by client_flush or client_tick). No answer of its own: the re-sent ACK / NAK /
+ * EXEC_REPORT arrive as usual, at most WIRE_REPLAY_MAX per request. from >= 1, to 0 or
+ * >= from. 0 or -errno (-EINVAL on a bad range).
+ */
+int client_replay(struct client *c, uint64_t user, uint64_t from, uint64_t to);
+/*
+ * For every tracked user, REPORT_REPLAY {contig + 1, 0}: the answers never seen, e.g. a
+ * final report lost with no later seq to reveal the hole. Flushes. Returns requests sent.
+ */
+uint32_t client_replay_tail(struct client *c);
 
 #endif
