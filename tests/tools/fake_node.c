@@ -12,7 +12,75 @@
 struct out {
 	struct wire_builder b;
 	uint64_t buf[WIRE_FRAME_MAX / 8];
+	int fd;                      /* the node's socket */
+	struct sockaddr_in to;       /* the client that sent the frame being answered */
+	socklen_t to_len;
+	const struct wire_key *key;
 };
+
+#define OUT_FRAME 1472
+
+static void
+out_flush(struct out *o)
+{
+	if (o->b.count > 0) {
+		uint32_t len = wire_builder_finish(&o->b, o->key);
+		sendto(o->fd, o->buf, len, 0, (struct sockaddr *)&o->to, o->to_len);
+	}
+	wire_builder_init(&o->b, o->buf, OUT_FRAME, 1);
+}
+
+/* Append m, sending the frame first when it is full (a replay answers with many). */
+static void
+out_add(struct out *o, const void *m)
+{
+	if (wire_builder_add(&o->b, m) != 0) {
+		out_flush(o);
+		wire_builder_add(&o->b, m);
+	}
+}
+
+/* A numbered answer: kept for REPORT_REPLAY, then sent unless drop_answers loses it. */
+static void
+emit(struct fake_node *n, struct out *o, const void *m)
+{
+	const struct wire_msg_hdr *h = m;
+	memset(n->ring[n->ring_count % FAKE_RING], 0, sizeof(n->ring[0]));
+	memcpy(n->ring[n->ring_count % FAKE_RING], m, h->length);
+	n->ring_count++;
+	unsigned drop = atomic_load(&n->drop_answers);
+	if (drop > 0) {
+		atomic_store(&n->drop_answers, drop - 1);
+		return;
+	}
+	drop = atomic_load(&n->drop_execs);
+	if (drop > 0 && h->type == WIRE_EXEC_REPORT) {
+		atomic_store(&n->drop_execs, drop - 1);
+		return;
+	}
+	out_add(o, m);
+}
+
+static void
+replay(struct fake_node *n, struct out *o, const struct wire_report_replay *r)
+{
+	atomic_fetch_add(&n->replays_rx, 1);
+	uint64_t first = n->ring_count > FAKE_RING ? n->ring_count - FAKE_RING : 0;
+	uint32_t sent = 0;
+	/* The ring holds each user's answers in seq order, so walking it oldest first
+	 * re-sends them in seq order. */
+	for (uint64_t k = first; k < n->ring_count && sent < WIRE_REPLAY_MAX; k++) {
+		const struct wire_ack *m = (const void *)n->ring[k % FAKE_RING];
+		uint64_t seq = m->hdr.type == WIRE_NAK ? ((const struct wire_nak *)m)->seq
+		       : m->hdr.type == WIRE_ACK ? m->seq
+						   : ((const struct wire_exec_report *)m)->seq;
+		if (m->user != r->user || seq < r->from_seq || (r->to_seq != 0 && seq > r->to_seq))
+			continue;
+		out_add(o, m);
+		sent++;
+	}
+	atomic_fetch_add(&n->replayed, sent);
+}
 
 static uint64_t
 next_seq(struct fake_node *n, uint64_t user)
@@ -60,7 +128,7 @@ ack(struct fake_node *n, struct out *o, uint64_t user, uint64_t id)
 	m.oid = wire_oid_make(1, user, id & 0xffff);
 	m.seq = next_seq(n, user);
 	m.time_ns = 1;
-	wire_builder_add(&o->b, &m);
+	emit(n, o, &m);
 }
 
 static void
@@ -73,7 +141,7 @@ nak(struct fake_node *n, struct out *o, uint64_t user, uint64_t id, uint16_t rea
 	m.cl_ord_id = id;
 	m.reason = reason;
 	m.seq = next_seq(n, user);
-	wire_builder_add(&o->b, &m);
+	emit(n, o, &m);
 }
 
 static void
@@ -105,7 +173,7 @@ exec(struct fake_node *n, struct out *o, uint64_t user, uint64_t id, uint8_t exe
 	} else if (exec == WIRE_EXEC_CANCELLED) {
 		m.last_qty = qty;
 	}
-	wire_builder_add(&o->b, &m);
+	emit(n, o, &m);
 }
 
 static void
@@ -172,9 +240,12 @@ answer(struct fake_node *n, const struct wire_msg_hdr *h, struct out *o)
 		wire_hdr_init(&m.hdr, WIRE_ADMIN_REPLY, 0);
 		m.req_id = t->transfer_id;
 		m.value = (uint64_t)(t->amount < 0 ? -t->amount : t->amount);
-		wire_builder_add(&o->b, &m);
+		out_add(o, &m);
 		break;
 	}
+	case WIRE_REPORT_REPLAY:
+		replay(n, o, (const void *)h);
+		break;
 	default:
 		break;
 	}
@@ -214,20 +285,14 @@ run(void *arg)
 		atomic_fetch_add(&n->msgs_rx, count);
 		if (atomic_load(&n->silent))
 			continue;
-		wire_builder_init(&o.b, o.buf, 1472, 1);
-		for (uint32_t i = 0; i < count; i++) {
-			/* A full answer frame goes out and a new one starts. */
-			if (o.b.len > 1472 - 5 * 112 - WIRE_MAC_SIZE) {
-				uint32_t len = wire_builder_finish(&o.b, &n->key);
-				sendto(n->fd, o.buf, len, 0, (struct sockaddr *)&from, flen);
-				wire_builder_init(&o.b, o.buf, 1472, 1);
-			}
-			answer(n, msgs[i], &o);
-		}
-		if (o.b.count > 0) {
-			uint32_t len = wire_builder_finish(&o.b, &n->key);
-			sendto(n->fd, o.buf, len, 0, (struct sockaddr *)&from, flen);
-		}
+		o.fd = n->fd;
+		o.to = from;
+		o.to_len = flen;
+		o.key = &n->key;
+		wire_builder_init(&o.b, o.buf, OUT_FRAME, 1);
+		for (uint32_t i = 0; i < count; i++)
+			answer(n, msgs[i], &o); /* out_add sends each full frame */
+		out_flush(&o);
 	}
 	return NULL;
 }
