@@ -13,8 +13,8 @@
  * Every message the node numbers (ACK, NAK and EXEC_REPORT carry a per-user egress seq) is
  * applied once. The ledger keeps the whole set of seqs seen per user of the run, not a
  * window: a report a new leader re-sends is a repeat however old it is, and a late report
- * is new however late (the client library's 64-seq window can tell neither beyond 64). The
- * same set gives the exact sequence holes: seen, and filled later.
+ * is new however late (the client library's window can tell neither beyond
+ * CLIENT_SEQ_WINDOW). The same set gives the exact sequence holes: seen, and filled later.
  *
  * Sized at ledger_init; the per-user seq sets grow with the run (1 bit per seq). Not
  * thread-safe.

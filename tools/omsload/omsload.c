@@ -17,9 +17,12 @@
  *    At most --inflight requests are unanswered at once; beyond that the generator waits
  *    (counted as throttled) rather than queueing without bound.
  * 3. Drain: waits up to --drain-ms for the outstanding answers and then for the reports
- *    that follow them (until the node is quiet for QUIET_MS). With --flatten it then cancels
- *    every order still resting and drains again. It prints the report, including the
- *    ledger line (ledger.h: every order sent: acked, resting, final, unreported, doubled,
+ *    that follow them, asking every TAIL_REPLAY_MS for the answers never seen
+ *    (client_replay_tail: a final report lost with no later seq to reveal it), until nothing
+ *    new has come for QUIET_MS and TAIL_FRUITLESS tail requests in a row brought nothing
+ *    new. With --flatten it then cancels every order still resting and drains again. It prints the report, including the
+ *    replay line (REPORT_REPLAYs sent, holes filled and still missing), the ledger line
+ *    (ledger.h: every order sent: acked, resting, final, unreported, doubled,
  *    overfilled — what a failover test checks), and the last line is
  *      load: sent=N acked=N naked=N final=N ack_p50_us=N ack_p99_us=N
  *    With --history FILE every request sent and every message received is also written to
@@ -45,7 +48,9 @@
 #define USERS_MAX 100000
 #define LIVE_MAX 32           /* open orders remembered per user (cancel targets) */
 #define SEND_BURST 256        /* requests generated per loop turn */
-#define QUIET_MS 300          /* drain: no message for this long ends it */
+#define QUIET_MS 300          /* drain: nothing new for this long ends it ... */
+#define TAIL_REPLAY_MS 500    /* ... after tail replays this far apart ... */
+#define TAIL_FRUITLESS 2      /* ... this many in a row brought nothing new (one may be lost) */
 #define ASSET_BASE 1
 #define ASSET_QUOTE 2
 
@@ -81,6 +86,8 @@ struct load {
 	uint64_t fills, opens;
 	uint64_t naks_by_reason[WIRE_REASON_MAX + 1];
 	uint64_t flattened;      /* --flatten: cancels sent at the end */
+	uint64_t fresh;          /* messages received that were not seq repeats */
+	uint64_t tail_requests;  /* REPORT_REPLAYs sent by client_replay_tail in the drains */
 };
 
 static int
@@ -144,7 +151,9 @@ on_event(void *ctx, const struct client_event *ev)
 	if (ev->kind == CLIENT_EV_GAVE_UP)
 		history_gave_up(&l->hist, ev->now_ns, r->user, r->id, r->tag);
 	else if (ev->msg != NULL)
-		history_received(&l->hist, ev->now_ns, ev->msg);
+		history_received(&l->hist, ev->now_ns, ev->msg); /* repeats too: the checker dedups */
+	if (ev->msg != NULL && !ev->seq_repeat)
+		l->fresh++; /* what keeps a drain going: a replay of answers seen does not */
 	/* The ledger applies each numbered message once, by its (user, seq): a message seen
 	 * already (a new leader re-sends its recent reports) is not counted again, however
 	 * old; a late one is, however late. r is set only for a request's first answer. */
@@ -279,18 +288,39 @@ sleep_until_answers(struct load *l, uint64_t drain_ms)
 		client_poll(l->c, 10, on_event, l);
 }
 
-/* Drain: every request answered, then the reports that follow the answers (a cancel's DONE
- * comes after its ACK, from the ME) until the node has been quiet for QUIET_MS, within
- * drain_ms. */
+/*
+ * Drain: every request answered, then the reports that follow the answers (a cancel's DONE
+ * comes after its ACK, from the ME), within drain_ms. Holes between seqs are asked for by the
+ * client's automatic replay; the answers after the newest seq seen (a lost final report
+ * leaves no hole) only by a tail replay, sent every TAIL_REPLAY_MS. The drain ends once
+ * nothing new has come for QUIET_MS and the last TAIL_FRUITLESS tail replays brought
+ * nothing new: one request, or its answers, may itself be lost.
+ */
 static void
 drain(struct load *l, uint64_t drain_ms)
 {
 	uint64_t end = client_now_ns() + drain_ms * 1000000u, now;
 	sleep_until_answers(l, drain_ms);
-	uint64_t quiet_from = client_now_ns();
-	while ((now = client_now_ns()) < end && now - quiet_from < QUIET_MS * 1000000u) {
-		if (client_poll(l->c, 10, on_event, l) > 0)
+	uint64_t quiet_from = client_now_ns(), tail_next = quiet_from, tail_last = 0;
+	uint64_t fresh = l->fresh;
+	uint32_t fruitless = 0; /* tail replays sent since something new came */
+	while ((now = client_now_ns()) < end) {
+		/* Quiet since the last news and since the last tail replay had its chance. */
+		if (fruitless >= TAIL_FRUITLESS && now - quiet_from >= QUIET_MS * 1000000u &&
+		    now - tail_last >= QUIET_MS * 1000000u)
+			break;
+		if (now >= tail_next) {
+			l->tail_requests += client_replay_tail(l->c);
+			tail_last = now;
+			tail_next = now + TAIL_REPLAY_MS * 1000000u;
+			fruitless++;
+		}
+		client_poll(l->c, 10, on_event, l);
+		if (l->fresh != fresh) {
+			fresh = l->fresh;
 			quiet_from = client_now_ns();
+			fruitless = 0;
+		}
 	}
 }
 
@@ -507,6 +537,12 @@ main(int argc, char **argv)
 	       " decode_errors=%" PRIu64 "\n",
 	       l.opens, l.fills, l.final, st->seq_gaps, st->seq_filled, st->seq_repeats,
 	       st->decode_errors);
+	/* Holes by the ledger's exact seq sets (the client's window takes seqs it abandoned
+	 * for repeats); requests count automatic and tail replays. */
+	printf("replay: requests=%" PRIu64 " tail=%" PRIu64 " filled=%" PRIu64
+	       " still_missing=%" PRIu64 " abandoned=%" PRIu64 "\n",
+	       st->replay_requests, l.tail_requests, l.led.seq_filled,
+	       l.led.seq_gaps - l.led.seq_filled, st->seq_abandoned);
 	printf("deposits: sent=%" PRIu64 " ok=%" PRIu64 " refused=%" PRIu64 " lost=%" PRIu64 "\n",
 	       l.deposits_sent, l.deposits_ok, l.deposits_refused, l.deposits_lost);
 	printf("naks:");
