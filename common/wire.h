@@ -32,7 +32,8 @@
 
 #define WIRE_MAGIC UINT32_C(0x44534d4f) /* "OMSD" little-endian */
 #define WIRE_VERSION 5 /* 4: wire_recent carries a transfer's asset and amount; 5: the user
-			 * state carries cl_ord_floor; REPORT_REPLAY (type 8) */
+			 * state carries cl_ord_floor; REPORT_REPLAY (type 8); SUBMIT and the
+			 * modifies carry sent_ns */
 #define WIRE_FRAME_F_MAC 0x01     /* a 16-byte SipHash-2-4-128 tag follows the last message */
 #define WIRE_MAC_SIZE 16
 #define WIRE_FRAME_MAX 9000       /* jumbo frame payload; ordinary ports use ~1472 */
@@ -393,8 +394,11 @@ struct wire_submit {
 	int64_t qty;        /* base qty; 0 for a market buy */
 	int64_t quote_qty;  /* market buy: notional budget (fees excluded); else 0 */
 	uint64_t expire_ns; /* GTD */
+	uint64_t sent_ns;   /* the sender's cluster time when built (0: unstamped): the ME
+			       drops a request older than half its dedup window, which is what
+			       keeps a deposed leader's late re-send from executing twice */
 };
-static_assert(sizeof(struct wire_submit) == 64, "wire_submit");
+static_assert(sizeof(struct wire_submit) == 72, "wire_submit");
 
 /* Cancel / amend-down / cancel-replace of a live order. req is the request's own id (a
  * user_seq of its own) so the ME dedups requests as it dedups orders. For a replace, req is
@@ -407,8 +411,9 @@ struct wire_modify {
 	uint32_t reserved;
 	int64_t px;             /* replace: new price */
 	int64_t qty;            /* amend: new total qty; replace: new qty; cancel: 0 */
+	uint64_t sent_ns;       /* as wire_submit.sent_ns */
 };
-static_assert(sizeof(struct wire_modify) == 64, "wire_modify");
+static_assert(sizeof(struct wire_modify) == 72, "wire_modify");
 
 /* One lifecycle event in the stream of OMS shard `hdr.shard`, sequence `seq` (1, 2, ...). */
 struct wire_me_event {

@@ -69,6 +69,7 @@ struct me_depth_level {
 	X(EVENTS_OVERRUN, "ME-initiated events written over unacknowledged retention")    \
 	X(CONFIG_REJECTED, "admin messages refused")                                       \
 	X(IGNORED, "messages of a type the ME does not handle, or malformed")             \
+	X(STALE_REQUESTS, "requests older than half the dedup window, dropped unexecuted") \
 	X(BULK_JOBS, "bulk cancel jobs started (halt or kill-switch with resting orders)") \
 	X(BULK_PENDING, "bulk cancel jobs not finished yet (a gauge, not a count)")      \
 	X(BULK_CANCELLED, "orders cancelled by bulk cancel jobs")                         \

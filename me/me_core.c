@@ -37,6 +37,24 @@ me_expire_due(struct me *me)
 
 /* ---- dispatch ---- */
 
+/* Contract (docs/me-contract.md, "Streams"): a request is executed only within half the
+ * dedup window of cluster time after its sender built it. A finished order's record lives
+ * at least that long after the ack that covers it (me_stream_ack), and a sender stops
+ * re-sending before it acks, so any request that could duplicate a finished order finds
+ * its record. Without this a leader paused past the window (SIGSTOP, a long GC-like stall)
+ * sends its queued re-drives on waking and the ME executes them again (chaos
+ * pause-leader: a cancel for a request long finished). Dropped silently: a sender whose
+ * saga is still pending re-sends it with a fresh stamp. */
+static bool
+stale(struct me *me, uint64_t sent_ns)
+{
+	uint64_t half = me->limits.dedup_ttl_ns / 2;
+	if (half == 0 || sent_ns == 0 || sent_ns + half >= me->now_ns)
+		return false;
+	me_count(me, ME_C_STALE_REQUESTS);
+	return true;
+}
+
 void
 me_apply(struct me *me, uint64_t now_ns, const struct wire_msg_hdr *msg, struct svc_sink *sink)
 {
@@ -62,11 +80,15 @@ me_apply(struct me *me, uint64_t now_ns, const struct wire_msg_hdr *msg, struct 
 	}
 	switch (msg->type) {
 	case WIRE_SUBMIT:
+		if (stale(me, ((const struct wire_submit *)msg)->sent_ns))
+			return;
 		me_submit(me, (const struct wire_submit *)msg);
 		return;
 	case WIRE_CANCEL_TO_ME:
 	case WIRE_AMEND_TO_ME:
 	case WIRE_REPLACE_TO_ME:
+		if (stale(me, ((const struct wire_modify *)msg)->sent_ns))
+			return;
 		me_modify(me, (const struct wire_modify *)msg);
 		return;
 	case WIRE_STREAM_ACK:

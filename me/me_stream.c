@@ -120,6 +120,22 @@ me_stream_ack(struct me *me, const struct wire_stream_ack *m)
 	uint64_t seq = m->seq < s->next_seq - 1 ? m->seq : s->next_seq - 1;
 	if (seq <= s->acked)
 		return;
+	/* The records this ack covers newly live at least half a dedup window from now:
+	 * the sender may have re-sent one just before it applied the final event and acked,
+	 * and that re-send is executable for half a window (me_core.c, stale). The FIFO is in
+	 * last_seq order: walk back from its tail over the records not covered yet. */
+	uint64_t half = me->limits.dedup_ttl_ns / 2;
+	if (half != 0 && me->now_ns > me->limits.dedup_ttl_ns) {
+		uint64_t hold = me->now_ns - me->limits.dedup_ttl_ns + half;
+		for (uint32_t oi = s->fin_tail; oi != ME_NIL;) {
+			struct me_order *o = me_ord(me, oi);
+			if (o->last_seq <= s->acked)
+				break;
+			if (o->last_seq <= seq && o->expire_ns < hold)
+				o->expire_ns = hold;
+			oi = o->prev;
+		}
+	}
 	s->acked = seq;
 	if (s->oldest <= seq)
 		s->oldest = seq + 1;

@@ -181,6 +181,7 @@ oms_build_to_me(const struct oms *oms, const struct oms_actor *a, const struct o
 		u.s.qty = o->qty;
 		u.s.quote_qty = o->budget;
 		u.s.expire_ns = o->expire_ns;
+		u.s.sent_ns = oms->c.now_ns;
 	} else {
 		u.m.hdr.type = o->kind == OMS_K_CANCEL	 ? WIRE_CANCEL_TO_ME
 			       : o->kind == OMS_K_AMEND ? WIRE_AMEND_TO_ME
@@ -191,6 +192,7 @@ oms_build_to_me(const struct oms *oms, const struct oms_actor *a, const struct o
 		u.m.symbol = o->symbol;
 		u.m.px = o->kind == OMS_K_ORDER ? o->px : 0;
 		u.m.qty = o->kind == OMS_K_CANCEL ? 0 : o->qty;
+		u.m.sent_ns = oms->c.now_ns;
 	}
 	/* Routing to the ME is static config: the symbol's shard (seed). */
 	u.s.hdr.shard = o->me_shard;

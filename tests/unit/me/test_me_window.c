@@ -39,14 +39,49 @@ Test(me_window, resubmit_after_ack_within_window, .init = setup_window, .fini = 
 	cr_assert_eq(me_records_used(fx_me), 0, "released once acked and past the window");
 }
 
-/* Goal: the window alone never releases a record the OMS has not acknowledged. */
+/* Goal: the window alone never releases a record the OMS has not acknowledged, and a late
+ * ack keeps it half a window longer: the OMS may have re-sent it just before it acked, and
+ * that re-send executes for half a window after it was stamped (below).
+ * Method: an IOC finished, 10 s without an ack (kept); acked: kept 50 ms, released after. */
 Test(me_window, window_needs_the_ack, .init = setup_window, .fini = fx_fini)
 {
 	fx_limit(1, 1, B, 100, 5, WIRE_TIF_IOC);
 	fx_tick(fx_now + 10000 * MS);
 	cr_assert_eq(me_records_used(fx_me), 1);
 	fx_ack(0, 3);
+	cr_assert_eq(me_records_used(fx_me), 1, "a re-send stamped before the ack may follow");
+	fx_tick(fx_now + 49 * MS);
+	cr_assert_eq(me_records_used(fx_me), 1);
+	fx_tick(fx_now + 1 * MS);
 	cr_assert_eq(me_records_used(fx_me), 0);
+}
+
+/* Goal (chaos pause-leader): a request stamped more than half the dedup window before the
+ * ME applies it is dropped unexecuted (a deposed leader's queued re-send after a pause),
+ * counted; one inside half the window executes; an unstamped one (0) is not judged. And a
+ * re-send stamped just before a late ack, applied within half a window, finds its record.
+ * Method: 100 ms window at now = 10 s; stamps now - 51 ms (dropped), now - 50 ms (runs). */
+Test(me_window, stale_requests_dropped, .init = setup_window, .fini = fx_fini)
+{
+	fx_tick(10000 * MS);
+	struct wire_submit s = fx_order(1, 1, B, WIRE_ORD_LIMIT, WIRE_TIF_IOC, 100, 5);
+	s.sent_ns = fx_now - 51 * MS;
+	fx_submit(&s);
+	cr_assert_eq(fx_events(), 0, "a stale request must not execute");
+	cr_assert_eq(me_counter(fx_me, ME_C_STALE_REQUESTS), 1);
+	cr_assert_eq(me_records_used(fx_me), 0);
+	s.sent_ns = fx_now - 50 * MS;
+	fx_submit(&s);
+	cr_assert_eq(fx_events(), 3); /* ACCEPTED, CANCELLED, DONE */
+	/* Finished; its ack comes late (after the window); a re-send stamped just before it. */
+	fx_tick(fx_now + 500 * MS);
+	s.sent_ns = fx_now;
+	fx_ack(0, 3);
+	fx_tick(fx_now + 49 * MS);
+	fx_reset();
+	fx_submit(&s);
+	cr_assert_eq(fx_events(), 0, "the re-send found its record: no second execution");
+	cr_assert_eq(me_counter(fx_me, ME_C_STALE_REQUESTS), 1);
 }
 
 /* Goal: a replay re-emits a bounded number of events per request, in order, and a request

@@ -204,6 +204,18 @@ h_hydrate(struct h *h, uint64_t user, uint64_t epoch, uint32_t a1, int64_t t1, u
 }
 
 void
+h_hydrate_state(struct h *h, const struct wire_user_state *st)
+{
+	struct wire_hydrate_user m;
+	memset(&m, 0, sizeof(m));
+	hdr(&m, WIRE_HYDRATE_USER);
+	m.epoch = h->oms->c.epoch_seq + 1; /* fresh: a hydrate-ahead */
+	m.status = WIRE_HYD_OK;
+	m.state = *st;
+	h_apply(h, &m);
+}
+
+void
 h_hydrate_status(struct h *h, uint64_t user, uint8_t status, uint16_t owner)
 {
 	struct wire_hydrate_user m;

@@ -54,6 +54,8 @@ void h_std_symbols(struct h *h);
 void h_hydrate(struct h *h, uint64_t user, uint64_t epoch, uint32_t a1, int64_t t1, uint32_t a2,
 	       int64_t t2);
 void h_hydrate_status(struct h *h, uint64_t user, uint8_t status, uint16_t owner);
+/* HydrateUser OK with this state (a row's: floors, windows, versions), a fresh epoch. */
+void h_hydrate_state(struct h *h, const struct wire_user_state *st);
 /* A resident user with funds in BTC, USD and ETH. */
 void h_user(struct h *h, uint64_t user, int64_t btc, int64_t usd);
 void h_new_order_msg(struct wire_new_order *m, uint64_t user, uint64_t cl, uint32_t symbol,

@@ -40,6 +40,8 @@ Test(oms_admit, limit_buy_reserves_notional_plus_max_fee)
 	cr_assert(wire_oid_eq(s->oid, wire_oid_make(0, 7, 1)));
 	cr_assert(eq(i64, s->px, 20000));
 	cr_assert(eq(i64, s->qty, 100));
+	cr_assert(eq(u64, s->sent_ns, H.oms->c.now_ns)); /* stamped: the ME expires it */
+	cr_assert(ne(u64, s->sent_ns, 0));
 	const struct wire_ack *a = h_get(&H, WIRE_ACK, 0);
 	cr_assert(eq(int, h_dest(&H, WIRE_ACK, 0), WIRE_DEST_CLIENT));
 	cr_assert(wire_oid_eq(a->oid, s->oid));
@@ -279,18 +281,10 @@ Test(oms_admit, forgotten_ids_refused_stale)
 	oms_build_user_state(H.oms, oms_actor_find(H.oms, 7), &st);
 	cr_assert(eq(u64, st.cl_ord_floor, 101));
 
-	struct wire_hydrate_user m;
-	memset(&m, 0, sizeof(m));
-	m.hdr.type = WIRE_HYDRATE_USER;
-	m.hdr.length = sizeof(m);
-	m.epoch = H.oms->c.epoch_seq + 1;
-	m.status = WIRE_HYD_OK;
-	m.state.user = 8;
-	m.state.version = 3;
-	m.state.cl_ord_floor = 900;
-	m.state.balance_count = 1;
-	m.state.balances[0] = (struct wire_balance){.asset = A_USD, .total = 1000000};
-	h_apply(&H, &m);
+	struct wire_user_state row = {.user = 8, .version = 3, .cl_ord_floor = 900,
+				      .balance_count = 1,
+				      .balances[0] = {.asset = A_USD, .total = 1000000}};
+	h_hydrate_state(&H, &row);
 	cr_assert(eq(u64, oms_actor_find(H.oms, 8)->cl_ord_floor, 900));
 	h_limit(&H, 8, 900, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
 	cr_assert(eq(u16, h_last_nak(&H), WIRE_REASON_STALE_REQUEST));

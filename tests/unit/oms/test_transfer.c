@@ -45,18 +45,10 @@ pinned(uint64_t user)
 static void
 hydrate_with_history(uint64_t user, uint64_t xmax, int64_t usd)
 {
-	struct wire_hydrate_user m;
-	memset(&m, 0, sizeof(m));
-	m.hdr.type = WIRE_HYDRATE_USER;
-	m.hdr.length = sizeof(m);
-	m.epoch = H.oms->c.epoch_seq + 1;
-	m.status = WIRE_HYD_OK;
-	m.state.user = user;
-	m.state.version = 3;
-	m.state.xfer_id_max = xmax;
-	m.state.balance_count = 1;
-	m.state.balances[0] = (struct wire_balance){ .asset = A_USD, .total = usd };
-	h_apply(&H, &m);
+	struct wire_user_state row = {.user = user, .version = 3, .xfer_id_max = xmax,
+				      .balance_count = 1,
+				      .balances[0] = {.asset = A_USD, .total = usd}};
+	h_hydrate_state(&H, &row);
 	cr_assert(eq(u32, h_status(&H, user), OMS_USER_RESIDENT));
 }
 
