@@ -4,9 +4,11 @@
  * the leader's egress leaves (ARCHITECTURE.md §3), routed by destination (a client's
  * gateway, an ME or OMS shard's leader, the persister or the inline answers, the admin)
  * into the outbox, never blocking. Every member also keeps the newest numbered client
- * messages (ACK, NAK, EXEC_REPORT), for a new leader to re-send, and hands ADMIN_REPLYs to the control-socket commands waiting.
+ * messages (ACK, NAK, EXEC_REPORT), for a new leader to re-send and for REPORT_REPLAY, and
+ * hands ADMIN_REPLYs to the control-socket commands waiting.
  */
 #include "app_shard_int.h"
+#include "common/check.h"
 #include "oms/oms.h"
 
 /* Client messages lost with a leader: re-sent by a new leader when emitted within this much
@@ -97,32 +99,30 @@ report_keep(struct app_shard *s, const struct wire_msg_hdr *msg)
 	uint64_t last = s->report_count > 0
 				? s->reports[(s->report_count - 1) % REPORT_RING].time_ns
 				: 0;
-	struct report_ent *e = &s->reports[s->report_count % REPORT_RING];
-	uint64_t t;
+	uint64_t seq, t;
 	switch (msg->type) {
 	case WIRE_EXEC_REPORT:
-		e->m.rep = *(const struct wire_exec_report *)msg;
-		t = e->m.rep.time_ns;
-		e->user = e->m.rep.user;
-		e->seq = e->m.rep.seq;
+		seq = ((const struct wire_exec_report *)msg)->seq;
+		t = ((const struct wire_exec_report *)msg)->time_ns;
 		break;
 	case WIRE_ACK:
-		e->m.ack = *(const struct wire_ack *)msg;
-		t = e->m.ack.time_ns; /* a duplicate's ACK carries the original's: the last's */
-		e->user = e->m.ack.user;
-		e->seq = e->m.ack.seq;
+		seq = ((const struct wire_ack *)msg)->seq;
+		t = ((const struct wire_ack *)msg)->time_ns; /* a duplicate's: the original's */
 		break;
 	case WIRE_NAK:
-		if (((const struct wire_nak *)msg)->seq == 0)
-			return; /* not numbered: a hole in nothing */
-		e->m.nak = *(const struct wire_nak *)msg;
+		seq = ((const struct wire_nak *)msg)->seq;
 		t = 0; /* no time of its own: the last one's */
-		e->user = e->m.nak.user;
-		e->seq = e->m.nak.seq;
 		break;
 	default:
 		return;
 	}
+	if (seq == 0)
+		return; /* not numbered (a NAK to a user not resident): a hole in nothing */
+	struct report_ent *e = &s->reports[s->report_count % REPORT_RING];
+	DCHECK(msg->length <= sizeof(e->m));
+	memcpy(&e->m, msg, msg->length);
+	e->user = app_msg_user(msg);
+	e->seq = seq;
 	e->time_ns = t > last ? t : last;
 	s->report_count++;
 }

@@ -53,17 +53,23 @@ gw_epoch(const struct app_shard *s)
 	return s->app->cfg.routing.epoch;
 }
 
-/* Wrap a client message in INGRESS and send it to the leader (hint) of shard. */
+/* Wrap a client message in INGRESS and send it to node's lcore of shard. */
 static void
-gw_forward(struct app_shard *s, uint16_t shard, const struct wire_msg_hdr *msg)
+gw_forward_to(struct app_shard *s, uint32_t node, uint16_t shard, const struct wire_msg_hdr *msg)
 {
 	struct wire_ingress ing;
 	memset(&ing, 0, sizeof(ing));
 	wire_hdr_init(&ing.hdr, WIRE_INGRESS, shard);
 	ing.origin = s->self;
 	ing.tail_len = msg->length;
-	app_send_node(s, app_leader_guess(s->app, shard), DP_CLASS_SHARD, shard, &ing.hdr, msg,
-		      msg->length);
+	app_send_node(s, node, DP_CLASS_SHARD, shard, &ing.hdr, msg, msg->length);
+}
+
+/* ... to the leader (hint) of shard. */
+static void
+gw_forward(struct app_shard *s, uint16_t shard, const struct wire_msg_hdr *msg)
+{
+	gw_forward_to(s, app_leader_guess(s->app, shard), shard, msg);
 }
 
 /* A client's REPORT_REPLAY: any member of the user's OMS shard keeps the answers (every
@@ -78,16 +84,8 @@ gw_replay(struct app_shard *s, uint16_t shard, const struct wire_msg_hdr *msg)
 		app_egress_replay(s, s->self, (const struct wire_report_replay *)(const void *)msg);
 		return;
 	}
-	if (shard >= DP_SHARDS_MAX || s->w.peer[shard] == NULL) {
-		gw_forward(s, shard, msg);
-		return;
-	}
-	struct wire_ingress ing;
-	memset(&ing, 0, sizeof(ing));
-	wire_hdr_init(&ing.hdr, WIRE_INGRESS, shard);
-	ing.origin = s->self;
-	ing.tail_len = msg->length;
-	app_send_node(s, s->self, DP_CLASS_SHARD, shard, &ing.hdr, msg, msg->length);
+	bool local = shard < DP_SHARDS_MAX && s->w.peer[shard] != NULL;
+	gw_forward_to(s, local ? s->self : app_leader_guess(s->app, shard), shard, msg);
 }
 
 size_t
