@@ -90,6 +90,8 @@ me_request_stream(const struct wire_msg_hdr *msg)
 	case WIRE_AMEND_TO_ME:
 	case WIRE_REPLACE_TO_ME:
 		return wire_oid_shard(((const struct wire_modify *)msg)->req);
+	case WIRE_REBIND_TO_ME:
+		return ((const struct wire_rebind *)msg)->from_shard;
 	case WIRE_STREAM_ACK:
 		return ((const struct wire_stream_ack *)msg)->stream;
 	case WIRE_REPLAY_REQUEST:

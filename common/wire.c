@@ -323,8 +323,23 @@ body_check(const struct wire_msg_hdr *h, int depth)
 			return WIRE_E_BAD_RESERVED;
 		break;
 	}
+	case WIRE_REBIND_TO_ME: {
+		const struct wire_rebind *m = (const void *)h;
+		ok = m->from_shard != m->to_shard && m->qty > 0 && m->reserved >= 0 &&
+		     m->notional_maker >= 0 && m->notional_taker >= 0;
+		break;
+	}
 	case WIRE_ME_EVENT: {
 		const struct wire_me_event *m = (const void *)h;
+		if (m->event == WIRE_EV_ADOPTED) {
+			/* ord_type, tif and stp ride in liquidity, cause and reason. */
+			ok = side_ok(m->side) &&
+			     order_enums_ok(m->side, m->liquidity, m->cause, (uint8_t)m->reason) &&
+			     m->reason <= UINT8_MAX;
+			if (ok && (!RESERVED(m->reserved0) || !RESERVED(m->reserved1)))
+				return WIRE_E_BAD_RESERVED;
+			break;
+		}
 		ok = event_enums_ok(in_range(m->event, WIRE_EV_ACCEPTED, WIRE_EV_MAX - 1),
 				    m->event == WIRE_EV_CANCEL_REJECTED, m->side, m->liquidity,
 				    m->cause, m->reason);

@@ -31,9 +31,10 @@
 #include <stdint.h>
 
 #define WIRE_MAGIC UINT32_C(0x44534d4f) /* "OMSD" little-endian */
-#define WIRE_VERSION 5 /* 4: wire_recent carries a transfer's asset and amount; 5: the user
+#define WIRE_VERSION 6 /* 4: wire_recent carries a transfer's asset and amount; 5: the user
 			 * state carries cl_ord_floor; REPORT_REPLAY (type 8); SUBMIT and the
-			 * modifies carry sent_ns */
+			 * modifies carry sent_ns; 6: the user state carries egress_seq;
+			 * REBIND_TO_ME (type 27), events MOVED and ADOPTED */
 #define WIRE_FRAME_F_MAC 0x01     /* a 16-byte SipHash-2-4-128 tag follows the last message */
 #define WIRE_MAC_SIZE 16
 #define WIRE_FRAME_MAX 9000       /* jumbo frame payload; ordinary ports use ~1472 */
@@ -145,7 +146,11 @@ enum wire_event {
 	WIRE_EV_DONE = 6,      /* terminal: nothing of the order is live any more */
 	WIRE_EV_AMENDED = 7,   /* quantity reduced in place; qty = new leaves */
 	WIRE_EV_CANCEL_REJECTED = 8, /* a cancel/amend/replace request was refused; reason */
-	WIRE_EV_MAX = 9,
+	WIRE_EV_MOVED = 9,     /* REBIND_TO_ME: the live order's events go to another OMS shard
+				* from here on (old stream); qty = cum, leaves_qty = leaves */
+	WIRE_EV_ADOPTED = 10,  /* REBIND_TO_ME: a live order now reports to this OMS shard (new
+				* stream), with what the old owner knew of it (wire_me_event) */
+	WIRE_EV_MAX = 11,
 };
 
 /* Client execution report kinds (pending → open | rejected, fills, done). */
@@ -438,6 +443,32 @@ struct wire_me_event {
 	int64_t notional;      /* fills: exact quote amount of this fill */
 };
 static_assert(sizeof(struct wire_me_event) == 120, "wire_me_event");
+/* ADOPTED carries the order as the ME holds it (px, qty = cum, leaves_qty; liquidity =
+ * ord_type, cause = tif, reason = stp) and, unchanged from the REBIND_TO_ME, what only the
+ * old OMS owner knew: contra.user = cl_ord_id, contra.shard_seq = the order's total qty,
+ * contra_user = its remaining reservation, trade_id = its cumulative maker notional,
+ * notional = its cumulative taker notional (docs/fencing.md "Moving a user with open
+ * orders"). */
+
+/* OMS → ME: move a live order's event stream to another OMS shard, part of a user's move
+ * with open orders. The ME re-binds the order when it is live and bound to from_shard's
+ * stream: MOVED on that stream, then ADOPTED on to_shard's (carrying the fields below);
+ * anything else (finished, already moved, stale by sent_ns) changes nothing and answers
+ * nothing. The OMS re-sends it (the bridge's re-drive) until its MOVED arrives. */
+struct wire_rebind {
+	struct wire_msg_hdr hdr;
+	struct wire_oid oid;      /* the live order (also the request's id) */
+	uint64_t sent_ns;         /* as wire_submit.sent_ns */
+	uint16_t from_shard;      /* the OMS shard whose stream holds the order (the sender) */
+	uint16_t to_shard;        /* the OMS shard taking it over */
+	uint32_t symbol;
+	uint64_t cl_ord_id;       /* the old owner's fields, handed over in ADOPTED */
+	int64_t qty;              /* the order's total qty */
+	int64_t reserved;         /* its remaining reservation */
+	int64_t notional_maker;   /* cumulative maker notional */
+	int64_t notional_taker;   /* cumulative taker notional */
+};
+static_assert(sizeof(struct wire_rebind) == 80, "wire_rebind");
 
 /* Unsequenced answer to a duplicate submit or a status query: the order's current state. */
 struct wire_me_result {
@@ -563,6 +594,8 @@ struct wire_user_state {
 	uint64_t cl_ord_floor; /* the highest clientOrderId whose outcome the user's window has
 				* forgotten (0: none): a request at or below it that the window
 				* does not hold is refused STALE_REQUEST, never executed */
+	uint64_t egress_seq;   /* the last per-user report sequence number sent (0: none): a
+				* re-hydrated or moved user continues its sequence from it */
 	uint8_t tier;       /* rate-limit tier */
 	uint8_t reserved0[3];
 	uint32_t balance_count;
@@ -572,7 +605,7 @@ struct wire_user_state {
 	struct wire_recent recent[WIRE_RECENT_MAX];
 };
 static_assert(sizeof(struct wire_user_state) ==
-		      56 + 16 * WIRE_BALANCES_MAX + 32 * WIRE_RECENT_MAX,
+		      64 + 16 * WIRE_BALANCES_MAX + 32 * WIRE_RECENT_MAX,
 	      "wire_user_state");
 
 struct wire_hydrate_request {
@@ -990,6 +1023,7 @@ enum wire_class {
 	X(ORDER_QUERY, 24, wire_order_query, 0, SHARD, 0)                                 \
 	X(OPEN_ORDERS_QUERY, 25, wire_open_orders_query, 0, SHARD, 0)                     \
 	X(OPEN_ORDERS_SNAPSHOT, 26, wire_open_orders_snapshot, 0, BRIDGE, 0)              \
+	X(REBIND_TO_ME, 27, wire_rebind, 0, SHARD, 0)                                     \
 	X(HYDRATE_REQUEST, 32, wire_hydrate_request, 0, NONE, 0)                          \
 	X(HYDRATE_USER, 33, wire_hydrate_user, 0, NONE, 0)                                \
 	X(BEGIN_DEHYDRATE, 34, wire_begin_dehydrate, 0, NONE, 0)                          \

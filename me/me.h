@@ -73,7 +73,9 @@ struct me_depth_level {
 	X(BULK_JOBS, "bulk cancel jobs started (halt or kill-switch with resting orders)") \
 	X(BULK_PENDING, "bulk cancel jobs not finished yet (a gauge, not a count)")      \
 	X(BULK_CANCELLED, "orders cancelled by bulk cancel jobs")                         \
-	X(BULK_DEFERRED, "bulk steps stopped for lack of stream retention (resume on ack)")
+	X(BULK_DEFERRED, "bulk steps stopped for lack of stream retention (resume on ack)")  \
+	X(REBINDS, "live orders moved to another OMS shard's stream (REBIND_TO_ME)")          \
+	X(REBIND_IGNORED, "REBIND_TO_ME for an order not live on the sender's stream")
 
 enum me_counter {
 #define ME_COUNTER_ENUM(name, label) ME_C_##name,

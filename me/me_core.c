@@ -91,6 +91,11 @@ me_apply(struct me *me, uint64_t now_ns, const struct wire_msg_hdr *msg, struct 
 			return;
 		me_modify(me, (const struct wire_modify *)msg);
 		return;
+	case WIRE_REBIND_TO_ME:
+		if (stale(me, ((const struct wire_rebind *)msg)->sent_ns))
+			return;
+		me_rebind(me, (const struct wire_rebind *)msg);
+		return;
 	case WIRE_STREAM_ACK:
 		me_stream_ack(me, (const struct wire_stream_ack *)msg);
 		/* Retention freed: deferred bulk work goes on at this log position. */

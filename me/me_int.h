@@ -387,6 +387,7 @@ void me_stream_ack(struct me *me, const struct wire_stream_ack *m);
 void me_streams_release_aged(struct me *me);
 void me_stream_replay(struct me *me, const struct wire_replay_request *m);
 void me_open_orders(struct me *me, const struct wire_open_orders_query *m);
+void me_rebind(struct me *me, const struct wire_rebind *m);
 
 /* ---- me_match.c: orders ---- */
 void me_submit(struct me *me, const struct wire_submit *m);

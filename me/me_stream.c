@@ -247,6 +247,54 @@ me_open_orders(struct me *me, const struct wire_open_orders_query *m)
 	CHECK(sent == total);
 }
 
+/* REBIND_TO_ME (docs/me-contract.md "Moving a user's orders"): a live order bound to the
+ * sender's stream moves to to_shard's. MOVED closes it on the old stream, after every event
+ * about it there, and ADOPTED opens it on the new one with what the old owner knew of it
+ * (wire.h), so the new owner takes it over exactly where the old one left it. Anything else
+ * is a re-send of a move already made, or one overtaken by the order's end (its DONE is in
+ * the old stream), and changes nothing. Idempotent, so it needs no dedup record. */
+void
+me_rebind(struct me *me, const struct wire_rebind *m)
+{
+	uint32_t oi = me_order_find(me, m->oid);
+	uint32_t from = me_stream_find(me, m->from_shard);
+	if (oi == ME_NIL || from == ME_NIL || m->to_shard == m->from_shard) {
+		me_count(me, ME_C_REBIND_IGNORED);
+		return;
+	}
+	struct me_order *o = me_ord(me, oi);
+	if (o->state != ME_ST_LIVE || o->stream != from) {
+		me_count(me, ME_C_REBIND_IGNORED);
+		return;
+	}
+	uint32_t to = me_stream_get(me, m->to_shard);
+	if (to == ME_NIL || me_stream_free(me, from) < me->limits.events_reserve ||
+	    me_stream_free(me, to) < me->limits.events_reserve) {
+		/* No stream for the new owner, or one near its retention bound: the old owner
+		 * re-sends it (the bridge's re-drive). */
+		me_count(me, ME_C_BACKPRESSURE);
+		return;
+	}
+	struct wire_me_event *ev = me_ev_begin(me, oi, WIRE_EV_MOVED);
+	ev->px = o->px;
+	ev->qty = o->cum;
+	me_ev_emit(me, oi, ev);
+	o->stream = (uint16_t)to;
+	ev = me_ev_begin(me, oi, WIRE_EV_ADOPTED);
+	ev->px = o->px;
+	ev->qty = o->cum;
+	ev->liquidity = o->ord_type;
+	ev->cause = o->tif;
+	ev->reason = o->stp;
+	ev->contra.user = m->cl_ord_id;
+	ev->contra.shard_seq = (uint64_t)m->qty;
+	ev->contra_user = (uint64_t)m->reserved;
+	ev->trade_id = (uint64_t)m->notional_maker;
+	ev->notional = m->notional_taker;
+	me_ev_emit(me, oi, ev);
+	me_count(me, ME_C_REBINDS);
+}
+
 /* ---- read-only views ---- */
 
 int

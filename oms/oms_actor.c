@@ -352,6 +352,10 @@ install(struct oms *oms, struct oms_actor *a, const struct wire_hydrate_user *m)
 		a->xfer_id_max = st->xfer_id_max; /* (the recent[] transfers raised it too) */
 	if (st->cl_ord_floor > a->cl_ord_floor)
 		a->cl_ord_floor = st->cl_ord_floor; /* (a window smaller than recent[] too) */
+	/* The report sequence continues where the last owner left it (clients drop a repeated
+	 * sequence number as a duplicate). */
+	if (st->egress_seq > a->egress_seq)
+		a->egress_seq = st->egress_seq;
 	a->tier = st->tier < OMS_TIERS_MAX ? st->tier : 0;
 	a->hydrate_tries = 0;
 	a->last_active_ns = oms->c.now_ns;
@@ -469,6 +473,7 @@ oms_build_user_state(const struct oms *oms, const struct oms_actor *a, struct wi
 	st->user_seq = a->user_seq;
 	st->xfer_id_max = a->xfer_id_max;
 	st->cl_ord_floor = a->cl_ord_floor;
+	st->egress_seq = a->egress_seq;
 	st->tier = a->tier;
 	const struct oms_balance *bal = oms_actor_balances(oms, a);
 	uint32_t n = 0;

@@ -204,9 +204,9 @@ struct pst_sql_stmt {
 /* Indexed by kind - 1 (enum pst_req_kind), prepared in this order on each connection. */
 extern const struct pst_sql_stmt pst_sql_stmts[PST_REQ_KINDS];
 
-#define PST_SQL_PARAMS_MAX 16 /* the flush's parameters */
-#define PST_SQL_NUMS 8       /* numeric parameters of the flush ($1..$6, $15, $16) */
-#define PST_SQL_COLS_MAX 11  /* the hydrate's columns */
+#define PST_SQL_PARAMS_MAX 17 /* the flush's parameters */
+#define PST_SQL_NUMS 9       /* numeric parameters of the flush ($1..$6, $15..$17) */
+#define PST_SQL_COLS_MAX 12  /* the hydrate's columns */
 
 /* A statement's parameters in libpq's text format, built in place. */
 struct pst_sql_params {

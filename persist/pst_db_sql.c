@@ -31,12 +31,12 @@ static const char SQL_HYDRATE[] =
 	"  updated_at = now()"
 	"  WHERE a.owner_shard IS NULL OR a.owner_shard = EXCLUDED.owner_shard"
 	" RETURNING a.version, a.user_seq, a.tier, a.assets, a.totals,"
-	"  (a.xmax = 0) AS inserted, a.recent, a.xfer_id_max, a.cl_ord_floor)"
+	"  (a.xmax = 0) AS inserted, a.recent, a.xfer_id_max, a.cl_ord_floor, a.egress_seq)"
 	" SELECT 1, inserted, version, user_seq, tier, assets, totals, NULL::integer, recent,"
-	"  xfer_id_max, cl_ord_floor FROM claim"
+	"  xfer_id_max, cl_ord_floor, egress_seq FROM claim"
 	" UNION ALL"
 	" SELECT 0, false, version, user_seq, tier, assets, totals, owner_shard, NULL::bytea,"
-	"  NULL::bigint, NULL::bigint"
+	"  NULL::bigint, NULL::bigint, NULL::bigint"
 	"  FROM accounts WHERE user_id = $1::bigint AND NOT EXISTS (SELECT 1 FROM claim)";
 
 /* The fenced flush (docs/fencing.md): only while we hold the claim, and only when newer than
@@ -57,7 +57,7 @@ static const char SQL_FLUSH[] =
 	"WITH up AS ("
 	" UPDATE accounts SET user_seq = $5::bigint, tier = $6::smallint,"
 	"  assets = $7::integer[], totals = $8::bigint[], recent = $9::bytea,"
-	"  xfer_id_max = $15::bigint, cl_ord_floor = $16::bigint,"
+	"  xfer_id_max = $15::bigint, cl_ord_floor = $16::bigint, egress_seq = $17::bigint,"
 	"  version = version + 1,"
 	"  owner_epoch = $4::bigint, last_flush_shard = $3::integer,"
 	"  last_flush_epoch = $4::bigint, updated_at = now()"
@@ -259,8 +259,9 @@ pst_sql_encode(struct pst_sql_params *p, uint8_t kind, uint64_t user, uint16_t s
 	p->values[13] = p->xfer_totals;
 	p->values[14] = fmt_i64(p->num[6], sizeof(p->num[6]), (int64_t)us->xfer_id_max);
 	p->values[15] = fmt_i64(p->num[7], sizeof(p->num[7]), (int64_t)us->cl_ord_floor);
-	p->count = 16;
-	static_assert(PST_SQL_PARAMS_MAX == 16, "the flush has sixteen parameters");
+	p->values[16] = fmt_i64(p->num[8], sizeof(p->num[8]), (int64_t)us->egress_seq);
+	p->count = 17;
+	static_assert(PST_SQL_PARAMS_MAX == 17, "the flush has seventeen parameters");
 }
 
 /* ------------------------------------------------------------------------------- rows -- */
@@ -384,11 +385,11 @@ pst_sql_hydrate_decode(const struct pst_sql_row *row, uint64_t user, uint16_t sh
 	CHECK(us != NULL);
 	CHECK(owner != NULL);
 	CHECK(is_new != NULL);
-	if (!row->present || row->col_count != 11) {
+	if (!row->present || row->col_count != 12) {
 		/* No row: the row changed between our snapshot and the claim. Ask again. */
 		return PST_OUT_HYD_RETRY;
 	}
-	static_assert(PST_SQL_COLS_MAX >= 11, "the hydrate's columns");
+	static_assert(PST_SQL_COLS_MAX >= 12, "the hydrate's columns");
 	if (!col_is(row, 0, "1")) {
 		int64_t holder;
 		if (!parse_i64(row->cols[7], &holder) || holder == shard)
@@ -398,10 +399,10 @@ pst_sql_hydrate_decode(const struct pst_sql_row *row, uint64_t user, uint16_t sh
 		*owner = (uint16_t)holder;
 		return PST_OUT_HYD_OWNED;
 	}
-	int64_t version, seq, tier, xmax, floor;
+	int64_t version, seq, tier, xmax, floor, egress;
 	if (!parse_i64(row->cols[2], &version) || !parse_i64(row->cols[3], &seq) ||
 	    !parse_i64(row->cols[4], &tier) || !parse_i64(row->cols[9], &xmax) ||
-	    !parse_i64(row->cols[10], &floor))
+	    !parse_i64(row->cols[10], &floor) || !parse_i64(row->cols[11], &egress))
 		return PST_OUT_BAD_ROW;
 	if (version < 0 || seq < 0 || tier < 0 || tier > UINT8_MAX)
 		return PST_OUT_BAD_ROW;
@@ -412,6 +413,7 @@ pst_sql_hydrate_decode(const struct pst_sql_row *row, uint64_t user, uint16_t sh
 	us->tier = (uint8_t)tier;
 	us->xfer_id_max = (uint64_t)xmax; /* stored as the bigint of the same bits */
 	us->cl_ord_floor = (uint64_t)floor; /* likewise */
+	us->egress_seq = (uint64_t)egress;  /* likewise */
 	if (!decode_balances(row, us) || !decode_recent(row, us))
 		return PST_OUT_BAD_ROW;
 	*is_new = col_is(row, 1, "t");

@@ -2,7 +2,8 @@
 /*
  * libFuzzer target for the decoding of PostgreSQL answer rows (persist/pst_db_sql.c): the
  * hydrate's row (claim flag, version, user_seq, tier, assets integer[], totals bigint[],
- * owner shard, recent bytea in hex, the highest transfer id, the clientOrderId floor) and the flush's and release's, as libpq's text columns.
+ * owner shard, recent bytea in hex, the highest transfer id, the clientOrderId floor, the
+ * report sequence) and the flush's and release's, as libpq's text columns.
  * No connection: the decoders take plain strings.
  *
  * Byte 0: bits 0-1 pick the statement (hydrate, flush, release), bit 2 says the result held
@@ -36,10 +37,10 @@ claimed(const struct wire_user_state *us, bool is_new)
 	/* What the flush writes is what the next hydrate reads. */
 	static struct pst_sql_params p;
 	pst_sql_encode(&p, PST_REQ_FLUSH, USER, SHARD, 9, us);
-	struct pst_sql_row row = {.present = true, .col_count = 11,
+	struct pst_sql_row row = {.present = true, .col_count = 12,
 				  .cols = {"1", is_new ? "t" : "f", p.values[1], p.values[4],
 					   p.values[5], p.values[6], p.values[7], NULL,
-					   p.values[8], p.values[14], p.values[15]}};
+					   p.values[8], p.values[14], p.values[15], p.values[16]}};
 	struct wire_user_state again;
 	uint16_t owner = 0;
 	uint8_t again_new = 0;

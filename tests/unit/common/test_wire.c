@@ -66,8 +66,8 @@ Test(wire, tables_consistent)
 		cr_assert(eq(u16, size % 8, 0));
 		cr_assert(ne(str, (char *)wire_type_name(t), "?"));
 	}
-	cr_assert(eq(u32, types, 47)); /* + TRANSFER_LOOKUP/FOUND, FORWARDED_ADMIN/REPLY,
-					* REPORT_REPLAY */
+	cr_assert(eq(u32, types, 48)); /* + TRANSFER_LOOKUP/FOUND, FORWARDED_ADMIN/REPLY,
+					* REPORT_REPLAY, REBIND_TO_ME */
 	cr_assert(eq(str, (char *)wire_reason_name(WIRE_REASON_NOT_OWNER), "NOT_OWNER"));
 	cr_assert(eq(str, (char *)wire_reason_name(WIRE_REASON_MAX), "?"));
 	cr_assert(eq(str, (char *)wire_err_text(WIRE_E_BAD_MAC), "MAC missing or wrong"));

@@ -315,3 +315,121 @@ Test(me_snapshot, compact_and_restores_over_dirty_state)
 	cr_assert_eq(me_state_hash(fx_me), h0);
 	free(buf);
 }
+
+/* A REBIND_TO_ME of order (user, seq) of OMS shard `from` to `to`. */
+static void
+rebind(uint64_t user, uint64_t seq, uint16_t from, uint16_t to)
+{
+	struct wire_rebind m;
+	memset(&m, 0, sizeof(m));
+	wire_hdr_init(&m.hdr, WIRE_REBIND_TO_ME, 0);
+	m.oid = wire_oid_make(from, user, seq);
+	m.from_shard = from;
+	m.to_shard = to;
+	m.symbol = FX_SYM;
+	m.cl_ord_id = 700 + seq;
+	m.qty = 5;
+	m.reserved = 503;
+	m.notional_maker = 200;
+	m.notional_taker = 0;
+	fx_apply(&m);
+}
+
+/* The event of type `event` about oid in the captured messages (any stream), or NULL. */
+static const struct wire_me_event *
+ev_of(struct wire_oid oid, uint8_t event)
+{
+	for (uint32_t i = 0; i < fx_events(); i++)
+		if (wire_oid_eq(fx_ev(i)->oid, oid) && fx_ev(i)->event == event)
+			return fx_ev(i);
+	return NULL;
+}
+
+/* Goal (docs/me-contract.md "Moving a user's orders"): a live order re-bound to another OMS
+ * shard closes on the old stream with MOVED (after its earlier events there) and opens on the
+ * new stream with ADOPTED carrying the ME's view and the old owner's fields; from then on
+ * every event about it (a fill, the cancel the new owner sends, its DONE) is in the new
+ * stream, and the book is unchanged.
+ * Method: shard 1 rests 5 @ 100 and fills 2; rebind to shard 3; shard 2 takes 1 more; shard 3
+ * cancels it with a request id of its own. */
+Test(me_stream, rebind_moves_a_live_order)
+{
+	fx_oms_shard = 1;
+	fx_gtc(1, 1, B, 100, 5);     /* stream 1: ACCEPTED 1, RESTED 2 */
+	fx_oms_shard = 2;
+	fx_gtc(2, 1, S, 100, 2);     /* stream 1: FILL 3 */
+	struct wire_oid oid = wire_oid_make(1, 1, 1);
+	fx_reset();
+	rebind(1, 1, 1, 3);
+	cr_assert_eq(fx_events(), 2);
+	const struct wire_me_event *mv = ev_of(oid, WIRE_EV_MOVED);
+	const struct wire_me_event *ad = ev_of(oid, WIRE_EV_ADOPTED);
+	cr_assert(mv != NULL && ad != NULL);
+	cr_assert_eq(mv->hdr.shard, 1);
+	cr_assert_eq(mv->seq, 4);
+	cr_assert_eq(mv->leaves_qty, 3);
+	cr_assert_eq(mv->qty, 2);
+	cr_assert_eq(ad->hdr.shard, 3);
+	cr_assert_eq(ad->seq, 1);
+	cr_assert_eq(ad->px, 100);
+	cr_assert_eq(ad->qty, 2);
+	cr_assert_eq(ad->leaves_qty, 3);
+	cr_assert_eq(ad->side, B);
+	cr_assert_eq(ad->liquidity, WIRE_ORD_LIMIT);
+	cr_assert_eq(ad->cause, WIRE_TIF_GTC);
+	cr_assert_eq(ad->contra.user, 701);
+	cr_assert_eq(ad->contra.shard_seq, 5);
+	cr_assert_eq(ad->contra_user, 503);
+	cr_assert_eq(ad->trade_id, 200);
+	cr_assert_eq(ad->notional, 0);
+	cr_assert_eq(fx_depth_qty(B, 100), 3, "the book does not change");
+	cr_assert_eq(me_counter(fx_me, ME_C_REBINDS), 1);
+	/* A fill after the move goes to the new owner's stream. */
+	fx_oms_shard = 2;
+	fx_reset();
+	fx_gtc(2, 2, S, 100, 1);
+	const struct wire_me_event *f = ev_of(oid, WIRE_EV_FILL);
+	cr_assert(f != NULL);
+	cr_assert_eq(f->hdr.shard, 3);
+	cr_assert_eq(f->seq, 2);
+	/* The new owner cancels it (its own request id, the old orderId as target). */
+	struct wire_modify c;
+	memset(&c, 0, sizeof(c));
+	wire_hdr_init(&c.hdr, WIRE_CANCEL_TO_ME, 0);
+	c.req = wire_oid_make(3, 1, 9);
+	c.target = oid;
+	c.symbol = FX_SYM;
+	fx_reset();
+	fx_apply(&c);
+	const struct wire_me_event *x = ev_of(oid, WIRE_EV_CANCELLED);
+	const struct wire_me_event *d = ev_of(oid, WIRE_EV_DONE);
+	cr_assert(x != NULL && d != NULL);
+	cr_assert_eq(x->hdr.shard, 3);
+	cr_assert_eq(d->hdr.shard, 3);
+	cr_assert_eq(x->leaves_qty, 0);
+	for (uint32_t i = 0; i < fx_events(); i++)
+		cr_assert_eq(fx_ev(i)->hdr.shard, 3, "nothing more on the old stream");
+	cr_assert_eq(fx_depth_qty(B, 100), 0);
+}
+
+/* Goal: a rebind that finds nothing to move changes nothing and emits nothing: a re-send of
+ * a move already made, one whose order has finished (its DONE is in the old stream), one
+ * from a shard that does not hold the order, one for an unknown order. (A stale one is
+ * dropped before it is looked at, as every request: me_window::stale_requests_dropped.) */
+Test(me_stream, rebind_is_idempotent)
+{
+	fx_oms_shard = 1;
+	fx_gtc(1, 1, B, 100, 5);
+	fx_gtc(1, 2, B, 90, 5);
+	rebind(1, 1, 1, 3);
+	fx_reset();
+	rebind(1, 1, 1, 3); /* again: bound to shard 3 since the first */
+	rebind(1, 2, 2, 3); /* shard 2 does not hold it (nor does its orderId name shard 2) */
+	rebind(1, 7, 1, 3); /* unknown */
+	fx_cancel(1, 3, 2); /* order 2 finishes on stream 1 */
+	fx_reset();
+	rebind(1, 2, 1, 3);
+	cr_assert_eq(fx_events(), 0);
+	cr_assert_eq(me_counter(fx_me, ME_C_REBIND_IGNORED), 4);
+	cr_assert_eq(me_counter(fx_me, ME_C_REBINDS), 1);
+}

@@ -863,7 +863,8 @@ lookup(struct pst_db *db, uint16_t shard, uint64_t user, uint64_t id, uint64_t e
  * are recorded in the transfers table by the same fenced statement, first outcome kept, and
  * a lookup answers them for ever: FOUND with the original reason and total, NOT_FOUND for an
  * id never recorded; a flush that loses its fence records nothing; xfer_id_max travels with
- * the row, and so does cl_ord_floor (migration 0005). Ids above INT64_MAX survive (stored as the bigint of the same bits).
+ * the row, and so do cl_ord_floor (migration 0005) and egress_seq (0006). Ids above INT64_MAX
+ * survive (stored as the bigint of the same bits).
  * Method: hydrate, flush two transfers (one refused) and an order, look them up and an
  * unknown id; flush again with the first id carrying other content (kept as first written);
  * a stale-epoch flush with a new transfer (CONFLICT) leaves no row. */
@@ -876,6 +877,7 @@ Test(pst_db, transfers_recorded_and_looked_up)
 	struct wire_user_state s = state_make(14001, 0, 3, 50);
 	s.xfer_id_max = big;
 	s.cl_ord_floor = big - 1;
+	s.egress_seq = big - 2;
 	s.recent_count = 3;
 	s.recent[0] = (struct wire_recent){.id = 5, .user_seq = 550, .kind = WIRE_RECENT_TRANSFER,
 					   .asset = 7, .amount = 500};
@@ -934,6 +936,7 @@ Test(pst_db, transfers_recorded_and_looked_up)
 	cr_assert(eq(u8, sink.msgs[8].hyd.status, WIRE_HYD_OK));
 	cr_assert(eq(u64, sink.msgs[8].hyd.state.xfer_id_max, big));
 	cr_assert(eq(u64, sink.msgs[8].hyd.state.cl_ord_floor, big - 1));
+	cr_assert(eq(u64, sink.msgs[8].hyd.state.egress_seq, big - 2));
 	cr_assert(eq(u32, sink.msgs[8].hyd.state.recent_count, 3));
 	pst_db_destroy(db);
 }
