@@ -25,12 +25,15 @@ persist_cb(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 	app_egress_route(s, dest, msg);
 }
 
-/* The saga id of a message to the ME: the orderId of a SUBMIT, the request id of a modify. */
+/* The saga id of a message to the ME: the orderId of a SUBMIT or of a moving order's
+ * REBIND_TO_ME, the request id of a modify. */
 static struct wire_oid
 saga_id(const struct wire_msg_hdr *msg)
 {
 	if (msg->type == WIRE_SUBMIT)
 		return ((const struct wire_submit *)msg)->oid;
+	if (msg->type == WIRE_REBIND_TO_ME)
+		return ((const struct wire_rebind *)msg)->oid;
 	CHECK(msg->type >= WIRE_CANCEL_TO_ME); /* the modifies, oms_build_to_me */
 	CHECK(msg->type <= WIRE_REPLACE_TO_ME);
 	return ((const struct wire_modify *)msg)->req;

@@ -227,6 +227,10 @@ int oms_check_invariants(const struct oms *oms);
 	X(SWEEPS, "sweeps")                                                                \
 	X(SWEEP_TOUCHED, "sweep_touched")                                                  \
 	X(DRAINED, "drained")                                                              \
+	X(NOT_OWNER_RESIDENT, "not_owner_resident")                                        \
+	X(REBINDS_SENT, "rebinds_sent")                                                    \
+	X(ORDERS_MOVED_OUT, "orders_moved_out")                                            \
+	X(ORDERS_ADOPTED, "orders_adopted")                                                \
 	X(WRITEBACKS, "writebacks")                                                        \
 	X(WRITEBACKS_OK, "writebacks_ok")                                                  \
 	X(EVENTS, "events")                                                                \

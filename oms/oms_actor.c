@@ -436,7 +436,10 @@ oms_on_hydrate_user(struct oms *oms, const struct wire_hydrate_user *m, struct s
 		 * next sweep) with the parked orders waiting; only then refuse. */
 		oms_count(oms, OMS_C_HYDRATE_OWNED);
 		uint16_t owner;
-		if (more && oms_route_owns(oms, user, &owner)) {
+		if ((more && oms_route_owns(oms, user, &owner)) || events) {
+			/* A parked event is never refused: the ME sent it to this shard's stream
+			 * (an order adopted in a move, whose old owner releases the claim once
+			 * its final flush is in), so the user is coming here. */
 			a->flags |= OMS_AF_RETRY;
 			return NULL;
 		}
@@ -796,7 +799,8 @@ oms_drain_step(struct oms *oms, struct svc_sink *sink)
 		if (a->state == OMS_A_FREE)
 			continue;
 		uint16_t owner;
-		bool want = (a->flags & OMS_AF_EVICT_REQ) != 0 || !oms_route_owns(oms, a->user, &owner);
+		bool moved = !oms_route_owns(oms, a->user, &owner);
+		bool want = (a->flags & OMS_AF_EVICT_REQ) != 0 || moved;
 		if (!want)
 			continue;
 		oms->c.drain_found++;
@@ -810,8 +814,92 @@ oms_drain_step(struct oms *oms, struct svc_sink *sink)
 			oms_actor_begin_dehydrate(oms, a, sink);
 			oms_count(oms, OMS_C_DRAINED);
 			flushed++;
+		} else if (moved && oms_actor_move_out(oms, a, sink) > 0) {
+			flushed++; /* a move started: one of this wave */
 		}
 	}
+}
+
+bool
+oms_actor_owned(struct oms *oms, struct oms_actor *a, uint16_t *owner, struct svc_sink *sink)
+{
+	if (a->owned_epoch == oms->c.route.epoch)
+		return true;
+	if (oms_route_owns(oms, a->user, owner)) {
+		a->owned_epoch = oms->c.route.epoch;
+		return true;
+	}
+	/* Routing moved the user: it is not served here any more (ARCHITECTURE §7: quiesce,
+	 * flush, evict, flip, hydrate on the new owner), and its move starts now rather than
+	 * when the drain's cursor reaches it. */
+	oms_count(oms, OMS_C_NOT_OWNER_RESIDENT);
+	oms_actor_move_out(oms, a, sink);
+	return false;
+}
+
+bool
+oms_build_rebind(const struct oms *oms, const struct oms_actor *a, const struct oms_order *o,
+		 struct svc_sink *sink, oms_msg_fn *fn, void *ctx)
+{
+	DCHECK(o->moving);
+	DCHECK(o->kind == OMS_K_ORDER && o->state == OMS_O_LIVE);
+	uint16_t self = oms->c.limits.shard_id;
+	uint16_t to = oms_route_owner(oms, a->user);
+	if (to == self)
+		return false; /* routing gave the user back: nothing to send (fencing.md) */
+	struct wire_rebind m;
+	memset(&m, 0, sizeof(m));
+	wire_hdr_init(&m.hdr, WIRE_REBIND_TO_ME, o->me_shard);
+	m.oid = wire_oid_make(oms_order_oid_shard(oms, o), a->user, o->user_seq);
+	m.sent_ns = oms->c.now_ns;
+	m.from_shard = self;
+	m.to_shard = to;
+	m.symbol = o->symbol;
+	m.cl_ord_id = o->cl_ord_id;
+	m.qty = o->qty;
+	m.reserved = o->reserved;
+	m.notional_maker = o->notional_maker;
+	m.notional_taker = o->notional_taker;
+	if (fn != NULL)
+		fn(ctx, WIRE_DEST_ME, &m.hdr);
+	else
+		sink->emit(sink->ctx, WIRE_DEST_ME, &m.hdr);
+	return true;
+}
+
+uint32_t
+oms_actor_move_out(struct oms *oms, struct oms_actor *a, struct svc_sink *sink)
+{
+	if (a->state != OMS_A_RESIDENT)
+		return 0; /* flushing: the move's last step is under way */
+	if (oms_actor_evictable(oms, a)) {
+		a->flags &= (uint8_t)~OMS_AF_EVICT_REQ;
+		oms_actor_begin_dehydrate(oms, a, sink);
+		oms_count(oms, OMS_C_DRAINED);
+		return 0;
+	}
+	/* Quiesce: requests are refused NOT_OWNER from now on; the sagas in flight finish
+	 * first (a modify's target must not move under it), then the open orders move. */
+	if (a->sagas > 0 || a->live == 0)
+		return 0;
+	uint32_t sent = 0;
+	for (uint32_t oi = a->order_head; oi != OMS_NIL; oi = oms->orders[oi].next) {
+		struct oms_order *o = &oms->orders[oi];
+		/* A live market order never rests: its DONE is on the way, nothing to move. */
+		if (o->kind != OMS_K_ORDER || o->state != OMS_O_LIVE || o->moving ||
+		    o->ord_type != WIRE_ORD_LIMIT)
+			continue;
+		o->moving = 1;
+		if (!oms_build_rebind(oms, a, o, sink, NULL, NULL)) {
+			o->moving = 0;
+			break; /* owned again */
+		}
+		o->saga_ns = oms->c.now_ns; /* the move is the record's saga now (its age) */
+		oms->c.moving++;
+		sent++;
+	}
+	oms->c.counters[OMS_C_REBINDS_SENT] += sent;
+	return sent;
 }
 
 uint32_t

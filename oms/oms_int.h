@@ -79,6 +79,8 @@ struct oms_actor {
 	uint64_t cl_ord_floor;   /* highest clientOrderId the window forgot (persisted): a
 				    request at or below it that the window does not hold is
 				    refused STALE_REQUEST (docs/oms.md, "Sessions, rate limits") */
+	uint64_t owned_epoch;    /* the routing epoch under which this shard was last found to
+				    own the user (oms_actor_owned; 0 with the epoch 0 owns all) */
 	uint32_t prev;           /* state-list links (LRU, flushing or hydrating list) */
 	uint32_t next;
 	uint32_t order_head;     /* this user's order records, oldest first */
@@ -99,7 +101,7 @@ struct oms_actor {
 	uint8_t flags;           /* OMS_AF_* */
 	uint8_t hydrate_tries;   /* HydrateRequests sent for the current miss */
 };
-static_assert(sizeof(struct oms_actor) == 14 * 8 + 15 * 4 + 4, "oms_actor has no padding");
+static_assert(sizeof(struct oms_actor) == 15 * 8 + 15 * 4 + 4, "oms_actor has no padding");
 
 struct oms_balance {
 	uint32_t asset;   /* 0 marks an unused slot */
@@ -138,7 +140,8 @@ struct oms_order {
 	uint64_t expire_ns;       /* GTD */
 	uint64_t last_seq;        /* stream seq of the last event applied to it */
 	uint64_t recon_req;       /* reconciliation request that last listed it */
-	uint64_t saga_ns;         /* cluster time the record was admitted (its saga began) */
+	uint64_t saga_ns;         /* cluster time the record was admitted (its saga began), or
+				     its move began (moving) */
 	uint32_t actor;           /* owning actor slot */
 	uint32_t symbol;          /* instrument */
 	uint32_t res_asset;       /* asset reserved (quote for buys, base for sells) */
@@ -152,8 +155,18 @@ struct oms_order {
 	uint8_t tif;              /* enum wire_tif */
 	uint8_t stp;              /* enum wire_stp */
 	uint16_t me_shard;        /* ME shard it was sent to */
+	uint16_t oid_shard;       /* the OMS shard its orderId names: 0 this one; else the shard
+				     it was adopted from (a user's move, oms_actor_move_out) */
+	uint16_t target_shard;    /* a modify or replacement: its target's oid_shard */
+	uint8_t moving;           /* a live order whose REBIND_TO_ME is out: its MOVED ends it
+				     here (re-sent by the bridge until then) */
+	uint8_t pad[3];
 };
-static_assert(sizeof(struct oms_order) == 17 * 8 + 6 * 4 + 8, "oms_order has no padding");
+static_assert(sizeof(struct oms_order) == 18 * 8 + 6 * 4 + 8, "oms_order has no padding");
+
+/* The OMS shard an order's orderId names. */
+static inline uint16_t
+oms_order_oid_shard(const struct oms *oms, const struct oms_order *o);
 
 /* A message parked for a user being hydrated. */
 struct oms_parked {
@@ -308,6 +321,8 @@ struct oms_core {
 	uint32_t order_used;           /* records in use */
 	uint32_t parked_used;          /* parked messages */
 	uint32_t inflight;             /* PENDING sagas over all users */
+	uint32_t moving;               /* live orders with a REBIND_TO_ME out (oms_order.moving) */
+	uint32_t moving_pad;
 	uint32_t symbol_count;
 	uint32_t kill_count;
 	uint32_t drain_cursor;         /* next actor slot the drain scan visits */
@@ -445,6 +460,12 @@ static inline struct oms_dedup *
 oms_actor_dedup(const struct oms *oms, const struct oms_actor *a)
 {
 	return &oms->dedup[(size_t)oms_actor_index(oms, a) * oms->c.limits.dedup_per_user];
+}
+
+static inline uint16_t
+oms_order_oid_shard(const struct oms *oms, const struct oms_order *o)
+{
+	return o->oid_shard != 0 ? o->oid_shard : oms->c.limits.shard_id;
 }
 
 static inline uint64_t *
@@ -665,6 +686,18 @@ void oms_on_release_done(struct oms *oms, const struct wire_release_claim *m,
 /* A flush may start: flat, resident, no flush answer outstanding, room to record its
  * release. */
 bool oms_actor_evictable(const struct oms *oms, const struct oms_actor *a);
+/* Does this shard still own resident user a (cached per routing epoch)? When it does not,
+ * *owner is the owner and the user's move is started or continued (oms_actor_move_out). */
+bool oms_actor_owned(struct oms *oms, struct oms_actor *a, uint16_t *owner, struct svc_sink *sink);
+/* The move of a resident user this shard no longer owns (docs/fencing.md "Moving a user
+ * with open orders"): flat, it is flushed and dropped; with open orders and no saga in
+ * flight, each live order gets its REBIND_TO_ME (the user is flushed once the last MOVED
+ * is in). Returns the REBIND_TO_MEs sent. */
+uint32_t oms_actor_move_out(struct oms *oms, struct oms_actor *a, struct svc_sink *sink);
+/* Build the REBIND_TO_ME of moving order o of a to the user's current owner (sink or fn).
+ * False, nothing built, when routing gives the user back to this shard. */
+bool oms_build_rebind(const struct oms *oms, const struct oms_actor *a, const struct oms_order *o,
+		      struct svc_sink *sink, oms_msg_fn *fn, void *ctx);
 void oms_sweep(struct oms *oms, struct svc_sink *sink);
 void oms_drain_step(struct oms *oms, struct svc_sink *sink);
 void oms_build_user_state(const struct oms *oms, const struct oms_actor *a,

@@ -119,11 +119,15 @@ client_actor(struct oms *oms, uint64_t user, uint64_t cl_ord_id, const struct wi
 		return NULL;
 	}
 	struct oms_actor *a = oms_actor_find(oms, user);
+	uint16_t owner = 0;
 	if (a != NULL && a->state != OMS_A_HYDRATING) {
 		DCHECK(a->state != OMS_A_FREE);
-		return a; /* resident (a flushing actor is still in RAM: serve it) */
+		if (oms_actor_owned(oms, a, &owner, sink))
+			return a; /* resident (a flushing actor is still in RAM: serve it) */
+		/* Moving to its new owner: refused here, before its final flush. */
+		oms_nak(oms, sink, NULL, user, cl_ord_id, WIRE_REASON_NOT_OWNER, owner);
+		return NULL;
 	}
-	uint16_t owner = 0;
 	int r = oms_actor_park(oms, user, msg, false, true, sink, &owner);
 	if (r != 0)
 		oms_nak(oms, sink, NULL, user, cl_ord_id, (uint16_t)r, owner);
@@ -188,7 +192,9 @@ oms_build_to_me(const struct oms *oms, const struct oms_actor *a, const struct o
 							 : WIRE_REPLACE_TO_ME;
 		u.m.hdr.length = sizeof(u.m);
 		u.m.req = wire_oid_make(shard, a->user, o->user_seq);
-		u.m.target = wire_oid_make(shard, a->user, o->target_seq);
+		/* A target adopted in a move keeps the orderId its first owner gave it. */
+		u.m.target = wire_oid_make(o->target_shard != 0 ? o->target_shard : shard, a->user,
+					   o->target_seq);
 		u.m.symbol = o->symbol;
 		u.m.px = o->kind == OMS_K_ORDER ? o->px : 0;
 		u.m.qty = o->kind == OMS_K_CANCEL ? 0 : o->qty;
@@ -227,14 +233,20 @@ oms_pending_foreach_saga(const struct oms *oms, oms_saga_fn *fn, void *ctx)
 		const struct oms_actor *a = &oms->actors[ai];
 		for (uint32_t oi = a->order_head; oi != OMS_NIL; oi = oms->orders[oi].next) {
 			const struct oms_order *o = &oms->orders[oi];
+			w.began_ns = o->saga_ns;
+			if (o->moving) {
+				/* A move's REBIND_TO_ME is re-sent like a saga until its MOVED. */
+				oms_build_rebind(oms, a, o, NULL, saga_walk_emit, &w);
+				n++;
+				continue;
+			}
 			if (o->state != OMS_O_PENDING)
 				continue;
-			w.began_ns = o->saga_ns;
 			oms_build_to_me(oms, a, o, NULL, saga_walk_emit, &w);
 			n++;
 		}
 	}
-	DCHECK(n == oms->c.inflight);
+	DCHECK(n == oms->c.inflight + oms->c.moving);
 	return n;
 }
 
@@ -250,6 +262,11 @@ oms_pending_foreach(const struct oms *oms, oms_msg_fn *fn, void *ctx)
 		const struct oms_actor *a = &oms->actors[ai];
 		for (uint32_t oi = a->order_head; oi != OMS_NIL; oi = oms->orders[oi].next) {
 			const struct oms_order *o = &oms->orders[oi];
+			if (o->moving) {
+				oms_build_rebind(oms, a, o, NULL, fn, ctx);
+				n++;
+				continue;
+			}
 			if (o->state != OMS_O_PENDING)
 				continue;
 			oms_build_to_me(oms, a, o, NULL, fn, ctx);
@@ -257,7 +274,7 @@ oms_pending_foreach(const struct oms *oms, oms_msg_fn *fn, void *ctx)
 		}
 	}
 	/* Hydrating actors hold no orders and flushing ones are flat: every saga was seen. */
-	DCHECK(n == oms->c.inflight);
+	DCHECK(n == oms->c.inflight + oms->c.moving);
 	return n;
 }
 
@@ -566,6 +583,7 @@ modify_commit(struct oms *oms, struct oms_actor *a, struct oms_order *t, uint8_t
 	o->me_shard = t->me_shard;
 	o->res_asset = t->res_asset;
 	o->recv_asset = t->recv_asset;
+	o->target_shard = t->oid_shard;
 	t->mod_seq = o->user_seq;
 	admitted(oms, a, o, cl_ord_id, content, OMS_C_MODIFIES, sink);
 	DCHECK(o->reserved == 0); /* a cancel or amend reserves nothing */
@@ -662,6 +680,7 @@ oms_on_cancel_replace(struct oms *oms, const struct wire_cancel_replace *m, stru
 		.px = m->px, .qty = m->qty, .expire_ns = t->expire_ns,
 	};
 	struct oms_order *o = order_open(oms, a, &n, t->user_seq, t->me_shard, &ad);
+	o->target_shard = t->oid_shard;
 	t->mod_seq = o->user_seq;
 	admitted(oms, a, o, m->cl_ord_id, content, OMS_C_MODIFIES, sink);
 	DCHECK(t->mod_seq == o->user_seq);

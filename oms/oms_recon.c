@@ -95,12 +95,16 @@ oms_on_open_orders_snapshot(struct oms *oms, const struct wire_open_orders_snaps
 	for (uint32_t i = 0; i < m->count; i++) {
 		const struct wire_open_order *e = &m->orders[i];
 		struct oms_order *o = NULL;
-		if (e->oid.user == m->user && wire_oid_shard(e->oid) == oms->c.limits.shard_id)
+		if (e->oid.user == m->user) {
 			o = oms_order_find(oms, m->user, wire_oid_seq(e->oid));
-		if (o == NULL && e->oid.user == m->user &&
-		    wire_oid_shard(e->oid) == oms->c.limits.shard_id &&
-		    wire_oid_seq(e->oid) <= a->user_seq) {
-			/* We applied its DONE after as_of_seq: the snapshot is older. */
+			/* Ours, or adopted from the shard its orderId names. */
+			if (o != NULL && oms_order_oid_shard(oms, o) != wire_oid_shard(e->oid))
+				o = NULL;
+		}
+		if (o == NULL && e->oid.user == m->user && wire_oid_seq(e->oid) <= a->user_seq) {
+			/* We applied its DONE after as_of_seq (or its MOVED, or it is bound to
+			 * another shard's stream: the snapshot lists the user's orders whatever
+			 * stream they report to): not comparable. */
 			oms_count(oms, OMS_C_RECON_TRANSIENT);
 			continue;
 		}

@@ -108,6 +108,10 @@ oms_order_free(struct oms *oms, struct oms_actor *a, struct oms_order *o)
 	} else if (o->state == OMS_O_LIVE && o->kind == OMS_K_ORDER) {
 		a->live--;
 	}
+	if (o->moving) {
+		DCHECK(oms->c.moving > 0);
+		oms->c.moving--;
+	}
 	if (o->prev != OMS_NIL)
 		oms->orders[o->prev].next = o->next;
 	else

@@ -82,7 +82,7 @@ oms_exec_report(struct oms *oms, struct oms_actor *a, const struct oms_order *o,
 	memset(&m, 0, sizeof(m));
 	m.user = a->user;
 	m.cl_ord_id = o->cl_ord_id;
-	m.oid = wire_oid_make(oms->c.limits.shard_id, a->user, o->user_seq);
+	m.oid = wire_oid_make(oms_order_oid_shard(oms, o), a->user, o->user_seq);
 	m.seq = ++a->egress_seq;
 	m.time_ns = oms->c.now_ns;
 	m.symbol = o->symbol;

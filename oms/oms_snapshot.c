@@ -13,9 +13,11 @@
 #include "oms/oms_int.h"
 
 #define SNAP_MAGIC UINT64_C(0x31504e5353534d4f) /* "OMSSSNP1" */
-#define SNAP_VERSION UINT32_C(5) /* 2: write-back (dirty list, generations); 3: transfer
+#define SNAP_VERSION UINT32_C(6) /* 2: write-back (dirty list, generations); 3: transfer
 				  * lookups, pinned transfer outcomes; 4: oms_order.saga_ns;
-				  * 5: oms_actor.cl_ord_floor */
+				  * 5: oms_actor.cl_ord_floor; 6: moves with open orders
+				  * (oms_order.oid_shard, target_shard, moving; oms_actor.owned_epoch;
+				  * oms_core.moving) */
 
 struct ser {
 	uint8_t *buf;  /* NULL: measure / hash only */

@@ -162,6 +162,64 @@ event_unknown(struct oms *oms, struct oms_actor *a, const struct wire_me_event *
 	settle(oms, a, &tmp, s, ev);
 }
 
+/* ADOPTED: a live order of this user moves here from the shard that owned the user before
+ * (docs/fencing.md "Moving a user with open orders"). The record is rebuilt from what the
+ * ME and the old owner knew (wire.h, ADOPTED), and its reservation is taken again from the
+ * balance total the old owner's final flush handed over. */
+static void
+adopt(struct oms *oms, struct oms_actor *a, const struct wire_me_event *ev,
+      const struct oms_symbol *sym)
+{
+	const struct oms_symbol *s = sym != NULL && sym->symbol == ev->symbol
+					     ? sym
+					     : oms_symbol_find(oms, ev->symbol);
+	uint64_t seq = wire_oid_seq(ev->oid);
+	int64_t reserved = (int64_t)ev->contra_user;
+	uint16_t from = wire_oid_shard(ev->oid);
+	if (s == NULL || from == oms->c.limits.shard_id || oms_order_find(oms, a->user, seq) != NULL ||
+	    seq > a->user_seq || reserved < 0 || oms->c.order_free_count == 0 ||
+	    a->order_count >= oms->c.limits.orders_per_user) {
+		/* Not an order this user could have had open elsewhere, or no room for it. */
+		oms_count(oms, OMS_C_ALARM_BAD_STATE);
+		return;
+	}
+	uint32_t res_asset = ev->side == WIRE_SIDE_BUY ? s->quote_asset : s->base_asset;
+	uint32_t recv_asset = ev->side == WIRE_SIDE_BUY ? s->base_asset : s->quote_asset;
+	struct oms_balance *rb = oms_balance_get_or_add(oms, a, res_asset);
+	if (oms_balance_get_or_add(oms, a, recv_asset) == NULL || rb == NULL ||
+	    reserved > rb->total - rb->reserved) {
+		/* The handed-over total cannot hold the reservation: money went astray. */
+		oms_count(oms, OMS_C_ALARM_BAD_STATE);
+		return;
+	}
+	struct oms_order *o = oms_order_alloc(oms, a, seq);
+	o->kind = OMS_K_ORDER;
+	o->cl_ord_id = ev->contra.user;
+	o->qty = (int64_t)ev->contra.shard_seq;
+	o->px = ev->px;
+	o->leaves = ev->leaves_qty;
+	o->cum_qty = ev->qty;
+	o->notional_maker = (int64_t)ev->trade_id;
+	o->notional_taker = ev->notional;
+	o->symbol = ev->symbol;
+	o->side = ev->side;
+	o->ord_type = ev->liquidity;
+	o->tif = ev->cause;
+	o->stp = (uint8_t)ev->reason;
+	o->res_asset = res_asset;
+	o->recv_asset = recv_asset;
+	o->me_shard = s->me_shard;
+	o->oid_shard = from;
+	o->last_seq = ev->seq;
+	/* The saga ended long ago on the old owner: the record is live from the start. */
+	o->state = OMS_O_LIVE;
+	a->sagas--;
+	oms->c.inflight--;
+	a->live++;
+	oms_order_reserve_set(oms, a, o, reserved);
+	oms_count(oms, OMS_C_ORDERS_ADOPTED);
+}
+
 /* The modify record a target event names in contra, resolved. */
 static void
 modify_resolve(struct oms *oms, struct oms_actor *a, struct oms_order *t,
@@ -205,8 +263,12 @@ oms_event_apply(struct oms *oms, struct oms_actor *a, const struct wire_me_event
 	DCHECK(ev->event < WIRE_EV_MAX);
 	oms_actor_touch(oms, a);
 	DCHECK(a->state == OMS_A_RESIDENT); /* activity cancels an in-window flush */
+	if (ev->event == WIRE_EV_ADOPTED) {
+		adopt(oms, a, ev, sym);
+		return;
+	}
 	struct oms_order *o = oms_order_find(oms, a->user, wire_oid_seq(ev->oid));
-	if (o == NULL) {
+	if (o == NULL || oms_order_oid_shard(oms, o) != wire_oid_shard(ev->oid)) {
 		event_unknown(oms, a, ev);
 		return;
 	}
@@ -304,6 +366,24 @@ oms_event_apply(struct oms *oms, struct oms_actor *a, const struct wire_me_event
 			oms_count(oms, OMS_C_ALARM_EVENT_ORDER);
 		modify_refused(oms, a, o, ev, sink);
 		break;
+	case WIRE_EV_MOVED:
+		/* The order reports to the user's new owner from here on (ADOPTED there, with
+		 * its reservation): it leaves this shard without a report to the client, and
+		 * its funds stay in the balance total the final flush hands over. */
+		if (!is_order || o->state != OMS_O_LIVE || !o->moving)
+			oms_count(oms, OMS_C_ALARM_EVENT_ORDER);
+		if (o->mod_seq != 0) {
+			oms_count(oms, OMS_C_ALARM_EVENT_ORDER); /* quiesced: impossible */
+			break;
+		}
+		oms_order_free(oms, a, o);
+		oms_count(oms, OMS_C_ORDERS_MOVED_OUT);
+		{
+			uint16_t owner;
+			if (!oms_route_owns(oms, a->user, &owner))
+				oms_actor_move_out(oms, a, sink); /* the last one: flush and drop */
+		}
+		break;
 	default:
 		DCHECK(0 && "event type checked by oms_on_me_event");
 		break;
@@ -385,7 +465,9 @@ consume(struct oms *oms, const struct wire_me_event *ev, const struct oms_symbol
 {
 	/* A sequenced event names a configured symbol (symbols are never removed). */
 	DCHECK(s != NULL);
-	if (wire_oid_shard(ev->oid) != oms->c.limits.shard_id || ev->oid.user == 0) {
+	/* The stream is ours (oms_on_me_event): its orders carry our orderIds, or those of the
+	 * shard they were adopted from (oms_order.oid_shard). */
+	if (ev->oid.user == 0) {
 		oms_count(oms, OMS_C_EVENTS_FOREIGN);
 		return true;
 	}

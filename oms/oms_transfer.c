@@ -128,12 +128,17 @@ transfer_run(struct oms *oms, const struct wire_transfer *m, bool looked_up,
 	     struct svc_sink *sink)
 {
 	struct oms_actor *a = oms_actor_find(oms, m->user);
+	uint16_t owner = 0;
 	if (a == NULL || a->state == OMS_A_HYDRATING) {
 		/* Deposits and withdrawals hydrate a cold user first. */
-		uint16_t owner = 0;
 		int r = oms_actor_park(oms, m->user, &m->hdr, false, true, sink, &owner);
 		if (r != 0)
 			oms_admin_reply(oms, sink, m->transfer_id, (uint16_t)r, owner);
+		return;
+	}
+	if (!oms_actor_owned(oms, a, &owner, sink)) {
+		/* Moving to its new owner (oms_actor_move_out): refused here. */
+		oms_admin_reply(oms, sink, m->transfer_id, WIRE_REASON_NOT_OWNER, owner);
 		return;
 	}
 	oms_actor_touch(oms, a);

@@ -147,7 +147,7 @@ int
 oms_check_invariants(const struct oms *oms)
 {
 	const struct oms_limits *l = &oms->c.limits;
-	uint32_t inflight = 0, used = 0, parked = 0;
+	uint32_t inflight = 0, used = 0, parked = 0, moving = 0;
 	for (uint32_t i = 0; i < oms->actor_slots; i++) {
 		const struct oms_actor *a = &oms->actors[i];
 		if (a->state == OMS_A_FREE)
@@ -165,6 +165,10 @@ oms_check_invariants(const struct oms *oms)
 			count++;
 			sagas += r->state == OMS_O_PENDING;
 			live += r->state == OMS_O_LIVE && r->kind == OMS_K_ORDER;
+			/* Only a live order moves; and only its first owner's orderId is not ours. */
+			if (r->moving > 1 || (r->moving && (r->state != OMS_O_LIVE || r->kind != OMS_K_ORDER)))
+				return -EFAULT;
+			moving += r->moving;
 			if (r->reserved < 0)
 				return -EFAULT;
 			if (r->reserved > 0) {
@@ -198,7 +202,7 @@ oms_check_invariants(const struct oms *oms)
 	}
 	/* Transfers waiting for a lookup hold parked slots too. */
 	if (inflight != oms->c.inflight || used != oms->c.order_used ||
-	    parked + oms->c.lookup_count != oms->c.parked_used)
+	    moving != oms->c.moving || parked + oms->c.lookup_count != oms->c.parked_used)
 		return -EFAULT;
 	if (oms_resident_count(oms) + oms->c.actor_free_count != oms->actor_slots)
 		return -EFAULT;

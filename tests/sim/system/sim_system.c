@@ -2813,8 +2813,11 @@ main(int argc, char **argv)
 
 	uint64_t evictions = 0, hydrations = 0, fills = 0, writebacks = 0;
 	uint64_t recon_matched = 0, recon_transient = 0, recon_deferred = 0;
+	uint64_t moved_out = 0, adopted = 0;
 	for (uint32_t gi = 0; gi < OMS_GROUPS; gi++) {
 		struct member *l = leader_of(&groups[gi]);
+		moved_out += oms_counter_get(l->svc, OMS_C_ORDERS_MOVED_OUT);
+		adopted += oms_counter_get(l->svc, OMS_C_ORDERS_ADOPTED);
 		evictions += oms_counter_get(l->svc, OMS_C_EVICTIONS);
 		hydrations += oms_counter_get(l->svc, OMS_C_HYDRATIONS);
 		fills += oms_counter_get(l->svc, OMS_C_FILLS);
@@ -2830,10 +2833,10 @@ main(int argc, char **argv)
 	       " cancels %" PRIu64 " deposits %" PRIu64 " accepted %" PRIu64 " fills %" PRIu64
 	       " hydrations %" PRIu64 " evictions %" PRIu64 " write-backs %" PRIu64
 	       " flush conflicts %" PRIu64 " hash checks %" PRIu64 " recon matched %" PRIu64
-	       " transient %" PRIu64 " deferred %" PRIu64 "\n",
+	       " transient %" PRIu64 " deferred %" PRIu64 " orders moved %" PRIu64 "/%" PRIu64 "\n",
 	       seed, events_run, (double)now / 1e9, orders_sent, cancels_sent, deposits_sent,
 	       me_accepted.len, fills, hydrations, evictions, writebacks, db_stats_conflicts,
-	       hashes_compared, recon_matched, recon_transient, recon_deferred);
+	       hashes_compared, recon_matched, recon_transient, recon_deferred, moved_out, adopted);
 	if (getenv("SIM_STATS") != NULL)
 		for (uint32_t gi = 0; gi < OMS_GROUPS; gi++)
 			for (int c = 0; c < OMS_C_COUNT; c++)

@@ -112,8 +112,10 @@ Test(oms_route, stale_epoch_refused)
 	cr_assert(eq(u16, r->reason, WIRE_REASON_BAD_REQUEST));
 }
 
-/* Goal: after a config change, resident users no longer owned are still served (the shard
- * stays authoritative) and drained once flat, at most drain_max per sweep. */
+/* Goal (docs/fencing.md "Moving a user with open orders"): after a config change a resident
+ * user no longer owned is not served here any more: a request is refused NOT_OWNER naming
+ * the new owner, and a flat one is flushed at once; the drain flushes the other flat ones,
+ * at most drain_max per sweep, and one with a saga in flight once it is over. */
 Test(oms_route, drain_non_owned_when_flat)
 {
 	h_fini(&H);
@@ -130,11 +132,20 @@ Test(oms_route, drain_non_owned_when_flat)
 		from = users[i] + 1;
 		h_user(&H, users[i], 1000, 100000);
 	}
-	h_limit(&H, users[0], 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1); /* not flat */
+	h_limit(&H, users[0], 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1); /* a saga in flight */
+	struct wire_oid o0 = h_last_ack_oid(&H);
+	h_clear(&H);
 	route(7, two, 2, NULL, 0, 0, 0);
+	h_clear(&H);
 	h_limit(&H, users[1], 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
-	cr_assert(eq(u32, h_count(&H, WIRE_ACK), 1)); /* still served while resident */
-	struct wire_oid o1 = h_last_ack_oid(&H);
+	const struct wire_nak *n = h_get(&H, WIRE_NAK, 0);
+	cr_assert(n != NULL, "not served while resident: it is moving");
+	cr_assert(eq(u16, n->reason, WIRE_REASON_NOT_OWNER));
+	cr_assert(eq(u16, n->owner_shard, 1));
+	cr_assert(eq(u32, h_count(&H, WIRE_ACK), 0));
+	cr_assert(eq(u32, h_count(&H, WIRE_BEGIN_DEHYDRATE), 1), "flat: flushed at once");
+	cr_assert(eq(u32, h_status(&H, users[1]), OMS_USER_FLUSHING));
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_NOT_OWNER_RESIDENT), 1));
 	uint32_t flushed = 0;
 	for (int s = 0; s < 6; s++) {
 		H.now += SEC;
@@ -144,13 +155,12 @@ Test(oms_route, drain_non_owned_when_flat)
 	}
 	cr_assert(eq(u32, flushed, 4));
 	cr_assert(eq(u32, h_status(&H, users[0]), OMS_USER_RESIDENT));
-	cr_assert(eq(u32, h_status(&H, users[1]), OMS_USER_RESIDENT));
-	h_ev(&H, o1, S_ETHUSD, WIRE_EV_REJECTED, 0, 0, 0, 0);
+	h_ev(&H, o0, S_ETHUSD, WIRE_EV_REJECTED, 0, 0, 0, 0);
 	H.now += SEC;
 	h_tick(&H);
 	cr_assert(eq(u32, h_count(&H, WIRE_BEGIN_DEHYDRATE), 1));
-	cr_assert(eq(u32, h_status(&H, users[1]), OMS_USER_FLUSHING));
-	cr_assert(eq(u64, h_ctr(&H, OMS_C_DRAINED), 5));
+	cr_assert(eq(u32, h_status(&H, users[0]), OMS_USER_FLUSHING));
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_DRAINED), 6));
 }
 
 /* Goal: a symbol config refused for want of a fee slot leaves no symbol behind.

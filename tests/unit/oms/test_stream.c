@@ -123,13 +123,16 @@ Test(oms_stream, stream_ack_batched)
 	cr_assert(eq(u32, h_count(&H, WIRE_STREAM_ACK), 2)); /* nothing new to ack */
 }
 
-/* Goal: events for another OMS shard or with a bad enum are counted and ignored. */
+/* Goal: events for another OMS shard or with a bad enum are counted and ignored. An event in
+ * our stream naming another shard's orderId is taken as about an order of ours (one adopted
+ * in a move keeps its first orderId): unknown here, it is an alarm. */
 Test(oms_stream, foreign_and_bad_events)
 {
 	struct wire_me_event e;
 	h_event_msg(&H, &e, 1, wire_oid_make(5, 7, 1), S_ETHUSD, WIRE_EV_ACCEPTED);
-	h_apply(&H, &e); /* consumed in sequence, but names another shard's order */
-	cr_assert(eq(u64, h_ctr(&H, OMS_C_EVENTS_FOREIGN), 1));
+	h_apply(&H, &e); /* consumed in sequence; user 7 holds no order 1 adopted from shard 5 */
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_EVENTS_FOREIGN), 0));
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_ALARM_UNKNOWN_ORDER), 1));
 	h_event_msg(&H, &e, 2, h_oid(&H, 7, 1), S_ETHUSD, 99);
 	h_apply(&H, &e);
 	e.event = WIRE_EV_ACCEPTED;
