@@ -155,8 +155,8 @@ struct oms_order {
 	uint8_t tif;              /* enum wire_tif */
 	uint8_t stp;              /* enum wire_stp */
 	uint16_t me_shard;        /* ME shard it was sent to */
-	uint16_t oid_shard;       /* the OMS shard its orderId names: 0 this one; else the shard
-				     it was adopted from (a user's move, oms_actor_move_out) */
+	uint16_t oid_shard;       /* the OMS shard its orderId names: this one, or the shard it
+				     was adopted from (a user's move, oms_actor_move_out) */
 	uint16_t target_shard;    /* a modify or replacement: its target's oid_shard */
 	uint8_t moving;           /* a live order whose REBIND_TO_ME is out: its MOVED ends it
 				     here (re-sent by the bridge until then) */
@@ -465,7 +465,8 @@ oms_actor_dedup(const struct oms *oms, const struct oms_actor *a)
 static inline uint16_t
 oms_order_oid_shard(const struct oms *oms, const struct oms_order *o)
 {
-	return o->oid_shard != 0 ? o->oid_shard : oms->c.limits.shard_id;
+	(void)oms;
+	return o->oid_shard;
 }
 
 static inline uint64_t *

@@ -193,8 +193,7 @@ oms_build_to_me(const struct oms *oms, const struct oms_actor *a, const struct o
 		u.m.hdr.length = sizeof(u.m);
 		u.m.req = wire_oid_make(shard, a->user, o->user_seq);
 		/* A target adopted in a move keeps the orderId its first owner gave it. */
-		u.m.target = wire_oid_make(o->target_shard != 0 ? o->target_shard : shard, a->user,
-					   o->target_seq);
+		u.m.target = wire_oid_make(o->target_shard, a->user, o->target_seq);
 		u.m.symbol = o->symbol;
 		u.m.px = o->kind == OMS_K_ORDER ? o->px : 0;
 		u.m.qty = o->kind == OMS_K_CANCEL ? 0 : o->qty;

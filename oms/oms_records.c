@@ -58,6 +58,7 @@ oms_order_alloc(struct oms *oms, struct oms_actor *a, uint64_t seq)
 	struct oms_order *o = &oms->orders[idx];
 	memset(o, 0, sizeof(*o));
 	o->user_seq = seq;
+	o->oid_shard = oms->c.limits.shard_id; /* adopt() sets the first owner's */
 	o->saga_ns = oms->c.now_ns; /* the saga's age (bridge counters) is cluster time */
 	o->actor = oms_actor_index(oms, a);
 	o->prev = a->order_tail;

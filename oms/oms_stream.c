@@ -176,7 +176,8 @@ adopt(struct oms *oms, struct oms_actor *a, const struct wire_me_event *ev,
 	uint64_t seq = wire_oid_seq(ev->oid);
 	int64_t reserved = (int64_t)ev->contra_user;
 	uint16_t from = wire_oid_shard(ev->oid);
-	if (s == NULL || from == oms->c.limits.shard_id || oms_order_find(oms, a->user, seq) != NULL ||
+	/* (from may be this shard: an order that comes back after two moves.) */
+	if (s == NULL || oms_order_find(oms, a->user, seq) != NULL ||
 	    seq > a->user_seq || reserved < 0 || oms->c.order_free_count == 0 ||
 	    a->order_count >= oms->c.limits.orders_per_user) {
 		/* Not an order this user could have had open elsewhere, or no room for it. */
