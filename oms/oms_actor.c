@@ -422,6 +422,11 @@ oms_on_hydrate_user(struct oms *oms, const struct wire_hydrate_user *m, struct s
 				drain_wake(oms);
 		}
 		install(oms, a, m);
+		/* Hydrated for a parked event (an adopted order) while routing points elsewhere:
+		 * the drain moves it on. */
+		uint16_t owner;
+		if (!oms_route_owns(oms, user, &owner))
+			drain_wake(oms);
 		return a; /* the dispatcher runs what was parked for it */
 	}
 	if (a == NULL)
@@ -799,7 +804,7 @@ oms_drain_step(struct oms *oms, struct svc_sink *sink)
 		if (a->state == OMS_A_FREE)
 			continue;
 		uint16_t owner;
-		bool moved = !oms_route_owns(oms, a->user, &owner);
+		bool moved = (a->flags & OMS_AF_MOVING) != 0 || !oms_route_owns(oms, a->user, &owner);
 		bool want = (a->flags & OMS_AF_EVICT_REQ) != 0 || moved;
 		if (!want)
 			continue;
@@ -823,6 +828,14 @@ oms_drain_step(struct oms *oms, struct svc_sink *sink)
 bool
 oms_actor_owned(struct oms *oms, struct oms_actor *a, uint16_t *owner, struct svc_sink *sink)
 {
+	if (a->flags & OMS_AF_MOVING) {
+		/* A move under way goes to its end, wherever routing points meanwhile: some
+		 * orders may report to move_to already. */
+		*owner = a->move_to;
+		oms_count(oms, OMS_C_NOT_OWNER_RESIDENT);
+		oms_actor_move_out(oms, a, sink);
+		return false;
+	}
 	if (a->owned_epoch == oms->c.route.epoch)
 		return true;
 	if (oms_route_owns(oms, a->user, owner)) {
@@ -837,16 +850,15 @@ oms_actor_owned(struct oms *oms, struct oms_actor *a, uint16_t *owner, struct sv
 	return false;
 }
 
-bool
+void
 oms_build_rebind(const struct oms *oms, const struct oms_actor *a, const struct oms_order *o,
 		 struct svc_sink *sink, oms_msg_fn *fn, void *ctx)
 {
 	DCHECK(o->moving);
 	DCHECK(o->kind == OMS_K_ORDER && o->state == OMS_O_LIVE);
+	DCHECK(a->flags & OMS_AF_MOVING);
 	uint16_t self = oms->c.limits.shard_id;
-	uint16_t to = oms_route_owner(oms, a->user);
-	if (to == self)
-		return false; /* routing gave the user back: nothing to send (fencing.md) */
+	uint16_t to = a->move_to;
 	struct wire_rebind m;
 	memset(&m, 0, sizeof(m));
 	wire_hdr_init(&m.hdr, WIRE_REBIND_TO_ME, o->me_shard);
@@ -864,7 +876,6 @@ oms_build_rebind(const struct oms *oms, const struct oms_actor *a, const struct 
 		fn(ctx, WIRE_DEST_ME, &m.hdr);
 	else
 		sink->emit(sink->ctx, WIRE_DEST_ME, &m.hdr);
-	return true;
 }
 
 uint32_t
@@ -882,6 +893,15 @@ oms_actor_move_out(struct oms *oms, struct oms_actor *a, struct svc_sink *sink)
 	 * first (a modify's target must not move under it), then the open orders move. */
 	if (a->sagas > 0 || a->live == 0)
 		return 0;
+	if ((a->flags & OMS_AF_MOVING) == 0) {
+		/* The destination is fixed from the first re-bind on: a routing change during
+		 * the move starts another move once this one is over (fencing.md). */
+		uint16_t to = oms_route_owner(oms, a->user);
+		if (to == oms->c.limits.shard_id)
+			return 0; /* owned (an evict request waits for the user to be flat) */
+		a->flags |= OMS_AF_MOVING;
+		a->move_to = to;
+	}
 	uint32_t sent = 0;
 	for (uint32_t oi = a->order_head; oi != OMS_NIL; oi = oms->orders[oi].next) {
 		struct oms_order *o = &oms->orders[oi];
@@ -890,10 +910,7 @@ oms_actor_move_out(struct oms *oms, struct oms_actor *a, struct svc_sink *sink)
 		    o->ord_type != WIRE_ORD_LIMIT)
 			continue;
 		o->moving = 1;
-		if (!oms_build_rebind(oms, a, o, sink, NULL, NULL)) {
-			o->moving = 0;
-			break; /* owned again */
-		}
+		oms_build_rebind(oms, a, o, sink, NULL, NULL);
 		o->saga_ns = oms->c.now_ns; /* the move is the record's saga now (its age) */
 		oms->c.moving++;
 		sent++;

@@ -55,6 +55,9 @@ enum oms_actor_state {
 #define OMS_AF_RETRY 0x04     /* HYDRATING: ask again at the next sweep */
 #define OMS_AF_WB 0x08        /* RESIDENT: the outstanding flush (flush_epoch) is a write-back */
 #define OMS_AF_DIRTY 0x10     /* on the dirty list (oms_wb_wanted): wb_prev/wb_next are links */
+#define OMS_AF_MOVING 0x20    /* RESIDENT: moving to move_to with its open orders; not served
+				 here until it is flushed and dropped, whatever routing says
+				 meanwhile (oms_actor_move_out, docs/fencing.md) */
 
 /* A hot-user actor: the per-user cache over the database row (seed: "What a user-actor
  * owns"). Balances live in a parallel array (assets_per_user slots per actor). */
@@ -100,8 +103,11 @@ struct oms_actor {
 	uint8_t tier;            /* rate-limit tier */
 	uint8_t flags;           /* OMS_AF_* */
 	uint8_t hydrate_tries;   /* HydrateRequests sent for the current miss */
+	uint16_t move_to;        /* OMS_AF_MOVING: the shard its orders are re-bound to */
+	uint16_t pad16;
+	uint32_t pad32;
 };
-static_assert(sizeof(struct oms_actor) == 15 * 8 + 15 * 4 + 4, "oms_actor has no padding");
+static_assert(sizeof(struct oms_actor) == 16 * 8 + 15 * 4 + 4, "oms_actor has no padding");
 
 struct oms_balance {
 	uint32_t asset;   /* 0 marks an unused slot */
@@ -695,9 +701,8 @@ bool oms_actor_owned(struct oms *oms, struct oms_actor *a, uint16_t *owner, stru
  * flight, each live order gets its REBIND_TO_ME (the user is flushed once the last MOVED
  * is in). Returns the REBIND_TO_MEs sent. */
 uint32_t oms_actor_move_out(struct oms *oms, struct oms_actor *a, struct svc_sink *sink);
-/* Build the REBIND_TO_ME of moving order o of a to the user's current owner (sink or fn).
- * False, nothing built, when routing gives the user back to this shard. */
-bool oms_build_rebind(const struct oms *oms, const struct oms_actor *a, const struct oms_order *o,
+/* Build the REBIND_TO_ME of moving order o of a (OMS_AF_MOVING) to a->move_to (sink or fn). */
+void oms_build_rebind(const struct oms *oms, const struct oms_actor *a, const struct oms_order *o,
 		      struct svc_sink *sink, oms_msg_fn *fn, void *ctx);
 void oms_sweep(struct oms *oms, struct svc_sink *sink);
 void oms_drain_step(struct oms *oms, struct svc_sink *sink);

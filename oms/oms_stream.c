@@ -379,11 +379,8 @@ oms_event_apply(struct oms *oms, struct oms_actor *a, const struct wire_me_event
 		}
 		oms_order_free(oms, a, o);
 		oms_count(oms, OMS_C_ORDERS_MOVED_OUT);
-		{
-			uint16_t owner;
-			if (!oms_route_owns(oms, a->user, &owner))
-				oms_actor_move_out(oms, a, sink); /* the last one: flush and drop */
-		}
+		if (a->flags & OMS_AF_MOVING)
+			oms_actor_move_out(oms, a, sink); /* after the last one: flush and drop */
 		break;
 	default:
 		DCHECK(0 && "event type checked by oms_on_me_event");

@@ -233,3 +233,51 @@ Test(oms_move, waits_for_sagas)
 	cr_assert(eq(u32, h_count(&A, WIRE_BEGIN_DEHYDRATE), 1));
 	cr_assert(eq(int, oms_check_invariants(A.oms), 0));
 }
+
+/* Goal: a move goes to its end even when routing gives the user back meanwhile (some orders
+ * may report to the new owner already): the old owner keeps refusing the user, naming the
+ * move's destination, re-sends its re-binds there, and flushes it after the last MOVED; the
+ * new owner, hydrated for the adopted order while routing points back, is woken to move it
+ * back (a second move). */
+Test(oms_move, routing_flip_during_a_move)
+{
+	h_user(&A, U, 1000000, 1000000);
+	h_limit(&A, U, 1, S_ETHUSD, WIRE_SIDE_BUY, 100, 10);
+	struct wire_oid oid = h_last_ack_oid(&A);
+	h_ev(&A, oid, S_ETHUSD, WIRE_EV_ACCEPTED, 0, 0, 10, 0);
+	h_ev(&A, oid, S_ETHUSD, WIRE_EV_RESTED, 100, 10, 10, 0);
+	route(&A, 2, 1);
+	h_limit(&A, U, 2, S_ETHUSD, WIRE_SIDE_BUY, 90, 1);
+	cr_assert(eq(u32, h_count(&A, WIRE_REBIND_TO_ME), 1));
+	struct wire_rebind rb = *(const struct wire_rebind *)h_get(&A, WIRE_REBIND_TO_ME, 0);
+	route(&A, 3, 0); /* back to shard 0 before the ME re-bound it */
+	h_limit(&A, U, 3, S_ETHUSD, WIRE_SIDE_BUY, 90, 1);
+	const struct wire_nak *n = h_get(&A, WIRE_NAK, 0);
+	cr_assert(n != NULL && n->reason == WIRE_REASON_NOT_OWNER && n->owner_shard == 1,
+		  "still moving to shard 1");
+	rebinds_seen = 0;
+	oms_pending_foreach(A.oms, count_rebinds, NULL);
+	cr_assert(eq(u32, rebinds_seen, 1), "the re-bind is still re-sent, to shard 1");
+	h_ev(&A, oid, S_ETHUSD, WIRE_EV_MOVED, 100, 0, 10, 0);
+	const struct wire_begin_dehydrate *bd = h_get(&A, WIRE_BEGIN_DEHYDRATE, 0);
+	cr_assert(bd != NULL, "flushed after its last MOVED although routing says shard 0");
+	struct wire_user_state st = bd->state;
+	h_flush(&A, U, bd->epoch, WIRE_FLUSH_OK, st.version + 1);
+	cr_assert(eq(u32, h_status(&A, U), OMS_USER_ABSENT));
+	/* Shard 1 adopts it (routing there points back to 0 as well), then moves it back. */
+	route(&B, 2, 1);
+	route(&B, 3, 0);
+	adopted_from(&B, &rb, 100, 0, 10);
+	st.version += 1;
+	h_hydrate_state(&B, &st);
+	cr_assert(eq(u64, h_ctr(&B, OMS_C_ORDERS_ADOPTED), 1));
+	B.now += 2 * SEC;
+	h_tick(&B);
+	const struct wire_rebind *back = h_get(&B, WIRE_REBIND_TO_ME, 0);
+	cr_assert(back != NULL, "the drain moves it back");
+	cr_assert(eq(u16, back->from_shard, 1));
+	cr_assert(eq(u16, back->to_shard, 0));
+	cr_assert(wire_oid_eq(back->oid, oid));
+	cr_assert(eq(int, oms_check_invariants(B.oms), 0));
+	cr_assert(eq(int, oms_check_invariants(A.oms), 0));
+}
