@@ -411,6 +411,7 @@ body_check(const struct wire_msg_hdr *h, int depth)
 			return WIRE_E_BAD_RESERVED;
 		ok = h->type == WIRE_RELEASE_CLAIM ? m->status == 0
 						   : in_range(m->status, WIRE_FLUSH_OK, WIRE_FLUSH_ERROR);
+		ok = ok && m->handoff <= 1 && (m->handoff == 1 || m->to_shard == 0);
 		break;
 	}
 	case WIRE_TRANSFER_LOOKUP:

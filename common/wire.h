@@ -654,7 +654,10 @@ struct wire_release_claim {
 	uint64_t user;
 	uint64_t epoch;     /* the epoch of the flush that dropped the actor */
 	uint8_t status;     /* RELEASE_DONE: enum wire_flush_status; RELEASE_CLAIM: 0 */
-	uint8_t reserved[7];
+	uint8_t handoff;    /* RELEASE_CLAIM of a move with adopted orders: 1 hands the claim to
+			       to_shard instead of freeing it (docs/fencing.md) */
+	uint16_t to_shard;  /* handoff: the shard the user moved to; else 0 */
+	uint8_t reserved[4];
 };
 static_assert(sizeof(struct wire_release_claim) == 32, "wire_release_claim");
 

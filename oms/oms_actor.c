@@ -578,6 +578,8 @@ emit_release(const struct oms *oms, const struct oms_release *r, struct svc_sink
 	m.hdr.shard = oms->c.limits.shard_id;
 	m.user = r->user;
 	m.epoch = r->epoch;
+	m.handoff = r->handoff;
+	m.to_shard = r->handoff ? r->to_shard : 0;
 	if (fn != NULL)
 		fn(ctx, WIRE_DEST_PERSIST, &m.hdr);
 	else
@@ -586,7 +588,8 @@ emit_release(const struct oms *oms, const struct oms_release *r, struct svc_sink
 
 /* Record a pending release (in the state, so a new leader re-drives it) and send it. */
 static void
-release_add(struct oms *oms, uint64_t user, uint64_t epoch, struct svc_sink *sink)
+release_to(struct oms *oms, uint64_t user, uint64_t epoch, bool handoff, uint16_t to,
+	   struct svc_sink *sink)
 {
 	if (oms_tab_find(oms, OMS_TAG_RELEASE, user, epoch) != OMS_NIL)
 		return; /* already pending (a repeated answer of the same hydration) */
@@ -595,10 +598,18 @@ release_add(struct oms *oms, uint64_t user, uint64_t epoch, struct svc_sink *sin
 	memset(r, 0, sizeof(*r));
 	r->user = user;
 	r->epoch = epoch;
+	r->handoff = handoff;
+	r->to_shard = handoff ? to : 0;
 	oms_tab_insert(oms, OMS_TAG_RELEASE, user, epoch, oms->c.release_count);
 	oms->c.release_count++;
 	oms_count(oms, OMS_C_RELEASES);
 	emit_release(oms, r, sink, NULL, NULL);
+}
+
+static void
+release_add(struct oms *oms, uint64_t user, uint64_t epoch, struct svc_sink *sink)
+{
+	release_to(oms, user, epoch, false, 0, sink);
 }
 
 void
@@ -696,7 +707,13 @@ oms_on_flush_complete(struct oms *oms, const struct wire_flush_complete *m, stru
 		/* Seed invariant 3: U is dropped only on FlushComplete. The flush kept the
 		 * owner claim; the drop lets it go (docs/fencing.md). */
 		oms_count(oms, OMS_C_EVICTIONS);
-		release_add(oms, a->user, a->epoch, sink);
+		/* The last step of a move whose orders the new owner adopted: the claim goes to
+		 * it, so only it can hydrate the user next (its parked ADOPTED events need the
+		 * user; a request routed back here meanwhile must not take the user first). */
+		if ((a->flags & (OMS_AF_MOVING | OMS_AF_HANDED)) == (OMS_AF_MOVING | OMS_AF_HANDED))
+			release_to(oms, a->user, a->epoch, true, a->move_to, sink);
+		else
+			release_add(oms, a->user, a->epoch, sink);
 		actor_release(oms, a);
 		break;
 	case WIRE_FLUSH_CONFLICT:

@@ -58,6 +58,8 @@ enum oms_actor_state {
 #define OMS_AF_MOVING 0x20    /* RESIDENT: moving to move_to with its open orders; not served
 				 here until it is flushed and dropped, whatever routing says
 				 meanwhile (oms_actor_move_out, docs/fencing.md) */
+#define OMS_AF_HANDED 0x40    /* MOVING: an order was adopted by move_to (a MOVED is in): the
+				 drop hands the claim to move_to instead of freeing it */
 
 /* A hot-user actor: the per-user cache over the database row (seed: "What a user-actor
  * owns"). Balances live in a parallel array (assets_per_user slots per actor). */
@@ -256,10 +258,12 @@ static_assert(sizeof(struct oms_symbol) == 16 + 5 * 8 + 8, "oms_symbol has no pa
 
 /* A claim release sent after a drop, awaiting RELEASE_DONE (docs/fencing.md). */
 struct oms_release {
-	uint64_t user;   /* account */
-	uint64_t epoch;  /* epoch of the flush that dropped the actor */
-	uint32_t retry;  /* 1: the last answer was an error; re-sent by the sweep */
-	uint32_t pad;
+	uint64_t user;     /* account */
+	uint64_t epoch;    /* epoch of the flush that dropped the actor */
+	uint32_t retry;    /* 1: the last answer was an error; re-sent by the sweep */
+	uint8_t handoff;   /* 1: the claim goes to to_shard (a move with adopted orders) */
+	uint8_t pad;
+	uint16_t to_shard;
 };
 
 struct oms_fee {

@@ -380,6 +380,8 @@ oms_event_apply(struct oms *oms, struct oms_actor *a, const struct wire_me_event
 		oms_order_free(oms, a, o);
 		oms_count(oms, OMS_C_ORDERS_MOVED_OUT);
 		if (a->flags & OMS_AF_MOVING)
+			a->flags |= OMS_AF_HANDED; /* the new owner adopts it: the claim follows */
+		if (a->flags & OMS_AF_MOVING)
 			oms_actor_move_out(oms, a, sink); /* after the last one: flush and drop */
 		break;
 	default:

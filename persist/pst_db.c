@@ -217,9 +217,11 @@ pst_db_submit(struct pst_db *db, const struct wire_msg_hdr *msg, uint64_t now_ns
 		if (msg->length != sizeof(struct wire_release_claim))
 			return -EINVAL;
 		const struct wire_release_claim *c = (const void *)msg;
-		if (c->user == 0 || c->user > INT64_MAX || c->epoch > INT64_MAX || c->status != 0)
+		if (c->user == 0 || c->user > INT64_MAX || c->epoch > INT64_MAX || c->status != 0 ||
+		    c->handoff > 1 || (c->handoff == 0 && c->to_shard != 0))
 			return -EINVAL;
-		rc = pst_req_add_release(db, c->user, msg->shard, c->epoch, now_ns);
+		rc = pst_req_add_release(db, c->user, msg->shard, c->epoch, c->handoff == 1,
+					 c->to_shard, now_ns);
 	} else if (msg->type == WIRE_TRANSFER_LOOKUP) {
 		if (msg->length != sizeof(struct wire_transfer_lookup))
 			return -EINVAL;

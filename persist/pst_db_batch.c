@@ -81,6 +81,8 @@ send_req(struct pst_db *db, uint32_t i)
 	struct pst_sql_params p;
 	if (r->kind == PST_REQ_LOOKUP)
 		pst_sql_encode_lookup(&p, r->user, r->xfer_id);
+	else if (r->kind == PST_REQ_RELEASE)
+		pst_sql_encode_release(&p, r->user, r->shard, r->epoch, r->handoff, r->to_shard);
 	else
 		pst_sql_encode(&p, r->kind, r->user, r->shard, r->epoch, &r->us);
 	return PQsendQueryPrepared(db->conn, p.stmt, (int)p.count, p.values, NULL, NULL, 0) ? 0

@@ -81,6 +81,8 @@ struct pst_req {
 	uint64_t version;     /* flush: version after (outcome) */
 	uint16_t owner;       /* hydrate OWNED: holder */
 	uint8_t hyd_new;      /* hydrate: the row was created */
+	uint8_t handoff;      /* release: hand the claim to to_shard (a move, docs/fencing.md) */
+	uint16_t to_shard;    /* release with handoff: the new holder */
 	uint64_t xfer_id;     /* lookup: the transfer id */
 	struct wire_recent xfer; /* lookup FOUND: the recorded outcome */
 	struct wire_user_state us; /* flush: what to write; hydrate: what was read */
@@ -175,6 +177,7 @@ int pst_req_add_hydrate(struct pst_db *db, uint64_t user, uint16_t shard, uint64
 int pst_req_add_flush(struct pst_db *db, const struct wire_user_state *us, uint16_t shard,
 		      uint64_t epoch, uint64_t now_ns);
 int pst_req_add_release(struct pst_db *db, uint64_t user, uint16_t shard, uint64_t epoch,
+			bool handoff, uint16_t to_shard,
 			uint64_t now_ns);
 int pst_req_add_lookup(struct pst_db *db, uint64_t user, uint64_t transfer_id, uint16_t shard,
 		       uint64_t epoch, uint64_t now_ns);
@@ -231,6 +234,9 @@ void pst_sql_encode(struct pst_sql_params *p, uint8_t kind, uint64_t user, uint1
 		    uint64_t epoch, const struct wire_user_state *us);
 /* The lookup's parameters: $1 user, $2 transfer id (as the bigint of the same bits). */
 void pst_sql_encode_lookup(struct pst_sql_params *p, uint64_t user, uint64_t transfer_id);
+/* A release's parameters ($4: the shard the claim is handed to, or NULL to free it). */
+void pst_sql_encode_release(struct pst_sql_params *p, uint64_t user, uint16_t shard,
+			    uint64_t epoch, bool handoff, uint16_t to_shard);
 
 /* One answer row as text columns (libpq's text format): plain data, so decoding needs no
  * connection. */

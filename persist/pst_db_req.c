@@ -312,10 +312,12 @@ pst_req_add_flush(struct pst_db *db, const struct wire_user_state *us, uint16_t 
 
 int
 pst_req_add_release(struct pst_db *db, uint64_t user, uint16_t shard, uint64_t epoch,
-		    uint64_t now_ns)
+		    bool handoff, uint16_t to_shard, uint64_t now_ns)
 {
 	DCHECK(user != 0);
 	DCHECK(epoch <= INT64_MAX);
+	/* A repeat of one release (a re-drive) carries the same handoff: the shard's state
+	 * records it with the release. */
 	if (find_same(db, PST_REQ_RELEASE, user, shard, epoch, 0) != PST_SLOT_NONE) {
 		db->counters[PST_C_DB_RELEASES_MERGED]++;
 		return 0;
@@ -323,6 +325,8 @@ pst_req_add_release(struct pst_db *db, uint64_t user, uint16_t shard, uint64_t e
 	uint32_t i = req_new(db, PST_REQ_RELEASE, shard, user, epoch, now_ns);
 	if (i == PST_SLOT_NONE)
 		return -ENOBUFS;
+	db->reqs[i].handoff = handoff;
+	db->reqs[i].to_shard = handoff ? to_shard : 0;
 	db->counters[PST_C_DB_RELEASES]++;
 	req_queue(db, i);
 	return 0;

@@ -99,10 +99,13 @@ static const char SQL_LOOKUP[] =
  * stamped with this epoch or an older one (a shard's epochs only grow, and it holds no
  * actor for the user at or below it). Idempotent, and a no-op when the user was hydrated
  * again since (a newer epoch) or was released already. Returns how many rows it released
- * (0 or 1); both answer OK. */
+ * (0 or 1); both answer OK. $4 NULL frees the claim; a shard id hands it to that shard
+ * stamped 0 (the last step of a move whose orders that shard adopted: only it may hydrate
+ * the user next, and its own epochs then stamp the claim). */
 static const char SQL_RELEASE[] =
 	"WITH rel AS ("
-	" UPDATE accounts SET owner_shard = NULL, owner_epoch = NULL, updated_at = now()"
+	" UPDATE accounts SET owner_shard = $4::integer,"
+	"  owner_epoch = CASE WHEN $4::integer IS NULL THEN NULL ELSE 0 END, updated_at = now()"
 	" WHERE user_id = $1::bigint AND owner_shard = $2::integer AND owner_epoch <= $3::bigint"
 	" RETURNING 1)"
 	" SELECT count(*) FROM rel";
@@ -209,6 +212,16 @@ fmt_transfers(struct pst_sql_params *p, const struct wire_user_state *us)
 }
 
 void
+pst_sql_encode_release(struct pst_sql_params *p, uint64_t user, uint16_t shard, uint64_t epoch,
+		       bool handoff, uint16_t to_shard)
+{
+	pst_sql_encode(p, PST_REQ_RELEASE, user, shard, epoch, NULL);
+	/* $4: the claim's next holder (a move's handoff, docs/fencing.md), or NULL: freed. */
+	if (handoff)
+		p->values[3] = fmt_i64(p->num[3], sizeof(p->num[3]), to_shard);
+}
+
+void
 pst_sql_encode_lookup(struct pst_sql_params *p, uint64_t user, uint64_t transfer_id)
 {
 	CHECK(p != NULL);
@@ -231,10 +244,11 @@ pst_sql_encode(struct pst_sql_params *p, uint8_t kind, uint64_t user, uint16_t s
 	p->stmt = pst_sql_stmts[kind - 1].name;
 	p->values[0] = fmt_i64(p->num[0], sizeof(p->num[0]), (int64_t)user);
 	if (kind == PST_REQ_HYDRATE || kind == PST_REQ_RELEASE) {
-		/* $1 user, $2 shard, $3 epoch */
+		/* $1 user, $2 shard, $3 epoch; a release's $4 (the handoff) NULL: freed */
 		p->values[1] = fmt_i64(p->num[1], sizeof(p->num[1]), shard);
 		p->values[2] = fmt_i64(p->num[2], sizeof(p->num[2]), (int64_t)epoch);
-		p->count = 3;
+		p->values[3] = NULL;
+		p->count = kind == PST_REQ_RELEASE ? 4 : 3;
 		return;
 	}
 	CHECK(us != NULL);

@@ -878,11 +878,14 @@ db_flush(uint16_t shard, const struct wire_begin_dehydrate *req, struct wire_flu
 }
 
 /* The drop's release: idempotent, and a no-op once the claim has moved on (re-hydrated,
- * another epoch). */
+ * another epoch). A move's handoff gives the claim to the shard that adopted the orders,
+ * unstamped (docs/fencing.md, "Moving a user with open orders"). */
 static void
 db_release(uint16_t shard, const struct wire_release_claim *req, struct wire_release_claim *out)
 {
 	*out = *req;
+	out->handoff = 0;
+	out->to_shard = 0;
 	wire_hdr_init(&out->hdr, WIRE_RELEASE_DONE, shard);
 	CHECK(req->user >= 1 && req->user <= USERS);
 	struct db_row *r = &db[req->user];
@@ -891,10 +894,10 @@ db_release(uint16_t shard, const struct wire_release_claim *req, struct wire_rel
 		return;
 	}
 	if (r->exists && r->owner == shard && r->owner_epoch <= req->epoch) {
-		r->owner = 0;
+		r->owner = req->handoff ? req->to_shard : 0;
 		r->owner_epoch = 0;
-		trace("db: user %" PRIu64 " claim of shard %u released (epoch %" PRIu64 ")", req->user,
-		      shard, req->epoch);
+		trace("db: user %" PRIu64 " claim of shard %u %s (epoch %" PRIu64 ")", req->user,
+		      shard, req->handoff ? "handed over" : "released", req->epoch);
 	}
 	out->status = WIRE_FLUSH_OK;
 }

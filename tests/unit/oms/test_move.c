@@ -153,6 +153,9 @@ Test(oms_move, resting_order_moves_with_its_user)
 	cr_assert(gt(u64, st.egress_seq, 0));
 	h_flush(&A, U, epoch, WIRE_FLUSH_OK, st.version + 1);
 	cr_assert(eq(u32, h_count(&A, WIRE_RELEASE_CLAIM), 1));
+	const struct wire_release_claim *rel = h_get(&A, WIRE_RELEASE_CLAIM, 0);
+	cr_assert(eq(u8, rel->handoff, 1), "the claim goes to the shard that adopts the order");
+	cr_assert(eq(u16, rel->to_shard, 1));
 	cr_assert(eq(u32, h_status(&A, U), OMS_USER_ABSENT));
 
 	/* Shard 1: ADOPTED arrives before the user; it waits for the hydration. */

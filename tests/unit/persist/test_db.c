@@ -449,6 +449,48 @@ Test(pst_db, release_is_idempotent_and_fenced)
 	pst_db_destroy(db);
 }
 
+/* Goal (docs/fencing.md, "Moving a user with open orders"): the last release of a move
+ * whose orders the new owner adopted hands the claim to it, unstamped: the old owner's own
+ * hydration is then refused OWNED naming the new owner, which hydrates (its epoch stamps
+ * the claim, however small) and can flush and release as usual.
+ * Method: shard 1 hydrates (epoch 7) and flushes (8); releases at 8 handing over to shard 2;
+ * shard 1 asks again (OWNED, owner 2); shard 2 hydrates at epoch 2 (OK), flushes at 3 (OK)
+ * and releases (freed). */
+Test(pst_db, release_hands_the_claim_over)
+{
+	struct pst_db *db = db_make(0);
+	hydrate(db, 1, 10077, 7);
+	drive(db, 1, 10);
+	struct wire_user_state s = state_make(10077, 0, 1, 1);
+	s.egress_seq = 41;
+	cr_assert(eq(int, flush(db, 1, 8, &s), 0));
+	drive(db, 2, 10);
+	cr_assert(eq(u8, sink.msgs[1].fc.status, WIRE_FLUSH_OK));
+	struct wire_release_claim m = {.user = 10077, .epoch = 8, .handoff = 1, .to_shard = 2};
+	wire_hdr_init(&m.hdr, WIRE_RELEASE_CLAIM, 1);
+	cr_assert(eq(int, pst_db_submit(db, &m.hdr, test_now_ns()), 0));
+	drive(db, 3, 10);
+	cr_assert(eq(u8, sink.msgs[2].rel.status, WIRE_FLUSH_OK));
+	cr_assert(eq(i64, q_i64("SELECT owner_shard FROM accounts WHERE user_id = 10077"), 2));
+	cr_assert(eq(i64, q_i64("SELECT owner_epoch FROM accounts WHERE user_id = 10077"), 0));
+	hydrate(db, 1, 10077, 9);
+	drive(db, 4, 10);
+	cr_assert(eq(u8, sink.msgs[3].hyd.status, WIRE_HYD_OWNED));
+	cr_assert(eq(u16, sink.msgs[3].hyd.owner_shard, 2));
+	hydrate(db, 2, 10077, 2);
+	drive(db, 5, 10);
+	cr_assert(eq(u8, sink.msgs[4].hyd.status, WIRE_HYD_OK));
+	cr_assert(eq(u64, sink.msgs[4].hyd.state.egress_seq, 41));
+	s.version = sink.msgs[4].hyd.state.version;
+	cr_assert(eq(int, flush(db, 2, 3, &s), 0));
+	drive(db, 6, 10);
+	cr_assert(eq(u8, sink.msgs[5].fc.status, WIRE_FLUSH_OK));
+	release(db, 2, 10077, 3);
+	drive(db, 7, 10);
+	cr_assert(eq(i64, q_i64("SELECT owner_shard FROM accounts WHERE user_id = 10077"), -999));
+	pst_db_destroy(db);
+}
+
 #define BURST_USERS 1500
 
 /* Goal: PostgreSQL stopped and restarted in the middle of a flush burst — every flush
