@@ -543,10 +543,7 @@ oms_emit_begin_dehydrate(const struct oms *oms, const struct oms_actor *a, uint6
 	m.hdr.type = WIRE_BEGIN_DEHYDRATE;
 	m.hdr.length = sizeof(m);
 	m.hdr.shard = oms->c.limits.shard_id;
-	if (fn != NULL)
-		fn(ctx, WIRE_DEST_PERSIST, &m.hdr);
-	else
-		sink->emit(sink->ctx, WIRE_DEST_PERSIST, &m.hdr);
+	oms_out(sink, fn, ctx, WIRE_DEST_PERSIST, &m.hdr);
 }
 
 void
@@ -580,10 +577,7 @@ emit_release(const struct oms *oms, const struct oms_release *r, struct svc_sink
 	m.epoch = r->epoch;
 	m.handoff = r->handoff;
 	m.to_shard = r->handoff ? r->to_shard : 0;
-	if (fn != NULL)
-		fn(ctx, WIRE_DEST_PERSIST, &m.hdr);
-	else
-		sink->emit(sink->ctx, WIRE_DEST_PERSIST, &m.hdr);
+	oms_out(sink, fn, ctx, WIRE_DEST_PERSIST, &m.hdr);
 }
 
 /* Record a pending release (in the state, so a new leader re-drives it) and send it. */
@@ -889,10 +883,7 @@ oms_build_rebind(const struct oms *oms, const struct oms_actor *a, const struct 
 	m.reserved = o->reserved;
 	m.notional_maker = o->notional_maker;
 	m.notional_taker = o->notional_taker;
-	if (fn != NULL)
-		fn(ctx, WIRE_DEST_ME, &m.hdr);
-	else
-		sink->emit(sink->ctx, WIRE_DEST_ME, &m.hdr);
+	oms_out(sink, fn, ctx, WIRE_DEST_ME, &m.hdr);
 }
 
 uint32_t

@@ -440,6 +440,17 @@ oms_count(struct oms *oms, enum oms_counter c)
 	oms->c.counters[c]++;
 }
 
+/* Emit msg to the sink, or to fn when fn != NULL (the rebuild and re-drive walks). */
+static inline void
+oms_out(struct svc_sink *sink, oms_msg_fn *fn, void *ctx, enum wire_dest dest,
+	const struct wire_msg_hdr *msg)
+{
+	if (fn != NULL)
+		fn(ctx, dest, msg);
+	else
+		sink->emit(sink->ctx, dest, msg);
+}
+
 /* ---- oms_state.c: limits, layout, init ---- */
 /* Empty state: every slab free, free stacks hand out the lowest index first. */
 void oms_reset(struct oms *oms);

@@ -201,10 +201,7 @@ oms_build_to_me(const struct oms *oms, const struct oms_actor *a, const struct o
 	}
 	/* Routing to the ME is static config: the symbol's shard (seed). */
 	u.s.hdr.shard = o->me_shard;
-	if (fn != NULL)
-		fn(ctx, WIRE_DEST_ME, &u.s.hdr);
-	else
-		sink->emit(sink->ctx, WIRE_DEST_ME, &u.s.hdr);
+	oms_out(sink, fn, ctx, WIRE_DEST_ME, &u.s.hdr);
 }
 
 struct saga_walk {

@@ -296,10 +296,7 @@ oms_lookup_emit(const struct oms *oms, uint64_t user, uint64_t transfer_id, uint
 	m.user = user;
 	m.transfer_id = transfer_id;
 	m.epoch = epoch;
-	if (fn != NULL)
-		fn(ctx, WIRE_DEST_PERSIST, &m.hdr);
-	else
-		sink->emit(sink->ctx, WIRE_DEST_PERSIST, &m.hdr);
+	oms_out(sink, fn, ctx, WIRE_DEST_PERSIST, &m.hdr);
 }
 
 uint32_t
