@@ -60,16 +60,22 @@ saga_cb(void *ctx, const struct wire_msg_hdr *msg, uint64_t began_ns)
 	app_egress_route(s, WIRE_DEST_ME, msg);
 }
 
-/* A saga re-sent (not the rebuild) to an ME shard this node does not host means the node
- * we guessed as its leader did not answer for an interval. A member that is not the leader
- * answers NOT_LEADER with a hint; a node that does not host the shard says nothing, so the
- * guess would stay wrong forever: try the next node. */
+/* A saga re-sent (not the rebuild) to an ME shard this node does not host, while that
+ * shard sent us nothing since the last pass, means the node we guessed as its leader did
+ * not answer for an interval. A member that is not the leader answers NOT_LEADER with a
+ * hint; a node that does not host the shard says nothing, so the guess would stay wrong
+ * forever: try the next node. A shard that answered is not rotated away from: rotating on
+ * every pass with a re-send made the guess cycle through the nodes, and a saga whose
+ * back-off period was a multiple of the cycle always met a wrong node (e2e_reroute: 4 of
+ * 10 sagas never reached the ME after it resumed). Its egress also sets the guess
+ * (app_ingress.c, bridge_heard). */
 static void
 rotate_silent(struct app_shard *s, const struct redrive_pass *p)
 {
 	for (uint32_t i = 0; i < s->me_shard_count; i++) {
 		uint16_t me = s->me_shards[i];
-		if (!p->resent[me] || s->app->shard_index[me] >= 0)
+		if (!p->resent[me] || s->app->shard_index[me] >= 0 ||
+		    s->me_heard[me] >= s->last_redrive)
 			continue;
 		app_leader_rotate(s->app, me, app_leader_guess(s->app, me));
 		sc_add(s, SC_BRIDGE_ROTATES, 1);

@@ -10,6 +10,7 @@
 #include <errno.h>
 
 #include "app_shard_int.h"
+#include "oms/oms.h"
 
 /* What a gateway routes and an OMS shard accepts in INGRESS: order entry (the gateway class
  * of the message table), and transfers a client asked the gateway to route. */
@@ -33,6 +34,28 @@ nak(struct app_shard *s, uint32_t origin, const struct wire_msg_hdr *in, uint16_
 	n.leader_node = reason == WIRE_REASON_NOT_LEADER ? cns_leader(s->cns) : 0;
 	n.route_epoch = s->app->cfg.routing.epoch;
 	app_gw_to_gateway(s, origin, &n.hdr);
+}
+
+/* An ME shard's egress comes from its leader: the node that sent it is the one to send
+ * that shard's requests to (the bridge's guess for a shard this node does not host is
+ * otherwise only corrected by rotating, app_bridge.c), and the shard is alive. */
+static void
+bridge_heard(struct app_shard *s, uint32_t sender, const struct wire_msg_hdr *msg)
+{
+	uint32_t sym;
+	if (msg->type == WIRE_ME_EVENT && msg->length >= sizeof(struct wire_me_event))
+		sym = ((const struct wire_me_event *)msg)->symbol;
+	else if (msg->type == WIRE_ME_RESULT && msg->length >= sizeof(struct wire_me_result))
+		sym = ((const struct wire_me_result *)msg)->symbol;
+	else
+		return;
+	struct oms_symbol_info y;
+	if (oms_symbol_get(s->svc, sym, &y) != 0 || y.me_shard >= DP_SHARDS_MAX ||
+	    !app_node_known(s->app, sender))
+		return;
+	s->me_heard[y.me_shard] = s->now;
+	if (s->app->shard_index[y.me_shard] < 0 && LOAD(s->app->leader_hint[y.me_shard]) != sender)
+		PUB(s->app->leader_hint[y.me_shard], sender);
 }
 
 /* Client messages forwarded by a gateway (origin = its node). */
@@ -206,8 +229,10 @@ app_ingress_frame(struct app_shard *s, struct rte_mbuf *m)
 		case DP_CLASS_BRIDGE:
 			/* ME results and events for this OMS shard: into its log. Refused ones
 			 * are dropped; the bridge's replay requests bring them back. */
-			if (s->is_oms)
+			if (s->is_oms) {
+				bridge_heard(s, meta->sender_id, msg);
 				app_shard_propose(s, msg);
+			}
 			break;
 		case DP_CLASS_GATEWAY:
 			if (s->is_gateway && is_routed_type(msg))

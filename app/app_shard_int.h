@@ -238,6 +238,8 @@ struct app_shard {
 	uint32_t oms_node[DP_SHARDS_MAX]; /* ME: node that last sent for OMS shard i */
 	uint16_t me_shards[DP_SHARDS_MAX]; /* OMS: ME shards to ask for replays */
 	uint32_t me_shard_count;
+	uint64_t me_heard[DP_SHARDS_MAX]; /* OMS: when an ME shard's leader last sent us
+					     something (its events, results, snapshots) */
 	struct dp_addr admin_addr;   /* where admin replies go: the last admin sender */
 
 	struct user_ent *users;      /* OMS: user → gateway node */
