@@ -31,6 +31,19 @@ and checks, printing one line per finding and a last line
   - reservations: a user with no live order and no saga in flight reserves nothing;
   - one owner: no user is resident on two OMS shards;
   - alarms: every alarm_* counter on every node is 0 (alarm_settle_shortfall included).
+
+Options for runs that are not the chaos harness's shape (tests/bench/app/churn.sh):
+  --oms-shards 1 --me-shards 2   the shards of the run (default 1,3 and 2,4);
+  --funded ASSET=AMOUNT          every user of the run started with AMOUNT of ASSET (the
+                                 accounts rows seeded before the nodes started), repeatable;
+  --per-user-money               money checked per user too: each user's balances (the
+                                 leader's view if resident, the database row if not) against
+                                 what the history says the user must hold (funding,
+                                 acknowledged deposits, and every fill: the buyer gets the
+                                 quantity and pays price × quantity + fee in the quote asset,
+                                 the seller the reverse, minus its fee; base_unit 1, assets 1
+                                 and 2). Prints `money: exact`, or `money: off users=U,...`
+                                 and a line per user that differs.
 """
 import argparse
 import collections
@@ -41,16 +54,19 @@ import sys
 
 EXEC_OPEN, EXEC_REJECTED, EXEC_FILL, EXEC_DONE = 2, 3, 4, 6
 REASON_STALE_REQUEST = 32  # common/wire.h WIRE_REASONS
-OMS_SHARDS = (1, 3)
-ME_SHARDS = (2, 4)
+OMS_SHARDS = (1, 3)  # --oms-shards
+ME_SHARDS = (2, 4)   # --me-shards
+ASSET_BASE, ASSET_QUOTE = 1, 2
+SIDE_BUY = 1
 
 
 class Order:
     __slots__ = ("user", "id", "qty", "oids", "finals", "opened", "filled", "admitted",
-                 "naked")
+                 "naked", "side", "money")
 
-    def __init__(self, user, cid, qty):
-        self.user, self.id, self.qty = user, cid, qty
+    def __init__(self, user, cid, qty, side):
+        self.user, self.id, self.qty, self.side = user, cid, qty, side
+        self.money = {ASSET_BASE: 0, ASSET_QUOTE: 0}  # what its fills moved, per asset
         self.oids = set()
         self.finals = 0
         self.opened = False
@@ -71,7 +87,7 @@ def read_history(path):
             k = p[0]
             if k == "new":
                 user, cid = int(p[2]), int(p[3])
-                orders[(user, cid)] = Order(user, cid, int(p[8]))
+                orders[(user, cid)] = Order(user, cid, int(p[8]), int(p[5]))
             elif k == "dep":
                 deposits[int(p[3])] = (int(p[2]), int(p[4]), int(p[5]))
             elif k == "admin":
@@ -101,7 +117,11 @@ def read_history(path):
                     if ex == EXEC_OPEN:
                         o.opened = True
                     elif ex == EXEC_FILL:
-                        o.filled += int(p[7])
+                        qty, px, fee = int(p[7]), int(p[8]), int(p[11])
+                        o.filled += qty
+                        sign = 1 if o.side == SIDE_BUY else -1
+                        o.money[ASSET_BASE] += sign * qty
+                        o.money[ASSET_QUOTE] += -sign * qty * px - fee
                     elif ex in (EXEC_DONE, EXEC_REJECTED):
                         o.finals += 1
             elif k == "end":
@@ -123,13 +143,13 @@ def read_stats(d):
     return nodes
 
 
-def find_user_entries(doc, user):
-    """The per-shard entries of a users.show answer that describe user."""
+def find_user_entries(doc):
+    """The per-shard entries of a users.show answer (each names its user)."""
     out = []
 
     def walk(x):
         if isinstance(x, dict):
-            if x.get("user") == user and "status" in x and "shard" in x:
+            if "user" in x and "status" in x and "shard" in x:
                 out.append(x)
             for v in x.values():
                 walk(v)
@@ -166,10 +186,10 @@ def read_users(d, users):
             if isinstance(doc, dict) and "error" in doc and "user" in doc:
                 problems.append("shard %d: users show --user %s failed" % (s, doc["user"]))
                 continue
-            for u in users:
-                for e in find_user_entries(doc, u):
-                    if e.get("shard") == s:
-                        views[s][u] = e
+            for e in find_user_entries(doc):
+                u = e.get("user")
+                if u in users and e.get("shard") == s:
+                    views[s][u] = e
     return views, problems
 
 
@@ -195,15 +215,27 @@ def main():
     ap.add_argument("--scenario", default="?")
     ap.add_argument("--users", type=int, required=True)
     ap.add_argument("--first-user", type=int, default=1000)
+    ap.add_argument("--oms-shards", default="1,3")
+    ap.add_argument("--me-shards", default="2,4")
+    ap.add_argument("--funded", action="append", default=[], metavar="ASSET=AMOUNT")
+    ap.add_argument("--per-user-money", action="store_true")
     a = ap.parse_args()
+    global OMS_SHARDS, ME_SHARDS
+    OMS_SHARDS = tuple(int(x) for x in a.oms_shards.split(","))
+    ME_SHARDS = tuple(int(x) for x in a.me_shards.split(","))
+    funded = {}
+    for f in a.funded:
+        asset, amount = f.split("=")
+        funded[int(asset)] = int(amount)
     users = list(range(a.first_user, a.first_user + a.users))
+    user_set = set(users)
     bad = []
 
     orders, deposits, dep_answers, seen, ended = read_history(os.path.join(a.dir, "history.tsv"))
     if not ended:
         bad.append("history: no end line (omsload did not finish)")
     nodes = read_stats(a.dir)
-    views, problems = read_users(a.dir, users)
+    views, problems = read_users(a.dir, user_set)
     bad += problems
     accounts = read_accounts(a.dir)
 
@@ -309,8 +341,19 @@ def main():
 
     # Money.
     money_ok = True
+
+    def held_of(u, asset):
+        """User u's total of asset: the owner's view if resident, else the database row."""
+        e = next((views[s][u] for s in OMS_SHARDS if u in views[s] and
+                  views[s][u].get("status") not in (None, "absent")), None)
+        if e is not None:
+            return sum(int(b["total"]) for b in e.get("balances", [])
+                       if int(b["asset"]) == asset)
+        return accounts.get(u, {}).get(asset, 0)
+
     for asset in (1, 2):
-        ok_sum = unk_sum = 0
+        ok_sum = funded.get(asset, 0) * len(users)
+        unk_sum = 0
         amounts = set()
         for tid, (user, ast, amount) in deposits.items():
             if ast != asset:
@@ -321,15 +364,7 @@ def main():
             elif not answers:
                 unk_sum += amount
                 amounts.add(amount)
-        held = 0
-        for u in users:
-            e = next((views[s][u] for s in OMS_SHARDS if u in views[s] and
-                      views[s][u].get("status") not in (None, "absent")), None)
-            if e is not None:
-                held += sum(int(b["total"]) for b in e.get("balances", [])
-                            if int(b["asset"]) == asset)
-            else:
-                held += accounts.get(u, {}).get(asset, 0)
+        held = sum(held_of(u, asset) for u in users)
         fees = 0
         for s in OMS_SHARDS:
             kv = leader_stats(s)
@@ -353,6 +388,40 @@ def main():
         if not exact:
             money_ok = False
             bad.append("money: asset %d off by %d" % (asset, extra))
+
+    if a.per_user_money:
+        # What each user must hold: its funding, its acknowledged deposits, its fills. A user
+        # with a deposit never answered may hold it or not: either is right.
+        want = {u: {x: funded.get(x, 0) for x in (1, 2)} for u in users}
+        maybe = collections.defaultdict(lambda: collections.defaultdict(set))
+        for tid, (user, ast, amount) in deposits.items():
+            if user not in want or ast not in (1, 2):
+                continue
+            answers = dep_answers.get(tid, set())
+            if 0 in answers:
+                want[user][ast] += amount
+            elif not answers:
+                maybe[user][ast].add(amount)
+        for o in orders.values():
+            if o.user in want:
+                for x in (1, 2):
+                    want[o.user][x] += o.money[x]
+        differ = []
+        for u in users:
+            for x in (1, 2):
+                got, exp = held_of(u, x), want[u][x]
+                if got != exp and (got - exp) not in maybe[u][x]:
+                    differ.append((u, x, got, exp))
+        if differ:
+            money_ok = False
+            us = sorted({d[0] for d in differ})
+            print("money: off users=%s" % ",".join(str(u) for u in us))
+            for u, x, got, exp in differ[:50]:
+                print("money: user %d asset %d holds %d, the history says %d (%+d)" %
+                      (u, x, got, exp, got - exp))
+            bad.append("money: %d users hold other balances than their fills say" % len(us))
+        else:
+            print("money: exact (%d users, each: funding + deposits + fills)" % len(users))
 
     for line in bad:
         print("finding: " + line)

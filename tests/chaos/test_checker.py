@@ -86,13 +86,17 @@ def write(d, w):
     open(os.path.join(d, "state", "accounts.tsv"), "w").close()
 
 
-def check(w, want_rc, want):
+def check(w, want_rc, want, args=(), want_out=()):
+    """Run the checker on w (with extra args): its exit status, words of its last line, and
+    lines its output must hold."""
     with tempfile.TemporaryDirectory() as d:
         write(d, w)
         p = subprocess.run([sys.executable, CHECKER, "--dir", d, "--users", "2",
-                            "--first-user", str(U1)], capture_output=True, text=True)
+                            "--first-user", str(U1)] + list(args),
+                           capture_output=True, text=True)
         last = p.stdout.strip().splitlines()[-1]
         ok = p.returncode == want_rc and all(x in last for x in want)
+        ok = ok and all(x in p.stdout.splitlines() for x in want_out)
         print("%s rc=%d %s" % ("ok  " if ok else "FAIL", p.returncode, last))
         if not ok:
             print(p.stdout, p.stderr)
@@ -145,6 +149,27 @@ def main():
         w["live"][U2] = 1
         w["resting"][4] = 1
         results.append(check(w, want_rc, want))
+    # Per-user money (tests/bench/app/churn.sh): each user's balances against its funding,
+    # deposits and fills.
+    per_user = ["--per-user-money"]
+    results.append(check(base(), 0, ["result=ok", "money=exact"], per_user,
+                         ["money: exact (2 users, each: funding + deposits + fills)"]))
+    w = base()  # one unit of quote moved from U2 to U1: the sums agree, the users do not
+    w["bal"][U1][2] += 1
+    w["bal"][U2][2] -= 1
+    results.append(check(w, 0, ["money=exact"]))
+    results.append(check(w, 1, ["money=off"], per_user, ["money: off users=1000,1001"]))
+    w = base()  # funded by seeded accounts rows instead of deposits (--funded)
+    w["hist"] = [r for r in w["hist"] if r[0] not in ("dep", "admin")]
+    funded = ["--funded", "1=%d" % DEP1, "--funded", "2=%d" % DEP2]
+    results.append(check(w, 0, ["result=ok", "money=exact"], funded + per_user,
+                         ["money: exact (2 users, each: funding + deposits + fills)"]))
+    results.append(check(w, 1, ["money=off"]))  # without --funded nothing was deposited
+    w = base()  # one OMS shard and one ME shard (--oms-shards / --me-shards)
+    w["owner"][U2] = 1
+    w["fees"] = {1: {1: 0, 2: 7}, 3: {1: 0, 2: 0}}
+    results.append(check(w, 0, ["result=ok", "money=exact"],
+                         ["--oms-shards", "1", "--me-shards", "2"] + per_user))
     print("checker self-test: %d/%d" % (sum(results), len(results)))
     return 0 if all(results) else 1
 

@@ -5,12 +5,14 @@
  *   omsload [--host A] [--port N] [--session N] [--key HEX32] [--users N] [--rate R]
  *           [--seconds S] [--seed S] [--symbols N] [--mid P] [--first-user U]
  *           [--drain-ms N] [--inflight N] [--transfer-shard N] [--flatten]
- *           [--history FILE]
+ *           [--history FILE] [--no-fund] [--cold-ms N]
  *
  * 1. Funding: one deposit per user and asset (base 1, quote 2); waits for the answers (or
  *    --drain-ms) so orders do not race their money. By default the gateway routes each
  *    deposit to the user's owner shard like an order (WIRE_TRANSFER_F_ROUTE);
- *    --transfer-shard N sends them straight to OMS shard N instead.
+ *    --transfer-shard N sends them straight to OMS shard N instead. --no-fund skips it: the
+ *    caller funded the users another way (tests/bench/app/churn.sh seeds the accounts rows
+ *    in PostgreSQL before the nodes start).
  * 2. Load: --rate requests/s for --seconds from a seeded mix (common/prng.h): limit orders
  *    near --mid (some crossing), cancels of the user's own open orders (always once a user
  *    rests 3/4 of LIVE_MAX, so the book stays bounded), some IOC limits and market orders.
@@ -29,6 +31,12 @@
  *    FILE (history.h), for a checker that does not trust this bookkeeping.
  *    where acked counts requests first answered by an ACK or (the ACK late or lost) a report,
  *    final counts DONE and REJECTED reports, and latency is first send → ACK.
+ *    With --cold-ms N each new order is also classed, on the client side, as cold (its user
+ *    sent nothing for more than N ms, or never) or hot, and two more lines before the last
+ *    one give each class's count, answers and ACK latency (the hot-user cache's cost seen by
+ *    the client: a cold order may wait for a hydration from the database):
+ *      latency_cold: orders=N acked=N naked=N capacity=N ack_p50_us=N ack_p90_us=N ...
+ *      latency_hot: (the same fields)
  * Exit: 0 after a run with answers, 3 when nothing at all was answered, 2 usage, 4 I/O.
  */
 #include <errno.h>
@@ -59,6 +67,8 @@ enum tag {
 	TAG_ORDER,
 	TAG_CANCEL,
 };
+#define TAG_KIND_MASK 0xffu   /* the enum tag part of a request's tag */
+#define TAG_F_COLD 0x100u     /* --cold-ms: a new order whose user was idle (or new) */
 
 #define ID_SEQ_BITS 22     /* per-user request counter below the run's start time */
 
@@ -66,6 +76,16 @@ struct user_state {
 	uint64_t live[LIVE_MAX]; /* cl_ord_ids the node reported open */
 	uint32_t live_count;
 	uint32_t id_next;        /* next per-user request number (wraps at 2^ID_SEQ_BITS) */
+	uint64_t last_sent_ns;   /* the user's last request sent (0: none yet) */
+};
+
+/* --cold-ms: one class of new orders (cold or hot) and how the node answered them. */
+struct order_class {
+	struct hist ack_us;      /* first send → ACK */
+	uint64_t orders;         /* new orders sent in this class */
+	uint64_t acked;          /* first answered by an ACK (or a report) */
+	uint64_t naked;          /* first answered by a NAK */
+	uint64_t capacity;       /* ... of which CAPACITY */
 };
 
 struct load {
@@ -88,6 +108,9 @@ struct load {
 	uint64_t flattened;      /* --flatten: cancels sent at the end */
 	uint64_t fresh;          /* messages received that were not seq repeats */
 	uint64_t tail_requests;  /* REPORT_REPLAYs sent by client_replay_tail in the drains */
+	uint64_t cold_ns;        /* --cold-ms in ns; 0: orders are not classed */
+	struct order_class cold; /* new orders whose user sent nothing for cold_ns (or never) */
+	struct order_class hot;  /* the other new orders */
 };
 
 static int
@@ -96,7 +119,8 @@ usage(void)
 	fputs("usage: omsload [--host A] [--port N] [--session N] [--key HEX32] [--users N]\n"
 	      "               [--rate R] [--seconds S] [--seed S] [--symbols N] [--mid P]\n"
 	      "               [--first-user U] [--drain-ms N] [--inflight N]\n"
-	      "               [--transfer-shard N] [--flatten] [--history FILE]\n",
+	      "               [--transfer-shard N] [--flatten] [--history FILE]\n"
+	      "               [--no-fund] [--cold-ms N]\n",
 	      stderr);
 	return 2;
 }
@@ -148,8 +172,11 @@ on_event(void *ctx, const struct client_event *ev)
 {
 	struct load *l = ctx;
 	struct client_req *r = ev->req;
+	struct order_class *cls = NULL; /* --cold-ms: the class of the order r answers */
+	if (r != NULL && l->cold_ns != 0 && (r->tag & TAG_KIND_MASK) == TAG_ORDER)
+		cls = (r->tag & TAG_F_COLD) != 0 ? &l->cold : &l->hot;
 	if (ev->kind == CLIENT_EV_GAVE_UP)
-		history_gave_up(&l->hist, ev->now_ns, r->user, r->id, r->tag);
+		history_gave_up(&l->hist, ev->now_ns, r->user, r->id, r->tag & TAG_KIND_MASK);
 	else if (ev->msg != NULL)
 		history_received(&l->hist, ev->now_ns, ev->msg); /* repeats too: the checker dedups */
 	if (ev->msg != NULL && !ev->seq_repeat)
@@ -165,6 +192,10 @@ on_event(void *ctx, const struct client_event *ev)
 			l->acked++;
 			hist_record(&l->ack_us, (ev->now_ns - r->first_ns) / 1000u);
 		}
+		if (cls != NULL) {
+			cls->acked++;
+			hist_record(&cls->ack_us, (ev->now_ns - r->first_ns) / 1000u);
+		}
 		break;
 	}
 	case CLIENT_EV_NAK: {
@@ -173,6 +204,10 @@ on_event(void *ctx, const struct client_event *ev)
 			break;
 		if (r != NULL)
 			l->naked++;
+		if (cls != NULL) {
+			cls->naked++;
+			cls->capacity += m->reason == WIRE_REASON_CAPACITY;
+		}
 		l->naks_by_reason[m->reason < WIRE_REASON_MAX ? m->reason : WIRE_REASON_MAX]++;
 		break;
 	}
@@ -182,6 +217,8 @@ on_event(void *ctx, const struct client_event *ev)
 		 * an ACK would; the ACK that follows finds no request and is not counted. */
 		if (r != NULL)
 			l->acked++;
+		if (cls != NULL)
+			cls->acked++;
 		if (!ledger_on_exec(&l->led, m))
 			break;
 		struct user_state *u = user_of(l, m->user);
@@ -208,7 +245,7 @@ on_event(void *ctx, const struct client_event *ev)
 			l->deposits_refused++;
 		break;
 	case CLIENT_EV_GAVE_UP:
-		if (r->tag == TAG_DEPOSIT)
+		if ((r->tag & TAG_KIND_MASK) == TAG_DEPOSIT)
 			l->deposits_lost++;
 		else
 			l->gave_up++;
@@ -232,7 +269,7 @@ send_one(struct load *l, uint64_t now_ns)
 	uint64_t user = l->first_user + ui;
 	uint64_t id = l->id_base | (u->id_next++ & ((1u << ID_SEQ_BITS) - 1));
 	uint64_t roll = prng_below(&l->prng, 100);
-	enum tag tag;
+	uint64_t tag;
 	/* Cancels of own open orders: ~15% of the mix, and always once the user rests 3/4 of
 	 * LIVE_MAX, so the book (and the node's order pool) stays bounded over a long run. */
 	if (u->live_count > 0 && (roll < 15 || u->live_count >= LIVE_MAX * 3 / 4)) {
@@ -272,12 +309,32 @@ send_one(struct load *l, uint64_t now_ns)
 		tag = TAG_ORDER;
 		l->orders++;
 		ledger_order_sent(&l->led, user, id, m->qty);
+		if (l->cold_ns != 0) {
+			/* Cold: the user sent nothing for longer than the node's TTL (or never),
+			 * so the node has likely evicted it and must hydrate it first. */
+			bool cold = u->last_sent_ns == 0 || now_ns - u->last_sent_ns > l->cold_ns;
+			tag |= cold ? TAG_F_COLD : 0;
+			(cold ? &l->cold : &l->hot)->orders++;
+		}
 	}
 	int err = 0;
 	if (client_submit(l->c, msg, tag, now_ns, &err) != NULL) {
 		l->sent++;
+		u->last_sent_ns = now_ns;
 		history_sent(&l->hist, now_ns, (const void *)msg);
 	}
+}
+
+/* --cold-ms: one class's line (latency_cold: / latency_hot:). */
+static void
+class_print(const char *name, const struct order_class *c)
+{
+	printf("latency_%s: orders=%" PRIu64 " acked=%" PRIu64 " naked=%" PRIu64
+	       " capacity=%" PRIu64 " ack_p50_us=%" PRIu64 " ack_p90_us=%" PRIu64
+	       " ack_p99_us=%" PRIu64 " ack_max_us=%" PRIu64 "\n",
+	       name, c->orders, c->acked, c->naked, c->capacity, hist_percentile(&c->ack_us, 50),
+	       hist_percentile(&c->ack_us, 90), hist_percentile(&c->ack_us, 99),
+	       c->ack_us.count ? c->ack_us.max : 0);
 }
 
 static void
@@ -365,7 +422,8 @@ main(int argc, char **argv)
 	struct client_config cfg = {.requests_max = 4096, .users_max = 0};
 	uint64_t users = 10, rate = 1000, seconds = 5, seed = 1, symbols = 1, mid = 10000;
 	uint64_t first_user = 1000, drain_ms = 2000, inflight = 4096, transfer_shard = 0, v;
-	bool do_flatten = false;
+	uint64_t cold_ms = 0;
+	bool do_flatten = false, do_fund = true;
 	const char *history_path = NULL;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -375,6 +433,10 @@ main(int argc, char **argv)
 		}
 		if (strcmp(a, "--flatten") == 0) {
 			do_flatten = true;
+			continue;
+		}
+		if (strcmp(a, "--no-fund") == 0) {
+			do_fund = false;
 			continue;
 		}
 		if (val == NULL || strncmp(a, "--", 2) != 0)
@@ -416,6 +478,8 @@ main(int argc, char **argv)
 			inflight = v;
 		else if (strcmp(a, "--transfer-shard") == 0 && num && v <= UINT16_MAX)
 			transfer_shard = v;
+		else if (strcmp(a, "--cold-ms") == 0 && num && v > 0 && v <= 86400000)
+			cold_ms = v;
 		else {
 			fprintf(stderr, "omsload: bad option %s %s\n", a, val);
 			return usage();
@@ -445,6 +509,9 @@ main(int argc, char **argv)
 		return 4;
 	}
 	hist_init(&l.ack_us);
+	hist_init(&l.cold.ack_us);
+	hist_init(&l.hot.ack_us);
+	l.cold_ns = cold_ms * 1000000u;
 	/* Ids must not repeat across runs (the node dedups by (user, id)): the run's start in
 	 * wall-clock milliseconds (41 bits until 2039) above a per-user counter of 22 bits. */
 	struct timespec ts;
@@ -461,9 +528,9 @@ main(int argc, char **argv)
 		return rc == -EINVAL ? 2 : 4;
 	}
 
-	/* 1. Funding. */
+	/* 1. Funding (unless the caller funded the users already). */
 	uint64_t now = client_now_ns();
-	for (uint32_t i = 0; i < l.user_count; i++) {
+	for (uint32_t i = 0; do_fund && i < l.user_count; i++) {
 		for (uint32_t asset = ASSET_BASE; asset <= ASSET_QUOTE; asset++) {
 			uint64_t msg[CLIENT_MSG_MAX / 8] = {0};
 			struct wire_transfer *t = (void *)msg;
@@ -478,6 +545,7 @@ main(int argc, char **argv)
 			int err;
 			if (client_submit(l.c, msg, TAG_DEPOSIT, now, &err) != NULL) {
 				l.deposits_sent++;
+				l.users[i].last_sent_ns = now;
 				history_sent(&l.hist, now, (const void *)msg);
 			}
 			if (client_tracked(l.c) >= cfg.requests_max / 2)
@@ -559,6 +627,10 @@ main(int argc, char **argv)
 	       hist_percentile(&l.ack_us, 50), hist_percentile(&l.ack_us, 90),
 	       hist_percentile(&l.ack_us, 99), hist_percentile(&l.ack_us, 99.9),
 	       l.ack_us.count ? l.ack_us.max : 0);
+	if (l.cold_ns != 0) {
+		class_print("cold", &l.cold);
+		class_print("hot", &l.hot);
+	}
 	ledger_print(&l);
 	printf("load: sent=%" PRIu64 " acked=%" PRIu64 " naked=%" PRIu64 " final=%" PRIu64
 	       " ack_p50_us=%" PRIu64 " ack_p99_us=%" PRIu64 "\n",
