@@ -291,6 +291,16 @@ for s in "${OMS_LIST[@]}"; do
 	evictions=$((evictions + $(lstat "$l" "shard.$s.oms.evictions")))
 	valve=$((valve + $(lstat "$l" "shard.$s.oms.valve_dehydrates")))
 done
+# How the OMS shards' lcores fared: the longest duty cycle on any node (a cycle longer than
+# the election timeout costs the leadership), and the terms (1 + leader changes).
+cycle_ms=0 terms=""
+for n in 1 2 3; do
+	for s in "${OMS_LIST[@]}"; do
+		v=$(lstat "$n" "agent.shard$s.max_cycle_ns")
+		[ $((v / 1000000)) -gt "$cycle_ms" ] && cycle_ms=$((v / 1000000))
+	done
+done
+for s in "${OMS_LIST[@]}"; do terms+="${terms:+,}$(lstat 1 "shard.$s.term")"; done
 lf() { # LINE KEY: KEY=value from omsload's line that starts with LINE
 	grep -m 1 "^$1" "$OUT/load.log" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n 1
 }
@@ -307,6 +317,6 @@ echo "bench: churn orders=${orders:-0} orders_per_s=$(per_s "${orders:-0}")" \
 	"cold_capacity=$(lf latency_cold: capacity) hot_capacity=$(lf latency_hot: capacity)" \
 	"oms_naks=$oms_naks parked_full=$parked_full hydrations=$hydrations" \
 	"hydrate_errors=$hydrate_errors evictions_per_s=$(per_s "$evictions")" \
-	"valve_dehydrates=$valve residents_max=$RES_MAX users=$USERS cap=$CAP ttl_ms=$TTL_MS" \
+	"valve_dehydrates=$valve residents_max=$RES_MAX oms_terms=$terms oms_max_cycle_ms=$cycle_ms users=$USERS cap=$CAP ttl_ms=$TTL_MS" \
 	"rate=$RATE oms_shards=$OMS_SHARDS kill=$KILL money=$money result=$result"
 [ "$check_rc" -eq 0 ] || exit 1
