@@ -51,7 +51,9 @@
 	X(DB_TIMEOUTS, "connections dropped because a batch took too long")               \
 	X(DB_BATCHES, "pipeline batches sent (one transaction each)")                     \
 	X(DB_BATCH_FAILURES, "batches that failed and were re-run one statement each")    \
-	X(DB_RESENT, "statements sent again after a connection loss or batch failure")    \
+	X(DB_RESENT, "requests sent again after a connection loss or batch failure")      \
+	X(DB_STATEMENTS, "statements sent (a multi-row statement counts once)")           \
+	X(DB_GROUPED, "requests sent inside multi-row statements")                        \
 	X(DB_HYDRATES, "hydrate requests accepted")                                       \
 	X(DB_HYDRATES_MERGED, "hydrate requests merged into one in flight")               \
 	X(DB_HYDRATES_NEG_CACHE, "hydrates answered OWNED from the negative cache")       \
@@ -248,11 +250,14 @@ int pst_vote_load(const char *dir, uint64_t *term, uint32_t *vote);
  * it is offered again on the next poll, in order. */
 typedef int(pst_db_emit_fn)(void *arg, const struct wire_msg_hdr *msg);
 
+#define PST_DB_BATCH_MAX_LIMIT 1024 /* batch_max above this is refused (-EINVAL) */
+
 struct pst_db_config {
 	const char *conninfo;          /* libpq conninfo; use a socket path or hostaddr: a
 					* host name would be resolved with a blocking call */
 	uint32_t requests_max;         /* queued + in flight + awaiting output */
-	uint32_t batch_max;            /* statements per pipeline sync (one transaction) */
+	uint32_t batch_max;            /* requests per pipeline sync (one transaction), and
+					* rows of one multi-row statement; <= 1024 */
 	uint32_t batches_in_flight_max;/* syncs outstanding on the connection */
 	uint32_t neg_cache_size;       /* "owned elsewhere" entries (power of two) */
 	uint64_t neg_ttl_ns;           /* how long an OWNED answer is reused */

@@ -58,7 +58,8 @@ config_valid(const struct pst_db_config *cfg)
 		return false;
 	if (cfg->requests_max == 0 || cfg->requests_max >= PST_ITEM_PREPARE)
 		return false;
-	if (cfg->batch_max == 0 || cfg->batches_in_flight_max == 0)
+	if (cfg->batch_max == 0 || cfg->batch_max > PST_DB_BATCH_MAX_LIMIT ||
+	    cfg->batches_in_flight_max == 0)
 		return false;
 	if (cfg->neg_cache_size == 0 || (cfg->neg_cache_size & (cfg->neg_cache_size - 1)) != 0)
 		return false;
@@ -93,13 +94,20 @@ pst_db_create(struct pst_db **out, const struct pst_db_config *cfg)
 		goto fail_buckets;
 	db->bucket_mask = buckets - 1;
 	/* Every batch in flight and its Sync, the prepares and their Sync. */
-	db->pipe_cap = cfg->batches_in_flight_max * (cfg->batch_max + 1) + PST_REQ_KINDS + 1;
+	db->pipe_cap = cfg->batches_in_flight_max * (cfg->batch_max + 1) + PST_REQ_KINDS +
+		       PST_GROUP_KINDS + 1;
 	db->pipe = calloc(db->pipe_cap, sizeof(*db->pipe));
 	if (db->pipe == NULL)
 		goto fail_pipe;
 	db->pipe_ns = calloc(db->pipe_cap, sizeof(*db->pipe_ns));
 	if (db->pipe_ns == NULL)
 		goto fail_pipe_ns;
+	db->items = calloc(cfg->batch_max, sizeof(*db->items));
+	if (db->items == NULL)
+		goto fail_items;
+	db->group_buf = malloc(pst_sql_group_size(cfg->batch_max));
+	if (db->group_buf == NULL)
+		goto fail_group_buf;
 	db->negs = calloc(cfg->neg_cache_size, sizeof(*db->negs));
 	if (db->negs == NULL)
 		goto fail_negs;
@@ -112,6 +120,10 @@ pst_db_create(struct pst_db **out, const struct pst_db_config *cfg)
 	return 0;
 
 fail_negs:
+	free(db->group_buf);
+fail_group_buf:
+	free(db->items);
+fail_items:
 	free(db->pipe_ns);
 fail_pipe_ns:
 	free(db->pipe);
@@ -135,6 +147,8 @@ pst_db_destroy(struct pst_db *db)
 	if (db->conn != NULL)
 		PQfinish(db->conn);
 	free(db->negs);
+	free(db->group_buf);
+	free(db->items);
 	free(db->pipe_ns);
 	free(db->pipe);
 	free(db->buckets);

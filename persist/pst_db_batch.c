@@ -5,12 +5,19 @@
  * slot), a statement being prepared, or a Sync — and the batch of statements whose results
  * came back but whose transaction is not over yet.
  *
- *  - A batch is up to batch_max statements followed by one Sync: one implicit transaction,
+ *  - A batch is up to batch_max requests followed by one Sync: one implicit transaction,
  *    one commit (one WAL fsync) for the batch. Its answers are only final at the Sync: until
  *    then the transaction may still roll back, so completions are made at the Sync.
+ *  - Inside a batch, consecutive hydrates, flushes or releases about distinct users share
+ *    one multi-row statement (a group, pst_db_sql.c). A group ends where the kind changes or
+ *    a user would repeat, so the statements still run in submission order and the rows of one
+ *    statement never touch the same account: each request is answered as if it had run
+ *    alone, one after another. A request alone, a lookup, or one being isolated is sent as
+ *    the single-row statement.
  *  - A statement error aborts the whole batch (everything before it rolls back). The batch's
- *    requests are re-sent one per Sync; a statement that fails alone with a permanent error
- *    (integrity, data, privilege) is answered ERROR, a transient one is retried.
+ *    requests are re-sent one per Sync, each as the single-row statement, so a group's bad
+ *    request is found; a statement that fails alone with a permanent error (integrity, data,
+ *    privilege) is answered ERROR, a transient one is retried.
  *  - A lost connection (pst_batch_abort) puts every unanswered request back at the front of
  *    the queue in its original order; the connection's owner (pst_db.c) reconnects.
  *
@@ -67,6 +74,12 @@ pst_batch_prepare(struct pst_db *db, uint64_t now_ns)
 			return -1;
 		pipe_push(db, PST_ITEM_PREPARE, now_ns);
 	}
+	for (uint32_t k = 0; k < PST_GROUP_KINDS; k++) {
+		if (!PQsendPrepare(db->conn, pst_sql_group_stmts[k].name, pst_sql_group_stmts[k].text,
+				   0, NULL))
+			return -1;
+		pipe_push(db, PST_ITEM_PREPARE, now_ns);
+	}
 	if (!PQpipelineSync(db->conn))
 		return -1;
 	pipe_push(db, PST_ITEM_SYNC, now_ns);
@@ -89,6 +102,79 @@ send_req(struct pst_db *db, uint32_t i)
 											  : -1;
 }
 
+static void
+item_fill(struct pst_sql_item *it, const struct pst_req *r)
+{
+	it->user = r->user;
+	it->epoch = r->epoch;
+	it->shard = r->shard;
+	it->handoff = r->handoff != 0;
+	it->to_shard = r->to_shard;
+	it->us = &r->us;
+}
+
+/* The queued requests from the head on that can share the head's statement, at most room:
+ * the same kind (one with a multi-row statement), none being isolated, no user twice (two
+ * requests about one user must run one after the other, as submitted). Fills db->items. */
+static uint32_t
+group_collect(struct pst_db *db, uint32_t room)
+{
+	const struct pst_req *h = &db->reqs[db->queue.head];
+	item_fill(&db->items[0], h);
+	uint32_t count = 1;
+	if (h->isolate || h->kind == PST_REQ_LOOKUP)
+		return count;
+	for (uint32_t j = h->next; j != PST_SLOT_NONE && count < room; j = db->reqs[j].next) {
+		const struct pst_req *r = &db->reqs[j];
+		if (r->kind != h->kind || r->isolate)
+			break;
+		for (uint32_t k = 0; k < count; k++)
+			if (db->items[k].user == r->user)
+				return count;
+		item_fill(&db->items[count++], r);
+	}
+	DCHECK(count <= room);
+	return count;
+}
+
+/* Send the next statement: the head request alone or a group behind it, at most room
+ * requests. They leave the queue chained through next (the head is the pipe item). Returns
+ * the requests sent, or -1 (the connection failed). */
+static int
+stmt_send(struct pst_db *db, uint64_t now_ns, uint32_t room)
+{
+	CHECK(db->queue.head != PST_SLOT_NONE);
+	CHECK(room >= 1);
+	uint32_t head = db->queue.head;
+	uint32_t count = group_collect(db, room);
+	if (count == 1) {
+		if (send_req(db, head) < 0)
+			return -1;
+	} else {
+		struct pst_sql_group g = {.buf = db->group_buf, .rows_max = db->cfg.batch_max};
+		pst_sql_encode_group(&g, db->reqs[head].kind, db->items, count);
+		if (!PQsendQueryPrepared(db->conn, g.stmt, (int)g.count, g.values, NULL, NULL, 0))
+			return -1;
+		db->counters[PST_C_DB_GROUPED] += count;
+	}
+	db->counters[PST_C_DB_STATEMENTS]++;
+	uint32_t last = PST_SLOT_NONE;
+	for (uint32_t k = 0; k < count; k++) {
+		last = pst_fifo_pop(db, &db->queue);
+		struct pst_req *r = &db->reqs[last];
+		DCHECK(r->phase == PST_PHASE_QUEUED);
+		DCHECK(r->user == db->items[k].user);
+		r->phase = PST_PHASE_SENT;
+		r->outcome = PST_OUT_NONE;
+		r->grouped = count > 1;
+		if (r->tries++ > 0)
+			db->counters[PST_C_DB_RESENT]++;
+	}
+	db->reqs[last].next = PST_SLOT_NONE; /* the statement's chain ends here */
+	pipe_push(db, head, now_ns);
+	return (int)count;
+}
+
 int
 pst_batch_send(struct pst_db *db, uint64_t now_ns, uint32_t *work)
 {
@@ -97,21 +183,15 @@ pst_batch_send(struct pst_db *db, uint64_t now_ns, uint32_t *work)
 	while (db->queue.head != PST_SLOT_NONE && db->syncs_out < db->cfg.batches_in_flight_max) {
 		uint32_t n = 0;
 		while (db->queue.head != PST_SLOT_NONE && n < db->cfg.batch_max) {
-			uint32_t i = db->queue.head;
-			struct pst_req *r = &db->reqs[i];
-			DCHECK(r->phase == PST_PHASE_QUEUED);
-			if (r->isolate && n > 0)
+			const struct pst_req *r = &db->reqs[db->queue.head];
+			bool isolate = r->isolate;
+			if (isolate && n > 0)
 				break; /* a suspect statement goes alone */
-			if (send_req(db, i) < 0)
+			int sent = stmt_send(db, now_ns, isolate ? 1 : db->cfg.batch_max - n);
+			if (sent < 0)
 				return -1;
-			pst_fifo_pop(db, &db->queue);
-			r->phase = PST_PHASE_SENT;
-			r->outcome = PST_OUT_NONE;
-			if (r->tries++ > 0)
-				db->counters[PST_C_DB_RESENT]++;
-			pipe_push(db, i, now_ns);
-			n++;
-			if (r->isolate)
+			n += (uint32_t)sent;
+			if (isolate)
 				break;
 		}
 		if (!PQpipelineSync(db->conn))
@@ -127,16 +207,58 @@ pst_batch_send(struct pst_db *db, uint64_t now_ns, uint32_t *work)
 
 /* ---------------------------------------------------------------------------- results -- */
 
-/* The first row of a result as text columns, for the decoders of pst_db_sql.c. */
+/* Row tuple of a result as text columns from column first on, for the decoders of
+ * pst_db_sql.c (a group's answer rows start with the request's ord). */
 static void
-row_read(const PGresult *res, struct pst_sql_row *row)
+row_read(const PGresult *res, int tuple, int first, bool present, struct pst_sql_row *row)
 {
-	int fields = PQnfields(res);
-	row->present = PQntuples(res) == 1;
+	int fields = PQnfields(res) - first;
+	row->present = present;
 	row->col_count = fields > 0 ? (uint32_t)fields : 0;
 	for (int k = 0; k < fields && k < PST_SQL_COLS_MAX; k++)
-		row->cols[k] = row->present && !PQgetisnull(res, 0, k) ? PQgetvalue(res, 0, k)
-									: NULL;
+		row->cols[k] = present && !PQgetisnull(res, tuple, first + k)
+				       ? PQgetvalue(res, tuple, first + k)
+				       : NULL;
+}
+
+/* What request r's answer row says. */
+static void
+row_decode(struct pst_req *r, const struct pst_sql_row *row)
+{
+	if (r->kind == PST_REQ_HYDRATE)
+		r->outcome = pst_sql_hydrate_decode(row, r->user, r->shard, &r->us, &r->owner,
+						    &r->hyd_new);
+	else if (r->kind == PST_REQ_FLUSH)
+		r->outcome = pst_sql_flush_decode(row, r->us.version, &r->version);
+	else if (r->kind == PST_REQ_LOOKUP)
+		r->outcome = pst_sql_lookup_decode(row, r->xfer_id, &r->xfer);
+	else
+		r->outcome = pst_sql_release_decode(row);
+	DCHECK(r->outcome != PST_OUT_NONE);
+}
+
+/* A multi-row statement's rows: row k answers the k-th request of the chain (its ord says
+ * so). A row that does not name its request leaves it to be asked again (FAILED_RETRY): a
+ * re-run is harmless, every statement being idempotent. */
+static void
+group_result(struct pst_db *db, uint32_t head, const PGresult *res)
+{
+	int rows = PQntuples(res);
+	bool shaped = PQnfields(res) >= 2;
+	uint32_t k = 0;
+	for (uint32_t i = head; i != PST_SLOT_NONE; i = db->reqs[i].next, k++) {
+		struct pst_req *r = &db->reqs[i];
+		DCHECK(r->grouped);
+		if (!shaped || (int)k >= rows || PQgetisnull(res, (int)k, 0) ||
+		    !pst_sql_group_ord_is(PQgetvalue(res, (int)k, 0), k + 1)) {
+			r->outcome = PST_OUT_FAILED_RETRY;
+			continue;
+		}
+		struct pst_sql_row row;
+		row_read(res, (int)k, 1, true, &row);
+		row_decode(r, &row);
+	}
+	DCHECK(k >= 2);
 }
 
 static void
@@ -145,27 +267,26 @@ statement_result(struct pst_db *db, uint32_t i, const PGresult *res)
 	struct pst_req *r = &db->reqs[i];
 	ExecStatusType st = PQresultStatus(res);
 	if (st == PGRES_TUPLES_OK) {
+		if (r->grouped) {
+			group_result(db, i, res);
+			return;
+		}
 		struct pst_sql_row row;
-		row_read(res, &row);
-		if (r->kind == PST_REQ_HYDRATE)
-			r->outcome = pst_sql_hydrate_decode(&row, r->user, r->shard, &r->us,
-							    &r->owner, &r->hyd_new);
-		else if (r->kind == PST_REQ_FLUSH)
-			r->outcome = pst_sql_flush_decode(&row, r->us.version, &r->version);
-		else if (r->kind == PST_REQ_LOOKUP)
-			r->outcome = pst_sql_lookup_decode(&row, r->xfer_id, &r->xfer);
-		else
-			r->outcome = pst_sql_release_decode(&row);
-		DCHECK(r->outcome != PST_OUT_NONE);
+		row_read(res, 0, 0, PQntuples(res) == 1, &row);
+		row_decode(r, &row);
 		return;
 	}
 	db->batch_failed = true;
 	if (st == PGRES_PIPELINE_ABORTED)
 		return; /* an earlier statement of the batch failed */
 	pst_db_error_keep(db, PQresultErrorMessage(res));
-	r->outcome = pst_sql_permanent(PQresultErrorField(res, PG_DIAG_SQLSTATE))
-			     ? PST_OUT_FAILED
-			     : PST_OUT_FAILED_RETRY;
+	/* A group's error names none of its requests: the batch holds two or more, so each is
+	 * re-run alone (batch_done), where the error is its own. */
+	uint8_t outcome = pst_sql_permanent(PQresultErrorField(res, PG_DIAG_SQLSTATE))
+				  ? PST_OUT_FAILED
+				  : PST_OUT_FAILED_RETRY;
+	for (uint32_t j = i; j != PST_SLOT_NONE; j = r->grouped ? db->reqs[j].next : PST_SLOT_NONE)
+		db->reqs[j].outcome = outcome;
 }
 
 /* A Sync came back: the batch's transaction is over, its answers are final. */
@@ -240,6 +361,18 @@ batch_done(struct pst_db *db, uint64_t now_ns)
 	pst_fifo_prepend(db, &db->queue, &again);
 }
 
+/* Move the requests of the statement whose first slot is head onto f, in order. */
+static void
+chain_push(struct pst_db *db, struct pst_fifo *f, uint32_t head)
+{
+	uint32_t i = head;
+	while (i != PST_SLOT_NONE) {
+		uint32_t next = db->reqs[i].next; /* pst_fifo_push overwrites it */
+		pst_fifo_push(db, f, i);
+		i = next;
+	}
+}
+
 int
 pst_batch_read(struct pst_db *db, uint64_t now_ns, uint32_t *work)
 {
@@ -256,7 +389,7 @@ pst_batch_read(struct pst_db *db, uint64_t now_ns, uint32_t *work)
 				break;
 			pipe_pop(db);
 			if (item != PST_ITEM_PREPARE)
-				pst_fifo_push(db, &db->batch, item);
+				chain_push(db, &db->batch, item);
 			continue;
 		}
 		ExecStatusType st = PQresultStatus(res);
@@ -306,7 +439,7 @@ pst_batch_abort(struct pst_db *db)
 	while (db->pipe_count > 0) {
 		uint32_t item = pipe_pop(db);
 		if (item < PST_ITEM_PREPARE)
-			pst_fifo_push(db, &back, item);
+			chain_push(db, &back, item);
 	}
 	struct pst_fifo again;
 	pst_fifo_init(&again);
@@ -340,9 +473,13 @@ pst_batch_abandon(struct pst_db *db)
 	}
 	for (uint32_t k = 0; k < db->pipe_count; k++) {
 		uint32_t item = db->pipe[(db->pipe_head + k) % db->pipe_cap];
-		if (item < PST_ITEM_PREPARE && !db->reqs[item].abandoned) {
-			pst_req_unhash(db, item);
-			db->reqs[item].abandoned = 1;
+		if (item >= PST_ITEM_PREPARE)
+			continue;
+		for (uint32_t i = item; i != PST_SLOT_NONE; i = db->reqs[i].next) {
+			if (!db->reqs[i].abandoned) {
+				pst_req_unhash(db, i);
+				db->reqs[i].abandoned = 1;
+			}
 		}
 	}
 }

@@ -71,8 +71,10 @@ struct pst_req {
 	uint8_t isolate;      /* send alone (its batch failed) */
 	uint8_t abandoned;    /* pst_db_clear: answer dropped */
 	uint8_t rechecked;    /* flush: a CONFLICT was confirmed by a second statement */
+	uint8_t grouped;      /* sent inside a multi-row statement (its answer row has an ord) */
 	uint16_t shard;       /* requesting OMS shard */
-	uint32_t next;        /* FIFO link (queue / done / batch) or free list */
+	uint32_t next;        /* FIFO link (queue / done / batch), the next member of a statement
+			       * in the pipe (a group, PST_SLOT_NONE at its end), or free list */
 	uint32_t hnext;       /* hash chain */
 	uint32_t tries;       /* times sent */
 	uint64_t user;        /* the user the statement is about */
@@ -125,13 +127,16 @@ struct pst_db {
 	struct pst_fifo done;        /* PST_PHASE_DONE, in answer order */
 	struct pst_fifo batch;       /* PST_PHASE_SENT items taken off the pipe, not yet synced */
 	bool batch_failed;           /* a statement in the current batch failed */
-	uint32_t *pipe;              /* items in flight: slot, PST_ITEM_SYNC or PST_ITEM_PREPARE */
+	uint32_t *pipe;              /* items in flight: a statement (its first slot, the others
+				      * chained through next), PST_ITEM_SYNC or PST_ITEM_PREPARE */
 	uint64_t *pipe_ns;           /* send time of each item */
 	uint32_t pipe_cap;           /* slots of pipe and pipe_ns */
 	uint32_t pipe_head;          /* oldest */
 	uint32_t pipe_count;         /* items in flight */
 	bool head_has_result;        /* the oldest item has delivered a result */
 	uint32_t syncs_out;          /* Syncs in flight (prepare Sync included) */
+	struct pst_sql_item *items;  /* batch_max: the group being encoded */
+	char *group_buf;             /* its parameters: pst_sql_group_size(batch_max) bytes */
 	struct pst_neg *negs;        /* negative cache */
 	uint32_t neg_mask;           /* neg_cache_size - 1 */
 	bool prepared;               /* statements prepared on this connection */
@@ -227,6 +232,51 @@ struct pst_sql_params {
 	char xfer_reasons[WIRE_RECENT_MAX * 7 + 3]; /* smallint[] */
 	char xfer_totals[WIRE_RECENT_MAX * 21 + 3]; /* bigint[] */
 };
+
+/* ---- multi-row groups (pst_db_sql.c) ---- */
+
+#define PST_GROUP_KINDS 3 /* hydrate, flush and release have a multi-row statement */
+/* Indexed by kind - 1, prepared after pst_sql_stmts on each connection. */
+extern const struct pst_sql_stmt pst_sql_group_stmts[PST_GROUP_KINDS];
+
+/* One request of a group, as the encoder needs it (no request table here). */
+struct pst_sql_item {
+	uint64_t user;                    /* the user the row is about */
+	uint64_t epoch;                   /* the request's epoch */
+	uint16_t shard;                   /* the requesting OMS shard */
+	bool handoff;                     /* release: hand the claim to to_shard */
+	uint16_t to_shard;                /* release with handoff: the next holder */
+	const struct wire_user_state *us; /* flush: what to write */
+};
+
+#define PST_SQL_GROUP_PARAMS_MAX 18 /* the group flush's parameters */
+/* Bytes one flush row can take over all the group flush's array texts: nine integers
+ * (at most 20 characters and a comma each), assets and totals as quoted array texts, the
+ * window in hex, and up to WIRE_RECENT_MAX transfers of six integers. A hydrate or a
+ * release takes less. */
+#define PST_SQL_GROUP_ROW_BYTES                                                            \
+	(9 * 21 + (WIRE_BALANCES_MAX * 11 + 5) + (WIRE_BALANCES_MAX * 21 + 5) +            \
+	 (2 * 32 * WIRE_RECENT_MAX + 3) + WIRE_RECENT_MAX * (11 + 21 + 11 + 21 + 7 + 21))
+
+/* A multi-row statement's parameters, array texts in libpq's text format, built in one
+ * buffer the caller allocated once (pst_sql_group_size(rows_max) bytes). */
+struct pst_sql_group {
+	char *buf;                                    /* caller memory */
+	uint32_t rows_max;                            /* rows buf was sized for */
+	const char *stmt;                             /* prepared statement name */
+	uint32_t rows;                                /* requests encoded */
+	uint32_t count;                               /* parameters used */
+	const char *values[PST_SQL_GROUP_PARAMS_MAX]; /* text of each, pointing into buf */
+};
+
+/* The buffer a group of up to rows_max requests needs. */
+size_t pst_sql_group_size(uint32_t rows_max);
+/* Encode count (1..rows_max) requests of kind (hydrate, flush or release), about distinct
+ * users, as the parameters of kind's multi-row statement; row r of the answer is items[r]. */
+void pst_sql_encode_group(struct pst_sql_group *g, uint8_t kind, const struct pst_sql_item *items,
+			  uint32_t count);
+/* A group answer row's first column names request ord (1-based) of the group. */
+bool pst_sql_group_ord_is(const char *text, uint32_t ord);
 
 /* Encode the parameters of a statement of kind about (user, shard, epoch); a flush also
  * writes us (the state pst_db_submit validated against the schema). */

@@ -109,6 +109,113 @@ static const char SQL_RELEASE[] =
 	" WHERE user_id = $1::bigint AND owner_shard = $2::integer AND owner_epoch <= $3::bigint"
 	" RETURNING 1)"
 	" SELECT count(*) FROM rel";
+/* ------------------------------------------------------------------ multi-row groups -- */
+
+/* The same three statements over arrays: a group of consecutive requests of one kind about
+ * distinct users (pst_db_batch.c ends a group at a repeated user, so no row is touched twice
+ * and the rows are independent of each other) runs as one statement. The input is unnested
+ * WITH ORDINALITY into i; every rule of the single-row statement above is applied per input
+ * row, joined on ord; the answer is exactly one row per request, ordered by ord: the ord, then
+ * the single-row statement's columns, which the same decoders read. Arrays rather than COPY
+ * into a staging table: a staging table is DDL (the omsd role has none) or a shared table
+ * with a DELETE (it has no DELETE either), and COPY does not run in a pipeline; an array
+ * parameter is one more prepared statement, no new privilege (docs/persist.md, "Multi-row
+ * statements"). The redundant `user_id = ANY ($1)` bounds the account scan to the group's
+ * users whatever the planner guesses of unnest. */
+
+/* Hydrate: $1 users, $2 shards, $3 epochs. A claim that fails reads the holder from the
+ * statement's snapshot (NULL there, or ourselves: RETRY, exactly as the single statement's
+ * missing row). */
+static const char SQL_HYDRATE_N[] =
+	"WITH i AS (SELECT * FROM unnest($1::bigint[], $2::integer[], $3::bigint[])"
+	"  WITH ORDINALITY AS i(user_id, shard, epoch, ord)),"
+	" claim AS ("
+	" INSERT INTO accounts AS a (user_id, user_seq, tier, version, owner_shard,"
+	"  owner_epoch, assets, totals)"
+	" SELECT i.user_id, 0, 0, 0, i.shard, i.epoch, '{}', '{}' FROM i ORDER BY i.ord"
+	" ON CONFLICT (user_id) DO UPDATE SET owner_shard = EXCLUDED.owner_shard,"
+	"  owner_epoch = CASE WHEN a.owner_shard = EXCLUDED.owner_shard"
+	"   THEN GREATEST(a.owner_epoch, EXCLUDED.owner_epoch) ELSE EXCLUDED.owner_epoch END,"
+	"  updated_at = now()"
+	"  WHERE a.owner_shard IS NULL OR a.owner_shard = EXCLUDED.owner_shard"
+	" RETURNING a.user_id, a.version, a.user_seq, a.tier, a.assets, a.totals,"
+	"  (a.xmax = 0) AS inserted, a.recent, a.xfer_id_max, a.cl_ord_floor, a.egress_seq)"
+	" SELECT i.ord, CASE WHEN c.user_id IS NULL THEN 0 ELSE 1 END, COALESCE(c.inserted, false),"
+	"  c.version, c.user_seq, c.tier, c.assets, c.totals,"
+	"  CASE WHEN c.user_id IS NULL THEN"
+	"   (SELECT s.owner_shard FROM accounts s WHERE s.user_id = i.user_id) END,"
+	"  c.recent, c.xfer_id_max, c.cl_ord_floor, c.egress_seq"
+	" FROM i LEFT JOIN claim c ON c.user_id = i.user_id"
+	" ORDER BY i.ord";
+
+/* Flush: $1 users, $2 expected versions, $3 shards, $4 epochs, $5 user_seq, $6 tiers,
+ * $7 assets and $8 totals (text[] whose elements are the integer[] / bigint[] texts of one
+ * user), $9 recent windows (text[] of hex without the \x), $10 xfer_id_max, $11
+ * cl_ord_floor, $12 egress_seq; the transfers of every request flattened into $13 the
+ * request's ord, $14..$18 id, asset, amount, reason, total. Per row: SQL_FLUSH's fence, CAS,
+ * ledger, transfers and outcome. */
+static const char SQL_FLUSH_N[] =
+	"WITH i AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::integer[], $4::bigint[],"
+	"   $5::bigint[], $6::smallint[], $7::text[], $8::text[], $9::text[], $10::bigint[],"
+	"   $11::bigint[], $12::bigint[])"
+	"  WITH ORDINALITY AS i(user_id, version, shard, epoch, user_seq, tier, assets, totals,"
+	"   recent, xfer_id_max, cl_ord_floor, egress_seq, ord)),"
+	" up AS ("
+	" UPDATE accounts a SET user_seq = i.user_seq, tier = i.tier,"
+	"  assets = i.assets::integer[], totals = i.totals::bigint[],"
+	"  recent = decode(i.recent, 'hex'), xfer_id_max = i.xfer_id_max,"
+	"  cl_ord_floor = i.cl_ord_floor, egress_seq = i.egress_seq,"
+	"  version = a.version + 1, owner_epoch = i.epoch, last_flush_shard = i.shard,"
+	"  last_flush_epoch = i.epoch, updated_at = now()"
+	" FROM i"
+	" WHERE a.user_id = ANY ($1::bigint[]) AND a.user_id = i.user_id"
+	"  AND a.owner_shard = i.shard AND a.owner_epoch <= i.epoch"
+	"  AND (a.version = i.version OR EXISTS (SELECT 1 FROM account_flushes g"
+	"   WHERE g.user_id = i.user_id AND g.shard = i.shard AND g.base_version + 1 = a.version))"
+	"  AND NOT EXISTS (SELECT 1 FROM account_flushes f WHERE f.user_id = i.user_id"
+	"   AND f.shard = i.shard AND f.epoch = i.epoch)"
+	" RETURNING i.ord, a.version),"
+	" led AS ("
+	" INSERT INTO account_flushes (user_id, base_version, shard, epoch)"
+	" SELECT i.user_id, up.version - 1, i.shard, i.epoch FROM up JOIN i ON i.ord = up.ord),"
+	" xfer AS ("
+	" INSERT INTO transfers (user_id, transfer_id, asset, amount, reason, total, shard, epoch)"
+	" SELECT i.user_id, t.id, t.asset, t.amount, t.reason, t.total, i.shard, i.epoch"
+	"  FROM unnest($13::integer[], $14::bigint[], $15::integer[], $16::bigint[],"
+	"   $17::smallint[], $18::bigint[]) AS t(ord, id, asset, amount, reason, total)"
+	"  JOIN up ON up.ord = t.ord JOIN i ON i.ord = t.ord"
+	" ON CONFLICT (user_id, transfer_id) DO NOTHING)"
+	" SELECT i.ord,"
+	"  CASE WHEN up.ord IS NOT NULL THEN 1"
+	"   WHEN EXISTS (SELECT 1 FROM account_flushes f WHERE f.user_id = i.user_id"
+	"    AND f.shard = i.shard AND f.epoch = i.epoch) THEN 2 ELSE 3 END,"
+	"  CASE WHEN up.ord IS NOT NULL THEN up.version"
+	"   ELSE COALESCE((SELECT s.version FROM accounts s WHERE s.user_id = i.user_id), -1) END"
+	" FROM i LEFT JOIN up ON up.ord = i.ord"
+	" ORDER BY i.ord";
+
+/* Release: $1 users, $2 shards, $3 epochs, $4 the shards the claims are handed to (NULL
+ * elements: freed). Per row: SQL_RELEASE's rule; 1 released now, 0 nothing to do. */
+static const char SQL_RELEASE_N[] =
+	"WITH i AS (SELECT * FROM unnest($1::bigint[], $2::integer[], $3::bigint[], $4::integer[])"
+	"  WITH ORDINALITY AS i(user_id, shard, epoch, to_shard, ord)),"
+	" rel AS ("
+	" UPDATE accounts a SET owner_shard = i.to_shard,"
+	"  owner_epoch = CASE WHEN i.to_shard IS NULL THEN NULL ELSE 0 END, updated_at = now()"
+	" FROM i"
+	" WHERE a.user_id = ANY ($1::bigint[]) AND a.user_id = i.user_id"
+	"  AND a.owner_shard = i.shard AND a.owner_epoch <= i.epoch"
+	" RETURNING i.ord)"
+	" SELECT i.ord, CASE WHEN rel.ord IS NULL THEN 0 ELSE 1 END"
+	" FROM i LEFT JOIN rel ON rel.ord = i.ord"
+	" ORDER BY i.ord";
+
+const struct pst_sql_stmt pst_sql_group_stmts[PST_GROUP_KINDS] = {
+	[PST_REQ_HYDRATE - 1] = {.name = "pst_hydrate_n", .text = SQL_HYDRATE_N},
+	[PST_REQ_FLUSH - 1] = {.name = "pst_flush_n", .text = SQL_FLUSH_N},
+	[PST_REQ_RELEASE - 1] = {.name = "pst_release_n", .text = SQL_RELEASE_N},
+};
+
 const struct pst_sql_stmt pst_sql_stmts[PST_REQ_KINDS] = {
 	[PST_REQ_HYDRATE - 1] = {.name = "pst_hydrate", .text = SQL_HYDRATE},
 	[PST_REQ_FLUSH - 1] = {.name = "pst_flush", .text = SQL_FLUSH},
@@ -276,6 +383,211 @@ pst_sql_encode(struct pst_sql_params *p, uint8_t kind, uint64_t user, uint16_t s
 	p->values[16] = fmt_i64(p->num[8], sizeof(p->num[8]), (int64_t)us->egress_seq);
 	p->count = 17;
 	static_assert(PST_SQL_PARAMS_MAX == 17, "the flush has seventeen parameters");
+}
+
+/* ------------------------------------------------------------- group parameters -- */
+
+/* An array text under construction in the group's buffer. Running past the buffer is a
+ * programmer error (pst_sql_group_size sized it for the worst case): CHECK. */
+struct sbuf {
+	char *p;     /* the buffer */
+	size_t n;    /* bytes written */
+	size_t size; /* capacity */
+};
+
+static inline void
+put_c(struct sbuf *b, char c)
+{
+	CHECK(b->n < b->size);
+	b->p[b->n++] = c;
+}
+
+/* A decimal integer, without snprintf: a group of 256 flushes formats some 8,000 of them. */
+static void
+put_i64(struct sbuf *b, int64_t v)
+{
+	char tmp[20];
+	int n = 0;
+	uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+	do {
+		tmp[n++] = (char)('0' + u % 10);
+		u /= 10;
+	} while (u != 0);
+	if (v < 0)
+		put_c(b, '-');
+	while (n > 0)
+		put_c(b, tmp[--n]);
+}
+
+/* Open the array text of parameter k: '{', and the parameter points at it. */
+static void
+col_open(struct pst_sql_group *g, struct sbuf *b, uint32_t k)
+{
+	DCHECK(k < PST_SQL_GROUP_PARAMS_MAX);
+	g->values[k] = b->p + b->n;
+	put_c(b, '{');
+}
+
+static void
+col_close(struct sbuf *b)
+{
+	put_c(b, '}');
+	put_c(b, '\0');
+}
+
+/* One bigint[] / integer[] / smallint[] parameter: element r is value(items[r]). */
+#define COL_INTS(g, b, k, items, count, expr)                                              \
+	do {                                                                               \
+		col_open((g), (b), (k));                                                   \
+		for (uint32_t r_ = 0; r_ < (count); r_++) {                                \
+			const struct pst_sql_item *it = &(items)[r_];                      \
+			if (r_ > 0)                                                        \
+				put_c((b), ',');                                           \
+			put_i64((b), (int64_t)(expr));                                     \
+		}                                                                          \
+		col_close(b);                                                              \
+	} while (0)
+
+/* Balances of every item as a text[] whose elements are one user's integer[] (assets) or
+ * bigint[] (totals) text: {"{1,2}","{}"}. */
+static void
+col_balances(struct pst_sql_group *g, struct sbuf *b, uint32_t k,
+	     const struct pst_sql_item *items, uint32_t count, bool totals)
+{
+	col_open(g, b, k);
+	for (uint32_t r = 0; r < count; r++) {
+		const struct wire_user_state *us = items[r].us;
+		if (r > 0)
+			put_c(b, ',');
+		put_c(b, '"');
+		put_c(b, '{');
+		for (uint32_t j = 0; j < us->balance_count; j++) {
+			if (j > 0)
+				put_c(b, ',');
+			put_i64(b, totals ? us->balances[j].total : (int64_t)us->balances[j].asset);
+		}
+		put_c(b, '}');
+		put_c(b, '"');
+	}
+	col_close(b);
+}
+
+/* The idempotency windows as a text[] of hex (decode(x, 'hex') in the statement): only the
+ * valid entries, "" for none. */
+static void
+col_recent(struct pst_sql_group *g, struct sbuf *b, uint32_t k,
+	   const struct pst_sql_item *items, uint32_t count)
+{
+	static const char hex[] = "0123456789abcdef";
+	col_open(g, b, k);
+	for (uint32_t r = 0; r < count; r++) {
+		const struct wire_user_state *us = items[r].us;
+		uint32_t rc = us->recent_count <= WIRE_RECENT_MAX ? us->recent_count : 0;
+		const uint8_t *rb = (const uint8_t *)us->recent;
+		if (r > 0)
+			put_c(b, ',');
+		put_c(b, '"');
+		for (size_t j = 0; j < rc * sizeof(struct wire_recent); j++) {
+			put_c(b, hex[rb[j] >> 4]);
+			put_c(b, hex[rb[j] & 15]);
+		}
+		put_c(b, '"');
+	}
+	col_close(b);
+}
+
+/* Column c of the transfers of every item, flattened: 0 the item's ord (1-based), 1 id (the
+ * bigint of the same bits), 2 asset, 3 amount, 4 reason, 5 total. */
+static void
+col_transfers(struct pst_sql_group *g, struct sbuf *b, uint32_t k,
+	      const struct pst_sql_item *items, uint32_t count, int c)
+{
+	col_open(g, b, k);
+	bool first = true;
+	for (uint32_t r = 0; r < count; r++) {
+		const struct wire_user_state *us = items[r].us;
+		uint32_t rc = us->recent_count <= WIRE_RECENT_MAX ? us->recent_count : 0;
+		for (uint32_t j = 0; j < rc; j++) {
+			const struct wire_recent *e = &us->recent[j];
+			if (e->kind != WIRE_RECENT_TRANSFER)
+				continue;
+			int64_t v[6] = { (int64_t)r + 1, (int64_t)e->id, e->asset, e->amount,
+					 e->reason, (int64_t)e->user_seq };
+			if (!first)
+				put_c(b, ',');
+			put_i64(b, v[c]);
+			first = false;
+		}
+	}
+	col_close(b);
+}
+
+size_t
+pst_sql_group_size(uint32_t rows_max)
+{
+	static_assert(sizeof(struct wire_recent) == 32, "PST_SQL_GROUP_ROW_BYTES: 64 hex digits");
+	return (size_t)rows_max * PST_SQL_GROUP_ROW_BYTES + PST_SQL_GROUP_PARAMS_MAX * 4;
+}
+
+void
+pst_sql_encode_group(struct pst_sql_group *g, uint8_t kind, const struct pst_sql_item *items,
+		     uint32_t count)
+{
+	CHECK(g != NULL);
+	CHECK(items != NULL);
+	CHECK(count >= 1);
+	CHECK(count <= g->rows_max);
+	CHECK(kind >= PST_REQ_HYDRATE);
+	CHECK(kind <= PST_REQ_RELEASE);
+	struct sbuf b = {.p = g->buf, .n = 0, .size = pst_sql_group_size(g->rows_max)};
+	g->stmt = pst_sql_group_stmts[kind - 1].name;
+	g->rows = count;
+	for (uint32_t r = 0; r < count; r++) {
+		DCHECK(items[r].user <= INT64_MAX);
+		DCHECK(items[r].epoch <= INT64_MAX);
+		DCHECK(kind != PST_REQ_FLUSH || items[r].us != NULL);
+	}
+	COL_INTS(g, &b, 0, items, count, it->user);
+	if (kind == PST_REQ_HYDRATE || kind == PST_REQ_RELEASE) {
+		/* $1 users, $2 shards, $3 epochs; a release's $4 next holders (NULL: freed) */
+		COL_INTS(g, &b, 1, items, count, it->shard);
+		COL_INTS(g, &b, 2, items, count, it->epoch);
+		g->count = 3;
+		if (kind == PST_REQ_RELEASE) {
+			col_open(g, &b, 3);
+			for (uint32_t r = 0; r < count; r++) {
+				if (r > 0)
+					put_c(&b, ',');
+				if (items[r].handoff) {
+					put_i64(&b, items[r].to_shard);
+				} else {
+					put_c(&b, 'N');
+					put_c(&b, 'U');
+					put_c(&b, 'L');
+					put_c(&b, 'L');
+				}
+			}
+			col_close(&b);
+			g->count = 4;
+		}
+		return;
+	}
+	/* The flush: as SQL_FLUSH_N lists them. */
+	COL_INTS(g, &b, 1, items, count, it->us->version);
+	COL_INTS(g, &b, 2, items, count, it->shard);
+	COL_INTS(g, &b, 3, items, count, it->epoch);
+	COL_INTS(g, &b, 4, items, count, it->us->user_seq);
+	COL_INTS(g, &b, 5, items, count, it->us->tier);
+	col_balances(g, &b, 6, items, count, false);
+	col_balances(g, &b, 7, items, count, true);
+	col_recent(g, &b, 8, items, count);
+	COL_INTS(g, &b, 9, items, count, it->us->xfer_id_max);
+	COL_INTS(g, &b, 10, items, count, it->us->cl_ord_floor);
+	COL_INTS(g, &b, 11, items, count, it->us->egress_seq);
+	for (int c = 0; c < 6; c++)
+		col_transfers(g, &b, 12 + (uint32_t)c, items, count, c);
+	g->count = 18;
+	static_assert(PST_SQL_GROUP_PARAMS_MAX == 18, "the group flush has eighteen parameters");
 }
 
 /* ------------------------------------------------------------------------------- rows -- */
@@ -489,6 +801,13 @@ pst_sql_lookup_decode(const struct pst_sql_row *row, uint64_t transfer_id,
 	rec->asset = (uint32_t)asset;
 	rec->amount = amount;
 	return PST_OUT_XFER_FOUND;
+}
+
+bool
+pst_sql_group_ord_is(const char *text, uint32_t ord)
+{
+	int64_t v;
+	return parse_i64(text, &v) && v == (int64_t)ord;
 }
 
 bool
