@@ -114,15 +114,26 @@ def stat(node, key):
     raise SystemExit("node %d: no %s in its stats" % (node, key))
 
 
-def leader_of(shard):
-    for n in A.pids:
-        if stat(n, "shard.%d.is_leader" % shard) == 1:
-            return n
-    return None
+def leader_of(shard, timeout=15):
+    """The node that leads SHARD (waiting through an election), or None."""
+    end = time.time() + timeout
+    while True:
+        for n in A.pids:
+            if stat(n, "shard.%d.is_leader" % shard) == 1:
+                return n
+        if time.time() > end:
+            return None
+        time.sleep(0.2)
 
 
 def oms_counter(name):
-    """The owner shard's counter, from its leader's replica (replicated state)."""
+    """The owner shard's counter, from its leader's replica (replicated state; what the
+    leader answered, it applied)."""
+    leader = leader_of(A.owner)
+    if leader != A.owner_leader:
+        log("note: OMS shard %d is now led by node %s (was %s)" % (A.owner, leader,
+                                                                  A.owner_leader))
+        A.owner_leader = leader
     return stat(A.owner_leader, "shard.%d.oms.%s" % (A.owner, name))
 
 
@@ -238,7 +249,8 @@ class Rh(Client):
 
 def describe(m):
     if m["type"] == ACK:
-        return "ACK(cl %d, seq %d)" % (m["cl"], m["seq"])
+        return "ACK(cl %d, orderId %x:%x, seq %d)" % (m["cl"], m["oid_user"], m["oid_seq"],
+                                                      m["seq"])
     if m["type"] == NAK:
         return "NAK(cl %d, %s, seq %d)" % (m["cl"], REASON.get(m["reason"], m["reason"]),
                                            m["seq"])

@@ -16,7 +16,9 @@
 # (hydrations + 1) and continues the sequence, T and order 1 re-sent answered as the first
 # time; a second eviction, the re-sends hydrating it, T answered from the transfers table
 # once the window forgot it; a third eviction and the row checked: every balance once.
-# The user TTL stays at its default (60 s): only the operator evicts here.
+# The user TTL stays at its default (60 s): only the operator evicts here. Elections are
+# slowed (election_ms 1000) so that a loaded machine does not move the leaders mid-run:
+# failover is not what this test is about.
 set -euo pipefail
 : "${OMSCTL:?set OMSCTL to the omsctl binary}"
 source "$(dirname "$0")/lib.sh"
@@ -50,7 +52,8 @@ LINES=(
 	"" "[limits]" "resident_users = 1024" "parked_orders = 256" "inflight_sagas = 256"
 	"orders = 2048" "log_entries = 16384" "log_mb = 8" "snapshot_mb = 2"
 	"snapshot_entries = 8000"
-	"" "[timers]" "tick_ms = 10" "bridge_redrive_ms = 200"
+	"" "[timers]" "tick_ms = 10" "bridge_redrive_ms = 200" "election_ms = 1000"
+	"heartbeat_ms = 100"
 	"" "[routing]" "epoch = 1" "oms_shards = 1,3"
 	"" "[symbol.1]" "base = 1" "quote = 2" "me_shard = 2" "tick = 1" "lot = 1" "min_qty = 1"
 	"min_notional = 1" "base_unit = 1" "ref_px = 100" "band_bps = 5000"
