@@ -9,8 +9,8 @@ the cluster from the side: omsctl on the nodes' control sockets (users show / ev
 stats dumps (SIGUSR1) and the PostgreSQL rows (deploy/pg/pgctl psql). Every check asserts an
 exact value; the first one that fails ends the run with exit 1.
 
-User U buys from seller S on symbol 1 (maker 2 bps, taker 7 bps, quote fees rounded up once
-per order). Phase by phase:
+User U buys from seller S, whom the other OMS shard owns, on symbol 1 (maker 2 bps, taker
+7 bps, quote fees rounded up once per order). Phase by phase:
   A  S deposits 15 base and rests sell 15 @ 100; U deposits 1,000,000 quote (transfer T) and
      buys 10 @ 100 (order 1, clientOrderId 101): ACK, FILL, DONE numbered 1, 2, 3.
   B  users evict U: absent on every replica of both OMS shards, accounts row released
@@ -42,7 +42,7 @@ from e2e_trade import (ACK, ADMIN_REPLY, BUY, EXEC, EXEC_REPORT, NAK, REASON,  #
                        RETRY_REASONS, SELL, TRANSFER, Client, hdr, new_order)
 
 SYM, BASE, QUOTE = 1, 1, 2
-U, S = 4001, 4002
+U, S = 4001, 4002          # S: the first id from 4002 on that the other OMS shard owns
 T, T_S = 7001, 9001         # U's deposit (the one retried) and S's
 DEPOSIT_Q = 1000000         # quote U deposits
 DEPOSIT_B = 15              # base S deposits (and sells)
@@ -317,8 +317,14 @@ def main():
     check(A.owner_leader is not None and A.owner_leader != gw,
           "U is owned by OMS shard %d, led by node %s; the client talks to node %d" %
           (A.owner, A.owner_leader, gw))
+    # The seller on the other OMS shard: the trades cross shards at the ME.
+    global S
+    for cand in range(S, S + 64):
+        if next(iter(user_rows(gw, cand).values()))["owner"] != A.owner:
+            S = cand
+            break
     s_owner = next(iter(user_rows(gw, S).values()))["owner"]
-    log("S is owned by OMS shard %d" % s_owner)
+    check(s_owner != A.owner, "the seller S = %d is owned by OMS shard %d" % (S, s_owner))
 
     c = Rh([A.gateway])
 
