@@ -113,6 +113,8 @@ struct app_config {
 	/* [limits] */
 	uint64_t resident_users_max;          /* OMS: resident actors */
 	uint64_t parked_orders_max;           /* OMS: orders waiting for hydration */
+	uint64_t waiting_users_max;           /* OMS: cold users waiting for room in the cap */
+	uint64_t evictions_max;               /* OMS: eviction flushes in flight */
 	uint64_t inflight_sagas_max;          /* OMS: PENDING sagas before BACKPRESSURE */
 	uint64_t orders_max;                  /* OMS and ME: order records */
 	uint64_t log_entries_max;             /* in-memory Raft log: entries per shard */
@@ -128,6 +130,7 @@ struct app_config {
 					       * user (clientOrderId / transfer_id window) */
 
 	/* [timers] */
+	uint64_t admit_wait_ms;               /* OMS: longest a cold user waits for room */
 	uint64_t user_ttl_ms;                 /* idle time before an actor may be evicted */
 	uint64_t sweep_ms;                    /* TTL/reconciliation sweep cadence */
 	uint64_t sweep_evict_max;             /* evictions per sweep */

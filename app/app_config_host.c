@@ -48,6 +48,9 @@ cfg_defaults(struct app_config *cfg)
 	cfg->duty_threshold_ns = 100000;
 	cfg->resident_users_max = 100000;
 	cfg->parked_orders_max = 10000;
+	cfg->waiting_users_max = 4096;
+	cfg->evictions_max = 1024;
+	cfg->admit_wait_ms = 1000;
 	cfg->inflight_sagas_max = 10000;
 	cfg->user_ttl_ms = 600000;
 	cfg->sweep_ms = 1000;

@@ -21,6 +21,9 @@ cfg_sec_rest(struct cfg_ctx *c, struct app_config *cfg)
 	cfg_get_u64(c, "limits", "resident_users", false, 1, 1u << 30, &cfg->resident_users_max);
 	cfg_get_u64(c, "limits", "parked_orders", false, 1, 1u << 30, &cfg->parked_orders_max);
 	cfg_get_u64(c, "limits", "inflight_sagas", false, 1, 1u << 30, &cfg->inflight_sagas_max);
+	cfg_get_u64(c, "limits", "waiting_users", false, 1, 1u << 24, &cfg->waiting_users_max);
+	cfg_get_u64(c, "limits", "evictions_in_flight", false, 1, 1u << 20, &cfg->evictions_max);
+	cfg_get_u64(c, "timers", "admit_wait_ms", false, 1, 600000, &cfg->admit_wait_ms);
 
 	cfg_get_u64(c, "timers", "user_ttl_ms", false, 1, UINT32_MAX, &cfg->user_ttl_ms);
 	cfg_get_u64(c, "timers", "sweep_ms", false, 1, UINT32_MAX, &cfg->sweep_ms);

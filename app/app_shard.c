@@ -39,6 +39,12 @@ aggregates(struct app_shard *s)
 		PUB(s->pub_inflight, (uint64_t)oms_inflight_count(oms));
 		PUB(s->pub_resident, (uint64_t)oms_resident_count(oms));
 		PUB(s->pub_parked, (uint64_t)oms_parked_count(oms));
+		struct oms_cache_info ci;
+		oms_cache_info(oms, &ci);
+		const uint32_t cache[7] = { ci.idle,	  ci.open,    ci.inflight, ci.flushing,
+					    ci.hydrating, ci.waiting, ci.cap };
+		for (int i = 0; i < 7; i++)
+			PUB(s->pub_cache[i], (uint64_t)cache[i]);
 		for (uint32_t i = 0; i < s->asset_count; i++) {
 			PUB(s->pub_asset_sum[i], oms_asset_sum(oms, s->assets[i]));
 			PUB(s->pub_asset_fees[i], oms_fees_get(oms, s->assets[i]));

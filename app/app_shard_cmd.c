@@ -278,6 +278,8 @@ user_status_name(uint32_t st)
 		return "resident";
 	case OMS_USER_FLUSHING:
 		return "flushing";
+	case OMS_USER_WAITING:
+		return "waiting";
 	default:
 		return "absent";
 	}

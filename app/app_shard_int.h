@@ -274,6 +274,8 @@ struct app_shard {
 	uint64_t pub_inflight;
 	uint64_t pub_resident;
 	uint64_t pub_parked;         /* OMS: messages parked for a hydration now */
+	uint64_t pub_cache[7];       /* OMS: oms_cache_info (idle, open, inflight, flushing,
+					hydrating, waiting, cap) */
 	uint64_t pub_resting;
 	uint64_t pub_sagas_pending;  /* OMS leader: sagas in the re-drive queue (last pass) */
 	uint64_t pub_sagas_old;      /* of which began [timers] saga_old_ms ago or more */

@@ -32,6 +32,12 @@ limits_oms(const struct app_config *cfg, uint16_t id, struct oms_limits *l)
 	l->orders_max = (uint32_t)cfg->orders_max;
 	l->inflight_max = (uint32_t)RTE_MIN(cfg->inflight_sagas_max, cfg->orders_max);
 	l->parked_max = (uint32_t)cfg->parked_orders_max;
+	/* Admission (docs/oms.md "Admission"): cold users beyond the cap wait, the idle tail is
+	 * evicted for them, evictions_in_flight flushes at a time (each holds a headroom slot
+	 * and a place among the answers awaited, releases_max). */
+	l->wait_max = (uint32_t)cfg->waiting_users_max;
+	l->admit_wait_ns = cfg->admit_wait_ms * 1000000;
+	l->flush_headroom = (uint32_t)cfg->evictions_max;
 	l->dedup_per_user = (uint32_t)cfg->dedup_per_user; /* [limits] dedup_per_user */
 	l->symbols_max = APP_SYMBOLS_MAX;
 	l->ttl_ns = cfg->user_ttl_ms * 1000000;
@@ -43,7 +49,8 @@ limits_oms(const struct app_config *cfg, uint16_t id, struct oms_limits *l)
 	 * at most writeback_max flushes, within the room releases_max leaves for answers. */
 	l->writeback_interval_ns = cfg->flush_ms * 1000000;
 	l->writeback_max = (uint32_t)cfg->writeback_max;
-	l->releases_max = RTE_MAX(l->releases_max, l->writeback_max + l->sweep_evict_max);
+	l->releases_max = RTE_MAX(l->releases_max,
+				  l->writeback_max + l->sweep_evict_max + l->flush_headroom);
 }
 
 static void

@@ -102,6 +102,12 @@ app_shard_stats_write(const struct app *app, uint32_t index, FILE *out)
 		fprintf(out, "shard.%u.inflight %" PRIu64 "\n", id, LOAD(s->pub_inflight));
 		fprintf(out, "shard.%u.resident %" PRIu64 "\n", id, LOAD(s->pub_resident));
 		fprintf(out, "shard.%u.parked_now %" PRIu64 "\n", id, LOAD(s->pub_parked));
+		/* The hot-user cache by state (docs/oms.md "Admission"). */
+		static const char *const cache[7] = { "idle",	   "open",    "inflight", "flushing",
+						      "hydrating", "waiting", "cap" };
+		for (int i = 0; i < 7; i++)
+			fprintf(out, "shard.%u.cache_%s %" PRIu64 "\n", id, cache[i],
+				LOAD(s->pub_cache[i]));
 		/* The re-drive queue (leader; 0 on a follower), as of the last pass. */
 		fprintf(out, "shard.%u.sagas_pending %" PRIu64 "\n", id,
 			LOAD(s->pub_sagas_pending));

@@ -80,6 +80,9 @@ static const char *const gauges[] = {
 	"omsd_agent_busy_permille", "omsd_agent_ring_used", "omsd_agent_ring_size",
 	"omsd_agent_sleeps_per_s", "omsd_persister_connected",
 	"omsd_shard_sagas_pending", "omsd_shard_sagas_old", "omsd_shard_saga_oldest_age_ms",
+	"omsd_shard_parked_now", "omsd_shard_cache_idle", "omsd_shard_cache_open",
+	"omsd_shard_cache_inflight", "omsd_shard_cache_flushing", "omsd_shard_cache_hydrating",
+	"omsd_shard_cache_waiting", "omsd_shard_cache_cap",
 };
 
 /* Latency histogram bounds, ns: 1-2-5 from 1 µs to 10 s. */

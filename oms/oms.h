@@ -42,6 +42,9 @@ struct oms_limits {
 	uint16_t me_shards_max;         /* ME shard ids are 0..me_shards_max-1 */
 	uint32_t users_max;             /* resident cap (resident + hydrating actors) */
 	uint32_t flush_headroom;        /* extra slots for actors whose flush is in flight */
+	uint32_t wait_max;              /* cold users whose messages wait for room in the cap
+					   (WAITING actors, docs/oms.md "Admission") */
+	uint32_t wait_pad;              /* zero */
 	uint32_t assets_per_user;       /* balance slots per actor, <= WIRE_BALANCES_MAX */
 	uint32_t orders_max;            /* order + modify-request records over all users */
 	uint32_t orders_per_user;       /* records per user (open-orders index bound) */
@@ -65,6 +68,8 @@ struct oms_limits {
 	uint32_t releases_max;          /* RELEASE_CLAIMs awaiting RELEASE_DONE (docs/fencing.md) */
 	uint32_t writeback_max;         /* write-backs started per pass (docs/oms.md, Write-back) */
 	uint64_t ttl_ns;                /* idle time before a flat user is dehydrated */
+	uint64_t admit_wait_ns;         /* longest a WAITING user's client messages wait for room
+					   before they are refused CAPACITY */
 	uint64_t sweep_interval_ns;     /* eviction/drain sweep cadence, cluster time */
 	uint64_t reconcile_interval_ns; /* reconciliation sweep cadence; 0 = off */
 	uint64_t replay_interval_ns;    /* at most one REPLAY_REQUEST per stream per interval */
@@ -121,6 +126,7 @@ enum oms_user_status {
 	OMS_USER_HYDRATING = 1, /* HydrateRequest outstanding, messages parked */
 	OMS_USER_RESIDENT = 2,
 	OMS_USER_FLUSHING = 3,  /* BeginDehydrate sent, waiting for FlushComplete */
+	OMS_USER_WAITING = 4,   /* cold, messages parked until the cap has room */
 };
 
 struct oms_user_info {
@@ -148,6 +154,20 @@ int64_t oms_fees_get(const struct oms *oms, uint32_t asset);
 /* Σ total of asset over resident users plus the fee account (conservation checks). */
 int64_t oms_asset_sum(const struct oms *oms, uint32_t asset);
 uint32_t oms_resident_count(const struct oms *oms); /* resident + flushing + hydrating */
+uint32_t oms_waiting_count(const struct oms *oms);  /* cold users waiting for room */
+
+/* The cache by state (gauges; one pass over the actor slots, for stats, not per message). */
+struct oms_cache_info {
+	uint32_t idle;       /* resident, flat: evictable once idle for the TTL or under pressure */
+	uint32_t open;       /* resident with open orders or reservations, nothing in flight */
+	uint32_t inflight;   /* resident with a saga in flight */
+	uint32_t flushing;   /* their eviction flush is in flight */
+	uint32_t hydrating;  /* a HydrateRequest is out */
+	uint32_t waiting;    /* waiting for room (no request out yet) */
+	uint32_t parked;     /* messages parked (hydrating and waiting users) */
+	uint32_t cap;        /* users_max */
+};
+void oms_cache_info(const struct oms *oms, struct oms_cache_info *out);
 uint32_t oms_inflight_count(const struct oms *oms);
 uint32_t oms_parked_count(const struct oms *oms); /* messages parked now (hydrations pending) */
 uint64_t oms_stream_next_seq(const struct oms *oms, uint16_t me_shard);
@@ -216,6 +236,12 @@ int oms_check_invariants(const struct oms *oms);
 	X(HYDRATE_ERRORS, "hydrate_errors")                                                \
 	X(DEHYDRATES, "dehydrates")                                                        \
 	X(VALVE_DEHYDRATES, "valve_dehydrates")                                            \
+	X(TTL_DEHYDRATES, "ttl_dehydrates")                                                \
+	X(ADMIT_WAITS, "admit_waits")                                                      \
+	X(ADMIT_PROMOTED, "admit_promoted")                                                \
+	X(ADMIT_TIMEOUTS, "admit_timeouts")                                                \
+	X(ADMIT_QUEUE_FULL, "admit_queue_full")                                            \
+	X(ADMIT_WAIT_NS, "admit_wait_ns")                                                  \
 	X(EVICTIONS, "evictions")                                                          \
 	X(FLUSH_CANCELLED, "flush_cancelled")                                              \
 	X(FLUSH_STALE, "flush_stale")                                                      \

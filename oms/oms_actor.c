@@ -53,6 +53,8 @@ state_list(struct oms *oms, uint8_t state)
 		return &oms->c.lru;
 	case OMS_A_FLUSHING:
 		return &oms->c.flushing;
+	case OMS_A_WAITING:
+		return &oms->c.waiting;
 	default:
 		CHECK(0 && "actor state has no list");
 		return NULL;
@@ -107,6 +109,7 @@ actor_release(struct oms *oms, struct oms_actor *a)
 	memset(a, 0, sizeof(*a));
 	oms->actor_free[oms->c.actor_free_count++] = idx;
 	CHECK(oms->c.actor_free_count <= oms->actor_slots);
+	oms->c.admit_due = 1; /* a slot and maybe a place in the cap came free */
 }
 
 bool
@@ -119,16 +122,29 @@ oms_actor_evictable(const struct oms *oms, const struct oms_actor *a)
 	       oms->c.release_count + oms->c.flushing.count < oms->c.limits.releases_max;
 }
 
-/* The first evictable actor from the LRU tail (bounded look), or NULL. */
+static void actor_restamp(struct oms *oms, struct oms_actor *a);
+
+/* The least recently active evictable actor, looked for from the LRU tail within *budget
+ * actors, or NULL. An actor that cannot go because it holds orders or a saga ("cold ≠ no
+ * orders") is re-stamped to the MRU end on the way, as the TTL sweep does, so the next look
+ * starts past it; one waiting for a flush answer stays where it is. */
 static struct oms_actor *
-lru_flat_tail(struct oms *oms)
+lru_victim(struct oms *oms, uint32_t *budget)
 {
+	if (oms->c.release_count + oms->c.flushing.count >= oms->c.limits.releases_max)
+		return NULL; /* no room to record another release: nothing is evictable now */
 	uint32_t idx = oms->c.lru.tail;
-	for (uint32_t n = 0; idx != OMS_NIL && n < oms->c.limits.sweep_scan_max; n++) {
+	while (idx != OMS_NIL && *budget > 0) {
 		struct oms_actor *a = &oms->actors[idx];
+		uint32_t prev = a->prev;
+		(*budget)--;
 		if (oms_actor_evictable(oms, a))
 			return a;
-		idx = a->prev;
+		if (!oms_actor_flat(a)) {
+			actor_restamp(oms, a);
+			oms_count(oms, OMS_C_SWEEP_TOUCHED);
+		}
+		idx = prev;
 	}
 	return NULL;
 }
@@ -146,23 +162,17 @@ emit_hydrate_request(struct oms *oms, struct oms_actor *a, struct svc_sink *sink
 	OMS_EMIT(sink, WIRE_DEST_PERSIST, m, WIRE_HYDRATE_REQUEST, oms->c.limits.shard_id);
 }
 
-/* A fresh slot for user in state HYDRATING, or NULL (CAPACITY). */
-static struct oms_actor *
-actor_obtain(struct oms *oms, uint64_t user, struct svc_sink *sink)
+/* Room in the cap for one more hydration (docs/oms.md "Admission"). */
+static bool
+cap_room(const struct oms *oms)
 {
-	if (oms->c.lru.count + oms->c.hydrating.count >= oms->c.limits.users_max) {
-		/* Every headroom slot is held by a flush in flight: nothing to gain now. */
-		if (oms->c.actor_free_count == 0)
-			return NULL;
-		/* Seed: "Size-bound safety valve: if resident count hits the memory cap, evict
-		 * the LRU tail immediately, before TTL". Only a flat tail qualifies; if none is
-		 * flat we refuse the new cold user rather than grow. */
-		struct oms_actor *victim = lru_flat_tail(oms);
-		if (victim == NULL)
-			return NULL;
-		oms_count(oms, OMS_C_VALVE_DEHYDRATES);
-		oms_actor_begin_dehydrate(oms, victim, sink);
-	}
+	return oms->c.lru.count + oms->c.hydrating.count < oms->c.limits.users_max;
+}
+
+/* A fresh slot for user in state (HYDRATING or WAITING), or NULL when none is free. */
+static struct oms_actor *
+actor_new(struct oms *oms, uint64_t user, uint8_t state)
+{
 	if (oms->c.actor_free_count == 0)
 		return NULL;
 	uint32_t idx = oms->actor_free[--oms->c.actor_free_count];
@@ -174,11 +184,104 @@ actor_obtain(struct oms *oms, uint64_t user, struct svc_sink *sink)
 	a->wb_prev = a->wb_next = OMS_NIL;
 	a->order_head = a->order_tail = OMS_NIL;
 	a->parked_head = a->parked_tail = OMS_NIL;
-	a->state = OMS_A_HYDRATING;
+	a->state = state;
 	a->last_active_ns = oms->c.now_ns;
-	list_push_head(oms, &oms->c.hydrating, idx);
+	list_push_head(oms, state_list(oms, state), idx);
 	oms_tab_insert(oms, OMS_TAG_USER, user, 0, idx);
 	return a;
+}
+
+/* A WAITING user's turn: the cap has room, its HydrateRequest goes out. */
+static void
+admit_promote(struct oms *oms, struct oms_actor *a, struct svc_sink *sink)
+{
+	DCHECK(a->state == OMS_A_WAITING);
+	uint64_t waited = oms->c.now_ns - a->last_active_ns;
+	oms->c.counters[OMS_C_ADMIT_WAIT_NS] += waited;
+	oms_count(oms, OMS_C_ADMIT_PROMOTED);
+	move_to(oms, a, OMS_A_HYDRATING);
+	a->last_active_ns = oms->c.now_ns;
+	a->hydrate_tries = 1;
+	emit_hydrate_request(oms, a, sink);
+}
+
+void
+oms_admit_pump(struct oms *oms, struct svc_sink *sink)
+{
+	uint32_t budget = oms->c.limits.sweep_scan_max;
+	while (oms->c.waiting.count > 0) {
+		if (cap_room(oms)) {
+			admit_promote(oms, &oms->actors[oms->c.waiting.tail], sink);
+			continue;
+		}
+		/* Seed: "Size-bound safety valve: if resident count hits the memory cap, evict
+		 * the LRU tail immediately, before TTL". Each eviction started here makes room
+		 * for one waiting user at once (a flushing actor holds a headroom slot, not a
+		 * place in the cap). */
+		struct oms_actor *victim = lru_victim(oms, &budget);
+		if (victim == NULL)
+			return; /* again when a flush answer, a release or the sweep comes */
+		oms_count(oms, OMS_C_VALVE_DEHYDRATES);
+		oms_actor_begin_dehydrate(oms, victim, sink);
+	}
+}
+
+/* A cold user's first message (docs/oms.md "Admission"): a HYDRATING actor when the cap has
+ * room and nobody waits before it, else a WAITING one whose messages park until the pump
+ * gives it its turn. NULL with the NAK reason in *reason when neither can be had: every
+ * slot is held (flushes in flight fill the headroom) or the waiting queue is full — both
+ * pass once the evictions under way complete, so BACKPRESSURE. */
+static struct oms_actor *
+actor_obtain(struct oms *oms, uint64_t user, struct svc_sink *sink, uint16_t *reason)
+{
+	if (oms->c.waiting.count == 0 && cap_room(oms)) {
+		struct oms_actor *a = actor_new(oms, user, OMS_A_HYDRATING);
+		if (a != NULL) {
+			/* Seed: single-flight — one HydrateRequest per miss, later messages park. */
+			a->hydrate_tries = 1;
+			emit_hydrate_request(oms, a, sink);
+			return a;
+		}
+	} else if (oms->c.waiting.count < oms->c.limits.wait_max) {
+		struct oms_actor *a = actor_new(oms, user, OMS_A_WAITING);
+		if (a != NULL) {
+			oms_count(oms, OMS_C_ADMIT_WAITS);
+			oms->c.admit_due = 1;
+			return a;
+		}
+	}
+	oms_count(oms, OMS_C_ADMIT_QUEUE_FULL);
+	*reason = WIRE_REASON_BACKPRESSURE;
+	return NULL;
+}
+
+/* The sweep's side of admission: a user that waited admit_wait_ns is refused (its client
+ * messages; a parked event is never refused, so such a user waits on). CAPACITY when no
+ * flush is in flight — nothing in the cap could be evicted, every resident holds orders, a
+ * saga or a flush answer — else BACKPRESSURE (room is coming, the database is slow). */
+static void park_refuse(struct oms *oms, struct oms_actor *a, uint16_t reason, uint16_t owner,
+			struct svc_sink *sink);
+
+static void
+admit_expire(struct oms *oms, struct svc_sink *sink)
+{
+	uint32_t idx = oms->c.waiting.tail;
+	for (uint32_t n = 0; idx != OMS_NIL && n < oms->c.limits.sweep_scan_max; n++) {
+		struct oms_actor *a = &oms->actors[idx];
+		idx = a->prev;
+		if (oms->c.now_ns - a->last_active_ns < oms->c.limits.admit_wait_ns)
+			break; /* the queue is in order of arrival */
+		bool events = false;
+		for (uint32_t pi = a->parked_head; pi != OMS_NIL; pi = oms->parked[pi].next)
+			events |= oms->parked[pi].pad == 1;
+		if (events)
+			continue;
+		oms_count(oms, OMS_C_ADMIT_TIMEOUTS);
+		uint16_t reason = oms->c.flushing.count == 0 ? WIRE_REASON_CAPACITY
+							     : WIRE_REASON_BACKPRESSURE;
+		park_refuse(oms, a, reason, 0, sink);
+		actor_release(oms, a);
+	}
 }
 
 /* Seed: "Per order: O(1) — splice the actor to the MRU end", and stamp it. */
@@ -215,19 +318,17 @@ oms_actor_park(struct oms *oms, uint64_t user, const struct wire_msg_hdr *msg, b
 	       bool check_owner, struct svc_sink *sink, uint16_t *owner_out)
 {
 	struct oms_actor *a = oms_actor_find(oms, user);
-	DCHECK(a == NULL || a->state == OMS_A_HYDRATING);
+	DCHECK(a == NULL || !oms_actor_serving(a));
 	DCHECK(msg->length <= sizeof(oms->parked[0].msg));
 	if (oms->c.parked_free_count == 0)
 		return is_event ? -1 : WIRE_REASON_PARKED_FULL;
 	if (a == NULL) {
 		if (check_owner && !oms_route_owns(oms, user, owner_out))
 			return WIRE_REASON_NOT_OWNER;
-		a = actor_obtain(oms, user, sink);
+		uint16_t reason = WIRE_REASON_CAPACITY;
+		a = actor_obtain(oms, user, sink, &reason);
 		if (a == NULL)
-			return is_event ? -1 : WIRE_REASON_CAPACITY;
-		/* Seed: single-flight — one HydrateRequest per miss, later messages just park. */
-		a->hydrate_tries = 1;
-		emit_hydrate_request(oms, a, sink);
+			return is_event ? -1 : reason;
 	} else if (!is_event && a->parked_count >= oms->c.limits.parked_per_user) {
 		return WIRE_REASON_PARKED_FULL;
 	}
@@ -385,7 +486,7 @@ oms_on_hydrate_user(struct oms *oms, const struct wire_hydrate_user *m, struct s
 		oms_count(oms, OMS_C_BAD_MSGS);
 		return NULL;
 	}
-	if (a != NULL && a->state != OMS_A_HYDRATING) {
+	if (a != NULL && oms_actor_serving(a)) {
 		/* Already resident: RAM is newer than any row read (write-back cache). */
 		oms_count(oms, OMS_C_HYDRATE_DUP);
 		return NULL;
@@ -395,8 +496,10 @@ oms_on_hydrate_user(struct oms *oms, const struct wire_hydrate_user *m, struct s
 		oms_count(oms, OMS_C_ALARM_BAD_STATE);
 		status = WIRE_HYD_ERROR;
 	}
+	/* A WAITING actor has no request out: an answer for its user is not for it. */
+	bool waiting = a != NULL && a->state == OMS_A_WAITING;
 	if (status == WIRE_HYD_OK || status == WIRE_HYD_NEW) {
-		if (a == NULL && m->epoch <= oms->c.epoch_seq) {
+		if ((a == NULL || waiting) && m->epoch <= oms->c.epoch_seq) {
 			/* No actor waits for it, and the epoch is one this shard issued: a late
 			 * answer to a hydration it gave up. The database claimed the row for us under
 			 * m->epoch, possibly after our release of that claim went through: installing
@@ -409,9 +512,13 @@ oms_on_hydrate_user(struct oms *oms, const struct wire_hydrate_user *m, struct s
 				oms_count(oms, OMS_C_ALARM_HYDRATE_LATE_UNRELEASED);
 			return NULL;
 		}
-		if (a == NULL) {
+		if (waiting) {
+			/* Hydrated ahead for a user waiting its turn: it takes it now. */
+			move_to(oms, a, OMS_A_HYDRATING);
+			oms_count(oms, OMS_C_HYDRATE_AHEAD);
+		} else if (a == NULL) {
 			/* Seed: the gateway hydrates ahead, injecting HydrateUser before the order. */
-			a = actor_obtain(oms, user, sink);
+			a = cap_room(oms) ? actor_new(oms, user, OMS_A_HYDRATING) : NULL;
 			if (a == NULL) {
 				oms_count(oms, OMS_C_HYDRATE_DUP);
 				return NULL;
@@ -429,7 +536,7 @@ oms_on_hydrate_user(struct oms *oms, const struct wire_hydrate_user *m, struct s
 			drain_wake(oms);
 		return a; /* the dispatcher runs what was parked for it */
 	}
-	if (a == NULL)
+	if (a == NULL || waiting)
 		return NULL; /* nothing waits for it */
 	bool events = false;
 	for (uint32_t pi = a->parked_head; pi != OMS_NIL; pi = oms->parked[pi].next)
@@ -610,6 +717,7 @@ void
 oms_on_release_done(struct oms *oms, const struct wire_release_claim *m, struct svc_sink *sink)
 {
 	(void)sink;
+	oms->c.admit_due = 1; /* room to record a release: an eviction may start */
 	uint32_t i = oms_tab_find(oms, OMS_TAG_RELEASE, m->user, m->epoch);
 	if (i == OMS_NIL) {
 		oms_count(oms, OMS_C_FLUSH_STALE); /* a repeat of an answer already applied */
@@ -662,6 +770,7 @@ void
 oms_on_flush_complete(struct oms *oms, const struct wire_flush_complete *m, struct svc_sink *sink)
 {
 	(void)sink;
+	oms->c.admit_due = 1; /* a flush answer frees room for another */
 	struct oms_actor *a = oms_actor_find(oms, m->user);
 	if (m->status < WIRE_FLUSH_OK || m->status > WIRE_FLUSH_ERROR) {
 		oms_count(oms, OMS_C_BAD_MSGS);
@@ -669,7 +778,7 @@ oms_on_flush_complete(struct oms *oms, const struct wire_flush_complete *m, stru
 	}
 	bool outstanding = a != NULL && a->flush_epoch != 0 && a->flush_epoch == m->epoch;
 	/* Any OK flush (eviction or write-back) wrote the transfers recorded before it. */
-	if (a != NULL && a->state != OMS_A_HYDRATING && m->status == WIRE_FLUSH_OK)
+	if (a != NULL && oms_actor_serving(a) && m->status == WIRE_FLUSH_OK)
 		oms_dedup_flushed(oms, a, m->epoch); /* its transfers are in the table now */
 	if (outstanding && (a->flags & OMS_AF_WB) != 0) {
 		/* The answer of the write-back in flight: the actor stays either way. */
@@ -688,10 +797,10 @@ oms_on_flush_complete(struct oms *oms, const struct wire_flush_complete *m, stru
 		 * epoch) never evicts. Our own write did land, though: the next flush's CAS
 		 * must expect the version it produced. */
 		oms_count(oms, OMS_C_FLUSH_STALE);
-		if (a != NULL && a->state != OMS_A_HYDRATING && m->status == WIRE_FLUSH_OK &&
+		if (a != NULL && oms_actor_serving(a) && m->status == WIRE_FLUSH_OK &&
 		    m->epoch < a->epoch && m->version > a->version)
 			a->version = m->version;
-		if (a != NULL)
+		if (a != NULL && oms_actor_serving(a))
 			oms_wb_relink(oms, a); /* its flush answer is in: a write-back may start */
 		return;
 	}
@@ -773,6 +882,7 @@ oms_sweep(struct oms *oms, struct svc_sink *sink)
 			break;
 		if (oms_actor_evictable(oms, a)) {
 			oms_actor_begin_dehydrate(oms, a, sink);
+			oms_count(oms, OMS_C_TTL_DEHYDRATES);
 			evicted++;
 		} else {
 			/* "Cold ≠ no orders": capital committed to the market keeps the user hot.
@@ -783,6 +893,8 @@ oms_sweep(struct oms *oms, struct svc_sink *sink)
 		}
 		idx = prev;
 	}
+	admit_expire(oms, sink);
+	oms->c.admit_due = 1;
 }
 
 void

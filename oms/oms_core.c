@@ -52,7 +52,7 @@ static void
 parked_run(struct oms *oms, struct oms_actor *a, struct svc_sink *sink)
 {
 	struct oms_parked p;
-	while (a->state != OMS_A_HYDRATING && oms_actor_park_pop(oms, a, &p)) {
+	while (oms_actor_serving(a) && oms_actor_park_pop(oms, a, &p)) {
 		const struct wire_msg_hdr *h = (const void *)p.msg;
 		if (p.pad == 1)
 			oms_event_apply(oms, a, (const struct wire_me_event *)(const void *)p.msg, NULL,
@@ -139,6 +139,17 @@ dispatch(struct oms *oms, const struct wire_msg_hdr *msg, struct svc_sink *sink)
 	}
 }
 
+/* After every message and tick: users waiting for room get it if something that may have
+ * made some happened (oms_core.admit_due). One test when nobody waits. */
+static inline void
+admit(struct oms *oms, struct svc_sink *sink)
+{
+	if (oms->c.waiting.count > 0 && oms->c.admit_due) {
+		oms->c.admit_due = 0;
+		oms_admit_pump(oms, sink);
+	}
+}
+
 void
 oms_apply(struct oms *oms, uint64_t now_ns, const struct wire_msg_hdr *msg, struct svc_sink *sink)
 {
@@ -151,6 +162,7 @@ oms_apply(struct oms *oms, uint64_t now_ns, const struct wire_msg_hdr *msg, stru
 		return;
 	}
 	dispatch(oms, msg, sink);
+	admit(oms, sink);
 }
 
 void
@@ -159,6 +171,7 @@ oms_tick(struct oms *oms, uint64_t now_ns, struct svc_sink *sink)
 	CHECK(oms != NULL);
 	CHECK(sink != NULL);
 	run_timers(oms, now_ns, sink);
+	admit(oms, sink);
 	oms_streams_tick(oms, sink);
 }
 

@@ -48,7 +48,10 @@ enum oms_actor_state {
 	OMS_A_HYDRATING = 1, /* HydrateRequest outstanding; messages parked */
 	OMS_A_RESIDENT = 2,  /* on the LRU list */
 	OMS_A_FLUSHING = 3,  /* BeginDehydrate sent; still in RAM until FlushComplete */
+	OMS_A_WAITING = 4,   /* cold, its messages parked until the cap has room (no request
+				out yet); last_active_ns is when it began to wait */
 };
+
 
 #define OMS_AF_CONFLICT 0x01  /* last flush lost a CAS: keep resident until an operator acts */
 #define OMS_AF_EVICT_REQ 0x02 /* USER_ADMIN asked to evict/migrate once flat */
@@ -110,6 +113,14 @@ struct oms_actor {
 	uint32_t pad32;
 };
 static_assert(sizeof(struct oms_actor) == 16 * 8 + 15 * 4 + 4, "oms_actor has no padding");
+
+/* Serving: RESIDENT or FLUSHING (a flushing actor is still in RAM, and activity cancels the
+ * flush). The others only park. */
+static inline bool
+oms_actor_serving(const struct oms_actor *a)
+{
+	return a->state == OMS_A_RESIDENT || a->state == OMS_A_FLUSHING;
+}
 
 struct oms_balance {
 	uint32_t asset;   /* 0 marks an unused slot */
@@ -313,6 +324,7 @@ struct oms_core {
 	struct oms_list lru;           /* RESIDENT actors, MRU at head */
 	struct oms_list flushing;      /* FLUSHING actors, oldest flush at tail */
 	struct oms_list hydrating;     /* HYDRATING actors, oldest request at tail */
+	struct oms_list waiting;       /* WAITING actors, the first to wait at tail */
 	struct oms_list dirty;         /* actors a write-back may start for (oms_wb_wanted),
 					  oldest change at tail; linked by wb_prev/wb_next */
 	struct oms_route route;        /* routing authority */
@@ -332,7 +344,8 @@ struct oms_core {
 	uint32_t parked_used;          /* parked messages */
 	uint32_t inflight;             /* PENDING sagas over all users */
 	uint32_t moving;               /* live orders with a REBIND_TO_ME out (oms_order.moving) */
-	uint32_t moving_pad;
+	uint32_t admit_due;            /* something that may make room happened: the pump runs
+					  (oms_admit_pump) after the message if a user waits */
 	uint32_t symbol_count;
 	uint32_t kill_count;
 	uint32_t drain_cursor;         /* next actor slot the drain scan visits */
@@ -346,13 +359,13 @@ struct oms_core {
 	uint32_t lookup_head;          /* their FIFO through oms_parked.next, log order */
 	uint32_t lookup_tail;
 };
-static_assert(sizeof(struct oms_limits) == 168, "oms_limits has no padding");
+static_assert(sizeof(struct oms_limits) == 184, "oms_limits has no padding");
 
 static_assert(sizeof(struct oms_route) == 984, "oms_route has no padding");
 
 struct oms {
 	struct oms_core c;            /* scalar state */
-	uint32_t actor_slots;         /* users_max + flush_headroom */
+	uint32_t actor_slots;         /* users_max + flush_headroom + wait_max */
 	uint32_t table_mask;          /* index table size - 1 (users, orders, symbols, kills) */
 	struct oms_actor *actors;     /* [actor_slots] */
 	struct oms_balance *balances; /* [actor_slots * assets_per_user] */
@@ -693,6 +706,10 @@ void oms_actor_touch(struct oms *oms, struct oms_actor *a);
  * parked now: the caller must not consume it). */
 int oms_actor_park(struct oms *oms, uint64_t user, const struct wire_msg_hdr *msg, bool is_event,
 		   bool check_owner, struct svc_sink *sink, uint16_t *owner_out);
+/* Admission (docs/oms.md "Admission"): promote WAITING users while the cap has room, and
+ * make room under pressure by evicting the least recently active idle users at once. Cheap
+ * when nobody waits. */
+void oms_admit_pump(struct oms *oms, struct svc_sink *sink);
 /* Detach a's oldest parked message into buf; false when none is left. */
 bool oms_actor_park_pop(struct oms *oms, struct oms_actor *a, struct oms_parked *buf);
 void oms_actor_begin_dehydrate(struct oms *oms, struct oms_actor *a, struct svc_sink *sink);

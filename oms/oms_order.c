@@ -120,8 +120,7 @@ client_actor(struct oms *oms, uint64_t user, uint64_t cl_ord_id, const struct wi
 	}
 	struct oms_actor *a = oms_actor_find(oms, user);
 	uint16_t owner = 0;
-	if (a != NULL && a->state != OMS_A_HYDRATING) {
-		DCHECK(a->state != OMS_A_FREE);
+	if (a != NULL && oms_actor_serving(a)) {
 		if (oms_actor_owned(oms, a, &owner, sink))
 			return a; /* resident (a flushing actor is still in RAM: serve it) */
 		/* Moving to its new owner: refused here, before its final flush. */

@@ -13,11 +13,12 @@
 #include "oms/oms_int.h"
 
 #define SNAP_MAGIC UINT64_C(0x31504e5353534d4f) /* "OMSSSNP1" */
-#define SNAP_VERSION UINT32_C(6) /* 2: write-back (dirty list, generations); 3: transfer
+#define SNAP_VERSION UINT32_C(7) /* 2: write-back (dirty list, generations); 3: transfer
 				  * lookups, pinned transfer outcomes; 4: oms_order.saga_ns;
 				  * 5: oms_actor.cl_ord_floor; 6: moves with open orders
 				  * (oms_order.oid_shard, target_shard, moving; oms_actor.owned_epoch;
-				  * oms_core.moving) */
+				  * oms_core.moving); 7: admission waits (WAITING actors, oms_core.waiting,
+				  * admit_due, limits wait_max, admit_wait_ns) */
 
 struct ser {
 	uint8_t *buf;  /* NULL: measure / hash only */
@@ -66,7 +67,7 @@ serialise(const struct oms *oms, struct ser *s)
 	put_u32(s, SNAP_VERSION);
 	put_u32(s, (uint32_t)sizeof(oms->c));
 	put(s, &oms->c, sizeof(oms->c));
-	uint32_t n = oms_resident_count(oms);
+	uint32_t n = oms_resident_count(oms) + oms->c.waiting.count;
 	put_u32(s, n);
 	for (uint32_t i = 0; i < oms->actor_slots; i++) {
 		const struct oms_actor *a = &oms->actors[i];
@@ -314,7 +315,7 @@ deserialise(struct oms *oms, struct des *d)
 			for (uint32_t y = x + 1; y < l->assets_per_user && bal[x].asset != 0; y++)
 				if (bal[y].asset == bal[x].asset)
 					return -EINVAL;
-		if (a->state < OMS_A_HYDRATING || a->state > OMS_A_FLUSHING || a->tier >= OMS_TIERS_MAX)
+		if (a->state < OMS_A_HYDRATING || a->state > OMS_A_WAITING || a->tier >= OMS_TIERS_MAX)
 			return -EINVAL;
 		if (!idx_ok(a->prev, oms->actor_slots) || !idx_ok(a->next, oms->actor_slots) ||
 		    !idx_ok(a->order_head, l->orders_max) || !idx_ok(a->order_tail, l->orders_max) ||
@@ -397,7 +398,7 @@ deserialise(struct oms *oms, struct des *d)
 	if (d->bad || d->pos != d->len)
 		return -EINVAL;
 	if (!list_ok(oms, &c->lru, OMS_A_RESIDENT) || !list_ok(oms, &c->flushing, OMS_A_FLUSHING) ||
-	    !list_ok(oms, &c->hydrating, OMS_A_HYDRATING))
+	    !list_ok(oms, &c->hydrating, OMS_A_HYDRATING) || !list_ok(oms, &c->waiting, OMS_A_WAITING))
 		return -EINVAL;
 	/* Per-user order and parked lists must be in range and acyclic before anyone walks
 	 * them; then the counters must agree with the records. */

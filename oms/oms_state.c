@@ -19,6 +19,7 @@ oms_limits_default(struct oms_limits *l)
 	l->me_shards_max = 8;
 	l->users_max = 1024;
 	l->flush_headroom = 64;
+	l->wait_max = 256;
 	l->assets_per_user = 8;
 	l->orders_max = 8192;
 	l->orders_per_user = 64;
@@ -41,6 +42,7 @@ oms_limits_default(struct oms_limits *l)
 	l->releases_max = 256;
 	l->writeback_max = 64;
 	l->ttl_ns = UINT64_C(60000000000);
+	l->admit_wait_ns = UINT64_C(2000000000);
 	l->sweep_interval_ns = UINT64_C(1000000000);
 	l->reconcile_interval_ns = UINT64_C(10000000000);
 	l->replay_interval_ns = UINT64_C(10000000);
@@ -58,7 +60,9 @@ oms_limits_check(const struct oms_limits *l)
 		return -EINVAL;
 	if (l->me_shards_max == 0 || l->users_max == 0 || l->flush_headroom == 0)
 		return -EINVAL;
-	if (l->users_max > LIMIT_BIG || l->flush_headroom > LIMIT_BIG)
+	if (l->users_max > LIMIT_BIG || l->flush_headroom > LIMIT_BIG || l->wait_max > LIMIT_BIG)
+		return -EINVAL;
+	if (l->wait_pad != 0 || (l->wait_max != 0 && l->admit_wait_ns == 0))
 		return -EINVAL;
 	if (l->assets_per_user < 2 || l->assets_per_user > WIRE_BALANCES_MAX)
 		return -EINVAL;
@@ -105,7 +109,7 @@ align_up(size_t x)
 static size_t
 layout(const struct oms_limits *l, struct oms *oms, uint8_t *base)
 {
-	size_t slots = (size_t)l->users_max + l->flush_headroom;
+	size_t slots = (size_t)l->users_max + l->flush_headroom + l->wait_max;
 	/* One table, at most half full: users, orders, symbols, kills, releases. */
 	size_t keys = slots + l->orders_max + l->symbols_max + l->kill_users_max + l->releases_max;
 	size_t table = 16;
@@ -165,6 +169,7 @@ oms_reset(struct oms *oms)
 	oms->c.lru = (struct oms_list){ OMS_NIL, OMS_NIL, 0, 0 };
 	oms->c.flushing = oms->c.lru;
 	oms->c.hydrating = oms->c.lru;
+	oms->c.waiting = oms->c.lru;
 	oms->c.dirty = oms->c.lru;
 	oms->c.lookup_head = oms->c.lookup_tail = OMS_NIL;
 	for (uint32_t i = 0; i < oms->actor_slots; i++)

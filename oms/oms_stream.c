@@ -472,7 +472,7 @@ consume(struct oms *oms, const struct wire_me_event *ev, const struct oms_symbol
 		return true;
 	}
 	struct oms_actor *a = oms_actor_find(oms, ev->oid.user);
-	if (a != NULL && a->state != OMS_A_HYDRATING) {
+	if (a != NULL && oms_actor_serving(a)) {
 		oms_event_apply(oms, a, ev, s, sink);
 		return true;
 	}

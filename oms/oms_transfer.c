@@ -129,7 +129,7 @@ transfer_run(struct oms *oms, const struct wire_transfer *m, bool looked_up,
 {
 	struct oms_actor *a = oms_actor_find(oms, m->user);
 	uint16_t owner = 0;
-	if (a == NULL || a->state == OMS_A_HYDRATING) {
+	if (a == NULL || !oms_actor_serving(a)) {
 		/* Deposits and withdrawals hydrate a cold user first. */
 		int r = oms_actor_park(oms, m->user, &m->hdr, false, true, sink, &owner);
 		if (r != 0)
@@ -219,7 +219,7 @@ oms_on_transfer_found(struct oms *oms, const struct wire_transfer_found *m,
 	struct oms_actor *a = oms_actor_find(oms, m->user);
 	/* The answer speaks for the incarnation that asked: if that actor was dropped since,
 	 * the group (its head was there from the start) looks again. */
-	bool here = a != NULL && a->state != OMS_A_HYDRATING;
+	bool here = a != NULL && oms_actor_serving(a);
 	bool trusted = here && oms->parked[pi].msg[OMS_LOOKUP_ORPHAN_WORD] == 0;
 	if (m->status == WIRE_XFER_FOUND) {
 		/* Found is true for every incarnation: a recorded transfer stays recorded. */

@@ -72,7 +72,7 @@ oms_balance_get(const struct oms *oms, uint64_t user, uint32_t asset, int64_t *t
 	*total = 0;
 	*reserved = 0;
 	const struct oms_actor *a = oms_actor_find(oms, user);
-	if (a == NULL || a->state == OMS_A_HYDRATING)
+	if (a == NULL || !oms_actor_serving(a))
 		return -ENOENT;
 	const struct oms_balance *b = oms_balance_find(oms, a, asset);
 	if (b == NULL)
@@ -110,6 +110,32 @@ uint32_t
 oms_resident_count(const struct oms *oms)
 {
 	return oms->c.lru.count + oms->c.flushing.count + oms->c.hydrating.count;
+}
+
+uint32_t
+oms_waiting_count(const struct oms *oms)
+{
+	return oms->c.waiting.count;
+}
+
+void
+oms_cache_info(const struct oms *oms, struct oms_cache_info *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->cap = oms->c.limits.users_max;
+	out->flushing = oms->c.flushing.count;
+	out->hydrating = oms->c.hydrating.count;
+	out->waiting = oms->c.waiting.count;
+	out->parked = oms->c.parked_used;
+	for (uint32_t i = oms->c.lru.head; i != OMS_NIL; i = oms->actors[i].next) {
+		const struct oms_actor *a = &oms->actors[i];
+		if (a->sagas > 0)
+			out->inflight++;
+		else if (oms_actor_flat(a))
+			out->idle++;
+		else
+			out->open++;
+	}
 }
 
 uint32_t
@@ -204,8 +230,14 @@ oms_check_invariants(const struct oms *oms)
 	if (inflight != oms->c.inflight || used != oms->c.order_used ||
 	    moving != oms->c.moving || parked + oms->c.lookup_count != oms->c.parked_used)
 		return -EFAULT;
-	if (oms_resident_count(oms) + oms->c.actor_free_count != oms->actor_slots)
+	if (oms_resident_count(oms) + oms->c.waiting.count + oms->c.actor_free_count !=
+	    oms->actor_slots)
 		return -EFAULT;
+	/* A waiting user holds no orders, and waits only while the cap is full (the pump
+	 * promotes it the moment there is room, or the queue is behind one that waits). */
+	for (uint32_t i = oms->c.waiting.head; i != OMS_NIL; i = oms->actors[i].next)
+		if (oms->actors[i].order_count != 0 || oms->actors[i].dedup_count != 0)
+			return -EFAULT;
 	return oms_wb_check(oms);
 }
 

@@ -668,7 +668,10 @@ oms_apply_observed(void *svc, uint64_t index, uint64_t now_ns, const struct wire
 		const struct wire_flush_complete *fc = (const void *)msg;
 		struct oms_user_info info;
 		bool gone = oms_user_get(svc, flush_user, &info) != 0;
+		/* (A waiting user may be refused and dropped by the sweep this entry's time
+		 * ran: it holds no money.) */
 		if (gone && info_before.status != OMS_USER_ABSENT &&
+		    info_before.status != OMS_USER_WAITING &&
 		    (info_before.status != OMS_USER_FLUSHING || fc->status != WIRE_FLUSH_OK))
 			violation("user %" PRIu64 " dropped by a FlushComplete that does not "
 				  "confirm its flush (status %u, state %u)",
@@ -1570,7 +1573,10 @@ on_admin_reply(struct ev *e)
 		c->owner_hint = (uint16_t)r->value;
 		/* Same transfer id: idempotent wherever it lands. */
 	} else if (r->reason != WIRE_REASON_PARKED_FULL && r->reason != WIRE_REASON_CAPACITY &&
-		   r->reason != WIRE_REASON_DB_ERROR) {
+		   r->reason != WIRE_REASON_DB_ERROR && r->reason != WIRE_REASON_BACKPRESSURE) {
+		/* (BACKPRESSURE: a cold user found the admission queue full, docs/oms.md
+		 * "Admission" — transient like CAPACITY: a copy of the same transfer id still on
+		 * its way may land later, so the client keeps asking under that id.) */
 		client_answered(*owner); /* refused for good: not deposited */
 	}
 }
@@ -2066,7 +2072,8 @@ check_money(void)
 			for (uint32_t gi = 0; gi < OMS_GROUPS; gi++) {
 				struct oms_user_info info;
 				if (oms_user_get(l[gi]->svc, u, &info) == 0 &&
-				    info.status != OMS_USER_HYDRATING)
+				    (info.status == OMS_USER_RESIDENT ||
+				     info.status == OMS_USER_FLUSHING))
 					resident = true;
 			}
 			if (resident || !db[u].exists)
@@ -2390,6 +2397,10 @@ plant_apply(void)
 #define HB_USERS 256                /* users 5..260 rest 3 sells each */
 #define HB_SYM 1                    /* on ME shard 8 */
 static bool halt_burst;
+/* --cap N: the OMS resident cap below the user count, so admission waits, pressure
+ * evictions and refusals after admit_wait_ns run under the faults (docs/oms.md,
+ * "Admission"). 0: the cap holds every user. */
+static uint32_t cap_users;
 static struct map hb_seen;          /* (ME group << 16 | stream, seq) → first emission seen */
 static struct map hb_orders;        /* oid → RESTED | CANCELLED count << 8 | DONE count << 16 */
 
@@ -2653,6 +2664,11 @@ setup(void)
 	faults_calm();
 	oms_limits_default(&oms_lim);
 	oms_lim.users_max = USERS + 16;
+	if (cap_users != 0) {
+		oms_lim.users_max = cap_users;
+		oms_lim.wait_max = 64;
+		oms_lim.admit_wait_ns = 200 * MS;
+	}
 	oms_lim.me_shards_max = 16;
 	oms_lim.ttl_ns = 300 * MS;
 	oms_lim.sweep_interval_ns = 20 * MS;
@@ -2744,6 +2760,9 @@ usage(void)
 			"  --steps M     chaos phases of 500 ms simulated each (default 4)\n"
 			"  --plant NAME  reopen a closed hole (self-test): dedup0, ack-ahead,\n"
 			"                rebuild-early, snapshot-short\n");
+	fprintf(stderr, "       sim-system ... --cap N: an OMS resident cap of N users (of %d):\n"
+			"                cold users wait for room, idle ones are evicted for them\n",
+		USERS);
 	fprintf(stderr, "usage: sim-system [--seed N] [--steps M] [--trace] [--halt-burst]\n"
 			"  --steps M     chaos phases of 500 ms simulated each (default 4)\n"
 			"  --halt-burst  halt a symbol holding 3 x events_max resting orders while\n"
@@ -2767,6 +2786,8 @@ main(int argc, char **argv)
 			plant_parse(argv[++i]);
 		else if (strcmp(argv[i], "--halt-burst") == 0)
 			halt_burst = true;
+		else if (strcmp(argv[i], "--cap") == 0 && i + 1 < argc)
+			cap_users = (uint32_t)strtoul(argv[++i], NULL, 0);
 		else
 			usage();
 	}

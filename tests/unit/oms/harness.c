@@ -31,6 +31,7 @@ h_limits(struct oms_limits *l)
 	oms_limits_default(l);
 	l->users_max = 64;
 	l->flush_headroom = 8;
+	l->wait_max = 8;
 	l->orders_max = 1024;
 	l->orders_per_user = 32;
 	l->inflight_max = 512;

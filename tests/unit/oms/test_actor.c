@@ -2,6 +2,7 @@
 /* Hot-user actors: hydration with parked orders, the dehydration handshake with fencing
  * epochs, the TTL sweep, the size-bound valve, and each eviction anti-pattern of the seed
  * shown impossible. */
+#include <stdio.h>
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <signal.h>
@@ -490,40 +491,180 @@ Test(oms_actor, flush_conflict_and_error)
 	cr_assert(eq(u32, h_count(&H, WIRE_BEGIN_DEHYDRATE), 1));
 }
 
-/* Goal: at the resident cap the flat LRU tail is dehydrated at once for a new cold user;
- * with nothing flat the new cold user is refused CAPACITY rather than growing. */
-Test(oms_actor, resident_cap_valve_and_capacity)
+/* A shard whose cap holds four users (1..4 resident, funded, one 10 ms apart), one flush in
+ * flight at most beyond it, and two users waiting for room. */
+static void
+cap_setup(uint32_t wait_max)
 {
 	h_fini(&H);
 	struct oms_limits l;
 	h_limits(&l);
 	l.users_max = 4;
 	l.flush_headroom = 1;
+	l.wait_max = wait_max;
+	l.admit_wait_ns = 3 * SEC / 2;
 	h_init(&H, &l);
 	h_std_symbols(&H);
 	for (uint64_t u = 1; u <= 4; u++) {
 		h_user(&H, u, 1000, 100000);
 		H.now += SEC / 100;
 	}
-	h_limit(&H, 2, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1); /* touch 2; LRU tail is 1 */
+}
+
+/* Goal (issue 17, docs/oms.md "Admission"): at the resident cap a cold user waits instead of
+ * being refused: the least recently active idle user is evicted at once (before its TTL)
+ * and the waiting user hydrates in the room it leaves, in order of arrival. */
+Test(oms_actor, cold_users_wait_and_evict_the_idle_tail)
+{
+	cap_setup(2);
+	h_limit(&H, 2, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1); /* 2 holds a saga; LRU tail is 1 */
 	h_limit(&H, 9, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	cr_assert(eq(u32, h_count(&H, WIRE_NAK), 0));
 	cr_assert(eq(u32, h_count(&H, WIRE_BEGIN_DEHYDRATE), 1));
 	cr_assert(eq(u64, ((const struct wire_begin_dehydrate *)h_get(&H, WIRE_BEGIN_DEHYDRATE, 0))
 				  ->state.user,
 		     1));
 	cr_assert(eq(u32, h_count(&H, WIRE_HYDRATE_REQUEST), 1));
+	cr_assert(eq(u32, h_status(&H, 9), OMS_USER_HYDRATING));
 	cr_assert(eq(u64, h_ctr(&H, OMS_C_VALVE_DEHYDRATES), 1));
-	/* Headroom is used by the flush in flight: the next cold user cannot get a slot. */
+	/* The headroom is held by 1's flush, the cap by 2, 3, 4 and 9: the next cold user
+	 * waits, and 3 (the idle tail now; 2 is skipped, it holds a saga) makes room for it. */
 	h_limit(&H, 10, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
-	cr_assert(eq(u16, h_last_nak(&H), WIRE_REASON_CAPACITY));
-	/* Make everybody non-flat: no valve candidate → CAPACITY. */
-	h_flush(&H, 1, h_epoch(&H, 1), WIRE_FLUSH_OK, 2);
-	h_hydrate(&H, 9, 1, A_USD, 100000, 0, 0);
-	h_limit(&H, 3, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
-	h_limit(&H, 4, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
-	h_limit(&H, 11, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
-	cr_assert(eq(u16, h_last_nak(&H), WIRE_REASON_CAPACITY));
+	cr_assert(eq(u32, h_count(&H, WIRE_NAK), 0));
+	cr_assert(eq(u32, h_count(&H, WIRE_BEGIN_DEHYDRATE), 1));
+	cr_assert(eq(u64, ((const struct wire_begin_dehydrate *)h_get(&H, WIRE_BEGIN_DEHYDRATE, 0))
+				  ->state.user,
+		     3));
+	cr_assert(eq(u32, h_status(&H, 10), OMS_USER_HYDRATING));
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_ADMIT_WAITS), 2)); /* 9 waited too, for 1's flush */
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_ADMIT_PROMOTED), 2));
+	/* Both orders run once their users are in. */
+	h_hydrate(&H, 9, h_epoch(&H, 9), A_USD, 100000, 0, 0);
+	cr_assert(eq(u32, h_count(&H, WIRE_SUBMIT), 1));
+	h_hydrate(&H, 10, h_epoch(&H, 10), A_USD, 100000, 0, 0);
+	cr_assert(eq(u32, h_count(&H, WIRE_SUBMIT), 1));
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_NAKS), 0));
+}
+
+/* Goal: with every resident holding orders nothing can be evicted: a cold user waits (no
+ * request out, no answer), and once it has waited admit_wait_ns its order is refused
+ * CAPACITY — the reason says the cap is held, not that the database failed. */
+Test(oms_actor, capacity_only_when_nothing_can_go)
+{
+	cap_setup(2);
+	for (uint64_t u = 1; u <= 4; u++)
+		h_limit(&H, u, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	h_limit(&H, 9, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	cr_assert(eq(u32, h_count(&H, WIRE_NAK), 0));
+	cr_assert(eq(u32, h_count(&H, WIRE_HYDRATE_REQUEST), 0));
 	cr_assert(eq(u32, h_count(&H, WIRE_BEGIN_DEHYDRATE), 0));
+	cr_assert(eq(u32, h_status(&H, 9), OMS_USER_WAITING));
+	cr_assert(eq(u32, oms_waiting_count(H.oms), 1));
+	H.now += SEC;
+	h_tick(&H); /* a sweep before the deadline: still waiting */
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_SWEEPS), 2));
+	cr_assert(eq(u32, h_count(&H, WIRE_NAK), 0));
+	H.now += SEC;
+	h_tick(&H);
+	cr_assert(eq(u32, h_count(&H, WIRE_NAK), 1));
+	cr_assert(eq(u16, h_last_nak(&H), WIRE_REASON_CAPACITY));
+	cr_assert(eq(u32, h_status(&H, 9), OMS_USER_ABSENT));
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_ADMIT_TIMEOUTS), 1));
+	cr_assert(eq(u32, oms_waiting_count(H.oms), 0));
+}
+
+/* Goal: a waiting user is admitted as soon as a resident can go — here when one's order is
+ * refused by the ME and it turns flat — without waiting for that user's TTL. */
+Test(oms_actor, waiting_user_admitted_when_a_resident_turns_flat)
+{
+	cap_setup(2);
+	for (uint64_t u = 1; u <= 4; u++)
+		h_limit(&H, u, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	h_limit(&H, 9, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	cr_assert(eq(u32, h_status(&H, 9), OMS_USER_WAITING));
+	h_ev(&H, h_oid(&H, 3, 1), S_ETHUSD, WIRE_EV_REJECTED, 0, 0, 0, 0);
+	cr_assert(eq(u32, h_status(&H, 9), OMS_USER_WAITING)); /* until the next sweep */
+	H.now += SEC;
+	h_tick(&H);
+	cr_assert(eq(u32, h_count(&H, WIRE_BEGIN_DEHYDRATE), 1));
+	cr_assert(eq(u64, ((const struct wire_begin_dehydrate *)h_get(&H, WIRE_BEGIN_DEHYDRATE, 0))
+				  ->state.user,
+		     3));
+	cr_assert(eq(u32, h_count(&H, WIRE_HYDRATE_REQUEST), 1));
+	cr_assert(eq(u32, h_status(&H, 9), OMS_USER_HYDRATING));
+	h_hydrate(&H, 9, h_epoch(&H, 9), A_USD, 100000, 0, 0);
+	cr_assert(eq(u32, h_count(&H, WIRE_SUBMIT), 1));
+}
+
+/* Goal: the waiting queue is bounded (wait_max): beyond it a cold user is refused
+ * BACKPRESSURE (transient: nothing was applied), and a full queue does not disturb the
+ * users already in it. */
+Test(oms_actor, waiting_queue_full_is_backpressure)
+{
+	cap_setup(1);
+	for (uint64_t u = 1; u <= 4; u++)
+		h_limit(&H, u, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	h_limit(&H, 9, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	h_limit(&H, 10, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	cr_assert(eq(u16, h_last_nak(&H), WIRE_REASON_BACKPRESSURE));
+	cr_assert(eq(u32, h_status(&H, 10), OMS_USER_ABSENT));
+	cr_assert(eq(u32, h_status(&H, 9), OMS_USER_WAITING));
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_ADMIT_QUEUE_FULL), 1));
+	/* A second message of the waiting user parks behind its first. */
+	h_limit(&H, 9, 2, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	cr_assert(eq(u32, h_count(&H, WIRE_NAK), 0));
+}
+
+/* Goal (issue 17): a deposit retried while its user waits for room is answered with its
+ * original outcome once the user is in, and credits nothing twice. */
+Test(oms_actor, retried_deposit_waits_and_gets_its_original_answer)
+{
+	cap_setup(2);
+	h_transfer(&H, 1, 77, A_USD, 500);
+	cr_assert(eq(i64, h_total(&H, 1, A_USD), 100500));
+	/* Everybody goes cold: 1 is evicted with the transfer in its window. */
+	H.now += 11 * SEC;
+	h_tick(&H);
+	cr_assert(eq(u32, h_count(&H, WIRE_BEGIN_DEHYDRATE), 4));
+	struct wire_begin_dehydrate bd[4];
+	for (uint32_t i = 0; i < 4; i++)
+		bd[i] = *(const struct wire_begin_dehydrate *)h_get(&H, WIRE_BEGIN_DEHYDRATE, i);
+	struct wire_user_state row;
+	for (uint32_t i = 0; i < 4; i++) {
+		h_flush(&H, bd[i].state.user, bd[i].epoch, WIRE_FLUSH_OK, bd[i].state.version + 1);
+		if (bd[i].state.user == 1)
+			row = bd[i].state;
+	}
+	cr_assert(eq(u32, h_status(&H, 1), OMS_USER_ABSENT));
+	cr_assert(eq(u32, row.recent_count, 1));
+	row.version++;
+	/* The cap fills with users holding orders; 1's retry waits. */
+	for (uint64_t u = 11; u <= 14; u++) {
+		h_transfer(&H, u, 1, A_USD, 100000);
+		struct wire_user_state st;
+		memset(&st, 0, sizeof(st));
+		st.user = u;
+		st.balance_count = 1;
+		st.balances[0].asset = A_USD;
+		st.balances[0].total = 0;
+		h_hydrate_state(&H, &st);
+		h_limit(&H, u, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	}
+	h_transfer(&H, 1, 77, A_USD, 500);
+	cr_assert(eq(u32, h_status(&H, 1), OMS_USER_WAITING));
+	cr_assert(eq(u32, h_count(&H, WIRE_ADMIN_REPLY), 0));
+	/* Room comes (14's order is refused, it turns flat, the sweep evicts it). */
+	h_ev(&H, h_oid(&H, 14, 1), S_ETHUSD, WIRE_EV_REJECTED, 0, 0, 0, 0);
+	H.now += SEC;
+	h_tick(&H);
+	cr_assert(eq(u32, h_status(&H, 1), OMS_USER_HYDRATING));
+	h_hydrate_state(&H, &row);
+	cr_assert(eq(u32, h_count(&H, WIRE_ADMIN_REPLY), 1));
+	const struct wire_admin_reply *r = h_get(&H, WIRE_ADMIN_REPLY, 0);
+	cr_assert(eq(u16, r->reason, WIRE_REASON_NONE));
+	cr_assert(eq(u64, r->value, 100500)); /* the original answer: the total it made */
+	cr_assert(eq(i64, h_total(&H, 1, A_USD), 100500));
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_ADMIT_WAITS), 1));
 }
 
 /* Goal: the sweep is O(expired): it stops at the first non-expired actor and evicts at

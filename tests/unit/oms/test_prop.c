@@ -238,7 +238,7 @@ check(void)
 		for (uint64_t u = 1; u <= USERS; u++) {
 			struct oms_user_info inf;
 			bool resident = oms_user_get(oms, u, &inf) == 0 &&
-					inf.status != OMS_USER_HYDRATING;
+					(inf.status == OMS_USER_RESIDENT || inf.status == OMS_USER_FLUSHING);
 			if (resident || !W->db[u].exists)
 				continue;
 			for (uint32_t k = 0; k < W->db[u].st.balance_count; k++)
