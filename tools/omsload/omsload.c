@@ -5,7 +5,7 @@
  *   omsload [--host A] [--port N] [--session N] [--key HEX32] [--users N] [--rate R]
  *           [--seconds S] [--seed S] [--symbols N] [--mid P] [--first-user U]
  *           [--drain-ms N] [--inflight N] [--transfer-shard N] [--flatten]
- *           [--history FILE] [--no-fund] [--cold-ms N]
+ *           [--history FILE] [--no-fund] [--cold-ms N] [--ioc]
  *
  * 1. Funding: one deposit per user and asset (base 1, quote 2); waits for the answers (or
  *    --drain-ms) so orders do not race their money. By default the gateway routes each
@@ -16,6 +16,9 @@
  * 2. Load: --rate requests/s for --seconds from a seeded mix (common/prng.h): limit orders
  *    near --mid (some crossing), cancels of the user's own open orders (always once a user
  *    rests 3/4 of LIVE_MAX, so the book stays bounded), some IOC limits and market orders.
+ *    With --ioc every limit order is IOC: nothing rests, so a user is flat (evictable) once
+ *    its order is done (tests/bench/app/churn.sh MIX=ioc: the hot-user cache when no more
+ *    users than the cap hold open orders).
  *    At most --inflight requests are unanswered at once; beyond that the generator waits
  *    (counted as throttled) rather than queueing without bound.
  * 3. Drain: waits up to --drain-ms for the outstanding answers and then for the reports
@@ -109,6 +112,7 @@ struct load {
 	uint64_t fresh;          /* messages received that were not seq repeats */
 	uint64_t tail_requests;  /* REPORT_REPLAYs sent by client_replay_tail in the drains */
 	uint64_t cold_ns;        /* --cold-ms in ns; 0: orders are not classed */
+	bool ioc_only;           /* --ioc: every limit order IOC (nothing rests) */
 	struct order_class cold; /* new orders whose user sent nothing for cold_ns (or never) */
 	struct order_class hot;  /* the other new orders */
 };
@@ -120,7 +124,7 @@ usage(void)
 	      "               [--rate R] [--seconds S] [--seed S] [--symbols N] [--mid P]\n"
 	      "               [--first-user U] [--drain-ms N] [--inflight N]\n"
 	      "               [--transfer-shard N] [--flatten] [--history FILE]\n"
-	      "               [--no-fund] [--cold-ms N]\n",
+	      "               [--no-fund] [--cold-ms N] [--ioc]\n",
 	      stderr);
 	return 2;
 }
@@ -299,7 +303,7 @@ send_one(struct load *l, uint64_t now_ns)
 			l->markets++;
 		} else {
 			m->ord_type = WIRE_ORD_LIMIT;
-			m->tif = roll >= 85 ? WIRE_TIF_IOC : WIRE_TIF_GTC;
+			m->tif = roll >= 85 || l->ioc_only ? WIRE_TIF_IOC : WIRE_TIF_GTC;
 			l->iocs += m->tif == WIRE_TIF_IOC;
 			/* Bids below the mid and asks above it, a few crossing so trades happen. */
 			int64_t off = prng_range(&l->prng, -2, 20);
@@ -423,7 +427,7 @@ main(int argc, char **argv)
 	uint64_t users = 10, rate = 1000, seconds = 5, seed = 1, symbols = 1, mid = 10000;
 	uint64_t first_user = 1000, drain_ms = 2000, inflight = 4096, transfer_shard = 0, v;
 	uint64_t cold_ms = 0;
-	bool do_flatten = false, do_fund = true;
+	bool do_flatten = false, do_fund = true, ioc_only = false;
 	const char *history_path = NULL;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -437,6 +441,10 @@ main(int argc, char **argv)
 		}
 		if (strcmp(a, "--no-fund") == 0) {
 			do_fund = false;
+			continue;
+		}
+		if (strcmp(a, "--ioc") == 0) {
+			ioc_only = true;
 			continue;
 		}
 		if (val == NULL || strncmp(a, "--", 2) != 0)
@@ -512,6 +520,7 @@ main(int argc, char **argv)
 	hist_init(&l.cold.ack_us);
 	hist_init(&l.hot.ack_us);
 	l.cold_ns = cold_ms * 1000000u;
+	l.ioc_only = ioc_only;
 	/* Ids must not repeat across runs (the node dedups by (user, id)): the run's start in
 	 * wall-clock milliseconds (41 bits until 2039) above a per-user counter of 22 bits. */
 	struct timespec ts;

@@ -21,6 +21,10 @@
 #      shard 1; 2: OMS shards 1 and 3; ME shard 2 either way), KILL (none | oms: kill -9 the
 #      node leading OMS shard 1 a third of the way in and restart it from its data dir,
 #      durable, DURATION_S/3 s later (4 to 20), as the chaos harness's kill-one does),
+#      MIX (ioc: every limit order IOC, so a user holds no open order once its order is
+#      done — the issue's acceptance shape, "no more than the cap hold open orders"; gtc:
+#      omsload's usual mix, most limits rest, and a user resting an order is never evicted,
+#      so the cap fills with such users and cold users are refused CAPACITY by design),
 #      SEED (1), OMSD and OMSLOAD (default build/), CHURN_TAG and CHURN_NET (the namespace
 #      tag and subnet), CHURN_OUT (keep the evidence there; otherwise /tmp/omsd-churn.*,
 #      removed after a clean run).
@@ -44,12 +48,14 @@ RATE=${RATE:-2000}
 DURATION_S=${DURATION_S:-60}
 OMS_SHARDS=${OMS_SHARDS:-1}
 KILL=${KILL:-none}
+MIX=${MIX:-ioc}
 SEED=${SEED:-1}
 FIRST_USER=1000
 FUND_BASE=1000000000
 FUND_QUOTE=1000000000000
 case $OMS_SHARDS in 1) OMS_LIST=(1) ;; 2) OMS_LIST=(1 3) ;; *) echo "churn: OMS_SHARDS is 1 or 2" >&2; exit 2 ;; esac
 case $KILL in none | oms) ;; *) echo "churn: KILL is none or oms" >&2; exit 2 ;; esac
+case $MIX in ioc) MIX_ARGS=(--ioc) ;; gtc) MIX_ARGS=() ;; *) echo "churn: MIX is ioc or gtc" >&2; exit 2 ;; esac
 for v in USERS CAP TTL_MS RATE DURATION_S SEED; do
 	if ! [[ ${!v} =~ ^[0-9]+$ ]] || [ "${!v}" -eq 0 ]; then
 		echo "churn: $v must be a positive number" >&2
@@ -167,7 +173,7 @@ log "leaders:$placement; the load enters node $GW"
 # The load. Cold: the user sent nothing for longer than the TTL (or never).
 ip netns exec "$NS_C" "$OMSLOAD" --host "$NET.1$GW" --port 7400 --users "$USERS" \
 	--first-user "$FIRST_USER" --rate "$RATE" --seconds "$DURATION_S" --seed "$SEED" \
-	--symbols 1 --mid 100 --no-fund --cold-ms "$TTL_MS" --drain-ms 15000 \
+	--symbols 1 --mid 100 --no-fund --cold-ms "$TTL_MS" --drain-ms 15000 "${MIX_ARGS[@]}" \
 	--history "$OUT/history.tsv" >"$TMP/load.log" 2>&1 &
 LOAD_PID=$!
 
@@ -279,12 +285,18 @@ lstat() { # NODE KEY: KEY in NODE's final dump, 0 when missing
 	awk -v k="$2" '$1 == k { print $2; f = 1 } END { if (!f) print 0 }' "$OUT/state/node$1.stats"
 }
 cap_naks=0 hydrations=0 evictions=0 valve=0 hydrate_errors=0 oms_naks=0 parked_full=0
+bp_naks=0 admit_waits=0 admit_timeouts=0 admit_wait_ns=0 admit_promoted=0
 for s in "${OMS_LIST[@]}"; do
 	l=$(awk -v k="shard.$s.is_leader" '$1 == k && $2 == 1 { print FILENAME }' "$OUT"/state/node*.stats |
 		sed -nE 's/.*node([0-9]+)\.stats$/\1/p' | head -n 1)
 	[ -n "$l" ] || continue
 	cap_naks=$((cap_naks + $(lstat "$l" "shard.$s.nak.CAPACITY")))
 	parked_full=$((parked_full + $(lstat "$l" "shard.$s.nak.PARKED_FULL")))
+	bp_naks=$((bp_naks + $(lstat "$l" "shard.$s.nak.BACKPRESSURE")))
+	admit_waits=$((admit_waits + $(lstat "$l" "shard.$s.oms.admit_waits")))
+	admit_promoted=$((admit_promoted + $(lstat "$l" "shard.$s.oms.admit_promoted")))
+	admit_timeouts=$((admit_timeouts + $(lstat "$l" "shard.$s.oms.admit_timeouts")))
+	admit_wait_ns=$((admit_wait_ns + $(lstat "$l" "shard.$s.oms.admit_wait_ns")))
 	oms_naks=$((oms_naks + $(lstat "$l" "shard.$s.oms.naks")))
 	hydrations=$((hydrations + $(lstat "$l" "shard.$s.oms.hydrations")))
 	hydrate_errors=$((hydrate_errors + $(lstat "$l" "shard.$s.oms.hydrate_errors")))
@@ -315,8 +327,9 @@ echo "bench: churn orders=${orders:-0} orders_per_s=$(per_s "${orders:-0}")" \
 	"hot_ack_p99_us=$(lf latency_hot: ack_p99_us) hot_ack_p50_us=$(lf latency_hot: ack_p50_us)" \
 	"cold_orders=$(lf latency_cold: orders) hot_orders=$(lf latency_hot: orders)" \
 	"cold_capacity=$(lf latency_cold: capacity) hot_capacity=$(lf latency_hot: capacity)" \
-	"oms_naks=$oms_naks parked_full=$parked_full hydrations=$hydrations" \
+	"oms_naks=$oms_naks parked_full=$parked_full backpressure_naks=$bp_naks hydrations=$hydrations" \
+	"admit_waits=$admit_waits admit_timeouts=$admit_timeouts admit_wait_mean_us=$(awk -v t="$admit_wait_ns" -v n="$admit_promoted" 'BEGIN { printf "%.0f", (n > 0 ? t / n / 1000 : 0) }')" \
 	"hydrate_errors=$hydrate_errors evictions_per_s=$(per_s "$evictions")" \
 	"valve_dehydrates=$valve residents_max=$RES_MAX oms_terms=$terms oms_max_cycle_ms=$cycle_ms users=$USERS cap=$CAP ttl_ms=$TTL_MS" \
-	"rate=$RATE oms_shards=$OMS_SHARDS kill=$KILL money=$money result=$result"
+	"rate=$RATE oms_shards=$OMS_SHARDS kill=$KILL mix=$MIX money=$money result=$result"
 [ "$check_rc" -eq 0 ] || exit 1
