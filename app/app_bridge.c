@@ -17,6 +17,14 @@
 #include "me/me.h"
 #include "oms/oms.h"
 
+/* The persister's requests are re-sent on the rebuild after a change of leader and then at
+ * most this often: a request is lost only with a leader or a persister restart, and one
+ * re-sent while its answer is on its way through the log runs again in the database (a
+ * flush repeat, a hydration answered twice) and comes back as one more entry — under cache
+ * churn, with thousands of hydrations and flushes outstanding, a re-send every pass
+ * (bridge_redrive_ms) multiplied the database's work and the log's four times over. */
+#define PERSIST_REDRIVE_NS (2000ull * 1000000)
+
 static void
 persist_cb(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 {
@@ -105,7 +113,10 @@ bridge_redrive(struct app_shard *s, bool fresh)
 	PUB(s->pub_saga_oldest_ns, s->rdq.oldest_age_ns);
 	if (s->rdq.untracked > 0)
 		sc_add(s, SC_BRIDGE_UNTRACKED, s->rdq.untracked);
-	oms_persist_foreach(oms, persist_cb, s);
+	if (fresh || s->now - s->last_persist_redrive >= PERSIST_REDRIVE_NS) {
+		oms_persist_foreach(oms, persist_cb, s);
+		s->last_persist_redrive = s->now;
+	}
 	for (uint32_t i = 0; i < s->me_shard_count; i++) {
 		struct wire_replay_request rr;
 		memset(&rr, 0, sizeof(rr));

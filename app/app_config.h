@@ -114,6 +114,8 @@ struct app_config {
 	uint64_t resident_users_max;          /* OMS: resident actors */
 	uint64_t parked_orders_max;           /* OMS: orders waiting for hydration */
 	uint64_t waiting_users_max;           /* OMS: cold users waiting for room in the cap */
+	uint64_t report_ring;                 /* OMS: numbered client answers kept per shard for
+					       * REPORT_REPLAY and a new leader (power of two) */
 	uint64_t evictions_max;               /* OMS: eviction flushes in flight */
 	uint64_t inflight_sagas_max;          /* OMS: PENDING sagas before BACKPRESSURE */
 	uint64_t orders_max;                  /* OMS and ME: order records */

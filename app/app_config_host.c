@@ -49,6 +49,7 @@ cfg_defaults(struct app_config *cfg)
 	cfg->resident_users_max = 100000;
 	cfg->parked_orders_max = 10000;
 	cfg->waiting_users_max = 4096;
+	cfg->report_ring = 65536;
 	cfg->evictions_max = 1024;
 	cfg->admit_wait_ms = 1000;
 	cfg->inflight_sagas_max = 10000;

@@ -22,6 +22,10 @@ cfg_sec_rest(struct cfg_ctx *c, struct app_config *cfg)
 	cfg_get_u64(c, "limits", "parked_orders", false, 1, 1u << 30, &cfg->parked_orders_max);
 	cfg_get_u64(c, "limits", "inflight_sagas", false, 1, 1u << 30, &cfg->inflight_sagas_max);
 	cfg_get_u64(c, "limits", "waiting_users", false, 1, 1u << 24, &cfg->waiting_users_max);
+	cfg_get_u64(c, "limits", "report_ring", false, 1024, 1u << 26, &cfg->report_ring);
+	if ((cfg->report_ring & (cfg->report_ring - 1)) != 0)
+		cfg_report(c, "limits", "report_ring", "%" PRIu64 " is not a power of two",
+			   cfg->report_ring);
 	cfg_get_u64(c, "limits", "evictions_in_flight", false, 1, 1u << 20, &cfg->evictions_max);
 	cfg_get_u64(c, "timers", "admit_wait_ms", false, 1, 600000, &cfg->admit_wait_ms);
 

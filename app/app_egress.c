@@ -12,7 +12,7 @@
 #include "oms/oms.h"
 
 /* Client messages lost with a leader: re-sent by a new leader when emitted within this much
- * cluster time before the newest one kept (struct app_shard.reports, REPORT_RING). */
+ * cluster time before the newest one kept (struct app_shard.reports, report_ring). */
 #define REPORT_RESEND_NS (500ull * 1000000)
 
 void
@@ -92,13 +92,60 @@ app_egress_route(struct app_shard *s, enum wire_dest dest, const struct wire_msg
 	}
 }
 
+static inline struct report_ent *
+report_at(const struct app_shard *s, uint64_t pos)
+{
+	return &s->reports[pos & (s->report_ring - 1)];
+}
+
+/* The oldest position still in the ring. */
+static inline uint64_t
+report_first(const struct app_shard *s)
+{
+	return s->report_count > s->report_ring ? s->report_count - s->report_ring : 0;
+}
+
+/* The set of user's newest-position slots. */
+static inline struct report_head *
+report_set(const struct app_shard *s, uint64_t user)
+{
+	uint64_t sets = s->report_ring / REPORT_WAYS;
+	uint64_t h = (user * UINT64_C(0x9E3779B97F4A7C15)) >> 20;
+	return &s->report_heads[(h & (sets - 1)) * REPORT_WAYS];
+}
+
+/* user's slot in its set, or NULL (never had an entry, or pushed out). */
+static struct report_head *
+report_head_find(const struct app_shard *s, uint64_t user)
+{
+	struct report_head *set = report_set(s, user);
+	for (uint32_t w = 0; w < REPORT_WAYS; w++)
+		if (set[w].user == user)
+			return &set[w];
+	return NULL;
+}
+
+/* user's slot, taking a free one or the one whose newest entry is oldest (most likely gone
+ * from the ring already). */
+static struct report_head *
+report_head_take(const struct app_shard *s, uint64_t user)
+{
+	struct report_head *set = report_set(s, user), *victim = &set[0];
+	for (uint32_t w = 0; w < REPORT_WAYS; w++) {
+		if (set[w].user == user || set[w].user == 0)
+			return &set[w];
+		if (set[w].last < victim->last)
+			victim = &set[w];
+	}
+	victim->user = 0;
+	return victim;
+}
+
 /* Keep a numbered client message (one that carries a per-user seq) for a new leader. */
 static void
 report_keep(struct app_shard *s, const struct wire_msg_hdr *msg)
 {
-	uint64_t last = s->report_count > 0
-				? s->reports[(s->report_count - 1) % REPORT_RING].time_ns
-				: 0;
+	uint64_t last = s->report_count > 0 ? report_at(s, s->report_count - 1)->time_ns : 0;
 	uint64_t seq, t;
 	switch (msg->type) {
 	case WIRE_EXEC_REPORT:
@@ -118,12 +165,17 @@ report_keep(struct app_shard *s, const struct wire_msg_hdr *msg)
 	}
 	if (seq == 0)
 		return; /* not numbered (a NAK to a user not resident): a hole in nothing */
-	struct report_ent *e = &s->reports[s->report_count % REPORT_RING];
+	uint64_t user = app_msg_user(msg);
+	struct report_ent *e = report_at(s, s->report_count);
 	DCHECK(msg->length <= sizeof(e->m));
 	memcpy(&e->m, msg, msg->length);
-	e->user = app_msg_user(msg);
+	e->user = user;
 	e->seq = seq;
 	e->time_ns = t > last ? t : last;
+	struct report_head *h = report_head_take(s, user);
+	e->prev = h->user == user && h->last >= report_first(s) ? h->last : REPORT_NONE;
+	h->user = user;
+	h->last = s->report_count;
 	s->report_count++;
 }
 
@@ -153,21 +205,22 @@ app_egress_reports_resend(struct app_shard *s)
 {
 	if (s->report_count == 0)
 		return;
-	uint64_t newest = s->reports[(s->report_count - 1) % REPORT_RING].time_ns;
-	uint64_t first = s->report_count > REPORT_RING ? s->report_count - REPORT_RING : 0;
-	for (uint64_t i = first; i < s->report_count; i++) {
-		const struct report_ent *r = &s->reports[i % REPORT_RING];
-		if (r->time_ns + REPORT_RESEND_NS < newest)
-			continue;
-		app_egress_route(s, WIRE_DEST_CLIENT, &r->m.hdr);
+	uint64_t newest = report_at(s, s->report_count - 1)->time_ns;
+	/* Entries are in time order: find the first one in the window from the end. */
+	uint64_t i = s->report_count;
+	while (i > report_first(s) && report_at(s, i - 1)->time_ns + REPORT_RESEND_NS >= newest)
+		i--;
+	for (; i < s->report_count; i++) {
+		app_egress_route(s, WIRE_DEST_CLIENT, &report_at(s, i)->m.hdr);
 		sc_add(s, SC_REPORTS_RESENT, 1);
 	}
 }
 
 /* A client's REPORT_REPLAY (through a gateway, origin node): the kept answers of its user
  * with seq in [from, to] (to 0: all), oldest first, at most WIRE_REPLAY_MAX; the client asks
- * again from the first still missing. One pass over the ring (REPORT_RING entries, a few
- * tens of microseconds): requests come from clients that saw a hole, at their pace. */
+ * again from the first still missing. The user's entries are walked newest first through
+ * their links (the lowest WIRE_REPLAY_MAX wanted ones kept), so a request costs the user's
+ * entries in the ring; a user not in the heads table falls back to one pass over the ring. */
 void
 app_egress_replay(struct app_shard *s, uint32_t node, const struct wire_report_replay *r)
 {
@@ -177,22 +230,46 @@ app_egress_replay(struct app_shard *s, uint32_t node, const struct wire_report_r
 		return;
 	}
 	sc_add(s, SC_REPLAY_REQUESTS, 1);
-	uint64_t first = s->report_count > REPORT_RING ? s->report_count - REPORT_RING : 0;
+	uint64_t first = report_first(s);
 	uint64_t to = r->to_seq != 0 ? r->to_seq : UINT64_MAX;
-	uint32_t sent = 0;
+	uint64_t pick[WIRE_REPLAY_MAX]; /* positions, a ring of the lowest seqs seen */
+	uint32_t picked = 0;
 	uint64_t oldest = 0;
-	for (uint64_t i = first; i < s->report_count && sent < WIRE_REPLAY_MAX; i++) {
-		const struct report_ent *e = &s->reports[i % REPORT_RING];
-		if (e->user != r->user)
-			continue;
-		if (oldest == 0)
+	const struct report_head *h = report_head_find(s, r->user);
+	if (h != NULL && h->last >= first) {
+		for (uint64_t pos = h->last; pos != REPORT_NONE && pos >= first;) {
+			const struct report_ent *e = report_at(s, pos);
+			if (e->user != r->user)
+				break; /* (cannot happen: a position >= first is not reused) */
 			oldest = e->seq;
-		if (e->seq < r->from_seq || e->seq > to)
-			continue;
-		app_gw_to_gateway(s, node, &e->m.hdr);
-		sent++;
+			if (e->seq < r->from_seq)
+				break;
+			if (e->seq <= to)
+				pick[picked++ % WIRE_REPLAY_MAX] = pos;
+			pos = e->prev;
+		}
+		/* Newest first into the ring: the lowest ones are the last picked. */
+		uint32_t n = picked < WIRE_REPLAY_MAX ? picked : WIRE_REPLAY_MAX;
+		for (uint32_t k = 0; k < n; k++) {
+			uint32_t at = (picked - 1 - k) % WIRE_REPLAY_MAX;
+			app_gw_to_gateway(s, node, &report_at(s, pick[at])->m.hdr);
+		}
+		picked = n;
+	} else {
+		for (uint64_t i = first; i < s->report_count && picked < WIRE_REPLAY_MAX; i++) {
+			const struct report_ent *e = report_at(s, i);
+			if (e->user != r->user)
+				continue;
+			if (oldest == 0)
+				oldest = e->seq;
+			if (e->seq < r->from_seq || e->seq > to)
+				continue;
+			app_gw_to_gateway(s, node, &e->m.hdr);
+			picked++;
+		}
+		sc_add(s, SC_REPLAY_SCANS, 1);
 	}
 	if (oldest > r->from_seq)
 		sc_add(s, SC_REPLAY_TRUNCATED, 1); /* gone from the ring: lost for good */
-	sc_add(s, SC_REPLAY_SENT, sent);
+	sc_add(s, SC_REPLAY_SENT, picked);
 }

@@ -71,6 +71,8 @@
 	X(REPLAY_SENT, "replay_sent", "client answers re-sent for REPORT_REPLAY requests") \
 	X(REPLAY_TRUNCATED, "replay_truncated",                                            \
 	  "REPORT_REPLAY requests whose range started before the oldest answer kept")      \
+	X(REPLAY_SCANS, "replay_scans",                                                    \
+	  "REPORT_REPLAY requests served by a whole-ring pass (user not in the heads table)") \
 	X(GW_REPLAYS, "gw_replays", "REPORT_REPLAY requests a gateway passed on")           \
 	X(BOOTSTRAPS, "bootstraps", "bootstrap config proposals")                         \
 	X(PERSIST_ANSWERED, "persist_answered", "persistence requests answered inline")    \
@@ -139,16 +141,32 @@ struct pq_ent {
 /* Client reports lost with a leader: an ACK, NAK or EXEC_REPORT the old leader emitted but
  * had not put on the wire when it died is never emitted again (the new leader applied that
  * entry as a follower, with egress discarded). So every OMS replica keeps its newest
- * REPORT_RING numbered client messages (a per-user seq: every ACK and EXEC_REPORT, a NAK to
+ * report_ring numbered client messages (a per-user seq: every ACK and EXEC_REPORT, a NAK to
  * a resident user), and a new leader re-sends those emitted within REPORT_RESEND_NS of
  * cluster time before the newest one. Clients tell a re-sent report they already have from
- * one that fills a hole by the per-user sequence (tools/client.c). */
-#define REPORT_RING 65536u /* ~40 s of answers at 1,500/s per shard; 136 B each */
+ * one that fills a hole by the per-user sequence (tools/client.c). The ring holds
+ * [limits] report_ring entries (144 B each): the retention bound of REPORT_REPLAY is that many
+ * numbered answers of the shard, whatever their age (docs/appliance.md, "Report replay").
+ *
+ * Each entry links to the previous one of its user (prev, an absolute position), and a
+ * 4-way set-associative table of the users' newest positions (report_heads, as many slots as
+ * the ring has entries) starts the walk, so a REPLAY costs the user's entries in the ring,
+ * not the ring: a whole-ring pass per request (65,536 entries, on the shard lcore) made a
+ * client that asked for every user's tail stall the shard for seconds. A user pushed out of
+ * the table (four others in its set with newer entries) is found by the whole-ring pass. */
+#define REPORT_NONE UINT64_MAX /* no previous entry */
+#define REPORT_WAYS 4u
+
+struct report_head {
+	uint64_t user; /* 0: free */
+	uint64_t last; /* its newest entry's absolute position */
+};
 
 struct report_ent {
 	uint64_t time_ns; /* cluster time: the report's, the ACK's admission, else the last */
 	uint64_t user;    /* its user and per-user seq (REPORT_REPLAY looks them up) */
 	uint64_t seq;
+	uint64_t prev;    /* the user's previous entry (absolute position) or REPORT_NONE */
 	union {
 		struct wire_msg_hdr hdr;
 		struct wire_ack ack;
@@ -228,6 +246,7 @@ struct app_shard {
 	uint64_t boot_term;          /* term the bootstrap config was proposed in */
 	uint64_t redrive_ns;         /* bridge_redrive_ms */
 	uint64_t last_redrive;       /* cluster time of the last re-drive pass */
+	uint64_t last_persist_redrive; /* ... that re-sent the persister's requests */
 	struct app_rdq rdq;          /* OMS leader: each saga's re-drive back-off */
 	void *rdq_mem;
 	struct app_gwr gwr;          /* gateway: owner overrides, requests in flight */
@@ -246,8 +265,11 @@ struct app_shard {
 	struct user_ent *clients;    /* gateway: user → client address */
 	struct xfer_ent *xfers;      /* gateway: transfer → client */
 	struct xfer_ent *xorigin;    /* OMS: transfer → gateway node */
-	struct report_ent *reports;  /* OMS: the newest REPORT_RING numbered client messages */
+	struct report_ent *reports;  /* OMS: the newest report_ring numbered client messages */
 	uint64_t report_count;       /* reports ever kept (ring position) */
+	uint64_t report_ring;        /* entries in reports[] ([limits] report_ring, a power of
+					two) */
+	struct report_head *report_heads; /* [report_ring]: sets of REPORT_WAYS */
 	struct app_lat *gwlat;       /* gateway: RX → answer latency of new orders */
 	struct app_outbox ob;         /* frames being built */
 	/* Control socket (docs/appliance.md): commands waiting for commit (from w.mgmt_rx). */

@@ -207,7 +207,10 @@ app_shard_init(struct app *app, struct app_agent *agent, uint32_t index)
 	}
 	if (s->is_oms) {
 		s->xorigin = zalloc("xorigin", s->id, sizeof(struct xfer_ent) * XFER_SLOTS);
-		s->reports = zalloc("reports", s->id, sizeof(struct report_ent) * REPORT_RING);
+		s->report_ring = app->cfg.report_ring;
+		s->reports = zalloc("reports", s->id, sizeof(struct report_ent) * s->report_ring);
+		s->report_heads = zalloc("report_heads", s->id,
+					 sizeof(struct report_head) * s->report_ring);
 		s->lat = zalloc("lat", s->id, sizeof(struct lat_table));
 		if (s->lat == NULL)
 			return -ENOMEM;
@@ -223,7 +226,8 @@ app_shard_init(struct app *app, struct app_agent *agent, uint32_t index)
 		hist_init(&s->lat->final);
 	}
 	if (s->svc_mem == NULL || s->cns_mem == NULL || s->log_mem == NULL || s->pq == NULL ||
-	    (s->is_oms && (s->users == NULL || s->xorigin == NULL || s->reports == NULL)) ||
+	    (s->is_oms && (s->users == NULL || s->xorigin == NULL || s->reports == NULL ||
+			   s->report_heads == NULL)) ||
 	    (s->is_gateway && (s->clients == NULL || s->xfers == NULL)))
 		return -ENOMEM;
 	if (s->is_oms)
@@ -343,6 +347,7 @@ app_shard_fini(struct app *app, struct app_agent *agent)
 		rte_free(s->xfers);
 		rte_free(s->xorigin);
 		rte_free(s->reports);
+		rte_free(s->report_heads);
 		rte_free(s->lat);
 		rte_free(s->rdq_mem);
 		rte_free(s->gwr_mem);

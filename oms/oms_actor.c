@@ -125,9 +125,10 @@ oms_actor_evictable(const struct oms *oms, const struct oms_actor *a)
 static void actor_restamp(struct oms *oms, struct oms_actor *a);
 
 /* The least recently active evictable actor, looked for from the LRU tail within *budget
- * actors, or NULL. An actor that cannot go because it holds orders or a saga ("cold ≠ no
- * orders") is re-stamped to the MRU end on the way, as the TTL sweep does, so the next look
- * starts past it; one waiting for a flush answer stays where it is. */
+ * actors, or NULL. An actor that cannot go — it holds orders or a saga ("cold ≠ no
+ * orders"), or waits for a write-back's answer — is re-stamped to the MRU end on the way,
+ * as the TTL sweep does, so the next look starts past it (a bounded look that met the
+ * same unevictable tail every time would never get past it). */
 static struct oms_actor *
 lru_victim(struct oms *oms, uint32_t *budget)
 {
@@ -140,10 +141,8 @@ lru_victim(struct oms *oms, uint32_t *budget)
 		(*budget)--;
 		if (oms_actor_evictable(oms, a))
 			return a;
-		if (!oms_actor_flat(a)) {
-			actor_restamp(oms, a);
-			oms_count(oms, OMS_C_SWEEP_TOUCHED);
-		}
+		actor_restamp(oms, a);
+		oms_count(oms, OMS_C_SWEEP_TOUCHED);
 		idx = prev;
 	}
 	return NULL;
@@ -205,10 +204,16 @@ admit_promote(struct oms *oms, struct oms_actor *a, struct svc_sink *sink)
 	emit_hydrate_request(oms, a, sink);
 }
 
+/* Actors the pump looks at from the LRU tail per call: it runs after most messages under
+ * pressure, so the look must stay short (a full look over a cap of residents that all hold
+ * orders or a write-back per message is what made the shard lcore stall). */
+#define ADMIT_LOOK_MAX 64u
+
 void
 oms_admit_pump(struct oms *oms, struct svc_sink *sink)
 {
-	uint32_t budget = oms->c.limits.sweep_scan_max;
+	uint32_t budget = oms->c.limits.sweep_scan_max < ADMIT_LOOK_MAX ? oms->c.limits.sweep_scan_max
+									 : ADMIT_LOOK_MAX;
 	while (oms->c.waiting.count > 0) {
 		if (cap_room(oms)) {
 			admit_promote(oms, &oms->actors[oms->c.waiting.tail], sink);

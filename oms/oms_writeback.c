@@ -52,8 +52,21 @@ oms_writeback_pass(struct oms *oms, struct svc_sink *sink)
 {
 	uint32_t room = wb_room(oms);
 	uint32_t max = oms->c.limits.writeback_max < room ? oms->c.limits.writeback_max : room;
-	for (uint32_t n = 0; n < max && oms->c.dirty.tail != OMS_NIL; n++)
-		wb_begin(oms, &oms->actors[oms->c.dirty.tail], sink);
+	/* While cold users wait for room (docs/oms.md "Admission") a flat user is left to the
+	 * pump: its eviction writes it, and a write-back in flight would keep it from being
+	 * evicted until the answer is in — under churn the oldest changes are the idle users the
+	 * pump wants. The look past them is bounded. */
+	bool pressure = oms->c.waiting.count > 0;
+	uint32_t looked = 0, look_max = 4 * max + 64;
+	for (uint32_t n = 0, idx = oms->c.dirty.tail; n < max && idx != OMS_NIL && looked < look_max;
+	     looked++) {
+		struct oms_actor *a = &oms->actors[idx];
+		idx = a->wb_prev;
+		if (pressure && oms_actor_flat(a))
+			continue;
+		wb_begin(oms, a, sink);
+		n++;
+	}
 }
 
 void

@@ -744,7 +744,11 @@ seq_note(struct client *c, uint64_t user, uint64_t seq, uint64_t now_ns,
 			t->newest = seq;
 			t->replay_due_ns = DUE_NONE;
 			c->user_index[i] = c->user_count;
-			return;
+			if (!c->cfg.seq_from_one || seq == 1)
+				return;
+			/* Numbered from 1: what came before the first one seen is a hole. */
+			t->contig = t->newest = 0;
+			break;
 		}
 	}
 	CHECK(t != NULL); /* the index is at most half full: the probe ends */

@@ -64,6 +64,10 @@ struct client_config {
 	uint32_t replay_after_ms; /* a seq hole open this long is asked for again, 0: 100 */
 	uint32_t replay_every_ms; /* ... and again this often while it stays, 0: 300 */
 	bool replay_off;         /* no automatic REPORT_REPLAY (client_replay* still work) */
+	bool seq_from_one;       /* every user's answers are numbered from 1 in this run (new
+				    users, or rows seeded with egress_seq 0): a first seq seen above
+				    1 leaves a hole 1..seq-1 to ask for, instead of being the
+				    baseline */
 };
 
 enum client_req_state {

@@ -5,7 +5,7 @@
  *   omsload [--host A] [--port N] [--session N] [--key HEX32] [--users N] [--rate R]
  *           [--seconds S] [--seed S] [--symbols N] [--mid P] [--first-user U]
  *           [--drain-ms N] [--inflight N] [--transfer-shard N] [--flatten]
- *           [--history FILE] [--no-fund] [--cold-ms N] [--ioc]
+ *           [--history FILE] [--no-fund] [--cold-ms N] [--ioc] [--seq-from-one]
  *
  * 1. Funding: one deposit per user and asset (base 1, quote 2); waits for the answers (or
  *    --drain-ms) so orders do not race their money. By default the gateway routes each
@@ -18,7 +18,9 @@
  *    rests 3/4 of LIVE_MAX, so the book stays bounded), some IOC limits and market orders.
  *    With --ioc every limit order is IOC: nothing rests, so a user is flat (evictable) once
  *    its order is done (tests/bench/app/churn.sh MIX=ioc: the hot-user cache when no more
- *    users than the cap hold open orders).
+ *    users than the cap hold open orders). --seq-from-one: every user's answers are numbered
+ *    from 1 in this run (users new to the cluster, or seeded rows): an answer lost before the
+ *    first one seen is asked for too, not taken as the start of the sequence.
  *    At most --inflight requests are unanswered at once; beyond that the generator waits
  *    (counted as throttled) rather than queueing without bound.
  * 3. Drain: waits up to --drain-ms for the outstanding answers and then for the reports
@@ -124,7 +126,7 @@ usage(void)
 	      "               [--rate R] [--seconds S] [--seed S] [--symbols N] [--mid P]\n"
 	      "               [--first-user U] [--drain-ms N] [--inflight N]\n"
 	      "               [--transfer-shard N] [--flatten] [--history FILE]\n"
-	      "               [--no-fund] [--cold-ms N] [--ioc]\n",
+	      "               [--no-fund] [--cold-ms N] [--ioc] [--seq-from-one]\n",
 	      stderr);
 	return 2;
 }
@@ -445,6 +447,10 @@ main(int argc, char **argv)
 		}
 		if (strcmp(a, "--ioc") == 0) {
 			ioc_only = true;
+			continue;
+		}
+		if (strcmp(a, "--seq-from-one") == 0) {
+			cfg.seq_from_one = true;
 			continue;
 		}
 		if (val == NULL || strncmp(a, "--", 2) != 0)

@@ -123,7 +123,8 @@ LINES+=(
 	"" "[persister]" "cpu = 1" "idle = sleep"
 	"" "[database]" "conninfo = $CONNINFO"
 	"" "[durability]" "mode = durable"
-	"" "[limits]" "resident_users = $CAP" "parked_orders = 4096" "inflight_sagas = 4096"
+	"" "[limits]" "resident_users = $CAP" "parked_orders = 16384" "inflight_sagas = 4096"
+	"report_ring = 524288"
 	"orders = 65536" "log_entries = 65536" "log_mb = 64" "snapshot_mb = 16"
 	"snapshot_entries = 20000"
 	"" "[timers]" "tick_ms = 10" "bridge_redrive_ms = 200" "user_ttl_ms = $TTL_MS"
@@ -173,7 +174,7 @@ log "leaders:$placement; the load enters node $GW"
 # The load. Cold: the user sent nothing for longer than the TTL (or never).
 ip netns exec "$NS_C" "$OMSLOAD" --host "$NET.1$GW" --port 7400 --users "$USERS" \
 	--first-user "$FIRST_USER" --rate "$RATE" --seconds "$DURATION_S" --seed "$SEED" \
-	--symbols 1 --mid 100 --no-fund --cold-ms "$TTL_MS" --drain-ms 15000 "${MIX_ARGS[@]}" \
+	--symbols 1 --mid 100 --no-fund --cold-ms "$TTL_MS" --drain-ms 15000 "${MIX_ARGS[@]}" --seq-from-one \
 	--history "$OUT/history.tsv" >"$TMP/load.log" 2>&1 &
 LOAD_PID=$!
 
