@@ -168,6 +168,12 @@ struct oms_cache_info {
 	uint32_t cap;        /* users_max */
 };
 void oms_cache_info(const struct oms *oms, struct oms_cache_info *out);
+/* The cache's latency histograms (common/hist.h), cluster ns: park (a cold user's first
+ * parked message to its install, waiting included) and hydrate (its HYDRATE_REQUEST to its
+ * install). */
+struct hist;
+const struct hist *oms_park_hist(const struct oms *oms);
+const struct hist *oms_hydrate_hist(const struct oms *oms);
 uint32_t oms_inflight_count(const struct oms *oms);
 uint32_t oms_parked_count(const struct oms *oms); /* messages parked now (hydrations pending) */
 uint64_t oms_stream_next_seq(const struct oms *oms, uint16_t me_shard);

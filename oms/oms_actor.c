@@ -185,6 +185,7 @@ actor_new(struct oms *oms, uint64_t user, uint8_t state)
 	a->parked_head = a->parked_tail = OMS_NIL;
 	a->state = state;
 	a->last_active_ns = oms->c.now_ns;
+	a->parked_ns = oms->c.now_ns;
 	list_push_head(oms, state_list(oms, state), idx);
 	oms_tab_insert(oms, OMS_TAG_USER, user, 0, idx);
 	return a;
@@ -463,6 +464,12 @@ install(struct oms *oms, struct oms_actor *a, const struct wire_hydrate_user *m)
 	if (st->egress_seq > a->egress_seq)
 		a->egress_seq = st->egress_seq;
 	a->tier = st->tier < OMS_TIERS_MAX ? st->tier : 0;
+	if (a->state == OMS_A_HYDRATING) {
+		/* (last_active_ns of a hydrating actor: when its request went out) */
+		hist_record(&oms->c.park_hist, oms->c.now_ns - a->parked_ns);
+		hist_record(&oms->c.hydrate_hist, oms->c.now_ns - a->last_active_ns);
+	}
+	a->parked_ns = 0;
 	a->hydrate_tries = 0;
 	a->last_active_ns = oms->c.now_ns;
 	a->tokens = (int64_t)oms->c.limits.tiers[a->tier].burst * 1000000000;

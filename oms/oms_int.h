@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "common/check.h"
+#include "common/hist.h"
 #include "common/money.h"
 #include "oms/oms.h"
 
@@ -89,6 +90,8 @@ struct oms_actor {
 				    refused STALE_REQUEST (docs/oms.md, "Sessions, rate limits") */
 	uint64_t owned_epoch;    /* the routing epoch under which this shard was last found to
 				    own the user (oms_actor_owned; 0 with the epoch 0 owns all) */
+	uint64_t parked_ns;      /* HYDRATING / WAITING: cluster time its first message parked
+				    (the park-time histogram, oms_core.park_hist) */
 	uint32_t prev;           /* state-list links (LRU, flushing or hydrating list) */
 	uint32_t next;
 	uint32_t order_head;     /* this user's order records, oldest first */
@@ -112,7 +115,7 @@ struct oms_actor {
 	uint16_t pad16;
 	uint32_t pad32;
 };
-static_assert(sizeof(struct oms_actor) == 16 * 8 + 15 * 4 + 4, "oms_actor has no padding");
+static_assert(sizeof(struct oms_actor) == 17 * 8 + 15 * 4 + 4, "oms_actor has no padding");
 
 /* Serving: RESIDENT or FLUSHING (a flushing actor is still in RAM, and activity cancels the
  * flush). The others only park. */
@@ -358,6 +361,11 @@ struct oms_core {
 	uint32_t lookup_count;         /* parked transfers waiting for TRANSFER_FOUND */
 	uint32_t lookup_head;          /* their FIFO through oms_parked.next, log order */
 	uint32_t lookup_tail;
+	/* The cache's latencies in cluster time (docs/oms.md "Admission"): a cold user's first
+	 * parked message to its install (waiting included), and its HYDRATE_REQUEST to its
+	 * install (the persister's queue, PostgreSQL and two log commits). */
+	struct hist park_hist;
+	struct hist hydrate_hist;
 };
 static_assert(sizeof(struct oms_limits) == 184, "oms_limits has no padding");
 

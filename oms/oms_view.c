@@ -112,6 +112,18 @@ oms_resident_count(const struct oms *oms)
 	return oms->c.lru.count + oms->c.flushing.count + oms->c.hydrating.count;
 }
 
+const struct hist *
+oms_park_hist(const struct oms *oms)
+{
+	return &oms->c.park_hist;
+}
+
+const struct hist *
+oms_hydrate_hist(const struct oms *oms)
+{
+	return &oms->c.hydrate_hist;
+}
+
 uint32_t
 oms_waiting_count(const struct oms *oms)
 {

@@ -665,6 +665,13 @@ Test(oms_actor, retried_deposit_waits_and_gets_its_original_answer)
 	cr_assert(eq(u64, r->value, 100500)); /* the original answer: the total it made */
 	cr_assert(eq(i64, h_total(&H, 1, A_USD), 100500));
 	cr_assert(eq(u64, h_ctr(&H, OMS_C_ADMIT_WAITS), 1));
+	/* 1 parked at the retry and was installed SEC later (it waited for the sweep); its
+	 * request went out at the sweep, so the hydration itself took no cluster time. */
+	const struct hist *park = oms_park_hist(H.oms), *hyd = oms_hydrate_hist(H.oms);
+	cr_assert(ge(u64, park->count, 5)); /* 11..14 and 1 */
+	cr_assert(eq(u64, park->max >= SEC, true));
+	cr_assert(eq(u64, hyd->count, park->count));
+	cr_assert(lt(u64, hyd->max, SEC));
 }
 
 /* Goal: the sweep is O(expired): it stops at the first non-expired actor and evicts at
