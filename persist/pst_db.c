@@ -93,8 +93,8 @@ pst_db_create(struct pst_db **out, const struct pst_db_config *cfg)
 	if (db->buckets == NULL)
 		goto fail_buckets;
 	db->bucket_mask = buckets - 1;
-	/* Every batch in flight and its Sync, the prepares and their Sync. */
-	db->pipe_cap = cfg->batches_in_flight_max * (cfg->batch_max + 1) + PST_REQ_KINDS +
+	/* Every batch in flight and its Sync; the session's SET, the prepares and their Sync. */
+	db->pipe_cap = cfg->batches_in_flight_max * (cfg->batch_max + 1) + 1 + PST_REQ_KINDS +
 		       PST_GROUP_KINDS + 1;
 	db->pipe = calloc(db->pipe_cap, sizeof(*db->pipe));
 	if (db->pipe == NULL)
@@ -102,6 +102,17 @@ pst_db_create(struct pst_db **out, const struct pst_db_config *cfg)
 	db->pipe_ns = calloc(db->pipe_cap, sizeof(*db->pipe_ns));
 	if (db->pipe_ns == NULL)
 		goto fail_pipe_ns;
+	db->plan = calloc(cfg->batch_max, sizeof(*db->plan));
+	if (db->plan == NULL)
+		goto fail_plan;
+	uint32_t plan_users = 1;
+	while (plan_users < cfg->batch_max * 2u)
+		plan_users <<= 1;
+	db->plan_users = calloc(plan_users, sizeof(*db->plan_users));
+	if (db->plan_users == NULL)
+		goto fail_plan_users;
+	db->plan_user_mask = plan_users - 1;
+	db->plan_gen = 1; /* calloc's zero generation is empty */
 	db->items = calloc(cfg->batch_max, sizeof(*db->items));
 	if (db->items == NULL)
 		goto fail_items;
@@ -124,6 +135,10 @@ fail_negs:
 fail_group_buf:
 	free(db->items);
 fail_items:
+	free(db->plan_users);
+fail_plan_users:
+	free(db->plan);
+fail_plan:
 	free(db->pipe_ns);
 fail_pipe_ns:
 	free(db->pipe);
@@ -149,6 +164,8 @@ pst_db_destroy(struct pst_db *db)
 	free(db->negs);
 	free(db->group_buf);
 	free(db->items);
+	free(db->plan_users);
+	free(db->plan);
 	free(db->pipe_ns);
 	free(db->pipe);
 	free(db->buckets);

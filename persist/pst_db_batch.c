@@ -31,6 +31,8 @@
 
 #define RETRIES_MAX 8 /* transient failures of one statement before it is answered ERROR */
 
+static const char SQL_SESSION_SETUP[] = "SET plan_cache_mode = force_generic_plan";
+
 /* ------------------------------------------------------------------------------- pipe -- */
 
 static void
@@ -61,6 +63,18 @@ pst_batch_overdue(const struct pst_db *db, uint64_t now_ns)
 	       now_ns - db->pipe_ns[db->pipe_head] > db->cfg.batch_timeout_ns;
 }
 
+/* Move the requests of the statement whose first slot is head onto f, in order. */
+static void
+chain_push(struct pst_db *db, struct pst_fifo *f, uint32_t head)
+{
+	uint32_t i = head;
+	while (i != PST_SLOT_NONE) {
+		uint32_t next = db->reqs[i].next; /* pst_fifo_push overwrites it */
+		pst_fifo_push(db, f, i);
+		i = next;
+	}
+}
+
 /* ------------------------------------------------------------------------------- send -- */
 
 int
@@ -69,6 +83,14 @@ pst_batch_prepare(struct pst_db *db, uint64_t now_ns)
 	CHECK(db->conn != NULL);
 	CHECK(db->pipe_count == 0);
 	CHECK(db->syncs_out == 0);
+	/* Generic plans for this session's statements. A custom plan of a multi-row statement
+	 * folds its arrays into constants: planning them costs more than running them, and the
+	 * planner may then filter the whole accounts table with `= ANY (constant)` instead of
+	 * looking the group's users up in the index. The generic plan looks them up whatever the
+	 * table's size (docs/persist.md, "Multi-row statements"). */
+	if (!PQsendQueryParams(db->conn, SQL_SESSION_SETUP, 0, NULL, NULL, NULL, NULL, 0))
+		return -1;
+	pipe_push(db, PST_ITEM_PREPARE, now_ns);
 	for (uint32_t k = 0; k < PST_REQ_KINDS; k++) {
 		if (!PQsendPrepare(db->conn, pst_sql_stmts[k].name, pst_sql_stmts[k].text, 0, NULL))
 			return -1;
@@ -113,66 +135,114 @@ item_fill(struct pst_sql_item *it, const struct pst_req *r)
 	it->us = &r->us;
 }
 
-/* The queued requests from the head on that can share the head's statement, at most room:
- * the same kind (one with a multi-row statement), none being isolated, no user twice (two
- * requests about one user must run one after the other, as submitted). Fills db->items. */
-static uint32_t
-group_collect(struct pst_db *db, uint32_t room)
+/* The statement after the last one of this batch's plan that holds user (0: user is not in
+ * the plan yet). The user table is open addressing, emptied by a new generation per batch. */
+static uint32_t *
+plan_user_slot(struct pst_db *db, uint64_t user)
 {
-	const struct pst_req *h = &db->reqs[db->queue.head];
-	item_fill(&db->items[0], h);
-	uint32_t count = 1;
-	if (h->isolate || h->kind == PST_REQ_LOOKUP)
-		return count;
-	for (uint32_t j = h->next; j != PST_SLOT_NONE && count < room; j = db->reqs[j].next) {
-		const struct pst_req *r = &db->reqs[j];
-		if (r->kind != h->kind || r->isolate)
-			break;
-		for (uint32_t k = 0; k < count; k++)
-			if (db->items[k].user == r->user)
-				return count;
-		item_fill(&db->items[count++], r);
+	uint32_t mask = db->plan_user_mask;
+	uint32_t b = (uint32_t)((user * UINT64_C(0x9E3779B97F4A7C15)) >> 32) & mask;
+	for (uint32_t probe = 0; probe <= mask; probe++, b = (b + 1) & mask) {
+		struct pst_plan_user *u = &db->plan_users[b];
+		if (u->gen != db->plan_gen) {
+			u->gen = db->plan_gen;
+			u->user = user;
+			u->stmt_after = 0;
+			return &u->stmt_after;
+		}
+		if (u->user == user)
+			return &u->stmt_after;
 	}
-	DCHECK(count <= room);
-	return count;
+	CHECK(false); /* twice as many slots as requests in a batch */
+	return NULL;
 }
 
-/* Send the next statement: the head request alone or a group behind it, at most room
- * requests. They leave the queue chained through next (the head is the pipe item). Returns
- * the requests sent, or -1 (the connection failed). */
-static int
-stmt_send(struct pst_db *db, uint64_t now_ns, uint32_t room)
+/* Take the next batch off the queue and sort it into statements (db->plan, *stmts of them):
+ * each request joins the first statement of its kind after the last one that holds its
+ * user, or opens a new one at the end. So every user's requests keep their submission order
+ * (and no statement holds a user twice), while requests of different users, which touch
+ * disjoint rows (an account, its ledger and transfers rows) and so commute, share the
+ * multi-row statement of their kind: an interleaved stream of hydrates, flushes and releases
+ * becomes about three statements a batch. A lookup, or a request being isolated (alone in its
+ * batch), has a statement of its own. Returns the requests taken. */
+static uint32_t
+batch_plan(struct pst_db *db, uint32_t *stmts)
 {
-	CHECK(db->queue.head != PST_SLOT_NONE);
-	CHECK(room >= 1);
-	uint32_t head = db->queue.head;
-	uint32_t count = group_collect(db, room);
-	if (count == 1) {
-		if (send_req(db, head) < 0)
+	uint32_t n = 0, m = 0;
+	if (++db->plan_gen == 0) {
+		/* After 2^32 batches: start the table over rather than meet an old generation. */
+		memset(db->plan_users, 0, (db->plan_user_mask + 1) * sizeof(*db->plan_users));
+		db->plan_gen = 1;
+	}
+	while (db->queue.head != PST_SLOT_NONE && n < db->cfg.batch_max) {
+		const struct pst_req *r = &db->reqs[db->queue.head];
+		bool isolate = r->isolate != 0;
+		if (isolate && n > 0)
+			break; /* a suspect statement goes alone */
+		uint32_t i = pst_fifo_pop(db, &db->queue);
+		DCHECK(db->reqs[i].phase == PST_PHASE_QUEUED);
+		uint32_t *after = plan_user_slot(db, r->user);
+		uint32_t k = m;
+		if (r->kind != PST_REQ_LOOKUP && !isolate) {
+			for (k = *after; k < m; k++)
+				if (db->plan[k].kind == r->kind && !db->plan[k].alone)
+					break;
+		}
+		struct pst_plan_stmt *st = &db->plan[k];
+		db->reqs[i].next = PST_SLOT_NONE;
+		if (k == m) {
+			*st = (struct pst_plan_stmt){.head = i, .tail = i, .count = 1,
+						     .kind = r->kind,
+						     .alone = r->kind == PST_REQ_LOOKUP || isolate};
+			m++;
+		} else {
+			DCHECK(!st->alone);
+			db->reqs[st->tail].next = i;
+			st->tail = i;
+			st->count++;
+		}
+		*after = k + 1;
+		n++;
+		if (isolate)
+			break;
+	}
+	DCHECK(m <= n);
+	*stmts = m;
+	return n;
+}
+
+/* Send planned statement st (its requests chained through next; the head is the pipe
+ * item). 0 or -1 (the connection failed). */
+static int
+stmt_send(struct pst_db *db, const struct pst_plan_stmt *st, uint64_t now_ns)
+{
+	CHECK(st->count >= 1);
+	CHECK(st->count <= db->cfg.batch_max);
+	if (st->count == 1) {
+		if (send_req(db, st->head) < 0)
 			return -1;
 	} else {
+		uint32_t k = 0;
+		for (uint32_t i = st->head; i != PST_SLOT_NONE; i = db->reqs[i].next)
+			item_fill(&db->items[k++], &db->reqs[i]);
+		CHECK(k == st->count);
 		struct pst_sql_group g = {.buf = db->group_buf, .rows_max = db->cfg.batch_max};
-		pst_sql_encode_group(&g, db->reqs[head].kind, db->items, count);
+		pst_sql_encode_group(&g, st->kind, db->items, st->count);
 		if (!PQsendQueryPrepared(db->conn, g.stmt, (int)g.count, g.values, NULL, NULL, 0))
 			return -1;
-		db->counters[PST_C_DB_GROUPED] += count;
+		db->counters[PST_C_DB_GROUPED] += st->count;
 	}
 	db->counters[PST_C_DB_STATEMENTS]++;
-	uint32_t last = PST_SLOT_NONE;
-	for (uint32_t k = 0; k < count; k++) {
-		last = pst_fifo_pop(db, &db->queue);
-		struct pst_req *r = &db->reqs[last];
-		DCHECK(r->phase == PST_PHASE_QUEUED);
-		DCHECK(r->user == db->items[k].user);
+	for (uint32_t i = st->head; i != PST_SLOT_NONE; i = db->reqs[i].next) {
+		struct pst_req *r = &db->reqs[i];
 		r->phase = PST_PHASE_SENT;
 		r->outcome = PST_OUT_NONE;
-		r->grouped = count > 1;
+		r->grouped = st->count > 1;
 		if (r->tries++ > 0)
 			db->counters[PST_C_DB_RESENT]++;
 	}
-	db->reqs[last].next = PST_SLOT_NONE; /* the statement's chain ends here */
-	pipe_push(db, head, now_ns);
-	return (int)count;
+	pipe_push(db, st->head, now_ns);
+	return 0;
 }
 
 int
@@ -181,18 +251,20 @@ pst_batch_send(struct pst_db *db, uint64_t now_ns, uint32_t *work)
 	CHECK(db->conn != NULL);
 	CHECK(work != NULL);
 	while (db->queue.head != PST_SLOT_NONE && db->syncs_out < db->cfg.batches_in_flight_max) {
-		uint32_t n = 0;
-		while (db->queue.head != PST_SLOT_NONE && n < db->cfg.batch_max) {
-			const struct pst_req *r = &db->reqs[db->queue.head];
-			bool isolate = r->isolate;
-			if (isolate && n > 0)
-				break; /* a suspect statement goes alone */
-			int sent = stmt_send(db, now_ns, isolate ? 1 : db->cfg.batch_max - n);
-			if (sent < 0)
-				return -1;
-			n += (uint32_t)sent;
-			if (isolate)
-				break;
+		uint32_t m;
+		uint32_t n = batch_plan(db, &m);
+		for (uint32_t k = 0; k < m; k++) {
+			if (stmt_send(db, &db->plan[k], now_ns) == 0)
+				continue;
+			/* The connection failed: what was not sent goes back to the front of the
+			 * queue, in plan order (each user's order); pst_batch_abort puts the sent
+			 * statements before it. */
+			struct pst_fifo back;
+			pst_fifo_init(&back);
+			for (; k < m; k++)
+				chain_push(db, &back, db->plan[k].head);
+			pst_fifo_prepend(db, &db->queue, &back);
+			return -1;
 		}
 		if (!PQpipelineSync(db->conn))
 			return -1;
@@ -359,18 +431,6 @@ batch_done(struct pst_db *db, uint64_t now_ns)
 		pst_req_complete(db, i);
 	}
 	pst_fifo_prepend(db, &db->queue, &again);
-}
-
-/* Move the requests of the statement whose first slot is head onto f, in order. */
-static void
-chain_push(struct pst_db *db, struct pst_fifo *f, uint32_t head)
-{
-	uint32_t i = head;
-	while (i != PST_SLOT_NONE) {
-		uint32_t next = db->reqs[i].next; /* pst_fifo_push overwrites it */
-		pst_fifo_push(db, f, i);
-		i = next;
-	}
 }
 
 int

@@ -102,6 +102,23 @@ enum pst_conn_state {
 	PST_CONN_READY = 2,      /* in pipeline mode; statements prepared or being prepared */
 };
 
+/* One statement of the batch being sent (pst_db_batch.c): its requests chained through
+ * pst_req.next, in submission order. */
+struct pst_plan_stmt {
+	uint32_t head;  /* first request, the pipe item */
+	uint32_t tail;  /* last request */
+	uint32_t count; /* requests: one row each */
+	uint8_t kind;   /* enum pst_req_kind, shared by all */
+	bool alone;     /* a lookup or an isolated request: nobody joins it */
+};
+
+/* Where a user is in the batch being planned. */
+struct pst_plan_user {
+	uint64_t user;       /* the user */
+	uint32_t stmt_after; /* the statement after the last one holding the user */
+	uint32_t gen;        /* plan_gen when written; any other value: empty */
+};
+
 /* Negative cache entry: a user another shard was seen to hold. */
 struct pst_neg {
 	uint64_t user;       /* 0: empty */
@@ -135,6 +152,10 @@ struct pst_db {
 	uint32_t pipe_count;         /* items in flight */
 	bool head_has_result;        /* the oldest item has delivered a result */
 	uint32_t syncs_out;          /* Syncs in flight (prepare Sync included) */
+	struct pst_plan_stmt *plan;  /* batch_max: the statements of the batch being sent */
+	struct pst_plan_user *plan_users; /* plan_user_mask + 1: where each user is in the plan */
+	uint32_t plan_user_mask;     /* a power of two, >= 2 * batch_max, minus one */
+	uint32_t plan_gen;           /* the batch being planned (older table entries are empty) */
 	struct pst_sql_item *items;  /* batch_max: the group being encoded */
 	char *group_buf;             /* its parameters: pst_sql_group_size(batch_max) bytes */
 	struct pst_neg *negs;        /* negative cache */

@@ -7,12 +7,16 @@
  *
  * Without --conninfo it starts a throwaway PostgreSQL with deploy/pg/pgctl (unix socket,
  * removed at exit). Measures, in one run:
- *   hydrations/s and flushes/s pipelined (batches of 64, 8 in flight, one transaction each)
+ *   hydrations/s and flushes/s pipelined (pst_db_config_default's batches and Syncs in
+ *   flight unless --batch / --inflight say otherwise; one transaction per batch, consecutive
+ *   requests in multi-row statements)
  *   hydrations/s and flushes/s one at a time (submit, wait for the answer, next)
  *   log appends/s and MB/s in memory mode (no fdatasync) and durable mode (fdatasync per
  *   batch of 64 entries of 1 KiB)
- * Last line: bench: persist flush_per_s=N hydrate_per_s=N flush_serial_per_s=N log_mb_per_s=N
- * (log_mb_per_s is the durable mode: what a shard commits with fdatasync on).
+ * Last line: bench: persist flush_per_s=N hydrate_per_s=N flush_serial_per_s=N
+ *   hydrate_serial_per_s=N flush_speedup=X hydrate_speedup=X log_mb_per_s=N
+ * (the speedups are pipelined over one at a time; log_mb_per_s is the durable mode: what a
+ * shard commits with fdatasync on).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -285,19 +289,24 @@ main(int argc, char **argv)
 	/* Users from a fresh range each run so a shared database works too. */
 	uint64_t base = ((uint64_t)time(NULL) % 100000) * 1000000 + 1;
 
+	const uint64_t *k = pst_db_counters(db);
 	double hyd = run(db, &c, false, base, users, UINT32_MAX);
+	uint64_t hyd_batches = k[PST_C_DB_BATCHES], hyd_stmts = k[PST_C_DB_STATEMENTS];
 	double fl = run(db, &c, true, base, users, UINT32_MAX);
+	uint64_t fl_batches = k[PST_C_DB_BATCHES] - hyd_batches;
+	uint64_t fl_stmts = k[PST_C_DB_STATEMENTS] - hyd_stmts;
 	uint64_t sbase = base + users;
 	double hyd_serial = run(db, &c, false, sbase, serial, 1);
 	double fl_serial = run(db, &c, true, sbase, serial, 1);
-	const uint64_t *k = pst_db_counters(db);
-	printf("db: hydrate pipelined %.0f/s (%u users), one at a time %.0f/s (%u users)\n", hyd,
-	       users, hyd_serial, serial);
-	printf("db: flush   pipelined %.0f/s (%u users), one at a time %.0f/s (%u users)\n", fl,
-	       users, fl_serial, serial);
-	printf("db: batch_max %u, batches in flight %u; batches %" PRIu64 ", answers %" PRIu64
-	       ", not ok %" PRIu64 "\n",
-	       cfg.batch_max, cfg.batches_in_flight_max, k[PST_C_DB_BATCHES], c.answers, c.bad);
+	printf("db: hydrate pipelined %.0f/s (%u users), one at a time %.0f/s (%u users): %.1fx\n",
+	       hyd, users, hyd_serial, serial, hyd / hyd_serial);
+	printf("db: flush   pipelined %.0f/s (%u users), one at a time %.0f/s (%u users): %.1fx\n",
+	       fl, users, fl_serial, serial, fl / fl_serial);
+	printf("db: batch_max %u, batches in flight %u; pipelined hydrate %" PRIu64
+	       " batches / %" PRIu64 " statements, flush %" PRIu64 " / %" PRIu64
+	       "; answers %" PRIu64 ", not ok %" PRIu64 "\n",
+	       cfg.batch_max, cfg.batches_in_flight_max, hyd_batches, hyd_stmts, fl_batches,
+	       fl_stmts, c.answers, c.bad);
 	pst_db_destroy(db);
 
 	struct log_result mem = log_bench(dir, PST_SYNC_NONE, log_mb << 20);
@@ -314,7 +323,8 @@ main(int argc, char **argv)
 		return 1;
 	}
 	printf("bench: persist flush_per_s=%.0f hydrate_per_s=%.0f flush_serial_per_s=%.0f "
+	       "hydrate_serial_per_s=%.0f flush_speedup=%.1f hydrate_speedup=%.1f "
 	       "log_mb_per_s=%.0f\n",
-	       fl, hyd, fl_serial, dur.mb_per_s);
+	       fl, hyd, fl_serial, hyd_serial, fl / fl_serial, hyd / hyd_serial, dur.mb_per_s);
 	return 0;
 }

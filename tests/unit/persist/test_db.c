@@ -1014,3 +1014,261 @@ Test(pst_db, lookup_errors_when_database_away)
 	cr_assert(eq(u64, pst_db_counters(db)[PST_C_DB_LOOKUPS_MERGED], 1));
 	pst_db_destroy(db);
 }
+
+/* ---------------------------------------------------------------- multi-row statements -- */
+
+/* Connected, with the statements prepared: what is submitted next goes out as one batch. */
+static void
+ready(struct pst_db *db)
+{
+	uint64_t end = test_now_ns() + UINT64_C(10000000000);
+	while (pst_db_counters(db)[PST_C_DB_CONNECTS] == 0) {
+		cr_assert(lt(u64, test_now_ns(), end), "no connection: %s", pst_db_last_error(db));
+		if (pst_db_poll(db, test_now_ns()) == 0)
+			usleep(100);
+	}
+}
+
+/* The answer to (type, user, shard) among the completions; fails when there is none. */
+static const union msg *
+answer_of(uint16_t type, uint64_t user, uint16_t shard, uint32_t nth)
+{
+	for (uint32_t k = 0; k < sink.n; k++) {
+		const union msg *m = &sink.msgs[k];
+		if (m->hdr.type != type || m->hdr.shard != shard)
+			continue;
+		uint64_t u = type == WIRE_HYDRATE_USER ? m->hyd.state.user
+			     : type == WIRE_FLUSH_COMPLETE ? m->fc.user
+							   : m->rel.user;
+		if (u == user && nth-- == 0)
+			return m;
+	}
+	cr_assert(false, "no answer of type %u for user %" PRIu64, type, user);
+	return NULL;
+}
+
+/* Goal: one multi-row flush and one multi-row hydrate answer every request with the outcome
+ * it gets alone: written, our own write already there (repeat), conflict (a foreign write),
+ * OWNED with the holder, NEW for an unknown user, OK for a free row.
+ * Method: prepare six users one request at a time; then submit three flushes and three
+ * hydrates together (one batch: two multi-row statements); check each answer, the rows, the
+ * ledger, and that the requests went out in multi-row statements. */
+Test(pst_db, group_mixed_outcomes)
+{
+	struct pst_db *db = db_make(0);
+	/* 16001 held by 1 (to be written); 16002 held by 1, flushed at epoch 2 (to repeat);
+	 * 16003 held by 1, a foreign write behind our back (conflict); 16004 held by shard 2
+	 * (OWNED); 16006 free (OK); 16005 unknown (NEW). */
+	hydrate(db, 1, 16001, 1);
+	hydrate(db, 1, 16002, 1);
+	hydrate(db, 1, 16003, 1);
+	hydrate(db, 2, 16004, 1);
+	hydrate(db, 1, 16006, 1);
+	drive(db, 5, 10);
+	release(db, 1, 16006, 1);
+	struct wire_user_state s2 = state_make(16002, 0, 2, 20);
+	cr_assert(eq(int, flush(db, 1, 2, &s2), 0));
+	drive(db, 7, 10);
+	char st[6];
+	q_exec(st, "UPDATE accounts SET version = version + 1 WHERE user_id = 16003");
+	cr_assert(eq(str, st, "00000"));
+	uint64_t stmts = pst_db_counters(db)[PST_C_DB_STATEMENTS];
+	uint64_t grouped = pst_db_counters(db)[PST_C_DB_GROUPED];
+	memset(&sink, 0, sizeof(sink));
+
+	struct wire_user_state s1 = state_make(16001, 0, 1, 10);
+	struct wire_user_state s3 = state_make(16003, 0, 3, 30);
+	cr_assert(eq(int, flush(db, 1, 2, &s1), 0));
+	cr_assert(eq(int, flush(db, 1, 2, &s2), 0)); /* the same again: found in the ledger */
+	cr_assert(eq(int, flush(db, 1, 2, &s3), 0));
+	hydrate(db, 1, 16004, 5);
+	hydrate(db, 1, 16005, 5);
+	hydrate(db, 1, 16006, 5);
+	drive(db, 6, 10);
+
+	const struct wire_flush_complete *f = &answer_of(WIRE_FLUSH_COMPLETE, 16001, 1, 0)->fc;
+	cr_assert(eq(u8, f->status, WIRE_FLUSH_OK));
+	cr_assert(eq(u64, f->version, 1));
+	f = &answer_of(WIRE_FLUSH_COMPLETE, 16002, 1, 0)->fc;
+	cr_assert(eq(u8, f->status, WIRE_FLUSH_OK));
+	cr_assert(eq(u64, f->version, 1));
+	f = &answer_of(WIRE_FLUSH_COMPLETE, 16003, 1, 0)->fc;
+	cr_assert(eq(u8, f->status, WIRE_FLUSH_CONFLICT));
+	cr_assert(eq(u64, f->version, 1));
+	const struct wire_hydrate_user *h = &answer_of(WIRE_HYDRATE_USER, 16004, 1, 0)->hyd;
+	cr_assert(eq(u8, h->status, WIRE_HYD_OWNED));
+	cr_assert(eq(u16, h->owner_shard, 2));
+	cr_assert(eq(u64, h->epoch, 5));
+	h = &answer_of(WIRE_HYDRATE_USER, 16005, 1, 0)->hyd;
+	cr_assert(eq(u8, h->status, WIRE_HYD_NEW));
+	cr_assert(eq(u32, h->state.balance_count, 0));
+	h = &answer_of(WIRE_HYDRATE_USER, 16006, 1, 0)->hyd;
+	cr_assert(eq(u8, h->status, WIRE_HYD_OK));
+
+	const uint64_t *c = pst_db_counters(db);
+	cr_assert(eq(u64, c[PST_C_DB_FLUSH_OK], 2));
+	cr_assert(eq(u64, c[PST_C_DB_FLUSH_REPEAT], 1));
+	cr_assert(eq(u64, c[PST_C_DB_FLUSH_CONFLICT], 1));
+	/* Three flushes and three hydrates in one statement each; then the conflict's recheck. */
+	cr_assert(eq(u64, c[PST_C_DB_GROUPED] - grouped, 6));
+	cr_assert(eq(u64, c[PST_C_DB_STATEMENTS] - stmts, 3));
+	cr_assert(eq(i64, q_i64("SELECT totals[1] FROM accounts WHERE user_id = 16001"), 10));
+	cr_assert(eq(i64, q_i64("SELECT version FROM accounts WHERE user_id = 16003"), 1));
+	cr_assert(eq(i64, q_i64("SELECT totals[1] FROM accounts WHERE user_id = 16003"), -999));
+	cr_assert(eq(i64, q_i64("SELECT count(*) FROM account_flushes WHERE user_id BETWEEN 16001 "
+				"AND 16003"),
+		     2));
+	cr_assert(eq(i64, q_i64("SELECT owner_shard * 100 + owner_epoch FROM accounts "
+				"WHERE user_id = 16004"),
+		     201));
+	cr_assert(eq(i64, q_i64("SELECT owner_shard * 100 + owner_epoch FROM accounts "
+				"WHERE user_id = 16006"),
+		     105));
+	cr_assert(eq(u32, pst_db_pending(db), 0));
+	pst_db_destroy(db);
+}
+
+/* Goal: one request of a multi-row statement fails permanently: the batch rolls back, every
+ * request of it is re-run alone, the bad one is answered ERROR and every other one exactly
+ * as it would be alone (written once, claimed, released), including requests of other kinds
+ * in the same batch.
+ * Method: the superuser adds a CHECK that one of four flushes violates; submit four flushes,
+ * two hydrates and a release (after its user's flush) together; check answers and rows. */
+Test(pst_db, group_with_a_failing_row)
+{
+	const char *pgdir = getenv("PST_TEST_PGDIR"), *pgctl = getenv("PST_TEST_PGCTL");
+	if (pgdir == NULL || pgctl == NULL)
+		cr_skip_test("PST_TEST_PGDIR / PST_TEST_PGCTL not set");
+	struct pst_db *db = db_make(0);
+	for (uint64_t u = 17001; u <= 17006; u++)
+		hydrate(db, 1, u, 1);
+	drive(db, 6, 10);
+	char cmd[512];
+	snprintf(cmd, sizeof(cmd), "'%s' psql '%s' -c 'ALTER TABLE accounts ADD CONSTRAINT "
+		 "pst_test_group CHECK (user_seq < 1000000) NOT VALID' >/dev/null", pgctl, pgdir);
+	cr_assert(eq(int, system(cmd), 0));
+	memset(&sink, 0, sizeof(sink));
+	uint64_t failures = pst_db_counters(db)[PST_C_DB_BATCH_FAILURES];
+	for (uint64_t u = 17001; u <= 17004; u++) {
+		struct wire_user_state s = state_make(u, 0, u == 17003 ? 5000000 : 1, 40);
+		cr_assert(eq(int, flush(db, 1, 2, &s), 0));
+	}
+	hydrate(db, 1, 17005, 3);
+	hydrate(db, 1, 17006, 3);
+	release(db, 1, 17002, 2);
+	drive(db, 7, 10);
+	snprintf(cmd, sizeof(cmd), "'%s' psql '%s' -c 'ALTER TABLE accounts DROP CONSTRAINT "
+		 "pst_test_group' >/dev/null", pgctl, pgdir);
+	cr_assert(eq(int, system(cmd), 0));
+	for (uint64_t u = 17001; u <= 17004; u++) {
+		const struct wire_flush_complete *f = &answer_of(WIRE_FLUSH_COMPLETE, u, 1, 0)->fc;
+		cr_assert(eq(u8, f->status, u == 17003 ? WIRE_FLUSH_ERROR : WIRE_FLUSH_OK),
+			  "user %" PRIu64, u);
+	}
+	cr_assert(eq(u8, answer_of(WIRE_HYDRATE_USER, 17005, 1, 0)->hyd.status, WIRE_HYD_OK));
+	cr_assert(eq(u8, answer_of(WIRE_HYDRATE_USER, 17006, 1, 0)->hyd.status, WIRE_HYD_OK));
+	cr_assert(eq(u8, answer_of(WIRE_RELEASE_DONE, 17002, 1, 0)->rel.status, WIRE_FLUSH_OK));
+	const uint64_t *c = pst_db_counters(db);
+	cr_assert(ge(u64, c[PST_C_DB_BATCH_FAILURES], failures + 1));
+	cr_assert(eq(u64, c[PST_C_DB_FLUSH_ERROR], 1));
+	cr_assert(eq(u64, c[PST_C_DB_RELEASE_OK], 1));
+	cr_assert(strstr(pst_db_last_error(db), "pst_test_group") != NULL, "%s",
+		  pst_db_last_error(db));
+	cr_assert(eq(i64, q_i64("SELECT count(*) FROM accounts WHERE user_id BETWEEN 17001 AND "
+				"17004 AND version = 1"),
+		     3));
+	cr_assert(eq(i64, q_i64("SELECT version FROM accounts WHERE user_id = 17003"), 0));
+	cr_assert(eq(i64, q_i64("SELECT count(*) FROM account_flushes WHERE user_id BETWEEN "
+				"17001 AND 17004"),
+		     3));
+	cr_assert(eq(i64, q_i64("SELECT owner_shard FROM accounts WHERE user_id = 17002"), -999));
+	cr_assert(eq(i64, q_i64("SELECT owner_epoch FROM accounts WHERE user_id = 17005"), 3));
+	pst_db_destroy(db);
+}
+
+/* Goal: requests about one user in one batch run in submission order, each in its own
+ * statement, while the other users' requests around them still share multi-row ones.
+ * Method: in one batch, for user 18001: hydrate (NEW), flush at epoch 2 (v1), flush at epoch
+ * 3 expecting v0 (our own ledgered write ahead of it: written, v2); interleaved with
+ * hydrates and flushes of 18002..18005. Answers in order, the row at v2 with the last money. */
+Test(pst_db, same_user_twice_in_a_batch)
+{
+	struct pst_db *db = db_make(0);
+	hydrate(db, 1, 18002, 1);
+	hydrate(db, 1, 18003, 1);
+	drive(db, 2, 10);
+	ready(db);
+	memset(&sink, 0, sizeof(sink));
+	uint64_t batches = pst_db_counters(db)[PST_C_DB_BATCHES];
+	struct wire_user_state a = state_make(18001, 0, 1, 100);
+	struct wire_user_state b = state_make(18001, 0, 2, 200);
+	struct wire_user_state x2 = state_make(18002, 0, 1, 2);
+	struct wire_user_state x3 = state_make(18003, 0, 1, 3);
+	hydrate(db, 1, 18001, 1);
+	hydrate(db, 1, 18004, 1);
+	cr_assert(eq(int, flush(db, 1, 2, &a), 0));
+	cr_assert(eq(int, flush(db, 1, 2, &x2), 0));
+	cr_assert(eq(int, flush(db, 1, 3, &b), 0));
+	cr_assert(eq(int, flush(db, 1, 2, &x3), 0));
+	hydrate(db, 1, 18005, 1);
+	drive(db, 7, 10);
+	cr_assert(eq(u64, pst_db_counters(db)[PST_C_DB_BATCHES] - batches, 1), "one batch");
+	cr_assert(eq(u8, answer_of(WIRE_HYDRATE_USER, 18001, 1, 0)->hyd.status, WIRE_HYD_NEW));
+	const struct wire_flush_complete *f1 = &answer_of(WIRE_FLUSH_COMPLETE, 18001, 1, 0)->fc;
+	const struct wire_flush_complete *f2 = &answer_of(WIRE_FLUSH_COMPLETE, 18001, 1, 1)->fc;
+	cr_assert(eq(u64, f1->epoch, 2));
+	cr_assert(eq(u8, f1->status, WIRE_FLUSH_OK));
+	cr_assert(eq(u64, f1->version, 1));
+	cr_assert(eq(u64, f2->epoch, 3));
+	cr_assert(eq(u8, f2->status, WIRE_FLUSH_OK));
+	cr_assert(eq(u64, f2->version, 2));
+	cr_assert(eq(u8, answer_of(WIRE_FLUSH_COMPLETE, 18002, 1, 0)->fc.status, WIRE_FLUSH_OK));
+	cr_assert(eq(u8, answer_of(WIRE_FLUSH_COMPLETE, 18003, 1, 0)->fc.status, WIRE_FLUSH_OK));
+	cr_assert(eq(u8, answer_of(WIRE_HYDRATE_USER, 18004, 1, 0)->hyd.status, WIRE_HYD_NEW));
+	cr_assert(eq(u8, answer_of(WIRE_HYDRATE_USER, 18005, 1, 0)->hyd.status, WIRE_HYD_NEW));
+	cr_assert(eq(i64, q_i64("SELECT version FROM accounts WHERE user_id = 18001"), 2));
+	cr_assert(eq(i64, q_i64("SELECT totals[1] FROM accounts WHERE user_id = 18001"), 200));
+	cr_assert(eq(i64, q_i64("SELECT owner_epoch FROM accounts WHERE user_id = 18001"), 3));
+	cr_assert(eq(i64, q_i64("SELECT count(*) FROM account_flushes WHERE user_id = 18001"), 2));
+	/* hydrate {18001, 18004, 18005}, flush {18001, 18002, 18003}, flush {18001}. */
+	cr_assert(ge(u64, pst_db_counters(db)[PST_C_DB_GROUPED], 6));
+	pst_db_destroy(db);
+}
+
+/* Goal: a release and a later hydrate of the same user by another shard in one batch behave
+ * as if run one after the other: the hydrate finds the claim free (OK, not OWNED), even
+ * though a multi-row hydrate of other users comes before the release in the same batch.
+ * Method: shard 1 hydrates and flushes 19001; then, together: shard 2 hydrates 19002 and
+ * 19003, shard 1 releases 19001, shard 2 hydrates 19001 and 19004. */
+Test(pst_db, release_then_hydrate_in_one_batch)
+{
+	struct pst_db *db = db_make(0);
+	hydrate(db, 1, 19001, 4);
+	drive(db, 1, 10);
+	struct wire_user_state s = state_make(19001, 0, 7, 70);
+	cr_assert(eq(int, flush(db, 1, 5, &s), 0));
+	drive(db, 2, 10);
+	cr_assert(eq(u8, sink.msgs[1].fc.status, WIRE_FLUSH_OK));
+	ready(db);
+	memset(&sink, 0, sizeof(sink));
+	uint64_t batches = pst_db_counters(db)[PST_C_DB_BATCHES];
+	hydrate(db, 2, 19002, 1);
+	hydrate(db, 2, 19003, 1);
+	release(db, 1, 19001, 5);
+	hydrate(db, 2, 19001, 1);
+	hydrate(db, 2, 19004, 1);
+	drive(db, 5, 10);
+	cr_assert(eq(u64, pst_db_counters(db)[PST_C_DB_BATCHES] - batches, 1), "one batch");
+	cr_assert(eq(u8, answer_of(WIRE_RELEASE_DONE, 19001, 1, 0)->rel.status, WIRE_FLUSH_OK));
+	const struct wire_hydrate_user *h = &answer_of(WIRE_HYDRATE_USER, 19001, 2, 0)->hyd;
+	cr_assert(eq(u8, h->status, WIRE_HYD_OK));
+	cr_assert(eq(u64, h->state.version, 1));
+	cr_assert(eq(i64, h->state.balances[0].total, 70));
+	cr_assert(eq(u8, answer_of(WIRE_HYDRATE_USER, 19002, 2, 0)->hyd.status, WIRE_HYD_NEW));
+	cr_assert(eq(u8, answer_of(WIRE_HYDRATE_USER, 19004, 2, 0)->hyd.status, WIRE_HYD_NEW));
+	cr_assert(eq(i64, q_i64("SELECT owner_shard * 100 + owner_epoch FROM accounts "
+				"WHERE user_id = 19001"),
+		     201));
+	cr_assert(eq(u64, pst_db_counters(db)[PST_C_DB_RELEASE_OK], 1));
+	pst_db_destroy(db);
+}
