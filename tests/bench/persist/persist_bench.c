@@ -3,7 +3,8 @@
  * persist_bench — the persister's throughput on this machine.
  *
  *   persist_bench [--conninfo STR] [--users N] [--serial N] [--log-mb N] [--dir DIR]
- *                 [--batch N] [--inflight N]      (statements per Sync, Syncs in flight)
+ *                 [--batch N] [--inflight N]      (requests per Sync, Syncs in flight)
+ *                 [--churn-secs N [--churn-rate N]] (sustained churn with the defaults)
  *
  * Without --conninfo it starts a throwaway PostgreSQL with deploy/pg/pgctl (unix socket,
  * removed at exit). Measures, in one run:
@@ -21,6 +22,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +48,11 @@ now_ns(void)
 struct counts {
 	uint64_t answers; /* completions seen */
 	uint64_t bad;     /* completions that were not OK/NEW */
+	/* churn mode: submit time by user and kind (index user - churn_base), latencies */
+	uint64_t churn_base;
+	uint32_t churn_users;
+	uint64_t *sent_ns;   /* 3 * churn_users: hydrate, flush, release */
+	struct hist *lat;    /* submit to answer, ns */
 };
 
 static int
@@ -53,9 +60,28 @@ emit(void *arg, const struct wire_msg_hdr *m)
 {
 	struct counts *c = arg;
 	c->answers++;
+	if (c->sent_ns != NULL) {
+		/* FLUSH_COMPLETE and RELEASE_DONE carry the user right after the header. */
+		static_assert(offsetof(struct wire_flush_complete, user) ==
+				      offsetof(struct wire_release_claim, user),
+			      "user offsets");
+		uint64_t user = m->type == WIRE_HYDRATE_USER
+					? ((const struct wire_hydrate_user *)(const void *)m)->state.user
+					: ((const struct wire_release_claim *)(const void *)m)->user;
+		uint32_t kind = m->type == WIRE_HYDRATE_USER     ? 0
+				: m->type == WIRE_FLUSH_COMPLETE ? 1
+								 : 2;
+		uint64_t i = user - c->churn_base;
+		if (i < c->churn_users && c->sent_ns[kind * c->churn_users + i] != 0)
+			hist_record(c->lat, now_ns() - c->sent_ns[kind * c->churn_users + i]);
+	}
 	if (m->type == WIRE_HYDRATE_USER) {
 		const struct wire_hydrate_user *h = (const void *)m;
 		if (h->status != WIRE_HYD_OK && h->status != WIRE_HYD_NEW)
+			c->bad++;
+	} else if (m->type == WIRE_RELEASE_DONE) {
+		const struct wire_release_claim *r = (const void *)m;
+		if (r->status != WIRE_FLUSH_OK)
 			c->bad++;
 	} else {
 		const struct wire_flush_complete *f = (const void *)m;
@@ -68,6 +94,7 @@ emit(void *arg, const struct wire_msg_hdr *m)
 union req_msg {
 	struct wire_hydrate_request h;
 	struct wire_begin_dehydrate b;
+	struct wire_release_claim r;
 };
 
 static void
@@ -131,6 +158,89 @@ run(struct pst_db *db, struct counts *c, bool flush, uint64_t base, uint32_t n,
 		}
 	}
 	return n / ((double)(now_ns() - start) / 1e9);
+}
+
+static void
+submit(struct pst_db *db, union req_msg *m, uint64_t now)
+{
+	int rc = pst_db_submit(db, &m->h.hdr, now);
+	if (rc < 0) {
+		fprintf(stderr, "churn: submit: %s (pool full: the defaults do not keep up)\n",
+			strerror(-rc));
+		exit(1);
+	}
+}
+
+/* Sustained churn from one OMS shard: every millisecond rate/1000 hydrations of new users,
+ * as many evictions (the flush of a user hydrated 200 ms earlier, its release 100 ms after
+ * the flush), for secs seconds, with the config's defaults. Prints the rate the answers kept,
+ * the latency from submit to answer and the most requests the persister held. */
+static void
+churn(struct pst_db *db, struct counts *c, uint64_t base, uint32_t rate, uint32_t secs,
+      uint32_t requests_max)
+{
+	uint32_t per_ms = rate / 1000, lag_ms = 200, rel_ms = 100;
+	uint32_t total = per_ms * (secs * 1000 + lag_ms + rel_ms);
+	c->churn_base = base;
+	c->churn_users = total;
+	c->sent_ns = calloc(3 * (size_t)total, sizeof(uint64_t));
+	static struct hist lat;
+	hist_init(&lat);
+	c->lat = &lat;
+	if (c->sent_ns == NULL)
+		exit(1);
+	uint64_t want = c->answers + 3 * (uint64_t)per_ms * secs * 1000;
+	uint64_t start = now_ns(), pending_max = 0;
+	uint32_t tick = 0, ticks = secs * 1000 + lag_ms + rel_ms;
+	while (c->answers < want) {
+		uint64_t now = now_ns();
+		while (tick < ticks && now - start >= (uint64_t)tick * 1000000) {
+			for (uint32_t k = 0; k < per_ms; k++) {
+				union req_msg m;
+				uint32_t h = tick * per_ms + k;
+				if (tick < secs * 1000) {
+					req_hydrate(&m, base + h);
+					c->sent_ns[h] = now;
+					submit(db, &m, now);
+				}
+				if (tick >= lag_ms && tick - lag_ms < secs * 1000) {
+					uint32_t f = (tick - lag_ms) * per_ms + k;
+					req_flush(&m, base + f);
+					c->sent_ns[total + f] = now;
+					submit(db, &m, now);
+				}
+				if (tick >= lag_ms + rel_ms && tick - lag_ms - rel_ms < secs * 1000) {
+					uint32_t r = (tick - lag_ms - rel_ms) * per_ms + k;
+					memset(&m, 0, sizeof(m));
+					m.r.user = base + r;
+					m.r.epoch = 1;
+					wire_hdr_init(&m.r.hdr, WIRE_RELEASE_CLAIM, 1);
+					c->sent_ns[2 * (size_t)total + r] = now;
+					submit(db, &m, now);
+				}
+			}
+			tick++;
+		}
+		if (pst_db_pending(db) > pending_max)
+			pending_max = pst_db_pending(db);
+		if (pst_db_poll(db, now) == 0)
+			usleep(20);
+		if (now - start > (uint64_t)(secs + 60) * 1000000000u) {
+			fprintf(stderr, "churn: stuck (%s)\n", pst_db_last_error(db));
+			exit(1);
+		}
+	}
+	double elapsed = (double)(now_ns() - start) / 1e9;
+	const uint64_t *k = pst_db_counters(db);
+	printf("churn: %u hydrations/s + %u evictions/s (flush + release) for %u s: %.0f answers/s"
+	       " over %.1f s; submit to answer p50 %.1f ms p99 %.1f ms max %.1f ms; most held %"
+	       PRIu64 " (requests_max %u); batches %" PRIu64 ", statements %" PRIu64 "\n",
+	       rate, rate, secs, (double)(3 * (uint64_t)per_ms * secs * 1000) / elapsed, elapsed,
+	       (double)hist_percentile(&lat, 50) / 1e6, (double)hist_percentile(&lat, 99) / 1e6,
+	       (double)hist_percentile(&lat, 100) / 1e6, pending_max, requests_max, k[PST_C_DB_BATCHES],
+	       k[PST_C_DB_STATEMENTS]);
+	free(c->sent_ns);
+	c->sent_ns = NULL;
 }
 
 struct log_result {
@@ -226,11 +336,13 @@ main(int argc, char **argv)
 		{"dir", required_argument, NULL, 'd'},
 		{"batch", required_argument, NULL, 'b'},
 		{"inflight", required_argument, NULL, 'i'},
+		{"churn-secs", required_argument, NULL, 'C'},
+		{"churn-rate", required_argument, NULL, 'R'},
 		{NULL, 0, NULL, 0},
 	};
 	int o;
-	uint32_t batch = 0, inflight = 0;
-	while ((o = getopt_long(argc, argv, "c:u:s:l:d:b:i:", opts, NULL)) != -1) {
+	uint32_t batch = 0, inflight = 0, churn_secs = 0, churn_rate = 5000;
+	while ((o = getopt_long(argc, argv, "c:u:s:l:d:b:i:C:R:", opts, NULL)) != -1) {
 		switch (o) {
 		case 'c': conninfo = optarg; break;
 		case 'u': users = (uint32_t)strtoul(optarg, NULL, 10); break;
@@ -239,10 +351,12 @@ main(int argc, char **argv)
 		case 'd': tmp_base = optarg; break;
 		case 'b': batch = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'i': inflight = (uint32_t)strtoul(optarg, NULL, 10); break;
+		case 'C': churn_secs = (uint32_t)strtoul(optarg, NULL, 10); break;
+		case 'R': churn_rate = (uint32_t)strtoul(optarg, NULL, 10); break;
 		default:
 			fprintf(stderr, "usage: persist_bench [--conninfo STR] [--users N] "
 					"[--serial N] [--log-mb N] [--dir DIR] [--batch N] "
-					"[--inflight N]\n");
+					"[--inflight N] [--churn-secs N] [--churn-rate N]\n");
 			return 2;
 		}
 	}
@@ -308,6 +422,15 @@ main(int argc, char **argv)
 	       cfg.batch_max, cfg.batches_in_flight_max, hyd_batches, hyd_stmts, fl_batches,
 	       fl_stmts, c.answers, c.bad);
 	pst_db_destroy(db);
+
+	if (churn_secs > 0) {
+		/* The defaults as omsd runs them (app_persist.c takes pst_db_config_default). */
+		pst_db_config_default(&cfg, conninfo, emit, &c);
+		if (pst_db_create(&db, &cfg) < 0)
+			return 1;
+		churn(db, &c, sbase + serial, churn_rate, churn_secs, cfg.requests_max);
+		pst_db_destroy(db);
+	}
 
 	struct log_result mem = log_bench(dir, PST_SYNC_NONE, log_mb << 20);
 	struct log_result dur = log_bench(dir, PST_SYNC_DATA, log_mb_durable << 20);
