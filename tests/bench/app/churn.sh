@@ -25,7 +25,8 @@
 #      done — the issue's acceptance shape, "no more than the cap hold open orders"; gtc:
 #      omsload's usual mix, most limits rest, and a user resting an order is never evicted,
 #      so the cap fills with such users and cold users are refused CAPACITY by design),
-#      SEED (1), OMSD and OMSLOAD (default build/), CHURN_TAG and CHURN_NET (the namespace
+#      DURABILITY (durable, the shipped default; memory: the log in memory only, to see what
+#      the shard lcore's fsyncs cost), SEED (1), OMSD and OMSLOAD (default build/), CHURN_TAG and CHURN_NET (the namespace
 #      tag and subnet), CHURN_OUT (keep the evidence there; otherwise /tmp/omsd-churn.*,
 #      removed after a clean run).
 #
@@ -49,12 +50,14 @@ DURATION_S=${DURATION_S:-60}
 OMS_SHARDS=${OMS_SHARDS:-1}
 KILL=${KILL:-none}
 MIX=${MIX:-ioc}
+DURABILITY=${DURABILITY:-durable}
 SEED=${SEED:-1}
 FIRST_USER=1000
 FUND_BASE=1000000000
 FUND_QUOTE=1000000000000
 case $OMS_SHARDS in 1) OMS_LIST=(1) ;; 2) OMS_LIST=(1 3) ;; *) echo "churn: OMS_SHARDS is 1 or 2" >&2; exit 2 ;; esac
 case $KILL in none | oms) ;; *) echo "churn: KILL is none or oms" >&2; exit 2 ;; esac
+case $DURABILITY in durable | memory) ;; *) echo "churn: DURABILITY is durable or memory" >&2; exit 2 ;; esac
 case $MIX in ioc) MIX_ARGS=(--ioc) ;; gtc) MIX_ARGS=() ;; *) echo "churn: MIX is ioc or gtc" >&2; exit 2 ;; esac
 for v in USERS CAP TTL_MS RATE DURATION_S SEED; do
 	if ! [[ ${!v} =~ ^[0-9]+$ ]] || [ "${!v}" -eq 0 ]; then
@@ -122,7 +125,7 @@ fi
 LINES+=(
 	"" "[persister]" "cpu = 1" "idle = sleep"
 	"" "[database]" "conninfo = $CONNINFO"
-	"" "[durability]" "mode = durable"
+	"" "[durability]" "mode = $DURABILITY"
 	"" "[limits]" "resident_users = $CAP" "parked_orders = 16384" "inflight_sagas = 4096"
 	"report_ring = 524288"
 	"orders = 65536" "log_entries = 65536" "log_mb = 64" "snapshot_mb = 16"
@@ -332,5 +335,5 @@ echo "bench: churn orders=${orders:-0} orders_per_s=$(per_s "${orders:-0}")" \
 	"admit_waits=$admit_waits admit_timeouts=$admit_timeouts admit_wait_mean_us=$(awk -v t="$admit_wait_ns" -v n="$admit_promoted" 'BEGIN { printf "%.0f", (n > 0 ? t / n / 1000 : 0) }')" \
 	"hydrate_errors=$hydrate_errors evictions_per_s=$(per_s "$evictions")" \
 	"valve_dehydrates=$valve residents_max=$RES_MAX oms_terms=$terms oms_max_cycle_ms=$cycle_ms users=$USERS cap=$CAP ttl_ms=$TTL_MS" \
-	"rate=$RATE oms_shards=$OMS_SHARDS kill=$KILL mix=$MIX money=$money result=$result"
+	"rate=$RATE oms_shards=$OMS_SHARDS kill=$KILL mix=$MIX durability=$DURABILITY money=$money result=$result"
 [ "$check_rc" -eq 0 ] || exit 1
