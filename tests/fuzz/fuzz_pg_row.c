@@ -12,8 +12,10 @@
  * the flush would accept (user, version and user_seq within bigint, every balance with a
  * positive asset below 2^31 and a non-negative total, at most WIRE_BALANCES_MAX balances and
  * WIRE_RECENT_MAX recent entries of known kinds) and encodes back (pst_sql_encode, the
- * flush's parameters) into columns that decode to the very same state; an OWNED answer names
- * a shard other than ours, the one the row names.
+ * flush's parameters) into columns that decode to the very same state, and the multi-row
+ * flush (pst_sql_encode_group, the state twice in a group of two) carries each element exactly
+ * as the single-row flush does; an OWNED answer names a shard other than ours, the one the row
+ * names.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +27,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define USER 77
 #define SHARD 3
+
+static void group_matches(const struct wire_user_state *us, const struct pst_sql_params *p);
 
 static void
 claimed(const struct wire_user_state *us, bool is_new)
@@ -47,6 +51,79 @@ claimed(const struct wire_user_state *us, bool is_new)
 	CHECK(pst_sql_hydrate_decode(&row, USER, SHARD, &again, &owner, &again_new) ==
 	      PST_OUT_HYD_CLAIMED);
 	CHECK(memcmp(&again, us, sizeof(again)) == 0 && again_new == is_new);
+	group_matches(us, &p);
+}
+
+/* Array text {a,a} of the single-row parameter text a (two group rows of one state). */
+static void
+check_pair(const char *group, const char *single, bool quoted)
+{
+	char want[4096];
+	const char *q = quoted ? "\"" : "";
+	int n = snprintf(want, sizeof(want), "{%s%s%s,%s%s%s}", q, single, q, q, single, q);
+	CHECK(n > 0 && (size_t)n < sizeof(want));
+	CHECK(strcmp(group, want) == 0);
+}
+
+/* Array text of a flattened transfers column for two rows of one state: the single-row
+ * array's elements twice (or, for the ord column, its count of 1s then of 2s). */
+static void
+check_transfers(const char *group, const char *single, int ord)
+{
+	char want[4096];
+	size_t w = 0;
+	want[w++] = '{';
+	for (int r = 1; r <= 2; r++) {
+		if (strcmp(single, "{}") == 0)
+			break;
+		if (w > 1)
+			want[w++] = ',';
+		if (ord == 0) {
+			size_t len = strlen(single) - 2;
+			memcpy(want + w, single + 1, len);
+			w += len;
+		} else {
+			for (const char *c = single + 1; *c != '\0'; c++) {
+				if (*c == ',' || *c == '}') {
+					want[w++] = (char)('0' + r);
+					if (*c == ',')
+						want[w++] = ',';
+				}
+			}
+		}
+	}
+	want[w++] = '}';
+	want[w] = '\0';
+	CHECK(strcmp(group, want) == 0);
+}
+
+/* The multi-row flush of a group of two (the state twice) carries what the single-row flush
+ * carries, element for element. */
+static void
+group_matches(const struct wire_user_state *us, const struct pst_sql_params *p)
+{
+	static char buf[2 * PST_SQL_GROUP_ROW_BYTES + PST_SQL_GROUP_PARAMS_MAX * 4];
+	CHECK(pst_sql_group_size(2) <= sizeof(buf));
+	struct pst_sql_group g = {.buf = buf, .rows_max = 2};
+	struct pst_sql_item items[2] = {
+		{.user = USER, .epoch = 9, .shard = SHARD, .us = us},
+		{.user = USER, .epoch = 9, .shard = SHARD, .us = us},
+	};
+	pst_sql_encode_group(&g, PST_REQ_FLUSH, items, 2);
+	CHECK(g.count == PST_SQL_GROUP_PARAMS_MAX);
+	CHECK(g.rows == 2);
+	/* user, version, shard, epoch, user_seq, tier */
+	for (int k = 0; k < 6; k++)
+		check_pair(g.values[k], p->values[k], false);
+	check_pair(g.values[6], p->values[6], true); /* assets */
+	check_pair(g.values[7], p->values[7], true); /* totals */
+	CHECK(strncmp(p->values[8], "\\x", 2) == 0);
+	check_pair(g.values[8], p->values[8] + 2, true); /* recent, hex without \x */
+	for (int k = 0; k < 3; k++) /* xfer_id_max, cl_ord_floor, egress_seq */
+		check_pair(g.values[9 + k], p->values[14 + k], false);
+	check_transfers(g.values[12], p->values[9], 1);
+	for (int k = 0; k < 5; k++)
+		check_transfers(g.values[13 + k], p->values[9 + k], 0);
 }
 
 int
