@@ -50,7 +50,7 @@
 	X(DB_CONNECT_FAILURES, "connection attempts that failed")                         \
 	X(DB_TIMEOUTS, "connections dropped because a batch took too long")               \
 	X(DB_BATCHES, "pipeline batches sent (one transaction each)")                     \
-	X(DB_BATCH_FAILURES, "batches that failed and were re-run one statement each")    \
+	X(DB_BATCH_FAILURES, "batches that failed and were re-run one request each")      \
 	X(DB_RESENT, "requests sent again after a connection loss or batch failure")      \
 	X(DB_STATEMENTS, "statements sent (a multi-row statement counts once)")           \
 	X(DB_GROUPED, "requests sent inside multi-row statements")                        \

@@ -8,12 +8,13 @@
  *  - A batch is up to batch_max requests followed by one Sync: one implicit transaction,
  *    one commit (one WAL fsync) for the batch. Its answers are only final at the Sync: until
  *    then the transaction may still roll back, so completions are made at the Sync.
- *  - Inside a batch, consecutive hydrates, flushes or releases about distinct users share
- *    one multi-row statement (a group, pst_db_sql.c). A group ends where the kind changes or
- *    a user would repeat, so the statements still run in submission order and the rows of one
- *    statement never touch the same account: each request is answered as if it had run
- *    alone, one after another. A request alone, a lookup, or one being isolated is sent as
- *    the single-row statement.
+ *  - Inside a batch, hydrates, flushes and releases share one multi-row statement per kind
+ *    (a group, pst_db_sql.c) wherever that keeps every user's requests in submission order
+ *    (batch_plan): requests of different users touch disjoint rows and commute, requests of
+ *    one user run one statement after the other, and no statement holds a user twice. So
+ *    each request is answered as if the batch had run one request after another. A request
+ *    alone in its statement, a lookup, or one being isolated is sent as the single-row
+ *    statement.
  *  - A statement error aborts the whole batch (everything before it rolls back). The batch's
  *    requests are re-sent one per Sync, each as the single-row statement, so a group's bad
  *    request is found; a statement that fails alone with a permanent error (integrity, data,
