@@ -32,8 +32,14 @@ struct app_persister {
 	struct pst_db *db;
 	struct app_persist_wires w;  /* inbox rq (OMS shard lcores → us), outboxes reply[] */
 	struct app_outbox ob;        /* completions → the shards' local rings */
+	struct rte_mbuf *held[PERSIST_DRAIN_MAX]; /* request frames waiting for room in the
+						    pool, in order (the first one partly in) */
+	uint32_t held_first;         /* the first of them */
+	uint32_t held_count;
+	uint32_t held_pos;           /* where in held[held_first] the next message starts */
 	uint64_t requests;           /* requests submitted */
-	uint64_t refused_full;       /* submit refused: pool full (the re-drive resubmits) */
+	uint64_t refused_full;       /* submit refused: pool full (the frame is kept, offered
+					again next cycle) */
 	uint64_t refused_bad;        /* submit refused: not a persistence request */
 	uint64_t completions;        /* completions handed to shards */
 	uint64_t no_shard;           /* completion for a shard not hosted here */
@@ -59,32 +65,59 @@ emit(void *arg, const struct wire_msg_hdr *msg)
 	return 0;
 }
 
+/* Submit the messages of frame m from *pos. Returns false when the pool is full: the frame
+ * is kept (pst_db_submit: "keep the message and try later") with *pos at the refused one,
+ * so nothing is lost and the order of the requests is kept. */
+static bool
+submit_frame(struct app_persister *p, struct rte_mbuf *m, uint32_t *pos, uint64_t now_ns)
+{
+	const uint8_t *buf;
+	uint32_t len;
+	enum wire_err err;
+	const struct wire_msg_hdr *msg;
+	dp_rx_msgs(m, &buf, &len);
+	for (;;) {
+		uint32_t at = *pos;
+		if ((msg = wire_msgs_next(buf, len, pos, &err)) == NULL)
+			return true;
+		int rc = pst_db_submit(p->db, msg, now_ns);
+		if (rc == 0) {
+			BUMP(p->requests);
+		} else if (rc == -ENOBUFS) {
+			BUMP(p->refused_full);
+			*pos = at;
+			return false;
+		} else {
+			BUMP(p->refused_bad);
+		}
+	}
+}
+
 static uint32_t
 persist_do_work(void *arg, uint64_t now_ns)
 {
 	struct app_persister *p = arg;
-	struct rte_mbuf *ms[PERSIST_DRAIN_MAX];
 	uint32_t work = 0;
 
-	unsigned n = rte_ring_sc_dequeue_burst(p->w.rq, (void **)ms, PERSIST_DRAIN_MAX, NULL);
-	for (unsigned i = 0; i < n; i++) {
-		const uint8_t *buf;
-		uint32_t len, pos = 0;
-		enum wire_err err;
-		const struct wire_msg_hdr *msg;
-		dp_rx_msgs(ms[i], &buf, &len);
-		while ((msg = wire_msgs_next(buf, len, &pos, &err)) != NULL) {
-			int rc = pst_db_submit(p->db, msg, now_ns);
-			if (rc == 0)
-				BUMP(p->requests);
-			else if (rc == -ENOBUFS)
-				BUMP(p->refused_full);
-			else
-				BUMP(p->refused_bad);
-		}
-		rte_pktmbuf_free(ms[i]);
+	/* Frames a full pool refused come first, in order; new ones are taken only once they
+	 * are all in (the requests keep their order, and none waits for the shards'
+	 * re-drive). */
+	if (p->held_count == 0) {
+		p->held_first = 0;
+		p->held_pos = 0;
+		p->held_count = rte_ring_sc_dequeue_burst(p->w.rq, (void **)p->held,
+							  PERSIST_DRAIN_MAX, NULL);
+		work += p->held_count;
 	}
-	work += n;
+	while (p->held_count > 0) {
+		struct rte_mbuf *m = p->held[p->held_first];
+		if (!submit_frame(p, m, &p->held_pos, now_ns))
+			break; /* the pool is full: again next cycle, from held_pos */
+		rte_pktmbuf_free(m);
+		p->held_first++;
+		p->held_count--;
+		p->held_pos = 0;
+	}
 	work += pst_db_poll(p->db, now_ns);
 	app_outbox_flush(&p->ob);
 	bool up = pst_db_connected(p->db);
@@ -149,6 +182,9 @@ app_persist_fini(struct app *app, struct app_agent *agent)
 	if (p == NULL)
 		return;
 	app_outbox_free(&p->ob);
+	for (uint32_t i = 0; i < p->held_count; i++)
+		rte_pktmbuf_free(p->held[p->held_first + i]);
+	p->held_count = 0;
 	struct rte_mbuf *m;
 	while (rte_ring_sc_dequeue(p->w.rq, (void **)&m) == 0)
 		rte_pktmbuf_free(m); /* the ring itself is the wiring's */
@@ -167,6 +203,7 @@ app_persist_stats_write(const struct app *app, FILE *out)
 	fprintf(out, "persister.connected %u\n", pst_db_connected(p->db) ? 1u : 0u);
 	fprintf(out, "persister.requests %" PRIu64 "\n", LOAD(p->requests));
 	fprintf(out, "persister.refused_full %" PRIu64 "\n", LOAD(p->refused_full));
+	fprintf(out, "persister.held_frames %" PRIu32 "\n", LOAD(p->held_count));
 	fprintf(out, "persister.refused_bad %" PRIu64 "\n", LOAD(p->refused_bad));
 	fprintf(out, "persister.completions %" PRIu64 "\n", LOAD(p->completions));
 	fprintf(out, "persister.no_shard %" PRIu64 "\n", LOAD(p->no_shard));
