@@ -23,6 +23,7 @@
 #include <rte_ring.h>
 
 #include "app.h"
+#include "common/hist.h"
 #include "persist/persist.h"
 
 #define PERSIST_DRAIN_MAX 32 /* request frames taken per cycle */
@@ -208,6 +209,22 @@ app_persist_stats_write(const struct app *app, FILE *out)
 	fprintf(out, "persister.completions %" PRIu64 "\n", LOAD(p->completions));
 	fprintf(out, "persister.no_shard %" PRIu64 "\n", LOAD(p->no_shard));
 	app_outbox_stats_write(&p->ob, "persister", out);
+	/* The request latency split (docs/persist.md): queue and database, by kind. */
+	static const char *const kinds[5] = {NULL, "hydrate", "flush", "release", "lookup"};
+	for (unsigned k = 1; k <= 4; k++) {
+		const struct hist *hs[2] = {pst_db_lat_queue(p->db, k), pst_db_lat_db(p->db, k)};
+		static const char *const part[2] = {"queue", "db"};
+		for (int j = 0; j < 2; j++) {
+			uint64_t n = LOAD(hs[j]->count);
+			fprintf(out, "persister.lat.%s_%s.count %" PRIu64 "\n", kinds[k], part[j], n);
+			fprintf(out, "persister.lat.%s_%s.p50_ns %" PRIu64 "\n", kinds[k], part[j],
+				hist_percentile(hs[j], 50));
+			fprintf(out, "persister.lat.%s_%s.p99_ns %" PRIu64 "\n", kinds[k], part[j],
+				hist_percentile(hs[j], 99));
+			fprintf(out, "persister.lat.%s_%s.max_ns %" PRIu64 "\n", kinds[k], part[j],
+				n ? LOAD(hs[j]->max) : 0);
+		}
+	}
 	/* pst counters are single-writer words of the persister lcore (slightly stale). */
 	const uint64_t *c = pst_db_counters(p->db);
 	for (int i = 0; i < PST_C_COUNT; i++)

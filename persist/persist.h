@@ -313,6 +313,13 @@ bool pst_db_connected(const struct pst_db *db);
 uint32_t pst_db_pending(const struct pst_db *db); /* requests not yet answered */
 int pst_db_socket(const struct pst_db *db);       /* for epoll; -1 when not connected */
 const uint64_t *pst_db_counters(const struct pst_db *db); /* PST_C_COUNT values */
+/* Latency of answered requests of one kind (1 hydrate, 2 flush, 3 release, 4 lookup; NULL
+ * for others), ns of the caller's clock: queue (submitted → first sent) and db (first sent
+ * → its answer final at the batch's Sync, retries included). Read while the persister
+ * records: single-writer words. */
+struct hist;
+const struct hist *pst_db_lat_queue(const struct pst_db *db, unsigned kind);
+const struct hist *pst_db_lat_db(const struct pst_db *db, unsigned kind);
 const char *pst_db_last_error(const struct pst_db *db);   /* "" when none yet */
 
 #endif

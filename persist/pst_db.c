@@ -87,6 +87,10 @@ pst_db_create(struct pst_db **out, const struct pst_db_config *cfg)
 	if (db == NULL)
 		goto fail_db;
 	db->cfg = *cfg;
+	for (uint32_t k = 0; k < PST_REQ_KINDS; k++) {
+		hist_init(&db->lat_queue[k]);
+		hist_init(&db->lat_db[k]);
+	}
 	db->conninfo = strdup(cfg->conninfo);
 	if (db->conninfo == NULL)
 		goto fail_conninfo;
@@ -203,6 +207,18 @@ const uint64_t *
 pst_db_counters(const struct pst_db *db)
 {
 	return db->counters;
+}
+
+const struct hist *
+pst_db_lat_queue(const struct pst_db *db, unsigned kind)
+{
+	return kind >= 1 && kind <= PST_REQ_KINDS ? &db->lat_queue[kind - 1] : NULL;
+}
+
+const struct hist *
+pst_db_lat_db(const struct pst_db *db, unsigned kind)
+{
+	return kind >= 1 && kind <= PST_REQ_KINDS ? &db->lat_db[kind - 1] : NULL;
 }
 
 const char *

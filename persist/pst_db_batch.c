@@ -241,6 +241,8 @@ stmt_send(struct pst_db *db, const struct pst_plan_stmt *st, uint64_t now_ns)
 		r->grouped = st->count > 1;
 		if (r->tries++ > 0)
 			db->counters[PST_C_DB_RESENT]++;
+		else
+			r->sent_ns = now_ns;
 	}
 	pipe_push(db, st->head, now_ns);
 	return 0;
@@ -429,6 +431,11 @@ batch_done(struct pst_db *db, uint64_t now_ns)
 			break;
 		}
 		r->isolate = 0;
+		if (r->kind >= 1 && r->kind <= PST_REQ_KINDS && r->sent_ns >= r->accepted_ns &&
+		    now_ns >= r->sent_ns) {
+			hist_record(&db->lat_queue[r->kind - 1], r->sent_ns - r->accepted_ns);
+			hist_record(&db->lat_db[r->kind - 1], now_ns - r->sent_ns);
+		}
 		pst_req_complete(db, i);
 	}
 	pst_fifo_prepend(db, &db->queue, &again);

@@ -22,6 +22,7 @@
 
 #include <libpq-fe.h>
 
+#include "common/hist.h"
 #include "persist/pst_int.h"
 
 #define PST_SLOT_NONE UINT32_MAX          /* no slot: an empty list, the end of a chain */
@@ -80,6 +81,7 @@ struct pst_req {
 	uint64_t user;        /* the user the statement is about */
 	uint64_t epoch;       /* highest epoch asked for */
 	uint64_t accepted_ns; /* when submitted (hydrate deadline) */
+	uint64_t sent_ns;     /* when first sent to the database (the latency split) */
 	uint64_t version;     /* flush: version after (outcome) */
 	uint16_t owner;       /* hydrate OWNED: holder */
 	uint8_t hyd_new;      /* hydrate: the row was created */
@@ -128,6 +130,10 @@ struct pst_neg {
 
 struct pst_db {
 	struct pst_db_config cfg;    /* copy (conninfo copied below) */
+	/* Per kind (index kind - 1), answered requests: submitted → first sent (the queue)
+	 * and first sent → answer final at its Sync (the database, retries included). */
+	struct hist lat_queue[PST_REQ_KINDS];
+	struct hist lat_db[PST_REQ_KINDS];
 	char *conninfo;              /* owned copy */
 	PGconn *conn;                /* NULL when down */
 	uint32_t conn_state;         /* enum pst_conn_state */
