@@ -237,14 +237,14 @@ app_egress_replay(struct app_shard *s, uint32_t node, const struct wire_report_r
 	uint64_t oldest = 0;
 	const struct report_head *h = report_head_find(s, r->user);
 	if (h != NULL && h->last >= first) {
+		/* The whole chain: a user's seqs are not monotonic in the ring (a duplicate's
+		 * answer repeats the original's seq later), so no early stop on from_seq. */
 		for (uint64_t pos = h->last; pos != REPORT_NONE && pos >= first;) {
 			const struct report_ent *e = report_at(s, pos);
 			if (e->user != r->user)
 				break; /* (cannot happen: a position >= first is not reused) */
-			oldest = e->seq;
-			if (e->seq < r->from_seq)
-				break;
-			if (e->seq <= to)
+			oldest = e->seq; /* ends as the oldest position's, as the ring pass sees it */
+			if (e->seq >= r->from_seq && e->seq <= to)
 				pick[picked++ % WIRE_REPLAY_MAX] = pos;
 			pos = e->prev;
 		}
