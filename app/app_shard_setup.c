@@ -38,6 +38,11 @@ limits_oms(const struct app_config *cfg, uint16_t id, struct oms_limits *l)
 	l->wait_max = (uint32_t)cfg->waiting_users_max;
 	l->admit_wait_ns = cfg->admit_wait_ms * 1000000;
 	l->flush_headroom = (uint32_t)cfg->evictions_max;
+	/* The drain visits actor slots, resident or not: its pass over the slab must not grow
+	 * with the headroom and the waiting places, or users routing moved away stay on the
+	 * old shard for tens of sweeps (a pass takes at most four sweeps). */
+	l->drain_scan_max = RTE_MAX(l->drain_scan_max,
+				    (uint32_t)((l->users_max + l->flush_headroom + l->wait_max) / 4));
 	l->dedup_per_user = (uint32_t)cfg->dedup_per_user; /* [limits] dedup_per_user */
 	l->symbols_max = APP_SYMBOLS_MAX;
 	l->ttl_ns = cfg->user_ttl_ms * 1000000;
