@@ -143,6 +143,10 @@ void app_lat_rx(struct app_lat *l, const struct wire_msg_hdr *msg, uint64_t rx_t
 void app_lat_tx(struct app_lat *l, const struct wire_msg_hdr *msg);
 /* "<prefix>.lat_* value" lines, percentiles of both histograms included. */
 void app_lat_stats_write(const struct app_lat *l, const char *prefix, FILE *out);
+/* "<name>.count", ".p50_ns", ".p99_ns", ".max_ns" of h (read while its owner may record:
+ * single-writer words). */
+struct hist;
+void app_hist_lines(FILE *out, const char *name, const struct hist *h);
 
 /* Echo shard (diagnostic service "echo"): counts what reaches it and echoes every frame to
  * its sender. The dataplane tests use it. */

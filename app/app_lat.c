@@ -206,6 +206,16 @@ hist_write(const struct hist *h, const char *prefix, const char *name, FILE *out
 }
 
 void
+app_hist_lines(FILE *out, const char *name, const struct hist *h)
+{
+	uint64_t n = LOAD(h->count);
+	fprintf(out, "%s.count %" PRIu64 "\n", name, n);
+	fprintf(out, "%s.p50_ns %" PRIu64 "\n", name, hist_percentile(h, 50));
+	fprintf(out, "%s.p99_ns %" PRIu64 "\n", name, hist_percentile(h, 99));
+	fprintf(out, "%s.max_ns %" PRIu64 "\n", name, n ? LOAD(h->max) : 0);
+}
+
+void
 app_lat_stats_write(const struct app_lat *l, const char *prefix, FILE *out)
 {
 	if (l == NULL)

@@ -215,14 +215,9 @@ app_persist_stats_write(const struct app *app, FILE *out)
 		const struct hist *hs[2] = {pst_db_lat_queue(p->db, k), pst_db_lat_db(p->db, k)};
 		static const char *const part[2] = {"queue", "db"};
 		for (int j = 0; j < 2; j++) {
-			uint64_t n = LOAD(hs[j]->count);
-			fprintf(out, "persister.lat.%s_%s.count %" PRIu64 "\n", kinds[k], part[j], n);
-			fprintf(out, "persister.lat.%s_%s.p50_ns %" PRIu64 "\n", kinds[k], part[j],
-				hist_percentile(hs[j], 50));
-			fprintf(out, "persister.lat.%s_%s.p99_ns %" PRIu64 "\n", kinds[k], part[j],
-				hist_percentile(hs[j], 99));
-			fprintf(out, "persister.lat.%s_%s.max_ns %" PRIu64 "\n", kinds[k], part[j],
-				n ? LOAD(hs[j]->max) : 0);
+			char name[64];
+			snprintf(name, sizeof(name), "persister.lat.%s_%s", kinds[k], part[j]);
+			app_hist_lines(out, name, hs[j]);
 		}
 	}
 	/* pst counters are single-writer words of the persister lcore (slightly stale). */

@@ -129,29 +129,17 @@ app_shard_stats_write(const struct app *app, uint32_t index, FILE *out)
 				oms_nak_count(s->svc, r));
 		/* The hot-user cache's latencies (cluster time, the service's own histograms:
 		 * read while the shard lcore may record, like the counters). */
-		const struct hist *ch[2] = {oms_park_hist(s->svc), oms_hydrate_hist(s->svc)};
-		static const char *const cache_lat[2] = {"cache_park", "cache_hydrate"};
-		for (int k = 0; k < 2; k++) {
-			uint64_t n = LOAD(ch[k]->count);
-			fprintf(out, "shard.%u.lat.%s.count %" PRIu64 "\n", id, cache_lat[k], n);
-			fprintf(out, "shard.%u.lat.%s.p50_ns %" PRIu64 "\n", id, cache_lat[k],
-				hist_percentile(ch[k], 50));
-			fprintf(out, "shard.%u.lat.%s.p99_ns %" PRIu64 "\n", id, cache_lat[k],
-				hist_percentile(ch[k], 99));
-			fprintf(out, "shard.%u.lat.%s.max_ns %" PRIu64 "\n", id, cache_lat[k],
-				n ? LOAD(ch[k]->max) : 0);
-		}
+		char name[64];
+		snprintf(name, sizeof(name), "shard.%u.lat.cache_park", id);
+		app_hist_lines(out, name, oms_park_hist(s->svc));
+		snprintf(name, sizeof(name), "shard.%u.lat.cache_hydrate", id);
+		app_hist_lines(out, name, oms_hydrate_hist(s->svc));
 		struct hist h; /* 15 KiB on the stack: callers are control-plane threads */
 		static const char *const lat_names[2] = {"ingress_ack", "order_final"};
 		for (int k = 0; k < 2; k++) {
 			app_shard_latency(app, index, k == 0 ? &h : NULL, k == 1 ? &h : NULL);
-			fprintf(out, "shard.%u.lat.%s.count %" PRIu64 "\n", id, lat_names[k], h.count);
-			fprintf(out, "shard.%u.lat.%s.p50_ns %" PRIu64 "\n", id, lat_names[k],
-				hist_percentile(&h, 50));
-			fprintf(out, "shard.%u.lat.%s.p99_ns %" PRIu64 "\n", id, lat_names[k],
-				hist_percentile(&h, 99));
-			fprintf(out, "shard.%u.lat.%s.max_ns %" PRIu64 "\n", id, lat_names[k],
-				h.count ? h.max : 0);
+			snprintf(name, sizeof(name), "shard.%u.lat.%s", id, lat_names[k]);
+			app_hist_lines(out, name, &h);
 		}
 		fprintf(out, "shard.%u.lat_overwritten %" PRIu64 "\n", id, s->lat->overwritten);
 	} else {

@@ -268,6 +268,16 @@ actor_obtain(struct oms *oms, uint64_t user, struct svc_sink *sink, uint16_t *re
 static void park_refuse(struct oms *oms, struct oms_actor *a, uint16_t reason, uint16_t owner,
 			struct svc_sink *sink);
 
+/* Does a hold a parked ME event (never refused: the ME sent it to this shard's stream)? */
+static bool
+parked_event(const struct oms *oms, const struct oms_actor *a)
+{
+	for (uint32_t pi = a->parked_head; pi != OMS_NIL; pi = oms->parked[pi].next)
+		if (oms->parked[pi].pad == 1)
+			return true;
+	return false;
+}
+
 static void
 admit_expire(struct oms *oms, struct svc_sink *sink)
 {
@@ -277,10 +287,7 @@ admit_expire(struct oms *oms, struct svc_sink *sink)
 		idx = a->prev;
 		if (oms->c.now_ns - a->last_active_ns < oms->c.limits.admit_wait_ns)
 			break; /* the queue is in order of arrival */
-		bool events = false;
-		for (uint32_t pi = a->parked_head; pi != OMS_NIL; pi = oms->parked[pi].next)
-			events |= oms->parked[pi].pad == 1;
-		if (events)
+		if (parked_event(oms, a))
 			continue;
 		oms_count(oms, OMS_C_ADMIT_TIMEOUTS);
 		uint16_t reason = oms->c.flushing.count == 0 ? WIRE_REASON_CAPACITY
@@ -550,9 +557,7 @@ oms_on_hydrate_user(struct oms *oms, const struct wire_hydrate_user *m, struct s
 	}
 	if (a == NULL || waiting)
 		return NULL; /* nothing waits for it */
-	bool events = false;
-	for (uint32_t pi = a->parked_head; pi != OMS_NIL; pi = oms->parked[pi].next)
-		events |= oms->parked[pi].pad == 1;
+	bool events = parked_event(oms, a);
 	bool more = a->hydrate_tries < oms->c.limits.hydrate_retries_max;
 	if (status == WIRE_HYD_OWNED) {
 		/* Database fencing (docs/fencing.md): another shard holds the claim. If routing
