@@ -232,6 +232,7 @@ int oms_check_invariants(const struct oms *oms);
 	X(SUBMITS, "submits")                                                              \
 	X(MODIFIES, "modifies")                                                            \
 	X(PARKED, "parked")                                                                \
+	X(PARKED_COPIES, "parked_copies") /* retransmits of a parked request: dropped */   \
 	X(HYDRATE_REQUESTS, "hydrate_requests")                                            \
 	X(HYDRATIONS, "hydrations")                                                        \
 	X(HYDRATE_AHEAD, "hydrate_ahead")                                                  \

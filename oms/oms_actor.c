@@ -326,6 +326,34 @@ oms_actor_touch(struct oms *oms, struct oms_actor *a)
 	oms_actor_changed(oms, a);
 }
 
+/* A client's retransmission of a request already parked for a: the same bytes, except the
+ * route_epoch the gateway stamps last on every order request (a retransmit can cross a
+ * routing change). O(parked_per_user). */
+static bool
+parked_copy(const struct oms *oms, const struct oms_actor *a, const struct wire_msg_hdr *msg)
+{
+	size_t n = msg->length;
+	if (msg->type != WIRE_TRANSFER) {
+		static_assert(offsetof(struct wire_new_order, route_epoch) + 8 ==
+				      sizeof(struct wire_new_order) &&
+			      offsetof(struct wire_cancel, route_epoch) + 8 ==
+				      sizeof(struct wire_cancel) &&
+			      offsetof(struct wire_amend, route_epoch) + 8 ==
+				      sizeof(struct wire_amend) &&
+			      offsetof(struct wire_cancel_replace, route_epoch) + 8 ==
+				      sizeof(struct wire_cancel_replace),
+			      "route_epoch ends every order request");
+		DCHECK(n > 8);
+		n -= 8;
+	}
+	for (uint32_t pi = a->parked_head; pi != OMS_NIL; pi = oms->parked[pi].next) {
+		const struct oms_parked *p = &oms->parked[pi];
+		if (p->pad == 0 && p->len == msg->length && memcmp(p->msg, msg, n) == 0)
+			return true;
+	}
+	return false;
+}
+
 int
 oms_actor_park(struct oms *oms, uint64_t user, const struct wire_msg_hdr *msg, bool is_event,
 	       bool check_owner, struct svc_sink *sink, uint16_t *owner_out)
@@ -333,6 +361,15 @@ oms_actor_park(struct oms *oms, uint64_t user, const struct wire_msg_hdr *msg, b
 	struct oms_actor *a = oms_actor_find(oms, user);
 	DCHECK(a == NULL || !oms_actor_serving(a));
 	DCHECK(msg->length <= sizeof(oms->parked[0].msg));
+	if (a != NULL && !is_event && parked_copy(oms, a, msg)) {
+		/* Its original is parked and will be answered when the user is in: answering the
+		 * copy PARKED_FULL would tell the client "not done" of a request that is about to
+		 * be done, and parking it would take a place for nothing (the dedup window would
+		 * only repeat the original's answer). No answer: the client's retransmit timer
+		 * keeps asking until the original's answer arrives. */
+		oms_count(oms, OMS_C_PARKED_COPIES);
+		return 0;
+	}
 	if (oms->c.parked_free_count == 0)
 		return is_event ? -1 : WIRE_REASON_PARKED_FULL;
 	if (a == NULL) {

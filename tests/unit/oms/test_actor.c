@@ -95,6 +95,57 @@ Test(oms_actor, parked_bounds)
 	cr_assert(eq(u32, h_status(&H, 54), OMS_USER_ABSENT));
 }
 
+/* Goal (issue 17): a client's retransmission of a request that waits parked (its user
+ * hydrating or waiting for room) is neither refused nor parked twice. PARKED_FULL would tell
+ * the client "not done" of a request its parked original is about to do (e2e_migrate_load's
+ * phantom orders: a retransmit refused, the original executed, the client holding it as
+ * refused); a second copy would take a place another request needs. The original's answer
+ * is the answer. A request that only shares the id (different content) is not a copy. */
+Test(oms_actor, retransmit_of_a_parked_request_is_neither_refused_nor_parked_twice)
+{
+	h_limit(&H, 50, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	h_cancel(&H, 50, 2, 1);
+	for (int i = 0; i < 5; i++) {
+		h_limit(&H, 50, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+		cr_assert(eq(u32, h_count(&H, WIRE_NAK), 0));
+		h_cancel(&H, 50, 2, 1);
+		cr_assert(eq(u32, h_count(&H, WIRE_NAK), 0));
+	}
+	cr_assert(eq(u32, info(50).parked, 2));
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_PARKED_COPIES), 10));
+	/* The user's places fill with other requests; the next one is refused, its copies not. */
+	for (uint64_t i = 2; i < H.lim.parked_per_user; i++)
+		h_limit(&H, 50, 10 + i, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	h_limit(&H, 50, 99, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	cr_assert(eq(u16, h_last_nak(&H), WIRE_REASON_PARKED_FULL));
+	h_limit(&H, 50, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	cr_assert(eq(u32, h_count(&H, WIRE_NAK), 0));
+	/* Same id, other content: not a copy (refused here, as any request over the bound). */
+	h_limit(&H, 50, 1, S_ETHUSD, WIRE_SIDE_BUY, 11, 1);
+	cr_assert(eq(u16, h_last_nak(&H), WIRE_REASON_PARKED_FULL));
+	h_hydrate(&H, 50, 9, A_USD, 1000, 0, 0);
+	/* One SUBMIT per parked order (1, 12, 13), the cancel answered once: nothing twice. */
+	cr_assert(eq(u32, h_count(&H, WIRE_SUBMIT), H.lim.parked_per_user - 1));
+	cr_assert(eq(u64, ((const struct wire_ack *)h_get(&H, WIRE_ACK, 0))->cl_ord_id, 1));
+	cr_assert(eq(u64, ((const struct wire_ack *)h_get(&H, WIRE_ACK, 1))->cl_ord_id, 2));
+	cr_assert(eq(u32, h_count(&H, WIRE_ACK), H.lim.parked_per_user));
+
+	/* The same when the shard's whole parking pool is full. */
+	h_fini(&H);
+	struct oms_limits l;
+	h_limits(&l);
+	l.parked_max = 2;
+	h_init(&H, &l);
+	h_std_symbols(&H);
+	h_limit(&H, 51, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	h_limit(&H, 52, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	h_limit(&H, 51, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	cr_assert(eq(u32, h_count(&H, WIRE_NAK), 0));
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_PARKED_COPIES), 1));
+	h_limit(&H, 51, 2, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	cr_assert(eq(u16, h_last_nak(&H), WIRE_REASON_PARKED_FULL));
+}
+
 /* Goal (docs/fencing.md): HydrateUser OWNED while routing says the user is ours means the
  * old owner has not released yet: ask again, once per sweep, with the parked orders
  * waiting; after hydrate_retries_max refuse them NOT_OWNER naming the claim holder. */
