@@ -364,6 +364,13 @@ const char *app_shard_role_name(uint32_t role);
  * (and empty copies) for other shards. */
 int app_shard_latency(const struct app *app, uint32_t index, struct hist *ack,
 		      struct hist *final);
+/* The hot-user cache's histograms of an OMS shard's state (cluster ns; docs/oms.md
+ * "Observability"), copied: stage 0 park, 1 hydrate, 2 writeback, 3 evict. -ENOENT (and an
+ * empty copy) for other shards. */
+#define APP_CACHE_STAGES 4
+extern const char *const app_cache_stage_names[APP_CACHE_STAGES];
+int app_shard_cache_hist(const struct app *app, uint32_t index, unsigned stage,
+			 struct hist *out);
 /* The shard's command ring (main → shard lcore, SP/SC; app_wire.c). */
 struct rte_ring *app_shard_mgmt_ring(const struct app *app, uint32_t index);
 /* Role and leader the shard lcore last published (relaxed; a hint for the main lcore). */
@@ -375,6 +382,10 @@ int app_persist_init(struct app *app, struct app_agent *agent, uint32_t index);
 void app_persist_fini(struct app *app, struct app_agent *agent);
 struct rte_ring *app_persist_ring(const struct app *app);
 void app_persist_stats_write(const struct app *app, FILE *out);
+/* A copy of the persister's latency histogram of a request kind (1 hydrate, 2 flush,
+ * 3 release, 4 lookup), part 0 its queue, 1 PostgreSQL (ns); -ENOENT and an empty copy
+ * without a database (requests answered inline). */
+int app_persist_hist(const struct app *app, unsigned kind, unsigned part, struct hist *out);
 /* app_lcore.c: the echo shard (diagnostic service of the dataplane tests). */
 int app_echo_init(struct app *app, struct app_agent *agent, uint32_t index);
 

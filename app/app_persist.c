@@ -195,6 +195,20 @@ app_persist_fini(struct app *app, struct app_agent *agent)
 	agent->state = NULL;
 }
 
+int
+app_persist_hist(const struct app *app, unsigned kind, unsigned part, struct hist *out)
+{
+	const struct app_persister *p = app->persister;
+	if (p == NULL || kind < 1 || kind > 4 || part > 1) {
+		hist_init(out);
+		return -ENOENT;
+	}
+	/* Written by the persister lcore: a torn copy is off by an in-flight sample. */
+	memcpy(out, part == 0 ? pst_db_lat_queue(p->db, kind) : pst_db_lat_db(p->db, kind),
+	       sizeof(*out));
+	return 0;
+}
+
 void
 app_persist_stats_write(const struct app *app, FILE *out)
 {

@@ -134,6 +134,10 @@ app_shard_stats_write(const struct app *app, uint32_t index, FILE *out)
 		app_hist_lines(out, name, oms_park_hist(s->svc));
 		snprintf(name, sizeof(name), "shard.%u.lat.cache_hydrate", id);
 		app_hist_lines(out, name, oms_hydrate_hist(s->svc));
+		snprintf(name, sizeof(name), "shard.%u.lat.cache_writeback", id);
+		app_hist_lines(out, name, oms_writeback_hist(s->svc));
+		snprintf(name, sizeof(name), "shard.%u.lat.cache_evict", id);
+		app_hist_lines(out, name, oms_evict_hist(s->svc));
 		struct hist h; /* 15 KiB on the stack: callers are control-plane threads */
 		static const char *const lat_names[2] = {"ingress_ack", "order_final"};
 		for (int k = 0; k < 2; k++) {
@@ -207,6 +211,27 @@ app_shard_latency(const struct app *app, uint32_t index, struct hist *ack, struc
 		memcpy(ack, &s->lat->ack, sizeof(*ack));
 	if (final != NULL)
 		memcpy(final, &s->lat->final, sizeof(*final));
+	return 0;
+}
+
+const char *const app_cache_stage_names[APP_CACHE_STAGES] = {"park", "hydrate", "writeback",
+								 "evict"};
+
+int
+app_shard_cache_hist(const struct app *app, uint32_t index, unsigned stage, struct hist *out)
+{
+	const struct app_shard *s = app->shards[index];
+	if (s == NULL || !s->is_oms || s->svc == NULL || stage >= APP_CACHE_STAGES) {
+		hist_init(out);
+		return -ENOENT;
+	}
+	const struct hist *h = stage == 0 ? oms_park_hist(s->svc)
+			       : stage == 1 ? oms_hydrate_hist(s->svc)
+			       : stage == 2 ? oms_writeback_hist(s->svc)
+					    : oms_evict_hist(s->svc);
+	/* Written by the shard lcore as it applies: a torn copy is off by an in-flight sample,
+	 * as the counters are. */
+	memcpy(out, h, sizeof(*out));
 	return 0;
 }
 

@@ -565,6 +565,38 @@ app_metrics_write(struct app_view_ctx *c, const struct app *app, struct mgmt_out
 	mgmt_prom_family(o, "omsd_latency_hist_ns", "histogram",
 			 "the same latencies as cumulative buckets, ns");
 	latency_samples(o, app, node_label, h, true);
+	/* The hot-user cache (docs/oms.md "Observability"): its stages in the OMS state, and
+	 * the persister's split of each request kind into its queue and PostgreSQL. */
+	mgmt_prom_family(o, "omsd_cache_latency_ns", "summary",
+			 "hot-user cache, cluster ns, per OMS shard: stage=park (first parked message "
+			 "to install), hydrate (HYDRATE_REQUEST to install), writeback, evict "
+			 "(BEGIN_DEHYDRATE to the answer / the drop)");
+	for (uint32_t i = 0; i < app->cfg.shard_count; i++) {
+		if (app->cfg.shards[i].service != APP_SERVICE_OMS)
+			continue;
+		for (unsigned st = 0; st < APP_CACHE_STAGES; st++) {
+			(void)app_shard_cache_hist(app, i, st, h);
+			char labels[96];
+			snprintf(labels, sizeof(labels), "%s,shard=\"%u\",stage=\"%s\"", node_label,
+				 app->cfg.shards[i].id, app_cache_stage_names[st]);
+			mgmt_prom_summary(o, "omsd_cache_latency_ns", labels, h);
+		}
+	}
+	/* Without a database the family is there, empty (count 0): requests are answered
+	 * inline, and a dashboard's query finds its series either way. */
+	mgmt_prom_family(o, "omsd_persister_latency_ns", "summary",
+			 "persister requests, ns: kind=hydrate|flush|release|lookup, part=queue "
+			 "(submitted to sent) or db (sent to PostgreSQL's answer)");
+	static const char *const kinds[5] = {NULL, "hydrate", "flush", "release", "lookup"};
+	for (unsigned k = 1; k <= 4; k++) {
+		for (unsigned part = 0; part < 2; part++) {
+			(void)app_persist_hist(app, k, part, h);
+			char labels[96];
+			snprintf(labels, sizeof(labels), "%s,kind=\"%s\",part=\"%s\"", node_label,
+				 kinds[k], part == 0 ? "queue" : "db");
+			mgmt_prom_summary(o, "omsd_persister_latency_ns", labels, h);
+		}
+	}
 	free(h);
 	if (k.dropped > 0) {
 		mgmt_prom_family(o, "omsd_metrics_unmapped", "gauge",

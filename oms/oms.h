@@ -169,11 +169,14 @@ struct oms_cache_info {
 };
 void oms_cache_info(const struct oms *oms, struct oms_cache_info *out);
 /* The cache's latency histograms (common/hist.h), cluster ns: park (a cold user's first
- * parked message to its install, waiting included) and hydrate (its HYDRATE_REQUEST to its
- * install). */
+ * parked message to its install, waiting included), hydrate (its HYDRATE_REQUEST to its
+ * install), writeback (a write-back's BEGIN_DEHYDRATE to its OK answer) and evict (an
+ * eviction's BEGIN_DEHYDRATE to the drop; one cancelled by activity is not counted). */
 struct hist;
 const struct hist *oms_park_hist(const struct oms *oms);
 const struct hist *oms_hydrate_hist(const struct oms *oms);
+const struct hist *oms_writeback_hist(const struct oms *oms);
+const struct hist *oms_evict_hist(const struct oms *oms);
 uint32_t oms_inflight_count(const struct oms *oms);
 uint32_t oms_parked_count(const struct oms *oms); /* messages parked now (hydrations pending) */
 uint64_t oms_stream_next_seq(const struct oms *oms, uint16_t me_shard);

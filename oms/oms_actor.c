@@ -185,7 +185,7 @@ actor_new(struct oms *oms, uint64_t user, uint8_t state)
 	a->parked_head = a->parked_tail = OMS_NIL;
 	a->state = state;
 	a->last_active_ns = oms->c.now_ns;
-	a->parked_ns = oms->c.now_ns;
+	a->since_ns = oms->c.now_ns;
 	list_push_head(oms, state_list(oms, state), idx);
 	oms_tab_insert(oms, OMS_TAG_USER, user, 0, idx);
 	return a;
@@ -510,10 +510,10 @@ install(struct oms *oms, struct oms_actor *a, const struct wire_hydrate_user *m)
 	a->tier = st->tier < OMS_TIERS_MAX ? st->tier : 0;
 	if (a->state == OMS_A_HYDRATING) {
 		/* (last_active_ns of a hydrating actor: when its request went out) */
-		hist_record(&oms->c.park_hist, oms->c.now_ns - a->parked_ns);
+		hist_record(&oms->c.park_hist, oms->c.now_ns - a->since_ns);
 		hist_record(&oms->c.hydrate_hist, oms->c.now_ns - a->last_active_ns);
 	}
-	a->parked_ns = 0;
+	a->since_ns = 0;
 	a->hydrate_tries = 0;
 	a->last_active_ns = oms->c.now_ns;
 	a->tokens = (int64_t)oms->c.limits.tiers[a->tier].burst * 1000000000;
@@ -720,6 +720,7 @@ oms_actor_begin_dehydrate(struct oms *oms, struct oms_actor *a, struct svc_sink 
 	a->epoch = oms_epoch_next(oms);
 	a->flush_epoch = a->epoch;
 	a->wb_gen = a->change_gen;
+	a->since_ns = oms->c.now_ns;
 	move_to(oms, a, OMS_A_FLUSHING);
 	oms_count(oms, OMS_C_DEHYDRATES);
 	oms_emit_begin_dehydrate(oms, a, a->epoch, sink, NULL, NULL);
@@ -864,6 +865,7 @@ oms_on_flush_complete(struct oms *oms, const struct wire_flush_complete *m, stru
 		/* Seed invariant 3: U is dropped only on FlushComplete. The flush kept the
 		 * owner claim; the drop lets it go (docs/fencing.md). */
 		oms_count(oms, OMS_C_EVICTIONS);
+		hist_record(&oms->c.evict_hist, oms->c.now_ns - a->since_ns);
 		/* The last step of a move whose orders the new owner adopted: the claim goes to
 		 * it, so only it can hydrate the user next (its parked ADOPTED events need the
 		 * user; a request routed back here meanwhile must not take the user first). */

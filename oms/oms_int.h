@@ -90,8 +90,9 @@ struct oms_actor {
 				    refused STALE_REQUEST (docs/oms.md, "Sessions, rate limits") */
 	uint64_t owned_epoch;    /* the routing epoch under which this shard was last found to
 				    own the user (oms_actor_owned; 0 with the epoch 0 owns all) */
-	uint64_t parked_ns;      /* HYDRATING / WAITING: cluster time its first message parked
-				    (the park-time histogram, oms_core.park_hist) */
+	uint64_t since_ns;       /* HYDRATING / WAITING: cluster time its first message parked
+				    (oms_core.park_hist); RESIDENT with a write-back out or
+				    FLUSHING: when that flush began (wb_hist, evict_hist) */
 	uint32_t prev;           /* state-list links (LRU, flushing or hydrating list) */
 	uint32_t next;
 	uint32_t order_head;     /* this user's order records, oldest first */
@@ -363,9 +364,13 @@ struct oms_core {
 	uint32_t lookup_tail;
 	/* The cache's latencies in cluster time (docs/oms.md "Admission"): a cold user's first
 	 * parked message to its install (waiting included), and its HYDRATE_REQUEST to its
-	 * install (the persister's queue, PostgreSQL and two log commits). */
+	 * install (the persister's queue, PostgreSQL and two log commits); a write-back's
+	 * BEGIN_DEHYDRATE to its OK answer, and an eviction's to the drop (not counted when
+	 * activity cancels it). */
 	struct hist park_hist;
 	struct hist hydrate_hist;
+	struct hist wb_hist;
+	struct hist evict_hist;
 };
 static_assert(sizeof(struct oms_limits) == 184, "oms_limits has no padding");
 

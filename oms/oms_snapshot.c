@@ -19,7 +19,7 @@
 				  * (oms_order.oid_shard, target_shard, moving; oms_actor.owned_epoch;
 				  * oms_core.moving); 7: admission waits (WAITING actors, oms_core.waiting,
 				  * admit_due, limits wait_max, admit_wait_ns); 8: counter
-				  * parked_copies */
+				  * parked_copies; histograms wb_hist, evict_hist; oms_actor.since_ns */
 
 struct ser {
 	uint8_t *buf;  /* NULL: measure / hash only */

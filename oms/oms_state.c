@@ -173,6 +173,8 @@ oms_reset(struct oms *oms)
 	oms->c.dirty = oms->c.lru;
 	hist_init(&oms->c.park_hist);
 	hist_init(&oms->c.hydrate_hist);
+	hist_init(&oms->c.wb_hist);
+	hist_init(&oms->c.evict_hist);
 	oms->c.lookup_head = oms->c.lookup_tail = OMS_NIL;
 	for (uint32_t i = 0; i < oms->actor_slots; i++)
 		oms->actor_free[i] = oms->actor_slots - 1 - i;

@@ -124,6 +124,18 @@ oms_hydrate_hist(const struct oms *oms)
 	return &oms->c.hydrate_hist;
 }
 
+const struct hist *
+oms_writeback_hist(const struct oms *oms)
+{
+	return &oms->c.wb_hist;
+}
+
+const struct hist *
+oms_evict_hist(const struct oms *oms)
+{
+	return &oms->c.evict_hist;
+}
+
 uint32_t
 oms_waiting_count(const struct oms *oms)
 {

@@ -40,6 +40,7 @@ wb_begin(struct oms *oms, struct oms_actor *a, struct svc_sink *sink)
 	a->epoch = oms_epoch_next(oms);
 	a->flush_epoch = a->epoch;
 	a->wb_gen = a->change_gen;
+	a->since_ns = oms->c.now_ns;
 	a->flags |= OMS_AF_WB;
 	oms->c.wb_inflight++;
 	oms_wb_relink(oms, a); /* off the dirty list: an answer is outstanding */
@@ -87,6 +88,7 @@ oms_wb_on_flush_complete(struct oms *oms, struct oms_actor *a, const struct wire
 		/* The row holds the state of wb_gen (or newer: a re-drive sends the current state
 		 * under the same epoch). The next CAS expects the version this write produced. */
 		oms_count(oms, OMS_C_WRITEBACKS_OK);
+		hist_record(&oms->c.wb_hist, oms->c.now_ns - a->since_ns);
 		if (m->version > a->version)
 			a->version = m->version;
 		a->clean_gen = a->wb_gen;

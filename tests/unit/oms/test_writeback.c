@@ -334,6 +334,10 @@ Test(oms_writeback, writeback_then_evict_right_version)
 	cr_assert(eq(u32, h_status(&H, 7), OMS_USER_RESIDENT));
 	cr_assert(eq(u64, h_ctr(&H, OMS_C_DEHYDRATES), 0));
 	h_flush(&H, 7, e1, WIRE_FLUSH_OK, 2);
+	/* The write-back's time, BEGIN_DEHYDRATE to its answer: twelve passes. */
+	const struct hist *wbh = oms_writeback_hist(H.oms), *evh = oms_evict_hist(H.oms);
+	cr_assert(eq(u64, wbh->count, 1));
+	cr_assert(eq(u64, wbh->max, 11 * SEC));
 	/* The sweep re-stamped it (not evictable then): evicted one TTL later, not written. */
 	const struct wire_begin_dehydrate *b = NULL;
 	for (int i = 0; i < 11 && b == NULL; i++) {
@@ -349,8 +353,13 @@ Test(oms_writeback, writeback_then_evict_right_version)
 	h_flush(&H, 7, e1, WIRE_FLUSH_OK, 2); /* a re-driven duplicate of the write-back */
 	cr_assert(eq(u32, h_status(&H, 7), OMS_USER_FLUSHING));
 	cr_assert(eq(u64, h_ctr(&H, OMS_C_FLUSH_STALE), 1));
+	cr_assert(eq(u64, evh->count, 0)); /* not before its own answer */
+	H.now += SEC / 4;
 	h_flush(&H, 7, e2, WIRE_FLUSH_OK, 3);
 	cr_assert(eq(u32, h_status(&H, 7), OMS_USER_ABSENT));
+	cr_assert(eq(u64, evh->count, 1));
+	cr_assert(eq(u64, evh->max, SEC / 4));
+	cr_assert(eq(u64, wbh->count, 1)); /* an eviction's flush is not a write-back */
 	const struct wire_release_claim *r = h_get(&H, WIRE_RELEASE_CLAIM, 0);
 	cr_assert(r != NULL);
 	cr_assert(eq(u64, r->epoch, e2));
