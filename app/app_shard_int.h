@@ -118,7 +118,7 @@ enum shard_counter {
 
 #define USERS_SLOTS (1u << 16)    /* user tables: a cache, the home slot is overwritten */
 #define PQ_MAX 256                /* inline persistence answers waiting to be proposed */
-#define PQ_MSG_MAX 856            /* largest answer (wire_hydrate_user) */
+#define PQ_MSG_MAX 872            /* largest answer (wire_hydrate_user) */
 #define ASSETS_WATCH 8            /* assets whose sums the stats show */
 #define FLOG_BATCH_MAX 256        /* entries written to the file log per cycle */
 #define LAT_SLOTS 4096            /* latency tracker: client requests followed at once */

@@ -31,10 +31,11 @@
 #include <stdint.h>
 
 #define WIRE_MAGIC UINT32_C(0x44534d4f) /* "OMSD" little-endian */
-#define WIRE_VERSION 6 /* 4: wire_recent carries a transfer's asset and amount; 5: the user
+#define WIRE_VERSION 7 /* 4: wire_recent carries a transfer's asset and amount; 5: the user
 			 * state carries cl_ord_floor; REPORT_REPLAY (type 8); SUBMIT and the
 			 * modifies carry sent_ns; 6: the user state carries egress_seq;
-			 * REBIND_TO_ME (type 27), events MOVED and ADOPTED */
+			 * REBIND_TO_ME (type 27), events MOVED and ADOPTED; 7: the user state
+			 * carries the rate-limit bucket (rl_tokens, rl_tokens_ns) */
 #define WIRE_FRAME_F_MAC 0x01     /* a 16-byte SipHash-2-4-128 tag follows the last message */
 #define WIRE_MAC_SIZE 16
 #define WIRE_FRAME_MAX 9000       /* jumbo frame payload; ordinary ports use ~1472 */
@@ -596,6 +597,10 @@ struct wire_user_state {
 				* does not hold is refused STALE_REQUEST, never executed */
 	uint64_t egress_seq;   /* the last per-user report sequence number sent (0: none): a
 				* re-hydrated or moved user continues its sequence from it */
+	int64_t rl_tokens;     /* the rate-limit bucket at rl_tokens_ns, nano-requests (the
+				* hydrating OMS clamps it to its tier's burst) */
+	uint64_t rl_tokens_ns; /* cluster time of rl_tokens (0: nothing saved, a full bucket):
+				* a re-hydrated or moved user refills from it, not from full */
 	uint8_t tier;       /* rate-limit tier */
 	uint8_t reserved0[3];
 	uint32_t balance_count;
@@ -605,7 +610,7 @@ struct wire_user_state {
 	struct wire_recent recent[WIRE_RECENT_MAX];
 };
 static_assert(sizeof(struct wire_user_state) ==
-		      64 + 16 * WIRE_BALANCES_MAX + 32 * WIRE_RECENT_MAX,
+		      80 + 16 * WIRE_BALANCES_MAX + 32 * WIRE_RECENT_MAX,
 	      "wire_user_state");
 
 struct wire_hydrate_request {

@@ -465,6 +465,36 @@ user_state_ok(const struct oms *oms, const struct wire_user_state *st)
 	return used <= oms->c.limits.assets_per_user;
 }
 
+/* The rate-limit bucket from the saved state (issue 17: everything a client-visible answer
+ * depends on is part of the user's saved state), so an eviction or a move does not hand the
+ * user a full bucket. The row holds the bucket as of the flush that wrote it, refilled from
+ * then on. A token spent after that flush is in an actor marked changed (every request
+ * touches its actor before rate_ok), so the next write-back or the eviction flush carries
+ * it, and the claim keeps any other shard from reading the row before that; a spend that
+ * never reached the row (a flush that never came) makes the restored bucket fuller than the
+ * truth, never emptier (docs/oms.md, "Sessions, rate limits"). Nothing the row says is
+ * trusted: the tier may have changed (at most its burst), the figure may be anything
+ * (clamped to [0, burst]), and a shard whose cluster clock ran ahead may have saved it (no
+ * later than now: rate_ok's now - tokens_ns must not wrap). rl_tokens_ns 0 saved nothing: a
+ * full bucket, as for a new user or a row written before migration 0007. */
+static void
+bucket_restore(const struct oms *oms, struct oms_actor *a, const struct wire_user_state *st)
+{
+	DCHECK(a->tier < OMS_TIERS_MAX);
+	int64_t cap = (int64_t)oms->c.limits.tiers[a->tier].burst * 1000000000;
+	static_assert((int64_t)UINT32_MAX * 1000000000 <= INT64_MAX, "a burst's nano-requests fit");
+	uint64_t now = oms->c.now_ns;
+	a->tokens = cap;
+	a->tokens_ns = now;
+	if (st->rl_tokens_ns == 0)
+		return;
+	a->tokens = st->rl_tokens < 0 ? 0 : st->rl_tokens > cap ? cap : st->rl_tokens;
+	a->tokens_ns = st->rl_tokens_ns < now ? st->rl_tokens_ns : now;
+	DCHECK(a->tokens >= 0);
+	DCHECK(a->tokens <= cap);
+	DCHECK(a->tokens_ns <= now);
+}
+
 static void
 install(struct oms *oms, struct oms_actor *a, const struct wire_hydrate_user *m)
 {
@@ -516,8 +546,7 @@ install(struct oms *oms, struct oms_actor *a, const struct wire_hydrate_user *m)
 	a->since_ns = 0;
 	a->hydrate_tries = 0;
 	a->last_active_ns = oms->c.now_ns;
-	a->tokens = (int64_t)oms->c.limits.tiers[a->tier].burst * 1000000000;
-	a->tokens_ns = oms->c.now_ns;
+	bucket_restore(oms, a, st);
 	/* The row holds what was just installed (the recent entries it re-added included). */
 	a->clean_gen = a->change_gen;
 	move_to(oms, a, OMS_A_RESIDENT);
@@ -643,6 +672,10 @@ oms_build_user_state(const struct oms *oms, const struct oms_actor *a, struct wi
 	st->xfer_id_max = a->xfer_id_max;
 	st->cl_ord_floor = a->cl_ord_floor;
 	st->egress_seq = a->egress_seq;
+	/* The bucket as of this flush (bucket_restore says what that promises). Cluster time
+	 * is the hosts' clock, so tokens_ns is not 0, which would read back as a full bucket. */
+	st->rl_tokens = a->tokens;
+	st->rl_tokens_ns = a->tokens_ns;
 	st->tier = a->tier;
 	const struct oms_balance *bal = oms_actor_balances(oms, a);
 	uint32_t n = 0;

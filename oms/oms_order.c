@@ -133,11 +133,16 @@ client_actor(struct oms *oms, uint64_t user, uint64_t cl_ord_id, const struct wi
 	return NULL;
 }
 
-/* Token bucket refilled by cluster time (no per-user timer). */
+/* Token bucket refilled by cluster time (no per-user timer). The bucket travels in the
+ * flushed state (wire_user_state.rl_tokens, restored clamped by bucket_restore), and a spent
+ * token needs no oms_actor_changed of its own: every caller touched the actor first
+ * (oms_actor_touch marks it changed), so the next write-back or the eviction flush carries
+ * the spend to the row. */
 static bool
 rate_ok(struct oms *oms, struct oms_actor *a)
 {
 	DCHECK(a->tier < OMS_TIERS_MAX); /* clamped at install, checked at restore */
+	DCHECK(a->change_gen != a->clean_gen); /* touched: a flush will carry what we spend */
 	const struct oms_tier *t = &oms->c.limits.tiers[a->tier];
 	if (t->rate_per_s == 0)
 		return true;

@@ -234,7 +234,7 @@ static bool
 state_valid(const struct wire_user_state *us)
 {
 	if (us->user == 0 || us->user > INT64_MAX || us->balance_count > WIRE_BALANCES_MAX ||
-	    us->user_seq > INT64_MAX || us->version >= INT64_MAX)
+	    us->user_seq > INT64_MAX || us->version >= INT64_MAX || us->rl_tokens_ns > INT64_MAX)
 		return false;
 	for (uint32_t k = 0; k < us->balance_count; k++)
 		if (us->balances[k].asset == 0 || us->balances[k].asset > INT32_MAX ||

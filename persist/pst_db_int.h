@@ -239,9 +239,9 @@ struct pst_sql_stmt {
 /* Indexed by kind - 1 (enum pst_req_kind), prepared in this order on each connection. */
 extern const struct pst_sql_stmt pst_sql_stmts[PST_REQ_KINDS];
 
-#define PST_SQL_PARAMS_MAX 17 /* the flush's parameters */
-#define PST_SQL_NUMS 9       /* numeric parameters of the flush ($1..$6, $15..$17) */
-#define PST_SQL_COLS_MAX 12  /* the hydrate's columns */
+#define PST_SQL_PARAMS_MAX 19 /* the flush's parameters */
+#define PST_SQL_NUMS 11      /* numeric parameters of the flush ($1..$6, $15..$19) */
+#define PST_SQL_COLS_MAX 14  /* the hydrate's columns */
 
 /* A statement's parameters in libpq's text format, built in place. */
 struct pst_sql_params {
@@ -276,13 +276,13 @@ struct pst_sql_item {
 	const struct wire_user_state *us; /* flush: what to write */
 };
 
-#define PST_SQL_GROUP_PARAMS_MAX 18 /* the group flush's parameters */
-/* Bytes one flush row can take over all the group flush's array texts: nine integers
+#define PST_SQL_GROUP_PARAMS_MAX 20 /* the group flush's parameters */
+/* Bytes one flush row can take over all the group flush's array texts: eleven integers
  * (at most 20 characters and a comma each), assets and totals as quoted array texts, the
  * window in hex, and up to WIRE_RECENT_MAX transfers of six integers. A hydrate or a
  * release takes less. */
 #define PST_SQL_GROUP_ROW_BYTES                                                            \
-	(9 * 21 + (WIRE_BALANCES_MAX * 11 + 5) + (WIRE_BALANCES_MAX * 21 + 5) +            \
+	(11 * 21 + (WIRE_BALANCES_MAX * 11 + 5) + (WIRE_BALANCES_MAX * 21 + 5) +           \
 	 (2 * 32 * WIRE_RECENT_MAX + 3) + WIRE_RECENT_MAX * (11 + 21 + 11 + 21 + 7 + 21))
 
 /* A multi-row statement's parameters, array texts in libpq's text format, built in one

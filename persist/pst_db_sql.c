@@ -31,12 +31,13 @@ static const char SQL_HYDRATE[] =
 	"  updated_at = now()"
 	"  WHERE a.owner_shard IS NULL OR a.owner_shard = EXCLUDED.owner_shard"
 	" RETURNING a.version, a.user_seq, a.tier, a.assets, a.totals,"
-	"  (a.xmax = 0) AS inserted, a.recent, a.xfer_id_max, a.cl_ord_floor, a.egress_seq)"
+	"  (a.xmax = 0) AS inserted, a.recent, a.xfer_id_max, a.cl_ord_floor, a.egress_seq,"
+	"  a.rl_tokens, a.rl_tokens_ns)"
 	" SELECT 1, inserted, version, user_seq, tier, assets, totals, NULL::integer, recent,"
-	"  xfer_id_max, cl_ord_floor, egress_seq FROM claim"
+	"  xfer_id_max, cl_ord_floor, egress_seq, rl_tokens, rl_tokens_ns FROM claim"
 	" UNION ALL"
 	" SELECT 0, false, version, user_seq, tier, assets, totals, owner_shard, NULL::bytea,"
-	"  NULL::bigint, NULL::bigint, NULL::bigint"
+	"  NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint"
 	"  FROM accounts WHERE user_id = $1::bigint AND NOT EXISTS (SELECT 1 FROM claim)";
 
 /* The fenced flush (docs/fencing.md): only while we hold the claim, and only when newer than
@@ -58,6 +59,7 @@ static const char SQL_FLUSH[] =
 	" UPDATE accounts SET user_seq = $5::bigint, tier = $6::smallint,"
 	"  assets = $7::integer[], totals = $8::bigint[], recent = $9::bytea,"
 	"  xfer_id_max = $15::bigint, cl_ord_floor = $16::bigint, egress_seq = $17::bigint,"
+	"  rl_tokens = $18::bigint, rl_tokens_ns = $19::bigint,"
 	"  version = version + 1,"
 	"  owner_epoch = $4::bigint, last_flush_shard = $3::integer,"
 	"  last_flush_epoch = $4::bigint, updated_at = now()"
@@ -139,32 +141,34 @@ static const char SQL_HYDRATE_N[] =
 	"  updated_at = now()"
 	"  WHERE a.owner_shard IS NULL OR a.owner_shard = EXCLUDED.owner_shard"
 	" RETURNING a.user_id, a.version, a.user_seq, a.tier, a.assets, a.totals,"
-	"  (a.xmax = 0) AS inserted, a.recent, a.xfer_id_max, a.cl_ord_floor, a.egress_seq)"
+	"  (a.xmax = 0) AS inserted, a.recent, a.xfer_id_max, a.cl_ord_floor, a.egress_seq,"
+	"  a.rl_tokens, a.rl_tokens_ns)"
 	" SELECT i.ord, CASE WHEN c.user_id IS NULL THEN 0 ELSE 1 END, COALESCE(c.inserted, false),"
 	"  c.version, c.user_seq, c.tier, c.assets, c.totals,"
 	"  CASE WHEN c.user_id IS NULL THEN"
 	"   (SELECT s.owner_shard FROM accounts s WHERE s.user_id = i.user_id) END,"
-	"  c.recent, c.xfer_id_max, c.cl_ord_floor, c.egress_seq"
+	"  c.recent, c.xfer_id_max, c.cl_ord_floor, c.egress_seq, c.rl_tokens, c.rl_tokens_ns"
 	" FROM i LEFT JOIN claim c ON c.user_id = i.user_id"
 	" ORDER BY i.ord";
 
 /* Flush: $1 users, $2 expected versions, $3 shards, $4 epochs, $5 user_seq, $6 tiers,
  * $7 assets and $8 totals (text[] whose elements are the integer[] / bigint[] texts of one
  * user), $9 recent windows (text[] of hex without the \x), $10 xfer_id_max, $11
- * cl_ord_floor, $12 egress_seq; the transfers of every request flattened into $13 the
- * request's ord, $14..$18 id, asset, amount, reason, total. Per row: SQL_FLUSH's fence, CAS,
- * ledger, transfers and outcome. */
+ * cl_ord_floor, $12 egress_seq, $13 rl_tokens, $14 rl_tokens_ns; the transfers of every
+ * request flattened into $15 the request's ord, $16..$20 id, asset, amount, reason, total.
+ * Per row: SQL_FLUSH's fence, CAS, ledger, transfers and outcome. */
 static const char SQL_FLUSH_N[] =
 	"WITH i AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::integer[], $4::bigint[],"
 	"   $5::bigint[], $6::smallint[], $7::text[], $8::text[], $9::text[], $10::bigint[],"
-	"   $11::bigint[], $12::bigint[])"
+	"   $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[])"
 	"  WITH ORDINALITY AS i(user_id, version, shard, epoch, user_seq, tier, assets, totals,"
-	"   recent, xfer_id_max, cl_ord_floor, egress_seq, ord)),"
+	"   recent, xfer_id_max, cl_ord_floor, egress_seq, rl_tokens, rl_tokens_ns, ord)),"
 	" up AS ("
 	" UPDATE accounts a SET user_seq = i.user_seq, tier = i.tier,"
 	"  assets = i.assets::integer[], totals = i.totals::bigint[],"
 	"  recent = decode(i.recent, 'hex'), xfer_id_max = i.xfer_id_max,"
 	"  cl_ord_floor = i.cl_ord_floor, egress_seq = i.egress_seq,"
+	"  rl_tokens = i.rl_tokens, rl_tokens_ns = i.rl_tokens_ns,"
 	"  version = a.version + 1, owner_epoch = i.epoch, last_flush_shard = i.shard,"
 	"  last_flush_epoch = i.epoch, updated_at = now()"
 	" FROM i"
@@ -181,8 +185,8 @@ static const char SQL_FLUSH_N[] =
 	" xfer AS ("
 	" INSERT INTO transfers (user_id, transfer_id, asset, amount, reason, total, shard, epoch)"
 	" SELECT up.user_id, t.id, t.asset, t.amount, t.reason, t.total, up.shard, up.epoch"
-	"  FROM unnest($13::integer[], $14::bigint[], $15::integer[], $16::bigint[],"
-	"   $17::smallint[], $18::bigint[]) AS t(ord, id, asset, amount, reason, total)"
+	"  FROM unnest($15::integer[], $16::bigint[], $17::integer[], $18::bigint[],"
+	"   $19::smallint[], $20::bigint[]) AS t(ord, id, asset, amount, reason, total)"
 	"  JOIN up ON up.ord = t.ord"
 	" ON CONFLICT (user_id, transfer_id) DO NOTHING)"
 	" SELECT i.ord,"
@@ -381,8 +385,12 @@ pst_sql_encode(struct pst_sql_params *p, uint8_t kind, uint64_t user, uint16_t s
 	p->values[14] = fmt_i64(p->num[6], sizeof(p->num[6]), (int64_t)us->xfer_id_max);
 	p->values[15] = fmt_i64(p->num[7], sizeof(p->num[7]), (int64_t)us->cl_ord_floor);
 	p->values[16] = fmt_i64(p->num[8], sizeof(p->num[8]), (int64_t)us->egress_seq);
-	p->count = 17;
-	static_assert(PST_SQL_PARAMS_MAX == 17, "the flush has seventeen parameters");
+	p->values[17] = fmt_i64(p->num[9], sizeof(p->num[9]), us->rl_tokens);
+	DCHECK(us->rl_tokens_ns <= INT64_MAX); /* pst_db_submit refused more */
+	p->values[18] = fmt_i64(p->num[10], sizeof(p->num[10]), (int64_t)us->rl_tokens_ns);
+	p->count = 19;
+	static_assert(PST_SQL_PARAMS_MAX == 19, "the flush has nineteen parameters");
+	static_assert(PST_SQL_NUMS == 11, "the flush's numeric parameters");
 }
 
 /* ------------------------------------------------------------- group parameters -- */
@@ -584,10 +592,12 @@ pst_sql_encode_group(struct pst_sql_group *g, uint8_t kind, const struct pst_sql
 	COL_INTS(g, &b, 9, items, count, it->us->xfer_id_max);
 	COL_INTS(g, &b, 10, items, count, it->us->cl_ord_floor);
 	COL_INTS(g, &b, 11, items, count, it->us->egress_seq);
+	COL_INTS(g, &b, 12, items, count, it->us->rl_tokens);
+	COL_INTS(g, &b, 13, items, count, it->us->rl_tokens_ns);
 	for (int c = 0; c < 6; c++)
-		col_transfers(g, &b, 12 + (uint32_t)c, items, count, c);
-	g->count = 18;
-	static_assert(PST_SQL_GROUP_PARAMS_MAX == 18, "the group flush has eighteen parameters");
+		col_transfers(g, &b, 14 + (uint32_t)c, items, count, c);
+	g->count = 20;
+	static_assert(PST_SQL_GROUP_PARAMS_MAX == 20, "the group flush has twenty parameters");
 }
 
 /* ------------------------------------------------------------------------------- rows -- */
@@ -711,11 +721,11 @@ pst_sql_hydrate_decode(const struct pst_sql_row *row, uint64_t user, uint16_t sh
 	CHECK(us != NULL);
 	CHECK(owner != NULL);
 	CHECK(is_new != NULL);
-	if (!row->present || row->col_count != 12) {
+	if (!row->present || row->col_count != 14) {
 		/* No row: the row changed between our snapshot and the claim. Ask again. */
 		return PST_OUT_HYD_RETRY;
 	}
-	static_assert(PST_SQL_COLS_MAX >= 12, "the hydrate's columns");
+	static_assert(PST_SQL_COLS_MAX >= 14, "the hydrate's columns");
 	if (!col_is(row, 0, "1")) {
 		int64_t holder;
 		if (!parse_i64(row->cols[7], &holder) || holder == shard)
@@ -725,12 +735,15 @@ pst_sql_hydrate_decode(const struct pst_sql_row *row, uint64_t user, uint16_t sh
 		*owner = (uint16_t)holder;
 		return PST_OUT_HYD_OWNED;
 	}
-	int64_t version, seq, tier, xmax, floor, egress;
+	int64_t version, seq, tier, xmax, floor, egress, tokens, tokens_ns;
 	if (!parse_i64(row->cols[2], &version) || !parse_i64(row->cols[3], &seq) ||
 	    !parse_i64(row->cols[4], &tier) || !parse_i64(row->cols[9], &xmax) ||
-	    !parse_i64(row->cols[10], &floor) || !parse_i64(row->cols[11], &egress))
+	    !parse_i64(row->cols[10], &floor) || !parse_i64(row->cols[11], &egress) ||
+	    !parse_i64(row->cols[12], &tokens) || !parse_i64(row->cols[13], &tokens_ns))
 		return PST_OUT_BAD_ROW;
-	if (version < 0 || seq < 0 || tier < 0 || tier > UINT8_MAX)
+	/* Any rl_tokens goes (the OMS clamps it to the tier's burst); a time before 0 is no
+	 * cluster time and would read as one far ahead. */
+	if (version < 0 || seq < 0 || tier < 0 || tier > UINT8_MAX || tokens_ns < 0)
 		return PST_OUT_BAD_ROW;
 	memset(us, 0, sizeof(*us));
 	us->user = user;
@@ -740,6 +753,8 @@ pst_sql_hydrate_decode(const struct pst_sql_row *row, uint64_t user, uint16_t sh
 	us->xfer_id_max = (uint64_t)xmax; /* stored as the bigint of the same bits */
 	us->cl_ord_floor = (uint64_t)floor; /* likewise */
 	us->egress_seq = (uint64_t)egress;  /* likewise */
+	us->rl_tokens = tokens;
+	us->rl_tokens_ns = (uint64_t)tokens_ns;
 	if (!decode_balances(row, us) || !decode_recent(row, us))
 		return PST_OUT_BAD_ROW;
 	*is_new = col_is(row, 1, "t");

@@ -3,7 +3,8 @@
  * libFuzzer target for the decoding of PostgreSQL answer rows (persist/pst_db_sql.c): the
  * hydrate's row (claim flag, version, user_seq, tier, assets integer[], totals bigint[],
  * owner shard, recent bytea in hex, the highest transfer id, the clientOrderId floor, the
- * report sequence) and the flush's and release's, as libpq's text columns.
+ * report sequence, the rate-limit bucket and its time) and the flush's and release's, as
+ * libpq's text columns.
  * No connection: the decoders take plain strings.
  *
  * Byte 0: bits 0-1 pick the statement (hydrate, flush, release), bit 2 says the result held
@@ -11,7 +12,7 @@
  * Properties: no decoder crashes or reads past a column; a claimed hydrate yields a state
  * the flush would accept (user, version and user_seq within bigint, every balance with a
  * positive asset below 2^31 and a non-negative total, at most WIRE_BALANCES_MAX balances and
- * WIRE_RECENT_MAX recent entries of known kinds) and encodes back (pst_sql_encode, the
+ * WIRE_RECENT_MAX recent entries of known kinds, the bucket's time within bigint) and encodes back (pst_sql_encode, the
  * flush's parameters) into columns that decode to the very same state, and the multi-row
  * flush (pst_sql_encode_group, the state twice in a group of two) carries each element exactly
  * as the single-row flush does; an OWNED answer names a shard other than ours, the one the row
@@ -34,6 +35,7 @@ static void
 claimed(const struct wire_user_state *us, bool is_new)
 {
 	CHECK(us->user == USER && us->version < INT64_MAX && us->user_seq <= INT64_MAX);
+	CHECK(us->rl_tokens_ns <= INT64_MAX);
 	CHECK(us->balance_count <= WIRE_BALANCES_MAX && us->recent_count <= WIRE_RECENT_MAX);
 	for (uint32_t k = 0; k < us->balance_count; k++)
 		CHECK(us->balances[k].asset > 0 && us->balances[k].asset <= INT32_MAX &&
@@ -41,10 +43,11 @@ claimed(const struct wire_user_state *us, bool is_new)
 	/* What the flush writes is what the next hydrate reads. */
 	static struct pst_sql_params p;
 	pst_sql_encode(&p, PST_REQ_FLUSH, USER, SHARD, 9, us);
-	struct pst_sql_row row = {.present = true, .col_count = 12,
+	struct pst_sql_row row = {.present = true, .col_count = 14,
 				  .cols = {"1", is_new ? "t" : "f", p.values[1], p.values[4],
 					   p.values[5], p.values[6], p.values[7], NULL,
-					   p.values[8], p.values[14], p.values[15], p.values[16]}};
+					   p.values[8], p.values[14], p.values[15], p.values[16],
+					   p.values[17], p.values[18]}};
 	struct wire_user_state again;
 	uint16_t owner = 0;
 	uint8_t again_new = 0;
@@ -119,11 +122,12 @@ group_matches(const struct wire_user_state *us, const struct pst_sql_params *p)
 	check_pair(g.values[7], p->values[7], true); /* totals */
 	CHECK(strncmp(p->values[8], "\\x", 2) == 0);
 	check_pair(g.values[8], p->values[8] + 2, true); /* recent, hex without \x */
-	for (int k = 0; k < 3; k++) /* xfer_id_max, cl_ord_floor, egress_seq */
-		check_pair(g.values[9 + k], p->values[14 + k], false);
-	check_transfers(g.values[12], p->values[9], 1);
+	/* xfer_id_max, cl_ord_floor, egress_seq, rl_tokens, rl_tokens_ns */
 	for (int k = 0; k < 5; k++)
-		check_transfers(g.values[13 + k], p->values[9 + k], 0);
+		check_pair(g.values[9 + k], p->values[14 + k], false);
+	check_transfers(g.values[14], p->values[9], 1);
+	for (int k = 0; k < 5; k++)
+		check_transfers(g.values[15 + k], p->values[9 + k], 0);
 }
 
 int

@@ -266,10 +266,11 @@ pg_row_seeds(const char *dir)
 	/* Byte 0 picks the statement; columns are NUL-separated, "\N" is SQL NULL. */
 	static const char claimed[] = "\0" "1\0t\0" "3\0" "12\0" "1\0" "{1,2}\0"
 				      "{100,2500}\0" "\\N\0"
-				      "\\x070000000000000001000000000003000000010000000000\0" "7\0" "9\0"
-				      "31";
+				      "\\x070000000000000001000000000003000000010000000000"
+				      "0000000000000000\0" "7\0" "9\0"
+				      "31\0" "1500000000\0" "1764770000000000000";
 	static const char owned[] = "\0" "0\0f\0" "3\0" "12\0" "1\0" "{1}\0" "{5}\0"
-				    "4\0" "\\N\0" "\\N\0" "\\N\0" "\\N";
+				    "4\0" "\\N\0" "\\N\0" "\\N\0" "\\N\0" "\\N\0" "\\N";
 	static const char flush[] = "\1" "2\0" "42";
 	static const char release[] = "\2" "1";
 	save_bytes(dir, "hydrate-claimed", claimed, sizeof(claimed) - 1);

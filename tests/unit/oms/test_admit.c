@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Admission: exact debit, every NAK reason, session dedup, egress sequence, rate limit. */
+/* Admission: exact debit, every NAK reason, session dedup, egress sequence, rate limit (and
+ * its bucket across eviction). */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <stdlib.h>
@@ -327,6 +328,129 @@ Test(oms_admit, rate_limit_token_bucket)
 	cr_assert(eq(u32, h_count(&H, WIRE_ACK), 1));
 	h_limit(&H, 7, 4, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
 	cr_assert(eq(u16, h_last_nak(&H), WIRE_REASON_RATE_LIMITED));
+}
+
+/* A shard whose tier 0 allows 1 request a second, burst 2, and whose idle users go after
+ * 0.1 s (evictions within a second of cluster time). */
+static void
+rl_setup(void)
+{
+	h_fini(&H);
+	struct oms_limits l;
+	h_limits(&l);
+	l.tiers[0] = (struct oms_tier){ 1, 2 };
+	l.ttl_ns = SEC / 10;
+	l.sweep_interval_ns = SEC / 10;
+	h_init(&H, &l);
+	h_std_symbols(&H);
+}
+
+/* User 7 spends its whole bucket (two orders, which the ME rejects, so 7 is flat again), goes
+ * idle past the TTL and is evicted: flushed and dropped. Returns the state its flush wrote
+ * (as the row holds it: the version the flush made). */
+static struct wire_user_state
+rl_spend_and_evict(void)
+{
+	h_user(&H, 7, 1000000, 1000000);
+	uint64_t spent_ns = H.now;
+	h_limit(&H, 7, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	h_limit(&H, 7, 2, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_SUBMITS), 2));
+	h_ev(&H, h_oid(&H, 7, 1), S_ETHUSD, WIRE_EV_REJECTED, 0, 0, 0, 0);
+	h_ev(&H, h_oid(&H, 7, 2), S_ETHUSD, WIRE_EV_REJECTED, 0, 0, 0, 0);
+	H.now += SEC / 5;
+	h_tick(&H);
+	const struct wire_begin_dehydrate *bd = h_get(&H, WIRE_BEGIN_DEHYDRATE, 0);
+	cr_assert(bd != NULL, "7 is evicted");
+	struct wire_user_state st = bd->state;
+	cr_assert(eq(i64, st.rl_tokens, 0)); /* empty ... */
+	cr_assert(eq(u64, st.rl_tokens_ns, spent_ns)); /* ... as of the second order */
+	h_flush(&H, 7, bd->epoch, WIRE_FLUSH_OK, st.version + 1);
+	cr_assert(eq(u32, h_status(&H, 7), OMS_USER_ABSENT));
+	st.version++;
+	return st;
+}
+
+/* Goal (issue 17): the rate-limit bucket is part of the user's saved state: a user evicted
+ * with an empty bucket and hydrated again within the second is still limited (with a full
+ * bucket at hydration, as before, its next order went through).
+ * Method: tier 1/s burst 2; spend both tokens, evict (0.2 s later), the next order parks,
+ * hydrate with the flushed state: RATE_LIMITED, nothing submitted. */
+Test(oms_admit, rate_limit_bucket_survives_eviction)
+{
+	rl_setup();
+	struct wire_user_state row = rl_spend_and_evict();
+	h_limit(&H, 7, 3, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	cr_assert(eq(u32, h_status(&H, 7), OMS_USER_HYDRATING));
+	h_hydrate_state(&H, &row);
+	cr_assert(eq(u32, h_status(&H, 7), OMS_USER_RESIDENT));
+	cr_assert(eq(u16, h_last_nak(&H), WIRE_REASON_RATE_LIMITED));
+	cr_assert(eq(u32, h_count(&H, WIRE_SUBMIT), 0));
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_SUBMITS), 2));
+}
+
+/* Goal: a restored bucket refills from the time it was saved, by cluster time.
+ * Method: as above, but 1.2 s after the spend: the parked order goes through (1.2 tokens)
+ * and the next one is refused (0.2 left; a full bucket would have taken it). */
+Test(oms_admit, rate_limit_bucket_refills_from_its_saved_time)
+{
+	rl_setup();
+	struct wire_user_state row = rl_spend_and_evict();
+	H.now += SEC;
+	h_limit(&H, 7, 3, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	h_hydrate_state(&H, &row);
+	cr_assert(eq(u32, h_count(&H, WIRE_SUBMIT), 1));
+	h_limit(&H, 7, 4, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	cr_assert(eq(u16, h_last_nak(&H), WIRE_REASON_RATE_LIMITED));
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_SUBMITS), 3));
+}
+
+/* Goal: a saved bucket is clamped, never trusted: at most the tier's burst (the tier may
+ * have changed), at least empty, and its time never after the shard's (a shard whose clock
+ * ran ahead saved it: unclamped, now - tokens_ns would wrap and fill the bucket); time 0
+ * means nothing was saved (a full bucket, rows before migration 0007).
+ * Method: tier 1/s burst 2. User 8: 100 tokens, time 1000 s ahead → 2 tokens as of now (two
+ * orders, the third refused). User 9: -5 tokens, time ahead → empty as of now (refused; one
+ * second later one goes). User 10: 0 tokens at time 0 → full (two orders). */
+Test(oms_admit, rate_limit_saved_bucket_clamped)
+{
+	rl_setup();
+	struct wire_user_state row = {.version = 3, .balance_count = 1,
+				      .balances[0] = {.asset = A_USD, .total = 1000000}};
+	row.user = 8;
+	row.rl_tokens = 100 * (int64_t)SEC;
+	row.rl_tokens_ns = H.now + 1000 * SEC;
+	h_hydrate_state(&H, &row);
+	const struct oms_actor *a = oms_actor_find(H.oms, 8);
+	cr_assert(a != NULL);
+	cr_assert(eq(i64, a->tokens, 2 * (int64_t)SEC));
+	cr_assert(eq(u64, a->tokens_ns, H.now));
+	for (uint64_t cl = 1; cl <= 3; cl++)
+		h_limit(&H, 8, cl, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	cr_assert(eq(u16, h_last_nak(&H), WIRE_REASON_RATE_LIMITED));
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_SUBMITS), 2));
+
+	row.user = 9;
+	row.rl_tokens = -5;
+	h_hydrate_state(&H, &row);
+	a = oms_actor_find(H.oms, 9);
+	cr_assert(eq(i64, a->tokens, 0));
+	cr_assert(eq(u64, a->tokens_ns, H.now));
+	h_limit(&H, 9, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	cr_assert(eq(u16, h_last_nak(&H), WIRE_REASON_RATE_LIMITED));
+	H.now += SEC;
+	h_limit(&H, 9, 2, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	cr_assert(eq(u32, h_count(&H, WIRE_SUBMIT), 1));
+
+	row.user = 10;
+	row.rl_tokens = 0;
+	row.rl_tokens_ns = 0;
+	h_hydrate_state(&H, &row);
+	a = oms_actor_find(H.oms, 10);
+	cr_assert(eq(i64, a->tokens, 2 * (int64_t)SEC));
+	h_limit(&H, 10, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	h_limit(&H, 10, 2, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_SUBMITS), 5));
 }
 
 /* Goal: malformed messages (wrong length, unknown type, null user) never crash. */

@@ -1272,3 +1272,80 @@ Test(pst_db, release_then_hydrate_in_one_batch)
 	cr_assert(eq(u64, pst_db_counters(db)[PST_C_DB_RELEASE_OK], 1));
 	pst_db_destroy(db);
 }
+
+/* Goal (issue 17, migration 0007): the rate-limit bucket travels with the row, through the
+ * single-row and the multi-row statements alike: what a flush wrote (rl_tokens any bigint,
+ * the OMS clamps it; rl_tokens_ns a cluster time) is what the next hydration reads; a new
+ * row says nothing was saved (time 0); a time that is no cluster time is refused on submit
+ * (above INT64_MAX) and by the table (negative).
+ * Method: single-row: hydrate 21001 (NEW, time 0), flush a negative figure, release,
+ * hydrate again. Multi-row: 21002 and 21003 flushed together in one batch, released, then
+ * hydrated together (grouped statements, counted); the columns checked in the table. */
+Test(pst_db, rate_limit_bucket_round_trip)
+{
+	const uint64_t t = UINT64_C(1764770000123456789);
+	struct pst_db *db = db_make(0);
+	hydrate(db, 1, 21001, 1);
+	drive(db, 1, 10);
+	cr_assert(eq(u8, sink.msgs[0].hyd.status, WIRE_HYD_NEW));
+	cr_assert(eq(u64, sink.msgs[0].hyd.state.rl_tokens_ns, 0));
+	struct wire_user_state s = state_make(21001, 0, 1, 10);
+	s.rl_tokens = -7;
+	s.rl_tokens_ns = t;
+	cr_assert(eq(int, flush(db, 1, 2, &s), 0));
+	drive(db, 2, 10);
+	cr_assert(eq(u8, sink.msgs[1].fc.status, WIRE_FLUSH_OK));
+	release(db, 1, 21001, 2);
+	drive(db, 3, 10);
+	hydrate(db, 1, 21001, 3);
+	drive(db, 4, 10);
+	cr_assert(eq(u8, sink.msgs[3].hyd.status, WIRE_HYD_OK));
+	cr_assert(eq(i64, sink.msgs[3].hyd.state.rl_tokens, -7));
+	cr_assert(eq(u64, sink.msgs[3].hyd.state.rl_tokens_ns, t));
+	s.rl_tokens_ns = (uint64_t)INT64_MAX + 1;
+	cr_assert(eq(int, flush(db, 1, 3, &s), -EINVAL));
+	char st[6];
+	q_exec(st, "UPDATE accounts SET rl_tokens_ns = -1 WHERE user_id = 21001");
+	cr_assert(eq(str, st, "23514")); /* check_violation */
+
+	hydrate(db, 1, 21002, 1);
+	hydrate(db, 1, 21003, 1);
+	drive(db, 6, 10);
+	ready(db);
+	memset(&sink, 0, sizeof(sink));
+	uint64_t grouped = pst_db_counters(db)[PST_C_DB_GROUPED];
+	struct wire_user_state a = state_make(21002, 0, 1, 20);
+	struct wire_user_state b = state_make(21003, 0, 1, 30);
+	a.rl_tokens = 1500000000;
+	a.rl_tokens_ns = t + 1;
+	b.rl_tokens = INT64_MAX;
+	b.rl_tokens_ns = t + 2;
+	cr_assert(eq(int, flush(db, 1, 2, &a), 0));
+	cr_assert(eq(int, flush(db, 1, 2, &b), 0));
+	drive(db, 2, 10);
+	cr_assert(eq(u8, answer_of(WIRE_FLUSH_COMPLETE, 21002, 1, 0)->fc.status, WIRE_FLUSH_OK));
+	cr_assert(eq(u8, answer_of(WIRE_FLUSH_COMPLETE, 21003, 1, 0)->fc.status, WIRE_FLUSH_OK));
+	cr_assert(eq(i64, q_i64("SELECT rl_tokens FROM accounts WHERE user_id = 21002"),
+		     1500000000));
+	cr_assert(eq(i64, q_i64("SELECT rl_tokens_ns FROM accounts WHERE user_id = 21003"),
+		     (int64_t)t + 2));
+	release(db, 1, 21002, 2);
+	release(db, 1, 21003, 2);
+	drive(db, 4, 10);
+	memset(&sink, 0, sizeof(sink));
+	hydrate(db, 2, 21002, 1);
+	hydrate(db, 2, 21003, 1);
+	drive(db, 2, 10);
+	const struct wire_hydrate_user *h = &answer_of(WIRE_HYDRATE_USER, 21002, 2, 0)->hyd;
+	cr_assert(eq(u8, h->status, WIRE_HYD_OK));
+	cr_assert(eq(i64, h->state.rl_tokens, 1500000000));
+	cr_assert(eq(u64, h->state.rl_tokens_ns, t + 1));
+	h = &answer_of(WIRE_HYDRATE_USER, 21003, 2, 0)->hyd;
+	cr_assert(eq(u8, h->status, WIRE_HYD_OK));
+	cr_assert(eq(i64, h->state.rl_tokens, INT64_MAX));
+	cr_assert(eq(u64, h->state.rl_tokens_ns, t + 2));
+	/* The two flushes, the two releases and the two hydrations: multi-row statements. */
+	cr_assert(ge(u64, pst_db_counters(db)[PST_C_DB_GROUPED] - grouped, 6));
+	cr_assert(eq(u32, pst_db_pending(db), 0));
+	pst_db_destroy(db);
+}
