@@ -361,12 +361,14 @@ oms_actor_park(struct oms *oms, uint64_t user, const struct wire_msg_hdr *msg, b
 	struct oms_actor *a = oms_actor_find(oms, user);
 	DCHECK(a == NULL || !oms_actor_serving(a));
 	DCHECK(msg->length <= sizeof(oms->parked[0].msg));
-	if (a != NULL && !is_event && parked_copy(oms, a, msg)) {
-		/* Its original is parked and will be answered when the user is in: answering the
-		 * copy PARKED_FULL would tell the client "not done" of a request that is about to
-		 * be done, and parking it would take a place for nothing (the dedup window would
-		 * only repeat the original's answer). No answer: the client's retransmit timer
-		 * keeps asking until the original's answer arrives. */
+	bool full = oms->c.parked_free_count == 0 ||
+		    (a != NULL && a->parked_count >= oms->c.limits.parked_per_user);
+	if (full && a != NULL && !is_event && parked_copy(oms, a, msg)) {
+		/* No place for a client's retransmission of a request that is parked: refusing
+		 * it PARKED_FULL would tell the client "not done" of a request its original is
+		 * about to do. No answer: the client's retransmit timer keeps asking until the
+		 * original's answer arrives. (With room, a copy parks like any message and the
+		 * dedup window answers it with the original's outcome at install.) */
 		oms_count(oms, OMS_C_PARKED_COPIES);
 		return 0;
 	}

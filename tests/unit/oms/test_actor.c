@@ -96,26 +96,27 @@ Test(oms_actor, parked_bounds)
 }
 
 /* Goal (issue 17): a client's retransmission of a request that waits parked (its user
- * hydrating or waiting for room) is neither refused nor parked twice. PARKED_FULL would tell
- * the client "not done" of a request its parked original is about to do (e2e_migrate_load's
- * phantom orders: a retransmit refused, the original executed, the client holding it as
- * refused); a second copy would take a place another request needs. The original's answer
- * is the answer. A request that only shares the id (different content) is not a copy. */
-Test(oms_actor, retransmit_of_a_parked_request_is_neither_refused_nor_parked_twice)
+ * hydrating or waiting for room) is not refused when the user's places are full. PARKED_FULL
+ * would tell the client "not done" of a request its parked original is about to do
+ * (e2e_migrate_load's phantom orders: a retransmit refused, the original executed, the
+ * client holding it as refused). The original's answer is the answer. A request that only
+ * shares the id (different content) is not a copy. */
+Test(oms_actor, retransmit_of_a_parked_request_is_not_refused_when_full)
 {
 	h_limit(&H, 50, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
 	h_cancel(&H, 50, 2, 1);
+	/* The user's places fill with other requests; the next one is refused, copies not. */
+	for (uint64_t i = 2; i < H.lim.parked_per_user; i++)
+		h_limit(&H, 50, 10 + i, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	cr_assert(eq(u32, info(50).parked, H.lim.parked_per_user));
 	for (int i = 0; i < 5; i++) {
 		h_limit(&H, 50, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
 		cr_assert(eq(u32, h_count(&H, WIRE_NAK), 0));
 		h_cancel(&H, 50, 2, 1);
 		cr_assert(eq(u32, h_count(&H, WIRE_NAK), 0));
 	}
-	cr_assert(eq(u32, info(50).parked, 2));
+	cr_assert(eq(u32, info(50).parked, H.lim.parked_per_user));
 	cr_assert(eq(u64, h_ctr(&H, OMS_C_PARKED_COPIES), 10));
-	/* The user's places fill with other requests; the next one is refused, its copies not. */
-	for (uint64_t i = 2; i < H.lim.parked_per_user; i++)
-		h_limit(&H, 50, 10 + i, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
 	h_limit(&H, 50, 99, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
 	cr_assert(eq(u16, h_last_nak(&H), WIRE_REASON_PARKED_FULL));
 	h_limit(&H, 50, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
