@@ -599,6 +599,23 @@ oms_on_hydrate_user(struct oms *oms, const struct wire_hydrate_user *m, struct s
 				oms_count(oms, OMS_C_ALARM_HYDRATE_LATE_UNRELEASED);
 			return NULL;
 		}
+		if (a != NULL && !waiting && m->epoch != a->epoch && m->epoch <= oms->c.epoch_seq) {
+			/* An actor waits, but for the answer to its own request (a->epoch): this one
+			 * answers an earlier request for the user, possibly of an incarnation that
+			 * gave up and released its claim at that epoch, after which the database
+			 * claimed the row for it anyway. Installing it made a resident actor without
+			 * a claim, whose first flush met CONFLICT (sim-system seed 81: user 351's
+			 * deposits then refused BACKPRESSURE for good, its transfer pins never
+			 * flushed). Let that claim go as for a late answer above — a release at
+			 * m->epoch cannot free a claim the request out now stamps (a newer epoch) —
+			 * and wait for the actor's own answer. */
+			oms_count(oms, OMS_C_HYDRATE_LATE);
+			if (release_room(oms, 1))
+				release_add(oms, user, m->epoch, sink);
+			else
+				oms_count(oms, OMS_C_ALARM_HYDRATE_LATE_UNRELEASED);
+			return NULL;
+		}
 		if (waiting) {
 			/* Hydrated ahead for a user waiting its turn: it takes it now. */
 			move_to(oms, a, OMS_A_HYDRATING);

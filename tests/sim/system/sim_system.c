@@ -471,6 +471,7 @@ map_put(struct map *m, uint64_t k1, uint64_t k2)
 static uint64_t watch_user;      /* SIM_WATCH_USER: trace this user's messages */
 static struct map me_accepted;   /* oid → 1 + (group << 56 | index) of its ACCEPTED event */
 static struct map me_rejected;   /* oid → rejected by the ME */
+static struct map me_done;       /* oid → its DONE event was emitted (out of every book) */
 static struct map me_refused;    /* oid → refused by an unsequenced ME_RESULT (reason + 1) */
 static struct map oms_acked;     /* oid → clientOrderId of an ACK emitted by an OMS shard */
 static struct map order_cls;     /* (user, clientOrderId) of new orders (not cancels) */
@@ -563,6 +564,8 @@ sink_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 			*v = where;
 		} else if (e->event == WIRE_EV_REJECTED) {
 			*map_put(&me_rejected, e->oid.user, e->oid.shard_seq) = 1;
+		} else if (e->event == WIRE_EV_DONE) {
+			*map_put(&me_done, e->oid.user, e->oid.shard_seq) = 1;
 		}
 	} else if (msg->type == WIRE_ME_RESULT) {
 		/* The ME's unsequenced refusal (no record or stream slot free): it reached the ME,
@@ -633,6 +636,34 @@ oms_apply_observed(void *svc, uint64_t index, uint64_t now_ns, const struct wire
 			 msg->type == WIRE_TRANSFER || msg->type == WIRE_USER_ADMIN ||
 			 msg->type == WIRE_NEW_ORDER || msg->type == WIRE_CANCEL)
 			memcpy(&u, msg + 1, sizeof(u));
+		else if (msg->type == WIRE_ME_EVENT)
+			u = ((const struct wire_me_event *)msg)->oid.user;
+		else if (msg->type == WIRE_ME_RESULT)
+			u = ((const struct wire_me_result *)msg)->oid.user;
+		if (u == watch_user && (msg->type == WIRE_ME_EVENT || msg->type == WIRE_ME_RESULT)) {
+			/* The order's side of the story: what the ME said, and what the actor held
+			 * before applying it. */
+			struct oms_user_info wi;
+			int st = oms_user_get(svc, u, &wi);
+			if (msg->type == WIRE_ME_EVENT) {
+				const struct wire_me_event *e = (const void *)msg;
+				trace("watch: shard %u index %" PRIu64 " applies ME_EVENT %u of %" PRIx64
+				      " stream %u seq %" PRIu64 " cause %u reason %u; actor %s state %u "
+				      "live %u sagas %u",
+				      groups[applying->group].shard, index, e->event, e->oid.shard_seq,
+				      e->hdr.shard, e->seq, e->cause, e->reason,
+				      st == 0 ? "present" : "absent", st == 0 ? wi.status : 0,
+				      st == 0 ? wi.live : 0, st == 0 ? wi.sagas : 0);
+			} else {
+				const struct wire_me_result *r = (const void *)msg;
+				trace("watch: shard %u index %" PRIu64 " applies ME_RESULT of %" PRIx64
+				      " known %u reason %u; actor %s state %u live %u sagas %u",
+				      groups[applying->group].shard, index, r->oid.shard_seq, r->known,
+				      r->reason, st == 0 ? "present" : "absent", st == 0 ? wi.status : 0,
+				      st == 0 ? wi.live : 0, st == 0 ? wi.sagas : 0);
+			}
+			u = 0;
+		}
 		if (u == watch_user) {
 			struct oms_user_info wi;
 			int st = oms_user_get(svc, u, &wi);
@@ -2146,6 +2177,38 @@ check_acked_reached_me(void)
 
 static uint64_t resting_total(void);
 
+/* The users whose live orders the OMS and the ME see differently, traced before the drained
+ * check fails (rerun with --watch USER for the user's story): per user, the orders the ME
+ * accepted and never ended (by its emitted events) against the owner's open-orders count. */
+static void
+drained_diff(void)
+{
+	uint32_t shown = 0;
+	for (uint64_t u = 1; u <= USERS && shown < 8; u++) {
+		uint64_t oms_live = 0, me_live = 0;
+		for (uint32_t gi = 0; gi < OMS_GROUPS; gi++) {
+			struct oms_user_info info;
+			if (oms_user_get(leader_of(&groups[gi])->svc, u, &info) == 0)
+				oms_live += info.live;
+		}
+		for (uint64_t i = 0; i < me_accepted.cap; i++) {
+			const struct kv *s = &me_accepted.slots[i];
+			if (s->k1 == u && map_get(&me_done, s->k1, s->k2) == NULL)
+				me_live++;
+		}
+		if (oms_live == me_live)
+			continue;
+		shown++;
+		trace("drained: user %" PRIu64 ": the OMS holds %" PRIu64 " live, the ME %" PRIu64, u,
+		      oms_live, me_live);
+		for (uint64_t i = 0; i < me_accepted.cap; i++) {
+			const struct kv *s = &me_accepted.slots[i];
+			if (s->k1 == u && map_get(&me_done, s->k1, s->k2) == NULL)
+				trace("drained:   ME live %" PRIu64 ":%" PRIx64, s->k1, s->k2);
+		}
+	}
+}
+
 /* After draining: no saga in flight, every OMS live order rests on an ME book. */
 static void
 check_drained(void)
@@ -2163,6 +2226,8 @@ check_drained(void)
 		}
 	}
 	uint64_t resting = resting_total();
+	if (live != resting)
+		drained_diff();
 	if (live != resting)
 		violation("OMS open-orders index holds %" PRIu64 " live orders, ME books hold %" PRIu64,
 			  live, resting);
@@ -2232,7 +2297,9 @@ all_up_with_leaders(void)
 }
 
 /* Quiet: no client waiting, a leader everywhere that has applied all it committed, no saga
- * in flight. */
+ * in flight, nothing parked (a message or an ME event waiting for its user's hydration: a
+ * moved order's ADOPTED waits there for the new owner, and until it is applied neither
+ * shard counts the order live), no routing drain running. */
 static bool
 drained(void)
 {
@@ -2245,7 +2312,8 @@ drained(void)
 		struct member *l = leader_of(&groups[gi]);
 		if (!leader_current(l))
 			return false;
-		if (gi < OMS_GROUPS && oms_inflight_count(l->svc) != 0)
+		if (gi < OMS_GROUPS && (oms_inflight_count(l->svc) != 0 ||
+					oms_parked_count(l->svc) != 0 || oms_route_draining(l->svc)))
 			return false;
 	}
 	return true;
@@ -2276,8 +2344,31 @@ quiesce_and_check(const char *why)
 	/* Liveness: after faults heal, leaders exist and everything drains in bounded time. */
 	while (!drained()) {
 		if (now > deadline) {
+			/* Who is still waiting, and where its user stands on each OMS shard. */
+			uint32_t shown = 0;
+			for (uint64_t u = 1; u <= USERS && shown < 8; u++) {
+				if (clients[u].kind == REQ_NONE)
+					continue;
+				shown++;
+				printf("  client %" PRIu64 " waits (request kind %u)", u,
+				       (unsigned)clients[u].kind);
+				for (uint32_t gi = 0; gi < OMS_GROUPS; gi++) {
+					struct member *l = leader_of(&groups[gi]);
+					struct oms_user_info ui;
+					if (l != NULL && oms_user_get(l->svc, u, &ui) == 0)
+						printf("; oms %u: status %u parked %u live %u sagas %u "
+						       "dirty %u writing %u",
+						       groups[gi].shard, ui.status, ui.parked, ui.live,
+						       ui.sagas, ui.dirty, ui.writing);
+				}
+				printf("\n");
+			}
 			for (uint32_t gi = 0; gi < GROUPS; gi++) {
 				struct member *l = leader_of(&groups[gi]);
+				if (gi < OMS_GROUPS && l != NULL)
+					printf("  shard %u parked %u draining %d waiting %u\n",
+					       groups[gi].shard, oms_parked_count(l->svc),
+					       (int)oms_route_draining(l->svc), oms_waiting_count(l->svc));
 				printf("  shard %u leader %d commit %" PRIu64 " inflight %u\n",
 				       groups[gi].shard, l ? (int)l->idx : -1,
 				       l ? cns_commit_index(l->cns) : 0,

@@ -147,6 +147,37 @@ Test(oms_actor, retransmit_of_a_parked_request_is_not_refused_when_full)
 	cr_assert(eq(u16, h_last_nak(&H), WIRE_REASON_PARKED_FULL));
 }
 
+/* Goal (docs/fencing.md): a hydrating actor installs only the answer to its own request.
+ * An OK for an earlier epoch of the user (an attempt that failed, or an incarnation that
+ * gave up and released its claim at that epoch) is late: its claim is let go, fenced by
+ * that epoch, and the actor waits for its own answer. Installing it made a resident actor
+ * whose claim the database may no longer hold (sim-system seed 81: a flush CONFLICT, the
+ * user's auto-flush off, its deposits refused for good). */
+Test(oms_actor, late_ok_for_an_earlier_request_is_released_not_installed)
+{
+	h_limit(&H, 50, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	uint64_t e1 = ((const struct wire_hydrate_request *)h_get(&H, WIRE_HYDRATE_REQUEST, 0))->epoch;
+	h_hydrate_status(&H, 50, WIRE_HYD_ERROR, 0);
+	H.now += SEC;
+	h_tick(&H); /* the retry, under a fresh epoch */
+	cr_assert(eq(u32, h_count(&H, WIRE_HYDRATE_REQUEST), 1));
+	uint64_t e2 = ((const struct wire_hydrate_request *)h_get(&H, WIRE_HYDRATE_REQUEST, 0))->epoch;
+	cr_assert(gt(u64, e2, e1));
+	/* The first request's OK arrives late: not installed, its claim released at e1. */
+	h_hydrate(&H, 50, e1, A_USD, 1000, 0, 0);
+	cr_assert(eq(u32, h_status(&H, 50), OMS_USER_HYDRATING));
+	cr_assert(eq(u32, h_count(&H, WIRE_ACK), 0));
+	cr_assert(eq(u32, h_count(&H, WIRE_RELEASE_CLAIM), 1));
+	cr_assert(eq(u64, ((const struct wire_release_claim *)h_get(&H, WIRE_RELEASE_CLAIM, 0))->epoch,
+		     e1));
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_HYDRATE_LATE), 1));
+	/* Its own answer installs it and runs the parked order. */
+	h_hydrate(&H, 50, e2, A_USD, 1000, 0, 0);
+	cr_assert(eq(u32, h_status(&H, 50), OMS_USER_RESIDENT));
+	cr_assert(eq(u64, info(50).epoch, e2));
+	cr_assert(eq(u32, h_count(&H, WIRE_ACK), 1));
+}
+
 /* Goal (docs/fencing.md): HydrateUser OWNED while routing says the user is ours means the
  * old owner has not released yet: ask again, once per sweep, with the parked orders
  * waiting; after hydrate_retries_max refuse them NOT_OWNER naming the claim holder. */
