@@ -586,29 +586,17 @@ oms_on_hydrate_user(struct oms *oms, const struct wire_hydrate_user *m, struct s
 	/* A WAITING actor has no request out: an answer for its user is not for it. */
 	bool waiting = a != NULL && a->state == OMS_A_WAITING;
 	if (status == WIRE_HYD_OK || status == WIRE_HYD_NEW) {
-		if ((a == NULL || waiting) && m->epoch <= oms->c.epoch_seq) {
-			/* No actor waits for it, and the epoch is one this shard issued: a late
-			 * answer to a hydration it gave up. The database claimed the row for us under
-			 * m->epoch, possibly after our release of that claim went through: installing
-			 * would make a resident actor without a claim (another shard may hold the
-			 * user by now). Let the claim go instead, fenced by the epoch. */
-			oms_count(oms, OMS_C_HYDRATE_LATE);
-			if (release_room(oms, 1))
-				release_add(oms, user, m->epoch, sink);
-			else
-				oms_count(oms, OMS_C_ALARM_HYDRATE_LATE_UNRELEASED);
-			return NULL;
-		}
-		if (a != NULL && !waiting && m->epoch != a->epoch && m->epoch <= oms->c.epoch_seq) {
-			/* An actor waits, but for the answer to its own request (a->epoch): this one
-			 * answers an earlier request for the user, possibly of an incarnation that
-			 * gave up and released its claim at that epoch, after which the database
-			 * claimed the row for it anyway. Installing it made a resident actor without
-			 * a claim, whose first flush met CONFLICT (sim-system seed 81: user 351's
-			 * deposits then refused BACKPRESSURE for good, its transfer pins never
-			 * flushed). Let that claim go as for a late answer above — a release at
-			 * m->epoch cannot free a claim the request out now stamps (a newer epoch) —
-			 * and wait for the actor's own answer. */
+		if (m->epoch <= oms->c.epoch_seq && (a == NULL || waiting || m->epoch != a->epoch)) {
+			/* An epoch this shard issued, and no actor waits for this answer: a late
+			 * answer to a hydration it gave up, or to an earlier request of the user
+			 * while an actor (a new incarnation) waits for its own (a->epoch). The
+			 * database claimed the row for us under m->epoch, possibly after our release
+			 * of that claim went through: installing would make a resident actor without
+			 * a claim (another shard may hold the user by now; sim-system seed 81: a
+			 * flush CONFLICT, automatic flushing off, the user's deposits refused for
+			 * good once its transfer pins filled). Let the claim go instead, fenced by
+			 * the epoch — a release at m->epoch cannot free a claim a newer request
+			 * stamps — and let any waiting actor have its own answer. */
 			oms_count(oms, OMS_C_HYDRATE_LATE);
 			if (release_room(oms, 1))
 				release_add(oms, user, m->epoch, sink);
