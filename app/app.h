@@ -386,6 +386,8 @@ void app_persist_stats_write(const struct app *app, FILE *out);
  * 3 release, 4 lookup), part 0 its queue, 1 PostgreSQL (ns); -ENOENT and an empty copy
  * without a database (requests answered inline). */
 int app_persist_hist(const struct app *app, unsigned kind, unsigned part, struct hist *out);
+/* The request kinds' names by kind (index 0 unused), as the stats and metrics print them. */
+extern const char *const app_persist_kind_names[5];
 /* app_lcore.c: the echo shard (diagnostic service of the dataplane tests). */
 int app_echo_init(struct app *app, struct app_agent *agent, uint32_t index);
 

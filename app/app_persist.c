@@ -195,6 +195,8 @@ app_persist_fini(struct app *app, struct app_agent *agent)
 	agent->state = NULL;
 }
 
+const char *const app_persist_kind_names[5] = {NULL, "hydrate", "flush", "release", "lookup"};
+
 int
 app_persist_hist(const struct app *app, unsigned kind, unsigned part, struct hist *out)
 {
@@ -224,13 +226,12 @@ app_persist_stats_write(const struct app *app, FILE *out)
 	fprintf(out, "persister.no_shard %" PRIu64 "\n", LOAD(p->no_shard));
 	app_outbox_stats_write(&p->ob, "persister", out);
 	/* The request latency split (docs/persist.md): queue and database, by kind. */
-	static const char *const kinds[5] = {NULL, "hydrate", "flush", "release", "lookup"};
 	for (unsigned k = 1; k <= 4; k++) {
 		const struct hist *hs[2] = {pst_db_lat_queue(p->db, k), pst_db_lat_db(p->db, k)};
 		static const char *const part[2] = {"queue", "db"};
 		for (int j = 0; j < 2; j++) {
 			char name[64];
-			snprintf(name, sizeof(name), "persister.lat.%s_%s", kinds[k], part[j]);
+			snprintf(name, sizeof(name), "persister.lat.%s_%s", app_persist_kind_names[k], part[j]);
 			app_hist_lines(out, name, hs[j]);
 		}
 	}

@@ -587,13 +587,12 @@ app_metrics_write(struct app_view_ctx *c, const struct app *app, struct mgmt_out
 	mgmt_prom_family(o, "omsd_persister_latency_ns", "summary",
 			 "persister requests, ns: kind=hydrate|flush|release|lookup, part=queue "
 			 "(submitted to sent) or db (sent to PostgreSQL's answer)");
-	static const char *const kinds[5] = {NULL, "hydrate", "flush", "release", "lookup"};
 	for (unsigned k = 1; k <= 4; k++) {
 		for (unsigned part = 0; part < 2; part++) {
 			(void)app_persist_hist(app, k, part, h);
 			char labels[96];
 			snprintf(labels, sizeof(labels), "%s,kind=\"%s\",part=\"%s\"", node_label,
-				 kinds[k], part == 0 ? "queue" : "db");
+				 app_persist_kind_names[k], part == 0 ? "queue" : "db");
 			mgmt_prom_summary(o, "omsd_persister_latency_ns", labels, h);
 		}
 	}
