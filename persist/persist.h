@@ -54,6 +54,8 @@
 	X(DB_RESENT, "requests sent again after a connection loss or batch failure")      \
 	X(DB_STATEMENTS, "statements sent (a multi-row statement counts once)")           \
 	X(DB_GROUPED, "requests sent inside multi-row statements")                        \
+	X(DB_READ_BATCHES, "batches sent on the read lane (its own connection)")          \
+	X(DB_LANE_FOLLOWS, "requests sent on their user's lane, not their kind's")        \
 	X(DB_HYDRATES, "hydrate requests accepted")                                       \
 	X(DB_HYDRATES_MERGED, "hydrate requests merged into one in flight")               \
 	X(DB_HYDRATES_NEG_CACHE, "hydrates answered OWNED from the negative cache")       \
@@ -251,6 +253,7 @@ int pst_vote_load(const char *dir, uint64_t *term, uint32_t *vote);
 typedef int(pst_db_emit_fn)(void *arg, const struct wire_msg_hdr *msg);
 
 #define PST_DB_BATCH_MAX_LIMIT 1024 /* batch_max above this is refused (-EINVAL) */
+#define PST_DB_READ_BATCHES_LIMIT 64 /* read_batches_in_flight_max above this: -EINVAL */
 
 struct pst_db_config {
 	const char *conninfo;          /* libpq conninfo; use a socket path or hostaddr: a
@@ -258,7 +261,10 @@ struct pst_db_config {
 	uint32_t requests_max;         /* queued + in flight + awaiting output */
 	uint32_t batch_max;            /* requests per pipeline sync (one transaction), and
 					* rows of one multi-row statement; <= 1024 */
-	uint32_t batches_in_flight_max;/* syncs outstanding on the connection */
+	uint32_t batches_in_flight_max;/* syncs outstanding on the (write) connection */
+	uint32_t read_batches_in_flight_max; /* syncs outstanding on a second connection for
+					* hydrates and lookups (the read lane); 0: none, one
+					* connection carries everything */
 	uint32_t neg_cache_size;       /* "owned elsewhere" entries (power of two) */
 	uint64_t neg_ttl_ns;           /* how long an OWNED answer is reused */
 	uint64_t backoff_min_ns;       /* first reconnect delay, doubled up to max */
@@ -270,7 +276,8 @@ struct pst_db_config {
 	void *emit_arg;
 };
 
-/* Fill workable defaults (16384 requests, batches of 256, 4 in flight, 1024-entry negative
+/* Fill workable defaults (16384 requests, batches of 256, 4 in flight on the write lane and 2
+ * on the read lane, 1024-entry negative
  * cache of 50 ms, back-off 10 ms .. 1 s, 5 s batch timeout, hydrate deadline 2 s): sized for
  * 5,000 hydrations and 5,000 evictions a second from one OMS shard (docs/persist.md). */
 void pst_db_config_default(struct pst_db_config *cfg, const char *conninfo,
@@ -311,7 +318,8 @@ void pst_db_clear(struct pst_db *db);
 
 bool pst_db_connected(const struct pst_db *db);
 uint32_t pst_db_pending(const struct pst_db *db); /* requests not yet answered */
-int pst_db_socket(const struct pst_db *db);       /* for epoll; -1 when not connected */
+/* A lane's socket (0 the write lane, 1 the read lane), for epoll; -1 when not connected. */
+int pst_db_socket(const struct pst_db *db, unsigned lane);
 const uint64_t *pst_db_counters(const struct pst_db *db); /* PST_C_COUNT values */
 /* Latency of answered requests of one kind (1 hydrate, 2 flush, 3 release, 4 lookup; NULL
  * for others), ns of the caller's clock: queue (submitted → first sent) and db (first sent

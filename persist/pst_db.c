@@ -47,6 +47,7 @@ pst_db_config_default(struct pst_db_config *cfg, const char *conninfo, pst_db_em
 	cfg->requests_max = 16384;
 	cfg->batch_max = 256;
 	cfg->batches_in_flight_max = 4;
+	cfg->read_batches_in_flight_max = 2;
 	cfg->neg_cache_size = 1024;
 	cfg->neg_ttl_ns = UINT64_C(50000000);
 	cfg->backoff_min_ns = UINT64_C(10000000);
@@ -66,7 +67,8 @@ config_valid(const struct pst_db_config *cfg)
 	if (cfg->requests_max == 0 || cfg->requests_max >= PST_ITEM_PREPARE)
 		return false;
 	if (cfg->batch_max == 0 || cfg->batch_max > PST_DB_BATCH_MAX_LIMIT ||
-	    cfg->batches_in_flight_max == 0)
+	    cfg->batches_in_flight_max == 0 ||
+	    cfg->read_batches_in_flight_max > PST_DB_READ_BATCHES_LIMIT)
 		return false;
 	if (cfg->neg_cache_size == 0 || (cfg->neg_cache_size & (cfg->neg_cache_size - 1)) != 0)
 		return false;
@@ -104,15 +106,22 @@ pst_db_create(struct pst_db **out, const struct pst_db_config *cfg)
 	if (db->buckets == NULL)
 		goto fail_buckets;
 	db->bucket_mask = buckets - 1;
-	/* Every batch in flight and its Sync; the session's SET, the prepares and their Sync. */
-	db->pipe_cap = cfg->batches_in_flight_max * (cfg->batch_max + 1) + 1 + PST_REQ_KINDS +
-		       PST_GROUP_KINDS + 1;
-	db->pipe = calloc(db->pipe_cap, sizeof(*db->pipe));
-	if (db->pipe == NULL)
-		goto fail_pipe;
-	db->pipe_ns = calloc(db->pipe_cap, sizeof(*db->pipe_ns));
-	if (db->pipe_ns == NULL)
-		goto fail_pipe_ns;
+	db->lane_count = cfg->read_batches_in_flight_max > 0 ? 2 : 1;
+	for (uint32_t k = 0; k < db->lane_count; k++) {
+		struct pst_lane *l = &db->lanes[k];
+		l->syncs_max = k == PST_LANE_READ ? cfg->read_batches_in_flight_max
+						  : cfg->batches_in_flight_max;
+		/* Every batch in flight and its Sync; the session's SET, the prepares and their
+		 * Sync. */
+		l->pipe_cap = l->syncs_max * (cfg->batch_max + 1) + 1 + PST_REQ_KINDS +
+			      PST_GROUP_KINDS + 1;
+		l->pipe = calloc(l->pipe_cap, sizeof(*l->pipe));
+		l->pipe_ns = calloc(l->pipe_cap, sizeof(*l->pipe_ns));
+		if (l->pipe == NULL || l->pipe_ns == NULL)
+			goto fail_pipe;
+		l->backoff_ns = cfg->backoff_min_ns;
+		l->conn_state = PST_CONN_DOWN;
+	}
 	db->plan = calloc(cfg->batch_max, sizeof(*db->plan));
 	if (db->plan == NULL)
 		goto fail_plan;
@@ -136,8 +145,6 @@ pst_db_create(struct pst_db **out, const struct pst_db_config *cfg)
 	db->neg_mask = cfg->neg_cache_size - 1;
 
 	pst_req_table_init(db);
-	db->backoff_ns = cfg->backoff_min_ns;
-	db->conn_state = PST_CONN_DOWN;
 	*out = db;
 	return 0;
 
@@ -150,10 +157,11 @@ fail_items:
 fail_plan_users:
 	free(db->plan);
 fail_plan:
-	free(db->pipe_ns);
-fail_pipe_ns:
-	free(db->pipe);
 fail_pipe:
+	for (uint32_t k = 0; k < PST_LANES; k++) {
+		free(db->lanes[k].pipe_ns);
+		free(db->lanes[k].pipe);
+	}
 	free(db->buckets);
 fail_buckets:
 	free(db->reqs);
@@ -170,15 +178,17 @@ pst_db_destroy(struct pst_db *db)
 {
 	if (db == NULL)
 		return;
-	if (db->conn != NULL)
-		PQfinish(db->conn);
+	for (uint32_t k = 0; k < PST_LANES; k++) {
+		if (db->lanes[k].conn != NULL)
+			PQfinish(db->lanes[k].conn);
+		free(db->lanes[k].pipe_ns);
+		free(db->lanes[k].pipe);
+	}
 	free(db->negs);
 	free(db->group_buf);
 	free(db->items);
 	free(db->plan_users);
 	free(db->plan);
-	free(db->pipe_ns);
-	free(db->pipe);
 	free(db->buckets);
 	free(db->reqs);
 	free(db->conninfo);
@@ -188,7 +198,10 @@ pst_db_destroy(struct pst_db *db)
 bool
 pst_db_connected(const struct pst_db *db)
 {
-	return db->conn_state == PST_CONN_READY;
+	for (uint32_t k = 0; k < db->lane_count; k++)
+		if (db->lanes[k].conn_state != PST_CONN_READY)
+			return false;
+	return true;
 }
 
 uint32_t
@@ -198,9 +211,11 @@ pst_db_pending(const struct pst_db *db)
 }
 
 int
-pst_db_socket(const struct pst_db *db)
+pst_db_socket(const struct pst_db *db, unsigned lane)
 {
-	return db->conn != NULL ? PQsocket(db->conn) : -1;
+	return lane < db->lane_count && db->lanes[lane].conn != NULL
+		       ? PQsocket(db->lanes[lane].conn)
+		       : -1;
 }
 
 const uint64_t *
@@ -297,8 +312,10 @@ pst_db_clear(struct pst_db *db)
 	CHECK(db != NULL);
 	pst_req_drop_waiting(db);
 	/* Statements on the wire finish in the database; their answers are dropped. */
-	pst_batch_abandon(db);
-	CHECK(db->queue.head == PST_SLOT_NONE);
+	for (uint32_t k = 0; k < db->lane_count; k++) {
+		pst_batch_abandon(db, &db->lanes[k]);
+		CHECK(db->lanes[k].queue.head == PST_SLOT_NONE);
+	}
 	CHECK(db->done.head == PST_SLOT_NONE);
 }
 
@@ -308,14 +325,14 @@ pst_db_clear(struct pst_db *db)
  * away are answered ERROR ("database unavailable; the shard may ask again" — a client waits
  * on each); flushes wait, they are money. */
 static void
-hydrate_deadlines(struct pst_db *db, uint64_t now_ns)
+hydrate_deadlines(struct pst_db *db, struct pst_lane *l, uint64_t now_ns)
 {
 	if (db->cfg.hydrate_deadline_ns == 0)
 		return;
 	struct pst_fifo keep;
 	pst_fifo_init(&keep);
 	uint32_t i;
-	while ((i = pst_fifo_pop(db, &db->queue)) != PST_SLOT_NONE) {
+	while ((i = pst_fifo_pop(db, &l->queue)) != PST_SLOT_NONE) {
 		struct pst_req *r = &db->reqs[i];
 		if ((r->kind == PST_REQ_HYDRATE || r->kind == PST_REQ_LOOKUP) &&
 		    now_ns - r->accepted_ns > db->cfg.hydrate_deadline_ns) {
@@ -325,136 +342,146 @@ hydrate_deadlines(struct pst_db *db, uint64_t now_ns)
 			pst_fifo_push(db, &keep, i);
 		}
 	}
-	db->queue = keep;
+	l->queue = keep;
 }
 
 static void
-backoff_arm(struct pst_db *db, uint64_t now_ns)
+backoff_arm(struct pst_db *db, struct pst_lane *l, uint64_t now_ns)
 {
-	db->retry_at_ns = now_ns + db->backoff_ns;
-	db->backoff_ns = db->backoff_ns * 2 > db->cfg.backoff_max_ns ? db->cfg.backoff_max_ns
-								     : db->backoff_ns * 2;
-	DCHECK(db->backoff_ns >= db->cfg.backoff_min_ns);
-	DCHECK(db->backoff_ns <= db->cfg.backoff_max_ns);
+	l->retry_at_ns = now_ns + l->backoff_ns;
+	l->backoff_ns = l->backoff_ns * 2 > db->cfg.backoff_max_ns ? db->cfg.backoff_max_ns
+								     : l->backoff_ns * 2;
+	DCHECK(l->backoff_ns >= db->cfg.backoff_min_ns);
+	DCHECK(l->backoff_ns <= db->cfg.backoff_max_ns);
 }
 
 /* The connection is gone (or given up): every unanswered request goes back to the front of
  * the queue, oldest first. Their commits may or may not have happened; re-sending is safe
  * because every statement is idempotent. */
 static void
-conn_lost(struct pst_db *db, uint64_t now_ns)
+conn_lost(struct pst_db *db, struct pst_lane *l, uint64_t now_ns)
 {
-	if (db->conn != NULL)
-		pst_db_error_keep(db, PQerrorMessage(db->conn));
-	pst_batch_abort(db);
-	db->prepared = false;
-	if (db->conn != NULL) {
-		PQfinish(db->conn);
-		db->conn = NULL;
+	if (l->conn != NULL)
+		pst_db_error_keep(db, PQerrorMessage(l->conn));
+	pst_batch_abort(db, l);
+	l->prepared = false;
+	if (l->conn != NULL) {
+		PQfinish(l->conn);
+		l->conn = NULL;
 	}
-	if (db->conn_state == PST_CONN_READY)
+	if (l->conn_state == PST_CONN_READY)
 		db->counters[PST_C_DB_DISCONNECTS]++;
 	else
 		db->counters[PST_C_DB_CONNECT_FAILURES]++;
-	db->conn_state = PST_CONN_DOWN;
-	backoff_arm(db, now_ns);
-	hydrate_deadlines(db, now_ns);
+	l->conn_state = PST_CONN_DOWN;
+	backoff_arm(db, l, now_ns);
+	hydrate_deadlines(db, l, now_ns);
 }
 
 static int
-conn_setup(struct pst_db *db, uint64_t now_ns)
+conn_setup(struct pst_lane *l, uint64_t now_ns)
 {
-	if (PQsetnonblocking(db->conn, 1) != 0 || PQenterPipelineMode(db->conn) != 1)
+	if (PQsetnonblocking(l->conn, 1) != 0 || PQenterPipelineMode(l->conn) != 1)
 		return -1;
-	if (pst_batch_prepare(db, now_ns) < 0)
+	if (pst_batch_prepare(l, now_ns) < 0)
 		return -1;
-	db->conn_state = PST_CONN_READY;
+	l->conn_state = PST_CONN_READY;
 	return 0;
 }
 
 /* Start a connection attempt. A socket path or hostaddr never blocks here. */
 static uint32_t
-conn_start(struct pst_db *db, uint64_t now_ns)
+conn_start(struct pst_db *db, struct pst_lane *l, uint64_t now_ns)
 {
-	CHECK(db->conn == NULL);
-	db->conn = PQconnectStart(db->conninfo);
-	if (db->conn == NULL || PQstatus(db->conn) == CONNECTION_BAD) {
-		conn_lost(db, now_ns);
+	CHECK(l->conn == NULL);
+	l->conn = PQconnectStart(db->conninfo);
+	if (l->conn == NULL || PQstatus(l->conn) == CONNECTION_BAD) {
+		conn_lost(db, l, now_ns);
 		return 1;
 	}
-	db->conn_state = PST_CONN_CONNECTING;
-	db->connect_poll = PGRES_POLLING_WRITING; /* libpq: behave as if it said WRITING */
-	db->connect_started_ns = now_ns;
+	l->conn_state = PST_CONN_CONNECTING;
+	l->connect_poll = PGRES_POLLING_WRITING; /* libpq: behave as if it said WRITING */
+	l->connect_started_ns = now_ns;
 	return 1;
 }
 
 static uint32_t
-conn_step(struct pst_db *db, uint64_t now_ns)
+conn_step(struct pst_db *db, struct pst_lane *l, uint64_t now_ns)
 {
-	CHECK(db->conn != NULL);
+	CHECK(l->conn != NULL);
 	struct pollfd p = {
-		.fd = PQsocket(db->conn),
-		.events = db->connect_poll == PGRES_POLLING_READING ? POLLIN : POLLOUT,
+		.fd = PQsocket(l->conn),
+		.events = l->connect_poll == PGRES_POLLING_READING ? POLLIN : POLLOUT,
 	};
 	if (p.fd < 0) {
-		conn_lost(db, now_ns);
+		conn_lost(db, l, now_ns);
 		return 1;
 	}
 	int rc = poll(&p, 1, 0); /* readiness only: never waits */
 	if (rc == 0) {
-		if (now_ns - db->connect_started_ns > db->cfg.batch_timeout_ns) {
+		if (now_ns - l->connect_started_ns > db->cfg.batch_timeout_ns) {
 			pst_db_error_keep(db, "connection attempt timed out");
 			db->counters[PST_C_DB_TIMEOUTS]++;
-			conn_lost(db, now_ns);
+			conn_lost(db, l, now_ns);
 			return 1;
 		}
 		return 0;
 	}
-	db->connect_poll = PQconnectPoll(db->conn);
-	if (db->connect_poll == PGRES_POLLING_FAILED) {
-		conn_lost(db, now_ns);
+	l->connect_poll = PQconnectPoll(l->conn);
+	if (l->connect_poll == PGRES_POLLING_FAILED) {
+		conn_lost(db, l, now_ns);
 		return 1;
 	}
-	if (db->connect_poll == PGRES_POLLING_OK && conn_setup(db, now_ns) < 0)
-		conn_lost(db, now_ns);
+	if (l->connect_poll == PGRES_POLLING_OK && conn_setup(l, now_ns) < 0)
+		conn_lost(db, l, now_ns);
 	return 1;
 }
 
 /* ------------------------------------------------------------------------------- poll -- */
 
-uint32_t
-pst_db_poll(struct pst_db *db, uint64_t now_ns)
+static uint32_t
+lane_poll(struct pst_db *db, struct pst_lane *l, uint64_t now_ns)
 {
-	CHECK(db != NULL);
 	uint32_t work = 0;
-	switch (db->conn_state) {
+	switch (l->conn_state) {
 	case PST_CONN_DOWN:
-		if (now_ns >= db->retry_at_ns)
-			work += conn_start(db, now_ns);
+		if (now_ns >= l->retry_at_ns)
+			work += conn_start(db, l, now_ns);
 		break;
 	case PST_CONN_CONNECTING:
-		work += conn_step(db, now_ns);
+		work += conn_step(db, l, now_ns);
 		break;
 	case PST_CONN_READY:
-		if (PQflush(db->conn) < 0 || pst_batch_read(db, now_ns, &work) < 0 ||
-		    pst_batch_send(db, now_ns, &work) < 0 || PQflush(db->conn) < 0) {
-			conn_lost(db, now_ns);
+		if (PQflush(l->conn) < 0 || pst_batch_read(db, l, now_ns, &work) < 0 ||
+		    pst_batch_send(db, l, now_ns, &work) < 0 || PQflush(l->conn) < 0) {
+			conn_lost(db, l, now_ns);
 			work++;
 			break;
 		}
-		if (pst_batch_overdue(db, now_ns)) {
+		if (pst_batch_overdue(db, l, now_ns)) {
 			/* The server is not answering (a dead host keeps a TCP socket open). */
 			pst_db_error_keep(db, "batch timed out");
 			db->counters[PST_C_DB_TIMEOUTS]++;
-			conn_lost(db, now_ns);
+			conn_lost(db, l, now_ns);
 			work++;
 		}
 		break;
 	default:
 		CHECK(false);
 	}
+	DCHECK(l->syncs_out <= l->syncs_max);
+	return work;
+}
+
+uint32_t
+pst_db_poll(struct pst_db *db, uint64_t now_ns)
+{
+	CHECK(db != NULL);
+	uint32_t work = 0;
+	/* The read lane first: its statements are the ones a client is waiting on. */
+	for (uint32_t k = db->lane_count; k-- > 0;)
+		work += lane_poll(db, &db->lanes[k], now_ns);
 	work += pst_req_emit_done(db);
 	CHECK(db->pending <= db->cfg.requests_max);
-	DCHECK(db->syncs_out <= db->cfg.batches_in_flight_max);
 	return work;
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The batch state machine on one libpq connection in pipeline mode. It owns the pipe — the
- * ring of what is in flight, in the order libpq will answer it: a statement (its request
+ * The batch state machine on one libpq connection (a lane, pst_db_int.h) in pipeline mode.
+ * Each lane owns its pipe — the ring of what is in flight, in the order libpq will answer it: a statement (its request
  * slot), a statement being prepared, or a Sync — and the batch of statements whose results
  * came back but whose transaction is not over yet.
  *
@@ -37,31 +37,31 @@ static const char SQL_SESSION_SETUP[] = "SET plan_cache_mode = force_generic_pla
 /* ------------------------------------------------------------------------------- pipe -- */
 
 static void
-pipe_push(struct pst_db *db, uint32_t item, uint64_t now_ns)
+pipe_push(struct pst_lane *l, uint32_t item, uint64_t now_ns)
 {
-	CHECK(db->pipe_count < db->pipe_cap);
-	uint32_t at = (db->pipe_head + db->pipe_count) % db->pipe_cap;
-	db->pipe[at] = item;
-	db->pipe_ns[at] = now_ns;
-	db->pipe_count++;
+	CHECK(l->pipe_count < l->pipe_cap);
+	uint32_t at = (l->pipe_head + l->pipe_count) % l->pipe_cap;
+	l->pipe[at] = item;
+	l->pipe_ns[at] = now_ns;
+	l->pipe_count++;
 }
 
 static uint32_t
-pipe_pop(struct pst_db *db)
+pipe_pop(struct pst_lane *l)
 {
-	CHECK(db->pipe_count > 0);
-	uint32_t item = db->pipe[db->pipe_head];
-	db->pipe_head = (db->pipe_head + 1) % db->pipe_cap;
-	db->pipe_count--;
-	db->head_has_result = false;
+	CHECK(l->pipe_count > 0);
+	uint32_t item = l->pipe[l->pipe_head];
+	l->pipe_head = (l->pipe_head + 1) % l->pipe_cap;
+	l->pipe_count--;
+	l->head_has_result = false;
 	return item;
 }
 
 bool
-pst_batch_overdue(const struct pst_db *db, uint64_t now_ns)
+pst_batch_overdue(const struct pst_db *db, const struct pst_lane *l, uint64_t now_ns)
 {
-	return db->pipe_count > 0 &&
-	       now_ns - db->pipe_ns[db->pipe_head] > db->cfg.batch_timeout_ns;
+	return l->pipe_count > 0 &&
+	       now_ns - l->pipe_ns[l->pipe_head] > db->cfg.batch_timeout_ns;
 }
 
 /* Move the requests of the statement whose first slot is head onto f, in order. */
@@ -79,39 +79,39 @@ chain_push(struct pst_db *db, struct pst_fifo *f, uint32_t head)
 /* ------------------------------------------------------------------------------- send -- */
 
 int
-pst_batch_prepare(struct pst_db *db, uint64_t now_ns)
+pst_batch_prepare(struct pst_lane *l, uint64_t now_ns)
 {
-	CHECK(db->conn != NULL);
-	CHECK(db->pipe_count == 0);
-	CHECK(db->syncs_out == 0);
+	CHECK(l->conn != NULL);
+	CHECK(l->pipe_count == 0);
+	CHECK(l->syncs_out == 0);
 	/* Generic plans for this session's statements. A custom plan of a multi-row statement
 	 * folds its arrays into constants: planning them costs more than running them, and the
 	 * planner may then filter the whole accounts table with `= ANY (constant)` instead of
 	 * looking the group's users up in the index. The generic plan looks them up whatever the
 	 * table's size (docs/persist.md, "Multi-row statements"). */
-	if (!PQsendQueryParams(db->conn, SQL_SESSION_SETUP, 0, NULL, NULL, NULL, NULL, 0))
+	if (!PQsendQueryParams(l->conn, SQL_SESSION_SETUP, 0, NULL, NULL, NULL, NULL, 0))
 		return -1;
-	pipe_push(db, PST_ITEM_PREPARE, now_ns);
+	pipe_push(l, PST_ITEM_PREPARE, now_ns);
 	for (uint32_t k = 0; k < PST_REQ_KINDS; k++) {
-		if (!PQsendPrepare(db->conn, pst_sql_stmts[k].name, pst_sql_stmts[k].text, 0, NULL))
+		if (!PQsendPrepare(l->conn, pst_sql_stmts[k].name, pst_sql_stmts[k].text, 0, NULL))
 			return -1;
-		pipe_push(db, PST_ITEM_PREPARE, now_ns);
+		pipe_push(l, PST_ITEM_PREPARE, now_ns);
 	}
 	for (uint32_t k = 0; k < PST_GROUP_KINDS; k++) {
-		if (!PQsendPrepare(db->conn, pst_sql_group_stmts[k].name, pst_sql_group_stmts[k].text,
+		if (!PQsendPrepare(l->conn, pst_sql_group_stmts[k].name, pst_sql_group_stmts[k].text,
 				   0, NULL))
 			return -1;
-		pipe_push(db, PST_ITEM_PREPARE, now_ns);
+		pipe_push(l, PST_ITEM_PREPARE, now_ns);
 	}
-	if (!PQpipelineSync(db->conn))
+	if (!PQpipelineSync(l->conn))
 		return -1;
-	pipe_push(db, PST_ITEM_SYNC, now_ns);
-	db->syncs_out++;
+	pipe_push(l, PST_ITEM_SYNC, now_ns);
+	l->syncs_out++;
 	return 0;
 }
 
 static int
-send_req(struct pst_db *db, uint32_t i)
+send_req(struct pst_db *db, struct pst_lane *l, uint32_t i)
 {
 	const struct pst_req *r = &db->reqs[i];
 	struct pst_sql_params p;
@@ -121,7 +121,7 @@ send_req(struct pst_db *db, uint32_t i)
 		pst_sql_encode_release(&p, r->user, r->shard, r->epoch, r->handoff, r->to_shard);
 	else
 		pst_sql_encode(&p, r->kind, r->user, r->shard, r->epoch, &r->us);
-	return PQsendQueryPrepared(db->conn, p.stmt, (int)p.count, p.values, NULL, NULL, 0) ? 0
+	return PQsendQueryPrepared(l->conn, p.stmt, (int)p.count, p.values, NULL, NULL, 0) ? 0
 											  : -1;
 }
 
@@ -167,7 +167,7 @@ plan_user_slot(struct pst_db *db, uint64_t user)
  * becomes about three statements a batch. A lookup, or a request being isolated (alone in its
  * batch), has a statement of its own. Returns the requests taken. */
 static uint32_t
-batch_plan(struct pst_db *db, uint32_t *stmts)
+batch_plan(struct pst_db *db, struct pst_lane *l, uint32_t *stmts)
 {
 	uint32_t n = 0, m = 0;
 	if (++db->plan_gen == 0) {
@@ -175,12 +175,12 @@ batch_plan(struct pst_db *db, uint32_t *stmts)
 		memset(db->plan_users, 0, (db->plan_user_mask + 1) * sizeof(*db->plan_users));
 		db->plan_gen = 1;
 	}
-	while (db->queue.head != PST_SLOT_NONE && n < db->cfg.batch_max) {
-		const struct pst_req *r = &db->reqs[db->queue.head];
+	while (l->queue.head != PST_SLOT_NONE && n < db->cfg.batch_max) {
+		const struct pst_req *r = &db->reqs[l->queue.head];
 		bool isolate = r->isolate != 0;
 		if (isolate && n > 0)
 			break; /* a suspect statement goes alone */
-		uint32_t i = pst_fifo_pop(db, &db->queue);
+		uint32_t i = pst_fifo_pop(db, &l->queue);
 		DCHECK(db->reqs[i].phase == PST_PHASE_QUEUED);
 		uint32_t *after = plan_user_slot(db, r->user);
 		uint32_t k = m;
@@ -215,12 +215,12 @@ batch_plan(struct pst_db *db, uint32_t *stmts)
 /* Send planned statement st (its requests chained through next; the head is the pipe
  * item). 0 or -1 (the connection failed). */
 static int
-stmt_send(struct pst_db *db, const struct pst_plan_stmt *st, uint64_t now_ns)
+stmt_send(struct pst_db *db, struct pst_lane *l, const struct pst_plan_stmt *st, uint64_t now_ns)
 {
 	CHECK(st->count >= 1);
 	CHECK(st->count <= db->cfg.batch_max);
 	if (st->count == 1) {
-		if (send_req(db, st->head) < 0)
+		if (send_req(db, l, st->head) < 0)
 			return -1;
 	} else {
 		uint32_t k = 0;
@@ -229,7 +229,7 @@ stmt_send(struct pst_db *db, const struct pst_plan_stmt *st, uint64_t now_ns)
 		CHECK(k == st->count);
 		struct pst_sql_group g = {.buf = db->group_buf, .rows_max = db->cfg.batch_max};
 		pst_sql_encode_group(&g, st->kind, db->items, st->count);
-		if (!PQsendQueryPrepared(db->conn, g.stmt, (int)g.count, g.values, NULL, NULL, 0))
+		if (!PQsendQueryPrepared(l->conn, g.stmt, (int)g.count, g.values, NULL, NULL, 0))
 			return -1;
 		db->counters[PST_C_DB_GROUPED] += st->count;
 	}
@@ -244,20 +244,20 @@ stmt_send(struct pst_db *db, const struct pst_plan_stmt *st, uint64_t now_ns)
 		else
 			r->sent_ns = now_ns;
 	}
-	pipe_push(db, st->head, now_ns);
+	pipe_push(l, st->head, now_ns);
 	return 0;
 }
 
 int
-pst_batch_send(struct pst_db *db, uint64_t now_ns, uint32_t *work)
+pst_batch_send(struct pst_db *db, struct pst_lane *l, uint64_t now_ns, uint32_t *work)
 {
-	CHECK(db->conn != NULL);
+	CHECK(l->conn != NULL);
 	CHECK(work != NULL);
-	while (db->queue.head != PST_SLOT_NONE && db->syncs_out < db->cfg.batches_in_flight_max) {
+	while (l->queue.head != PST_SLOT_NONE && l->syncs_out < l->syncs_max) {
 		uint32_t m;
-		uint32_t n = batch_plan(db, &m);
+		uint32_t n = batch_plan(db, l, &m);
 		for (uint32_t k = 0; k < m; k++) {
-			if (stmt_send(db, &db->plan[k], now_ns) == 0)
+			if (stmt_send(db, l, &db->plan[k], now_ns) == 0)
 				continue;
 			/* The connection failed: what was not sent goes back to the front of the
 			 * queue, in plan order (each user's order); pst_batch_abort puts the sent
@@ -266,17 +266,19 @@ pst_batch_send(struct pst_db *db, uint64_t now_ns, uint32_t *work)
 			pst_fifo_init(&back);
 			for (; k < m; k++)
 				chain_push(db, &back, db->plan[k].head);
-			pst_fifo_prepend(db, &db->queue, &back);
+			pst_fifo_prepend(db, &l->queue, &back);
 			return -1;
 		}
-		if (!PQpipelineSync(db->conn))
+		if (!PQpipelineSync(l->conn))
 			return -1;
-		pipe_push(db, PST_ITEM_SYNC, now_ns);
-		db->syncs_out++;
+		pipe_push(l, PST_ITEM_SYNC, now_ns);
+		l->syncs_out++;
 		db->counters[PST_C_DB_BATCHES]++;
+		if (l == &db->lanes[PST_LANE_READ])
+			db->counters[PST_C_DB_READ_BATCHES]++;
 		*work += n;
 	}
-	DCHECK(db->syncs_out <= db->cfg.batches_in_flight_max);
+	DCHECK(l->syncs_out <= l->syncs_max);
 	return 0;
 }
 
@@ -337,7 +339,7 @@ group_result(struct pst_db *db, uint32_t head, const PGresult *res)
 }
 
 static void
-statement_result(struct pst_db *db, uint32_t i, const PGresult *res)
+statement_result(struct pst_db *db, struct pst_lane *l, uint32_t i, const PGresult *res)
 {
 	struct pst_req *r = &db->reqs[i];
 	ExecStatusType st = PQresultStatus(res);
@@ -351,7 +353,7 @@ statement_result(struct pst_db *db, uint32_t i, const PGresult *res)
 		row_decode(r, &row);
 		return;
 	}
-	db->batch_failed = true;
+	l->batch_failed = true;
 	if (st == PGRES_PIPELINE_ABORTED)
 		return; /* an earlier statement of the batch failed */
 	pst_db_error_keep(db, PQresultErrorMessage(res));
@@ -366,17 +368,17 @@ statement_result(struct pst_db *db, uint32_t i, const PGresult *res)
 
 /* A Sync came back: the batch's transaction is over, its answers are final. */
 static void
-batch_done(struct pst_db *db, uint64_t now_ns)
+batch_done(struct pst_db *db, struct pst_lane *l, uint64_t now_ns)
 {
-	bool failed = db->batch_failed;
-	bool single = db->batch.head != PST_SLOT_NONE && db->batch.head == db->batch.tail;
-	db->batch_failed = false;
+	bool failed = l->batch_failed;
+	bool single = l->batch.head != PST_SLOT_NONE && l->batch.head == l->batch.tail;
+	l->batch_failed = false;
 	if (failed && !single)
 		db->counters[PST_C_DB_BATCH_FAILURES]++;
 	struct pst_fifo again;
 	pst_fifo_init(&again);
 	uint32_t i;
-	while ((i = pst_fifo_pop(db, &db->batch)) != PST_SLOT_NONE) {
+	while ((i = pst_fifo_pop(db, &l->batch)) != PST_SLOT_NONE) {
 		struct pst_req *r = &db->reqs[i];
 		if (r->abandoned) {
 			pst_req_free(db, i);
@@ -438,26 +440,26 @@ batch_done(struct pst_db *db, uint64_t now_ns)
 		}
 		pst_req_complete(db, i);
 	}
-	pst_fifo_prepend(db, &db->queue, &again);
+	pst_fifo_prepend(db, &l->queue, &again);
 }
 
 int
-pst_batch_read(struct pst_db *db, uint64_t now_ns, uint32_t *work)
+pst_batch_read(struct pst_db *db, struct pst_lane *l, uint64_t now_ns, uint32_t *work)
 {
-	CHECK(db->conn != NULL);
+	CHECK(l->conn != NULL);
 	CHECK(work != NULL);
-	if (!PQconsumeInput(db->conn))
+	if (!PQconsumeInput(l->conn))
 		return -1;
-	while (db->pipe_count > 0 && !PQisBusy(db->conn)) {
-		uint32_t item = db->pipe[db->pipe_head];
-		PGresult *res = PQgetResult(db->conn);
+	while (l->pipe_count > 0 && !PQisBusy(l->conn)) {
+		uint32_t item = l->pipe[l->pipe_head];
+		PGresult *res = PQgetResult(l->conn);
 		if (res == NULL) {
 			/* The end of one statement's results. */
-			if (item == PST_ITEM_SYNC || !db->head_has_result)
+			if (item == PST_ITEM_SYNC || !l->head_has_result)
 				break;
-			pipe_pop(db);
+			pipe_pop(l);
 			if (item != PST_ITEM_PREPARE)
-				chain_push(db, &db->batch, item);
+				chain_push(db, &l->batch, item);
 			continue;
 		}
 		ExecStatusType st = PQresultStatus(res);
@@ -466,46 +468,46 @@ pst_batch_read(struct pst_db *db, uint64_t now_ns, uint32_t *work)
 			if (item != PST_ITEM_SYNC) {
 				rc = -1; /* out of step with libpq: start over */
 			} else {
-				pipe_pop(db);
-				CHECK(db->syncs_out > 0);
-				db->syncs_out--;
-				if (!db->prepared)
-					pst_db_conn_proven(db); /* the statements are ready */
-				batch_done(db, now_ns);
+				pipe_pop(l);
+				CHECK(l->syncs_out > 0);
+				l->syncs_out--;
+				if (!l->prepared)
+					pst_db_conn_proven(db, l); /* the statements are ready */
+				batch_done(db, l, now_ns);
 				(*work)++;
 			}
 		} else if (item == PST_ITEM_SYNC) {
 			rc = -1;
 		} else if (item == PST_ITEM_PREPARE) {
-			db->head_has_result = true;
+			l->head_has_result = true;
 			if (st != PGRES_COMMAND_OK) {
 				pst_db_error_keep(db, PQresultErrorMessage(res));
 				rc = -1; /* schema missing or no privilege: back off and retry */
 			}
 		} else {
-			db->head_has_result = true;
-			statement_result(db, item, res);
+			l->head_has_result = true;
+			statement_result(db, l, item, res);
 			(*work)++;
 		}
 		PQclear(res);
 		if (rc < 0)
 			return -1;
 	}
-	return PQstatus(db->conn) == CONNECTION_BAD ? -1 : 0;
+	return PQstatus(l->conn) == CONNECTION_BAD ? -1 : 0;
 }
 
 /* ----------------------------------------------------------------- losing the pipeline -- */
 
 void
-pst_batch_abort(struct pst_db *db)
+pst_batch_abort(struct pst_db *db, struct pst_lane *l)
 {
 	struct pst_fifo back;
 	pst_fifo_init(&back);
 	uint32_t i;
-	while ((i = pst_fifo_pop(db, &db->batch)) != PST_SLOT_NONE)
+	while ((i = pst_fifo_pop(db, &l->batch)) != PST_SLOT_NONE)
 		pst_fifo_push(db, &back, i);
-	while (db->pipe_count > 0) {
-		uint32_t item = pipe_pop(db);
+	while (l->pipe_count > 0) {
+		uint32_t item = pipe_pop(l);
 		if (item < PST_ITEM_PREPARE)
 			chain_push(db, &back, item);
 	}
@@ -522,25 +524,25 @@ pst_batch_abort(struct pst_db *db)
 		r->isolate = 0;
 		pst_fifo_push(db, &again, i);
 	}
-	pst_fifo_prepend(db, &db->queue, &again);
-	db->syncs_out = 0;
-	db->batch_failed = false;
-	db->head_has_result = false;
-	CHECK(db->pipe_count == 0);
-	CHECK(db->batch.head == PST_SLOT_NONE);
+	pst_fifo_prepend(db, &l->queue, &again);
+	l->syncs_out = 0;
+	l->batch_failed = false;
+	l->head_has_result = false;
+	CHECK(l->pipe_count == 0);
+	CHECK(l->batch.head == PST_SLOT_NONE);
 }
 
 void
-pst_batch_abandon(struct pst_db *db)
+pst_batch_abandon(struct pst_db *db, struct pst_lane *l)
 {
-	for (uint32_t i = db->batch.head; i != PST_SLOT_NONE; i = db->reqs[i].next) {
+	for (uint32_t i = l->batch.head; i != PST_SLOT_NONE; i = db->reqs[i].next) {
 		if (!db->reqs[i].abandoned) {
 			pst_req_unhash(db, i);
 			db->reqs[i].abandoned = 1;
 		}
 	}
-	for (uint32_t k = 0; k < db->pipe_count; k++) {
-		uint32_t item = db->pipe[(db->pipe_head + k) % db->pipe_cap];
+	for (uint32_t k = 0; k < l->pipe_count; k++) {
+		uint32_t item = l->pipe[(l->pipe_head + k) % l->pipe_cap];
 		if (item >= PST_ITEM_PREPARE)
 			continue;
 		for (uint32_t i = item; i != PST_SLOT_NONE; i = db->reqs[i].next) {

@@ -73,6 +73,7 @@ struct pst_req {
 	uint8_t abandoned;    /* pst_db_clear: answer dropped */
 	uint8_t rechecked;    /* flush: a CONFLICT was confirmed by a second statement */
 	uint8_t grouped;      /* sent inside a multi-row statement (its answer row has an ord) */
+	uint8_t lane;         /* the connection it is queued on or sent over (enum pst_lane_id) */
 	uint16_t shard;       /* requesting OMS shard */
 	uint32_t next;        /* FIFO link (queue / done / batch), the next member of a statement
 			       * in the pipe (a group, PST_SLOT_NONE at its end), or free list */
@@ -97,6 +98,15 @@ struct pst_fifo {
 	uint32_t head; /* first, PST_SLOT_NONE when empty */
 	uint32_t tail; /* last */
 };
+
+/* The connections (lanes). Each runs its own pipeline of batches; a user's live requests
+ * are all on one lane at a time (pst_req_lane), so every user's requests keep their order
+ * while reads need not wait behind other users' writes. */
+enum pst_lane_id {
+	PST_LANE_WRITE = 0, /* flushes and releases (and whatever shares a user with them) */
+	PST_LANE_READ = 1,  /* hydrates and lookups, when the config asks for a read lane */
+};
+#define PST_LANES 2
 
 enum pst_conn_state {
 	PST_CONN_DOWN = 0,       /* no connection; the next attempt at retry_at_ns */
@@ -128,26 +138,17 @@ struct pst_neg {
 	uint16_t owner;      /* holder of the claim */
 };
 
-struct pst_db {
-	struct pst_db_config cfg;    /* copy (conninfo copied below) */
-	/* Per kind (index kind - 1), answered requests: submitted → first sent (the queue)
-	 * and first sent → answer final at its Sync (the database, retries included). */
-	struct hist lat_queue[PST_REQ_KINDS];
-	struct hist lat_db[PST_REQ_KINDS];
-	char *conninfo;              /* owned copy */
+/* One connection and the pipeline on it (pst_db.c runs its lifecycle, pst_db_batch.c its
+ * batches). */
+struct pst_lane {
 	PGconn *conn;                /* NULL when down */
 	uint32_t conn_state;         /* enum pst_conn_state */
 	PostgresPollingStatusType connect_poll; /* last PQconnectPoll answer */
 	uint64_t connect_started_ns; /* connection attempt start */
 	uint64_t retry_at_ns;        /* next attempt when down */
 	uint64_t backoff_ns;         /* current back-off */
-	struct pst_req *reqs;        /* requests_max slots */
-	uint32_t free_head;          /* free list through next */
-	uint32_t pending;            /* slots in use */
-	uint32_t *buckets;           /* hash heads, bucket_mask + 1 */
-	uint32_t bucket_mask;        /* buckets - 1 (a power of two, >= 2 * requests_max) */
-	struct pst_fifo queue;       /* PST_PHASE_QUEUED, in send order */
-	struct pst_fifo done;        /* PST_PHASE_DONE, in answer order */
+	uint32_t syncs_max;          /* batches (Syncs) in flight at most */
+	struct pst_fifo queue;       /* PST_PHASE_QUEUED on this lane, in send order */
 	struct pst_fifo batch;       /* PST_PHASE_SENT items taken off the pipe, not yet synced */
 	bool batch_failed;           /* a statement in the current batch failed */
 	uint32_t *pipe;              /* items in flight: a statement (its first slot, the others
@@ -158,6 +159,24 @@ struct pst_db {
 	uint32_t pipe_count;         /* items in flight */
 	bool head_has_result;        /* the oldest item has delivered a result */
 	uint32_t syncs_out;          /* Syncs in flight (prepare Sync included) */
+	bool prepared;               /* statements prepared on this connection */
+};
+
+struct pst_db {
+	struct pst_db_config cfg;    /* copy (conninfo copied below) */
+	/* Per kind (index kind - 1), answered requests: submitted → first sent (the queue)
+	 * and first sent → answer final at its Sync (the database, retries included). */
+	struct hist lat_queue[PST_REQ_KINDS];
+	struct hist lat_db[PST_REQ_KINDS];
+	char *conninfo;              /* owned copy */
+	struct pst_lane lanes[PST_LANES]; /* lane_count of them in use */
+	uint32_t lane_count;         /* 1, or 2 with a read lane */
+	struct pst_req *reqs;        /* requests_max slots */
+	uint32_t free_head;          /* free list through next */
+	uint32_t pending;            /* slots in use */
+	uint32_t *buckets;           /* hash heads, bucket_mask + 1 */
+	uint32_t bucket_mask;        /* buckets - 1 (a power of two, >= 2 * requests_max) */
+	struct pst_fifo done;        /* PST_PHASE_DONE, in answer order */
 	struct pst_plan_stmt *plan;  /* batch_max: the statements of the batch being sent */
 	struct pst_plan_user *plan_users; /* plan_user_mask + 1: where each user is in the plan */
 	uint32_t plan_user_mask;     /* a power of two, >= 2 * batch_max, minus one */
@@ -166,7 +185,6 @@ struct pst_db {
 	char *group_buf;             /* its parameters: pst_sql_group_size(batch_max) bytes */
 	struct pst_neg *negs;        /* negative cache */
 	uint32_t neg_mask;           /* neg_cache_size - 1 */
-	bool prepared;               /* statements prepared on this connection */
 	char last_error[256];        /* last database error text, for operators */
 	uint64_t counters[PST_C_COUNT]; /* PST_C_DB_* counted here */
 };
@@ -184,10 +202,10 @@ pst_db_error_keep(struct pst_db *db, const char *text)
 /* The connection's lifecycle, seen from the pipeline: the prepare Sync came back, so the
  * connection is good. The back-off starts over and the connect is counted. */
 static inline void
-pst_db_conn_proven(struct pst_db *db)
+pst_db_conn_proven(struct pst_db *db, struct pst_lane *l)
 {
-	db->prepared = true;
-	db->backoff_ns = db->cfg.backoff_min_ns;
+	l->prepared = true;
+	l->backoff_ns = db->cfg.backoff_min_ns;
 	db->counters[PST_C_DB_CONNECTS]++;
 }
 
@@ -219,6 +237,9 @@ void pst_req_complete(struct pst_db *db, uint32_t i);
 void pst_req_free(struct pst_db *db, uint32_t i);
 /* Take slot i out of the hash (abandoned requests are no longer found for merging). */
 void pst_req_unhash(struct pst_db *db, uint32_t i);
+/* Queue request i on the lane its user's live requests are on, or else the lane its kind
+ * goes to (a read lane's hydrates and lookups, everything else the write lane). */
+void pst_req_queue(struct pst_db *db, uint32_t i);
 /* Free every queued and every answered request (pst_db_clear). */
 void pst_req_drop_waiting(struct pst_db *db);
 /* Offer completions to the output, in order, until it refuses. Returns how many it took. */
@@ -345,19 +366,19 @@ bool pst_sql_permanent(const char *sqlstate);
 
 /* Prepare the statements and send a Sync on a connection just in pipeline mode. 0 or -1
  * (the connection failed). */
-int pst_batch_prepare(struct pst_db *db, uint64_t now_ns);
+int pst_batch_prepare(struct pst_lane *l, uint64_t now_ns);
 /* Send queued requests as batches, each ended by a Sync, while Syncs in flight allow; adds
  * the statements sent to *work. 0 or -1 (the connection failed). */
-int pst_batch_send(struct pst_db *db, uint64_t now_ns, uint32_t *work);
+int pst_batch_send(struct pst_db *db, struct pst_lane *l, uint64_t now_ns, uint32_t *work);
 /* Read what arrived; a Sync makes its batch's answers final. Adds to *work. 0 or -1 (the
  * connection is unusable). */
-int pst_batch_read(struct pst_db *db, uint64_t now_ns, uint32_t *work);
+int pst_batch_read(struct pst_db *db, struct pst_lane *l, uint64_t now_ns, uint32_t *work);
 /* The oldest item in flight has waited longer than batch_timeout_ns. */
-bool pst_batch_overdue(const struct pst_db *db, uint64_t now_ns);
+bool pst_batch_overdue(const struct pst_db *db, const struct pst_lane *l, uint64_t now_ns);
 /* The connection is gone: every unanswered request goes back to the front of the queue,
  * oldest first (abandoned ones are freed); the pipeline is empty afterwards. */
-void pst_batch_abort(struct pst_db *db);
+void pst_batch_abort(struct pst_db *db, struct pst_lane *l);
 /* pst_db_clear: requests on the wire finish in the database, their answers are dropped. */
-void pst_batch_abandon(struct pst_db *db);
+void pst_batch_abandon(struct pst_db *db, struct pst_lane *l);
 
 #endif

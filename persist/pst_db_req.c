@@ -105,9 +105,11 @@ pst_req_table_init(struct pst_db *db)
 		db->reqs[i].next = i + 1 < db->cfg.requests_max ? i + 1 : PST_SLOT_NONE;
 	db->free_head = 0;
 	db->pending = 0;
-	pst_fifo_init(&db->queue);
 	pst_fifo_init(&db->done);
-	pst_fifo_init(&db->batch);
+	for (uint32_t k = 0; k < PST_LANES; k++) {
+		pst_fifo_init(&db->lanes[k].queue);
+		pst_fifo_init(&db->lanes[k].batch);
+	}
 }
 
 static uint32_t
@@ -157,11 +159,42 @@ req_new(struct pst_db *db, uint8_t kind, uint16_t shard, uint64_t user, uint64_t
 	return i;
 }
 
-static void
-req_queue(struct pst_db *db, uint32_t i)
+/* Which lane request i goes on. A user whose earlier request is still queued or in flight
+ * keeps that lane, so a user's requests are sent in submission order over one connection
+ * and each one sees the commits of the ones before it (a hydrate after a move's release, a
+ * flush after its hydrate). Otherwise reads take the read lane, where they do not wait
+ * behind other users' write batches and their commits. */
+static uint8_t
+kind_lane(const struct pst_db *db, uint8_t kind)
 {
-	db->reqs[i].phase = PST_PHASE_QUEUED;
-	pst_fifo_push(db, &db->queue, i);
+	return db->lane_count > 1 && (kind == PST_REQ_HYDRATE || kind == PST_REQ_LOOKUP)
+		       ? PST_LANE_READ
+		       : PST_LANE_WRITE;
+}
+
+static uint8_t
+req_lane(const struct pst_db *db, uint32_t i)
+{
+	const struct pst_req *r = &db->reqs[i];
+	for (uint32_t j = db->buckets[user_hash(r->user) & db->bucket_mask]; j != PST_SLOT_NONE;
+	     j = db->reqs[j].hnext) {
+		const struct pst_req *o = &db->reqs[j];
+		if (j != i && o->user == r->user &&
+		    (o->phase == PST_PHASE_QUEUED || o->phase == PST_PHASE_SENT))
+			return o->lane;
+	}
+	return kind_lane(db, r->kind);
+}
+
+void
+pst_req_queue(struct pst_db *db, uint32_t i)
+{
+	struct pst_req *r = &db->reqs[i];
+	r->lane = req_lane(db, i);
+	if (r->lane != kind_lane(db, r->kind))
+		db->counters[PST_C_DB_LANE_FOLLOWS]++;
+	r->phase = PST_PHASE_QUEUED;
+	pst_fifo_push(db, &db->lanes[r->lane].queue, i);
 }
 
 void
@@ -176,9 +209,11 @@ void
 pst_req_drop_waiting(struct pst_db *db)
 {
 	uint32_t i;
-	while ((i = pst_fifo_pop(db, &db->queue)) != PST_SLOT_NONE) {
-		pst_req_unhash(db, i);
-		pst_req_free(db, i);
+	for (uint32_t k = 0; k < PST_LANES; k++) {
+		while ((i = pst_fifo_pop(db, &db->lanes[k].queue)) != PST_SLOT_NONE) {
+			pst_req_unhash(db, i);
+			pst_req_free(db, i);
+		}
 	}
 	while ((i = pst_fifo_pop(db, &db->done)) != PST_SLOT_NONE) {
 		pst_req_unhash(db, i);
@@ -286,7 +321,7 @@ pst_req_add_hydrate(struct pst_db *db, uint64_t user, uint16_t shard, uint64_t e
 		pst_req_complete(db, i);
 		return 0;
 	}
-	req_queue(db, i);
+	pst_req_queue(db, i);
 	return 0;
 }
 
@@ -306,7 +341,7 @@ pst_req_add_flush(struct pst_db *db, const struct wire_user_state *us, uint16_t 
 		return -ENOBUFS;
 	db->reqs[i].us = *us;
 	db->counters[PST_C_DB_FLUSHES]++;
-	req_queue(db, i);
+	pst_req_queue(db, i);
 	return 0;
 }
 
@@ -328,7 +363,7 @@ pst_req_add_release(struct pst_db *db, uint64_t user, uint16_t shard, uint64_t e
 	db->reqs[i].handoff = handoff;
 	db->reqs[i].to_shard = handoff ? to_shard : 0;
 	db->counters[PST_C_DB_RELEASES]++;
-	req_queue(db, i);
+	pst_req_queue(db, i);
 	return 0;
 }
 
@@ -349,7 +384,7 @@ pst_req_add_lookup(struct pst_db *db, uint64_t user, uint64_t transfer_id, uint1
 		return -ENOBUFS;
 	db->reqs[i].xfer_id = transfer_id;
 	db->counters[PST_C_DB_LOOKUPS]++;
-	req_queue(db, i);
+	pst_req_queue(db, i);
 	return 0;
 }
 

@@ -4,6 +4,7 @@
  *
  *   persist_bench [--conninfo STR] [--users N] [--serial N] [--log-mb N] [--dir DIR]
  *                 [--batch N] [--inflight N]      (requests per Sync, Syncs in flight)
+ *                 [--read-inflight N]             (the read lane's Syncs; 0: one connection)
  *                 [--churn-secs N [--churn-rate N]] (sustained churn with the defaults)
  *
  * Without --conninfo it starts a throwaway PostgreSQL with deploy/pg/pgctl (unix socket,
@@ -52,7 +53,7 @@ struct counts {
 	uint64_t churn_base;
 	uint32_t churn_users;
 	uint64_t *sent_ns;   /* 3 * churn_users: hydrate, flush, release */
-	struct hist *lat;    /* submit to answer, ns */
+	struct hist *lat;    /* submit to answer, ns: all kinds, then hydrate, flush, release */
 };
 
 static int
@@ -72,8 +73,11 @@ emit(void *arg, const struct wire_msg_hdr *m)
 				: m->type == WIRE_FLUSH_COMPLETE ? 1
 								 : 2;
 		uint64_t i = user - c->churn_base;
-		if (i < c->churn_users && c->sent_ns[kind * c->churn_users + i] != 0)
-			hist_record(c->lat, now_ns() - c->sent_ns[kind * c->churn_users + i]);
+		if (i < c->churn_users && c->sent_ns[kind * c->churn_users + i] != 0) {
+			uint64_t ns = now_ns() - c->sent_ns[kind * c->churn_users + i];
+			hist_record(&c->lat[0], ns);
+			hist_record(&c->lat[1 + kind], ns);
+		}
 	}
 	if (m->type == WIRE_HYDRATE_USER) {
 		const struct wire_hydrate_user *h = (const void *)m;
@@ -184,9 +188,10 @@ churn(struct pst_db *db, struct counts *c, uint64_t base, uint32_t rate, uint32_
 	c->churn_base = base;
 	c->churn_users = total;
 	c->sent_ns = calloc(3 * (size_t)total, sizeof(uint64_t));
-	static struct hist lat;
-	hist_init(&lat);
-	c->lat = &lat;
+	static struct hist lat[4];
+	for (int j = 0; j < 4; j++)
+		hist_init(&lat[j]);
+	c->lat = lat;
 	if (c->sent_ns == NULL)
 		exit(1);
 	uint64_t want = c->answers + 3 * (uint64_t)per_ms * secs * 1000;
@@ -234,11 +239,18 @@ churn(struct pst_db *db, struct counts *c, uint64_t base, uint32_t rate, uint32_
 	const uint64_t *k = pst_db_counters(db);
 	printf("churn: %u hydrations/s + %u evictions/s (flush + release) for %u s: %.0f answers/s"
 	       " over %.1f s; submit to answer p50 %.1f ms p99 %.1f ms max %.1f ms; most held %"
-	       PRIu64 " (requests_max %u); batches %" PRIu64 ", statements %" PRIu64 "\n",
+	       PRIu64 " (requests_max %u); batches %" PRIu64 " (read lane %" PRIu64
+	       "), statements %" PRIu64 "\n",
 	       rate, rate, secs, (double)(3 * (uint64_t)per_ms * secs * 1000) / elapsed, elapsed,
-	       (double)hist_percentile(&lat, 50) / 1e6, (double)hist_percentile(&lat, 99) / 1e6,
-	       (double)hist_percentile(&lat, 100) / 1e6, pending_max, requests_max, k[PST_C_DB_BATCHES],
-	       k[PST_C_DB_STATEMENTS]);
+	       (double)hist_percentile(&lat[0], 50) / 1e6, (double)hist_percentile(&lat[0], 99) / 1e6,
+	       (double)hist_percentile(&lat[0], 100) / 1e6, pending_max, requests_max,
+	       k[PST_C_DB_BATCHES], k[PST_C_DB_READ_BATCHES], k[PST_C_DB_STATEMENTS]);
+	static const char *const kinds[3] = {"hydrate", "flush", "release"};
+	for (int j = 0; j < 3; j++)
+		printf("churn: %-7s submit to answer p50 %.1f ms p99 %.1f ms max %.1f ms\n", kinds[j],
+		       (double)hist_percentile(&lat[1 + j], 50) / 1e6,
+		       (double)hist_percentile(&lat[1 + j], 99) / 1e6,
+		       (double)hist_percentile(&lat[1 + j], 100) / 1e6);
 	free(c->sent_ns);
 	c->sent_ns = NULL;
 }
@@ -338,11 +350,13 @@ main(int argc, char **argv)
 		{"inflight", required_argument, NULL, 'i'},
 		{"churn-secs", required_argument, NULL, 'C'},
 		{"churn-rate", required_argument, NULL, 'R'},
+		{"read-inflight", required_argument, NULL, 'r'},
 		{NULL, 0, NULL, 0},
 	};
 	int o;
 	uint32_t batch = 0, inflight = 0, churn_secs = 0, churn_rate = 5000;
-	while ((o = getopt_long(argc, argv, "c:u:s:l:d:b:i:C:R:", opts, NULL)) != -1) {
+	int64_t read_inflight = -1; /* the default */
+	while ((o = getopt_long(argc, argv, "c:u:s:l:d:b:i:C:R:r:", opts, NULL)) != -1) {
 		switch (o) {
 		case 'c': conninfo = optarg; break;
 		case 'u': users = (uint32_t)strtoul(optarg, NULL, 10); break;
@@ -353,10 +367,12 @@ main(int argc, char **argv)
 		case 'i': inflight = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'C': churn_secs = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'R': churn_rate = (uint32_t)strtoul(optarg, NULL, 10); break;
+		case 'r': read_inflight = strtoll(optarg, NULL, 10); break;
 		default:
 			fprintf(stderr, "usage: persist_bench [--conninfo STR] [--users N] "
 					"[--serial N] [--log-mb N] [--dir DIR] [--batch N] "
-					"[--inflight N] [--churn-secs N] [--churn-rate N]\n");
+					"[--inflight N] [--read-inflight N] [--churn-secs N] "
+					"[--churn-rate N]\n");
 			return 2;
 		}
 	}
@@ -397,6 +413,8 @@ main(int argc, char **argv)
 		cfg.batch_max = batch;
 	if (inflight)
 		cfg.batches_in_flight_max = inflight;
+	if (read_inflight >= 0)
+		cfg.read_batches_in_flight_max = (uint32_t)read_inflight;
 	struct pst_db *db;
 	if (pst_db_create(&db, &cfg) < 0)
 		return 1;
@@ -416,16 +434,20 @@ main(int argc, char **argv)
 	       hyd, users, hyd_serial, serial, hyd / hyd_serial);
 	printf("db: flush   pipelined %.0f/s (%u users), one at a time %.0f/s (%u users): %.1fx\n",
 	       fl, users, fl_serial, serial, fl / fl_serial);
-	printf("db: batch_max %u, batches in flight %u; pipelined hydrate %" PRIu64
+	printf("db: batch_max %u, batches in flight %u (read lane %u); pipelined hydrate %" PRIu64
 	       " batches / %" PRIu64 " statements, flush %" PRIu64 " / %" PRIu64
 	       "; answers %" PRIu64 ", not ok %" PRIu64 "\n",
-	       cfg.batch_max, cfg.batches_in_flight_max, hyd_batches, hyd_stmts, fl_batches,
+	       cfg.batch_max, cfg.batches_in_flight_max, cfg.read_batches_in_flight_max, hyd_batches,
+	       hyd_stmts, fl_batches,
 	       fl_stmts, c.answers, c.bad);
 	pst_db_destroy(db);
 
 	if (churn_secs > 0) {
-		/* The defaults as omsd runs them (app_persist.c takes pst_db_config_default). */
+		/* The defaults as omsd runs them (app_persist.c takes pst_db_config_default), but
+		 * for --read-inflight. */
 		pst_db_config_default(&cfg, conninfo, emit, &c);
+		if (read_inflight >= 0)
+			cfg.read_batches_in_flight_max = (uint32_t)read_inflight;
 		if (pst_db_create(&db, &cfg) < 0)
 			return 1;
 		churn(db, &c, sbase + serial, churn_rate, churn_secs, cfg.requests_max);

@@ -72,8 +72,10 @@ need_db(void)
 	time_skew_ns = 0;
 }
 
+/* A persister with the default lanes (a read lane beside the write lane), or with one
+ * connection for everything. */
 static struct pst_db *
-db_make(uint32_t requests_max)
+db_make_lanes(uint32_t requests_max, bool one_connection)
 {
 	struct pst_db_config cfg;
 	pst_db_config_default(&cfg, conninfo, emit, &sink);
@@ -81,9 +83,17 @@ db_make(uint32_t requests_max)
 	cfg.backoff_max_ns = 100000000;
 	if (requests_max)
 		cfg.requests_max = requests_max;
+	if (one_connection)
+		cfg.read_batches_in_flight_max = 0;
 	struct pst_db *db;
 	cr_assert(eq(int, pst_db_create(&db, &cfg), 0));
 	return db;
+}
+
+static struct pst_db *
+db_make(uint32_t requests_max)
+{
+	return db_make_lanes(requests_max, false);
 }
 
 /* Poll until the sink holds want completions (or the timeout fails the test). */
@@ -1022,7 +1032,7 @@ static void
 ready(struct pst_db *db)
 {
 	uint64_t end = test_now_ns() + UINT64_C(10000000000);
-	while (pst_db_counters(db)[PST_C_DB_CONNECTS] == 0) {
+	while (pst_db_counters(db)[PST_C_DB_CONNECTS] == 0 || !pst_db_connected(db)) {
 		cr_assert(lt(u64, test_now_ns(), end), "no connection: %s", pst_db_last_error(db));
 		if (pst_db_poll(db, test_now_ns()) == 0)
 			usleep(100);
@@ -1193,7 +1203,7 @@ Test(pst_db, group_with_a_failing_row)
  * hydrates and flushes of 18002..18005. Answers in order, the row at v2 with the last money. */
 Test(pst_db, same_user_twice_in_a_batch)
 {
-	struct pst_db *db = db_make(0);
+	struct pst_db *db = db_make_lanes(0, true); /* one connection: one batch */
 	hydrate(db, 1, 18002, 1);
 	hydrate(db, 1, 18003, 1);
 	drive(db, 2, 10);
@@ -1242,7 +1252,7 @@ Test(pst_db, same_user_twice_in_a_batch)
  * 19003, shard 1 releases 19001, shard 2 hydrates 19001 and 19004. */
 Test(pst_db, release_then_hydrate_in_one_batch)
 {
-	struct pst_db *db = db_make(0);
+	struct pst_db *db = db_make_lanes(0, true); /* one connection: one batch */
 	hydrate(db, 1, 19001, 4);
 	drive(db, 1, 10);
 	struct wire_user_state s = state_make(19001, 0, 7, 70);
@@ -1347,5 +1357,102 @@ Test(pst_db, rate_limit_bucket_round_trip)
 	/* The two flushes, the two releases and the two hydrations: multi-row statements. */
 	cr_assert(ge(u64, pst_db_counters(db)[PST_C_DB_GROUPED] - grouped, 6));
 	cr_assert(eq(u32, pst_db_pending(db), 0));
+	pst_db_destroy(db);
+}
+
+/* A blocking connection holding a row lock on user's account (a slow writer elsewhere). */
+static PGconn *
+lock_account(uint64_t user)
+{
+	PGconn *c = PQconnectdb(conninfo);
+	cr_assert(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+	PGresult *r = PQexec(c, "BEGIN");
+	cr_assert(PQresultStatus(r) == PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+	PQclear(r);
+	char sql[128];
+	snprintf(sql, sizeof(sql), "SELECT 1 FROM accounts WHERE user_id = %" PRIu64 " FOR UPDATE",
+		 user);
+	r = PQexec(c, sql);
+	cr_assert(PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1, "%s",
+		  PQerrorMessage(c));
+	PQclear(r);
+	return c;
+}
+
+static void
+unlock_account(PGconn *c)
+{
+	PGresult *r = PQexec(c, "COMMIT");
+	cr_assert(PQresultStatus(r) == PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+	PQclear(r);
+	PQfinish(c);
+}
+
+/* Poll for about ms milliseconds whatever arrives. */
+static void
+drive_for(struct pst_db *db, uint32_t ms)
+{
+	uint64_t end = test_now_ns() + (uint64_t)ms * 1000000u;
+	while (test_now_ns() < end)
+		if (pst_db_poll(db, db_now()) == 0)
+			usleep(100);
+}
+
+/* Goal: a hydrate does not wait behind other users' writes (the read lane), and a user's
+ * requests keep their order across the lanes. Method: 20001's row is locked by another
+ * session, so its flush stalls the write lane; a hydrate of the new user 20002 is answered
+ * while it stalls. With one connection the same hydrate waits for the lock (so the test can
+ * tell the two apart). Then, with the lock gone: shard 1 releases 20003 and shard 2 hydrates
+ * it at once; the hydrate follows the release onto the write lane (counted) and finds the
+ * claim free, with the flushed money. */
+Test(pst_db, reads_do_not_wait_behind_writes)
+{
+	for (int one = 1; one >= 0; one--) {
+		memset(&sink, 0, sizeof(sink));
+		struct pst_db *db = db_make_lanes(0, one == 1);
+		uint64_t user = one ? 20011 : 20001, fresh = one ? 20012 : 20002;
+		hydrate(db, 1, user, 1);
+		drive(db, 1, 10);
+		ready(db);
+		PGconn *lock = lock_account(user);
+		struct wire_user_state s = state_make(user, 0, 3, 30);
+		cr_assert(eq(int, flush(db, 1, 2, &s), 0));
+		drive_for(db, 50); /* the flush is sent and waits for the lock */
+		hydrate(db, 1, fresh, 1);
+		drive_for(db, 500);
+		if (one) {
+			cr_assert(eq(u32, sink.n, 1), "one connection: the hydrate waits");
+		} else {
+			cr_assert(eq(u32, sink.n, 2), "the read lane answers while the write lane waits");
+			cr_assert(eq(u8, sink.msgs[1].hyd.status, WIRE_HYD_NEW));
+			cr_assert(eq(u64, sink.msgs[1].hyd.state.user, fresh));
+			cr_assert(ge(u64, pst_db_counters(db)[PST_C_DB_READ_BATCHES], 1));
+		}
+		unlock_account(lock);
+		drive(db, 3, 10);
+		cr_assert(eq(u8, answer_of(WIRE_FLUSH_COMPLETE, user, 1, 0)->fc.status, WIRE_FLUSH_OK));
+		cr_assert(eq(u8, answer_of(WIRE_HYDRATE_USER, fresh, 1, 0)->hyd.status, WIRE_HYD_NEW));
+		pst_db_destroy(db);
+	}
+
+	struct pst_db *db = db_make(0);
+	memset(&sink, 0, sizeof(sink));
+	hydrate(db, 1, 20003, 4);
+	drive(db, 1, 10);
+	struct wire_user_state s = state_make(20003, 0, 7, 70);
+	cr_assert(eq(int, flush(db, 1, 5, &s), 0));
+	drive(db, 2, 10);
+	ready(db);
+	uint64_t follows = pst_db_counters(db)[PST_C_DB_LANE_FOLLOWS];
+	release(db, 1, 20003, 5);
+	hydrate(db, 2, 20003, 1);
+	hydrate(db, 2, 20004, 1);
+	drive(db, 5, 10);
+	cr_assert(eq(u64, pst_db_counters(db)[PST_C_DB_LANE_FOLLOWS] - follows, 1));
+	cr_assert(eq(u8, answer_of(WIRE_RELEASE_DONE, 20003, 1, 0)->rel.status, WIRE_FLUSH_OK));
+	const struct wire_hydrate_user *h = &answer_of(WIRE_HYDRATE_USER, 20003, 2, 0)->hyd;
+	cr_assert(eq(u8, h->status, WIRE_HYD_OK));
+	cr_assert(eq(i64, h->state.balances[0].total, 70));
+	cr_assert(eq(u8, answer_of(WIRE_HYDRATE_USER, 20004, 2, 0)->hyd.status, WIRE_HYD_NEW));
 	pst_db_destroy(db);
 }
