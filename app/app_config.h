@@ -156,6 +156,7 @@ struct app_config {
 	char db_conninfo[APP_STR_MAX];        /* libpq conninfo; empty = no database */
 	char data_dir[APP_STR_MAX];           /* Raft logs and snapshots */
 	char mgmt_socket[108];                /* unix socket path (sun_path size) */
+	char mgmt_group[32];                  /* the socket's group (0660), when it exists */
 	char stats_file[APP_STR_MAX];         /* counters written on SIGUSR1 and at exit */
 
 	/* [mgmt] */

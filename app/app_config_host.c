@@ -77,6 +77,7 @@ cfg_defaults(struct app_config *cfg)
 	cfg->durability = APP_DURABILITY_DURABLE; /* memory mode is an explicit choice */
 	snprintf(cfg->data_dir, sizeof(cfg->data_dir), "/var/lib/omsd");
 	snprintf(cfg->mgmt_socket, sizeof(cfg->mgmt_socket), "/run/omsd/omsd.sock");
+	snprintf(cfg->mgmt_group, sizeof(cfg->mgmt_group), "omsd");
 }
 
 void

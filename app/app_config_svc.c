@@ -69,6 +69,7 @@ cfg_sec_rest(struct cfg_ctx *c, struct app_config *cfg)
 	cfg_get_str(c, "database", "conninfo", cfg->db_conninfo, sizeof(cfg->db_conninfo));
 	cfg_get_str(c, "paths", "data_dir", cfg->data_dir, sizeof(cfg->data_dir));
 	cfg_get_str(c, "paths", "mgmt_socket", cfg->mgmt_socket, sizeof(cfg->mgmt_socket));
+	cfg_get_str(c, "paths", "mgmt_group", cfg->mgmt_group, sizeof(cfg->mgmt_group));
 	cfg_get_str(c, "paths", "stats_file", cfg->stats_file, sizeof(cfg->stats_file));
 	if (cfg->data_dir[0] == '\0')
 		cfg_report(c, "paths", "data_dir", "empty");

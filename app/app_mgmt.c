@@ -216,7 +216,7 @@ app_mgmt_open(const struct app *app)
 		app_mgmt_close();
 		return -ENOMEM;
 	}
-	int rc = mgmt_server_open(&mgmt.srv, path, "omsd", 0660);
+	int rc = mgmt_server_open(&mgmt.srv, path, app->cfg.mgmt_group, 0660);
 	if (rc < 0) {
 		app_mgmt_close();
 		return rc;

@@ -30,6 +30,7 @@
 #include "app.h"
 #include "app_views.h"
 #include "common/check.h"
+#include "mgmt/mgmt.h"
 
 #define EXIT_CONFIG 2
 #define MAIN_TICK_US 20000 /* main lcore poll period for signals */
@@ -319,7 +320,7 @@ main(int argc, char **argv)
 	}
 
 	/* 5. Main lcore: signals, stats and the control socket (never a hot lcore). */
-	bool mgmt_on = false;
+	bool mgmt_on = false, mgmt_refused = false;
 	if (!stopping) {
 		/* Views first: the control socket, telemetry and HTTP render from them. */
 		int vrc = app_views_open(&app, app_http_stats_write);
@@ -333,7 +334,20 @@ main(int argc, char **argv)
 			APP_LOG(WARNING, "metrics_listen %s: %s (running without it)",
 				app.cfg.metrics_listen, strerror(-vrc));
 		int mrc = app_mgmt_open(&app);
-		if (mrc < 0)
+		if (mrc == -EPERM) {
+			/* Someone else controls the socket's directory: they could put their own
+			 * socket in its place and answer the operator. Refuse to run. */
+			char dir[sizeof(app.cfg.mgmt_socket)], why[256];
+			snprintf(dir, sizeof(dir), "%s", app.cfg.mgmt_socket);
+			char *slash = strrchr(dir, '/');
+			if (slash != NULL && slash != dir)
+				*slash = '\0';
+			mgmt_dir_check(dir, why, sizeof(why));
+			APP_LOG(ERR, "control socket %s: unsafe directory: %s; stopping",
+				app.cfg.mgmt_socket, why);
+			stopping = 1;
+			mgmt_refused = true;
+		} else if (mrc < 0)
 			APP_LOG(WARNING, "control socket %s: %s (running without it)",
 				app.cfg.mgmt_socket, strerror(-mrc));
 		else
@@ -363,7 +377,7 @@ main(int argc, char **argv)
 	uint32_t drained = dp_io_drain(app.dp);
 	stats_dump(&app, "exit");
 	APP_LOG(INFO, "stopped: %u queued frame(s) drained", drained);
-	ret = launch_failed ? -ECHILD : 0;
+	ret = launch_failed ? -ECHILD : mgmt_refused ? -EPERM : 0;
 fail_roles:
 	for (uint32_t i = 0; i < app.agent_count; i++)
 		if (app_roles[app.agents[i].role].fini != NULL)

@@ -120,11 +120,20 @@ struct mgmt_req {
 typedef int(mgmt_handler_fn)(void *ctx, const struct mgmt_req *req, struct mgmt_out *out,
 			     char *err, size_t err_cap);
 
-/* Open the socket at path (directories created, a stale socket replaced), owned by
- * root:group when the group exists, with the given mode. 0 or -errno. */
+/* Open the socket at path (directories created, a stale socket replaced), its group set to
+ * group when that group exists, with the given mode. 0 or -errno; -EPERM when the socket's
+ * directory is not safe (mgmt_dir_check). */
 int mgmt_server_open(struct mgmt_server **out, const char *path, const char *group,
 		     mode_t mode);
 void mgmt_server_close(struct mgmt_server *s);
+/* Close a client that sent no request line for idle_ms (default 10 s; 0: the default),
+ * unless a request of its waits for its answer. */
+void mgmt_server_set_idle_ms(struct mgmt_server *s, uint32_t idle_ms);
+/* The control socket's directory is safe to serve in: a directory (not a link) owned by
+ * root or by this process's user and writable by no one else. 0, or a negative errno
+ * (-EPERM: unsafe) with the reason, naming dir, in why. mgmt_server_open refuses (-EPERM)
+ * a socket in an unsafe directory. */
+int mgmt_dir_check(const char *dir, char *why, size_t cap);
 int mgmt_register(struct mgmt_server *s, const char *cmd, mgmt_handler_fn *fn, void *ctx,
 		  const char *help);
 /* Accept, read, dispatch, write. Waits at most timeout_ms for activity (0: never waits).
@@ -144,6 +153,9 @@ struct mgmt_stats {
 	uint64_t bad_json;      /* lines that were not a JSON object */
 	uint64_t clients;       /* accepted connections */
 	uint64_t overlong;      /* lines over MGMT_LINE_MAX */
+	uint64_t idle_closed;   /* clients closed for sending no request within the deadline */
+	uint64_t busy_refused;  /* connections refused: every place taken (or all but the
+				 * operator's, for anyone else) */
 };
 void mgmt_stats_get(const struct mgmt_server *s, struct mgmt_stats *out);
 

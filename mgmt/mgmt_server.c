@@ -15,11 +15,13 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mgmt.h"
 
 #define OUT_MAX (640 * 1024)  /* unsent output per client before it is dropped */
+#define IDLE_MS_DEFAULT 10000 /* a client with no request for this long is closed */
 #define PENDING_MAX 256       /* deferred answers outstanding */
 #define RESULT_MAX (512 * 1024) /* metrics of a node with many shards */
 
@@ -29,6 +31,7 @@ struct client {
 	size_t in_len;
 	size_t out_len;
 	bool discarding;     /* inside an overlong line: drop until newline */
+	uint64_t active_ms;  /* accepted or last request line (monotonic ms) */
 	char *in;            /* MGMT_LINE_MAX */
 	char *out;           /* OUT_MAX */
 };
@@ -55,6 +58,7 @@ struct mgmt_server {
 	uint32_t command_count;
 	struct pending pending[PENDING_MAX];
 	struct mgmt_stats stats;
+	uint32_t idle_ms;               /* idle deadline of a client (mgmt_server_set_idle_ms) */
 	struct mgmt_json json;          /* one request at a time */
 	char result[RESULT_MAX];
 };
@@ -66,6 +70,58 @@ set_nonblock(int fd)
 	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
 		return -errno;
 	return 0;
+}
+
+static uint64_t
+mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+int
+mgmt_dir_check(const char *dir, char *why, size_t cap)
+{
+	struct stat st;
+	if (lstat(dir, &st) < 0) {
+		snprintf(why, cap, "%s: %s", dir, strerror(errno));
+		return -errno;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(why, cap, "%s is not a directory%s", dir,
+			 S_ISLNK(st.st_mode) ? " (a symbolic link)" : "");
+		return -EPERM;
+	}
+	if (st.st_uid != 0 && st.st_uid != geteuid()) {
+		snprintf(why, cap,
+			 "%s is owned by uid %u, not by root or this service (uid %u): whoever "
+			 "owns it can replace the socket",
+			 dir, (unsigned)st.st_uid, (unsigned)geteuid());
+		return -EPERM;
+	}
+	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+		snprintf(why, cap,
+			 "%s is writable by its group or by others (mode %04o): they can replace "
+			 "the socket",
+			 dir, (unsigned)(st.st_mode & 07777));
+		return -EPERM;
+	}
+	return 0;
+}
+
+/* The directory part of a socket path ("." when there is none). */
+static void
+dir_of(const char *path, char *dir, size_t cap)
+{
+	snprintf(dir, cap, "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (slash == NULL)
+		snprintf(dir, cap, ".");
+	else if (slash == dir)
+		dir[1] = '\0';
+	else
+		*slash = '\0';
 }
 
 static int
@@ -116,6 +172,14 @@ mgmt_server_open(struct mgmt_server **out, const char *path, const char *group, 
 	err = mkdir_parents(path);
 	if (err < 0)
 		goto fail_alloc;
+	/* A directory someone else controls lets them swap the socket for their own and
+	 * answer the operator's commands (docs/appliance.md, "Control socket"). */
+	char dir[108], why[256];
+	dir_of(path, dir, sizeof(dir));
+	err = mgmt_dir_check(dir, why, sizeof(why));
+	if (err < 0)
+		goto fail_alloc;
+	s->idle_ms = IDLE_MS_DEFAULT;
 	s->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (s->listen_fd < 0) {
 		err = -errno;
@@ -128,7 +192,7 @@ mgmt_server_open(struct mgmt_server **out, const char *path, const char *group, 
 	}
 	if (group != NULL && group[0] != '\0') {
 		struct group *g = getgrnam(group);
-		if (g != NULL && chown(path, 0, g->gr_gid) < 0) {
+		if (g != NULL && chown(path, (uid_t)-1, g->gr_gid) < 0) {
 			err = -errno;
 			goto fail_bound;
 		}
@@ -165,6 +229,12 @@ client_close(struct mgmt_server *s, struct client *c)
 	c->in_len = 0;
 	c->out_len = 0;
 	c->discarding = false;
+}
+
+void
+mgmt_server_set_idle_ms(struct mgmt_server *s, uint32_t idle_ms)
+{
+	s->idle_ms = idle_ms > 0 ? idle_ms : IDLE_MS_DEFAULT;
 }
 
 void
@@ -393,6 +463,7 @@ client_read(struct mgmt_server *s, uint32_t slot)
 		for (size_t i = 0; i < c->in_len && c->fd >= 0; i++) {
 			if (c->in[i] != '\n')
 				continue;
+			c->active_ms = mono_ms();
 			if (!c->discarding && i > start)
 				handle_line(s, slot, c->in + start, i - start);
 			else if (c->discarding)
@@ -414,6 +485,77 @@ client_read(struct mgmt_server *s, uint32_t slot)
 	}
 }
 
+/* A request of the client in slot waits for its answer (a log commit). */
+static bool
+client_waits(const struct mgmt_server *s, uint32_t slot)
+{
+	for (uint32_t i = 0; i < PENDING_MAX; i++)
+		if (s->pending[i].used && s->pending[i].slot == slot &&
+		    s->pending[i].gen == s->clients[slot].gen)
+			return true;
+	return false;
+}
+
+/* Clients that connected and sent no request line for idle_ms are closed, unless one of
+ * their requests is waiting for its answer: a connection that sends nothing must not hold
+ * a slot for as long as it likes. */
+static void
+close_idle(struct mgmt_server *s, uint64_t now_ms)
+{
+	for (uint32_t i = 0; i < MGMT_CLIENTS_MAX; i++) {
+		struct client *c = &s->clients[i];
+		if (c->fd < 0 || now_ms - c->active_ms < s->idle_ms || client_waits(s, i))
+			continue;
+		static const char bye[] = "{\"id\":0,\"ok\":false,\"error\":\"idle\",\"message\":"
+					  "\"no request for too long: closing\"}\n";
+		s->stats.idle_closed++;
+		(void)!send(c->fd, bye, sizeof(bye) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+		client_close(s, c);
+	}
+}
+
+/* The last free slot is kept for the operator: root or the user omsd runs as. So clients
+ * of the socket's group that hold every other slot do not lock the operator out. */
+static bool
+peer_is_operator(int fd)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+		return false;
+	return cred.uid == 0 || cred.uid == geteuid();
+}
+
+static void
+accept_clients(struct mgmt_server *s, uint64_t now_ms)
+{
+	for (;;) {
+		int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			break;
+		uint32_t free_slots = 0, slot = MGMT_CLIENTS_MAX;
+		for (uint32_t i = 0; i < MGMT_CLIENTS_MAX; i++) {
+			if (s->clients[i].fd >= 0)
+				continue;
+			free_slots++;
+			if (slot == MGMT_CLIENTS_MAX)
+				slot = i;
+		}
+		if (free_slots == 0 || (free_slots == 1 && !peer_is_operator(fd))) {
+			static const char busy[] =
+				"{\"id\":0,\"ok\":false,\"error\":\"busy\",\"message\":\"too many "
+				"clients (the last place is kept for root and the service user)\"}\n";
+			s->stats.busy_refused++;
+			(void)!send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL);
+			close(fd);
+			continue;
+		}
+		s->clients[slot].fd = fd;
+		s->clients[slot].active_ms = now_ms;
+		s->stats.clients++;
+	}
+}
+
 int
 mgmt_poll(struct mgmt_server *s, int timeout_ms)
 {
@@ -429,7 +571,9 @@ mgmt_poll(struct mgmt_server *s, int timeout_ms)
 		pfd[n++] = (struct pollfd){
 			.fd = c->fd, .events = (short)(POLLIN | (c->out_len ? POLLOUT : 0))};
 	}
-	if (poll(pfd, n, timeout_ms) <= 0)
+	int ready = poll(pfd, n, timeout_ms);
+	close_idle(s, mono_ms());
+	if (ready <= 0)
 		return 0;
 	int handled = 0;
 	for (nfds_t k = 1; k < n; k++) {
@@ -441,25 +585,8 @@ mgmt_poll(struct mgmt_server *s, int timeout_ms)
 		if (c->fd >= 0 && (pfd[k].revents & (POLLIN | POLLHUP | POLLERR)))
 			handled += client_read(s, slots[k]);
 	}
-	if (pfd[0].revents & POLLIN) {
-		for (;;) {
-			int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-			if (fd < 0)
-				break;
-			uint32_t i;
-			for (i = 0; i < MGMT_CLIENTS_MAX && s->clients[i].fd >= 0; i++)
-				;
-			if (i == MGMT_CLIENTS_MAX) {
-				static const char busy[] =
-					"{\"id\":0,\"ok\":false,\"error\":\"busy\",\"message\":\"too many clients\"}\n";
-				(void)!send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL);
-				close(fd);
-				continue;
-			}
-			s->clients[i].fd = fd;
-			s->stats.clients++;
-		}
-	}
+	if (pfd[0].revents & POLLIN)
+		accept_clients(s, mono_ms());
 	return handled;
 }
 

@@ -130,5 +130,22 @@ for f in "$SRC/deploy/omsd.ini" "$SRC"/deploy/configs/*.ini; do
 	fi
 done
 
+# A control socket directory someone else could write is refused at start (the EAL runs
+# with net_null: no namespaces needed), naming the directory; omsd exits 1.
+mkdir -p "$TMP/open" "$TMP/data"
+chmod 0777 "$TMP/open"
+base | sed -e "\$a [paths]\ndata_dir = $TMP/data\nmgmt_socket = $TMP/open/omsd.sock" \
+	-e 's/^members = 1,2,3/members = 1/' -e '/^\[peer/,/^$/d' -e '/^ip = 10.9.0/d' \
+	-e '/^mac = /d' >"$TMP/open.ini"
+sed -i -e 's|^\[node\]|[node]\nip = 10.9.0.2/24|' "$TMP/open.ini"
+rc=0
+out=$(timeout 60 "$OMSD" -c "$TMP/open.ini" -- --file-prefix "omsd-cfg-$$" 2>&1) || rc=$?
+if [ "$rc" -eq 1 ] && grep -q "unsafe directory: $TMP/open is writable by its group or by others" <<<"$out" &&
+	[ ! -e "$TMP/open/omsd.sock" ]; then
+	echo "ok   unsafe_socket_dir: $(grep -o 'unsafe directory: .*' <<<"$out" | head -1)"
+else
+	echo "FAIL unsafe_socket_dir (exit $rc):"; echo "$out" | tail -5; fails=$((fails + 1))
+fi
+
 [ "$fails" -eq 0 ] || { echo "$fails case(s) failed"; exit 1; }
 echo PASS

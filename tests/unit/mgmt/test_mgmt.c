@@ -8,7 +8,10 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "mgmt/mgmt.h"
@@ -177,11 +180,14 @@ serve(void *arg)
 	return NULL;
 }
 
+static uint32_t idle_ms_next; /* the next start's idle deadline (0: the default) */
+
 static void
 start(void)
 {
 	snprintf(path, sizeof(path), "/tmp/omsd-test-%d/mgmt.sock", getpid());
 	cr_assert(eq(int, mgmt_server_open(&srv, path, "nonexistent-group", 0660), 0));
+	mgmt_server_set_idle_ms(srv, idle_ms_next);
 	cr_assert(eq(int, mgmt_register(srv, "echo", h_echo, NULL, "add one"), 0));
 	cr_assert(eq(int, mgmt_register(srv, "later", h_later, NULL, "answer after commit"), 0));
 	atomic_store(&stop, false);
@@ -258,6 +264,149 @@ Test(mgmt_server, socket_mode, .init = start, .fini = finish)
 	struct stat st;
 	cr_assert(eq(int, stat(path, &st), 0));
 	cr_assert(eq(u32, st.st_mode & 0777, 0660));
+}
+
+/* A raw client connection to the test socket (-1 when refused at connect). */
+static int
+raw_connect(void)
+{
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path);
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	cr_assert(ge(int, fd, 0));
+	if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* What the server sent fd within timeout_ms, up to its closing the connection. */
+static const char *
+raw_read(int fd, int timeout_ms)
+{
+	static char buf[1024];
+	size_t len = 0;
+	struct timeval tv = {.tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	for (;;) {
+		ssize_t r = recv(fd, buf + len, sizeof(buf) - 1 - len, 0);
+		if (r <= 0)
+			break;
+		len += (size_t)r;
+	}
+	buf[len] = '\0';
+	return buf;
+}
+
+/* Goal: a socket directory someone else controls is refused, with the reason; a safe one is
+ * taken. Method: a directory writable by others, a symbolic link to a safe directory, a
+ * directory of another user (as root only). */
+Test(mgmt_server, unsafe_directory_refused)
+{
+	char dir[96], sock[128], link[96], why[256];
+	snprintf(dir, sizeof(dir), "/tmp/omsd-test-%d-open", getpid());
+	snprintf(sock, sizeof(sock), "%s/mgmt.sock", dir);
+	cr_assert(eq(int, mkdir(dir, 0755), 0));
+	cr_assert(eq(int, chmod(dir, 0777), 0));
+	struct mgmt_server *s = NULL;
+	cr_assert(eq(int, mgmt_server_open(&s, sock, "", 0660), -EPERM));
+	cr_assert(eq(int, mgmt_dir_check(dir, why, sizeof(why)), -EPERM));
+	cr_assert(not(eq(ptr, strstr(why, "writable by its group or by others"), NULL)), "%s", why);
+	cr_assert(eq(int, access(sock, F_OK), -1), "no socket left behind");
+
+	cr_assert(eq(int, chmod(dir, 0755), 0));
+	snprintf(link, sizeof(link), "/tmp/omsd-test-%d-link", getpid());
+	cr_assert(eq(int, symlink(dir, link), 0));
+	cr_assert(eq(int, mgmt_dir_check(link, why, sizeof(why)), -EPERM));
+	cr_assert(not(eq(ptr, strstr(why, "symbolic link"), NULL)), "%s", why);
+
+	if (geteuid() == 0) {
+		cr_assert(eq(int, chown(dir, 65534, 65534), 0));
+		cr_assert(eq(int, mgmt_dir_check(dir, why, sizeof(why)), -EPERM));
+		cr_assert(not(eq(ptr, strstr(why, "owned by uid 65534"), NULL)), "%s", why);
+		cr_assert(eq(int, chown(dir, 0, 0), 0));
+	}
+	cr_assert(eq(int, mgmt_server_open(&s, sock, "", 0660), 0), "a safe directory");
+	mgmt_server_close(s);
+	unlink(link);
+	rmdir(dir);
+}
+
+static void
+start_idle(void)
+{
+	idle_ms_next = 300;
+	start();
+	idle_ms_next = 0;
+}
+
+/* Goal: a client that connects and sends nothing is closed at the deadline and told why;
+ * one that keeps asking stays. */
+Test(mgmt_server, idle_client_closed, .init = start_idle, .fini = finish)
+{
+	int quiet = raw_connect(), busy = raw_connect();
+	cr_assert(ge(int, quiet, 0));
+	cr_assert(ge(int, busy, 0));
+	static const char req[] = "{\"id\":1,\"cmd\":\"echo\",\"args\":{\"n\":1}}\n";
+	for (int k = 0; k < 8; k++) {
+		cr_assert(eq(int, (int)send(busy, req, sizeof(req) - 1, MSG_NOSIGNAL),
+			     (int)sizeof(req) - 1));
+		usleep(100000);
+	}
+	/* Read at once: the last request was 100 ms ago, within the deadline. */
+	const char *r = raw_read(busy, 50);
+	cr_assert(not(eq(ptr, strstr(r, "\"result\":{\"n\":2}"), NULL)), "%s", r);
+	cr_assert(eq(ptr, strstr(r, "idle"), NULL), "the busy client was not closed: %s", r);
+	r = raw_read(quiet, 2000);
+	cr_assert(not(eq(ptr, strstr(r, "\"error\":\"idle\""), NULL)), "%s", r);
+	struct mgmt_stats st;
+	mgmt_stats_get(srv, &st);
+	cr_assert(ge(u64, st.idle_closed, 1));
+	close(quiet);
+	close(busy);
+}
+
+/* Goal: clients that hold every other place do not lock the operator out. Method (root
+ * only: another user must connect): 31 connections take all places but one; a connection
+ * from uid 65534 is refused busy; root's takes the last place; then even root is refused. */
+Test(mgmt_server, last_place_kept_for_the_operator, .init = start, .fini = finish)
+{
+	if (geteuid() != 0)
+		cr_skip_test("needs root to connect as another user");
+	cr_assert(eq(int, chmod(path, 0666), 0)); /* let the other user reach the socket */
+	int fds[MGMT_CLIENTS_MAX];
+	for (int k = 0; k < MGMT_CLIENTS_MAX - 1; k++) {
+		fds[k] = raw_connect();
+		cr_assert(ge(int, fds[k], 0));
+	}
+	usleep(100000); /* all accepted */
+	pid_t pid = fork();
+	cr_assert(ge(int, pid, 0));
+	if (pid == 0) {
+		if (setgid(65534) != 0 || setuid(65534) != 0)
+			_exit(2);
+		int fd = raw_connect();
+		if (fd < 0)
+			_exit(3);
+		_exit(strstr(raw_read(fd, 2000), "\"error\":\"busy\"") != NULL ? 0 : 4);
+	}
+	int status = 0;
+	cr_assert(eq(int, waitpid(pid, &status, 0), pid));
+	bool refused = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+	cr_assert(refused, "another user got the last place (exit %d)", WEXITSTATUS(status));
+	fds[MGMT_CLIENTS_MAX - 1] = raw_connect();
+	cr_assert(ge(int, fds[MGMT_CLIENTS_MAX - 1], 0));
+	int late = raw_connect();
+	cr_assert(ge(int, late, 0));
+	const char *r = raw_read(late, 2000);
+	cr_assert(not(eq(ptr, strstr(r, "\"error\":\"busy\""), NULL)), "every place is taken: %s", r);
+	close(late);
+	for (int k = 0; k < MGMT_CLIENTS_MAX; k++)
+		close(fds[k]);
+	struct mgmt_stats st;
+	mgmt_stats_get(srv, &st);
+	cr_assert(ge(u64, st.busy_refused, 2));
 }
 
 /* Goal: Prometheus text has HELP/TYPE, labels, and summary quantiles. */
