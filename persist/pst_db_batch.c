@@ -448,6 +448,11 @@ pst_batch_read(struct pst_db *db, struct pst_lane *l, uint64_t now_ns, uint32_t 
 {
 	CHECK(l->conn != NULL);
 	CHECK(work != NULL);
+	/* Nothing in flight, nothing to read: spare the recv() (a system call on every idle
+	 * poll of the persister lcore). A connection that died meanwhile fails at the next
+	 * send or read. */
+	if (l->pipe_count == 0)
+		return PQstatus(l->conn) == CONNECTION_BAD ? -1 : 0;
 	if (!PQconsumeInput(l->conn))
 		return -1;
 	while (l->pipe_count > 0 && !PQisBusy(l->conn)) {

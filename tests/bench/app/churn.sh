@@ -28,7 +28,9 @@
 #      DURABILITY (durable, the shipped default; memory: the log in memory only, to see what
 #      the shard lcore's fsyncs cost), SEED (1), OMSD and OMSLOAD (default build/), CHURN_TAG and CHURN_NET (the namespace
 #      tag and subnet), CHURN_OUT (keep the evidence there; otherwise /tmp/omsd-churn.*,
-#      removed after a clean run).
+#      removed after a clean run), E2E_IDLE_SPINS and E2E_IDLE_SLEEP_US (every lcore's
+#      idle_spins and idle_sleep_us, tests/e2e/lib.sh; default omsd's 200 and 200: three
+#      nodes' dozen lcores on two CPUs spend much of them polling, docs/perf.md).
 #
 # omsload classes each new order on the client side: cold when its user sent nothing for
 # longer than TTL_MS (or never), hot otherwise (--cold-ms). Prints the checker's findings,
@@ -120,10 +122,11 @@ e2e_cluster_net_up
 oms_csv=$(IFS=,; echo "${OMS_LIST[*]}")
 LINES=()
 if [ "$OMS_SHARDS" = 2 ]; then
-	LINES+=("" "[shard.3]" "service = oms" "members = 1,2,3" "cpu = 0" "idle = sleep")
+	LINES+=("" "[shard.3]" "service = oms" "members = 1,2,3" "cpu = 0" "idle = sleep"
+		"${E2E_IDLE_SPINS:+idle_spins = $E2E_IDLE_SPINS}" "${E2E_IDLE_SLEEP_US:+idle_sleep_us = $E2E_IDLE_SLEEP_US}")
 fi
 LINES+=(
-	"" "[persister]" "cpu = 1" "idle = sleep"
+	"" "[persister]" "cpu = 1" "idle = sleep" "${E2E_IDLE_SPINS:+idle_spins = $E2E_IDLE_SPINS}" "${E2E_IDLE_SLEEP_US:+idle_sleep_us = $E2E_IDLE_SLEEP_US}"
 	"" "[database]" "conninfo = $CONNINFO"
 	"" "[durability]" "mode = $DURABILITY"
 	"" "[limits]" "resident_users = $CAP" "parked_orders = 16384" "inflight_sagas = 4096"
