@@ -31,6 +31,7 @@
 #include "app_views.h"
 #include "common/check.h"
 #include "mgmt/mgmt.h"
+#include "persist/persist.h"
 
 #define EXIT_CONFIG 2
 #define MAIN_TICK_US 20000 /* main lcore poll period for signals */
@@ -224,6 +225,19 @@ main(int argc, char **argv)
 	if (check_only) {
 		app_config_dump(&app.cfg, stdout);
 		return 0;
+	}
+	if (app.cfg.db_conninfo[0] != '\0') {
+		/* The database must hold the schema this build writes: refuse now, naming both
+		 * versions, rather than fail statement by statement later. */
+		char why[512];
+		int src = pst_db_schema_check(app.cfg.db_conninfo, 5, why, sizeof(why));
+		if (src == -EPROTO) {
+			fprintf(stderr, "omsd: %s; refusing to start\n", why);
+			return EXIT_CONFIG;
+		}
+		if (src < 0)
+			fprintf(stderr, "omsd: warning: %s; starting anyway (the persister checks the "
+				"schema on every connection)\n", why);
 	}
 	agents_plan(&app);
 	memset(app.shard_index, -1, sizeof(app.shard_index));

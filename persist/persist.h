@@ -48,6 +48,7 @@
 	X(DB_CONNECTS, "connections established")                                         \
 	X(DB_DISCONNECTS, "connections lost or dropped")                                  \
 	X(DB_CONNECT_FAILURES, "connection attempts that failed")                         \
+	X(DB_SCHEMA_REFUSED, "connections dropped: the schema is not the one this build needs")\
 	X(DB_TIMEOUTS, "connections dropped because a batch took too long")               \
 	X(DB_BATCHES, "pipeline batches sent (one transaction each)")                     \
 	X(DB_BATCH_FAILURES, "batches that failed and were re-run one request each")      \
@@ -255,6 +256,12 @@ typedef int(pst_db_emit_fn)(void *arg, const struct wire_msg_hdr *msg);
 #define PST_DB_BATCH_MAX_LIMIT 1024 /* batch_max above this is refused (-EINVAL) */
 #define PST_DB_READ_BATCHES_LIMIT 64 /* read_batches_in_flight_max above this: -EINVAL */
 
+/* The newest of deploy/pg/migrations this build reads and writes, and how many there are up
+ * to it (tests/unit/persist checks both against the directory). A database with another
+ * newest migration, or missing one, is refused (pst_db_schema_check, docs/persist.md). */
+#define PST_SCHEMA_VERSION "0008_schema_visible"
+#define PST_SCHEMA_COUNT 8
+
 struct pst_db_config {
 	const char *conninfo;          /* libpq conninfo; use a socket path or hostaddr: a
 					* host name would be resolved with a blocking call */
@@ -329,5 +336,11 @@ struct hist;
 const struct hist *pst_db_lat_queue(const struct pst_db *db, unsigned kind);
 const struct hist *pst_db_lat_db(const struct pst_db *db, unsigned kind);
 const char *pst_db_last_error(const struct pst_db *db);   /* "" when none yet */
+
+/* At start, before any lcore runs (it blocks up to timeout_s): connect once and check the
+ * schema version. 0: it matches; -EPROTO: it does not (the reason, naming both versions,
+ * in why: refuse to start); -EHOSTUNREACH: no answer (why says so; the persister keeps
+ * trying and checks again on every connection). */
+int pst_db_schema_check(const char *conninfo, int timeout_s, char *why, size_t cap);
 
 #endif

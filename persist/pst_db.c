@@ -64,7 +64,7 @@ config_valid(const struct pst_db_config *cfg)
 {
 	if (cfg->conninfo == NULL || cfg->emit == NULL)
 		return false;
-	if (cfg->requests_max == 0 || cfg->requests_max >= PST_ITEM_PREPARE)
+	if (cfg->requests_max == 0 || cfg->requests_max >= PST_ITEM_SPECIAL_MIN)
 		return false;
 	if (cfg->batch_max == 0 || cfg->batch_max > PST_DB_BATCH_MAX_LIMIT ||
 	    cfg->batches_in_flight_max == 0 ||
@@ -111,10 +111,10 @@ pst_db_create(struct pst_db **out, const struct pst_db_config *cfg)
 		struct pst_lane *l = &db->lanes[k];
 		l->syncs_max = k == PST_LANE_READ ? cfg->read_batches_in_flight_max
 						  : cfg->batches_in_flight_max;
-		/* Every batch in flight and its Sync; the session's SET, the prepares and their
-		 * Sync. */
+		/* Every batch in flight and its Sync; the session's SET, the prepares, the schema
+		 * query and their Sync. */
 		l->pipe_cap = l->syncs_max * (cfg->batch_max + 1) + 1 + PST_REQ_KINDS +
-			      PST_GROUP_KINDS + 1;
+			      PST_GROUP_KINDS + 1 + 1;
 		l->pipe = calloc(l->pipe_cap, sizeof(*l->pipe));
 		l->pipe_ns = calloc(l->pipe_cap, sizeof(*l->pipe_ns));
 		if (l->pipe == NULL || l->pipe_ns == NULL)
@@ -199,7 +199,7 @@ bool
 pst_db_connected(const struct pst_db *db)
 {
 	for (uint32_t k = 0; k < db->lane_count; k++)
-		if (db->lanes[k].conn_state != PST_CONN_READY)
+		if (db->lanes[k].conn_state != PST_CONN_READY || !db->lanes[k].prepared)
 			return false;
 	return true;
 }
@@ -361,7 +361,9 @@ backoff_arm(struct pst_db *db, struct pst_lane *l, uint64_t now_ns)
 static void
 conn_lost(struct pst_db *db, struct pst_lane *l, uint64_t now_ns)
 {
-	if (l->conn != NULL)
+	/* libpq's own error, when it has one; a refusal of ours (the schema, a statement's
+	 * error) already holds the reason. */
+	if (l->conn != NULL && PQerrorMessage(l->conn)[0] != '\0')
 		pst_db_error_keep(db, PQerrorMessage(l->conn));
 	pst_batch_abort(db, l);
 	l->prepared = false;
@@ -484,4 +486,43 @@ pst_db_poll(struct pst_db *db, uint64_t now_ns)
 	work += pst_req_emit_done(db);
 	CHECK(db->pending <= db->cfg.requests_max);
 	return work;
+}
+
+/* ---------------------------------------------------------------------- schema check -- */
+
+int
+pst_db_schema_check(const char *conninfo, int timeout_s, char *why, size_t cap)
+{
+	CHECK(conninfo != NULL);
+	char t[16];
+	snprintf(t, sizeof(t), "%d", timeout_s > 0 ? timeout_s : 1);
+	/* conninfo may be a URI or key=value text: pass the timeout beside it, not inside. */
+	const char *keys[] = {"dbname", "connect_timeout", NULL};
+	const char *vals[] = {conninfo, t, NULL};
+	PGconn *c = PQconnectdbParams(keys, vals, 1);
+	if (c == NULL || PQstatus(c) != CONNECTION_OK) {
+		snprintf(why, cap, "database not reachable: %s",
+			 c != NULL ? PQerrorMessage(c) : "out of memory");
+		size_t n = strlen(why);
+		while (n > 0 && (why[n - 1] == '\n' || why[n - 1] == ' '))
+			why[--n] = '\0';
+		PQfinish(c);
+		return -EHOSTUNREACH;
+	}
+	int rc = 0;
+	PGresult *r = PQexec(c, pst_sql_schema_query);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1 || PQnfields(r) != 2) {
+		snprintf(why, cap, "database schema: cannot read schema_migrations: %s",
+			 PQresultErrorMessage(r));
+		size_t n = strlen(why);
+		while (n > 0 && (why[n - 1] == '\n' || why[n - 1] == ' '))
+			why[--n] = '\0';
+		rc = -EPROTO;
+	} else if (!pst_sql_schema_ok(PQgetisnull(r, 0, 0) ? NULL : PQgetvalue(r, 0, 0),
+				      PQgetisnull(r, 0, 1) ? NULL : PQgetvalue(r, 0, 1), why, cap)) {
+		rc = -EPROTO;
+	}
+	PQclear(r);
+	PQfinish(c);
+	return rc;
 }

@@ -103,6 +103,11 @@ pst_batch_prepare(struct pst_lane *l, uint64_t now_ns)
 			return -1;
 		pipe_push(l, PST_ITEM_PREPARE, now_ns);
 	}
+	/* The schema this build was made for, checked on every connection: a database migrated
+	 * behind the node's back (or not yet) is refused before any request runs on it. */
+	if (!PQsendQueryParams(l->conn, pst_sql_schema_query, 0, NULL, NULL, NULL, NULL, 0))
+		return -1;
+	pipe_push(l, PST_ITEM_SCHEMA, now_ns);
 	if (!PQpipelineSync(l->conn))
 		return -1;
 	pipe_push(l, PST_ITEM_SYNC, now_ns);
@@ -253,6 +258,10 @@ pst_batch_send(struct pst_db *db, struct pst_lane *l, uint64_t now_ns, uint32_t 
 {
 	CHECK(l->conn != NULL);
 	CHECK(work != NULL);
+	/* Nothing goes out before the connection's set-up came back (its Sync): the schema
+	 * check must pass before a request runs on the database. */
+	if (!l->prepared)
+		return 0;
 	while (l->queue.head != PST_SLOT_NONE && l->syncs_out < l->syncs_max) {
 		uint32_t m;
 		uint32_t n = batch_plan(db, l, &m);
@@ -463,7 +472,7 @@ pst_batch_read(struct pst_db *db, struct pst_lane *l, uint64_t now_ns, uint32_t 
 			if (item == PST_ITEM_SYNC || !l->head_has_result)
 				break;
 			pipe_pop(l);
-			if (item != PST_ITEM_PREPARE)
+			if (item < PST_ITEM_SPECIAL_MIN)
 				chain_push(db, &l->batch, item);
 			continue;
 		}
@@ -489,6 +498,22 @@ pst_batch_read(struct pst_db *db, struct pst_lane *l, uint64_t now_ns, uint32_t 
 				pst_db_error_keep(db, PQresultErrorMessage(res));
 				rc = -1; /* schema missing or no privilege: back off and retry */
 			}
+		} else if (item == PST_ITEM_SCHEMA) {
+			l->head_has_result = true;
+			char why[256];
+			if (st != PGRES_TUPLES_OK || PQntuples(res) != 1 || PQnfields(res) != 2) {
+				pst_db_error_keep(db, PQresultErrorMessage(res));
+				db->counters[PST_C_DB_SCHEMA_REFUSED]++;
+				rc = -1;
+			} else if (!pst_sql_schema_ok(PQgetisnull(res, 0, 0) ? NULL
+									: PQgetvalue(res, 0, 0),
+						      PQgetisnull(res, 0, 1) ? NULL
+									: PQgetvalue(res, 0, 1),
+						      why, sizeof(why))) {
+				pst_db_error_keep(db, why);
+				db->counters[PST_C_DB_SCHEMA_REFUSED]++;
+				rc = -1; /* not the schema we write: back off, ask again later */
+			}
 		} else {
 			l->head_has_result = true;
 			statement_result(db, l, item, res);
@@ -513,7 +538,7 @@ pst_batch_abort(struct pst_db *db, struct pst_lane *l)
 		pst_fifo_push(db, &back, i);
 	while (l->pipe_count > 0) {
 		uint32_t item = pipe_pop(l);
-		if (item < PST_ITEM_PREPARE)
+		if (item < PST_ITEM_SPECIAL_MIN)
 			chain_push(db, &back, item);
 	}
 	struct pst_fifo again;
@@ -548,7 +573,7 @@ pst_batch_abandon(struct pst_db *db, struct pst_lane *l)
 	}
 	for (uint32_t k = 0; k < l->pipe_count; k++) {
 		uint32_t item = l->pipe[(l->pipe_head + k) % l->pipe_cap];
-		if (item >= PST_ITEM_PREPARE)
+		if (item >= PST_ITEM_SPECIAL_MIN)
 			continue;
 		for (uint32_t i = item; i != PST_SLOT_NONE; i = db->reqs[i].next) {
 			if (!db->reqs[i].abandoned) {

@@ -28,6 +28,8 @@
 #define PST_SLOT_NONE UINT32_MAX          /* no slot: an empty list, the end of a chain */
 #define PST_ITEM_SYNC (UINT32_MAX - 1)    /* pipe item: a Sync */
 #define PST_ITEM_PREPARE (UINT32_MAX - 2) /* pipe item: a statement being prepared */
+#define PST_ITEM_SCHEMA (UINT32_MAX - 3)  /* pipe item: the schema version query */
+#define PST_ITEM_SPECIAL_MIN PST_ITEM_SCHEMA /* items at or above: not a request slot */
 
 /* What a request asks the database; also the index (minus one) of its prepared statement. */
 enum pst_req_kind {
@@ -361,6 +363,13 @@ enum pst_outcome pst_sql_lookup_decode(const struct pst_sql_row *row, uint64_t t
 				       struct wire_recent *rec);
 /* An SQLSTATE a retry cannot cure: bad data, constraint violations, missing privileges. */
 bool pst_sql_permanent(const char *sqlstate);
+
+/* The schema version query (one row: the newest migration applied, and how many of those
+ * up to PST_SCHEMA_VERSION are applied), sent on every new connection. */
+extern const char pst_sql_schema_query[];
+/* Whether that row says the database holds exactly the migrations this build needs: true,
+ * or false with the reason (naming both versions) in why. newest NULL: none applied. */
+bool pst_sql_schema_ok(const char *newest, const char *count, char *why, size_t cap);
 
 /* ---- the batch state machine (pst_db_batch.c) ---- */
 

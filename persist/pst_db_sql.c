@@ -834,3 +834,32 @@ pst_sql_permanent(const char *state)
 	       strncmp(state, "42", 2) == 0 || strncmp(state, "2B", 2) == 0 ||
 	       strncmp(state, "44", 2) == 0;
 }
+
+/* ------------------------------------------------------------------- schema version -- */
+
+const char pst_sql_schema_query[] =
+	"SELECT max(version), count(*) FILTER (WHERE version <= '" PST_SCHEMA_VERSION "') "
+	"FROM schema_migrations";
+
+bool
+pst_sql_schema_ok(const char *newest, const char *count, char *why, size_t cap)
+{
+	int64_t n = 0;
+	if (newest == NULL) {
+		snprintf(why, cap, "database schema: no migration applied (this omsd needs %s): "
+			 "run deploy/pg/migrate", PST_SCHEMA_VERSION);
+		return false;
+	}
+	if (strcmp(newest, PST_SCHEMA_VERSION) > 0) {
+		snprintf(why, cap, "database schema is at %.64s, newer than this omsd knows (%s): "
+			 "run the omsd built for it", newest, PST_SCHEMA_VERSION);
+		return false;
+	}
+	if (count == NULL || !parse_i64(count, &n) || n != PST_SCHEMA_COUNT) {
+		snprintf(why, cap, "database schema lacks migrations this omsd needs: newest "
+			 "applied %.64s, %lld of the %d up to %s: run deploy/pg/migrate",
+			 newest, (long long)n, PST_SCHEMA_COUNT, PST_SCHEMA_VERSION);
+		return false;
+	}
+	return true;
+}

@@ -52,4 +52,15 @@ log "flushes ok=$(e2e_stat persister.pst.DB_FLUSH_OK) releases ok=$(e2e_stat per
 [ "$version" -ge 2 ] || fail "seller's row: version $version, want >= 2 (written back, then flushed)"
 e2e_stop TERM
 [ "$STOP_RC" -eq 0 ] || fail "omsd exit status $STOP_RC after SIGTERM"
+
+# A database migrated past what this omsd knows is refused at start, naming both versions
+# (docs/persist.md, "Schema version"), before the EAL starts.
+"$PGCTL" psql "$PG_DIR/pg" -c "INSERT INTO schema_migrations (version) VALUES ('9999_later')" \
+	>/dev/null || fail "cannot add a migration row"
+rc=0
+out=$("$OMSD" -c "$TMP/omsd.ini" -- --file-prefix "$PREFIX-schema" 2>&1) || rc=$?
+[ "$rc" -eq 2 ] || fail "omsd started on a newer schema (exit $rc): $(tail -3 <<<"$out")"
+grep -q "database schema is at 9999_later, newer than this omsd knows" <<<"$out" ||
+	fail "no schema message: $(tail -3 <<<"$out")"
+log "newer schema refused: $(grep -o 'database schema is at .*' <<<"$out")"
 log "PASS"

@@ -181,6 +181,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(o == PST_OUT_RELEASED || o == PST_OUT_RELEASE_NOOP ||
 		      o == PST_OUT_FAILED_RETRY);
 		(void)pst_sql_permanent(row.col_count > 0 ? row.cols[0] : NULL);
+		/* The same columns as the schema version row: only the exact version passes. */
+		char why[256];
+		if (pst_sql_schema_ok(row.col_count > 0 ? row.cols[0] : NULL,
+				      row.col_count > 1 ? row.cols[1] : NULL, why, sizeof(why)))
+			CHECK(strcmp(row.cols[0], PST_SCHEMA_VERSION) == 0);
+		else
+			CHECK(why[0] != '\0' && strlen(why) < sizeof(why));
 		break;
 	}
 	}

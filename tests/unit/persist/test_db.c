@@ -3,6 +3,7 @@
  * Hydration and fenced flush against a real PostgreSQL (run-with-pg starts a throwaway one
  * and exports PST_TEST_CONNINFO). Each test uses its own user ids.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -16,6 +17,7 @@
 #include <libpq-fe.h>
 
 #include "persist/persist.h"
+#include "persist/pst_db_int.h" /* pst_sql_schema_ok */
 #include "helpers.h"
 
 union msg {
@@ -615,9 +617,9 @@ Test(pst_db, postgres_restart_mid_flush_burst, .timeout = 240)
  * the statement was inside the database) costs nothing: the statement is sent again on a
  * new connection, the flush is applied exactly once, and the answer is OK.
  * Method: a second session locks the table; the flush is sent and waits on the lock; the
- * persister's clock jumps past the batch timeout, so it drops the connection and sends the
- * flush again (that one waits too); the lock goes; both statements run, one writes, the
- * other finds the write (ledger) or nothing to do. Exactly one version bump, one ledger row,
+ * persister's clock jumps past the batch timeout, so it drops the connection, connects
+ * again (its set-up waits too) and sends the flush again; the lock goes; both statements
+ * run, one writes, the other finds the write (ledger) or nothing to do. Exactly one version bump, one ledger row,
  * one OK. */
 Test(pst_db, answer_lost_after_commit_is_applied_once)
 {
@@ -642,12 +644,14 @@ Test(pst_db, answer_lost_after_commit_is_applied_once)
 			usleep(100);
 	const uint64_t *c = pst_db_counters(db);
 	cr_assert(eq(u64, c[PST_C_DB_TIMEOUTS], 1));
-	cr_assert(ge(u64, c[PST_C_DB_RESENT], 1));
 	cr_assert(eq(u32, sink.n, 1));
 	r = PQexec(locker, "COMMIT");
 	PQclear(r);
 	PQfinish(locker);
 	drive(db, 2, 10);
+	/* Sent again on the new connection once its set-up came back (its prepares wait for
+	 * the lock too: a FOR UPDATE statement locks the table it reads at parse time). */
+	cr_assert(ge(u64, c[PST_C_DB_RESENT], 1));
 	struct wire_flush_complete *f = &sink.msgs[1].fc;
 	cr_assert(eq(u8, f->status, WIRE_FLUSH_OK));
 	cr_assert(eq(u64, f->version, 1));
@@ -1454,5 +1458,113 @@ Test(pst_db, reads_do_not_wait_behind_writes)
 	cr_assert(eq(u8, h->status, WIRE_HYD_OK));
 	cr_assert(eq(i64, h->state.balances[0].total, 70));
 	cr_assert(eq(u8, answer_of(WIRE_HYDRATE_USER, 20004, 2, 0)->hyd.status, WIRE_HYD_NEW));
+	pst_db_destroy(db);
+}
+
+/* Goal: the schema version this build checks for is the newest migration shipped, and the
+ * count is theirs, so the two cannot drift apart. Method: read deploy/pg/migrations. */
+Test(pst_schema, version_is_the_newest_migration)
+{
+	DIR *d = opendir(PST_TEST_MIGRATIONS);
+	cr_assert(not(eq(ptr, d, NULL)), "%s", PST_TEST_MIGRATIONS);
+	char newest[256] = "";
+	int count = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		size_t n = strlen(e->d_name);
+		if (n < 9 || strcmp(e->d_name + n - 4, ".sql") != 0 || e->d_name[4] != '_')
+			continue;
+		count++;
+		char v[256];
+		snprintf(v, sizeof(v), "%.*s", (int)(n - 4), e->d_name);
+		if (strcmp(v, newest) > 0)
+			snprintf(newest, sizeof(newest), "%s", v);
+	}
+	closedir(d);
+	cr_assert(eq(str, newest, PST_SCHEMA_VERSION));
+	cr_assert(eq(int, count, PST_SCHEMA_COUNT));
+}
+
+/* Goal: the rule — exactly the migrations this build knows, each reason naming both
+ * versions. */
+Test(pst_schema, rule)
+{
+	char why[256];
+	char n[16];
+	snprintf(n, sizeof(n), "%d", PST_SCHEMA_COUNT);
+	cr_assert(pst_sql_schema_ok(PST_SCHEMA_VERSION, n, why, sizeof(why)));
+	cr_assert(not(pst_sql_schema_ok(NULL, "0", why, sizeof(why))));
+	cr_assert(not(eq(ptr, strstr(why, "no migration applied"), NULL)), "%s", why);
+	cr_assert(not(pst_sql_schema_ok("9999_later", "9", why, sizeof(why))));
+	cr_assert(not(eq(ptr, strstr(why, "9999_later, newer than this omsd knows (" PST_SCHEMA_VERSION),
+			 NULL)), "%s", why);
+	cr_assert(not(pst_sql_schema_ok("0001_accounts", "1", why, sizeof(why))));
+	cr_assert(not(eq(ptr, strstr(why, "lacks migrations"), NULL)), "%s", why);
+	cr_assert(not(eq(ptr, strstr(why, "0001_accounts"), NULL)), "%s", why);
+	cr_assert(not(eq(ptr, strstr(why, PST_SCHEMA_VERSION), NULL)), "%s", why);
+	/* The newest in place but one before it missing. */
+	cr_assert(not(pst_sql_schema_ok(PST_SCHEMA_VERSION, "3", why, sizeof(why))));
+	cr_assert(not(pst_sql_schema_ok(PST_SCHEMA_VERSION, "x", why, sizeof(why))));
+}
+
+/* Run one statement as the migration role (the schema's owner). */
+static void
+as_migrator(const char *sql)
+{
+	char conn[512];
+	const char *u = strstr(conninfo, "user=omsd");
+	cr_assert(u != NULL, "%s", conninfo);
+	snprintf(conn, sizeof(conn), "%.*suser=omsd_migrator%s", (int)(u - conninfo), conninfo,
+		 u + strlen("user=omsd"));
+	PGconn *c = PQconnectdb(conn);
+	cr_assert(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+	PGresult *r = PQexec(c, sql);
+	cr_assert(PQresultStatus(r) == PGRES_COMMAND_OK, "%s: %s", sql, PQerrorMessage(c));
+	PQclear(r);
+	PQfinish(c);
+}
+
+/* Goal: a database with a migration this build does not know is refused, at start
+ * (pst_db_schema_check) and on every connection of the persister, naming both versions;
+ * nothing runs on it; once the database is right again the persister serves. An
+ * unreachable database is told apart from a wrong one. */
+Test(pst_db, schema_mismatch_refused, .timeout = 60)
+{
+	char why[512];
+	cr_assert(eq(int, pst_db_schema_check(conninfo, 5, why, sizeof(why)), 0), "%s", why);
+	cr_assert(eq(int, pst_db_schema_check("host=/nonexistent-dir dbname=omsd", 2, why,
+					      sizeof(why)), -EHOSTUNREACH));
+	cr_assert(not(eq(ptr, strstr(why, "not reachable"), NULL)), "%s", why);
+
+	as_migrator("INSERT INTO schema_migrations (version) VALUES ('9999_from_the_future')");
+	cr_assert(eq(int, pst_db_schema_check(conninfo, 5, why, sizeof(why)), -EPROTO));
+	cr_assert(not(eq(ptr, strstr(why, "9999_from_the_future"), NULL)), "%s", why);
+	cr_assert(not(eq(ptr, strstr(why, PST_SCHEMA_VERSION), NULL)), "%s", why);
+
+	struct pst_db *db = db_make(0);
+	hydrate(db, 1, 22001, 1);
+	uint64_t end = test_now_ns() + UINT64_C(1000000000);
+	while (test_now_ns() < end)
+		if (pst_db_poll(db, test_now_ns()) == 0)
+			usleep(100);
+	cr_assert(not(pst_db_connected(db)));
+	cr_assert(ge(u64, pst_db_counters(db)[PST_C_DB_SCHEMA_REFUSED], 1));
+	cr_assert(not(eq(ptr, strstr(pst_db_last_error(db), "9999_from_the_future"), NULL)), "%s",
+		  pst_db_last_error(db));
+	cr_assert(eq(i64, q_i64("SELECT count(*) FROM accounts WHERE user_id = 22001"), 0),
+		  "nothing ran on the wrong schema");
+
+	as_migrator("DELETE FROM schema_migrations WHERE version = '9999_from_the_future'");
+	drive(db, 1, 10);
+	const union msg *m = answer_of(WIRE_HYDRATE_USER, 22001, 1, 0);
+	/* Answered ERROR if it outlived the hydrate deadline while refused, else NEW: either
+	 * way it was answered, and the next one is served. */
+	cr_assert(m->hyd.status == WIRE_HYD_NEW || m->hyd.status == WIRE_HYD_ERROR);
+	ready(db);
+	memset(&sink, 0, sizeof(sink));
+	hydrate(db, 1, 22002, 1);
+	drive(db, 1, 10);
+	cr_assert(eq(u8, sink.msgs[0].hyd.status, WIRE_HYD_NEW));
+	cr_assert(pst_db_connected(db));
 	pst_db_destroy(db);
 }
