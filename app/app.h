@@ -319,6 +319,9 @@ void app_stats_write(const struct app *app, FILE *out);
 int app_mgmt_open(const struct app *app);
 void app_mgmt_poll(int timeout_ms);
 void app_mgmt_close(void);
+/* The control socket's own counters as "mgmt.<name> value" lines (metrics omsd_mgmt_*):
+ * requests, errors, clients accepted, closed idle, refused busy. Nothing without a socket. */
+void app_mgmt_stats_write(FILE *out);
 
 /* app_wire.c: the rings (struct app_rings) and their dataplane routes. init: 0 or -errno
  * (what was made is freed by fini, which may run after a failed init). */

@@ -17,6 +17,7 @@
  * the shard lcores answer; app_mgmt_int.h says how these files share the work.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,6 +231,22 @@ app_mgmt_open(const struct app *app)
 			      (void *)&shard_cmds[i], shard_cmds[i].help);
 	APP_LOG(INFO, "control socket %s", path);
 	return 0;
+}
+
+void
+app_mgmt_stats_write(FILE *out)
+{
+	if (mgmt.srv == NULL)
+		return;
+	struct mgmt_stats st;
+	mgmt_stats_get(mgmt.srv, &st);
+	fprintf(out, "mgmt.requests %" PRIu64 "\n", st.requests);
+	fprintf(out, "mgmt.errors %" PRIu64 "\n", st.errors);
+	fprintf(out, "mgmt.bad_json %" PRIu64 "\n", st.bad_json);
+	fprintf(out, "mgmt.overlong %" PRIu64 "\n", st.overlong);
+	fprintf(out, "mgmt.clients %" PRIu64 "\n", st.clients);
+	fprintf(out, "mgmt.idle_closed %" PRIu64 "\n", st.idle_closed);
+	fprintf(out, "mgmt.busy_refused %" PRIu64 "\n", st.busy_refused);
 }
 
 /* Serve the socket for at most timeout_ms; returns at once when there is nothing to do

@@ -376,6 +376,7 @@ extra_write(const struct app *app, FILE *f)
 	}
 	if (views.extra != NULL)
 		views.extra(f);
+	app_mgmt_stats_write(f);
 }
 
 int
