@@ -855,7 +855,8 @@ pst_sql_schema_ok(const char *newest, const char *count, char *why, size_t cap)
 			 "run the omsd built for it", newest, PST_SCHEMA_VERSION);
 		return false;
 	}
-	if (count == NULL || !parse_i64(count, &n) || n != PST_SCHEMA_COUNT) {
+	if (strcmp(newest, PST_SCHEMA_VERSION) != 0 || count == NULL || !parse_i64(count, &n) ||
+	    n != PST_SCHEMA_COUNT) {
 		snprintf(why, cap, "database schema lacks migrations this omsd needs: newest "
 			 "applied %.64s, %lld of the %d up to %s: run deploy/pg/migrate",
 			 newest, (long long)n, PST_SCHEMA_COUNT, PST_SCHEMA_VERSION);
