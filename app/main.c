@@ -351,12 +351,8 @@ main(int argc, char **argv)
 		if (mrc == -EPERM) {
 			/* Someone else controls the socket's directory: they could put their own
 			 * socket in its place and answer the operator. Refuse to run. */
-			char dir[sizeof(app.cfg.mgmt_socket)], why[256];
-			snprintf(dir, sizeof(dir), "%s", app.cfg.mgmt_socket);
-			char *slash = strrchr(dir, '/');
-			if (slash != NULL && slash != dir)
-				*slash = '\0';
-			mgmt_dir_check(dir, why, sizeof(why));
+			char why[256];
+			mgmt_socket_dir_check(app.cfg.mgmt_socket, why, sizeof(why));
 			APP_LOG(ERR, "control socket %s: unsafe directory: %s; stopping",
 				app.cfg.mgmt_socket, why);
 			stopping = 1;

@@ -134,6 +134,8 @@ void mgmt_server_set_idle_ms(struct mgmt_server *s, uint32_t idle_ms);
  * (-EPERM: unsafe) with the reason, naming dir, in why. mgmt_server_open refuses (-EPERM)
  * a socket in an unsafe directory. */
 int mgmt_dir_check(const char *dir, char *why, size_t cap);
+/* The same for the directory of socket path. */
+int mgmt_socket_dir_check(const char *path, char *why, size_t cap);
 int mgmt_register(struct mgmt_server *s, const char *cmd, mgmt_handler_fn *fn, void *ctx,
 		  const char *help);
 /* Accept, read, dispatch, write. Waits at most timeout_ms for activity (0: never waits).

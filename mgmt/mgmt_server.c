@@ -124,6 +124,14 @@ dir_of(const char *path, char *dir, size_t cap)
 		*slash = '\0';
 }
 
+int
+mgmt_socket_dir_check(const char *path, char *why, size_t cap)
+{
+	char dir[108];
+	dir_of(path, dir, sizeof(dir));
+	return mgmt_dir_check(dir, why, cap);
+}
+
 static int
 mkdir_parents(const char *path)
 {
@@ -174,9 +182,8 @@ mgmt_server_open(struct mgmt_server **out, const char *path, const char *group, 
 		goto fail_alloc;
 	/* A directory someone else controls lets them swap the socket for their own and
 	 * answer the operator's commands (docs/appliance.md, "Control socket"). */
-	char dir[108], why[256];
-	dir_of(path, dir, sizeof(dir));
-	err = mgmt_dir_check(dir, why, sizeof(why));
+	char why[256];
+	err = mgmt_socket_dir_check(path, why, sizeof(why));
 	if (err < 0)
 		goto fail_alloc;
 	s->idle_ms = IDLE_MS_DEFAULT;

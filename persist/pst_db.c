@@ -503,9 +503,7 @@ pst_db_schema_check(const char *conninfo, int timeout_s, char *why, size_t cap)
 	if (c == NULL || PQstatus(c) != CONNECTION_OK) {
 		snprintf(why, cap, "database not reachable: %s",
 			 c != NULL ? PQerrorMessage(c) : "out of memory");
-		size_t n = strlen(why);
-		while (n > 0 && (why[n - 1] == '\n' || why[n - 1] == ' '))
-			why[--n] = '\0';
+		pst_trim_tail(why);
 		PQfinish(c);
 		return -EHOSTUNREACH;
 	}
@@ -514,9 +512,7 @@ pst_db_schema_check(const char *conninfo, int timeout_s, char *why, size_t cap)
 	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1 || PQnfields(r) != 2) {
 		snprintf(why, cap, "database schema: cannot read schema_migrations: %s",
 			 PQresultErrorMessage(r));
-		size_t n = strlen(why);
-		while (n > 0 && (why[n - 1] == '\n' || why[n - 1] == ' '))
-			why[--n] = '\0';
+		pst_trim_tail(why);
 		rc = -EPROTO;
 	} else if (!pst_sql_schema_ok(PQgetisnull(r, 0, 0) ? NULL : PQgetvalue(r, 0, 0),
 				      PQgetisnull(r, 0, 1) ? NULL : PQgetvalue(r, 0, 1), why, cap)) {

@@ -191,14 +191,21 @@ struct pst_db {
 	uint64_t counters[PST_C_COUNT]; /* PST_C_DB_* counted here */
 };
 
+/* Cut the newlines and blanks libpq leaves at the end of its messages. */
+static inline void
+pst_trim_tail(char *s)
+{
+	size_t n = strlen(s);
+	while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == ' '))
+		s[--n] = '\0';
+}
+
 /* Keep a database error text for operators (pst_db_last_error), without trailing blanks. */
 static inline void
 pst_db_error_keep(struct pst_db *db, const char *text)
 {
 	snprintf(db->last_error, sizeof(db->last_error), "%s", text ? text : "?");
-	size_t n = strlen(db->last_error);
-	while (n > 0 && (db->last_error[n - 1] == '\n' || db->last_error[n - 1] == ' '))
-		db->last_error[--n] = '\0';
+	pst_trim_tail(db->last_error);
 }
 
 /* The connection's lifecycle, seen from the pipeline: the prepare Sync came back, so the
