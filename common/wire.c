@@ -248,7 +248,7 @@ inner_check(const uint8_t *tail, uint32_t tail_len)
 		if (err != WIRE_E_OK)
 			return err;
 		const struct wire_msg_hdr *h = (const struct wire_msg_hdr *)(tail + pos);
-		if (h->type == WIRE_INGRESS)
+		if (h->type == WIRE_INGRESS || h->type == WIRE_SESSION_HDR)
 			return WIRE_E_BAD_TYPE;
 		pos += mlen;
 	}
@@ -299,6 +299,47 @@ body_check(const struct wire_msg_hdr *h, int depth)
 	case WIRE_NAK: {
 		const struct wire_nak *m = (const void *)h;
 		ok = reason_ok(m->reason);
+		break;
+	}
+	case WIRE_LOGON: {
+		const struct wire_logon *m = (const void *)h;
+		if (m->key_id == 0 || m->session_id == 0)
+			return WIRE_E_BAD_VALUE;
+		break;
+	}
+	case WIRE_LOGON_REPLY: {
+		const struct wire_logon_reply *m = (const void *)h;
+		if (!RESERVED(m->reserved0) || !RESERVED(m->reserved1))
+			return WIRE_E_BAD_RESERVED;
+		ok = reason_ok(m->reason);
+		break;
+	}
+	case WIRE_SESSION_HDR: {
+		const struct wire_session_hdr *m = (const void *)h;
+		if (!RESERVED(m->reserved))
+			return WIRE_E_BAD_RESERVED;
+		if (m->session_id == 0 || m->seq == 0)
+			return WIRE_E_BAD_VALUE;
+		break;
+	}
+	case WIRE_SESSION_REJECT: {
+		const struct wire_session_reject *m = (const void *)h;
+		if (!RESERVED(m->reserved))
+			return WIRE_E_BAD_RESERVED;
+		ok = m->reason != 0 && reason_ok(m->reason);
+		break;
+	}
+	case WIRE_LOGOUT: {
+		const struct wire_logout *m = (const void *)h;
+		if (!RESERVED(m->reserved))
+			return WIRE_E_BAD_RESERVED;
+		ok = reason_ok(m->reason);
+		break;
+	}
+	case WIRE_HEARTBEAT: {
+		const struct wire_heartbeat *m = (const void *)h;
+		if (!RESERVED(m->reserved))
+			return WIRE_E_BAD_RESERVED;
 		break;
 	}
 	case WIRE_EXEC_REPORT: {
@@ -654,10 +695,11 @@ tag_equal(const uint8_t *a, const uint8_t *b)
 	return diff == 0;
 }
 
-enum wire_err
-wire_frame_decode(const void *buf, size_t len, const struct wire_key *key,
-		  const struct wire_msg_hdr **msgs, uint32_t msgs_max, uint32_t *count,
-		  uint32_t *sender_id)
+/* Both decoders: session = a client session's frame, whose MAC the caller checks. */
+static enum wire_err
+frame_decode(const void *buf, size_t len, const struct wire_key *key, bool session,
+	     const struct wire_msg_hdr **msgs, uint32_t msgs_max, uint32_t *count,
+	     uint32_t *sender_id)
 {
 	const uint8_t *p = buf;
 	struct wire_frame_hdr fh;
@@ -671,7 +713,8 @@ wire_frame_decode(const void *buf, size_t len, const struct wire_key *key,
 		return WIRE_E_BAD_MAGIC;
 	if (fh.version != WIRE_VERSION)
 		return WIRE_E_BAD_VERSION;
-	if ((fh.flags & ~WIRE_FRAME_F_MAC) != 0)
+	if (session ? fh.flags != (WIRE_FRAME_F_MAC | WIRE_FRAME_F_SESSION)
+		    : (fh.flags & ~WIRE_FRAME_F_MAC) != 0)
 		return WIRE_E_BAD_FLAGS;
 	if (fh.length != len || fh.length > WIRE_FRAME_MAX)
 		return WIRE_E_BAD_LENGTH;
@@ -680,15 +723,13 @@ wire_frame_decode(const void *buf, size_t len, const struct wire_key *key,
 
 	size_t body_end = len;
 	bool has_mac = (fh.flags & WIRE_FRAME_F_MAC) != 0;
-	if (has_mac != key_set(key))
+	if (!session && has_mac != key_set(key))
 		return WIRE_E_BAD_MAC;
 	if (has_mac) {
 		if (len < sizeof(fh) + WIRE_MAC_SIZE)
 			return WIRE_E_TRUNCATED;
 		body_end = len - WIRE_MAC_SIZE;
-		uint8_t tag[WIRE_MAC_SIZE];
-		wire_siphash128(key, p, body_end, tag);
-		if (!tag_equal(tag, p + body_end))
+		if (!session && !wire_frame_mac_ok(p, len, key))
 			return WIRE_E_BAD_MAC;
 	}
 
@@ -701,14 +742,52 @@ wire_frame_decode(const void *buf, size_t len, const struct wire_key *key,
 		if (err != WIRE_E_OK)
 			return err;
 		msgs[i] = (const struct wire_msg_hdr *)(p + pos);
+		/* SESSION_HDR opens a session frame and appears nowhere else. */
+		if ((msgs[i]->type == WIRE_SESSION_HDR) != (session && i == 0))
+			return WIRE_E_BAD_TYPE;
 		pos += mlen;
 	}
 	if (pos != body_end)
 		return WIRE_E_TRAILING;
+	if (session && ((const struct wire_session_hdr *)msgs[0])->session_id != fh.sender_id)
+		return WIRE_E_BAD_VALUE;
 	*count = fh.msg_count;
 	if (sender_id != NULL)
 		*sender_id = fh.sender_id;
 	return WIRE_E_OK;
+}
+
+enum wire_err
+wire_frame_decode(const void *buf, size_t len, const struct wire_key *key,
+		  const struct wire_msg_hdr **msgs, uint32_t msgs_max, uint32_t *count,
+		  uint32_t *sender_id)
+{
+	return frame_decode(buf, len, key, false, msgs, msgs_max, count, sender_id);
+}
+
+enum wire_err
+wire_session_frame_decode(const void *buf, size_t len, const struct wire_msg_hdr **msgs,
+			  uint32_t msgs_max, uint32_t *count, uint32_t *sender_id)
+{
+	return frame_decode(buf, len, NULL, true, msgs, msgs_max, count, sender_id);
+}
+
+uint8_t
+wire_frame_flags(const void *buf, size_t len)
+{
+	if (len < sizeof(struct wire_frame_hdr))
+		return 0;
+	return ((const uint8_t *)buf)[offsetof(struct wire_frame_hdr, flags)];
+}
+
+bool
+wire_frame_mac_ok(const void *buf, size_t len, const struct wire_key *key)
+{
+	if (!key_set(key) || len < sizeof(struct wire_frame_hdr) + WIRE_MAC_SIZE)
+		return false;
+	uint8_t tag[WIRE_MAC_SIZE];
+	wire_siphash128(key, buf, len - WIRE_MAC_SIZE, tag);
+	return tag_equal(tag, (const uint8_t *)buf + len - WIRE_MAC_SIZE);
 }
 
 void
@@ -762,6 +841,12 @@ wire_builder_add(struct wire_builder *b, const void *msg)
 					     tail_len_of(h));
 	}
 	return wire_builder_add_tail(b, msg, NULL, 0);
+}
+
+void
+wire_builder_session(struct wire_builder *b)
+{
+	((struct wire_frame_hdr *)b->buf)->flags |= WIRE_FRAME_F_SESSION;
 }
 
 uint32_t

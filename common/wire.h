@@ -37,6 +37,8 @@
 			 * REBIND_TO_ME (type 27), events MOVED and ADOPTED; 7: the user state
 			 * carries the rate-limit bucket (rl_tokens, rl_tokens_ns) */
 #define WIRE_FRAME_F_MAC 0x01     /* a 16-byte SipHash-2-4-128 tag follows the last message */
+#define WIRE_FRAME_F_SESSION 0x02 /* a client session's frame: SESSION_HDR first, MAC under the
+				   * session's key (checked by the gateway, not the decoder) */
 #define WIRE_MAC_SIZE 16
 #define WIRE_FRAME_MAX 9000       /* jumbo frame payload; ordinary ports use ~1472 */
 #define WIRE_FRAME_MSGS_MAX 256   /* messages in one frame */
@@ -114,7 +116,21 @@ enum wire_stp {
 	X(KILLED, 30)                /* kill-switch active for the user or symbol */       \
 	X(NOT_FOUND, 31)                                                                   \
 	X(STALE_REQUEST, 32)         /* id at or below the forgotten high-water mark */   \
-	X(MAX, 33)
+	X(BAD_KEY, 33)               /* LOGON: key id unknown */                           \
+	X(BAD_SIGNATURE, 34)         /* LOGON: HMAC does not verify */                     \
+	X(STALE_LOGON, 35)           /* LOGON: timestamp outside the window */             \
+	X(NONCE_REUSED, 36)          /* LOGON: nonce already seen with this key */         \
+	X(UNKNOWN_SESSION, 37)       /* no such session at this gateway */                 \
+	X(SEQ_GAP, 38)               /* session frame seq above the expected one */        \
+	X(SEQ_REPEAT, 39)            /* session frame seq below the expected one */        \
+	X(KEY_REVOKED, 40)           /* the session's API key was revoked */               \
+	X(NOT_ENTITLED, 41)          /* the session may not act for this user */           \
+	X(NO_PERMISSION, 42)         /* the session's key lacks trade/transfer/read */     \
+	X(SESSION_IN_USE, 43)        /* session id held by another key */                  \
+	X(NO_SESSION, 44)            /* client traffic outside a session */                \
+	X(MSG_RATE, 45)              /* session over its messages per window */            \
+	X(SESSION_IDLE, 46)          /* no frame for three heartbeats */                   \
+	X(MAX, 47)
 
 enum wire_reason {
 #define WIRE_REASON_ENUM(name, value) WIRE_REASON_##name = value,
@@ -382,6 +398,80 @@ struct wire_report_replay {
 };
 static_assert(sizeof(struct wire_report_replay) == 32, "wire_report_replay");
 #define WIRE_REPLAY_MAX 256 /* answers re-sent for one REPORT_REPLAY */
+
+/* ---------------------------------------------------------------------------------------
+ * Client sessions (docs/security.md). A client logs on with an API key: LOGON in a frame
+ * of its own, no MAC (the HMAC in the message is the proof), sender_id = the session id the
+ * client chose. The gateway checks the key, the signature, the timestamp window and the
+ * nonce, and answers LOGON_REPLY under the session's frame key (derived from the secret,
+ * so the answer also proves the node knows it). Every later frame of the session has
+ * WIRE_FRAME_F_SESSION, starts with SESSION_HDR {session id, inbound seq} and carries a
+ * MAC under the session key; nodes answer with frames MAC'd under the same key.
+ * ------------------------------------------------------------------------------------- */
+
+#define WIRE_LOGON_SIG_SIZE 32 /* HMAC-SHA256 */
+
+struct wire_logon {
+	struct wire_msg_hdr hdr;
+	uint64_t key_id;       /* API key id, non-zero */
+	uint64_t ts_ns;        /* client wall clock, ns since the UNIX epoch */
+	uint64_t nonce;        /* random; a nonce is refused if seen again within the window */
+	uint32_t session_id;   /* client-chosen, non-zero: the sender_id of its frames */
+	uint32_t heartbeat_ms; /* the client's heartbeat interval; 0: the node's default */
+	uint8_t sig[WIRE_LOGON_SIG_SIZE]; /* HMAC-SHA256(secret, the fields above, canonical) */
+};
+static_assert(sizeof(struct wire_logon) == 72, "wire_logon");
+
+struct wire_logon_reply {
+	struct wire_msg_hdr hdr;
+	uint64_t key_id;
+	uint32_t session_id;
+	uint16_t reason;       /* 0: logged on (MAC'd under the session key); else why not */
+	uint16_t reserved0;
+	uint64_t next_seq;     /* inbound seq expected next (1 after a logon) */
+	uint64_t ts_ns;        /* the node's wall clock */
+	uint32_t heartbeat_ms; /* agreed interval; three missed end the session */
+	uint32_t reserved1;
+};
+static_assert(sizeof(struct wire_logon_reply) == 48, "wire_logon_reply");
+
+/* First message of every session frame (and only there). */
+struct wire_session_hdr {
+	struct wire_msg_hdr hdr;
+	uint32_t session_id; /* equals the frame's sender_id */
+	uint32_t reserved;
+	uint64_t seq;        /* inbound frame sequence: 1, 2, 3, ... with no gap or repeat */
+};
+static_assert(sizeof(struct wire_session_hdr) == 24, "wire_session_hdr");
+
+/* A session frame the gateway refused whole (nothing in it was acted on). */
+struct wire_session_reject {
+	struct wire_msg_hdr hdr;
+	uint32_t session_id;
+	uint16_t reason;       /* UNKNOWN_SESSION, SEQ_GAP, SEQ_REPEAT, NO_SESSION, MSG_RATE */
+	uint16_t reserved;
+	uint64_t seq;          /* the refused frame's seq (0: not a session frame) */
+	uint64_t expected_seq; /* the seq the session expects next (0: no such session) */
+};
+static_assert(sizeof(struct wire_session_reject) == 32, "wire_session_reject");
+
+/* Either side ends a session; the node says why (0: the client asked). */
+struct wire_logout {
+	struct wire_msg_hdr hdr;
+	uint32_t session_id;
+	uint16_t reason;
+	uint16_t reserved;
+};
+static_assert(sizeof(struct wire_logout) == 16, "wire_logout");
+
+/* Keeps an idle session alive; the gateway answers with its own. */
+struct wire_heartbeat {
+	struct wire_msg_hdr hdr;
+	uint32_t session_id;
+	uint32_t reserved;
+	uint64_t ts_ns; /* sender's wall clock */
+};
+static_assert(sizeof(struct wire_heartbeat) == 24, "wire_heartbeat");
 
 /* ---------------------------------------------------------------------------------------
  * OMS ↔ ME (through the bridge).
@@ -1020,6 +1110,12 @@ enum wire_class {
 	X(NAK, 6, wire_nak, 0, CLIENT, 0)                                                 \
 	X(EXEC_REPORT, 7, wire_exec_report, 0, CLIENT, 0)                                 \
 	X(REPORT_REPLAY, 8, wire_report_replay, 0, GATEWAY, 0)                            \
+	X(LOGON, 9, wire_logon, 0, GATEWAY, 0)                                            \
+	X(LOGON_REPLY, 10, wire_logon_reply, 0, CLIENT, 0)                                \
+	X(SESSION_HDR, 11, wire_session_hdr, 0, GATEWAY, 0)                               \
+	X(SESSION_REJECT, 12, wire_session_reject, 0, CLIENT, 0)                          \
+	X(LOGOUT, 13, wire_logout, 0, GATEWAY, 0)                                         \
+	X(HEARTBEAT, 14, wire_heartbeat, 0, GATEWAY, 0)                                   \
 	X(SUBMIT, 16, wire_submit, 0, SHARD, 0)                                           \
 	X(CANCEL_TO_ME, 17, wire_modify, 0, SHARD, 0)                                     \
 	X(AMEND_TO_ME, 18, wire_modify, 0, SHARD, 0)                                      \
@@ -1149,6 +1245,20 @@ enum wire_err wire_msg_check(const void *buf, size_t avail, uint16_t *msg_len);
 enum wire_err wire_frame_decode(const void *buf, size_t len, const struct wire_key *key,
 				const struct wire_msg_hdr **msgs, uint32_t msgs_max,
 				uint32_t *count, uint32_t *sender_id);
+/*
+ * The same for a client session's frame (WIRE_FRAME_F_SESSION, which wire_frame_decode
+ * refuses): flags exactly MAC|SESSION, SESSION_HDR first and nowhere else, its session id
+ * the sender_id. The MAC is NOT checked: the key is the session's, which only the gateway
+ * knows; it must call wire_frame_mac_ok before acting on anything in the frame.
+ */
+enum wire_err wire_session_frame_decode(const void *buf, size_t len,
+					const struct wire_msg_hdr **msgs, uint32_t msgs_max,
+					uint32_t *count, uint32_t *sender_id);
+/* The flags byte of a frame at buf (0 when shorter than a header). */
+uint8_t wire_frame_flags(const void *buf, size_t len);
+/* True when the frame's trailing tag is SipHash-2-4-128 of the rest under key (constant
+ * time). The frame must have been decoded already (length and MAC flag checked). */
+bool wire_frame_mac_ok(const void *buf, size_t len, const struct wire_key *key);
 
 /* Frame builder over caller memory. */
 struct wire_builder {
@@ -1166,6 +1276,9 @@ int wire_builder_add_tail(struct wire_builder *b, const void *msg, const void *t
 			  uint16_t tail_len);
 /* Seal the frame (length, count, MAC with key if non-NULL). Returns the frame length. */
 uint32_t wire_builder_finish(struct wire_builder *b, const struct wire_key *key);
+/* Mark the frame being built as a session frame (its first message must be SESSION_HDR;
+ * finish it with the session key). */
+void wire_builder_session(struct wire_builder *b);
 
 /* Walk a buffer of concatenated messages (a log entry's data). Returns the next message or
  * NULL at the end; sets *err on a malformed one (and returns NULL). */

@@ -66,7 +66,7 @@ Test(wire, tables_consistent)
 		cr_assert(eq(u16, size % 8, 0));
 		cr_assert(ne(str, (char *)wire_type_name(t), "?"));
 	}
-	cr_assert(eq(u32, types, 48)); /* + TRANSFER_LOOKUP/FOUND, FORWARDED_ADMIN/REPLY,
+	cr_assert(eq(u32, types, 54)); /* + TRANSFER_LOOKUP/FOUND, FORWARDED_ADMIN/REPLY,
 					* REPORT_REPLAY, REBIND_TO_ME */
 	cr_assert(eq(str, (char *)wire_reason_name(WIRE_REASON_NOT_OWNER), "NOT_OWNER"));
 	cr_assert(eq(str, (char *)wire_reason_name(WIRE_REASON_MAX), "?"));
@@ -629,4 +629,106 @@ Test(wire, transfer_found_and_recent)
 	cr_assert(eq(int, check_one(&bd), WIRE_E_OK));
 	bd.state.recent[0].reserved = 1;
 	cr_assert(eq(int, check_one(&bd), WIRE_E_BAD_RESERVED));
+}
+
+/* A session frame: SESSION_HDR {session, seq} then one NEW_ORDER, under key. */
+static uint32_t
+build_session(const struct wire_key *key, uint32_t sender, uint32_t session, bool hdr_first)
+{
+	struct wire_builder b;
+	struct wire_session_hdr sh = {0};
+	wire_hdr_init(&sh.hdr, WIRE_SESSION_HDR, 0);
+	sh.session_id = session;
+	sh.seq = 1;
+	struct wire_new_order o = new_order(9, 1);
+	wire_builder_init(&b, frame, sizeof(frame), sender);
+	wire_builder_session(&b);
+	cr_assert(eq(int, wire_builder_add(&b, hdr_first ? (const void *)&sh : (const void *)&o), 0));
+	cr_assert(eq(int, wire_builder_add(&b, hdr_first ? (const void *)&o : (const void *)&sh), 0));
+	return wire_builder_finish(&b, key);
+}
+
+/* Goal: session frames (docs/security.md) are their own decoder's: the ordinary decoder
+ * refuses them whatever key it holds (a peer key never vouches for a session frame), the
+ * session decoder wants MAC|SESSION exactly, SESSION_HDR first and nowhere else, naming the
+ * frame's sender; it leaves the MAC to wire_frame_mac_ok under the session's key. */
+Test(wire, session_frames)
+{
+	struct wire_key key = {.k0 = 11, .k1 = 12}, other = {.k0 = 1, .k1 = 2};
+	uint32_t len = build_session(&key, 5, 5, true), count, sender;
+	cr_assert(eq(int, decode(len, &key, &count), WIRE_E_BAD_FLAGS));
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_FLAGS));
+	cr_assert(eq(int, wire_session_frame_decode(frame, len, msgs, WIRE_FRAME_MSGS_MAX, &count,
+						    &sender), WIRE_E_OK));
+	cr_assert(eq(u32, count, 2));
+	cr_assert(eq(u32, sender, 5));
+	cr_assert(eq(u8, wire_frame_flags(frame, len), WIRE_FRAME_F_MAC | WIRE_FRAME_F_SESSION));
+	cr_assert(wire_frame_mac_ok(frame, len, &key));
+	cr_assert(not(wire_frame_mac_ok(frame, len, &other)));
+	cr_assert(not(wire_frame_mac_ok(frame, len, NULL)));
+	/* Without a MAC, with the header elsewhere or naming another session: refused. */
+	len = build_session(NULL, 5, 5, true);
+	cr_assert(eq(int, wire_session_frame_decode(frame, len, msgs, WIRE_FRAME_MSGS_MAX, &count,
+						    &sender), WIRE_E_BAD_FLAGS));
+	len = build_session(&key, 5, 5, false);
+	cr_assert(eq(int, wire_session_frame_decode(frame, len, msgs, WIRE_FRAME_MSGS_MAX, &count,
+						    &sender), WIRE_E_BAD_TYPE));
+	len = build_session(&key, 5, 6, true);
+	cr_assert(eq(int, wire_session_frame_decode(frame, len, msgs, WIRE_FRAME_MSGS_MAX, &count,
+						    &sender), WIRE_E_BAD_VALUE));
+	/* A SESSION_HDR in an ordinary frame, or an ordinary frame to the session decoder. */
+	len = build_two(&key);
+	cr_assert(eq(int, wire_session_frame_decode(frame, len, msgs, WIRE_FRAME_MSGS_MAX, &count,
+						    &sender), WIRE_E_BAD_FLAGS));
+	struct wire_builder b;
+	struct wire_session_hdr sh = {0};
+	wire_hdr_init(&sh.hdr, WIRE_SESSION_HDR, 0);
+	sh.session_id = 5;
+	sh.seq = 1;
+	wire_builder_init(&b, frame, sizeof(frame), 5);
+	cr_assert(eq(int, wire_builder_add(&b, &sh), 0));
+	len = wire_builder_finish(&b, NULL);
+	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_TYPE));
+}
+
+/* Goal: the session messages' own field rules. */
+Test(wire, session_message_fields)
+{
+	struct wire_logon l = {0};
+	wire_hdr_init(&l.hdr, WIRE_LOGON, 0);
+	l.key_id = 1;
+	l.session_id = 2;
+	uint16_t n;
+	cr_assert(eq(int, wire_msg_check(&l, sizeof(l), &n), WIRE_E_OK));
+	l.session_id = 0;
+	cr_assert(eq(int, wire_msg_check(&l, sizeof(l), &n), WIRE_E_BAD_VALUE));
+	l.session_id = 2;
+	l.key_id = 0;
+	cr_assert(eq(int, wire_msg_check(&l, sizeof(l), &n), WIRE_E_BAD_VALUE));
+	/* A truncated LOGON, and an oversize one. */
+	l.key_id = 1;
+	cr_assert(eq(int, wire_msg_check(&l, sizeof(l) - 8, &n), WIRE_E_TRUNCATED));
+	l.hdr.length = sizeof(l) + 8;
+	cr_assert(eq(int, wire_msg_check(&l, sizeof(l), &n), WIRE_E_TRUNCATED));
+	struct {
+		struct wire_logon l;
+		uint64_t extra;
+	} big = {l, 0};
+	cr_assert(eq(int, wire_msg_check(&big, sizeof(big), &n), WIRE_E_BAD_MSG_LENGTH));
+
+	struct wire_session_hdr sh = {0};
+	wire_hdr_init(&sh.hdr, WIRE_SESSION_HDR, 0);
+	sh.session_id = 1;
+	cr_assert(eq(int, wire_msg_check(&sh, sizeof(sh), &n), WIRE_E_BAD_VALUE)); /* seq 0 */
+	sh.seq = 1;
+	sh.reserved = 1;
+	cr_assert(eq(int, wire_msg_check(&sh, sizeof(sh), &n), WIRE_E_BAD_RESERVED));
+	struct wire_session_reject r = {0};
+	wire_hdr_init(&r.hdr, WIRE_SESSION_REJECT, 0);
+	cr_assert(eq(int, wire_msg_check(&r, sizeof(r), &n), WIRE_E_BAD_ENUM)); /* reason 0 */
+	r.reason = WIRE_REASON_SEQ_GAP;
+	cr_assert(eq(int, wire_msg_check(&r, sizeof(r), &n), WIRE_E_OK));
+	r.reason = WIRE_REASON_MAX;
+	cr_assert(eq(int, wire_msg_check(&r, sizeof(r), &n), WIRE_E_BAD_ENUM));
+	cr_assert(eq(str, (char *)wire_reason_name(WIRE_REASON_NOT_ENTITLED), "NOT_ENTITLED"));
 }
