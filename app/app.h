@@ -89,6 +89,8 @@ struct app_out {
 	uint16_t cls;                /* enum dp_class of its messages */
 	uint16_t shard;              /* their destination shard */
 	struct dp_addr dst;          /* remote: where it goes */
+	bool keyed;                  /* remote: MAC'd under key, not the dataplane's key for dst */
+	struct wire_key key;         /* a client session's frame key (zero: no MAC) */
 };
 
 struct app_outbox {
@@ -111,6 +113,10 @@ struct app_outbox {
 uint32_t app_frame_cap(const struct app *app);
 void app_outbox_init(struct app_outbox *ob, struct app *app, struct dp_txq *txq);
 /* Add msg (+ tail) for ring (local) or dst. 0, -ENOBUFS (no mbuf), -EMSGSIZE. */
+/* A client-class message for dst in a frame MAC'd under key (a session's; a zero key: no
+ * MAC), never sharing a frame with another key's messages. Same returns. */
+int app_outbox_add_keyed(struct app_outbox *ob, const struct dp_addr *dst,
+			 const struct wire_key *key, const struct wire_msg_hdr *msg);
 int app_outbox_add(struct app_outbox *ob, struct rte_ring *ring, const struct dp_addr *dst,
 		   uint16_t cls, uint16_t shard, const struct wire_msg_hdr *msg, const void *tail,
 		   uint16_t tail_len);
@@ -296,6 +302,10 @@ struct app {
 	bool rx_open;                 /* [port] rx_start = leader: the gate has opened (io) */
 	struct rte_ring *mgmt_done;   /* shard lcores → main: answered commands (MP/SC) */
 	struct app_rings rings;       /* every other ring between lcores (app_wire.c) */
+	/* API keys ([sessions] keys_file): the main lcore publishes a set, the gateway adopts
+	 * it and says so; the main lcore frees a set only after its successor was adopted. */
+	struct app_keyset *keys_pub;
+	const struct app_keyset *keys_adopted;
 };
 
 /* How a role is set up. init runs on the main lcore after app_wire_init and before
@@ -315,6 +325,10 @@ int app_agent_main(void *agent);
 
 /* Write every counter (dataplane, agents, shards) as "name value" lines. */
 void app_stats_write(const struct app *app, FILE *out);
+/* app_session.c, main lcore: load [sessions] keys_file (0, -EINVAL logged), then reload it
+ * when it changes (every keys_refresh_ms). */
+int app_keys_start(struct app *app);
+void app_keys_poll(struct app *app, uint64_t now_ns);
 /* app_mgmt.c: the control socket on the main lcore ([paths] mgmt_socket; "" = none). */
 int app_mgmt_open(const struct app *app);
 void app_mgmt_poll(int timeout_ms);

@@ -109,6 +109,13 @@ app_config_dump(const struct app_config *cfg, FILE *out)
 	fprintf(out, "mgmt.metrics_listen = %s\n",
 		cfg->metrics_listen[0] ? cfg->metrics_listen : "off");
 	fprintf(out, "database = %s\n", cfg->db_conninfo[0] ? "configured" : "none");
+	fprintf(out, "sessions.keys_file = %s\nsessions.allow_unauthenticated = %s\n",
+		cfg->keys_file[0] ? cfg->keys_file : "none",
+		cfg->allow_unauthenticated ? "true (development only)" : "false");
+	fprintf(out, "sessions.logon_window_ms = %" PRIu64 "\nsessions.heartbeat_ms = %" PRIu64
+		"\nsessions.sessions_max = %" PRIu64 "\nsessions.msgs_per_sec = %" PRIu64 "\n",
+		cfg->logon_window_ms, cfg->session_heartbeat_ms, cfg->sessions_max,
+		cfg->session_msgs_per_sec);
 	fprintf(out, "durability.mode = %s\nkeys.peer = %s\nkeys.client = %s\n",
 		cfg->durability == APP_DURABILITY_DURABLE ? "durable" : "memory",
 		(cfg->dp.peer_key.k0 | cfg->dp.peer_key.k1) ? "set" : "none",

@@ -159,6 +159,17 @@ struct app_config {
 	char mgmt_group[32];                  /* the socket's group (0660), when it exists */
 	char stats_file[APP_STR_MAX];         /* counters written on SIGUSR1 and at exit */
 
+	/* [sessions] (docs/security.md) */
+	char keys_file[APP_STR_MAX];          /* API keys, reloaded when it changes; "" = none */
+	bool allow_unauthenticated;           /* development only: client traffic outside a
+					       * session (the legacy shared [keys] client) */
+	uint64_t logon_window_ms;             /* |node clock - LOGON timestamp| allowed */
+	uint64_t session_heartbeat_ms;        /* when the client asks for none */
+	uint64_t sessions_max;                /* sessions one gateway holds */
+	uint64_t session_msgs_per_sec;        /* messages per session per second; 0 = no limit */
+	uint64_t session_warn_pct;            /* warn at this % of it (0 = no warning) */
+	uint64_t keys_refresh_ms;             /* how often the key file is looked at */
+
 	/* [mgmt] */
 	char metrics_listen[32];              /* "127.0.0.1:9464"; "" = no HTTP listener */
 	uint32_t metrics_ip_be;               /* its address (loopback only), network order */

@@ -78,6 +78,12 @@ cfg_defaults(struct app_config *cfg)
 	snprintf(cfg->data_dir, sizeof(cfg->data_dir), "/var/lib/omsd");
 	snprintf(cfg->mgmt_socket, sizeof(cfg->mgmt_socket), "/run/omsd/omsd.sock");
 	snprintf(cfg->mgmt_group, sizeof(cfg->mgmt_group), "omsd");
+	cfg->logon_window_ms = 5000;
+	cfg->session_heartbeat_ms = 1000;
+	cfg->sessions_max = 1024;
+	cfg->session_msgs_per_sec = 50000;
+	cfg->session_warn_pct = 80;
+	cfg->keys_refresh_ms = 1000;
 }
 
 void

@@ -28,6 +28,7 @@
 #include <rte_ether.h>
 
 #include "app_config.h"
+#include "app_keys.h"
 
 #define CFG_SCAN_LINE_MAX (CFG_NAME_LEN + CFG_VALUE_LEN + 4) /* rte_cfgfile's line buffer */
 #define CFG_COMMENT ';'

@@ -75,6 +75,36 @@ cfg_sec_rest(struct cfg_ctx *c, struct app_config *cfg)
 		cfg_report(c, "paths", "data_dir", "empty");
 	cfg_get_key(c, "keys", "peer", &cfg->dp.peer_key);
 	cfg_get_key(c, "keys", "client", &cfg->dp.client_key);
+
+	const char *s = "sessions";
+	cfg_get_str(c, s, "keys_file", cfg->keys_file, sizeof(cfg->keys_file));
+	cfg_get_bool(c, s, "allow_unauthenticated", &cfg->allow_unauthenticated);
+	cfg_get_u64(c, s, "logon_window_ms", false, 100, 600000, &cfg->logon_window_ms);
+	cfg_get_u64(c, s, "heartbeat_ms", false, AUTH_HEARTBEAT_MIN_MS, AUTH_HEARTBEAT_MAX_MS,
+		    &cfg->session_heartbeat_ms);
+	cfg_get_u64(c, s, "sessions_max", false, 1, 1u << 20, &cfg->sessions_max);
+	cfg_get_u64(c, s, "msgs_per_sec", false, 0, 1u << 30, &cfg->session_msgs_per_sec);
+	cfg_get_u64(c, s, "warn_pct", false, 0, 100, &cfg->session_warn_pct);
+	cfg_get_u64(c, s, "keys_refresh_ms", false, 100, 3600000, &cfg->keys_refresh_ms);
+	if (cfg->allow_unauthenticated)
+		return;
+	/* Safe by default: clients trade only through sessions, so there must be keys, and
+	 * the shared client key (which any holder could use for any user) has no place. */
+	if (cfg->keys_file[0] == '\0')
+		cfg_report(c, s, "keys_file",
+			   "required: clients log on with API keys (or allow_unauthenticated = "
+			   "true, for development only)");
+	if ((cfg->dp.client_key.k0 | cfg->dp.client_key.k1) != 0)
+		cfg_report(c, "keys", "client",
+			   "the shared client key is for [sessions] allow_unauthenticated = true "
+			   "only; clients log on with their own API keys");
+	if (cfg->keys_file[0] != '\0') {
+		char why[512];
+		struct app_keyset *ks = NULL;
+		if (app_keyset_load(cfg->keys_file, &ks, why, sizeof(why)) != 0)
+			cfg_report(c, s, "keys_file", "%s", why);
+		app_keyset_free(ks);
+	}
 }
 
 /* [routing] epoch, oms_shards = 1,2, pins = user:shard,... Without oms_shards, the OMS

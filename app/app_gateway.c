@@ -103,12 +103,14 @@ app_gw_init(struct app_shard *s, void *mem)
 /* Client order entry (and routed transfers): remember where the user is, wrap, send to the
  * owner's leader: the override a NOT_OWNER taught, else the routing. */
 void
-app_gw_order(struct app_shard *s, const struct dp_meta *meta, const struct wire_msg_hdr *msg)
+app_gw_order(struct app_shard *s, const struct dp_meta *meta, const struct wire_msg_hdr *msg,
+	     uint32_t session)
 {
 	uint64_t user = app_msg_user(msg);
 	struct user_ent *e = app_user_slot(s->clients, user, true);
 	e->addr = meta->src;
 	e->session = meta->sender_id;
+	e->authed = session != 0;
 	if (app_gwr_epoch(&s->gwr, gw_epoch(s)))
 		sc_add(s, SC_GW_OVERRIDES_DROPPED, 1);
 	uint16_t shard;
@@ -125,6 +127,7 @@ app_gw_order(struct app_shard *s, const struct dp_meta *meta, const struct wire_
 		x->user = user;
 		x->addr = meta->src;
 		x->session = meta->sender_id;
+		x->authed = session != 0;
 		x->tries = 1;
 		x->msg = *t;
 		sc_add(s, SC_GW_XFER_IN, 1);
@@ -133,6 +136,26 @@ app_gw_order(struct app_shard *s, const struct dp_meta *meta, const struct wire_
 		sc_add(s, SC_GW_IN, 1);
 	}
 	gw_forward(s, shard, msg);
+}
+
+/* Send an answer to the client: a logged-on session's go where the session is now, under
+ * its key (dropped, counted, when it has ended: the client asks for them again with
+ * REPORT_REPLAY after its next logon); others to the address the request came from. */
+static void
+gw_send_client(struct app_shard *s, bool authed, uint32_t session, const struct dp_addr *addr,
+	       const struct wire_msg_hdr *msg)
+{
+	if (!authed) {
+		app_outbox_add(&s->ob, NULL, addr, DP_CLASS_CLIENT, 0, msg, NULL, 0);
+		return;
+	}
+	struct dp_addr to;
+	const struct wire_key *key;
+	if (!app_session_route(s, session, &to, &key)) {
+		sc_add(s, SC_GW_SESSION_GONE, 1);
+		return;
+	}
+	app_outbox_add_keyed(&s->ob, &to, key, msg);
 }
 
 /* A routed transfer was refused for a reason the gateway can act on: route it again (to
@@ -163,7 +186,7 @@ gw_xfer_reply(struct app_shard *s, const struct wire_admin_reply *r)
 			return;
 	}
 	sc_add(s, SC_GW_XFER_REPLIES, 1);
-	app_outbox_add(&s->ob, NULL, &x->addr, DP_CLASS_CLIENT, 0, &r->hdr, NULL, 0);
+	gw_send_client(s, x->authed, x->session, &x->addr, &r->hdr);
 	x->id = 0;
 }
 
@@ -259,7 +282,7 @@ app_gw_client(struct app_shard *s, const struct wire_msg_hdr *msg)
 	}
 	sc_add(s, SC_GW_OUT, 1);
 	app_lat_tx(s->gwlat, msg);
-	app_outbox_add(&s->ob, NULL, &e->addr, DP_CLASS_CLIENT, 0, msg, NULL, 0);
+	gw_send_client(s, e->authed, e->session, &e->addr, msg);
 }
 
 /* Send a client-class message to node's gateway (ours directly). */

@@ -12,14 +12,6 @@
 #include "app_shard_int.h"
 #include "oms/oms.h"
 
-/* What a gateway routes and an OMS shard accepts in INGRESS: order entry (the gateway class
- * of the message table), and transfers a client asked the gateway to route. */
-static bool
-is_routed_type(const struct wire_msg_hdr *msg)
-{
-	return wire_type_class(msg->type) == WIRE_CLS_GATEWAY ||
-	       (msg->type == WIRE_TRANSFER && (msg->flags & WIRE_TRANSFER_F_ROUTE) != 0);
-}
 
 /* NAK a client message we could not propose, to the gateway that forwarded it. */
 static void
@@ -73,7 +65,7 @@ ingress(struct app_shard *s, const struct wire_msg_hdr *msg)
 	enum wire_err err;
 	const struct wire_msg_hdr *in;
 	while ((in = wire_msgs_next(tail, ing->tail_len, &pos, &err)) != NULL) {
-		if (!is_routed_type(in)) {
+		if (!app_is_routed_type(in)) {
 			sc_add(s, SC_INGRESS_BAD, 1);
 			continue;
 		}
@@ -210,6 +202,19 @@ app_ingress_frame(struct app_shard *s, struct rte_mbuf *m)
 		rte_pktmbuf_free(m);
 		return;
 	}
+	if (meta->cls == DP_CLASS_GATEWAY) {
+		/* Client order entry: logons, sessions and their rights first (app_session.c). */
+		if (s->is_gateway)
+			app_session_frame(s, m, meta);
+		rte_pktmbuf_free(m);
+		return;
+	}
+	if (!node && meta->cls == DP_CLASS_SHARD && !s->app->cfg.allow_unauthenticated) {
+		/* A client may only reach the gateway, in a session (docs/security.md). */
+		sc_add(s, SC_NO_SESSION_SHARD, 1);
+		rte_pktmbuf_free(m);
+		return;
+	}
 	while ((msg = wire_msgs_next(buf, len, &pos, &err)) != NULL) {
 		sc_add(s, SC_MSGS, 1);
 		switch (meta->cls) {
@@ -233,10 +238,6 @@ app_ingress_frame(struct app_shard *s, struct rte_mbuf *m)
 				bridge_heard(s, meta->sender_id, msg);
 				app_shard_propose(s, msg);
 			}
-			break;
-		case DP_CLASS_GATEWAY:
-			if (s->is_gateway && is_routed_type(msg))
-				app_gw_order(s, meta, msg);
 			break;
 		case DP_CLASS_CLIENT:
 			app_gw_client(s, msg);

@@ -107,7 +107,8 @@ out_flush(struct app_outbox *ob, struct app_out *o)
 		send_or_hold(ob, m, o->ring);
 		return;
 	}
-	uint32_t len = wire_builder_finish(&o->b, dp_key_for(ob->app->dp, &o->dst));
+	uint32_t len = wire_builder_finish(&o->b, o->keyed ? &o->key
+							   : dp_key_for(ob->app->dp, &o->dst));
 	dp_tx_prepare(m, len, &o->dst);
 	send_or_hold(ob, m, NULL);
 }
@@ -133,9 +134,17 @@ app_outbox_free(struct app_outbox *ob)
 	ob->held_count = 0;
 }
 
+static bool
+same_key(const struct app_out *o, const struct wire_key *key)
+{
+	if (key == NULL)
+		return !o->keyed;
+	return o->keyed && o->key.k0 == key->k0 && o->key.k1 == key->k1;
+}
+
 static struct app_out *
 out_get(struct app_outbox *ob, struct rte_ring *ring, const struct dp_addr *dst, uint16_t cls,
-	uint16_t shard)
+	uint16_t shard, const struct wire_key *key)
 {
 	struct app_out *slot = NULL;
 	for (uint32_t i = 0; i < APP_OUT_MAX; i++) {
@@ -147,7 +156,8 @@ out_get(struct app_outbox *ob, struct rte_ring *ring, const struct dp_addr *dst,
 		}
 		if (o->ring != ring || o->cls != cls || o->shard != shard)
 			continue;
-		if (ring != NULL || (o->dst.ip_be == dst->ip_be && o->dst.port_be == dst->port_be))
+		if (ring != NULL || (o->dst.ip_be == dst->ip_be && o->dst.port_be == dst->port_be &&
+				     same_key(o, key)))
 			return o;
 	}
 	if (slot == NULL) {
@@ -168,6 +178,9 @@ out_get(struct app_outbox *ob, struct rte_ring *ring, const struct dp_addr *dst,
 	slot->ring = ring;
 	slot->cls = cls;
 	slot->shard = shard;
+	slot->keyed = key != NULL;
+	if (key != NULL)
+		slot->key = *key;
 	if (ring == NULL)
 		slot->dst = *dst;
 	else
@@ -175,13 +188,13 @@ out_get(struct app_outbox *ob, struct rte_ring *ring, const struct dp_addr *dst,
 	return slot;
 }
 
-int
-app_outbox_add(struct app_outbox *ob, struct rte_ring *ring, const struct dp_addr *dst,
-	       uint16_t cls, uint16_t shard, const struct wire_msg_hdr *msg, const void *tail,
-	       uint16_t tail_len)
+static int
+outbox_add(struct app_outbox *ob, struct rte_ring *ring, const struct dp_addr *dst,
+	   uint16_t cls, uint16_t shard, const struct wire_key *key, const struct wire_msg_hdr *msg,
+	   const void *tail, uint16_t tail_len)
 {
 	for (int attempt = 0; attempt < 2; attempt++) {
-		struct app_out *o = out_get(ob, ring, dst, cls, shard);
+		struct app_out *o = out_get(ob, ring, dst, cls, shard, key);
 		if (o == NULL)
 			return -ENOBUFS;
 		int rc = tail != NULL ? wire_builder_add_tail(&o->b, msg, tail, tail_len)
@@ -194,6 +207,21 @@ app_outbox_add(struct app_outbox *ob, struct rte_ring *ring, const struct dp_add
 	}
 	BUMP(ob->tx_too_big);
 	return -EMSGSIZE;
+}
+
+int
+app_outbox_add(struct app_outbox *ob, struct rte_ring *ring, const struct dp_addr *dst,
+	       uint16_t cls, uint16_t shard, const struct wire_msg_hdr *msg, const void *tail,
+	       uint16_t tail_len)
+{
+	return outbox_add(ob, ring, dst, cls, shard, NULL, msg, tail, tail_len);
+}
+
+int
+app_outbox_add_keyed(struct app_outbox *ob, const struct dp_addr *dst,
+		     const struct wire_key *key, const struct wire_msg_hdr *msg)
+{
+	return outbox_add(ob, NULL, dst, DP_CLASS_CLIENT, 0, key, msg, NULL, 0);
 }
 
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)

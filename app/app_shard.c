@@ -94,6 +94,8 @@ app_shard_do_work(void *arg, uint64_t now_ns)
 		app_ingress_frame(s, ms[i]);
 	work += n;
 
+	if (s->is_gateway)
+		app_session_duty(s);
 	cns_tick(s->cns, s->now);
 	app_flog_durable_report(s);
 	s->leader = cns_role(s->cns) == CNS_LEADER;

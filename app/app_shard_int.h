@@ -59,6 +59,11 @@
 	X(GW_IN, "gw_in", "client messages routed by the gateway")                         \
 	X(GW_OUT, "gw_out", "answers forwarded to clients")                               \
 	X(GW_NO_CLIENT, "gw_no_client", "answers for a user this gateway does not know")   \
+	X(GW_NO_SESSION, "gw_no_session", "client messages refused: outside a session")     \
+	X(GW_SESSION_GONE, "gw_session_gone",                                              \
+	  "answers dropped: their session ended (the client replays them after a logon)")   \
+	X(NO_SESSION_SHARD, "no_session_shard",                                            \
+	  "client frames sent straight to a shard, refused: outside a session")            \
 	X(GW_XFER_IN, "gw_xfer_in", "client transfers routed by the gateway")              \
 	X(GW_XFER_RESENT, "gw_xfer_resent", "transfers re-routed (NOT_OWNER, NOT_LEADER)")  \
 	X(GW_XFER_REPLIES, "gw_xfer_replies", "transfer answers forwarded to clients")      \
@@ -131,7 +136,9 @@ struct user_ent {
 	uint32_t node;               /* OMS: gateway node that forwarded the user's last message */
 	uint32_t session;            /* gateway: frame sender id of the client */
 	struct dp_addr addr;         /* gateway: the client's address */
-	uint16_t reserved[4];
+	uint16_t authed;             /* gateway: session is a logged-on session's id: answers
+					go where it is, under its key */
+	uint16_t reserved[3];
 };
 
 struct pq_ent {
@@ -189,6 +196,7 @@ struct xfer_ent {
 	uint32_t session;            /* gateway: the client's frame sender id */
 	struct dp_addr addr;         /* gateway: the client's address */
 	uint16_t tries;              /* gateway: routes so far */
+	uint16_t authed;             /* gateway: session is a logged-on session's id */
 	struct wire_transfer msg;    /* gateway: the request as the client sent it */
 };
 
@@ -250,6 +258,7 @@ struct app_shard {
 	struct app_rdq rdq;          /* OMS leader: each saga's re-drive back-off */
 	void *rdq_mem;
 	struct app_gwr gwr;          /* gateway: owner overrides, requests in flight */
+	struct app_gw_sess *sess;    /* gateway: client sessions (app_session.c) */
 	void *gwr_mem;
 	uint64_t last_agg;           /* cluster time of the last stats aggregate */
 	uint64_t last_ready;         /* cluster time pub_ready was last computed */
@@ -319,6 +328,26 @@ sc_add(struct app_shard *s, enum shard_counter c, uint64_t n)
 	__atomic_store_n(&s->c[c], s->c[c] + n, __ATOMIC_RELAXED);
 }
 
+/* What a gateway routes and an OMS shard accepts in INGRESS: order entry, REPORT_REPLAY,
+ * and transfers a client asked the gateway to route (the session messages of the gateway
+ * class stay at the gateway). */
+static inline bool
+app_is_routed_type(const struct wire_msg_hdr *msg)
+{
+	switch (msg->type) {
+	case WIRE_NEW_ORDER:
+	case WIRE_CANCEL:
+	case WIRE_AMEND:
+	case WIRE_CANCEL_REPLACE:
+	case WIRE_REPORT_REPLAY:
+		return true;
+	case WIRE_TRANSFER:
+		return (msg->flags & WIRE_TRANSFER_F_ROUTE) != 0;
+	default:
+		return false;
+	}
+}
+
 /* The user of a client message (every client message starts with the user). */
 static inline uint64_t
 app_msg_user(const struct wire_msg_hdr *msg)
@@ -343,12 +372,26 @@ void app_send_node(struct app_shard *s, uint32_t node, uint16_t cls, uint16_t sh
 int app_shard_propose(struct app_shard *s, const struct wire_msg_hdr *msg);
 void app_shard_host_send(void *ctx, uint32_t to, const struct wire_msg_hdr *msg);
 
-/* app_gateway.c: client order entry in, answers out to clients. */
+/* app_gateway.c: client order entry in, answers out to clients. session: the logged-on
+ * session the message came in (its answers go there, under its key), 0 outside one. */
 void app_gw_order(struct app_shard *s, const struct dp_meta *meta,
-		  const struct wire_msg_hdr *msg);
+		  const struct wire_msg_hdr *msg, uint32_t session);
 void app_gw_client(struct app_shard *s, const struct wire_msg_hdr *msg);
 void app_gw_to_gateway(struct app_shard *s, uint32_t node, const struct wire_msg_hdr *msg);
 size_t app_gw_footprint(void);                 /* bytes app_gw_init needs */
+
+/* app_session.c: client sessions at the gateway (docs/security.md). */
+int app_session_init(struct app_shard *s);      /* 0 or -ENOMEM */
+void app_session_fini(struct app_shard *s);
+/* A frame of the gateway class from a client: LOGON, session frames, and (with
+ * allow_unauthenticated) order entry outside a session; everything else refused. */
+void app_session_frame(struct app_shard *s, struct rte_mbuf *m, const struct dp_meta *meta);
+/* Once a cycle: adopt a new key set (ending revoked sessions), end idle sessions. */
+void app_session_duty(struct app_shard *s);
+/* Where a session's answers go and under which key; false when it has ended. */
+bool app_session_route(struct app_shard *s, uint32_t session, struct dp_addr *to,
+		       const struct wire_key **key);
+void app_session_stats_write(const struct app_shard *s, FILE *out);
 int app_gw_init(struct app_shard *s, void *mem); /* 0 or -EINVAL */
 
 /* app_reqlat.c: request latency on the OMS leader. */

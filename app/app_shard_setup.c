@@ -209,6 +209,8 @@ app_shard_init(struct app *app, struct app_agent *agent, uint32_t index)
 		s->gwr_mem = zalloc("gwroute", s->id, app_gw_footprint());
 		if (s->gwr_mem == NULL || app_gw_init(s, s->gwr_mem) != 0)
 			return -ENOMEM;
+		if (app_session_init(s) != 0)
+			return -ENOMEM;
 	}
 	if (s->is_oms) {
 		s->xorigin = zalloc("xorigin", s->id, sizeof(struct xfer_ent) * XFER_SLOTS);
@@ -356,6 +358,7 @@ app_shard_fini(struct app *app, struct app_agent *agent)
 		rte_free(s->lat);
 		rte_free(s->rdq_mem);
 		rte_free(s->gwr_mem);
+		app_session_fini(s);
 		app_lat_free(s->gwlat);
 		rte_free(s->pbatch);
 		if (s->plog != NULL)

@@ -93,6 +93,7 @@ app_shard_stats_write(const struct app *app, uint32_t index, FILE *out)
 	snprintf(prefix, sizeof(prefix), "shard.%u", id);
 	app_outbox_stats_write(&s->ob, prefix, out);
 	app_lat_stats_write(s->gwlat, "gateway", out);
+	app_session_stats_write(s, out);
 	for (int c = 0; c < CNS_C_COUNT; c++)
 		fprintf(out, "shard.%u.cns.%s %" PRIu64 "\n", id,
 			cns_counter_name((enum cns_counter)c),

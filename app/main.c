@@ -285,6 +285,15 @@ main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGUSR1, &sa, NULL);
 
+	/* API keys before the gateway's role takes them (app_session.c). */
+	if (app_keys_start(&app) != 0) {
+		ret = -EINVAL;
+		goto fail_dp;
+	}
+	if (app.cfg.allow_unauthenticated)
+		APP_LOG(WARNING, "[sessions] allow_unauthenticated = true: clients may trade "
+			"without logging on, as any user they name (development only)");
+
 	/* 3. Dataplane, rings and routes, roles, port start. */
 	ret = dp_create(&app.dp, &app.cfg.dp);
 	if (ret != 0) {
@@ -369,6 +378,7 @@ main(int argc, char **argv)
 		else
 			usleep(MAIN_TICK_US);
 		app_views_tick(dp_clock_ns());
+		app_keys_poll(&app, dp_clock_ns());
 		app_http_poll();
 		if (dump_requested) {
 			dump_requested = 0;

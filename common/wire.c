@@ -327,6 +327,7 @@ body_check(const struct wire_msg_hdr *h, int depth)
 		if (!RESERVED(m->reserved))
 			return WIRE_E_BAD_RESERVED;
 		ok = m->reason != 0 && reason_ok(m->reason);
+		allowed_flags = WIRE_SESSION_REJECT_F_WARN;
 		break;
 	}
 	case WIRE_LOGOUT: {

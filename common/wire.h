@@ -444,7 +444,10 @@ struct wire_session_hdr {
 };
 static_assert(sizeof(struct wire_session_hdr) == 24, "wire_session_hdr");
 
-/* A session frame the gateway refused whole (nothing in it was acted on). */
+/* A session frame the gateway refused whole (nothing in it was acted on); with
+ * WIRE_SESSION_REJECT_F_WARN in hdr.flags only a warning (MSG_RATE: the session used
+ * warn_pct of its messages per window; the frame was accepted). */
+#define WIRE_SESSION_REJECT_F_WARN 0x0001
 struct wire_session_reject {
 	struct wire_msg_hdr hdr;
 	uint32_t session_id;

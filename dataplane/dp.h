@@ -116,6 +116,9 @@ struct dp_meta {
 	uint32_t sender_id;        /* rx: frame header sender (node or session id) */
 	uint16_t cls;              /* rx: enum dp_class the frame was routed by */
 	uint16_t shard;            /* rx: destination shard of its messages */
+	uint16_t frame_flags;      /* rx: the frame header's WIRE_FRAME_F_* (SESSION: a client
+				    * session's frame, its MAC still to be checked by the
+				    * gateway under the session key) */
 	uint64_t rx_tsc;           /* rx: TSC when the io lcore took it off the port */
 };
 

@@ -96,8 +96,16 @@ frame_input(struct dp *dp, struct rte_mbuf *m, const struct dp_pkt *p, uint64_t 
 	m->data_len = p->payload_len;
 	m->pkt_len = p->payload_len;
 
-	err = wire_frame_decode(frame, p->payload_len, dp_key_for(dp, &p->src), io->msgs,
-				WIRE_FRAME_MSGS_MAX, &count, &sender);
+	/* A client session's frame is MAC'd under its session's key, which only the gateway
+	 * holds: decoded here, proven there. A peer's never is (wire_frame_decode refuses it). */
+	bool session = (wire_frame_flags(frame, p->payload_len) & WIRE_FRAME_F_SESSION) != 0 &&
+		       !is_peer(dp, p->src.ip_be);
+	if (session)
+		err = wire_session_frame_decode(frame, p->payload_len, io->msgs,
+						WIRE_FRAME_MSGS_MAX, &count, &sender);
+	else
+		err = wire_frame_decode(frame, p->payload_len, dp_key_for(dp, &p->src), io->msgs,
+					WIRE_FRAME_MSGS_MAX, &count, &sender);
 	if (err != WIRE_E_OK) {
 		DCHECK((unsigned)err < WIRE_E_COUNT);
 		__atomic_store_n(&io->frame_err[err], io->frame_err[err] + 1, __ATOMIC_RELAXED);
@@ -114,7 +122,9 @@ frame_input(struct dp *dp, struct rte_mbuf *m, const struct dp_pkt *p, uint64_t 
 	enum dp_class cls = dp_class_of_msg(io->msgs[0]);
 	bool sharded = cls == DP_CLASS_SHARD || cls == DP_CLASS_BRIDGE;
 	uint16_t shard = sharded ? io->msgs[0]->shard : 0;
-	for (uint32_t i = 1; i < count; i++) {
+	/* A session frame goes whole to the gateway (SESSION_HDR first), which checks every
+	 * message against the session's rights. */
+	for (uint32_t i = 1; i < count && !session; i++) {
 		if (dp_class_of_msg(io->msgs[i]) != cls ||
 		    (sharded && io->msgs[i]->shard != shard)) {
 			dp_count(dp, DP_C_FRAME_MIXED, 1);
@@ -143,6 +153,7 @@ frame_input(struct dp *dp, struct rte_mbuf *m, const struct dp_pkt *p, uint64_t 
 	meta->sender_id = sender;
 	meta->cls = (uint16_t)cls;
 	meta->shard = shard;
+	meta->frame_flags = session ? WIRE_FRAME_F_SESSION : 0;
 	meta->rx_tsc = tsc;
 	if (rte_ring_sp_enqueue(ring, m) != 0) {
 		dp_count(dp, DP_C_FRAME_RING_FULL, 1);

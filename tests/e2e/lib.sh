@@ -84,6 +84,17 @@ e2e_net_up() {
 }
 
 # e2e_config FILE [extra lines...]: a single-node config on the veth, written to FILE.
+# The [sessions] lines of a generated config: with E2E_KEYS_FILE, clients log on with the
+# API keys in it (tests/e2e/test_sessions.sh); without, the scripts' hand-made frames are
+# let in outside sessions (allow_unauthenticated: development and tests only).
+e2e_sessions_lines() {
+	if [ -n "${E2E_KEYS_FILE:-}" ]; then
+		echo "keys_file = $E2E_KEYS_FILE"
+	else
+		echo "allow_unauthenticated = true"
+	fi
+}
+
 e2e_config() {
 	local file=$1
 	shift
@@ -129,6 +140,8 @@ idle = sleep
 data_dir = $TMP/data
 mgmt_socket = $TMP/omsd.sock
 stats_file = $STATS
+[sessions]
+$(e2e_sessions_lines)
 INI
 	for line in "$@"; do echo "$line" >>"$file"; done
 }
@@ -313,6 +326,8 @@ $spins
 data_dir = $TMP/$i/data
 mgmt_socket = $TMP/$i/omsd.sock
 stats_file = $TMP/$i/stats
+[sessions]
+$(e2e_sessions_lines)
 INI
 	for p in $(seq "$NODES"); do
 		[ "$p" = "$i" ] && continue

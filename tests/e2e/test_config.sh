@@ -42,6 +42,9 @@ members = 1,2,3
 [shard.2]
 service = me
 members = 1
+
+[sessions]
+allow_unauthenticated = true
 INI
 }
 
@@ -104,6 +107,23 @@ case_bad metrics_remote   '$a [mgmt]\nmetrics_listen = 0.0.0.0:9464' "metrics_re
 case_bad metrics_port     '$a [mgmt]\nmetrics_listen = 127.0.0.1:99999' "metrics_port.ini:[0-9]+: \[mgmt\] metrics_listen: port '99999' is not 1..65535"
 case_bad metrics_form     '$a [mgmt]\nmetrics_listen = localhost' "metrics_form.ini:[0-9]+: \[mgmt\] metrics_listen: 'localhost' is not ADDRESS:PORT"
 
+# Sessions (docs/security.md): keys are required unless the development switch is on, the
+# shared client key only goes with it, and the key file's faults name its line.
+printf '1 %064d trade 1-10\n2 zz trade 1\n' 7 >"$TMP/keys.bad"
+chmod 600 "$TMP/keys.bad"
+printf '1 %064d trade 1-10\n' 7 >"$TMP/keys.open"
+chmod 644 "$TMP/keys.open"
+case_bad no_keys_file    's/^allow_unauthenticated = true/allow_unauthenticated = false/' \
+	"no_keys_file.ini:[0-9]+: \[sessions\] keys_file: required"
+case_bad client_key_auth "s|^allow_unauthenticated = true|keys_file = $TMP/keys.bad|;\$a [keys]\nclient = 000102030405060708090a0b0c0d0e0f" \
+	"client_key_auth.ini:[0-9]+: \[keys\] client: the shared client key is for"
+case_bad keys_bad_line   "s|^allow_unauthenticated = true|keys_file = $TMP/keys.bad|" \
+	"keys_bad_line.ini:[0-9]+: \[sessions\] keys_file: $TMP/keys.bad:2: secret"
+case_bad keys_open_mode  "s|^allow_unauthenticated = true|keys_file = $TMP/keys.open|" \
+	"keys_open_mode.ini:[0-9]+: \[sessions\] keys_file: $TMP/keys.open: mode 644"
+case_bad keys_missing    "s|^allow_unauthenticated = true|keys_file = $TMP/nope.keys|" \
+	"keys_missing.ini:[0-9]+: \[sessions\] keys_file: $TMP/nope.keys: No such file"
+
 # Several errors in one file are all reported, not just the first.
 base | sed -e 's/^udp_port = 7400/udp_port = 0/' -e 's/^idle = sleep/idle = x/' \
 	-e '/^id = 1/a colour = red' >"$TMP/many.ini"
@@ -116,15 +136,16 @@ if [ "$rc" -eq 2 ] && grep -q "nope.ini: cannot open" <<<"$out"; then echo "ok  
 rc=0; out=$("$OMSD" -c "$TMP/good.ini" -- -l 0-1 2>&1) || rc=$?
 if [ "$rc" -eq 2 ] && grep -q "'-l' is not allowed" <<<"$out"; then echo "ok   cmdline_lcores"; else echo "FAIL cmdline_lcores ($rc): $out"; fails=$((fails + 1)); fi
 
-# The shipped configurations are valid. Only CPU availability may differ from this host
-# (production.ini names isolated cores a development box does not have).
+# The shipped configurations are valid. Only CPU availability and the API key file may
+# differ from this host (production.ini names isolated cores a development box does not
+# have; the key files are the operator's, created at install or by deploy/demo).
 for f in "$SRC/deploy/omsd.ini" "$SRC"/deploy/configs/*.ini; do
 	[ -f "$f" ] || continue
 	if "$OMSD" -c "$f" --check >/dev/null 2>"$TMP/err"; then
 		echo "ok   shipped $(basename "$f")"
 	elif ! grep -v -e "is not available to this process" -e "configuration refused" \
-		"$TMP/err" | grep -q .; then
-		echo "ok   shipped $(basename "$f") (valid; names CPUs this host lacks)"
+		-e "keys_file: .*: No such file" "$TMP/err" | grep -q .; then
+		echo "ok   shipped $(basename "$f") (valid; names CPUs or a key file this host lacks)"
 	else
 		echo "FAIL shipped $f:"; cat "$TMP/err"; fails=$((fails + 1))
 	fi

@@ -38,6 +38,7 @@ node_config() {
 		fi
 		printf '[paths]\ndata_dir = %s\nmgmt_socket = %s\nstats_file = %s\n' \
 			"$TMP/$i/data" "$TMP/$i/omsd.sock" "$TMP/$i/stats"
+		printf '\n[sessions]\nallow_unauthenticated = true\n'
 		for p in 1 2 3 4; do
 			[ "$p" = "$i" ] || printf '\n[peer.%s]\nip = %s\n' "$p" "$NET.1$p"
 		done

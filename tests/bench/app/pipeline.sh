@@ -117,6 +117,10 @@ data_dir = $DIR/data
 mgmt_socket =
 stats_file = $DIR/stats
 
+[sessions]
+; The replayed pcap (omspcap gen) holds frames outside sessions.
+allow_unauthenticated = true
+
 [symbol.1]
 base = 1
 quote = 2

@@ -70,6 +70,7 @@ minimal(char *buf, size_t size, const char *extra)
 		 "[io]\ncpu = %u\n"
 		 "[shard.1]\nservice = oms\nmembers = 1\ncpu = %u\n"
 		 "[shard.2]\nservice = me\nmembers = 1\ncpu = %u\n"
+		 "[sessions]\nallow_unauthenticated = true\n"
 		 "%s",
 		 cpu, cpu, cpu, cpu, extra);
 }
@@ -314,7 +315,7 @@ Test(app_config, unknown_names, .init = setup, .fini = teardown)
 	cr_assert(eq(int, load_minimal("[frobnicate]\nx = 1\ny = 2\n"), 1), "%s", errs);
 	said("[frobnicate] unknown section");
 	cr_assert(eq(int, load_minimal("[timers]\ncolour = blue\n"), 1), "%s", errs);
-	said(":19: [timers] colour: unknown key");
+	said(":21: [timers] colour: unknown key");
 	cr_assert(gt(int, load_minimal("[symbol.x]\nbase = 1\n"), 0));
 	said("[symbol.x] symbol sections are named symbol.<id>");
 	cr_assert(gt(int, load_minimal("[shard.64]\nservice = me\nmembers = 1\n"), 0));
@@ -327,7 +328,7 @@ Test(app_config, duplicates, .init = setup, .fini = teardown)
 	cr_assert(eq(int, load("[node]\nid = 1\nid = 2\n"), 1), "%s", errs);
 	said(":3: [node] id: duplicate key (first at line 2)");
 	cr_assert(gt(int, load_minimal("[node]\n"), 0));
-	said(":18: [node]: duplicate section (first at line 1)");
+	said(":20: [node]: duplicate section (first at line 1)");
 	cr_assert(gt(int, load("[node]\nthis is not ini\n"), 0));
 	said(":2: neither a [section] nor key = value");
 	cr_assert(gt(int, load("id = 1\n"), 0));
@@ -422,30 +423,30 @@ Test(app_config, windows_at_and_below_bound, .init = setup, .fini = teardown)
 	static const struct window cases[] = {
 		/* The ME dedup window: bridge_redrive_ms + 2 x election_ms. */
 		{ "[limits]\ndedup_window_ms = 500\n", "[limits]\ndedup_window_ms = 499\n",
-		  ":19: [limits] dedup_window_ms: 499 is below [timers] bridge_redrive_ms + "
+		  ":21: [limits] dedup_window_ms: 499 is below [timers] bridge_redrive_ms + "
 		  "2 x election_ms (500): a SUBMIT re-driven late" },
 		{ "[timers]\nbridge_redrive_ms = 1000\nelection_ms = 400\nheartbeat_ms = 50\n"
 		  "[limits]\ndedup_window_ms = 1800\n",
 		  "[timers]\nbridge_redrive_ms = 1000\nelection_ms = 400\nheartbeat_ms = 50\n"
 		  "[limits]\ndedup_window_ms = 1799\n",
-		  ":23: [limits] dedup_window_ms: 1799 is below [timers] bridge_redrive_ms + "
+		  ":25: [limits] dedup_window_ms: 1799 is below [timers] bridge_redrive_ms + "
 		  "2 x election_ms (1800)" },
 		/* Raft: a heartbeat within half the election timeout. */
 		{ "[timers]\nelection_ms = 100\nheartbeat_ms = 50\n",
 		  "[timers]\nelection_ms = 99\nheartbeat_ms = 50\n",
-		  ":20: [timers] heartbeat_ms: 50 is more than half of election_ms (99)" },
+		  ":22: [timers] heartbeat_ms: 50 is more than half of election_ms (99)" },
 		/* The log holds a snapshot interval and more. */
 		{ "[limits]\nlog_entries = 2048\nsnapshot_entries = 2047\n",
 		  "[limits]\nlog_entries = 2047\nsnapshot_entries = 2047\n",
-		  ":20: [limits] snapshot_entries: 2047 must be below log_entries (2047)" },
+		  ":22: [limits] snapshot_entries: 2047 must be below log_entries (2047)" },
 		/* The TTL sweep runs at least once per TTL. */
 		{ "[timers]\nuser_ttl_ms = 1000\nsweep_ms = 1000\n",
 		  "[timers]\nuser_ttl_ms = 999\nsweep_ms = 1000\n",
-		  ":20: [timers] sweep_ms: 1000 is longer than user_ttl_ms (999)" },
+		  ":22: [timers] sweep_ms: 1000 is longer than user_ttl_ms (999)" },
 		/* The re-drive back-off's ceiling is at least its first step. */
 		{ "[timers]\nbridge_redrive_ms = 300\nbridge_redrive_max_ms = 300\n",
 		  "[timers]\nbridge_redrive_ms = 300\nbridge_redrive_max_ms = 299\n",
-		  ":20: [timers] bridge_redrive_max_ms: 299 is below bridge_redrive_ms (300)" },
+		  ":22: [timers] bridge_redrive_max_ms: 299 is below bridge_redrive_ms (300)" },
 	};
 	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		cr_assert(eq(int, load_minimal(cases[i].at_bound), 0), "refused at the bound:\n%s",

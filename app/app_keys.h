@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A node's API keys (docs/security.md): the [sessions] keys_file read into an auth_keys
+ * set. Loaded by the configuration check (so `omsd --check` names a bad line) and by the
+ * main lcore, which reloads the file when it changes and hands the new set to the gateway
+ * (app_session.c).
+ */
+#ifndef OMSD_APP_KEYS_H
+#define OMSD_APP_KEYS_H
+
+#include <stddef.h>
+#include <sys/stat.h>
+
+#include "auth/auth.h"
+
+#define APP_KEYS_FILE_MAX (4u << 20) /* bytes: a bigger file is refused */
+
+struct app_keyset {
+	struct auth_keys ks;
+	struct timespec mtime; /* of the file read */
+	off_t size;
+	ino_t ino;
+};
+
+/* 0, or -1 with "path: why" / "path:line: why" in err. *out is the caller's to free. */
+int app_keyset_load(const char *path, struct app_keyset **out, char *err, size_t cap);
+void app_keyset_free(struct app_keyset *k);
+/* True when path no longer is the file k was read from (or cannot be looked at). */
+bool app_keyset_changed(const struct app_keyset *k, const char *path);
+
+#endif

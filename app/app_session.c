@@ -1,0 +1,381 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Client sessions at the gateway (docs/security.md). Every frame from a client reaches the
+ * gateway lcore (the io lcore routes session frames there whole): a LOGON opens a session
+ * (auth_logon: key, signature, timestamp window against the cluster clock, nonce, session
+ * id); a session frame is proven by its MAC under the session's key, its seq, and the
+ * messages-per-window budget (auth_frame), then each message by the key's permissions and
+ * users (auth_check_msg) before app_gw_order routes it. Anything else from a client is
+ * refused with NO_SESSION unless [sessions] allow_unauthenticated (development only).
+ *
+ * Refusals name their reason: a LOGON_REPLY with the reason (no MAC: no key is agreed), a
+ * SESSION_REJECT naming the expected seq (MAC'd under the session key, or none for an
+ * unknown session), a NAK / ADMIN_REPLY per refused message. A frame whose MAC does not
+ * verify is counted and dropped unanswered: its sender is not proven.
+ *
+ * The key set is the main lcore's (app_keys_poll, reloading [sessions] keys_file when it
+ * changes): the gateway adopts a new set at its next cycle, ending at once every session
+ * whose key is gone or revoked (LOGOUT KEY_REVOKED), and says so (keys_adopted) before
+ * the main lcore frees the old set. Sessions silent for three heartbeats end (LOGOUT
+ * SESSION_IDLE).
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include <rte_mbuf.h>
+
+#include "app_keys.h"
+#include "app_shard_int.h"
+
+#define EXPIRE_EVERY_NS UINT64_C(100000000) /* idle sessions looked for this often */
+
+struct app_gw_sess {
+	struct auth_sessions auth;
+	const struct app_keyset *adopted; /* the set auth.keys points into */
+	uint64_t next_expire_ns;
+	uint64_t pub[AUTH_C_COUNT];       /* counters for other threads (relaxed) */
+	uint64_t pub_active;
+};
+
+static const struct wire_key no_mac; /* all zero: the frame goes without a MAC */
+
+static uint64_t
+peer_pack(const struct dp_addr *a)
+{
+	return (uint64_t)a->ip_be | (uint64_t)a->port_be << 32;
+}
+
+static struct dp_addr
+peer_unpack(uint64_t p)
+{
+	struct dp_addr a = { .ip_be = (uint32_t)p, .port_be = (uint16_t)(p >> 32) };
+	return a;
+}
+
+static void
+send_to(struct app_shard *s, const struct dp_addr *to, const struct wire_key *key,
+	const struct wire_msg_hdr *msg)
+{
+	(void)app_outbox_add_keyed(&s->ob, to, key, msg);
+}
+
+int
+app_session_init(struct app_shard *s)
+{
+	const struct app_config *cfg = &s->app->cfg;
+	struct app_gw_sess *g = calloc(1, sizeof(*g));
+	if (g == NULL)
+		return -ENOMEM;
+	struct auth_config ac = {
+		.sessions_max = (uint32_t)cfg->sessions_max,
+		/* Every logon of a window's worth at 16 logons per session, at least 4096. */
+		.nonces_max = (uint32_t)RTE_MAX(cfg->sessions_max * 16, 4096u),
+		.logon_window_ns = cfg->logon_window_ms * 1000000,
+		.heartbeat_ms = (uint32_t)cfg->session_heartbeat_ms,
+		.msgs_per_window = (uint32_t)cfg->session_msgs_per_sec,
+		.rate_window_ns = UINT64_C(1000000000),
+		.warn_pct = (uint32_t)cfg->session_warn_pct,
+	};
+	g->adopted = __atomic_load_n(&s->app->keys_pub, __ATOMIC_ACQUIRE);
+	int rc = auth_sessions_init(&g->auth, &ac, g->adopted != NULL ? &g->adopted->ks : NULL);
+	if (rc != 0) {
+		free(g);
+		return rc;
+	}
+	__atomic_store_n(&s->app->keys_adopted, g->adopted, __ATOMIC_RELEASE);
+	s->sess = g;
+	return 0;
+}
+
+void
+app_session_fini(struct app_shard *s)
+{
+	if (s->sess == NULL)
+		return;
+	auth_sessions_free(&s->sess->auth);
+	free(s->sess);
+	s->sess = NULL;
+}
+
+/* A session ended by the node: tell the client why, under its key (before the slot goes). */
+static void
+ended(void *ctx, const struct auth_session *ss, uint16_t reason)
+{
+	struct app_shard *s = ctx;
+	struct wire_logout lo;
+	memset(&lo, 0, sizeof(lo));
+	wire_hdr_init(&lo.hdr, WIRE_LOGOUT, 0);
+	lo.session_id = ss->id;
+	lo.reason = reason;
+	struct dp_addr to = peer_unpack(ss->peer);
+	send_to(s, &to, &ss->frame_key, &lo.hdr);
+}
+
+void
+app_session_duty(struct app_shard *s)
+{
+	struct app_gw_sess *g = s->sess;
+	const struct app_keyset *ks = __atomic_load_n(&s->app->keys_pub, __ATOMIC_ACQUIRE);
+	if (ks != g->adopted) {
+		uint32_t n = auth_keys_swap(&g->auth, &ks->ks, ended, s);
+		g->adopted = ks;
+		__atomic_store_n(&s->app->keys_adopted, ks, __ATOMIC_RELEASE);
+		if (n > 0)
+			APP_LOG(NOTICE, "gateway: %u sessions ended: their key was revoked or removed",
+				n);
+	}
+	if (s->clock_ns < g->next_expire_ns)
+		return;
+	g->next_expire_ns = s->clock_ns + EXPIRE_EVERY_NS;
+	(void)auth_expire(&g->auth, s->clock_ns, ended, s);
+	for (uint32_t i = 0; i < AUTH_C_COUNT; i++)
+		__atomic_store_n(&g->pub[i], g->auth.c[i], __ATOMIC_RELAXED);
+	__atomic_store_n(&g->pub_active, g->auth.count, __ATOMIC_RELAXED);
+}
+
+static void
+logon(struct app_shard *s, const struct dp_meta *meta, const struct wire_logon *l)
+{
+	struct app_gw_sess *g = s->sess;
+	struct wire_logon_reply r;
+	memset(&r, 0, sizeof(r));
+	wire_hdr_init(&r.hdr, WIRE_LOGON_REPLY, 0);
+	r.key_id = l->key_id;
+	r.session_id = l->session_id;
+	r.ts_ns = s->now;
+	struct auth_session *ss = NULL;
+	/* The staleness window is on the cluster clock (s->now, wall time); idleness and
+	 * rates on the lcore's monotonic one. */
+	r.reason = auth_logon(&g->auth, l, s->now, s->clock_ns, peer_pack(&meta->src), &ss);
+	if (r.reason != 0) {
+		send_to(s, &meta->src, &no_mac, &r.hdr);
+		return;
+	}
+	r.next_seq = ss->next_seq;
+	r.heartbeat_ms = ss->heartbeat_ms;
+	send_to(s, &meta->src, &ss->frame_key, &r.hdr);
+}
+
+/* A message the gateway will not route, answered the way the client matches it. */
+static void
+refuse_msg(struct app_shard *s, const struct dp_addr *to, const struct wire_key *key,
+	   const struct wire_msg_hdr *msg, uint16_t reason)
+{
+	if (msg->type == WIRE_TRANSFER) {
+		const struct wire_transfer *t = (const void *)msg;
+		struct wire_admin_reply r;
+		memset(&r, 0, sizeof(r));
+		wire_hdr_init(&r.hdr, WIRE_ADMIN_REPLY, 0);
+		r.req_id = t->transfer_id;
+		r.reason = reason;
+		send_to(s, to, key, &r.hdr);
+		return;
+	}
+	struct wire_nak n;
+	memset(&n, 0, sizeof(n));
+	wire_hdr_init(&n.hdr, WIRE_NAK, 0);
+	n.reason = reason;
+	switch (msg->type) {
+	case WIRE_NEW_ORDER:
+	case WIRE_CANCEL:
+	case WIRE_AMEND:
+	case WIRE_CANCEL_REPLACE:
+		/* Every order-entry message starts with user, cl_ord_id. */
+		memcpy(&n.user, msg + 1, sizeof(n.user));
+		memcpy(&n.cl_ord_id, (const uint8_t *)(msg + 1) + 8, sizeof(n.cl_ord_id));
+		break;
+	case WIRE_REPORT_REPLAY:
+		n.user = ((const struct wire_report_replay *)(const void *)msg)->user;
+		break;
+	default:
+		break; /* user 0: the message names none the client could match */
+	}
+	send_to(s, to, key, &n.hdr);
+}
+
+static void
+reject(struct app_shard *s, const struct dp_addr *to, const struct wire_key *key,
+       const struct wire_session_hdr *sh, uint16_t reason, uint64_t expected, uint16_t flags)
+{
+	struct wire_session_reject r;
+	memset(&r, 0, sizeof(r));
+	wire_hdr_init(&r.hdr, WIRE_SESSION_REJECT, 0);
+	r.hdr.flags = flags;
+	r.session_id = sh->session_id;
+	r.reason = reason;
+	r.seq = sh->seq;
+	r.expected_seq = expected;
+	send_to(s, to, key, &r.hdr);
+}
+
+static void
+session_frame(struct app_shard *s, struct rte_mbuf *m, const struct dp_meta *meta,
+	      const uint8_t *buf, uint32_t len)
+{
+	struct app_gw_sess *g = s->sess;
+	const struct wire_frame_hdr *fh = rte_pktmbuf_mtod(m, const struct wire_frame_hdr *);
+	uint32_t pos = 0;
+	enum wire_err err;
+	/* The io lcore decoded it: SESSION_HDR first, every message valid. */
+	const struct wire_session_hdr *sh = (const void *)wire_msgs_next(buf, len, &pos, &err);
+	struct auth_session *ss = NULL;
+	bool warn = false;
+	uint16_t r = auth_frame(&g->auth, fh, fh->length, sh, (uint32_t)meta->msg_count - 1,
+				s->clock_ns, peer_pack(&meta->src), &ss, &warn);
+	if (r == WIRE_REASON_BAD_SIGNATURE)
+		return; /* counted (refused_bad_mac); the sender is not proven: no answer */
+	if (r == WIRE_REASON_UNKNOWN_SESSION) {
+		reject(s, &meta->src, &no_mac, sh, r, 0, 0);
+		return;
+	}
+	if (r != 0) {
+		reject(s, &meta->src, &ss->frame_key, sh, r, ss->next_seq, 0);
+		return;
+	}
+	if (warn)
+		reject(s, &meta->src, &ss->frame_key, sh, WIRE_REASON_MSG_RATE, ss->next_seq,
+		       WIRE_SESSION_REJECT_F_WARN);
+	const struct wire_msg_hdr *msg;
+	while ((msg = wire_msgs_next(buf, len, &pos, &err)) != NULL) {
+		if (msg->type == WIRE_HEARTBEAT) {
+			struct wire_heartbeat hb;
+			memset(&hb, 0, sizeof(hb));
+			wire_hdr_init(&hb.hdr, WIRE_HEARTBEAT, 0);
+			hb.session_id = ss->id;
+			hb.ts_ns = s->now;
+			send_to(s, &meta->src, &ss->frame_key, &hb.hdr);
+			continue;
+		}
+		if (msg->type == WIRE_LOGOUT) {
+			struct wire_logout lo;
+			memset(&lo, 0, sizeof(lo));
+			wire_hdr_init(&lo.hdr, WIRE_LOGOUT, 0);
+			lo.session_id = ss->id;
+			send_to(s, &meta->src, &ss->frame_key, &lo.hdr);
+			g->auth.c[AUTH_C_LOGOUTS]++;
+			auth_session_end(&g->auth, ss);
+			return; /* nothing after a LOGOUT belongs to a session */
+		}
+		bool routed = app_is_routed_type(msg);
+		uint16_t why = auth_check_msg(&g->auth, ss, msg, routed ? app_msg_user(msg) : 0);
+		if (why == 0 && !routed)
+			why = WIRE_REASON_NO_PERMISSION; /* e.g. a TRANSFER not marked for routing */
+		if (why != 0) {
+			refuse_msg(s, &meta->src, &ss->frame_key, msg, why);
+			continue;
+		}
+		app_gw_order(s, meta, msg, ss->id);
+	}
+}
+
+void
+app_session_frame(struct app_shard *s, struct rte_mbuf *m, const struct dp_meta *meta)
+{
+	const uint8_t *buf;
+	uint32_t len, pos = 0;
+	enum wire_err err;
+	const struct wire_msg_hdr *msg;
+
+	dp_rx_msgs(m, &buf, &len);
+	if ((meta->frame_flags & WIRE_FRAME_F_SESSION) != 0) {
+		session_frame(s, m, meta, buf, len);
+		return;
+	}
+	while ((msg = wire_msgs_next(buf, len, &pos, &err)) != NULL) {
+		if (msg->type == WIRE_LOGON) {
+			logon(s, meta, (const struct wire_logon *)(const void *)msg);
+			continue;
+		}
+		if (!app_is_routed_type(msg))
+			continue;
+		if (s->app->cfg.allow_unauthenticated) {
+			app_gw_order(s, meta, msg, 0);
+			continue;
+		}
+		sc_add(s, SC_GW_NO_SESSION, 1);
+		refuse_msg(s, &meta->src, &no_mac, msg, WIRE_REASON_NO_SESSION);
+	}
+}
+
+bool
+app_session_route(struct app_shard *s, uint32_t session, struct dp_addr *to,
+		  const struct wire_key **key)
+{
+	struct auth_session *ss = auth_session_find(&s->sess->auth, session);
+	if (ss == NULL)
+		return false;
+	*to = peer_unpack(ss->peer);
+	*key = &ss->frame_key;
+	return true;
+}
+
+void
+app_session_stats_write(const struct app_shard *s, FILE *out)
+{
+	if (s->sess == NULL)
+		return;
+	const struct app_gw_sess *g = s->sess;
+	fprintf(out, "gateway.sessions.active %" PRIu64 "\n",
+		__atomic_load_n(&g->pub_active, __ATOMIC_RELAXED));
+	for (uint32_t i = 0; i < AUTH_C_COUNT; i++)
+		fprintf(out, "gateway.sessions.%s %" PRIu64 "\n",
+			auth_counter_label((enum auth_counter)i),
+			__atomic_load_n(&g->pub[i], __ATOMIC_RELAXED));
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The key file, on the main lcore.
+ * ------------------------------------------------------------------------------------- */
+
+static struct app_keyset *keys_retired; /* freed once the gateway adopted its successor */
+static uint64_t keys_next_ns;
+static char keys_last_err[512];
+
+int
+app_keys_start(struct app *app)
+{
+	if (app->cfg.keys_file[0] == '\0')
+		return 0;
+	char why[512];
+	struct app_keyset *ks;
+	if (app_keyset_load(app->cfg.keys_file, &ks, why, sizeof(why)) != 0) {
+		APP_LOG(ERR, "[sessions] keys_file: %s", why);
+		return -EINVAL;
+	}
+	uint32_t revoked = 0;
+	for (uint32_t i = 0; i < ks->ks.count; i++)
+		revoked += ks->ks.keys[i].revoked;
+	APP_LOG(INFO, "API keys: %u from %s (%u revoked)", ks->ks.count, app->cfg.keys_file,
+		revoked);
+	__atomic_store_n(&app->keys_pub, ks, __ATOMIC_RELEASE);
+	return 0;
+}
+
+void
+app_keys_poll(struct app *app, uint64_t now_ns)
+{
+	const char *path = app->cfg.keys_file;
+	if (path[0] == '\0' || now_ns < keys_next_ns)
+		return;
+	keys_next_ns = now_ns + app->cfg.keys_refresh_ms * 1000000;
+	struct app_keyset *pub = __atomic_load_n(&app->keys_pub, __ATOMIC_ACQUIRE);
+	if (pub != __atomic_load_n(&app->keys_adopted, __ATOMIC_ACQUIRE))
+		return; /* the gateway has not taken the last set yet */
+	app_keyset_free(keys_retired);
+	keys_retired = NULL;
+	if (pub != NULL && !app_keyset_changed(pub, path))
+		return;
+	char why[512];
+	struct app_keyset *ks;
+	if (app_keyset_load(path, &ks, why, sizeof(why)) != 0) {
+		/* Said once per distinct fault; the keys in force stay. */
+		if (strcmp(why, keys_last_err) != 0)
+			APP_LOG(ERR, "[sessions] keys_file: %s; keeping the keys in force", why);
+		snprintf(keys_last_err, sizeof(keys_last_err), "%s", why);
+		return;
+	}
+	keys_last_err[0] = '\0';
+	APP_LOG(NOTICE, "API keys reloaded: %u from %s", ks->ks.count, path);
+	keys_retired = pub;
+	__atomic_store_n(&app->keys_pub, ks, __ATOMIC_RELEASE);
+}
