@@ -4,7 +4,8 @@
 # with its own reason and counted, nothing from outside a session trades, an entitled
 # session keeps trading, and revoking a key in the key file ends its session at once.
 # Method: three omsd processes (OMS shard 1 + ME shard 2 on each, the shipped-style config
-# with [sessions] keys_file, no allow_unauthenticated) and tests/e2e/e2e_session, which
+# with [sessions] keys_file, no allow_unauthenticated; a real PostgreSQL behind the
+# persisters, deploy/pg/pgctl) and tests/e2e/e2e_session, which
 # builds its own frames: step logons (good, BAD_KEY, BAD_SIGNATURE, STALE_LOGON past and
 # future, NONCE_REUSED, SESSION_IN_USE, truncated and oversize LOGONs), step frames
 # (UNKNOWN_SESSION, bad MAC, SEQ_GAP and SEQ_REPEAT with the expected seq, a deposit and an
@@ -14,7 +15,23 @@
 source "$(dirname "$0")/lib.sh"
 need_root
 [ -n "${E2E_SESSION:-}" ] || { echo "E2E_SESSION (tests/e2e/e2e_session) not set"; exit 77; }
+PGCTL=$E2E_DIR/../../deploy/pg/pgctl
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+[ -x "$PGBIN/initdb" ] || { echo "SKIP: no PostgreSQL in $PGBIN"; exit 77; }
 e2e_cluster_init ses 60 3
+PG_DIR=$(mktemp -d /tmp/omsd-e2e-ses-pg.XXXXXX)
+chmod 0755 "$PG_DIR"
+sessions_cleanup() {
+	local rc=$?
+	"$PGCTL" stop "$PG_DIR/pg" >/dev/null 2>&1 || true
+	rm -rf "$PG_DIR"
+	set +e
+	(exit "$rc")
+	e2e_cluster_cleanup
+}
+trap sessions_cleanup EXIT
+CONNINFO=$("$PGCTL" start "$PG_DIR/pg" $((57000 + $$ % 1000)) 2>"$PG_DIR/pgctl.log") ||
+	{ cat "$PG_DIR/pgctl.log" >&2; fail "pgctl start"; }
 
 secret() { od -An -tx1 -N32 /dev/urandom | tr -d ' \n'; }
 S1=$(secret) S2=$(secret) S3=$(secret) S4=$(secret)
@@ -29,7 +46,8 @@ chmod 600 "$E2E_KEYS_FILE"
 { keys; printf '4 %s all *\n' "$S4"; } >"$TMP/client_keys"
 
 e2e_cluster_net_up
-e2e_cluster_trading_up
+e2e_cluster_trading_up "" "[persister]" "cpu = 1" "idle = sleep" "" "[database]" \
+	"conninfo = $CONNINFO"
 e2e_cluster_wait_bootstrap
 gw=2
 drive() {
