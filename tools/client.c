@@ -2,18 +2,22 @@
 /*
  * omsclient: request table (open addressing over a slab with a free list), a min-heap of
  * retransmit deadlines, per-user egress seq tracking with holes and their replay, frame
- * building and decoding.
- * Everything is sized once in client_open; nothing is allocated afterwards.
+ * building and decoding, and the client side of a session (logon, seq, heartbeats, the
+ * node's rejects and logouts; client.h).
+ * Everything is sized once in client_open; nothing is allocated afterwards (but the key
+ * file's text, read before client_open).
  */
 #include "tools/client.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,6 +27,23 @@
 #define HEAP_NONE UINT32_MAX
 #define SEQ_WORDS (CLIENT_SEQ_WINDOW / 64)
 #define DUE_NONE UINT64_MAX
+#define NS_PER_MS UINT64_C(1000000)
+/* SESSION_REJECT hdr.flags bit 0 (the gateway's contract): a warning, nothing was refused. */
+#define SESSION_REJECT_F_WARN 0x1
+/* A LOGON frame: header, the message and the builder's room for a MAC it will not carry. */
+#define LOGON_FRAME_WORDS                                                                  \
+	((sizeof(struct wire_frame_hdr) + sizeof(struct wire_logon) + WIRE_MAC_SIZE) / 8)
+static_assert(sizeof(struct wire_session_hdr) + sizeof(struct wire_frame_hdr) +
+			      CLIENT_MSG_MAX + WIRE_MAC_SIZE <= 128,
+	      "a session frame of one request fits the smallest frame_max");
+
+/* Where a client stands with its session (cfg.logon). */
+enum sess_state {
+	SESS_OFF = 0, /* no API key: plain frames, never a session */
+	SESS_DOWN,    /* not logged on: before client_logon, after a logout, refusal or end */
+	SESS_LOGON,   /* LOGON sent, waiting for its LOGON_REPLY (client_logon or a relogon) */
+	SESS_UP,      /* logged on: every frame a session frame */
+};
 
 static_assert(CLIENT_SEQ_WINDOW % 64 == 0, "the seq window is whole words");
 static_assert((CLIENT_SEQ_WINDOW & (CLIENT_SEQ_WINDOW - 1)) == 0,
@@ -72,6 +93,22 @@ struct client {
 
 	uint32_t unanswered;          /* requests in state SENT */
 	struct client_stats stats;
+
+	uint8_t sess;                 /* enum sess_state */
+	bool relogging;               /* the pending LOGON replaces a session the node ended */
+	uint16_t logon_reason;        /* the last refusal's reason, 0 */
+	uint32_t frame_base;          /* messages in b before the payload (1: SESSION_HDR) */
+	struct wire_logon logon;      /* the last LOGON sent: its fields derive sess_key */
+	struct wire_key sess_key;     /* the session frame key (zero before the first LOGON) */
+	uint64_t tx_seq;              /* seq of the next session frame */
+	uint64_t hb_ns;               /* agreed heartbeat interval */
+	uint64_t clock_ns;            /* the newest now_ns handed in: stamps what is sent */
+	uint64_t last_tx_ns;          /* when the last frame left */
+	uint64_t logon_first_ns;      /* first LOGON of the pending logon */
+	uint64_t logon_next_ns;       /* its next resend */
+	uint64_t logon_retry_ns;      /* cfg.logon_retry_ms in ns */
+	uint64_t rebase_seq;          /* the last seq taken from a SESSION_REJECT ... */
+	uint64_t rebase_ns;           /* ... and when */
 };
 
 uint64_t
@@ -128,6 +165,29 @@ mix64(uint64_t x)
 	return x;
 }
 
+static uint64_t
+wall_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * 64 random bits for a LOGON nonce or a session id. What the node needs of a nonce is that it
+ * never repeats within the logon window, so without getrandom (an old kernel, a seccomp
+ * filter) both clocks and a counter through mix64 still serve.
+ */
+static uint64_t
+random_u64(void)
+{
+	static uint64_t fallbacks; /* makes two fallbacks within one clock tick differ */
+	uint64_t v;
+	if (getrandom(&v, sizeof(v), 0) == (ssize_t)sizeof(v))
+		return v;
+	return mix64(wall_ns() ^ mix64(client_now_ns() + ++fallbacks));
+}
+
 static uint32_t
 req_home(const struct client *c, uint64_t user, uint64_t id)
 {
@@ -175,9 +235,16 @@ client_open(struct client **out, const struct client_config *cfg)
 		k.replay_after_ms = 100;
 	if (k.replay_every_ms == 0)
 		k.replay_every_ms = 300;
+	if (k.logon_retry_ms == 0)
+		k.logon_retry_ms = CLIENT_LOGON_RETRY_MS;
 	if (k.frame_max < 128 || k.frame_max > WIRE_FRAME_MAX || k.requests_max > (1u << 24) ||
 	    k.users_max > (1u << 24))
 		return -EINVAL;
+	/* A session's frames are MAC'd under its own key: a shared one as well is a mistake. */
+	if (k.logon && (k.key_id == 0 || k.key.k0 != 0 || k.key.k1 != 0))
+		return -EINVAL;
+	while (k.logon && k.session_id == 0) /* ends: a zero from getrandom is one in 2^32 */
+		k.session_id = (uint32_t)random_u64();
 	k.frame_max &= ~7u;
 
 	struct sockaddr_in peer = {.sin_family = AF_INET, .sin_port = htons(k.port)};
@@ -207,6 +274,8 @@ client_open(struct client **out, const struct client_config *cfg)
 	c->user_index = calloc(user_size, sizeof(uint32_t));
 	c->replay_after_ns = (uint64_t)k.replay_after_ms * 1000000u;
 	c->replay_every_ns = (uint64_t)k.replay_every_ms * 1000000u;
+	c->logon_retry_ns = (uint64_t)k.logon_retry_ms * NS_PER_MS;
+	c->sess = k.logon ? SESS_DOWN : SESS_OFF;
 	int err = -ENOMEM;
 	if (!c->tx || !c->rx || !c->reqs || !c->free_list || !c->index || !c->heap ||
 	    !c->users || !c->user_index)
@@ -233,6 +302,7 @@ client_open(struct client **out, const struct client_config *cfg)
 fail_socket:
 	close(c->fd);
 fail_alloc:
+	explicit_bzero(c->cfg.secret, sizeof(c->cfg.secret));
 	client_free(c);
 	return err;
 }
@@ -243,6 +313,10 @@ client_close(struct client *c)
 	if (c == NULL)
 		return;
 	close(c->fd);
+	/* The secret, and what was derived from it, do not outlive the client. */
+	explicit_bzero(c->cfg.secret, sizeof(c->cfg.secret));
+	explicit_bzero(&c->sess_key, sizeof(c->sess_key));
+	explicit_bzero(&c->logon, sizeof(c->logon));
 	client_free(c);
 }
 
@@ -424,17 +498,51 @@ client_flush(struct client *c)
 {
 	if (!c->building)
 		return 0;
-	uint32_t len = wire_builder_finish(&c->b, &c->cfg.key);
-	uint16_t count = c->b.count;
 	c->building = false;
+	if (c->b.count == c->frame_base)
+		return 0; /* a SESSION_HDR alone: nothing to say */
+	const struct wire_key *key = &c->cfg.key;
+	if (c->frame_base != 0) {
+		/* The seq is stamped as the frame leaves, so seqs follow the order frames leave
+		 * in whatever happened to the session while this one was being built. */
+		uint8_t *seq_at = (uint8_t *)c->tx + sizeof(struct wire_frame_hdr) +
+				  offsetof(struct wire_session_hdr, seq);
+		memcpy(seq_at, &c->tx_seq, sizeof(c->tx_seq));
+		key = &c->sess_key;
+	}
+	uint32_t len = wire_builder_finish(&c->b, key);
+	uint16_t count = (uint16_t)(c->b.count - c->frame_base);
 	ssize_t w = send(c->fd, c->tx, len, MSG_NOSIGNAL);
 	if (w != (ssize_t)len) {
 		c->stats.send_errors++;
-		return w < 0 ? -errno : -EIO;
+		return w < 0 ? -errno : -EIO; /* the seq is not used up: the node never saw it */
 	}
+	if (c->frame_base != 0)
+		c->tx_seq++;
+	c->last_tx_ns = c->clock_ns;
 	c->stats.frames_tx++;
 	c->stats.msgs_tx += count;
 	return 0;
+}
+
+/* Start a frame: a session frame opens with SESSION_HDR (its seq stamped by client_flush). */
+static void
+frame_start(struct client *c, uint32_t cls)
+{
+	wire_builder_init(&c->b, c->tx, c->cfg.frame_max, c->cfg.session_id);
+	c->building = true;
+	c->frame_class = cls;
+	c->frame_base = 0;
+	if (c->sess == SESS_OFF)
+		return;
+	CHECK(c->sess == SESS_UP);
+	struct wire_session_hdr sh;
+	memset(&sh, 0, sizeof(sh));
+	wire_hdr_init(&sh.hdr, WIRE_SESSION_HDR, 0);
+	sh.session_id = c->cfg.session_id;
+	wire_builder_session(&c->b);
+	CHECK(wire_builder_add(&c->b, &sh) == 0); /* frame_max >= 128 (client_open) */
+	c->frame_base = 1;
 }
 
 /*
@@ -454,9 +562,18 @@ frame_class_of(const struct wire_msg_hdr *h)
 	return 2u + h->shard; /* per destination shard */
 }
 
+/* Whether frames may be sent: always without a key, only logged on with one. */
+static bool
+sendable(const struct client *c)
+{
+	return c->sess == SESS_OFF || c->sess == SESS_UP;
+}
+
 static int
 frame_add(struct client *c, const void *msg)
 {
+	if (!sendable(c))
+		return -ENOTCONN; /* tracked requests go once the session is up */
 	uint32_t cls = frame_class_of(msg);
 	if (c->building && cls != c->frame_class) {
 		int err = client_flush(c);
@@ -464,14 +581,11 @@ frame_add(struct client *c, const void *msg)
 			return err;
 	}
 	for (int attempt = 0; attempt < 2; attempt++) {
-		if (!c->building) {
-			wire_builder_init(&c->b, c->tx, c->cfg.frame_max, c->cfg.session_id);
-			c->building = true;
-			c->frame_class = cls;
-		}
+		if (!c->building)
+			frame_start(c, cls);
 		if (wire_builder_add(&c->b, msg) == 0)
 			return 0;
-		if (c->b.count == 0)
+		if (c->b.count == c->frame_base)
 			return -EMSGSIZE; /* does not fit even an empty frame */
 		int err = client_flush(c);
 		if (err < 0)
@@ -534,6 +648,7 @@ client_submit(struct client *c, const void *msg, uint64_t tag, uint64_t now_ns, 
 	int dummy;
 	if (err == NULL)
 		err = &dummy;
+	c->clock_ns = now_ns;
 	if (request_key(h, &user, &id) < 0 || h->length != wire_type_size(h->type) ||
 	    h->length > CLIENT_MSG_MAX) {
 		*err = -EINVAL;
@@ -567,7 +682,8 @@ client_submit(struct client *c, const void *msg, uint64_t tag, uint64_t now_ns, 
 	c->unanswered++;
 	int rc = frame_add(c, r->msg);
 	*err = rc;
-	/* A send failure is not fatal for the request: the retransmit timer resends it. */
+	/* A send failure is not fatal for the request: the retransmit timer resends it, and a
+	 * request submitted while not logged on goes once the session is up (-ENOTCONN). */
 	return r;
 }
 
@@ -598,6 +714,249 @@ answered(struct client *c, struct client_req *r, uint8_t state, uint16_t reason,
 	r->answer_ns = now_ns;
 }
 
+/* ---------------------------------------------------------------------------------------
+ * The session (client.h, "Sessions"): LOGON, seq, heartbeats, the node's rejects and ends.
+ * ------------------------------------------------------------------------------------- */
+
+/* Every unanswered request due at now_ns: after a resync or a logon, nothing that was in
+ * flight can have been acted on, so there is no reason to wait for the back-off. All keys
+ * equal keeps the heap a heap. */
+static void
+requests_due_now(struct client *c, uint64_t now_ns)
+{
+	for (uint32_t i = 0; i < c->heap_count; i++) /* <= requests_max */
+		c->reqs[c->heap[i]].next_ns = now_ns;
+}
+
+/* One LOGON in a frame of its own, without a MAC (the signature is the proof), with a fresh
+ * nonce and timestamp: a resend is a new LOGON, never a replay the node would refuse. The
+ * session key becomes this LOGON's, so only the reply to it is taken. */
+static int
+logon_send(struct client *c, uint64_t now_ns)
+{
+	struct wire_logon *m = &c->logon;
+	memset(m, 0, sizeof(*m));
+	wire_hdr_init(&m->hdr, WIRE_LOGON, 0);
+	m->key_id = c->cfg.key_id;
+	m->ts_ns = wall_ns();
+	m->nonce = random_u64();
+	m->session_id = c->cfg.session_id;
+	m->heartbeat_ms = c->cfg.heartbeat_ms;
+	auth_logon_sign(c->cfg.secret, m); /* last: the signature covers every field above */
+	auth_session_key(c->cfg.secret, m, &c->sess_key);
+	c->logon_next_ns = now_ns + c->logon_retry_ns;
+
+	uint64_t frame[LOGON_FRAME_WORDS];
+	struct wire_builder b;
+	wire_builder_init(&b, frame, sizeof(frame), c->cfg.session_id);
+	CHECK(wire_builder_add(&b, m) == 0);
+	uint32_t len = wire_builder_finish(&b, NULL);
+	c->stats.logons_sent++;
+	ssize_t w = send(c->fd, frame, len, MSG_NOSIGNAL);
+	if (w != (ssize_t)len) {
+		c->stats.send_errors++;
+		return w < 0 ? -errno : -EIO; /* the next resend tries again */
+	}
+	c->last_tx_ns = now_ns;
+	c->stats.frames_tx++;
+	c->stats.msgs_tx++;
+	return 0;
+}
+
+/* A relogon's LOGON when due. It is bounded like a request: after give_up_ms nothing the
+ * client waits for can be answered any more, and the session is over. */
+static void
+relogon_due(struct client *c, uint64_t now_ns)
+{
+	if (c->sess != SESS_LOGON || !c->relogging || now_ns < c->logon_next_ns)
+		return;
+	if (now_ns - c->logon_first_ns >= (uint64_t)c->cfg.give_up_ms * NS_PER_MS) {
+		c->sess = SESS_DOWN;
+		c->relogging = false;
+		c->stats.session_ended++;
+		return;
+	}
+	(void)logon_send(c, now_ns);
+}
+
+/* A HEARTBEAT when nothing has gone out for the agreed interval: the node ends a session
+ * silent for AUTH_IDLE_BEATS of them. */
+static void
+heartbeat_due(struct client *c, uint64_t now_ns)
+{
+	if (c->sess != SESS_UP || c->building || now_ns < c->last_tx_ns + c->hb_ns)
+		return;
+	struct wire_heartbeat m;
+	memset(&m, 0, sizeof(m));
+	wire_hdr_init(&m.hdr, WIRE_HEARTBEAT, 0);
+	m.session_id = c->cfg.session_id;
+	m.ts_ns = wall_ns();
+	if (frame_add(c, &m) == 0)
+		c->stats.heartbeats_tx++;
+}
+
+/*
+ * Take the seq the node expects from a SESSION_REJECT. Every frame sent before the first
+ * reject reached the client is refused too, naming the same expected seq: taken again, that
+ * echo would rewind the seq over frames the node has accepted since. Echoes arrive within a
+ * round trip of the first, so the same seq is not taken twice within half of retry_first_ms
+ * (many round trips; a MSG_RATE'd request is sent again a whole one later). Either mistake
+ * heals: a seq wrongly kept draws a SEQ_GAP later, one wrongly taken a SEQ_REPEAT.
+ * Returns whether the seq was taken.
+ */
+static bool
+seq_rebase(struct client *c, uint64_t expected, uint64_t now_ns)
+{
+	if (expected == 0)
+		return false;
+	if (expected == c->rebase_seq &&
+	    now_ns - c->rebase_ns < (uint64_t)c->cfg.retry_first_ms * NS_PER_MS / 2)
+		return false;
+	c->tx_seq = expected;
+	c->rebase_seq = expected;
+	c->rebase_ns = now_ns;
+	return true;
+}
+
+/* The node ended the session (UNKNOWN_SESSION, LOGOUT). Returns whether that is for good. */
+static bool
+session_lost(struct client *c, uint64_t now_ns)
+{
+	c->building = false; /* its seq and key are the old session's; requests are resent */
+	if (c->cfg.relogon) {
+		c->sess = SESS_LOGON;
+		c->relogging = true;
+		c->logon_first_ns = now_ns;
+		c->logon_next_ns = now_ns; /* client_tick sends it */
+		return false;
+	}
+	c->sess = SESS_DOWN;
+	c->stats.session_ended++;
+	return true;
+}
+
+/* The answer to a LOGON. Returns whether it ended the session for good (a refused relogon). */
+static bool
+logon_reply(struct client *c, const struct wire_logon_reply *m, uint64_t now_ns)
+{
+	if (c->sess != SESS_LOGON || m->key_id != c->cfg.key_id ||
+	    m->session_id != c->cfg.session_id)
+		return false; /* a late answer to a logon that is settled */
+	if (m->reason == WIRE_REASON_NONCE_REUSED) {
+		/* A duplicate of our own LOGON refused as a replay, while the original may well
+		 * have been accepted: the resend (a fresh nonce) settles it. */
+		c->logon_reason = m->reason;
+		return false;
+	}
+	if (m->reason != WIRE_REASON_NONE) {
+		c->stats.logons_refused++;
+		c->logon_reason = m->reason;
+		c->sess = SESS_DOWN;
+		if (!c->relogging)
+			return false; /* client_logon returns the refusal */
+		c->relogging = false;
+		c->stats.session_ended++;
+		return true;
+	}
+	/* Reason NONE came MAC'd under this LOGON's key (client_rx): the node knows it. */
+	c->sess = SESS_UP;
+	c->logon_reason = 0;
+	c->tx_seq = m->next_seq != 0 ? m->next_seq : 1;
+	c->hb_ns = (uint64_t)(m->heartbeat_ms != 0 ? m->heartbeat_ms : CLIENT_HEARTBEAT_MS) *
+		   NS_PER_MS;
+	c->last_tx_ns = now_ns;
+	c->rebase_seq = 0;
+	c->stats.logons++;
+	if (c->relogging)
+		c->stats.relogons++;
+	c->relogging = false;
+	requests_due_now(c, now_ns); /* none of them reached a session the node still has */
+	return false;
+}
+
+/* A frame the gateway refused or warned about. Returns whether the session ended for good. */
+static bool
+session_reject(struct client *c, const struct wire_session_reject *m, uint64_t now_ns)
+{
+	if (m->session_id != c->cfg.session_id)
+		return false;
+	if ((m->hdr.flags & SESSION_REJECT_F_WARN) != 0) {
+		c->stats.rate_warnings++; /* nothing refused: slow down, or expect MSG_RATE */
+		return false;
+	}
+	switch (m->reason) {
+	case WIRE_REASON_SEQ_GAP:
+	case WIRE_REASON_SEQ_REPEAT:
+		/* Nothing in the frame was acted on: resend what is unanswered, at once. */
+		if (c->sess == SESS_UP && seq_rebase(c, m->expected_seq, now_ns)) {
+			c->stats.seq_resyncs++;
+			requests_due_now(c, now_ns);
+		}
+		return false;
+	case WIRE_REASON_MSG_RATE:
+		/* The node keeps the refused frame's seq waiting; the requests wait for their
+		 * back-off, since sending at once would only be refused again. */
+		c->stats.rate_refused++;
+		if (c->sess == SESS_UP)
+			(void)seq_rebase(c, m->expected_seq, now_ns);
+		return false;
+	case WIRE_REASON_UNKNOWN_SESSION:
+		return c->sess == SESS_UP && session_lost(c, now_ns);
+	default:
+		return false;
+	}
+}
+
+/* A session message from the node: acted on, then delivered as CLIENT_EV_OTHER
+ * (HEARTBEATs only counted). */
+static void
+session_msg(struct client *c, const struct wire_msg_hdr *h, uint64_t now_ns,
+	    client_event_fn *fn, void *ctx)
+{
+	struct client_event ev = {.kind = CLIENT_EV_OTHER, .msg = h, .now_ns = now_ns};
+	switch (h->type) {
+	case WIRE_HEARTBEAT:
+		c->stats.heartbeats_rx++;
+		return;
+	case WIRE_LOGON_REPLY:
+		ev.session_ended = logon_reply(c, (const void *)h, now_ns);
+		break;
+	case WIRE_SESSION_REJECT:
+		ev.session_ended = session_reject(c, (const void *)h, now_ns);
+		break;
+	case WIRE_LOGOUT: {
+		const struct wire_logout *m = (const void *)h;
+		if (m->session_id == c->cfg.session_id && c->sess == SESS_UP)
+			ev.session_ended = session_lost(c, now_ns);
+		break;
+	}
+	default:
+		CHECK(false); /* is_session_type() */
+	}
+	if (fn != NULL)
+		fn(ctx, &ev);
+}
+
+static bool
+is_session_type(uint16_t type)
+{
+	return type == WIRE_LOGON_REPLY || type == WIRE_SESSION_REJECT || type == WIRE_LOGOUT ||
+	       type == WIRE_HEARTBEAT;
+}
+
+/* What the node sends without a MAC, because it knows no key for it: a refused logon, and a
+ * frame of a session it does not have. Anything else un-MAC'd is not the node's. */
+static bool
+unkeyed_ok(const struct wire_msg_hdr *h)
+{
+	if (h->type == WIRE_LOGON_REPLY)
+		return ((const struct wire_logon_reply *)h)->reason != WIRE_REASON_NONE;
+	if (h->type == WIRE_SESSION_REJECT)
+		return ((const struct wire_session_reject *)h)->reason ==
+		       WIRE_REASON_UNKNOWN_SESSION;
+	return false;
+}
+
 static uint32_t replay_due(struct client *c, uint64_t now_ns); /* below, with the seqs */
 
 uint32_t
@@ -605,6 +964,8 @@ client_tick(struct client *c, uint64_t now_ns, client_event_fn *fn, void *ctx)
 {
 	uint32_t handled = 0;
 	uint64_t give_up_ns = (uint64_t)c->cfg.give_up_ms * 1000000u;
+	c->clock_ns = now_ns;
+	relogon_due(c, now_ns);
 	while (c->heap_count > 0 && handled < CLIENT_TICK_MAX) {
 		uint32_t slab = c->heap[0];
 		struct client_req *r = &c->reqs[slab];
@@ -628,10 +989,12 @@ client_tick(struct client *c, uint64_t now_ns, client_event_fn *fn, void *ctx)
 		if (r->next_ns > r->first_ns + give_up_ns)
 			r->next_ns = r->first_ns + give_up_ns; /* give up on time, not later */
 		heap_down(c, 0);
-		c->stats.retransmits++;
-		(void)frame_add(c, r->msg);
+		/* Logged off it is not sent: the logon makes every unanswered request due. */
+		if (frame_add(c, r->msg) != -ENOTCONN)
+			c->stats.retransmits++;
 	}
 	(void)replay_due(c, now_ns);
+	heartbeat_due(c, now_ns); /* after the rest: a frame built above makes it needless */
 	(void)client_flush(c);
 	return handled;
 }
@@ -807,6 +1170,8 @@ client_replay(struct client *c, uint64_t user, uint64_t from, uint64_t to)
 {
 	if (from == 0 || (to != 0 && to < from))
 		return -EINVAL;
+	if (!sendable(c))
+		return -ENOTCONN; /* not tracked: nothing would send it later */
 	struct wire_report_replay m;
 	memset(&m, 0, sizeof(m));
 	wire_hdr_init(&m.hdr, WIRE_REPORT_REPLAY, 0); /* order entry: the gateway routes it */
@@ -823,7 +1188,8 @@ client_replay_tail(struct client *c)
 	uint32_t sent = 0;
 	for (uint32_t i = 0; i < c->user_count; i++) { /* <= users_max */
 		const struct user_track *t = &c->users[i];
-		(void)client_replay(c, t->user, t->contig + 1, 0);
+		if (client_replay(c, t->user, t->contig + 1, 0) == -ENOTCONN)
+			break; /* logged off: none of them can go */
 		sent++;
 	}
 	(void)client_flush(c);
@@ -835,7 +1201,7 @@ client_replay_tail(struct client *c)
 static uint32_t
 replay_due(struct client *c, uint64_t now_ns)
 {
-	if (c->cfg.replay_off || c->users_holed == 0)
+	if (c->cfg.replay_off || c->users_holed == 0 || !sendable(c))
 		return 0;
 	uint32_t sent = 0;
 	uint32_t visits = c->user_count < CLIENT_REPLAY_SCAN_MAX ? c->user_count
@@ -857,6 +1223,10 @@ static void
 dispatch(struct client *c, const struct wire_msg_hdr *h, uint64_t now_ns, client_event_fn *fn,
 	 void *ctx)
 {
+	if (c->sess != SESS_OFF && is_session_type(h->type)) {
+		session_msg(c, h, now_ns, fn, ctx);
+		return;
+	}
 	struct client_event ev = {.msg = h, .now_ns = now_ns};
 	switch (h->type) {
 	case WIRE_ACK: {
@@ -917,6 +1287,26 @@ dispatch(struct client *c, const struct wire_msg_hdr *h, uint64_t now_ns, client
 		fn(ctx, &ev);
 }
 
+/* A frame to a session client: MAC'd under the session key, or one of the few the node
+ * sends without (unkeyed_ok). Before the first LOGON the key is zero: MAC'd frames fail. */
+static enum wire_err
+session_decode(const struct client *c, const void *buf, size_t len,
+	       const struct wire_msg_hdr **msgs, uint32_t *count)
+{
+	uint32_t sender;
+	if ((wire_frame_flags(buf, len) & WIRE_FRAME_F_MAC) != 0)
+		return wire_frame_decode(buf, len, &c->sess_key, msgs, WIRE_FRAME_MSGS_MAX, count,
+					 &sender);
+	enum wire_err e = wire_frame_decode(buf, len, NULL, msgs, WIRE_FRAME_MSGS_MAX, count,
+					    &sender);
+	if (e != WIRE_E_OK)
+		return e;
+	if (*count == 1 && unkeyed_ok(msgs[0]))
+		return WIRE_E_OK;
+	*count = 0;
+	return WIRE_E_BAD_MAC;
+}
+
 uint32_t
 client_rx(struct client *c, const void *buf, size_t len, uint64_t now_ns, client_event_fn *fn,
 	  void *ctx)
@@ -924,8 +1314,11 @@ client_rx(struct client *c, const void *buf, size_t len, uint64_t now_ns, client
 	const struct wire_msg_hdr *msgs[WIRE_FRAME_MSGS_MAX];
 	uint32_t count = 0, sender = 0;
 	c->stats.frames_rx++;
-	enum wire_err e = wire_frame_decode(buf, len, &c->cfg.key, msgs, WIRE_FRAME_MSGS_MAX,
-					    &count, &sender);
+	c->clock_ns = now_ns;
+	enum wire_err e = c->sess == SESS_OFF
+				  ? wire_frame_decode(buf, len, &c->cfg.key, msgs,
+						      WIRE_FRAME_MSGS_MAX, &count, &sender)
+				  : session_decode(c, buf, len, msgs, &count);
 	if (e != WIRE_E_OK) {
 		c->stats.decode_errors++;
 		c->stats.decode_err[e]++;
@@ -937,6 +1330,31 @@ client_rx(struct client *c, const void *buf, size_t len, uint64_t now_ns, client
 	return count;
 }
 
+/* Receive what is queued, at most CLIENT_RX_BURST datagrams. Returns messages handled. */
+static uint32_t
+rx_burst(struct client *c, client_event_fn *fn, void *ctx)
+{
+	uint32_t handled = 0;
+	for (uint32_t n = 0; n < CLIENT_RX_BURST; n++) {
+		ssize_t r = recv(c->fd, c->rx, WIRE_FRAME_MAX, 0);
+		if (r < 0)
+			break; /* EAGAIN, or ECONNREFUSED from an ICMP: nothing to read */
+		handled += client_rx(c, c->rx, (size_t)r, client_now_ns(), fn, ctx);
+	}
+	return handled;
+}
+
+/* The session's next deadline: a relogon's resend, or the heartbeat. */
+static uint64_t
+session_due_ns(const struct client *c)
+{
+	if (c->sess == SESS_LOGON && c->relogging)
+		return c->logon_next_ns;
+	if (c->sess == SESS_UP)
+		return c->last_tx_ns + c->hb_ns;
+	return DUE_NONE;
+}
+
 uint32_t
 client_poll(struct client *c, int timeout_ms, client_event_fn *fn, void *ctx)
 {
@@ -944,22 +1362,160 @@ client_poll(struct client *c, int timeout_ms, client_event_fn *fn, void *ctx)
 	(void)client_flush(c);
 	struct pollfd p = {.fd = c->fd, .events = POLLIN};
 	if (timeout_ms > 0) {
-		/* Do not sleep past the next retransmit. */
+		/* Do not sleep past the next retransmit, heartbeat or LOGON resend. */
 		uint64_t due = client_next_due_ns(c), now = client_now_ns();
+		uint64_t sdue = session_due_ns(c);
+		due = sdue < due ? sdue : due;
 		if (due != UINT64_MAX) {
 			uint64_t wait_ms = due > now ? (due - now + 999999) / 1000000 : 0;
 			if (wait_ms < (uint64_t)timeout_ms)
 				timeout_ms = (int)wait_ms;
 		}
 	}
-	if (poll(&p, 1, timeout_ms) > 0) {
-		for (uint32_t n = 0; n < CLIENT_RX_BURST; n++) {
-			ssize_t r = recv(c->fd, c->rx, WIRE_FRAME_MAX, 0);
-			if (r < 0)
-				break; /* EAGAIN, or ECONNREFUSED from an ICMP: nothing to read */
-			handled += client_rx(c, c->rx, (size_t)r, client_now_ns(), fn, ctx);
-		}
-	}
+	if (poll(&p, 1, timeout_ms) > 0)
+		handled = rx_burst(c, fn, ctx);
 	client_tick(c, client_now_ns(), fn, ctx);
 	return handled;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Logon, logout, key files.
+ * ------------------------------------------------------------------------------------- */
+
+int
+client_logon(struct client *c, int timeout_ms)
+{
+	if (c->sess == SESS_OFF || timeout_ms < 0)
+		return -EINVAL;
+	if (c->sess == SESS_UP)
+		return 0;
+	uint64_t now = client_now_ns(), end = now + (uint64_t)timeout_ms * NS_PER_MS;
+	c->clock_ns = now;
+	c->sess = SESS_LOGON;
+	c->relogging = false;
+	c->logon_reason = 0;
+	c->logon_first_ns = now;
+	c->logon_next_ns = now;
+	/* Bounded by the deadline; the reply, a refusal or nothing ends it. */
+	while (c->sess == SESS_LOGON && (now = client_now_ns()) < end) {
+		c->clock_ns = now;
+		if (now >= c->logon_next_ns)
+			(void)logon_send(c, now); /* a failed send waits for the resend */
+		uint64_t wake = c->logon_next_ns < end ? c->logon_next_ns : end;
+		int wait_ms = (int)((wake - now + NS_PER_MS - 1) / NS_PER_MS);
+		struct pollfd p = {.fd = c->fd, .events = POLLIN};
+		if (poll(&p, 1, wait_ms) > 0)
+			(void)rx_burst(c, NULL, NULL);
+	}
+	if (c->sess == SESS_UP)
+		return 0;
+	if (c->sess == SESS_LOGON) {
+		c->sess = SESS_DOWN;
+		return -ETIMEDOUT;
+	}
+	return -EACCES;
+}
+
+uint16_t
+client_logon_reason(const struct client *c)
+{
+	return c->logon_reason;
+}
+
+int
+client_logout(struct client *c)
+{
+	if (c->sess != SESS_UP)
+		return -ENOTCONN;
+	int err = client_flush(c); /* what was built goes first, in the session */
+	struct wire_logout m;
+	memset(&m, 0, sizeof(m));
+	wire_hdr_init(&m.hdr, WIRE_LOGOUT, 0);
+	m.session_id = c->cfg.session_id;
+	m.reason = WIRE_REASON_NONE; /* the client asked */
+	int rc = frame_add(c, &m);
+	if (rc == 0)
+		rc = client_flush(c);
+	c->sess = SESS_DOWN;
+	c->relogging = false;
+	return err < 0 ? err : rc;
+}
+
+bool
+client_session_up(const struct client *c)
+{
+	return c->sess == SESS_UP;
+}
+
+uint32_t
+client_session_id(const struct client *c)
+{
+	return c->cfg.session_id;
+}
+
+uint64_t
+client_session_seq(const struct client *c)
+{
+	return c->tx_seq;
+}
+
+uint32_t
+client_heartbeat_ms(const struct client *c)
+{
+	return (uint32_t)(c->hb_ns / NS_PER_MS);
+}
+
+int
+client_key_file_load(const char *path, struct client_config *cfg, char *err, size_t cap)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		snprintf(err, cap, "%s: %s", path, strerror(e));
+		return -e;
+	}
+	/* One byte more than allowed, to tell a file of exactly the limit from a larger one. */
+	char *text = malloc(CLIENT_KEY_FILE_MAX + 1);
+	if (text == NULL) {
+		close(fd);
+		snprintf(err, cap, "%s: out of memory", path);
+		return -ENOMEM;
+	}
+	size_t len = 0;
+	int rc = 0;
+	while (len <= CLIENT_KEY_FILE_MAX) { /* each turn reads at least a byte, or ends */
+		ssize_t r = read(fd, text + len, CLIENT_KEY_FILE_MAX + 1 - len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			rc = -errno;
+			snprintf(err, cap, "%s: %s", path, strerror(errno));
+			break;
+		}
+		if (r == 0)
+			break;
+		len += (size_t)r;
+	}
+	close(fd);
+	if (rc == 0 && len > CLIENT_KEY_FILE_MAX) {
+		rc = -EFBIG;
+		snprintf(err, cap, "%s: larger than %d bytes", path, CLIENT_KEY_FILE_MAX);
+	}
+	uint64_t key_id = 0;
+	uint8_t secret[AUTH_SECRET_SIZE];
+	char why[160];
+	if (rc == 0 && auth_client_key_parse(text, len, &key_id, secret, why, sizeof(why)) < 0) {
+		rc = -EINVAL;
+		snprintf(err, cap, "%s: %s", path, why);
+	}
+	if (rc == 0) {
+		cfg->logon = true;
+		cfg->key_id = key_id;
+		memcpy(cfg->secret, secret, sizeof(secret));
+	}
+	/* The caller's cfg is the one copy of the secret left. */
+	explicit_bzero(secret, sizeof(secret));
+	explicit_bzero(text, len);
+	free(text);
+	return rc;
 }

@@ -24,8 +24,39 @@
  * the node re-sends the answers it still keeps as ordinary ACK / NAK / EXEC_REPORT with
  * their original seq. client_replay_tail asks for the answers never seen at all.
  *
+ * Sessions (docs/security.md, common/wire.h "Client sessions"). With an API key
+ * (cfg.logon, key_id, secret: client_key_file_load) the client logs on before it sends:
+ * client_logon sends LOGON (no MAC, sender_id = the session id, a fresh nonce and the wall
+ * clock, signed last with auth_logon_sign) in a frame of its own, again with a fresh nonce
+ * every logon_retry_ms, and waits for LOGON_REPLY. Accepted, the reply comes MAC'd under
+ * the session key (auth_session_key: both ends derive it from the secret and the LOGON);
+ * refused, un-MAC'd with the reason (client_logon_reason). From then on every frame is a
+ * session frame: WIRE_FRAME_F_SESSION, SESSION_HDR {session id, seq} first, MAC under the
+ * session key; seq starts at the reply's next_seq (1) and is stamped as each frame leaves,
+ * so a retransmitted request goes in a new frame with a new seq (the node dedups requests,
+ * not frames). Frames from the node are decoded under the session key; un-MAC'd, only a
+ * refused LOGON_REPLY or SESSION_REJECT UNKNOWN_SESSION is taken (the node knows no key for
+ * those), anything else is a decode error.
+ *  - SESSION_REJECT SEQ_GAP / SEQ_REPEAT (nothing in the frame was acted on): the next seq
+ *    becomes the expected one (stats.seq_resyncs) and every unanswered request is due at
+ *    once. MSG_RATE: the seq is taken as well, the requests wait for their back-off
+ *    (stats.rate_refused). hdr.flags bit 0: a warning only (stats.rate_warnings).
+ *  - SESSION_REJECT UNKNOWN_SESSION or a LOGOUT from the node: the session is gone. With
+ *    cfg.relogon client_tick logs on again (same session id, fresh nonce; stats.relogons)
+ *    and then sends every unanswered request again; a relogon unanswered for give_up_ms,
+ *    or refused (delivered with session_ended), ends it. Without relogon the message is
+ *    delivered with session_ended set. Either end counts in stats.session_ended.
+ *  - Idle for the agreed heartbeat_ms, client_tick sends a HEARTBEAT (the node ends a
+ *    session silent for AUTH_IDLE_BEATS of them); the node's HEARTBEATs are counted
+ *    (stats.heartbeats_rx), not delivered. client_logout ends the session.
+ * While not logged on, requests are tracked but not sent (client_submit's err -ENOTCONN),
+ * and REPORT_REPLAYs are refused (-ENOTCONN).
+ * Without a key the client speaks exactly as above: plain frames, the optional MAC.
+ *
  * Time is injected (now_ns arguments, CLOCK_MONOTONIC from client_now_ns()) so the
- * bookkeeping can be tested without sleeping. Not thread-safe: one thread per client.
+ * bookkeeping can be tested without sleeping; a session client must use client_now_ns()
+ * (client_logon does), since its heartbeats compare the times handed in. Not thread-safe:
+ * one thread per client.
  */
 #ifndef OMSD_TOOLS_CLIENT_H
 #define OMSD_TOOLS_CLIENT_H
@@ -34,6 +65,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "auth/auth.h"
 #include "common/wire.h"
 
 #define CLIENT_DEFAULT_HOST "10.77.0.2" /* deploy/omsd.ini [node] ip */
@@ -46,6 +78,9 @@
 #define CLIENT_SEQ_WINDOW 1024          /* seqs above contig tracked per user (128 B bitmap) */
 #define CLIENT_REPLAY_TICK_MAX 64       /* automatic REPORT_REPLAYs sent per client_tick */
 #define CLIENT_REPLAY_SCAN_MAX 4096     /* users visited per client_tick looking for holes */
+#define CLIENT_LOGON_RETRY_MS 500       /* default: a LOGON unanswered this long goes again */
+#define CLIENT_HEARTBEAT_MS 1000        /* heartbeat when the node's reply names none */
+#define CLIENT_KEY_FILE_MAX 65536       /* bytes of a key file client_key_file_load reads */
 
 struct client_config {
 	const char *host;        /* node IPv4 address (dotted quad) */
@@ -68,6 +103,14 @@ struct client_config {
 				    users, or rows seeded with egress_seq 0): a first seq seen above
 				    1 leaves a hole 1..seq-1 to ask for, instead of being the
 				    baseline */
+	bool logon;              /* log on with an API key (client_logon): session frames; key
+				    must then be zero */
+	bool relogon;            /* log on again when the node ends the session */
+	uint64_t key_id;         /* API key id, non-zero with logon */
+	uint8_t secret[AUTH_SECRET_SIZE]; /* API secret (wiped by client_close) */
+	uint32_t heartbeat_ms;   /* asked for in the LOGON, 0: the node's default */
+	uint32_t logon_retry_ms; /* a LOGON unanswered this long is sent again with a fresh
+				    nonce, 0: CLIENT_LOGON_RETRY_MS */
 };
 
 enum client_req_state {
@@ -115,6 +158,8 @@ struct client_event {
 					 * it (abandoned): a report that late is taken for a
 					 * repeat */
 	bool seq_fill;                  /* seq below the newest, never seen: fills a gap */
+	bool session_ended;             /* this LOGOUT, SESSION_REJECT or refused relogon ended
+					 * the session for good (no relogon) */
 };
 
 typedef void(client_event_fn)(void *ctx, const struct client_event *ev);
@@ -146,6 +191,16 @@ struct client_stats {
 	uint64_t replay_requests;     /* REPORT_REPLAYs sent: automatic, tail and explicit */
 	uint64_t gave_up;             /* requests given up */
 	uint64_t table_full;          /* submits refused: request table full */
+	uint64_t logons_sent;         /* LOGONs sent, retries included */
+	uint64_t logons;              /* logons accepted, relogons included */
+	uint64_t logons_refused;      /* LOGON_REPLYs with a reason */
+	uint64_t relogons;            /* logons accepted after the node ended the session */
+	uint64_t session_ended;       /* sessions ended for good: refused or no relogon */
+	uint64_t seq_resyncs;         /* next seqs taken from SEQ_GAP / SEQ_REPEAT rejects */
+	uint64_t rate_refused;        /* frames refused MSG_RATE */
+	uint64_t rate_warnings;       /* SESSION_REJECT warnings (hdr.flags bit 0) */
+	uint64_t heartbeats_tx;       /* HEARTBEATs sent */
+	uint64_t heartbeats_rx;       /* HEARTBEATs received */
 };
 
 struct client;
@@ -156,7 +211,9 @@ uint64_t client_now_ns(void); /* CLOCK_MONOTONIC */
 const char *client_exec_name(uint8_t exec);
 const char *client_cause_name(uint8_t cause);
 
-/* Open the socket (connected to host:port) and size the tables. 0 or -errno. */
+/* Open the socket (connected to host:port) and size the tables. 0 or -errno (-EINVAL also
+ * for logon without a key_id, or with a MAC key as well). With logon and session_id 0 the
+ * session id is random, non-zero. */
 int client_open(struct client **out, const struct client_config *cfg);
 void client_close(struct client *c);
 int client_fd(const struct client *c);
@@ -204,11 +261,39 @@ uint64_t client_user_seq(const struct client *c, uint64_t user);
 uint64_t client_user_contig(const struct client *c, uint64_t user);
 
 /*
+ * Read an API key file into cfg (key_id, secret, logon = true): the first key line of
+ * "<key_id> <secret: 64 hex digits> [perms users ...]" (auth_client_key_parse), so one line
+ * of the node's key file serves. At most CLIENT_KEY_FILE_MAX bytes. 0, or -errno with
+ * "path: what" in err (-EINVAL: no valid key line, -EFBIG: too large).
+ */
+int client_key_file_load(const char *path, struct client_config *cfg, char *err, size_t cap);
+/*
+ * Log on (cfg.logon): send LOGON and wait up to timeout_ms for the LOGON_REPLY, sending it
+ * again with a fresh nonce every logon_retry_ms. Messages other than the reply that arrive
+ * meanwhile are not delivered. Returns 0 (logged on; requests already submitted become due),
+ * -EACCES (refused: client_logon_reason), -ETIMEDOUT (no reply), -EINVAL (no key
+ * configured). Already logged on: 0 at once.
+ */
+int client_logon(struct client *c, int timeout_ms);
+/* The reason of the last LOGON refusal (0: none). */
+uint16_t client_logon_reason(const struct client *c);
+/* Send what is being built, then LOGOUT {session id, reason 0}; the session is over (no
+ * relogon). 0, -ENOTCONN (not logged on) or -errno. */
+int client_logout(struct client *c);
+bool client_session_up(const struct client *c);
+uint32_t client_session_id(const struct client *c);
+/* The seq the next session frame will carry (0 before the first logon). */
+uint64_t client_session_seq(const struct client *c);
+/* The heartbeat interval the node agreed to (0 before the first logon). */
+uint32_t client_heartbeat_ms(const struct client *c);
+
+/*
  * Ask the node again for user's numbered answers with seq in [from, to] (to 0: up to the
  * newest it keeps): one REPORT_REPLAY, appended to the frame being built like order entry
  * (sent by client_flush or client_tick). No answer of its own: the re-sent ACK / NAK /
  * EXEC_REPORT arrive as usual, at most WIRE_REPLAY_MAX per request. from >= 1, to 0 or
- * >= from. 0 or -errno (-EINVAL on a bad range).
+ * >= from. 0 or -errno (-EINVAL on a bad range, -ENOTCONN when a session client is not
+ * logged on).
  */
 int client_replay(struct client *c, uint64_t user, uint64_t from, uint64_t to);
 /*

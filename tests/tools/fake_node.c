@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 struct out {
@@ -19,6 +20,7 @@ struct out {
 };
 
 #define OUT_FRAME 1472
+#define FAKE_NONCES_MAX 1024 /* LOGON nonces remembered */
 
 static void
 out_flush(struct out *o)
@@ -251,13 +253,211 @@ answer(struct fake_node *n, const struct wire_msg_hdr *h, struct out *o)
 	}
 }
 
+/* ---------------------------------------------------------------------------------------
+ * The gateway's session side (fake_node_sessions).
+ * ------------------------------------------------------------------------------------- */
+
+static uint64_t
+clock_ns(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* auth_session.peer: where a session's answers go, as the gateway keeps it. */
+static uint64_t
+peer_of(const struct sockaddr_in *a)
+{
+	return (uint64_t)ntohl(a->sin_addr.s_addr) << 16 | ntohs(a->sin_port);
+}
+
+static struct sockaddr_in
+addr_of(uint64_t peer)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons((uint16_t)(peer & 0xffff)),
+				.sin_addr.s_addr = htonl((uint32_t)(peer >> 16))};
+	return a;
+}
+
+/* One message in a frame of its own, MAC'd under key (NULL: none), to o->to. */
+static void
+send_alone(struct out *o, const void *m, const struct wire_key *key)
+{
+	o->key = key;
+	wire_builder_init(&o->b, o->buf, OUT_FRAME, 1);
+	out_add(o, m);
+	out_flush(o);
+}
+
+static void
+send_logout(struct out *o, uint32_t session_id, uint16_t reason, const struct wire_key *key)
+{
+	struct wire_logout m;
+	memset(&m, 0, sizeof(m));
+	wire_hdr_init(&m.hdr, WIRE_LOGOUT, 0);
+	m.session_id = session_id;
+	m.reason = reason;
+	send_alone(o, &m, key);
+}
+
+/* A frame refused whole; without a session there is no key to MAC it with. */
+static void
+reject(struct fake_node *n, struct out *o, const struct wire_session_hdr *sh, uint16_t reason,
+       const struct auth_session *s)
+{
+	struct wire_session_reject m;
+	memset(&m, 0, sizeof(m));
+	wire_hdr_init(&m.hdr, WIRE_SESSION_REJECT, 0);
+	m.session_id = sh->session_id;
+	m.reason = reason;
+	m.seq = sh->seq;
+	m.expected_seq = s != NULL ? s->next_seq : 0;
+	atomic_fetch_add(&n->session_rejects, 1);
+	atomic_fetch_add(&n->rejects[reason < WIRE_REASON_MAX ? reason : 0], 1);
+	atomic_store(&n->last_reject, reason);
+	send_alone(o, &m, s != NULL ? &s->frame_key : NULL);
+}
+
+static void
+gateway_logon(struct fake_node *n, struct out *o, const struct wire_logon *m)
+{
+	struct auth_session *s;
+	uint16_t reason = auth_logon(&n->sessions, m, clock_ns(CLOCK_REALTIME),
+				     clock_ns(CLOCK_MONOTONIC), peer_of(&o->to), &s);
+	struct wire_logon_reply r;
+	memset(&r, 0, sizeof(r));
+	wire_hdr_init(&r.hdr, WIRE_LOGON_REPLY, 0);
+	r.key_id = m->key_id;
+	r.session_id = m->session_id;
+	r.reason = reason;
+	r.ts_ns = clock_ns(CLOCK_REALTIME);
+	if (reason != WIRE_REASON_NONE) {
+		atomic_fetch_add(&n->logons_refused, 1);
+		send_alone(o, &r, NULL);
+		return;
+	}
+	r.next_seq = s->next_seq;
+	r.heartbeat_ms = s->heartbeat_ms;
+	atomic_fetch_add(&n->logons, 1);
+	unsigned drop = atomic_load(&n->drop_logon_replies);
+	if (drop > 0) {
+		atomic_store(&n->drop_logon_replies, drop - 1);
+		return;
+	}
+	send_alone(o, &r, &s->frame_key);
+}
+
+/* A session's messages, after auth_frame accepted the frame. */
+static void
+gateway_msgs(struct fake_node *n, struct out *o, struct auth_session *s,
+	     const struct wire_msg_hdr *const *msgs, uint32_t count)
+{
+	struct wire_key key = s->frame_key; /* s goes when a LOGOUT ends the session */
+	uint32_t id = s->id;
+	o->key = &key;
+	wire_builder_init(&o->b, o->buf, OUT_FRAME, 1);
+	for (uint32_t i = 1; i < count; i++) {
+		if (msgs[i]->type == WIRE_HEARTBEAT) {
+			atomic_fetch_add(&n->heartbeats_rx, 1);
+			struct wire_heartbeat h;
+			memset(&h, 0, sizeof(h));
+			wire_hdr_init(&h.hdr, WIRE_HEARTBEAT, 0);
+			h.session_id = id;
+			h.ts_ns = clock_ns(CLOCK_REALTIME);
+			out_add(o, &h);
+		} else if (msgs[i]->type == WIRE_LOGOUT) {
+			atomic_fetch_add(&n->logouts_rx, 1);
+			struct auth_session *x = auth_session_find(&n->sessions, id);
+			if (x != NULL)
+				auth_session_end(&n->sessions, x);
+		} else {
+			answer(n, msgs[i], o);
+		}
+	}
+	out_flush(o);
+}
+
+static void
+gateway_frame(struct fake_node *n, struct out *o, const void *in, size_t len)
+{
+	const struct wire_msg_hdr *msgs[WIRE_FRAME_MSGS_MAX];
+	uint32_t count = 0, sender = 0;
+	enum wire_err e;
+	if ((wire_frame_flags(in, len) & WIRE_FRAME_F_SESSION) == 0) {
+		/* Outside a session only a LOGON, alone and without a MAC, is taken. */
+		e = wire_frame_decode(in, len, NULL, msgs, WIRE_FRAME_MSGS_MAX, &count, &sender);
+		if (e == WIRE_E_OK && count == 1 && msgs[0]->type == WIRE_LOGON) {
+			n->last_sender = sender;
+			gateway_logon(n, o, (const void *)msgs[0]);
+			return;
+		}
+		n->last_error = e != WIRE_E_OK ? e : WIRE_E_BAD_TYPE;
+		atomic_fetch_add(&n->decode_errors, 1);
+		return;
+	}
+	e = wire_session_frame_decode(in, len, msgs, WIRE_FRAME_MSGS_MAX, &count, &sender);
+	if (e != WIRE_E_OK) {
+		n->last_error = e;
+		atomic_fetch_add(&n->decode_errors, 1);
+		return;
+	}
+	n->last_sender = sender;
+	const struct wire_session_hdr *sh = (const void *)msgs[0];
+	struct auth_session *s = auth_session_find(&n->sessions, sh->session_id);
+	if (s != NULL && atomic_exchange(&n->forget_sessions, 0) != 0)
+		auth_session_end(&n->sessions, s); /* as after a restart: no such session */
+	bool warn;
+	uint16_t reason = auth_frame(&n->sessions, in, len, sh, count - 1,
+				     clock_ns(CLOCK_MONOTONIC), peer_of(&o->to), &s, &warn);
+	if (reason == WIRE_REASON_BAD_SIGNATURE) {
+		n->last_error = WIRE_E_BAD_MAC; /* not answered: the sender is not proven */
+		atomic_fetch_add(&n->decode_errors, 1);
+		return;
+	}
+	if (reason != WIRE_REASON_NONE) {
+		reject(n, o, sh, reason, s);
+		return;
+	}
+	uint64_t k = atomic_load(&n->seq_count);
+	if (k < FAKE_SEQS_MAX) {
+		n->frame_seqs[k] = sh->seq;
+		atomic_store(&n->seq_count, k + 1);
+	}
+	atomic_fetch_add(&n->session_frames, 1);
+	atomic_fetch_add(&n->msgs_rx, count - 1);
+	unsigned ended = atomic_exchange(&n->logout_reason, 0);
+	if (ended != 0) {
+		send_logout(o, s->id, (uint16_t)ended, &s->frame_key);
+		auth_session_end(&n->sessions, s);
+		return;
+	}
+	gateway_msgs(n, o, s, msgs, count);
+}
+
+/* auth_expire's callback: tell the session's client why it ended. */
+static void
+idle_end(void *ctx, const struct auth_session *s, uint16_t reason)
+{
+	struct out *o = ctx;
+	o->to = addr_of(s->peer);
+	o->to_len = sizeof(o->to);
+	send_logout(o, s->id, reason, &s->frame_key);
+}
+
 static void *
 run(void *arg)
 {
 	struct fake_node *n = arg;
 	static _Thread_local uint64_t in[WIRE_FRAME_MAX / 8 + 1];
 	static _Thread_local struct out o;
+	o.fd = n->fd;
 	while (!atomic_load(&n->stop)) {
+		if (n->gateway)
+			atomic_fetch_add(&n->idle_ended,
+					 auth_expire(&n->sessions, clock_ns(CLOCK_MONOTONIC),
+						     idle_end, &o));
 		struct pollfd p = {.fd = n->fd, .events = POLLIN};
 		if (poll(&p, 1, 10) <= 0)
 			continue;
@@ -270,6 +470,14 @@ run(void *arg)
 		unsigned drop = atomic_load(&n->drop_frames);
 		if (drop > 0) {
 			atomic_store(&n->drop_frames, drop - 1);
+			continue;
+		}
+		if (n->gateway) {
+			if (atomic_load(&n->silent))
+				continue;
+			o.to = from;
+			o.to_len = flen;
+			gateway_frame(n, &o, in, (size_t)r);
 			continue;
 		}
 		const struct wire_msg_hdr *msgs[WIRE_FRAME_MSGS_MAX];
@@ -320,10 +528,30 @@ fake_node_start(struct fake_node *n)
 	return 0;
 }
 
+int
+fake_node_sessions(struct fake_node *n, const struct auth_keys *keys, uint32_t heartbeat_ms,
+		   uint32_t msgs_per_window, uint32_t rate_window_ms)
+{
+	struct auth_config cfg = {
+		.sessions_max = FAKE_SESSIONS_MAX,
+		.nonces_max = FAKE_NONCES_MAX,
+		.logon_window_ns = FAKE_LOGON_WINDOW_NS,
+		.heartbeat_ms = heartbeat_ms,
+		.msgs_per_window = msgs_per_window,
+		.rate_window_ns = (uint64_t)rate_window_ms * 1000000u,
+	};
+	int rc = auth_sessions_init(&n->sessions, &cfg, keys);
+	n->gateway = rc == 0;
+	return rc;
+}
+
 void
 fake_node_stop(struct fake_node *n)
 {
 	atomic_store(&n->stop, true);
 	pthread_join(n->thread, NULL);
 	close(n->fd);
+	if (n->gateway)
+		auth_sessions_free(&n->sessions);
+	n->gateway = false;
 }

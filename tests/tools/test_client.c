@@ -1,13 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The order-entry client (tools/client.h): frame building, matching answers to requests,
- * retransmit and give-up bookkeeping, egress seq gaps. Over real UDP sockets on 127.0.0.1;
- * the node side is a silent socket or the fake node (fake_node.h). */
+ * retransmit and give-up bookkeeping, egress seq gaps, sessions (logon, session frames,
+ * rejects, relogon, heartbeats, key files). Over real UDP sockets on 127.0.0.1; the node
+ * side is a silent socket or the fake node (fake_node.h), as the gateway with the real
+ * session table for the session tests. */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -34,6 +38,7 @@ static struct {
 	bool repeat;
 	bool fill;
 	bool matched;
+	bool session_ended;
 } events[EVENTS_MAX];
 static uint32_t event_count;
 
@@ -48,6 +53,7 @@ record(void *ctx, const struct client_event *ev)
 	events[event_count].seq_gap = ev->seq_gap;
 	events[event_count].repeat = ev->seq_repeat;
 	events[event_count].fill = ev->seq_fill;
+	events[event_count].session_ended = ev->session_ended;
 	if (ev->msg != NULL) {
 		events[event_count].type = ev->msg->type;
 		if (ev->msg->type == WIRE_EXEC_REPORT) {
@@ -888,4 +894,535 @@ Test(client, replay_recovers_lost_answers_over_udp, .init = setup_node, .fini = 
 		client_poll(cl, 10, record, NULL);
 	cr_assert(eq(u64, client_user_seq(cl, 4), newest + 2));
 	cr_assert(eq(u64, client_user_contig(cl, 4), newest + 2));
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Sessions: the fake node plays the gateway with the real session table (auth.h).
+ * ------------------------------------------------------------------------------------- */
+
+#define KEY_ID 7
+#define KEY_ID_UNKNOWN 99
+#define LOGON_WAIT_MS 2000
+#define SESSION_RETRY_MS 200 /* retry_first_ms of a session client */
+#define LOGON_RETRY_MS 100
+#define HEARTBEAT_MIN_MS 100 /* AUTH_HEARTBEAT_MIN_MS: the shortest the node agrees to */
+
+static struct auth_key gw_key;
+static struct auth_keys gw_keys = {.keys = &gw_key, .count = 1, .cap = 1};
+
+/* The test key's secret: not all zero, every byte different. */
+static void
+secret_fill(uint8_t out[AUTH_SECRET_SIZE])
+{
+	for (uint32_t i = 0; i < AUTH_SECRET_SIZE; i++)
+		out[i] = (uint8_t)(0xa0 + i);
+}
+
+/* The fake node as the gateway, one key (KEY_ID, all permissions, any user). */
+static void
+start_gateway(uint32_t heartbeat_ms, uint32_t msgs_per_window, uint32_t rate_window_ms)
+{
+	memset(&node, 0, sizeof(node));
+	memset(&gw_key, 0, sizeof(gw_key));
+	gw_key.key_id = KEY_ID;
+	secret_fill(gw_key.secret);
+	gw_key.perms = AUTH_P_ALL;
+	gw_key.all_users = true;
+	cr_assert(eq(int, fake_node_sessions(&node, &gw_keys, heartbeat_ms, msgs_per_window,
+					     rate_window_ms), 0));
+	cr_assert(eq(int, fake_node_start(&node), 0));
+	event_count = 0;
+}
+
+static void
+setup_gateway(void)
+{
+	start_gateway(0, 0, 0);
+}
+
+/* A session client of the gateway; bad_secret flips one bit of the key's secret. */
+static void
+open_session(uint64_t key_id, bool bad_secret, bool relogon, uint32_t heartbeat_ms,
+	     uint32_t retry_first_ms)
+{
+	struct client_config cfg = {
+		.host = "127.0.0.1",
+		.port = node.port,
+		.session_id = 4242,
+		.requests_max = 64,
+		.retry_first_ms = retry_first_ms,
+		.retry_cap_ms = retry_first_ms * 2,
+		.retries_max = 8,
+		.give_up_ms = 3000,
+		.logon = true,
+		.key_id = key_id,
+		.relogon = relogon,
+		.heartbeat_ms = heartbeat_ms,
+		.logon_retry_ms = LOGON_RETRY_MS,
+	};
+	secret_fill(cfg.secret);
+	if (bad_secret)
+		cfg.secret[0] ^= 1;
+	cr_assert(eq(int, client_open(&cl, &cfg), 0));
+	event_count = 0;
+}
+
+static void
+logged_on(bool relogon, uint32_t heartbeat_ms, uint32_t retry_first_ms)
+{
+	open_session(KEY_ID, false, relogon, heartbeat_ms, retry_first_ms);
+	cr_assert(eq(int, client_logon(cl, LOGON_WAIT_MS), 0));
+	cr_assert(client_session_up(cl));
+}
+
+/* Poll until pred holds or ms pass. */
+static bool
+poll_for(bool (*pred)(void), uint64_t ms)
+{
+	uint64_t end = client_now_ns() + ms * MS;
+	while (!pred() && client_now_ns() < end)
+		client_poll(cl, 10, record, NULL);
+	return pred();
+}
+
+/* Poll for ms whatever happens. */
+static void
+poll_idle(uint64_t ms)
+{
+	uint64_t end = client_now_ns() + ms * MS;
+	while (client_now_ns() < end)
+		client_poll(cl, 10, record, NULL);
+}
+
+static struct client_req *
+order(uint64_t user, uint64_t id)
+{
+	uint64_t msg[CLIENT_MSG_MAX / 8];
+	new_order(msg, user, id, WIRE_TIF_GTC);
+	int err = 1;
+	struct client_req *r = client_submit(cl, msg, 0, client_now_ns(), &err);
+	cr_assert(not(eq(ptr, r, NULL)), "submit: %d", err);
+	return r;
+}
+
+/* Goal: after a logon every frame is a session frame, numbered 1, 2, 3, ... from the seq
+ * the reply named, MAC'd under the session key the node derived (it acts on them); a
+ * logout ends the session on both sides and nothing is sent outside it afterwards.
+ * Method: log on, three orders in three frames, each answered; check the seqs the node
+ * accepted, then log out. */
+Test(session, logon_then_session_frames, .init = setup_gateway, .fini = teardown)
+{
+	open_session(KEY_ID, false, false, 0, SESSION_RETRY_MS);
+	cr_assert(not(client_session_up(cl)));
+	cr_assert(eq(u64, client_session_seq(cl), 0));
+	cr_assert(eq(int, client_logon(cl, LOGON_WAIT_MS), 0));
+	cr_assert(client_session_up(cl));
+	cr_assert(eq(u64, client_session_seq(cl), 1));
+	cr_assert(eq(u32, client_heartbeat_ms(cl), 1000)); /* the node's default */
+	cr_assert(eq(u16, client_logon_reason(cl), 0));
+	cr_assert(eq(int, client_logon(cl, LOGON_WAIT_MS), 0)); /* already on: nothing sent */
+	const struct client_stats *st = client_stats(cl);
+	cr_assert(eq(u64, st->logons_sent, 1));
+	cr_assert(eq(u64, st->logons, 1));
+	cr_assert(eq(u64, atomic_load(&node.logons), 1));
+	for (uint64_t id = 1; id <= 3; id++) {
+		struct client_req *r = order(5, id);
+		cr_assert(eq(int, client_flush(cl), 0));
+		cr_assert(poll_until(none_unanswered));
+		cr_assert(eq(u8, r->state, CLIENT_REQ_ANSWERED));
+	}
+	uint64_t frames = atomic_load(&node.seq_count);
+	cr_assert(frames >= 3); /* a heartbeat may have gone too, on a slow machine */
+	for (uint64_t i = 0; i < frames; i++)
+		cr_assert(eq(u64, node.frame_seqs[i], i + 1), "frame %lu", (unsigned long)i);
+	cr_assert(eq(u64, client_session_seq(cl), frames + 1));
+	cr_assert(eq(u64, atomic_load(&node.session_frames), frames));
+	cr_assert(eq(u64, atomic_load(&node.decode_errors), 0));
+	cr_assert(eq(u64, atomic_load(&node.session_rejects), 0));
+	cr_assert(eq(u32, node.last_sender, 4242));
+	cr_assert(eq(u64, st->decode_errors, 0));
+	cr_assert(eq(u64, st->acks, 3));
+	cr_assert(eq(u64, client_user_seq(cl, 5), 6)); /* ACK and OPEN per order */
+
+	cr_assert(eq(int, client_logout(cl), 0));
+	cr_assert(not(client_session_up(cl)));
+	uint64_t end = client_now_ns() + 1000 * MS;
+	while (atomic_load(&node.logouts_rx) == 0 && client_now_ns() < end)
+		client_poll(cl, 10, record, NULL);
+	cr_assert(eq(u64, atomic_load(&node.logouts_rx), 1));
+	cr_assert(eq(int, client_logout(cl), -ENOTCONN));
+	uint64_t sent = st->frames_tx;
+	uint64_t msg[CLIENT_MSG_MAX / 8];
+	new_order(msg, 5, 4, WIRE_TIF_GTC);
+	int err = 0;
+	cr_assert(not(eq(ptr, client_submit(cl, msg, 0, client_now_ns(), &err), NULL)));
+	cr_assert(eq(int, err, -ENOTCONN)); /* tracked, not sent */
+	uint64_t replays = st->replay_requests;
+	cr_assert(eq(int, client_replay(cl, 5, 1, 0), -ENOTCONN));
+	cr_assert(eq(u32, client_replay_tail(cl), 0));
+	cr_assert(eq(u64, st->replay_requests, replays));
+	cr_assert(eq(int, client_flush(cl), 0));
+	client_tick(cl, client_now_ns() + 500 * MS, record, NULL);
+	cr_assert(eq(u64, st->frames_tx, sent));
+}
+
+/* Goal: a session client takes from the node, without a MAC, only what the node cannot key
+ * (a refused LOGON_REPLY, SESSION_REJECT UNKNOWN_SESSION); anything else un-MAC'd, or MAC'd
+ * under another key, is a decode error and is not acted on. Method: hand-built frames
+ * through client_rx, before any logon. */
+Test(session, unkeyed_frames_refused, .fini = teardown)
+{
+	silent_open();
+	struct client_config cfg = {.host = "127.0.0.1", .port = silent_port, .session_id = 4242,
+				    .logon = true, .key_id = KEY_ID};
+	secret_fill(cfg.secret);
+	cr_assert(eq(int, client_open(&cl, &cfg), 0));
+	static uint64_t buf[64];
+	struct wire_builder b;
+	const struct client_stats *st = client_stats(cl);
+
+	struct wire_ack ack;
+	memset(&ack, 0, sizeof(ack));
+	wire_hdr_init(&ack.hdr, WIRE_ACK, 0);
+	ack.user = 3;
+	ack.cl_ord_id = 1;
+	ack.oid = wire_oid_make(1, 3, 1);
+	ack.seq = 1;
+	wire_builder_init(&b, buf, sizeof(buf), 1);
+	cr_assert(eq(int, wire_builder_add(&b, &ack), 0));
+	uint32_t len = wire_builder_finish(&b, NULL);
+	cr_assert(eq(u32, client_rx(cl, buf, len, 0, record, NULL), 0));
+	cr_assert(eq(u64, st->decode_err[WIRE_E_BAD_MAC], 1));
+
+	struct wire_key other = {.k0 = 1, .k1 = 2};
+	wire_builder_init(&b, buf, sizeof(buf), 1);
+	cr_assert(eq(int, wire_builder_add(&b, &ack), 0));
+	len = wire_builder_finish(&b, &other);
+	cr_assert(eq(u32, client_rx(cl, buf, len, 0, record, NULL), 0));
+	cr_assert(eq(u64, st->decode_err[WIRE_E_BAD_MAC], 2));
+
+	struct wire_logon_reply lr;
+	memset(&lr, 0, sizeof(lr));
+	wire_hdr_init(&lr.hdr, WIRE_LOGON_REPLY, 0);
+	lr.key_id = KEY_ID;
+	lr.session_id = 4242;
+	lr.next_seq = 1;
+	wire_builder_init(&b, buf, sizeof(buf), 1);
+	cr_assert(eq(int, wire_builder_add(&b, &lr), 0)); /* an accepting reply, forged */
+	len = wire_builder_finish(&b, NULL);
+	cr_assert(eq(u32, client_rx(cl, buf, len, 0, record, NULL), 0));
+	cr_assert(eq(u64, st->decode_err[WIRE_E_BAD_MAC], 3));
+	cr_assert(not(client_session_up(cl)));
+
+	lr.reason = WIRE_REASON_BAD_KEY;
+	wire_builder_init(&b, buf, sizeof(buf), 1);
+	cr_assert(eq(int, wire_builder_add(&b, &lr), 0));
+	len = wire_builder_finish(&b, NULL);
+	cr_assert(eq(u32, client_rx(cl, buf, len, 0, record, NULL), 1));
+	struct wire_session_reject rj;
+	memset(&rj, 0, sizeof(rj));
+	wire_hdr_init(&rj.hdr, WIRE_SESSION_REJECT, 0);
+	rj.session_id = 4242;
+	rj.reason = WIRE_REASON_UNKNOWN_SESSION;
+	wire_builder_init(&b, buf, sizeof(buf), 1);
+	cr_assert(eq(int, wire_builder_add(&b, &rj), 0));
+	len = wire_builder_finish(&b, NULL);
+	cr_assert(eq(u32, client_rx(cl, buf, len, 0, record, NULL), 1));
+	rj.reason = WIRE_REASON_SEQ_GAP; /* the node keys those: un-MAC'd it is not the node */
+	wire_builder_init(&b, buf, sizeof(buf), 1);
+	cr_assert(eq(int, wire_builder_add(&b, &rj), 0));
+	len = wire_builder_finish(&b, NULL);
+	cr_assert(eq(u32, client_rx(cl, buf, len, 0, record, NULL), 0));
+	/* The two taken arrive as events but change nothing: no logon was pending, no
+	 * session was up. */
+	cr_assert(eq(u32, event_count, 2));
+	cr_assert(eq(u8, events[0].kind, CLIENT_EV_OTHER));
+	cr_assert(eq(u16, events[0].type, WIRE_LOGON_REPLY));
+	cr_assert(eq(u16, events[1].type, WIRE_SESSION_REJECT));
+	cr_assert(not(events[1].session_ended));
+	cr_assert(eq(u64, st->decode_errors, 4));
+	cr_assert(eq(u64, st->logons_refused, 0));
+	cr_assert(eq(u64, st->seq_resyncs, 0));
+	cr_assert(eq(u16, client_logon_reason(cl), 0));
+	/* A key and logon together, or logon without a key id, is a configuration error. */
+	struct client *c2;
+	cfg.key = other;
+	cr_assert(eq(int, client_open(&c2, &cfg), -EINVAL));
+	cfg.key = (struct wire_key){0, 0};
+	cfg.key_id = 0;
+	cr_assert(eq(int, client_open(&c2, &cfg), -EINVAL));
+	/* Without a key the client does not log on. */
+	client_close(cl);
+	open_client(silent_port, 16, 10, 3, 1000, NULL);
+	cr_assert(eq(int, client_logon(cl, 10), -EINVAL));
+}
+
+/* Goal: a refused logon returns -EACCES with the node's reason, and the client stays off.
+ * Method: an unknown key id (BAD_KEY), then the right id with a wrong secret
+ * (BAD_SIGNATURE). */
+Test(session, logon_refused, .init = setup_gateway, .fini = teardown)
+{
+	open_session(KEY_ID_UNKNOWN, false, false, 0, SESSION_RETRY_MS);
+	cr_assert(eq(int, client_logon(cl, LOGON_WAIT_MS), -EACCES));
+	cr_assert(eq(u16, client_logon_reason(cl), WIRE_REASON_BAD_KEY));
+	cr_assert(not(client_session_up(cl)));
+	cr_assert(eq(u64, client_stats(cl)->logons_refused, 1));
+	cr_assert(eq(u64, client_stats(cl)->logons_sent, 1));
+	client_close(cl);
+	open_session(KEY_ID, true, false, 0, SESSION_RETRY_MS);
+	cr_assert(eq(int, client_logon(cl, LOGON_WAIT_MS), -EACCES));
+	cr_assert(eq(u16, client_logon_reason(cl), WIRE_REASON_BAD_SIGNATURE));
+	cr_assert(eq(u64, atomic_load(&node.logons_refused), 2));
+	cr_assert(eq(u64, atomic_load(&node.logons), 0));
+}
+
+/* Goal: a lost LOGON or a lost reply is made good by a resend with a fresh nonce within
+ * the timeout, and no reply at all ends in -ETIMEDOUT. Method: the node drops the first
+ * LOGON; then it accepts one but its reply is lost (a resend with the same nonce would be
+ * refused NONCE_REUSED, and the logon would time out); then it is silent. */
+Test(session, lost_logon_is_resent, .init = setup_gateway, .fini = teardown)
+{
+	atomic_store(&node.drop_frames, 1);
+	open_session(KEY_ID, false, false, 0, SESSION_RETRY_MS);
+	cr_assert(eq(int, client_logon(cl, LOGON_WAIT_MS), 0));
+	cr_assert(eq(u64, client_stats(cl)->logons_sent, 2));
+	cr_assert(eq(u64, atomic_load(&node.logons), 1));
+	client_close(cl);
+
+	atomic_store(&node.drop_logon_replies, 1);
+	open_session(KEY_ID, false, false, 0, SESSION_RETRY_MS);
+	cr_assert(eq(int, client_logon(cl, LOGON_WAIT_MS), 0));
+	cr_assert(eq(u64, client_stats(cl)->logons_sent, 2));
+	cr_assert(eq(u64, atomic_load(&node.logons), 3)); /* the lost one, and its resend */
+	cr_assert(eq(u64, atomic_load(&node.logons_refused), 0));
+	/* The session is the resend's: the node acts on its frames. */
+	struct client_req *r = order(5, 1);
+	cr_assert(poll_until(none_unanswered));
+	cr_assert(eq(u8, r->state, CLIENT_REQ_ANSWERED));
+	client_close(cl);
+
+	atomic_store(&node.silent, 1);
+	open_session(KEY_ID, false, false, 0, SESSION_RETRY_MS);
+	uint64_t rx = atomic_load(&node.frames_rx);
+	cr_assert(eq(int, client_logon(cl, 3 * LOGON_RETRY_MS + LOGON_RETRY_MS / 2), -ETIMEDOUT));
+	/* At 0, 100, 200 and 300 ms, the last one late on a loaded machine. */
+	uint64_t sent = client_stats(cl)->logons_sent;
+	cr_assert(sent >= 3 && sent <= 4, "%lu LOGONs", (unsigned long)sent);
+	uint64_t end = client_now_ns() + 100 * MS;
+	while (atomic_load(&node.frames_rx) - rx < sent && client_now_ns() < end)
+		usleep(1000);
+	cr_assert(eq(u64, atomic_load(&node.frames_rx) - rx, sent));
+	cr_assert(not(client_session_up(cl)));
+}
+
+static struct client_req *req_a, *req_b;
+
+static bool
+both_answered(void)
+{
+	return req_a->state == CLIENT_REQ_ANSWERED && req_b->state == CLIENT_REQ_ANSWERED;
+}
+
+/* Goal: SEQ_GAP makes the client take the node's expected seq and send the unanswered
+ * requests again at once, not after their back-off. Method: the node loses the frame of
+ * order A (seq 1); order B's frame (seq 2) is refused SEQ_GAP expecting 1; both must be
+ * answered well before retry_first_ms (1 s), in a frame with seq 1. */
+Test(session, seq_gap_resyncs, .init = setup_gateway, .fini = teardown)
+{
+	logged_on(false, 0, 1000);
+	uint64_t start = client_now_ns();
+	atomic_store(&node.drop_frames, 1);
+	req_a = order(5, 1);
+	cr_assert(eq(int, client_flush(cl), 0));
+	req_b = order(5, 2);
+	cr_assert(eq(int, client_flush(cl), 0));
+	cr_assert(poll_for(both_answered, 500));
+	cr_assert(client_now_ns() - start < 1000 * MS);
+	const struct client_stats *st = client_stats(cl);
+	cr_assert(eq(u64, st->seq_resyncs, 1));
+	cr_assert(eq(u64, st->retransmits, 2));
+	cr_assert(eq(u64, atomic_load(&node.rejects[WIRE_REASON_SEQ_GAP]), 1));
+	cr_assert(eq(u64, atomic_load(&node.session_rejects), 1));
+	cr_assert(eq(u64, atomic_load(&node.seq_count), 1));
+	cr_assert(eq(u64, node.frame_seqs[0], 1)); /* the resent frame carried seq 1 again */
+	cr_assert(eq(u64, client_session_seq(cl), 2));
+	cr_assert(eq(u64, atomic_load(&node.duplicates), 0)); /* B was never acted on twice */
+}
+
+static bool
+a_answered(void)
+{
+	return req_a->state == CLIENT_REQ_ANSWERED;
+}
+
+/* Goal: a frame refused MSG_RATE leaves its requests to their back-off, and the next frame
+ * carries the refused frame's seq (the node still waits for it): no SEQ_GAP follows.
+ * Method: two messages per 200 ms window; two orders in one frame pass, a third in the
+ * next frame is refused; it is answered once a later window takes its resend. */
+Test(session, rate_refused_waits_for_backoff, .fini = teardown)
+{
+	start_gateway(0, 2, 200);
+	logged_on(false, 0, 100);
+	order(5, 1);
+	order(5, 2);
+	cr_assert(eq(int, client_flush(cl), 0));
+	req_a = order(5, 3);
+	cr_assert(eq(int, client_flush(cl), 0));
+	cr_assert(poll_for(a_answered, 2000));
+	const struct client_stats *st = client_stats(cl);
+	cr_assert(st->rate_refused >= 1);
+	cr_assert(eq(u64, st->rate_refused, atomic_load(&node.rejects[WIRE_REASON_MSG_RATE])));
+	cr_assert(eq(u64, atomic_load(&node.rejects[WIRE_REASON_SEQ_GAP]), 0));
+	cr_assert(eq(u64, st->seq_resyncs, 0));
+	cr_assert(req_a->tries >= 2);
+	cr_assert(req_a->answer_ns - req_a->first_ns >= 100 * MS); /* not before its back-off */
+}
+
+/* Goal: when the node has lost the session (UNKNOWN_SESSION, as after a restart), a client
+ * with relogon logs on again, same session id, and the request the node refused is
+ * answered after all. Method: log on, one order answered; the node forgets the session;
+ * a second order is refused whole; poll until it is answered. */
+Test(session, unknown_session_relogs_on, .init = setup_gateway, .fini = teardown)
+{
+	logged_on(true, 0, SESSION_RETRY_MS);
+	req_a = order(5, 1);
+	cr_assert(poll_until(none_unanswered));
+	atomic_store(&node.forget_sessions, 1);
+	req_b = order(5, 2);
+	cr_assert(eq(int, client_flush(cl), 0));
+	cr_assert(poll_for(both_answered, 2000));
+	const struct client_stats *st = client_stats(cl);
+	cr_assert(eq(u64, st->relogons, 1));
+	cr_assert(eq(u64, st->logons, 2));
+	cr_assert(eq(u64, st->session_ended, 0));
+	cr_assert(client_session_up(cl));
+	cr_assert(eq(u64, atomic_load(&node.logons), 2));
+	cr_assert(eq(u64, atomic_load(&node.rejects[WIRE_REASON_UNKNOWN_SESSION]), 1));
+	cr_assert(eq(u64, atomic_load(&node.duplicates), 0));
+	/* The new session numbers its frames from 1 again. */
+	uint64_t frames = atomic_load(&node.seq_count);
+	cr_assert(eq(u64, node.frame_seqs[frames - 1], 1));
+	for (uint32_t i = 0; i < event_count; i++)
+		cr_assert(not(events[i].session_ended));
+}
+
+/* Goal: a LOGOUT from the node ends the session; without relogon the client says so
+ * (CLIENT_EV_OTHER with session_ended) and sends nothing more. Method: the node answers the
+ * next frame with LOGOUT KEY_REVOKED. */
+Test(session, node_logout_ends_session, .init = setup_gateway, .fini = teardown)
+{
+	logged_on(false, 0, SESSION_RETRY_MS);
+	atomic_store(&node.logout_reason, WIRE_REASON_KEY_REVOKED);
+	req_a = order(5, 1);
+	cr_assert(eq(int, client_flush(cl), 0));
+	uint64_t end = client_now_ns() + 1000 * MS;
+	while (client_session_up(cl) && client_now_ns() < end)
+		client_poll(cl, 10, record, NULL);
+	cr_assert(not(client_session_up(cl)));
+	const struct client_stats *st = client_stats(cl);
+	cr_assert(eq(u64, st->session_ended, 1));
+	cr_assert(eq(u64, st->relogons, 0));
+	cr_assert(eq(u32, event_count, 1));
+	cr_assert(eq(u8, events[0].kind, CLIENT_EV_OTHER));
+	cr_assert(eq(u16, events[0].type, WIRE_LOGOUT));
+	cr_assert(events[0].session_ended);
+	cr_assert(eq(u8, req_a->state, CLIENT_REQ_SENT));
+	uint64_t sent = st->frames_tx;
+	poll_idle(3 * SESSION_RETRY_MS);
+	cr_assert(eq(u64, st->frames_tx, sent)); /* no retransmit, no heartbeat, no LOGON */
+	cr_assert(eq(u64, atomic_load(&node.logons), 1));
+}
+
+/* Goal: an idle client keeps its session with HEARTBEATs at the agreed interval, and the
+ * node really ends a session that goes quiet (so the first half means something).
+ * Method: heartbeat 100 ms; poll idle for 600 ms (twice the node's three-beat limit); then
+ * stop polling for 500 ms and poll again. */
+Test(session, heartbeats_keep_idle_session, .init = setup_gateway, .fini = teardown)
+{
+	logged_on(false, HEARTBEAT_MIN_MS, SESSION_RETRY_MS);
+	cr_assert(eq(u32, client_heartbeat_ms(cl), HEARTBEAT_MIN_MS));
+	poll_idle(6 * HEARTBEAT_MIN_MS);
+	const struct client_stats *st = client_stats(cl);
+	cr_assert(st->heartbeats_tx >= 4, "%lu heartbeats", (unsigned long)st->heartbeats_tx);
+	cr_assert(st->heartbeats_tx <= 7, "%lu heartbeats", (unsigned long)st->heartbeats_tx);
+	cr_assert(st->heartbeats_rx >= 3);
+	/* The last one may still be on its way; not polling sends no other meanwhile. */
+	for (int i = 0; i < 50 && atomic_load(&node.heartbeats_rx) != st->heartbeats_tx; i++)
+		usleep(1000);
+	cr_assert(eq(u64, atomic_load(&node.heartbeats_rx), st->heartbeats_tx));
+	cr_assert(eq(u64, atomic_load(&node.idle_ended), 0));
+	cr_assert(client_session_up(cl));
+	cr_assert(eq(u64, st->session_ended, 0));
+	cr_assert(eq(u32, event_count, 0)); /* heartbeats are counted, not delivered */
+	/* Traffic counts as life: no heartbeat while orders go. */
+	uint64_t beats = st->heartbeats_tx;
+	for (uint64_t id = 1; id <= 4; id++) {
+		order(5, id);
+		cr_assert(eq(int, client_flush(cl), 0));
+		poll_idle(HEARTBEAT_MIN_MS / 2);
+	}
+	cr_assert(eq(u64, st->heartbeats_tx, beats));
+	/* Silent: the node ends the session (LOGOUT SESSION_IDLE). */
+	usleep(5 * HEARTBEAT_MIN_MS * 1000);
+	uint64_t end = client_now_ns() + 1000 * MS;
+	while (client_session_up(cl) && client_now_ns() < end)
+		client_poll(cl, 10, record, NULL);
+	cr_assert(eq(u64, atomic_load(&node.idle_ended), 1));
+	cr_assert(not(client_session_up(cl)));
+	cr_assert(eq(u64, st->session_ended, 1));
+}
+
+/* Write text to a fresh temporary file; its path in path. */
+static void
+temp_file(char *path, size_t cap, const char *text, size_t len)
+{
+	snprintf(path, cap, "/tmp/omsd-keyfile-XXXXXX");
+	int fd = mkstemp(path);
+	cr_assert(fd >= 0);
+	cr_assert(eq(i64, write(fd, text, len), (int64_t)len));
+	close(fd);
+}
+
+/* Goal: a key file is read as auth_client_key_parse reads it (a line of the node's key
+ * file serves), and a bad one is refused with its path and the reason. Method: a node key
+ * line with a comment before it, then logon with it; a short secret, a file with no key
+ * line, a missing file, a file over CLIENT_KEY_FILE_MAX. */
+Test(session, key_file_load, .init = setup_gateway, .fini = teardown)
+{
+	uint8_t secret[AUTH_SECRET_SIZE];
+	secret_fill(secret);
+	char text[256], path[64], err[256];
+	int n = snprintf(text, sizeof(text), "# trading desk 3\n\n%d ", KEY_ID);
+	for (uint32_t i = 0; i < AUTH_SECRET_SIZE; i++)
+		n += snprintf(text + n, sizeof(text) - (size_t)n, "%02x", secret[i]);
+	n += snprintf(text + n, sizeof(text) - (size_t)n, " trade,transfer 1-1000,5000\n");
+	temp_file(path, sizeof(path), text, (size_t)n);
+	struct client_config cfg = {.host = "127.0.0.1", .port = node.port, .session_id = 4242};
+	cr_assert(eq(int, client_key_file_load(path, &cfg, err, sizeof(err)), 0), "%s", err);
+	unlink(path);
+	cr_assert(cfg.logon);
+	cr_assert(eq(u64, cfg.key_id, KEY_ID));
+	cr_assert(eq(int, memcmp(cfg.secret, secret, sizeof(secret)), 0));
+	cr_assert(eq(int, client_open(&cl, &cfg), 0));
+	cr_assert(eq(int, client_logon(cl, LOGON_WAIT_MS), 0));
+
+	struct client_config bad = {.host = "127.0.0.1"};
+	temp_file(path, sizeof(path), "7 a0a1a2\n", 9);
+	cr_assert(eq(int, client_key_file_load(path, &bad, err, sizeof(err)), -EINVAL));
+	cr_assert(eq(int, strncmp(err, path, strlen(path)), 0), "%s", err);
+	cr_assert(not(eq(ptr, strstr(err, "line 1"), NULL)), "%s", err);
+	unlink(path);
+	temp_file(path, sizeof(path), "# nothing here\n", 15);
+	cr_assert(eq(int, client_key_file_load(path, &bad, err, sizeof(err)), -EINVAL));
+	cr_assert(not(eq(ptr, strstr(err, "no key line"), NULL)), "%s", err);
+	unlink(path);
+	cr_assert(eq(int, client_key_file_load(path, &bad, err, sizeof(err)), -ENOENT));
+	cr_assert(eq(int, strncmp(err, path, strlen(path)), 0), "%s", err);
+	static char big[CLIENT_KEY_FILE_MAX + 1];
+	memset(big, '#', sizeof(big));
+	temp_file(path, sizeof(path), big, sizeof(big));
+	cr_assert(eq(int, client_key_file_load(path, &bad, err, sizeof(err)), -EFBIG));
+	unlink(path);
+	cr_assert(not(bad.logon));
+	cr_assert(eq(u64, bad.key_id, 0));
 }

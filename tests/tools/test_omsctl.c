@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* omsctl and omsload as programs: the control-plane commands against a fake control socket
- * built on mgmt/mgmt.h's server, order entry and load against the fake node (fake_node.h).
+ * built on mgmt/mgmt.h's server, order entry and load against the fake node (fake_node.h),
+ * plain and, with --key-file, logged on to its gateway side.
  * The binaries come from $OMSCTL and $OMSLOAD (set by tests/tools/meson.build). */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
@@ -505,4 +506,149 @@ Test(omsload, runs_and_reports, .init = start_node, .fini = stop_node, .timeout 
 	cr_assert(not(eq(ptr, strstr(out, "deposits: sent=8 ok=8 refused=0 lost=0"), NULL)),
 		  "%s", out);
 	cr_assert(not(eq(ptr, strstr(out, "naks: none"), NULL)), "%s", out);
+	/* Without a key the summary line is what its parsers know: no session counters. */
+	cr_assert(eq(ptr, strstr(last, "seq_resyncs="), NULL), "%s", last);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * API keys: the fake node as the gateway with the real session table (fake_node.h).
+ * ------------------------------------------------------------------------------------- */
+
+#define KEY_ID 7
+static struct auth_key gw_key;
+static struct auth_keys gw_keys = {.keys = &gw_key, .count = 1, .cap = 1};
+static char key_path[64];     /* a client key file for KEY_ID */
+static char unknown_path[64]; /* the same secret under a key id the node does not know */
+
+/* A key file of one line, "<id> <secret hex> trade,transfer *", as the node's key file has. */
+static void
+key_file_write(char *path, size_t cap, uint64_t key_id, const uint8_t *secret)
+{
+	snprintf(path, cap, "/tmp/omsd-cli-key-XXXXXX");
+	int fd = mkstemp(path);
+	cr_assert(fd >= 0);
+	FILE *f = fdopen(fd, "w");
+	cr_assert(not(eq(ptr, f, NULL)));
+	fprintf(f, "# client key\n%lu ", (unsigned long)key_id);
+	for (uint32_t i = 0; i < AUTH_SECRET_SIZE; i++)
+		fprintf(f, "%02x", secret[i]);
+	fprintf(f, " trade,transfer *\n");
+	cr_assert(eq(int, fclose(f), 0));
+}
+
+static void
+start_gateway(void)
+{
+	memset(&node, 0, sizeof(node));
+	memset(&gw_key, 0, sizeof(gw_key));
+	gw_key.key_id = KEY_ID;
+	for (uint32_t i = 0; i < AUTH_SECRET_SIZE; i++)
+		gw_key.secret[i] = (uint8_t)(0x30 + i);
+	gw_key.perms = AUTH_P_ALL;
+	gw_key.all_users = true;
+	cr_assert(eq(int, fake_node_sessions(&node, &gw_keys, 0, 0, 0), 0));
+	cr_assert(eq(int, fake_node_start(&node), 0));
+	snprintf(port_arg, sizeof(port_arg), "%u", node.port);
+	key_file_write(key_path, sizeof(key_path), KEY_ID, gw_key.secret);
+	key_file_write(unknown_path, sizeof(unknown_path), KEY_ID + 1, gw_key.secret);
+}
+
+static void
+stop_gateway(void)
+{
+	fake_node_stop(&node);
+	unlink(key_path);
+	unlink(unknown_path);
+}
+
+/* Wait up to 1 s for the node thread to count a LOGOUT (the tool sends it as it exits). */
+static uint64_t
+logouts_seen(uint64_t want)
+{
+	for (int i = 0; i < 1000 && atomic_load(&node.logouts_rx) < want; i++)
+		usleep(1000);
+	return atomic_load(&node.logouts_rx);
+}
+
+/* Goal: with --key-file omsctl logs on, sends in the session, is answered, and logs out;
+ * a refused logon exits 1 with the node's reason; --key with --key-file and a bad key file
+ * are usage errors. Method: the fake node as the gateway; an order with the right key, one
+ * with a key id it does not know (human and --json), then the option errors. */
+Test(omsctl_order, key_file_logon, .init = start_gateway, .fini = stop_gateway)
+{
+	const char *a1[] = {"order", "new", "--user", "1", "--symbol", "1", "--side", "buy",
+			    "--type", "limit", "--px", "100", "--qty", "10", "--cl-id", "5",
+			    "--key-file", key_path, NODE, NULL};
+	cr_assert(eq(int, run_tool("OMSCTL", a1), 0), "%s%s", out, err);
+	cr_assert(not(eq(ptr, strstr(out, "ack        user=1 cl_id=5"), NULL)), "%s", out);
+	cr_assert(not(eq(ptr, strstr(out, "open       user=1 cl_id=5"), NULL)), "%s", out);
+	cr_assert(eq(u64, atomic_load(&node.logons), 1));
+	cr_assert(atomic_load(&node.session_frames) >= 1);
+	cr_assert(eq(u64, logouts_seen(1), 1));
+	cr_assert(eq(u64, atomic_load(&node.decode_errors), 0));
+
+	const char *a2[] = {"order", "new", "--user", "1", "--symbol", "1", "--side", "buy",
+			    "--type", "limit", "--px", "100", "--qty", "10",
+			    "--key-file", unknown_path, NODE, NULL};
+	cr_assert(eq(int, run_tool("OMSCTL", a2), 1), "%s%s", out, err);
+	cr_assert(not(eq(ptr, strstr(err, "logon refused: BAD_KEY"), NULL)), "%s", err);
+	cr_assert(eq(ptr, strstr(out, "sent NEW_ORDER"), NULL), "%s", out); /* nothing sent */
+	const char *a3[] = {"--json", "deposit", "--user", "1", "--asset", "1", "--amount", "5",
+			    "--key-file", unknown_path, NODE, NULL};
+	cr_assert(eq(int, run_tool("OMSCTL", a3), 1), "%s%s", out, err);
+	cr_assert(not(eq(ptr, strstr(out, "{\"type\":\"LOGON_REPLY\","), NULL)), "%s", out);
+	cr_assert(not(eq(ptr, strstr(out, "\"reason\":\"BAD_KEY\"}"), NULL)), "%s", out);
+	cr_assert(eq(u64, atomic_load(&node.logons_refused), 2));
+
+	const char *a4[] = {"deposit", "--user", "1", "--asset", "1", "--amount", "5",
+			    "--key-file", key_path, "--key", "000102030405060708090a0b0c0d0e0f",
+			    NODE, NULL};
+	cr_assert(eq(int, run_tool("OMSCTL", a4), 2), "%s%s", out, err);
+	const char *a5[] = {"deposit", "--user", "1", "--asset", "1", "--amount", "5",
+			    "--key-file", "/nonexistent/omsd.key", NODE, NULL};
+	cr_assert(eq(int, run_tool("OMSCTL", a5), 4), "%s%s", out, err);
+	cr_assert(not(eq(ptr, strstr(err, "/nonexistent/omsd.key"), NULL)), "%s", err);
+	const char *a6[] = {"deposit", "--user", "1", "--asset", "1", "--amount", "5",
+			    "--key-file", "/dev/null", NODE, NULL};
+	cr_assert(eq(int, run_tool("OMSCTL", a6), 2), "%s%s", out, err);
+	cr_assert(not(eq(ptr, strstr(err, "no key line"), NULL)), "%s", err);
+	cr_assert(eq(u64, atomic_load(&node.logons), 1));
+}
+
+/* Goal: omsload with --key-file runs its whole load in a session (every request answered)
+ * and prints the session counters after the summary line's fields; refused, it exits 1
+ * with the reason. Method: the fake node as the gateway; one short run with the key, one
+ * with an unknown key id. */
+Test(omsload, logs_on_with_a_key_file, .init = start_gateway, .fini = stop_gateway,
+     .timeout = 30)
+{
+	const char *args[] = {"--users", "4", "--rate", "300", "--seconds", "1", "--seed", "3",
+			      "--drain-ms", "5000", "--key-file", key_path, NODE, NULL};
+	cr_assert(eq(int, run_tool("OMSLOAD", args), 0), "%s%s", out, err);
+	char *last = out + strlen(out) - 1;
+	while (last > out && last[-1] != '\n')
+		last--;
+	unsigned long sent, acked, naked, final, p50, p99, resyncs, relogons, rate;
+	cr_assert(eq(int, sscanf(last, "load: sent=%lu acked=%lu naked=%lu final=%lu "
+				       "ack_p50_us=%lu ack_p99_us=%lu seq_resyncs=%lu "
+				       "relogons=%lu rate_refused=%lu",
+				 &sent, &acked, &naked, &final, &p50, &p99, &resyncs, &relogons,
+				 &rate), 9), "%s", last);
+	cr_assert(sent >= 250 && sent <= 310, "sent %lu", sent);
+	cr_assert(eq(u64, acked + naked, sent), "%s", out);
+	cr_assert(eq(u64, resyncs + relogons + rate, 0), "%s", last);
+	cr_assert(not(eq(ptr, strstr(out, "deposits: sent=8 ok=8 refused=0 lost=0"), NULL)),
+		  "%s", out);
+	cr_assert(eq(u64, atomic_load(&node.logons), 1));
+	cr_assert(atomic_load(&node.session_frames) > 0);
+	cr_assert(eq(u64, atomic_load(&node.decode_errors), 0));
+	cr_assert(eq(u64, logouts_seen(1), 1));
+
+	const char *bad[] = {"--users", "1", "--seconds", "1", "--key-file", unknown_path, NODE,
+			     NULL};
+	cr_assert(eq(int, run_tool("OMSLOAD", bad), 1), "%s%s", out, err);
+	cr_assert(not(eq(ptr, strstr(err, "logon refused: BAD_KEY"), NULL)), "%s", err);
+	const char *both[] = {"--key", "000102030405060708090a0b0c0d0e0f", "--key-file",
+			      key_path, NODE, NULL};
+	cr_assert(eq(int, run_tool("OMSLOAD", both), 2), "%s%s", out, err);
 }

@@ -14,6 +14,11 @@
  *   deposit etc.   ADMIN_REPLY(R): reason NONE → 0, else 1
  * With --wait ack the first ACK (or ADMIN_REPLY) ends it with 0.
  * Nothing at all before the deadline → 3; an ACK but no final state → 3 as well (said so).
+ *
+ * With --key-file the client logs on first (client_logon, within --wait-ms): a refusal
+ * prints its reason and exits 1, no reply exits 3; the node ending the session while we
+ * wait (LOGOUT, UNKNOWN_SESSION; no relogon for one request) exits 3. A session that is
+ * still up is logged out before exit.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -170,9 +175,30 @@ print_json(FILE *f, const struct client_event *ev)
 			m->req_id, wire_reason_name(m->reason), m->leader_node, m->value);
 		break;
 	}
+	case WIRE_LOGON_REPLY: {
+		const struct wire_logon_reply *m = (const void *)h;
+		fprintf(f, ",\"session_id\":%u,\"reason\":\"%s\"", m->session_id,
+			wire_reason_name(m->reason));
+		break;
+	}
+	case WIRE_SESSION_REJECT: {
+		const struct wire_session_reject *m = (const void *)h;
+		fprintf(f, ",\"session_id\":%u,\"reason\":\"%s\",\"seq\":%" PRIu64
+			   ",\"expected_seq\":%" PRIu64,
+			m->session_id, wire_reason_name(m->reason), m->seq, m->expected_seq);
+		break;
+	}
+	case WIRE_LOGOUT: {
+		const struct wire_logout *m = (const void *)h;
+		fprintf(f, ",\"session_id\":%u,\"reason\":\"%s\"", m->session_id,
+			wire_reason_name(m->reason));
+		break;
+	}
 	default:
 		break;
 	}
+	if (ev->session_ended)
+		fputs(",\"session_ended\":true", f);
 	if (ev->seq_gap != 0)
 		fprintf(f, ",\"seq_gap\":%" PRIu64, ev->seq_gap);
 	if (ev->seq_repeat)
@@ -250,6 +276,21 @@ print_human(FILE *f, const struct client_event *ev)
 				wire_reason_name(m->reason));
 		break;
 	}
+	case WIRE_LOGON_REPLY: {
+		const struct wire_logon_reply *m = (const void *)h;
+		fprintf(f, "session    logon refused reason=%s\n", wire_reason_name(m->reason));
+		break;
+	}
+	case WIRE_SESSION_REJECT: {
+		const struct wire_session_reject *m = (const void *)h;
+		fprintf(f, "session    frame refused reason=%s\n", wire_reason_name(m->reason));
+		break;
+	}
+	case WIRE_LOGOUT: {
+		const struct wire_logout *m = (const void *)h;
+		fprintf(f, "session    ended by the node reason=%s\n", wire_reason_name(m->reason));
+		break;
+	}
 	default:
 		fprintf(f, "other      %s\n", wire_type_name(h->type));
 		break;
@@ -271,6 +312,16 @@ on_event(void *ctx, const struct client_event *ev)
 	struct run *r = ctx;
 	FILE *f = r->ctl->out;
 	const struct wire_msg_hdr *h = ev->msg;
+	if (ev->session_ended) {
+		/* Whatever the request became, no answer can reach us any more. */
+		if (r->ctl->json)
+			print_json(f, ev);
+		else
+			print_human(f, ev);
+		fflush(f);
+		finish(r, CTL_EXIT_NO_ANSWER);
+		return;
+	}
 	/* Show only what concerns this run (a shared session may carry other traffic). */
 	bool mine = ev->req != NULL;
 	uint64_t user = 0, id = 0;
@@ -473,6 +524,26 @@ build(struct ctl *ctl, struct run *r, uint64_t *msg)
 	return 0;
 }
 
+/* --key-file: log on before the request. CTL_EXIT_OK, or the exit code (said why). */
+static int
+logon(struct ctl *ctl, struct client *c, uint64_t wait_ms)
+{
+	int rc = client_logon(c, wait_ms > INT32_MAX ? INT32_MAX : (int)wait_ms);
+	if (rc == 0)
+		return CTL_EXIT_OK;
+	if (rc == -EACCES) {
+		const char *reason = wire_reason_name(client_logon_reason(c));
+		if (ctl->json)
+			fprintf(ctl->out, "{\"type\":\"LOGON_REPLY\",\"session_id\":%u"
+					  ",\"reason\":\"%s\"}\n",
+				client_session_id(c), reason);
+		fprintf(ctl->err, "omsctl: logon refused: %s\n", reason);
+		return CTL_EXIT_REFUSED;
+	}
+	fprintf(ctl->err, "omsctl: no answer to the logon within %" PRIu64 " ms\n", wait_ms);
+	return CTL_EXIT_NO_ANSWER;
+}
+
 int
 ctl_order_main(struct ctl *ctl)
 {
@@ -522,6 +593,18 @@ ctl_order_main(struct ctl *ctl)
 	const char *key = ctl_opt(ctl, "key");
 	if (key != NULL && wire_key_parse_hex(key, &cfg.key) < 0)
 		return ctl_usage(ctl, "--key must be 32 hex digits");
+	const char *key_file = ctl_opt(ctl, "key-file");
+	if (key != NULL && key_file != NULL)
+		return ctl_usage(ctl, "--key and --key-file exclude each other (a session has "
+				      "its own MAC key)");
+	if (key_file != NULL) {
+		char why[256];
+		int kr = client_key_file_load(key_file, &cfg, why, sizeof(why));
+		if (kr < 0) {
+			fprintf(ctl->err, "omsctl: %s\n", why);
+			return kr == -EINVAL || kr == -EFBIG ? CTL_EXIT_USAGE : CTL_EXIT_IO;
+		}
+	}
 	const char *wait = ctl_opt(ctl, "wait");
 	if (wait != NULL && strcmp(wait, "ack") != 0 && strcmp(wait, "final") != 0)
 		return ctl_usage(ctl, "--wait must be ack or final");
@@ -539,11 +622,19 @@ ctl_order_main(struct ctl *ctl)
 
 	struct client *c;
 	rc = client_open(&c, &cfg);
+	explicit_bzero(cfg.secret, sizeof(cfg.secret)); /* the client keeps its own copy */
 	if (rc < 0) {
 		fprintf(ctl->err, "omsctl: cannot open the UDP socket to %s:%u: %s\n",
 			cfg.host ? cfg.host : CLIENT_DEFAULT_HOST,
 			cfg.port ? cfg.port : CLIENT_DEFAULT_PORT, strerror(-rc));
 		return rc == -EINVAL ? CTL_EXIT_USAGE : CTL_EXIT_IO;
+	}
+	if (cfg.logon) {
+		rc = logon(ctl, c, wait_ms);
+		if (rc != CTL_EXIT_OK) {
+			client_close(c);
+			return rc;
+		}
 	}
 	uint64_t start = client_now_ns();
 	int err = 0;
@@ -587,6 +678,8 @@ ctl_order_main(struct ctl *ctl)
 	if (st->decode_errors != 0)
 		fprintf(ctl->err, "omsctl: %" PRIu64 " frame(s) refused by the decoder\n",
 			st->decode_errors);
+	if (client_session_up(c))
+		(void)client_logout(c); /* frees the node's slot now, not after three heartbeats */
 	client_close(c);
 	return r.exit_code;
 }

@@ -21,8 +21,9 @@ help(FILE *f)
 	fputs("usage: omsctl [--json] <command> [--option value ...]\n"
 	      "\n"
 	      "Order entry over UDP (--host A.B.C.D, default 10.77.0.2; --port N, default 7400;\n"
-	      "--bind A.B.C.D; --session N; --key HEX32; --wait-ms N, default 5000;\n"
-	      "--wait ack|final; --retry-ms N, default 200; --retries N, default 8):\n"
+	      "--bind A.B.C.D; --session N; --key HEX32 | --key-file PATH (API key: log on\n"
+	      "first; refused: exit 1); --wait-ms N, default 5000; --wait ack|final;\n"
+	      "--retry-ms N, default 200; --retries N, default 8):\n"
 	      "  order new     --user U --symbol S --side buy|sell --type limit|market\n"
 	      "                --tif gtc|ioc|fok|gtd|post_only --px P --qty Q [--quote Q]\n"
 	      "                [--expire-ms N | --expire-ns T]\n"
@@ -44,7 +45,7 @@ help(FILE *f)
 	      "  Other --key value options become the request's args (integers, true/false,\n"
 	      "  else strings); the command name joins its words with dots (routes.show).\n"
 	      "\n"
-	      "Exit codes: 0 ok, 1 refused (NAK, reject, error response), 2 usage,\n"
+	      "Exit codes: 0 ok, 1 refused (NAK, reject, error response, logon), 2 usage,\n"
 	      "3 no answer / timeout / socket unreachable, 4 local I/O error.\n",
 	      f);
 }

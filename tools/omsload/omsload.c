@@ -2,11 +2,15 @@
 /*
  * omsload — a load generator over UDP (docs/tools.md).
  *
- *   omsload [--host A] [--port N] [--session N] [--key HEX32] [--users N] [--rate R]
- *           [--seconds S] [--seed S] [--symbols N] [--mid P] [--first-user U]
- *           [--drain-ms N] [--inflight N] [--transfer-shard N] [--flatten]
+ *   omsload [--host A] [--port N] [--bind A] [--session N] [--key HEX32 | --key-file PATH]
+ *           [--users N] [--rate R] [--seconds S] [--seed S] [--symbols N] [--mid P]
+ *           [--first-user U] [--drain-ms N] [--inflight N] [--transfer-shard N] [--flatten]
  *           [--history FILE] [--no-fund] [--cold-ms N] [--ioc] [--seq-from-one]
  *
+ * 0. With --key-file (an API key: client_key_file_load) it logs on first, within
+ *    LOGON_WAIT_MS, and speaks session frames; relogon is on, so a node that loses the
+ *    session (a restart, an idle end) is logged on to again and the unanswered requests
+ *    go again. A refused logon prints its reason and exits 1.
  * 1. Funding: one deposit per user and asset (base 1, quote 2); waits for the answers (or
  *    --drain-ms) so orders do not race their money. By default the gateway routes each
  *    deposit to the user's owner shard like an order (WIRE_TRANSFER_F_ROUTE);
@@ -32,6 +36,9 @@
  *    (ledger.h: every order sent: acked, resting, final, unreported, doubled,
  *    overfilled — what a failover test checks), and the last line is
  *      load: sent=N acked=N naked=N final=N ack_p50_us=N ack_p99_us=N
+ *    and, only when logged on (so parsers of runs without a key see the line unchanged),
+ *    the session's counters after those: seq_resyncs relogons rate_refused rate_warnings
+ *    session_ended.
  *    With --history FILE every request sent and every message received is also written to
  *    FILE (history.h), for a checker that does not trust this bookkeeping.
  *    where acked counts requests first answered by an ACK or (the ACK late or lost) a report,
@@ -42,7 +49,8 @@
  *    the client: a cold order may wait for a hydration from the database):
  *      latency_cold: orders=N acked=N naked=N capacity=N ack_p50_us=N ack_p90_us=N ...
  *      latency_hot: (the same fields)
- * Exit: 0 after a run with answers, 3 when nothing at all was answered, 2 usage, 4 I/O.
+ * Exit: 0 after a run with answers, 1 logon refused, 3 when nothing at all was answered
+ * (or the logon was not), 2 usage (a bad key file too), 4 I/O.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -66,6 +74,7 @@
 #define TAIL_FRUITLESS 2      /* ... this many in a row brought nothing new (one may be lost) */
 #define ASSET_BASE 1
 #define ASSET_QUOTE 2
+#define LOGON_WAIT_MS 5000    /* --key-file: the LOGON_REPLY is awaited this long */
 
 enum tag {
 	TAG_DEPOSIT = 1,
@@ -122,7 +131,8 @@ struct load {
 static int
 usage(void)
 {
-	fputs("usage: omsload [--host A] [--port N] [--session N] [--key HEX32] [--users N]\n"
+	fputs("usage: omsload [--host A] [--port N] [--bind A] [--session N]\n"
+	      "               [--key HEX32 | --key-file PATH] [--users N]\n"
 	      "               [--rate R] [--seconds S] [--seed S] [--symbols N] [--mid P]\n"
 	      "               [--first-user U] [--drain-ms N] [--inflight N]\n"
 	      "               [--transfer-shard N] [--flatten] [--history FILE]\n"
@@ -429,8 +439,9 @@ main(int argc, char **argv)
 	uint64_t users = 10, rate = 1000, seconds = 5, seed = 1, symbols = 1, mid = 10000;
 	uint64_t first_user = 1000, drain_ms = 2000, inflight = 4096, transfer_shard = 0, v;
 	uint64_t cold_ms = 0;
+	int rc;
 	bool do_flatten = false, do_fund = true, ioc_only = false;
-	const char *history_path = NULL;
+	const char *history_path = NULL, *key_file = NULL, *key_hex = NULL;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -467,7 +478,9 @@ main(int argc, char **argv)
 		else if (strcmp(a, "--bind") == 0)
 			cfg.bind_host = val;
 		else if (strcmp(a, "--key") == 0 && wire_key_parse_hex(val, &cfg.key) == 0)
-			;
+			key_hex = val;
+		else if (strcmp(a, "--key-file") == 0)
+			key_file = val;
 		else if (strcmp(a, "--port") == 0 && num && v > 0 && v <= UINT16_MAX)
 			cfg.port = (uint16_t)v;
 		else if (strcmp(a, "--session") == 0 && num && v <= UINT32_MAX)
@@ -499,13 +512,26 @@ main(int argc, char **argv)
 			return usage();
 		}
 	}
+	if (key_hex != NULL && key_file != NULL) {
+		fprintf(stderr, "omsload: --key and --key-file exclude each other (a session has "
+				"its own MAC key)\n");
+		return usage();
+	}
+	if (key_file != NULL) {
+		char why[256];
+		rc = client_key_file_load(key_file, &cfg, why, sizeof(why));
+		if (rc < 0) {
+			fprintf(stderr, "omsload: %s\n", why);
+			return rc == -EINVAL || rc == -EFBIG ? 2 : 4;
+		}
+		cfg.relogon = true; /* a long run outlives a node restart */
+	}
 	if (cfg.session_id == 0)
 		cfg.session_id = (uint32_t)getpid();
 	cfg.requests_max = (uint32_t)(inflight + users * 2);
 	cfg.users_max = (uint32_t)users;
 
 	static struct load l;
-	int rc;
 	l.user_count = (uint32_t)users;
 	l.first_user = first_user;
 	l.symbols = (uint32_t)symbols;
@@ -536,11 +562,29 @@ main(int argc, char **argv)
 	for (uint32_t i = 0; i < l.user_count; i++)
 		l.users[i].id_next = 1;
 	rc = client_open(&l.c, &cfg);
+	explicit_bzero(cfg.secret, sizeof(cfg.secret)); /* the client keeps its own copy */
 	if (rc < 0) {
 		fprintf(stderr, "omsload: cannot open the UDP socket: %s\n", strerror(-rc));
 		free(l.users);
 		ledger_free(&l.led);
 		return rc == -EINVAL ? 2 : 4;
+	}
+	if (cfg.logon) {
+		rc = client_logon(l.c, LOGON_WAIT_MS);
+		if (rc < 0) {
+			if (rc == -EACCES)
+				fprintf(stderr, "omsload: logon refused: %s\n",
+					wire_reason_name(client_logon_reason(l.c)));
+			else
+				fprintf(stderr, "omsload: no answer to the logon within %d ms\n",
+					LOGON_WAIT_MS);
+			client_close(l.c);
+			free(l.users);
+			ledger_free(&l.led);
+			return rc == -EACCES ? 1 : 3;
+		}
+		fprintf(stderr, "omsload: logged on, session %u, heartbeat %u ms\n",
+			client_session_id(l.c), client_heartbeat_ms(l.c));
 	}
 
 	/* 1. Funding (unless the caller funded the users already). */
@@ -648,9 +692,17 @@ main(int argc, char **argv)
 	}
 	ledger_print(&l);
 	printf("load: sent=%" PRIu64 " acked=%" PRIu64 " naked=%" PRIu64 " final=%" PRIu64
-	       " ack_p50_us=%" PRIu64 " ack_p99_us=%" PRIu64 "\n",
+	       " ack_p50_us=%" PRIu64 " ack_p99_us=%" PRIu64,
 	       l.sent, l.acked, l.naked, l.final, hist_percentile(&l.ack_us, 50),
 	       hist_percentile(&l.ack_us, 99));
+	if (cfg.logon)
+		printf(" seq_resyncs=%" PRIu64 " relogons=%" PRIu64 " rate_refused=%" PRIu64
+		       " rate_warnings=%" PRIu64 " session_ended=%" PRIu64,
+		       st->seq_resyncs, st->relogons, st->rate_refused, st->rate_warnings,
+		       st->session_ended);
+	printf("\n");
+	if (client_session_up(l.c))
+		(void)client_logout(l.c); /* frees the node's slot now, not after three beats */
 	client_close(l.c);
 	free(l.users);
 	ledger_free(&l.led);
