@@ -1339,6 +1339,14 @@ rx_burst(struct client *c, client_event_fn *fn, void *ctx)
 		ssize_t r = recv(c->fd, c->rx, WIRE_FRAME_MAX, 0);
 		if (r < 0)
 			break; /* EAGAIN, or ECONNREFUSED from an ICMP: nothing to read */
+		if (c->cfg.drop_rx_permille != 0) {
+			c->cfg.drop_seed = c->cfg.drop_seed * UINT64_C(6364136223846793005) +
+					   UINT64_C(1442695040888963407);
+			if ((c->cfg.drop_seed >> 33) % 1000 < c->cfg.drop_rx_permille) {
+				c->stats.rx_dropped++;
+				continue;
+			}
+		}
 		handled += client_rx(c, c->rx, (size_t)r, client_now_ns(), fn, ctx);
 	}
 	return handled;

@@ -103,6 +103,10 @@ struct client_config {
 				    users, or rows seeded with egress_seq 0): a first seq seen above
 				    1 leaves a hole 1..seq-1 to ask for, instead of being the
 				    baseline */
+	uint32_t drop_rx_permille; /* tests: throw away this many of every 1000 datagrams
+				      received (seeded by drop_seed), to show lost answers come
+				      back through REPORT_REPLAY; 0 in real use */
+	uint64_t drop_seed;
 	bool logon;              /* log on with an API key (client_logon): session frames; key
 				    must then be zero */
 	bool relogon;            /* log on again when the node ends the session */
@@ -201,6 +205,7 @@ struct client_stats {
 	uint64_t rate_warnings;       /* SESSION_REJECT warnings (hdr.flags bit 0) */
 	uint64_t heartbeats_tx;       /* HEARTBEATs sent */
 	uint64_t heartbeats_rx;       /* HEARTBEATs received */
+	uint64_t rx_dropped;          /* datagrams thrown away on purpose (drop_rx_permille) */
 };
 
 struct client;

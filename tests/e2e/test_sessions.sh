@@ -11,10 +11,14 @@
 # (UNKNOWN_SESSION, bad MAC, SEQ_GAP and SEQ_REPEAT with the expected seq, a deposit and an
 # ACKed order in sessions, NOT_ENTITLED, NO_PERMISSION, NO_SESSION, heartbeat, logout) and
 # step revoke (the key file is rewritten with key 3 revoked while its session is open: LOGOUT
-# KEY_REVOKED, then its LOGON refused). Then the gateway's counters must show each refusal.
+# KEY_REVOKED, then its LOGON refused). All the while omsload trades in a session of its own
+# (key 5, users 1000-1049) and throws away 5 % of the datagrams it receives: it must end with
+# every answer recovered through REPORT_REPLAY (still_missing=0), nothing doubled or lost.
+# Then the gateway's counters must show each refusal.
 source "$(dirname "$0")/lib.sh"
 need_root
 [ -n "${E2E_SESSION:-}" ] || { echo "E2E_SESSION (tests/e2e/e2e_session) not set"; exit 77; }
+[ -n "${OMSLOAD:-}" ] || { echo "OMSLOAD not set"; exit 77; }
 PGCTL=$E2E_DIR/../../deploy/pg/pgctl
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 [ -x "$PGBIN/initdb" ] || { echo "SKIP: no PostgreSQL in $PGBIN"; exit 77; }
@@ -34,10 +38,11 @@ CONNINFO=$("$PGCTL" start "$PG_DIR/pg" $((57000 + $$ % 1000)) 2>"$PG_DIR/pgctl.l
 	{ cat "$PG_DIR/pgctl.log" >&2; fail "pgctl start"; }
 
 secret() { od -An -tx1 -N32 /dev/urandom | tr -d ' \n'; }
-S1=$(secret) S2=$(secret) S3=$(secret) S4=$(secret)
+S1=$(secret) S2=$(secret) S3=$(secret) S4=$(secret) S5=$(secret)
 keys() { # $1: "revoked" to revoke key 3
 	printf '# test_sessions.sh\n1 %s trade,read 1-100\n2 %s all *\n3 %s trade 7 %s\n' \
 		"$S1" "$S2" "$S3" "${1:-}"
+	printf '5 %s trade,transfer,read 1000-1049\n' "$S5"
 }
 export E2E_KEYS_FILE=$TMP/api_keys
 keys >"$E2E_KEYS_FILE"
@@ -54,6 +59,15 @@ drive() {
 	ip netns exec "$NS_C" "$E2E_SESSION" --host "$NET.1$gw" --port 7400 \
 		--keys "$TMP/client_keys" "$@"
 }
+
+printf '5 %s\n' "$S5" >"$TMP/load_key"
+chmod 600 "$TMP/load_key"
+log "omsload: 50 users in a session of key 5, 5 % of its answers thrown away"
+ip netns exec "$NS_C" "$OMSLOAD" --host "$NET.1$gw" --port 7400 --key-file "$TMP/load_key" \
+	--users 50 --first-user 1000 --rate 300 --seconds 12 --seed 3 --symbols 1 --mid 100 \
+	--drain-ms 4000 --drop-rx-permille 50 >"$TMP/load.log" 2>&1 &
+load_pid=$!
+sleep 2
 
 log "step logons (node $gw)"
 drive logons || fail "logon checks"
@@ -72,6 +86,19 @@ rrc=0
 wait "$rpid" || rrc=$?
 grep -v '^ready' "$TMP/revoke.out"
 [ "$rrc" -eq 0 ] || fail "revocation checks"
+
+lrc=0
+wait "$load_pid" || lrc=$?
+sed 's/^/  /' "$TMP/load.log"
+[ "$lrc" -eq 0 ] || fail "omsload exit status $lrc"
+field() { sed -n "s/.*\b$1=\([0-9]*\).*/\1/p" "$TMP/load.log" | head -1; }
+[ "$(field rx_dropped)" -gt 0 ] || fail "omsload dropped nothing"
+[ "$(field still_missing)" = 0 ] || fail "answers never recovered: still_missing=$(field still_missing)"
+[ "$(field doubled)" = 0 ] || fail "doubled=$(field doubled)"
+[ "$(field unreported)" = 0 ] || fail "unreported=$(field unreported)"
+[ "$(field gave_up)" = 0 ] || fail "gave_up=$(field gave_up)"
+[ "$(field session_ended)" = 0 ] || fail "omsload's session ended"
+log "load: rx_dropped=$(field rx_dropped) replay requests=$(field requests) still_missing=0"
 
 log "the gateway's counters (node $gw)"
 want_at_least() { # NAME MIN

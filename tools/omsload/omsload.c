@@ -6,6 +6,7 @@
  *           [--users N] [--rate R] [--seconds S] [--seed S] [--symbols N] [--mid P]
  *           [--first-user U] [--drain-ms N] [--inflight N] [--transfer-shard N] [--flatten]
  *           [--history FILE] [--no-fund] [--cold-ms N] [--ioc] [--seq-from-one]
+ *           [--drop-rx-permille N]
  *
  * 0. With --key-file (an API key: client_key_file_load) it logs on first, within
  *    LOGON_WAIT_MS, and speaks session frames; relogon is on, so a node that loses the
@@ -136,7 +137,8 @@ usage(void)
 	      "               [--rate R] [--seconds S] [--seed S] [--symbols N] [--mid P]\n"
 	      "               [--first-user U] [--drain-ms N] [--inflight N]\n"
 	      "               [--transfer-shard N] [--flatten] [--history FILE]\n"
-	      "               [--no-fund] [--cold-ms N] [--ioc] [--seq-from-one]\n",
+	      "               [--no-fund] [--cold-ms N] [--ioc] [--seq-from-one]\n"
+	      "               [--drop-rx-permille N]  (tests: lose N/1000 of the answers)\n",
 	      stderr);
 	return 2;
 }
@@ -507,6 +509,8 @@ main(int argc, char **argv)
 			transfer_shard = v;
 		else if (strcmp(a, "--cold-ms") == 0 && num && v > 0 && v <= 86400000)
 			cold_ms = v;
+		else if (strcmp(a, "--drop-rx-permille") == 0 && num && v < 1000)
+			cfg.drop_rx_permille = (uint32_t)v;
 		else {
 			fprintf(stderr, "omsload: bad option %s %s\n", a, val);
 			return usage();
@@ -528,6 +532,7 @@ main(int argc, char **argv)
 	}
 	if (cfg.session_id == 0)
 		cfg.session_id = (uint32_t)getpid();
+	cfg.drop_seed = seed ^ UINT64_C(0x5eed0d20b);
 	cfg.requests_max = (uint32_t)(inflight + users * 2);
 	cfg.users_max = (uint32_t)users;
 
@@ -670,6 +675,9 @@ main(int argc, char **argv)
 	       " still_missing=%" PRIu64 " abandoned=%" PRIu64 "\n",
 	       st->replay_requests, l.tail_requests, l.led.seq_filled,
 	       l.led.seq_gaps - l.led.seq_filled, st->seq_abandoned);
+	if (cfg.drop_rx_permille != 0)
+		printf("drop: rx_permille=%u rx_dropped=%" PRIu64 "\n", cfg.drop_rx_permille,
+		       st->rx_dropped);
 	printf("deposits: sent=%" PRIu64 " ok=%" PRIu64 " refused=%" PRIu64 " lost=%" PRIu64 "\n",
 	       l.deposits_sent, l.deposits_ok, l.deposits_refused, l.deposits_lost);
 	printf("naks:");
