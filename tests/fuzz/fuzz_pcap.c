@@ -28,7 +28,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fz_write(dir, "in.pcap", data, size, path, sizeof(path));
 	struct wire_key key = {0, 0};
 	struct omspcap_show_counts c = {.frames = 99};
-	int rc = omspcap_show_file(path, &key, size & 1, &c);
+	int rc = omspcap_show_file(path, &key, NULL, size & 1, &c);
 	CHECK(rc == 0 || rc == 1);
 	if (c.frames == 99 && c.msgs == 0) {
 		CHECK(rc == 1); /* not a capture libpcap opens, or not Ethernet */

@@ -7,9 +7,10 @@
  *               [--dst-mac M] [--src-port N] [--dst-port N] [--users N] [--symbols N]
  *               [--mid P] [--session N] [--key HEX32] [--gap-us N] [--multi PCT]
  *               [--transfer-shard N] [--fund-first 0|1] [--open-max N]
- *   omspcap show FILE [--key HEX32] [--verbose]
- *   omspcap send FILE --to A [--port N] [--src-port N] [--rate R] [--key HEX32]
- *                [--idle-ms N] [--drain-ms N]
+ *               [--key-file PATH [--logon-ts-ns N]]
+ *   omspcap show FILE [--key HEX32 | --key-file PATH [--logon-from PCAP]] [--verbose]
+ *   omspcap send FILE --to A [--port N] [--src-port N] [--rate R]
+ *                [--key HEX32 | --key-file PATH] [--idle-ms N] [--drain-ms N]
  *
  * gen writes N wire messages as Ethernet/IPv4/UDP frames (DLT_EN10MB) with correct IPv4 and
  * UDP checksums; about --multi percent of frames carry several messages. The flow per user:
@@ -17,10 +18,16 @@
  * limit orders near a mid, cancels and amends of the
  * user's own live orders, some IOC and market orders. Same seed, same bytes (timestamps
  * included: they start at a fixed epoch and advance by --gap-us).
+ * With --key-file (an API key, docs/security.md) the capture is a logged-on session: its
+ * first frame is a LOGON signed with the key (timestamp --logon-ts-ns, default the time of
+ * generation: replay it within the node's [sessions] logon_window_ms; the nonce comes from
+ * the seed), every later frame a session frame numbered from 1 and MAC'd under the session
+ * key, and the deposits are routed by the gateway (WIRE_TRANSFER_F_ROUTE).
  * show decodes every UDP payload with wire_frame_decode and prints counts per message type
  * and per decode error; the last line is
  *   show: frames=N msgs=N decode_errors=N non_udp=N
- * and the exit status is 1 when a frame did not decode.
+ * and the exit status is 1 when a frame did not decode. Session frames are decoded with the
+ * session decoder, and their MACs checked when --key-file names the LOGON's key.
  * send replays the UDP payloads of a capture from a kernel UDP socket to one node, paced at
  * --rate frames per second, and counts the answers (docs/tools.md).
  */
@@ -38,6 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "auth/auth.h"
 #include "common/prng.h"
 #include "common/wire.h"
 #include "tools/omspcap/omspcap.h"
@@ -67,6 +75,10 @@ struct opts {
 	uint32_t gap_us;
 	uint32_t multi_pct;
 	uint16_t transfer_shard;        /* hdr.shard of TRANSFER (the node routes it by shard) */
+	bool logon;                     /* --key-file: a logged-on session */
+	uint64_t key_id;
+	uint8_t secret[AUTH_SECRET_SIZE];
+	uint64_t logon_ts_ns;           /* 0: the time of generation */
 	bool fund_first;                /* every user's deposits before any order */
 	uint32_t open_max;              /* cancel whenever a user has this many live; 0 = off */
 };
@@ -86,9 +98,11 @@ usage(void)
 	      "                   [--users N] [--symbols N] [--mid P] [--session N]\n"
 	      "                   [--key HEX32] [--gap-us N] [--multi PCT] [--transfer-shard N]\n"
 	      "                   [--fund-first 0|1] [--open-max N]\n"
-	      "       omspcap show FILE [--key HEX32] [--verbose]\n"
+	      "                   [--key-file PATH [--logon-ts-ns N]]\n"
+	      "       omspcap show FILE [--key HEX32 | --key-file PATH [--logon-from PCAP]]\n"
+	      "                   [--verbose]\n"
 	      "       omspcap send FILE --to A [--port N] [--src-port N] [--rate R]\n"
-	      "                   [--key HEX32] [--idle-ms N] [--drain-ms N]\n",
+	      "                   [--key HEX32 | --key-file PATH] [--idle-ms N] [--drain-ms N]\n",
 	      stderr);
 	return 2;
 }
@@ -105,6 +119,42 @@ parse_mac(const char *s, uint8_t mac[6])
 		mac[i] = (uint8_t)v[i];
 	}
 	return 0;
+}
+
+/* An API key file (docs/security.md): its first key line. 0, or -1 said on stderr. */
+static int
+key_file_read(const char *path, uint64_t *key_id, uint8_t secret[AUTH_SECRET_SIZE])
+{
+	static char text[1 << 16];
+	FILE *f = fopen(path, "r");
+	size_t n = f != NULL ? fread(text, 1, sizeof(text), f) : 0;
+	if (f != NULL)
+		fclose(f);
+	char err[256];
+	if (f == NULL || auth_client_key_parse(text, n, key_id, secret, err, sizeof(err)) != 0) {
+		fprintf(stderr, "omspcap: %s: %s\n", path, f == NULL ? strerror(errno) : err);
+		return -1;
+	}
+	return 0;
+}
+
+/* A capture's LOGON under key_id (an un-MAC'd frame holding one): its session's frame key
+ * into *key. False when the frame is no such LOGON. */
+static bool
+logon_key(const void *payload, uint32_t len, uint64_t key_id,
+	  const uint8_t secret[AUTH_SECRET_SIZE], struct wire_key *key)
+{
+	const struct wire_msg_hdr *m[WIRE_FRAME_MSGS_MAX];
+	uint32_t count = 0, sender = 0;
+	if (wire_frame_decode(payload, len, NULL, m, WIRE_FRAME_MSGS_MAX, &count, &sender) !=
+		    WIRE_E_OK ||
+	    m[0]->type != WIRE_LOGON)
+		return false;
+	const struct wire_logon *l = (const void *)m[0];
+	if (l->key_id != key_id)
+		return false;
+	auth_session_key(secret, l, key);
+	return true;
 }
 
 static int
@@ -345,13 +395,20 @@ gen(int argc, char **argv)
 			o.fund_first = x == 1;
 		else if (strcmp(a, "--open-max") == 0 && num && x <= LIVE_MAX)
 			o.open_max = (uint32_t)x;
+		else if (strcmp(a, "--key-file") == 0) {
+			if (key_file_read(v, &o.key_id, o.secret) != 0)
+				return 2;
+			o.logon = true;
+		} else if (strcmp(a, "--logon-ts-ns") == 0 && num && x > 0)
+			o.logon_ts_ns = x;
 		else {
 			fprintf(stderr, "omspcap: bad option %s %s\n", a, v);
 			return usage();
 		}
 	}
-	if (o.out == NULL)
-		return usage();
+	if (o.out == NULL || (o.logon && (o.key.k0 | o.key.k1) != 0) ||
+	    (o.logon && o.session == 0))
+		return usage(); /* a session has its own MAC key, and an id above 0 */
 
 	struct user_state *users = calloc(o.users, sizeof(*users));
 	pcap_t *pd = pcap_open_dead(DLT_EN10MB, 65535);
@@ -375,6 +432,33 @@ gen(int argc, char **argv)
 	uint32_t fund_next = 0;
 	uint64_t per_type[WIRE_TYPE_LIMIT] = {0};
 	bool held = false; /* msg holds a message that did not fit the last frame's class */
+	uint64_t seq = 1;  /* --key-file: the next session frame's */
+	struct wire_key frame_key = o.key;
+	if (o.logon) {
+		struct wire_logon l;
+		memset(&l, 0, sizeof(l));
+		wire_hdr_init(&l.hdr, WIRE_LOGON, 0);
+		l.key_id = o.key_id;
+		if (o.logon_ts_ns == 0) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			o.logon_ts_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+		}
+		l.ts_ns = o.logon_ts_ns;
+		l.nonce = prng_next(&p);
+		l.session_id = o.session;
+		auth_logon_sign(o.secret, &l);
+		auth_session_key(o.secret, &l, &frame_key);
+		struct wire_builder b;
+		wire_builder_init(&b, frame, PAYLOAD_MAX, o.session);
+		(void)wire_builder_add(&b, &l);
+		uint32_t len = wire_builder_finish(&b, NULL);
+		uint32_t n = encapsulate(&o, pkt, frame, len, (uint16_t)frames);
+		struct pcap_pkthdr ph = { .ts = {.tv_sec = (time_t)START_SEC}, .caplen = n, .len = n };
+		pcap_dump((u_char *)dump, &ph, pkt);
+		frames++;
+		per_type[WIRE_LOGON]++;
+	}
 	while (written < o.count) {
 		/* Several messages per frame sometimes (a client batching its burst). */
 		uint64_t want = prng_chance(&p, o.multi_pct, 100) ? (uint64_t)prng_range(&p, 2, 8) : 1;
@@ -382,12 +466,26 @@ gen(int argc, char **argv)
 			want = o.count - written;
 		struct wire_builder b;
 		wire_builder_init(&b, frame, PAYLOAD_MAX, o.session);
+		if (o.logon) {
+			struct wire_session_hdr sh;
+			memset(&sh, 0, sizeof(sh));
+			wire_hdr_init(&sh.hdr, WIRE_SESSION_HDR, 0);
+			sh.session_id = o.session;
+			sh.seq = seq++;
+			wire_builder_session(&b);
+			(void)wire_builder_add(&b, &sh);
+		}
 		bool first_transfer = false;
 		for (uint64_t k = 0; k < want; k++) {
 			if (!held)
 				next_message(&o, &p, users, &fund_next, msg);
 			held = false;
-			const struct wire_msg_hdr *h = (const void *)msg;
+			struct wire_msg_hdr *h = (void *)msg;
+			if (o.logon && h->type == WIRE_TRANSFER) {
+				/* In a session everything goes through the gateway. */
+				h->flags |= WIRE_TRANSFER_F_ROUTE;
+				h->shard = 0;
+			}
 			/* The node refuses frames that mix order entry (gateway) with TRANSFER
 			 * (routed by hdr.shard): such a message starts the next frame. */
 			bool transfer = h->type == WIRE_TRANSFER;
@@ -400,7 +498,7 @@ gen(int argc, char **argv)
 			per_type[h->type]++;
 			written++;
 		}
-		uint32_t len = wire_builder_finish(&b, &o.key);
+		uint32_t len = wire_builder_finish(&b, &frame_key);
 		uint32_t n = encapsulate(&o, pkt, frame, len, (uint16_t)frames);
 		t_us += o.gap_us;
 		struct pcap_pkthdr ph = {
@@ -450,16 +548,47 @@ is_order_entry(uint16_t type)
 	return wire_type_class(type) == WIRE_CLS_GATEWAY;
 }
 
+/* The session key of the first LOGON under api's key in a capture: 0, or -1. */
+static int
+logon_find(const char *file, struct omspcap_api_key *api)
+{
+	char errbuf[PCAP_ERRBUF_SIZE];
+	pcap_t *pd = pcap_open_offline(file, errbuf);
+	if (pd == NULL)
+		return -1;
+	static uint64_t payload[WIRE_FRAME_MAX / 8 + 1];
+	struct pcap_pkthdr *ph;
+	const u_char *pkt;
+	int rc = -1;
+	while (rc != 0 && pcap_next_ex(pd, &ph, &pkt) == 1) {
+		uint32_t off, len;
+		if (udp_payload(ph, pkt, &off, &len) != 0)
+			continue;
+		memcpy(payload, pkt + off, len);
+		if (logon_key(payload, len, api->key_id, api->secret, &api->session_key))
+			rc = 0;
+	}
+	pcap_close(pd);
+	return rc;
+}
+
 static int
 show(int argc, char **argv)
 {
 	const char *file = NULL;
 	struct wire_key key = {0, 0};
 	bool verbose = false;
+	struct omspcap_api_key api = {0};
+	const char *logon_from = NULL;
 	for (int i = 2; i < argc; i++) {
 		if (strcmp(argv[i], "--key") == 0 && i + 1 < argc) {
 			if (wire_key_parse_hex(argv[++i], &key) < 0)
 				return usage();
+		} else if (strcmp(argv[i], "--key-file") == 0 && i + 1 < argc) {
+			if (key_file_read(argv[++i], &api.key_id, api.secret) != 0)
+				return 2;
+		} else if (strcmp(argv[i], "--logon-from") == 0 && i + 1 < argc) {
+			logon_from = argv[++i];
 		} else if (strcmp(argv[i], "--verbose") == 0) {
 			verbose = true;
 		} else if (argv[i][0] != '-' && file == NULL) {
@@ -470,13 +599,21 @@ show(int argc, char **argv)
 	}
 	if (file == NULL)
 		return usage();
-	return omspcap_show_file(file, &key, verbose, NULL);
+	if (logon_from != NULL && (api.key_id == 0 || logon_find(logon_from, &api) != 0)) {
+		fprintf(stderr, "omspcap: --logon-from %s: no LOGON under the --key-file key\n",
+			logon_from);
+		return 2;
+	}
+	return omspcap_show_file(file, &key, &api, verbose, NULL);
 }
 
 int
-omspcap_show_file(const char *file, const struct wire_key *key, bool verbose,
+omspcap_show_file(const char *file, const struct wire_key *key,
+		  const struct omspcap_api_key *api, bool verbose,
 		  struct omspcap_show_counts *counts)
 {
+	/* The session key of the capture's LOGON (or the one given). */
+	struct wire_key skey = api != NULL ? api->session_key : (struct wire_key){0, 0};
 	char errbuf[PCAP_ERRBUF_SIZE];
 	pcap_t *pd = pcap_open_offline(file, errbuf);
 	if (pd == NULL) {
@@ -506,8 +643,29 @@ omspcap_show_file(const char *file, const struct wire_key *key, bool verbose,
 		memcpy(payload, pkt + off, len); /* aligned copy for the decoder */
 		const struct wire_msg_hdr *m[WIRE_FRAME_MSGS_MAX];
 		uint32_t count = 0, sender = 0;
-		enum wire_err e = wire_frame_decode(payload, len, key, m, WIRE_FRAME_MSGS_MAX,
-						    &count, &sender);
+		enum wire_err e;
+		bool keyed = api != NULL && api->key_id != 0;
+		if (keyed)
+			(void)logon_key(payload, len, api->key_id, api->secret, &skey);
+		if (wire_frame_flags(payload, len) & WIRE_FRAME_F_SESSION) {
+			e = wire_session_frame_decode(payload, len, m, WIRE_FRAME_MSGS_MAX, &count,
+						      &sender);
+			if (e == WIRE_E_OK && keyed && !wire_frame_mac_ok(payload, len, &skey))
+				e = WIRE_E_BAD_MAC;
+		} else {
+			/* A LOGON goes without a MAC whatever the shared key; a node's answers to a
+			 * session under the session's key. */
+			bool session_answer = (skey.k0 | skey.k1) != 0 &&
+					      (wire_frame_flags(payload, len) & WIRE_FRAME_F_MAC);
+			e = wire_frame_decode(payload, len, session_answer ? &skey : key, m,
+					      WIRE_FRAME_MSGS_MAX, &count, &sender);
+			if (e == WIRE_E_BAD_MAC)
+				e = wire_frame_decode(payload, len, NULL, m, WIRE_FRAME_MSGS_MAX,
+						      &count, &sender) == WIRE_E_OK &&
+						    m[0]->type == WIRE_LOGON
+					    ? WIRE_E_OK
+					    : WIRE_E_BAD_MAC;
+		}
 		if (e != WIRE_E_OK) {
 			errors++;
 			per_err[e]++;
@@ -517,7 +675,9 @@ omspcap_show_file(const char *file, const struct wire_key *key, bool verbose,
 		}
 		msgs += count;
 		bool order_entry = is_order_entry(m[0]->type);
-		for (uint32_t i = 1; i < count; i++) {
+		/* A session frame goes whole to the gateway: it cannot be mixed. */
+		bool whole = (wire_frame_flags(payload, len) & WIRE_FRAME_F_SESSION) != 0;
+		for (uint32_t i = 1; i < count && !whole; i++) {
 			if (is_order_entry(m[i]->type) != order_entry || m[i]->shard != m[0]->shard) {
 				mixed++;
 				break;
@@ -632,6 +792,7 @@ send_cmd(int argc, char **argv)
 {
 	const char *file = NULL, *to = NULL;
 	uint64_t port = 7400, src_port = 0, rate = 0, idle_ms = 1000, drain_ms = 30000;
+	struct omspcap_api_key api = {0};
 	struct answers *a = calloc(1, sizeof(*a));
 	if (a == NULL)
 		return 1;
@@ -656,7 +817,12 @@ send_cmd(int argc, char **argv)
 			rate = x;
 		else if (strcmp(k, "--key") == 0 && wire_key_parse_hex(v, &a->key) == 0)
 			;
-		else if (strcmp(k, "--idle-ms") == 0 && num && x > 0 && x <= 600000)
+		else if (strcmp(k, "--key-file") == 0) {
+			if (key_file_read(v, &api.key_id, api.secret) != 0) {
+				free(a);
+				return 2;
+			}
+		} else if (strcmp(k, "--idle-ms") == 0 && num && x > 0 && x <= 600000)
 			idle_ms = x;
 		else if (strcmp(k, "--drain-ms") == 0 && num && x <= 3600000)
 			drain_ms = x;
@@ -693,6 +859,12 @@ send_cmd(int argc, char **argv)
 		if (udp_payload(ph, pkt, &off, &len) != 0) {
 			non_udp++;
 			continue;
+		}
+		/* A logged-on capture: the node answers under the session key of its LOGON. */
+		if (api.key_id != 0) {
+			static uint64_t pl[WIRE_FRAME_MAX / 8 + 1];
+			memcpy(pl, pkt + off, len);
+			(void)logon_key(pl, len, api.key_id, api.secret, &a->key);
 		}
 		/* Frame i leaves at start + i / rate; answers are read while waiting. */
 		uint64_t due = start + frames * gap;

@@ -13,6 +13,9 @@
 #
 # Env: ORDERS (20000), USERS (64), SEED (1), HOLD (64), RX_START (leader; `now` shows what
 #      happens without the gate), OMSD, OMSPCAP (default: build/),
+#      SESSIONS (1: the capture is a logged-on session, docs/security.md — a key file made
+#      here, omspcap gen --key-file, the node's [sessions] keys_file; 0: order entry outside
+#      sessions with allow_unauthenticated, to measure what sessions cost),
 #      BENCH_DIR (kept when set; else a temp dir removed at exit), QUIET=1 (less output),
 #      PREFIX (DPDK --file-prefix, default bench-pipeline-$$), OMSD_WRAP (run omsd under
 #      this command, e.g. valgrind), READY_S (start-up timeout, 30), DRAIN_S (drain timeout,
@@ -57,7 +60,19 @@ say() { [ "${QUIET:-0}" = 1 ] || echo "pipeline: $*"; }
 NODE_IP=10.79.0.2
 NODE_MAC=02:00:00:79:00:02
 CLIENT_IP=10.79.0.1
+SESSIONS=${SESSIONS:-1}
+KEYARG=()
+if [ "$SESSIONS" = 1 ]; then
+	printf '1 %s all *\n' "$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')" >"$DIR/api_keys"
+	chmod 600 "$DIR/api_keys"
+	KEYARG=(--key-file "$DIR/api_keys")
+	# The capture's LOGON carries the time of generation: the window covers the replay.
+	SESSION_LINES=$(printf 'keys_file = %s\nlogon_window_ms = 600000' "$DIR/api_keys")
+else
+	SESSION_LINES="allow_unauthenticated = true"
+fi
 gen=$("$OMSPCAP" gen --out "$DIR/in.pcap" --count $((ORDERS + 2 * USERS)) --seed "$SEED" \
+	"${KEYARG[@]}" \
 	--users "$USERS" --transfer-shard 1 --fund-first 1 --open-max 48 --gap-us 1 \
 	--src-ip "$CLIENT_IP" --dst-ip "$NODE_IP" --dst-mac "$NODE_MAC")
 say "$gen"
@@ -118,8 +133,7 @@ mgmt_socket =
 stats_file = $DIR/stats
 
 [sessions]
-; The replayed pcap (omspcap gen) holds frames outside sessions.
-allow_unauthenticated = true
+$SESSION_LINES
 
 [symbol.1]
 base = 1
@@ -181,7 +195,9 @@ span=$(v gateway.lat_span_ns)
 ops=0
 [ "$span" -gt 0 ] && ops=$((acked * 1000000000 / span))
 us() { awk -v n="$1" 'BEGIN { printf "%.1f", n / 1000 }'; }
-show=$("$OMSPCAP" show "$DIR/out.pcap" 2>&1 || true)
+# The answers are MAC'd under the session's key: show derives it from the input's LOGON.
+[ "$SESSIONS" = 1 ] && KEYARG+=(--logon-from "$DIR/in.pcap")
+show=$("$OMSPCAP" show "$DIR/out.pcap" "${KEYARG[@]}" 2>&1 || true)
 type_count() { awk -v t="$1" '$1 == "type" && $2 == t { print $3; f = 1 } END { if (!f) print 0 }' <<<"$show"; }
 naks=$(type_count NAK)
 acks=$(type_count ACK)

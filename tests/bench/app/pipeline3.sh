@@ -11,7 +11,9 @@
 #
 # Env: ORDERS (10000), USERS (64), SEED (1), RATE (frames/s, 4000), OMSD, OMSPCAP,
 #      E2E_FRAME (default: build/), KEEP=1 (keep the temp dir), NODES (3; 1 runs the same
-#      paced load against one node on af_packet, for comparison: `bench: pipeline1 ...`).
+#      paced load against one node on af_packet, for comparison: `bench: pipeline1 ...`),
+#      SESSIONS (1: the capture is a logged-on session, the nodes get a key file; 0: order
+#      entry outside sessions, allow_unauthenticated).
 # Last line: bench: pipeline3 orders_per_s=N p50_us=N p99_us=N final_p50_us=N ...
 # orders_per_s is bounded by RATE (an open-loop sender): raise RATE until drops or NAKs
 # appear to find the ceiling. Exit 1 when the run is not clean.
@@ -33,6 +35,14 @@ need_root
 e2e_cluster_init ob3 22 "$NODES"
 if [ "${KEEP:-0}" = 1 ]; then e2e_cleanup_hook() { cp -r "$TMP" "$TMP.kept"; echo "kept $TMP.kept"; }; fi
 e2e_cluster_net_up
+SESSIONS=${SESSIONS:-1}
+KEYARG=()
+if [ "$SESSIONS" = 1 ]; then
+	export E2E_KEYS_FILE=$TMP/api_keys
+	printf '1 %s all *\n' "$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')" >"$E2E_KEYS_FILE"
+	chmod 600 "$E2E_KEYS_FILE"
+	KEYARG=(--key-file "$E2E_KEYS_FILE")
+fi
 
 LINES=(
 	"" "[limits]" "resident_users = 4096" "parked_orders = 1024" "inflight_sagas = 16384"
@@ -84,12 +94,12 @@ for i in $(seq "$NODES"); do
 done
 
 gen=$("$OMSPCAP" gen --out "$TMP/in.pcap" --count $((ORDERS + 2 * USERS)) --seed "$SEED" \
-	--users "$USERS" --transfer-shard 1 --fund-first 1 --open-max 48 --gap-us 1)
+	"${KEYARG[@]}" --users "$USERS" --transfer-shard 1 --fund-first 1 --open-max 48 --gap-us 1)
 log "$gen"
 FRAMES=$(sed -n 's/.* frames=\([0-9]*\) .*/\1/p' <<<"$gen")
 NEW_ORDERS=$(sed -n 's/.* NEW_ORDER=\([0-9]*\).*/\1/p' <<<"$gen")
 send=$(ip netns exec "$NS_C" "$OMSPCAP" send "$TMP/in.pcap" --to "$NET.1$L" --rate "$RATE" \
-	--idle-ms 2000 --drain-ms 120000) || fail "omspcap send: $send"
+	"${KEYARG[@]}" --idle-ms 2000 --drain-ms 120000) || fail "omspcap send: $send"
 log "$send"
 
 STATS=$TMP/$L/stats
