@@ -293,6 +293,10 @@ main(int argc, char **argv)
 	if (app.cfg.allow_unauthenticated)
 		APP_LOG(WARNING, "[sessions] allow_unauthenticated = true: clients may trade "
 			"without logging on, as any user they name (development only)");
+	if (app.cfg.db_conninfo[0] == '\0')
+		APP_LOG(WARNING, "no [database]: accounts are not checked, a user id a session may "
+			"act for is served as a new account (UNKNOWN_USER needs the database; "
+			"docs/security.md)");
 
 	/* 3. Dataplane, rings and routes, roles, port start. */
 	ret = dp_create(&app.dp, &app.cfg.dp);

@@ -428,7 +428,7 @@ body_check(const struct wire_msg_hdr *h, int depth)
 		const struct wire_hydrate_user *m = (const void *)h;
 		if (!RESERVED(m->reserved0) || !RESERVED(m->reserved1))
 			return WIRE_E_BAD_RESERVED;
-		ok = in_range(m->status, WIRE_HYD_OK, WIRE_HYD_ERROR);
+		ok = in_range(m->status, WIRE_HYD_OK, WIRE_HYD_UNKNOWN);
 		if (ok && !user_state_ok(&m->state, &err))
 			return err;
 		break;

@@ -200,9 +200,10 @@ enum wire_kill_scope {
 
 enum wire_hydrate_status {
 	WIRE_HYD_OK = 1,        /* row read and claimed for this shard */
-	WIRE_HYD_NEW = 2,       /* no row: a new user with zero balances, claimed */
+	WIRE_HYD_NEW = 2,       /* an account never written back (version 0), claimed */
 	WIRE_HYD_OWNED = 3,     /* another shard holds the claim; owner_shard set */
 	WIRE_HYD_ERROR = 4,     /* database unavailable; the shard may ask again */
+	WIRE_HYD_UNKNOWN = 5,   /* no such account: refused UNKNOWN_USER, nothing created */
 };
 
 enum wire_flush_status {

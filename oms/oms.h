@@ -243,6 +243,7 @@ int oms_check_invariants(const struct oms *oms);
 	X(HYDRATE_LATE, "hydrate_late")                                                    \
 	X(ALARM_HYDRATE_LATE_UNRELEASED, "alarm_hydrate_late_unreleased")                  \
 	X(HYDRATE_OWNED, "hydrate_owned")                                                  \
+	X(HYDRATE_UNKNOWN, "hydrate_unknown")                                              \
 	X(HYDRATE_ERRORS, "hydrate_errors")                                                \
 	X(DEHYDRATES, "dehydrates")                                                        \
 	X(VALVE_DEHYDRATES, "valve_dehydrates")                                            \

@@ -569,7 +569,7 @@ oms_on_hydrate_user(struct oms *oms, const struct wire_hydrate_user *m, struct s
 {
 	uint64_t user = m->state.user;
 	struct oms_actor *a = oms_actor_find(oms, user);
-	if (m->status < WIRE_HYD_OK || m->status > WIRE_HYD_ERROR) {
+	if (m->status < WIRE_HYD_OK || m->status > WIRE_HYD_UNKNOWN) {
 		oms_count(oms, OMS_C_BAD_MSGS);
 		return NULL;
 	}
@@ -646,6 +646,20 @@ oms_on_hydrate_user(struct oms *oms, const struct wire_hydrate_user *m, struct s
 			return NULL;
 		}
 		park_refuse(oms, a, WIRE_REASON_NOT_OWNER, m->owner_shard, sink);
+		actor_release(oms, a);
+		return NULL;
+	}
+	if (status == WIRE_HYD_UNKNOWN) {
+		/* No account (docs/security.md, "No account from nowhere"): nothing was claimed
+		 * and nothing is created; the user's requests are refused. An event for the
+		 * user (the ME knows an order of it) keeps the hydration asking: the account
+		 * exists somewhere the answer did not see. */
+		oms_count(oms, OMS_C_HYDRATE_UNKNOWN);
+		if (events) {
+			a->flags |= OMS_AF_RETRY;
+			return NULL;
+		}
+		park_refuse(oms, a, WIRE_REASON_UNKNOWN_USER, 0, sink);
 		actor_release(oms, a);
 		return NULL;
 	}

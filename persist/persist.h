@@ -62,6 +62,7 @@
 	X(DB_HYDRATES_NEG_CACHE, "hydrates answered OWNED from the negative cache")       \
 	X(DB_HYDRATE_OK, "HYDRATE_USER OK sent")                                          \
 	X(DB_HYDRATE_NEW, "HYDRATE_USER NEW sent")                                        \
+	X(DB_HYDRATE_UNKNOWN, "HYDRATE_USER UNKNOWN sent (no such account)")              \
 	X(DB_HYDRATE_OWNED, "HYDRATE_USER OWNED sent")                                    \
 	X(DB_HYDRATE_ERROR, "HYDRATE_USER ERROR sent")                                    \
 	X(DB_FLUSHES, "flush requests accepted")                                          \
@@ -259,8 +260,8 @@ typedef int(pst_db_emit_fn)(void *arg, const struct wire_msg_hdr *msg);
 /* The newest of deploy/pg/migrations this build reads and writes, and how many there are up
  * to it (tests/unit/persist checks both against the directory). A database with another
  * newest migration, or missing one, is refused (pst_db_schema_check, docs/persist.md). */
-#define PST_SCHEMA_VERSION "0008_schema_visible"
-#define PST_SCHEMA_COUNT 8
+#define PST_SCHEMA_VERSION "0009_accounts_by_operator"
+#define PST_SCHEMA_COUNT 9
 
 struct pst_db_config {
 	const char *conninfo;          /* libpq conninfo; use a socket path or hostaddr: a

@@ -407,6 +407,8 @@ batch_done(struct pst_db *db, struct pst_lane *l, uint64_t now_ns)
 		case PST_OUT_HYD_OWNED:
 			pst_neg_note(db, r->user, r->owner, now_ns + db->cfg.neg_ttl_ns);
 			break;
+		case PST_OUT_HYD_UNKNOWN:
+			break; /* not remembered: the operator may open the account any time */
 		case PST_OUT_RELEASED:
 		case PST_OUT_RELEASE_NOOP:
 			pst_neg_forget(db, r->user); /* the claim is free (or ours again) */

@@ -54,6 +54,7 @@ enum pst_outcome {
 	PST_OUT_HYD_CLAIMED,    /* hydrate: claimed (ok/new in out) */
 	PST_OUT_HYD_OWNED,      /* hydrate: another shard holds it */
 	PST_OUT_HYD_RETRY,      /* hydrate: raced a concurrent change; ask again */
+	PST_OUT_HYD_UNKNOWN,    /* hydrate: no such account (nothing created) */
 	PST_OUT_FLUSH_WRITTEN,  /* flush: written now */
 	PST_OUT_FLUSH_REPEAT,   /* flush: our own write found */
 	PST_OUT_FLUSH_CONFLICT, /* flush: foreign write */

@@ -408,6 +408,10 @@ hydrate_answer(const struct pst_req *r, struct wire_hydrate_user *m, enum pst_co
 		m->owner_shard = r->owner;
 		*counter = PST_C_DB_HYDRATE_OWNED;
 		break;
+	case PST_OUT_HYD_UNKNOWN:
+		m->status = WIRE_HYD_UNKNOWN;
+		*counter = PST_C_DB_HYDRATE_UNKNOWN;
+		break;
 	default:
 		m->status = WIRE_HYD_ERROR;
 		*counter = PST_C_DB_HYDRATE_ERROR;

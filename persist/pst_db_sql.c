@@ -15,30 +15,36 @@
 #include "persist/pst_db_int.h"
 
 /* Read and claim in one statement (ARCHITECTURE.md §6: "Hydration claims the row (fails if
- * another shard holds it)"). An unknown user gets a row with zero balances (NEW). A claim
- * that fails returns the holder from the statement's snapshot. A re-claim by the holder
- * never lowers the epoch stamp: a stale request re-driven late must not make the claim look
- * older than one a newer incarnation took, since a release takes every claim of the shard
- * at or below its epoch (docs/fencing.md). */
+ * another shard holds it)"). Accounts are created by the operator (deploy/pg/accounts;
+ * the omsd role may not INSERT): a user without a row is answered 2 (UNKNOWN_USER) and
+ * nothing is created. A row never written by a shard (version 0) is NEW. A claim that fails
+ * returns the holder from the statement's snapshot. A re-claim by the holder never lowers
+ * the epoch stamp: a stale request re-driven late must not make the claim look older than
+ * one a newer incarnation took, since a release takes every claim of the shard at or below
+ * its epoch (docs/fencing.md). */
 static const char SQL_HYDRATE[] =
 	"WITH claim AS ("
-	" INSERT INTO accounts AS a (user_id, user_seq, tier, version, owner_shard,"
-	"  owner_epoch, assets, totals)"
-	" VALUES ($1::bigint, 0, 0, 0, $2::integer, $3::bigint, '{}', '{}')"
-	" ON CONFLICT (user_id) DO UPDATE SET owner_shard = EXCLUDED.owner_shard,"
-	"  owner_epoch = CASE WHEN a.owner_shard = EXCLUDED.owner_shard"
-	"   THEN GREATEST(a.owner_epoch, EXCLUDED.owner_epoch) ELSE EXCLUDED.owner_epoch END,"
+	" UPDATE accounts AS a SET owner_shard = $2::integer,"
+	"  owner_epoch = CASE WHEN a.owner_shard = $2::integer"
+	"   THEN GREATEST(a.owner_epoch, $3::bigint) ELSE $3::bigint END,"
 	"  updated_at = now()"
-	"  WHERE a.owner_shard IS NULL OR a.owner_shard = EXCLUDED.owner_shard"
+	"  WHERE a.user_id = $1::bigint"
+	"   AND (a.owner_shard IS NULL OR a.owner_shard = $2::integer)"
 	" RETURNING a.version, a.user_seq, a.tier, a.assets, a.totals,"
-	"  (a.xmax = 0) AS inserted, a.recent, a.xfer_id_max, a.cl_ord_floor, a.egress_seq,"
+	"  (a.version = 0) AS inserted, a.recent, a.xfer_id_max, a.cl_ord_floor, a.egress_seq,"
 	"  a.rl_tokens, a.rl_tokens_ns)"
 	" SELECT 1, inserted, version, user_seq, tier, assets, totals, NULL::integer, recent,"
 	"  xfer_id_max, cl_ord_floor, egress_seq, rl_tokens, rl_tokens_ns FROM claim"
 	" UNION ALL"
 	" SELECT 0, false, version, user_seq, tier, assets, totals, owner_shard, NULL::bytea,"
 	"  NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint"
-	"  FROM accounts WHERE user_id = $1::bigint AND NOT EXISTS (SELECT 1 FROM claim)";
+	"  FROM accounts WHERE user_id = $1::bigint AND NOT EXISTS (SELECT 1 FROM claim)"
+	" UNION ALL"
+	" SELECT 2, false, NULL::bigint, NULL::bigint, NULL::smallint, NULL::integer[],"
+	"  NULL::bigint[], NULL::integer, NULL::bytea, NULL::bigint, NULL::bigint, NULL::bigint,"
+	"  NULL::bigint, NULL::bigint"
+	"  WHERE NOT EXISTS (SELECT 1 FROM claim)"
+	"   AND NOT EXISTS (SELECT 1 FROM accounts WHERE user_id = $1::bigint)";
 
 /* The fenced flush (docs/fencing.md): only while we hold the claim, and only when newer than
  * the claim's stamp (epochs are unique and increasing per shard, so a stale flush of an older
@@ -132,18 +138,19 @@ static const char SQL_HYDRATE_N[] =
 	"WITH i AS (SELECT * FROM unnest($1::bigint[], $2::integer[], $3::bigint[])"
 	"  WITH ORDINALITY AS i(user_id, shard, epoch, ord)),"
 	" claim AS ("
-	" INSERT INTO accounts AS a (user_id, user_seq, tier, version, owner_shard,"
-	"  owner_epoch, assets, totals)"
-	" SELECT i.user_id, 0, 0, 0, i.shard, i.epoch, '{}', '{}' FROM i ORDER BY i.ord"
-	" ON CONFLICT (user_id) DO UPDATE SET owner_shard = EXCLUDED.owner_shard,"
-	"  owner_epoch = CASE WHEN a.owner_shard = EXCLUDED.owner_shard"
-	"   THEN GREATEST(a.owner_epoch, EXCLUDED.owner_epoch) ELSE EXCLUDED.owner_epoch END,"
+	" UPDATE accounts AS a SET owner_shard = i.shard,"
+	"  owner_epoch = CASE WHEN a.owner_shard = i.shard"
+	"   THEN GREATEST(a.owner_epoch, i.epoch) ELSE i.epoch END,"
 	"  updated_at = now()"
-	"  WHERE a.owner_shard IS NULL OR a.owner_shard = EXCLUDED.owner_shard"
+	" FROM i"
+	" WHERE a.user_id = ANY ($1::bigint[]) AND a.user_id = i.user_id"
+	"  AND (a.owner_shard IS NULL OR a.owner_shard = i.shard)"
 	" RETURNING a.user_id, a.version, a.user_seq, a.tier, a.assets, a.totals,"
-	"  (a.xmax = 0) AS inserted, a.recent, a.xfer_id_max, a.cl_ord_floor, a.egress_seq,"
+	"  (a.version = 0) AS inserted, a.recent, a.xfer_id_max, a.cl_ord_floor, a.egress_seq,"
 	"  a.rl_tokens, a.rl_tokens_ns)"
-	" SELECT i.ord, CASE WHEN c.user_id IS NULL THEN 0 ELSE 1 END, COALESCE(c.inserted, false),"
+	" SELECT i.ord, CASE WHEN c.user_id IS NOT NULL THEN 1"
+	"  WHEN EXISTS (SELECT 1 FROM accounts s WHERE s.user_id = i.user_id) THEN 0 ELSE 2 END,"
+	"  COALESCE(c.inserted, false),"
 	"  c.version, c.user_seq, c.tier, c.assets, c.totals,"
 	"  CASE WHEN c.user_id IS NULL THEN"
 	"   (SELECT s.owner_shard FROM accounts s WHERE s.user_id = i.user_id) END,"
@@ -726,6 +733,8 @@ pst_sql_hydrate_decode(const struct pst_sql_row *row, uint64_t user, uint16_t sh
 		return PST_OUT_HYD_RETRY;
 	}
 	static_assert(PST_SQL_COLS_MAX >= 14, "the hydrate's columns");
+	if (col_is(row, 0, "2"))
+		return PST_OUT_HYD_UNKNOWN; /* no account: the operator creates them */
 	if (!col_is(row, 0, "1")) {
 		int64_t holder;
 		if (!parse_i64(row->cols[7], &holder) || holder == shard)

@@ -90,6 +90,7 @@ e2e_net_up() {
 e2e_sessions_lines() {
 	if [ -n "${E2E_KEYS_FILE:-}" ]; then
 		echo "keys_file = $E2E_KEYS_FILE"
+		[ -z "${E2E_MSGS_PER_SEC:-}" ] || echo "msgs_per_sec = $E2E_MSGS_PER_SEC"
 	else
 		echo "allow_unauthenticated = true"
 	fi

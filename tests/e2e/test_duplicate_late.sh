@@ -28,6 +28,7 @@ chmod 0755 "$PG_DIR"
 e2e_cleanup_hook() { "$PGCTL" stop "$PG_DIR/pg" >/dev/null 2>&1; rm -rf "$PG_DIR"; }
 CONNINFO=$("$PGCTL" start "$PG_DIR/pg" $((56000 + $$ % 1000)) 2>"$PG_DIR/pgctl.log") ||
 	{ cat "$PG_DIR/pgctl.log" >&2; fail "pgctl start"; }
+"$PGCTL" accounts "$PG_DIR/pg" 1 20000 >/dev/null || fail "cannot open the accounts" # docs/security.md
 log "PostgreSQL up: $CONNINFO"
 psql_() { "$PGCTL" psql "$PG_DIR/pg" -tA -c "$1"; }
 e2e_net_up

@@ -47,6 +47,7 @@ trap pl_cleanup EXIT
 
 CONNINFO=$("$PGCTL" start "$PG_DIR/pg" $((57000 + $$ % 1000)) 2>"$PG_DIR/pgctl.log") ||
 	{ cat "$PG_DIR/pgctl.log" >&2; fail "pgctl start"; }
+"$PGCTL" accounts "$PG_DIR/pg" 1 20000 >/dev/null || fail "cannot open the accounts" # docs/security.md
 log "PostgreSQL up: $CONNINFO"
 
 # The sharded shape: E2E_TRADE_LINES with two OMS shards and a second symbol on ME shard 4.

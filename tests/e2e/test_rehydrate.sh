@@ -41,6 +41,7 @@ trap rh_cleanup EXIT
 
 CONNINFO=$("$PGCTL" start "$PG_DIR/pg" $((58000 + $$ % 1000)) 2>"$PG_DIR/pgctl.log") ||
 	{ cat "$PG_DIR/pgctl.log" >&2; fail "pgctl start"; }
+"$PGCTL" accounts "$PG_DIR/pg" 1 20000 >/dev/null || fail "cannot open the accounts" # docs/security.md
 log "PostgreSQL up: $CONNINFO"
 
 LINES=(

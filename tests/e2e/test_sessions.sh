@@ -36,6 +36,7 @@ sessions_cleanup() {
 trap sessions_cleanup EXIT
 CONNINFO=$("$PGCTL" start "$PG_DIR/pg" $((57000 + $$ % 1000)) 2>"$PG_DIR/pgctl.log") ||
 	{ cat "$PG_DIR/pgctl.log" >&2; fail "pgctl start"; }
+"$PGCTL" accounts "$PG_DIR/pg" 1 20000 >/dev/null || fail "cannot open the accounts" # docs/security.md
 
 secret() { od -An -tx1 -N32 /dev/urandom | tr -d ' \n'; }
 S1=$(secret) S2=$(secret) S3=$(secret) S4=$(secret) S5=$(secret)

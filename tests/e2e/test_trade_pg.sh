@@ -20,6 +20,8 @@ e2e_cleanup_hook() { "$PGCTL" stop "$PG_DIR/pg" >/dev/null 2>&1; rm -rf "$PG_DIR
 CONNINFO=$("$PGCTL" start "$PG_DIR/pg" $((55000 + $$ % 1000)) 2>"$PG_DIR/pgctl.log") ||
 	{ cat "$PG_DIR/pgctl.log" >&2; fail "pgctl start"; }
 log "PostgreSQL up: $CONNINFO"
+# The operator opens the accounts (deploy/pg/accounts); omsd creates none.
+"$PGCTL" accounts "$PG_DIR/pg" 1 2000 >/dev/null || fail "cannot open the accounts"
 e2e_net_up
 e2e_trade_config "$TMP/omsd.ini" "" "[persister]" "cpu = 1" "idle = sleep" "" \
 	"[database]" "conninfo = $CONNINFO"
@@ -31,7 +33,26 @@ e2e_wait_stat persister.connected 1 || fail "persister never connected"
 
 ip netns exec "$NS_C" "$PY" "$E2E_DIR/e2e_trade.py" single --nodes "$NODE_IP" ||
 	fail "trading checks"
+# No account from nowhere (docs/security.md): an order and a deposit for a user nobody
+# opened are refused UNKNOWN_USER, and no row appears.
+ip netns exec "$NS_C" env E2E_DIR="$E2E_DIR" "$PY" - "$NODE_IP" <<'PY' || fail "unknown user checks"
+import os, sys
+sys.path.insert(0, os.environ["E2E_DIR"])
+import e2e_trade as t
+c = t.Client([sys.argv[1]])
+r = c.order(5000, 1, t.SYM, t.BUY, 100, 1)
+t.check(r is not None and r["type"] == t.NAK and r["reason"] == 29,
+        "order for unopened user 5000 refused UNKNOWN_USER: %s" % r)
+c.send([t.transfer(t.OMS, 5001, 77, t.QUOTE, 10)])
+hits = c.wait(lambda m: m["type"] == t.ADMIN_REPLY and m["req_id"] == 77, 10)
+t.check(hits and hits[0]["reason"] == 29, "deposit to unopened user 5001 refused: %s" % hits)
+PY
+[ "$("$PGCTL" psql "$PG_DIR/pg" -tA -c "SELECT count(*) FROM accounts WHERE user_id IN (5000, 5001)")" = 0 ] ||
+	fail "an account row appeared for an unopened user"
 e2e_stats
+unknown=$(e2e_stat persister.pst.DB_HYDRATE_UNKNOWN)
+[ "$unknown" -ge 2 ] || fail "persister.pst.DB_HYDRATE_UNKNOWN=$unknown, want >= 2"
+log "unopened users refused UNKNOWN_USER ($unknown hydrations answered UNKNOWN), no row created"
 new=$(e2e_stat persister.pst.DB_HYDRATE_NEW)
 [ "$new" -ge 2 ] || fail "persister.pst.DB_HYDRATE_NEW=$new, want >= 2 (two new users)"
 

@@ -46,6 +46,26 @@ KEY=000102030405060708090a0b0c0d0e0f
 if "$OMSPCAP" show "$TMP/k.pcap" >"$TMP/nokey" 2>&1; then fail "keyless show accepted MACs"; fi
 grep -q "decode_errors=[1-9]" "$TMP/nokey" || fail "keyless show counted no errors"
 
+# A logged-on capture (docs/security.md): a LOGON first, then session frames whose MACs show
+# checks under the session key derived with the key file; with another key's file every
+# session frame is refused; the same seed and --logon-ts-ns give the same bytes.
+printf '7 %064d all *\n' 3 >"$TMP/api"
+printf '7 %064d all *\n' 4 >"$TMP/api.other"
+"$OMSPCAP" gen --out "$TMP/s.pcap" --count 300 --seed 5 --users 8 --key-file "$TMP/api" \
+	--logon-ts-ns 1767225600000000000 >"$TMP/s.gen"
+grep -q " LOGON=1 " "$TMP/s.gen" || fail "no LOGON in the session capture: $(cat "$TMP/s.gen")"
+"$OMSPCAP" show "$TMP/s.pcap" --key-file "$TMP/api" | grep -q "decode_errors=0 " ||
+	fail "session capture: MACs do not verify under the session key"
+if "$OMSPCAP" show "$TMP/s.pcap" --key-file "$TMP/api.other" >"$TMP/s.other"; then
+	fail "session capture verified under another key"
+fi
+grep -q "decode_errors=[1-9]" "$TMP/s.other" || fail "another key: no decode errors counted"
+"$OMSPCAP" gen --out "$TMP/s2.pcap" --count 300 --seed 5 --users 8 --key-file "$TMP/api" \
+	--logon-ts-ns 1767225600000000000 >/dev/null
+cmp -s "$TMP/s.pcap" "$TMP/s2.pcap" || fail "session capture: same seed and time, other bytes"
+if "$OMSPCAP" gen --out "$TMP/x.pcap" --count 5 --key-file "$TMP/api" --key "$KEY" \
+	>/dev/null 2>&1; then fail "gen took --key with --key-file"; fi
+
 # Usage errors.
 if "$OMSPCAP" gen --count 5 >/dev/null 2>&1; then fail "gen without --out"; fi
 if "$OMSPCAP" show "$TMP/missing.pcap" >/dev/null 2>&1; then fail "show of a missing file"; fi

@@ -255,7 +255,9 @@ next_message(const struct opts *o, struct prng *p, struct user_state *users, uin
 		struct wire_transfer *t = (void *)msg;
 		wire_hdr_init(&t->hdr, WIRE_TRANSFER, o->transfer_shard);
 		t->user = user;
-		t->transfer_id = u->next_id++;
+		/* Unique across users (the user's index above bit 32): a gateway routing the
+		 * deposits matches their ADMIN_REPLYs by transfer id alone. */
+		t->transfer_id = (uint64_t)(ui + 1) << 32 | u->next_id++;
 		t->asset = u->next_id == 2 ? ASSET_BASE : ASSET_QUOTE;
 		t->amount = t->asset == ASSET_BASE ? 1000000 : 1000000000;
 		u->funded = u->next_id > 2;

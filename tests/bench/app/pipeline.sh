@@ -67,7 +67,9 @@ if [ "$SESSIONS" = 1 ]; then
 	chmod 600 "$DIR/api_keys"
 	KEYARG=(--key-file "$DIR/api_keys")
 	# The capture's LOGON carries the time of generation: the window covers the replay.
-	SESSION_LINES=$(printf 'keys_file = %s\nlogon_window_ms = 600000' "$DIR/api_keys")
+	# One session carries the whole replay at the node's pace: no messages-per-second cap.
+	SESSION_LINES=$(printf 'keys_file = %s\nlogon_window_ms = 600000\nmsgs_per_sec = 0' \
+		"$DIR/api_keys")
 else
 	SESSION_LINES="allow_unauthenticated = true"
 fi

@@ -39,6 +39,7 @@ SESSIONS=${SESSIONS:-1}
 KEYARG=()
 if [ "$SESSIONS" = 1 ]; then
 	export E2E_KEYS_FILE=$TMP/api_keys
+	export E2E_MSGS_PER_SEC=0 # one session carries the whole paced load
 	printf '1 %s all *\n' "$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')" >"$E2E_KEYS_FILE"
 	chmod 600 "$E2E_KEYS_FILE"
 	KEYARG=(--key-file "$E2E_KEYS_FILE")

@@ -420,6 +420,17 @@ main(int argc, char **argv)
 		return 1;
 	/* Users from a fresh range each run so a shared database works too. */
 	uint64_t base = ((uint64_t)time(NULL) % 100000) * 1000000 + 1;
+	if (own_pg) {
+		/* The operator opens accounts (docs/security.md); omsd's role cannot. On a
+		 * shared database (--conninfo) the range must have been opened already. */
+		uint64_t last = base + users + serial + (uint64_t)churn_rate * (churn_secs + 1);
+		snprintf(cmd, sizeof(cmd), "'%s' accounts '%s' %" PRIu64 " %" PRIu64 " >/dev/null",
+			 PST_BENCH_PGCTL, pgdir, base, last);
+		if (system(cmd) != 0) {
+			fprintf(stderr, "bench: could not open the accounts (%s)\n", cmd);
+			return 1;
+		}
+	}
 
 	const uint64_t *k = pst_db_counters(db);
 	double hyd = run(db, &c, false, base, users, UINT32_MAX);

@@ -223,6 +223,31 @@ Test(oms_actor, hydrate_owned_not_ours_refused_at_once)
 	cr_assert(eq(u32, h_status(&H, 50), OMS_USER_ABSENT));
 }
 
+/* Goal (docs/security.md, "No account from nowhere"): HydrateUser UNKNOWN (the database has
+ * no account for the user) refuses every parked request UNKNOWN_USER at once — orders with
+ * a NAK, a deposit with an ADMIN_REPLY — releases nothing (no claim was taken) and leaves
+ * no actor; the next request asks the database again (the operator may open it meanwhile). */
+Test(oms_actor, hydrate_unknown_refuses_and_creates_nothing)
+{
+	h_limit(&H, 50, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	h_transfer(&H, 50, 9, A_USD, 1000);
+	h_hydrate_status(&H, 50, WIRE_HYD_UNKNOWN, 0);
+	cr_assert(eq(u16, h_last_nak(&H), WIRE_REASON_UNKNOWN_USER));
+	cr_assert(eq(u32, h_count(&H, WIRE_ADMIN_REPLY), 1));
+	const struct wire_admin_reply *r = h_get(&H, WIRE_ADMIN_REPLY, 0);
+	cr_assert(eq(u64, r->req_id, 9));
+	cr_assert(eq(u16, r->reason, WIRE_REASON_UNKNOWN_USER));
+	cr_assert(eq(u32, h_count(&H, WIRE_RELEASE_CLAIM), 0));
+	cr_assert(eq(u32, h_status(&H, 50), OMS_USER_ABSENT));
+	cr_assert(eq(u32, oms_resident_count(H.oms), 0));
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_HYDRATE_UNKNOWN), 1));
+	h_limit(&H, 50, 2, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	cr_assert(eq(u32, h_count(&H, WIRE_HYDRATE_REQUEST), 1));
+	h_hydrate(&H, 50, ((const struct wire_hydrate_request *)h_get(&H, WIRE_HYDRATE_REQUEST, 0))
+				  ->epoch, A_USD, 1000, 0, 0);
+	cr_assert(eq(u32, h_status(&H, 50), OMS_USER_RESIDENT));
+}
+
 /* Goal: HydrateUser ERROR asks again at the next sweeps (bounded), then refuses the parked
  * orders DB_ERROR. */
 Test(oms_actor, hydrate_error_retries_then_db_error)

@@ -112,9 +112,37 @@ drive(struct pst_db *db, uint32_t want, double timeout_s)
 	}
 }
 
+/* The migration role's conninfo (it owns the tables: opens accounts, changes the schema). */
+static void
+migrator_conninfo(char *conn, size_t cap)
+{
+	const char *u = strstr(conninfo, "user=omsd");
+	cr_assert(u != NULL, "%s", conninfo);
+	snprintf(conn, cap, "%.*suser=omsd_migrator%s", (int)(u - conninfo), conninfo,
+		 u + strlen("user=omsd"));
+}
+
+/* Open user's account as the operator would (deploy/pg/accounts): omsd creates none. When
+ * the server is down (a test stopped it) nothing is opened; such a test wants the error. */
+static void
+open_account(uint64_t user)
+{
+	char conn[512], sql[160];
+	migrator_conninfo(conn, sizeof(conn));
+	PGconn *c = PQconnectdb(conn);
+	if (PQstatus(c) == CONNECTION_OK) {
+		snprintf(sql, sizeof(sql),
+			 "INSERT INTO accounts (user_id) VALUES (%llu) ON CONFLICT DO NOTHING",
+			 (unsigned long long)user);
+		PQclear(PQexec(c, sql));
+	}
+	PQfinish(c);
+}
+
 static void
 hydrate(struct pst_db *db, uint16_t shard, uint64_t user, uint64_t epoch)
 {
+	open_account(user);
 	struct wire_hydrate_request m = {.user = user, .epoch = epoch};
 	wire_hdr_init(&m.hdr, WIRE_HYDRATE_REQUEST, shard);
 	cr_assert(eq(int, pst_db_submit(db, &m.hdr, test_now_ns()), 0));
@@ -179,6 +207,42 @@ q_exec(char state[6], const char *sql)
 }
 
 TestSuite(pst_db, .init = need_db);
+
+/* Goal (docs/security.md, "No account from nowhere"): a user without an account row is
+ * answered UNKNOWN, and nothing is created — alone and in a multi-row group beside users
+ * that have one (which are claimed as usual); once the operator opens the account the same
+ * user hydrates NEW.
+ * Method: hydrate 29001 (never opened) alone, then 29002 (opened) and 29003 (not) together
+ *; count the rows; open 29001 and hydrate it again. */
+Test(pst_db, unknown_user_refused_nothing_created)
+{
+	struct pst_db *db = db_make(0);
+	struct wire_hydrate_request m = {.user = 29001, .epoch = 3};
+	wire_hdr_init(&m.hdr, WIRE_HYDRATE_REQUEST, 1);
+	cr_assert(eq(int, pst_db_submit(db, &m.hdr, test_now_ns()), 0));
+	drive(db, 1, 10);
+	cr_assert(eq(u8, sink.msgs[0].hyd.status, WIRE_HYD_UNKNOWN));
+	cr_assert(eq(u64, sink.msgs[0].hyd.state.user, 29001));
+	open_account(29002);
+	m.user = 29002;
+	cr_assert(eq(int, pst_db_submit(db, &m.hdr, test_now_ns()), 0));
+	m.user = 29003;
+	cr_assert(eq(int, pst_db_submit(db, &m.hdr, test_now_ns()), 0));
+	drive(db, 3, 10);
+	for (uint32_t i = 1; i < 3; i++) {
+		const struct wire_hydrate_user *h = &sink.msgs[i].hyd;
+		cr_assert(eq(u8, h->status, h->state.user == 29002 ? WIRE_HYD_NEW : WIRE_HYD_UNKNOWN),
+			  "user %llu", (unsigned long long)h->state.user);
+	}
+	cr_assert(eq(i64, q_i64("SELECT count(*) FROM accounts WHERE user_id IN (29001, 29003)"),
+		     0));
+	cr_assert(eq(i64, q_i64("SELECT owner_shard FROM accounts WHERE user_id = 29002"), 1));
+	cr_assert(eq(u64, pst_db_counters(db)[PST_C_DB_HYDRATE_UNKNOWN], 2));
+	hydrate(db, 1, 29001, 4);
+	drive(db, 4, 10);
+	cr_assert(eq(u8, sink.msgs[3].hyd.status, WIRE_HYD_NEW));
+	pst_db_destroy(db);
+}
 
 /* Goal: the round trip — an unknown user hydrates NEW (zero balances, claimed), a flush
  * writes version+1 and keeps the claim (docs/fencing.md), RELEASE_CLAIM lets it go, the next
@@ -838,6 +902,9 @@ Test(pst_db, omsd_role_has_no_ddl)
 	cr_assert(eq(str, st, "42501"));
 	q_exec(st, "DELETE FROM accounts");
 	cr_assert(eq(str, st, "42501"));
+	/* No account from nowhere: the operator opens them (deploy/pg/accounts). */
+	q_exec(st, "INSERT INTO accounts (user_id) VALUES (424242)");
+	cr_assert(eq(str, st, "42501"));
 	q_exec(st, "ALTER TABLE accounts ADD COLUMN x int");
 	cr_assert(eq(str, st, "42501"));
 }
@@ -1117,7 +1184,7 @@ Test(pst_db, group_mixed_outcomes)
 	cr_assert(eq(u8, h->status, WIRE_HYD_NEW));
 	cr_assert(eq(u32, h->state.balance_count, 0));
 	h = &answer_of(WIRE_HYDRATE_USER, 16006, 1, 0)->hyd;
-	cr_assert(eq(u8, h->status, WIRE_HYD_OK));
+	cr_assert(eq(u8, h->status, WIRE_HYD_NEW)); /* claimed again, never written: NEW */
 
 	const uint64_t *c = pst_db_counters(db);
 	cr_assert(eq(u64, c[PST_C_DB_FLUSH_OK], 2));
@@ -1179,8 +1246,9 @@ Test(pst_db, group_with_a_failing_row)
 		cr_assert(eq(u8, f->status, u == 17003 ? WIRE_FLUSH_ERROR : WIRE_FLUSH_OK),
 			  "user %" PRIu64, u);
 	}
-	cr_assert(eq(u8, answer_of(WIRE_HYDRATE_USER, 17005, 1, 0)->hyd.status, WIRE_HYD_OK));
-	cr_assert(eq(u8, answer_of(WIRE_HYDRATE_USER, 17006, 1, 0)->hyd.status, WIRE_HYD_OK));
+	/* Claimed again, never written (version 0): NEW. */
+	cr_assert(eq(u8, answer_of(WIRE_HYDRATE_USER, 17005, 1, 0)->hyd.status, WIRE_HYD_NEW));
+	cr_assert(eq(u8, answer_of(WIRE_HYDRATE_USER, 17006, 1, 0)->hyd.status, WIRE_HYD_NEW));
 	cr_assert(eq(u8, answer_of(WIRE_RELEASE_DONE, 17002, 1, 0)->rel.status, WIRE_FLUSH_OK));
 	const uint64_t *c = pst_db_counters(db);
 	cr_assert(ge(u64, c[PST_C_DB_BATCH_FAILURES], failures + 1));
@@ -1512,10 +1580,7 @@ static void
 as_migrator(const char *sql)
 {
 	char conn[512];
-	const char *u = strstr(conninfo, "user=omsd");
-	cr_assert(u != NULL, "%s", conninfo);
-	snprintf(conn, sizeof(conn), "%.*suser=omsd_migrator%s", (int)(u - conninfo), conninfo,
-		 u + strlen("user=omsd"));
+	migrator_conninfo(conn, sizeof(conn));
 	PGconn *c = PQconnectdb(conn);
 	cr_assert(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
 	PGresult *r = PQexec(c, sql);
@@ -1551,8 +1616,8 @@ Test(pst_db, schema_mismatch_refused, .timeout = 60)
 	cr_assert(ge(u64, pst_db_counters(db)[PST_C_DB_SCHEMA_REFUSED], 1));
 	cr_assert(not(eq(ptr, strstr(pst_db_last_error(db), "9999_from_the_future"), NULL)), "%s",
 		  pst_db_last_error(db));
-	cr_assert(eq(i64, q_i64("SELECT count(*) FROM accounts WHERE user_id = 22001"), 0),
-		  "nothing ran on the wrong schema");
+	cr_assert(eq(i64, q_i64("SELECT owner_shard FROM accounts WHERE user_id = 22001"), -999),
+		  "nothing ran on the wrong schema (the account is not claimed)");
 
 	as_migrator("DELETE FROM schema_migrations WHERE version = '9999_from_the_future'");
 	drive(db, 1, 10);
