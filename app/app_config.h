@@ -168,6 +168,8 @@ struct app_config {
 	uint64_t sessions_max;                /* sessions one gateway holds */
 	uint64_t session_msgs_per_sec;        /* messages per session per second; 0 = no limit */
 	uint64_t session_warn_pct;            /* warn at this % of it (0 = no warning) */
+	uint64_t logons_per_sec;              /* LOGONs a gateway looks at per second (each
+					       * costs an HMAC); 0 = no limit */
 	uint64_t keys_refresh_ms;             /* how often the key file is looked at */
 
 	/* [mgmt] */

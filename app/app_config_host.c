@@ -83,6 +83,7 @@ cfg_defaults(struct app_config *cfg)
 	cfg->sessions_max = 1024;
 	cfg->session_msgs_per_sec = 50000;
 	cfg->session_warn_pct = 80;
+	cfg->logons_per_sec = 2000;
 	cfg->keys_refresh_ms = 1000;
 }
 

@@ -85,6 +85,7 @@ cfg_sec_rest(struct cfg_ctx *c, struct app_config *cfg)
 	cfg_get_u64(c, s, "sessions_max", false, 1, 1u << 20, &cfg->sessions_max);
 	cfg_get_u64(c, s, "msgs_per_sec", false, 0, 1u << 30, &cfg->session_msgs_per_sec);
 	cfg_get_u64(c, s, "warn_pct", false, 0, 100, &cfg->session_warn_pct);
+	cfg_get_u64(c, s, "logons_per_sec", false, 0, 1u << 20, &cfg->logons_per_sec);
 	cfg_get_u64(c, s, "keys_refresh_ms", false, 100, 3600000, &cfg->keys_refresh_ms);
 	if (cfg->allow_unauthenticated)
 		return;

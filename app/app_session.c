@@ -75,6 +75,7 @@ app_session_init(struct app_shard *s)
 		.msgs_per_window = (uint32_t)cfg->session_msgs_per_sec,
 		.rate_window_ns = UINT64_C(1000000000),
 		.warn_pct = (uint32_t)cfg->session_warn_pct,
+		.logons_per_window = (uint32_t)cfg->logons_per_sec,
 	};
 	g->adopted = __atomic_load_n(&s->app->keys_pub, __ATOMIC_ACQUIRE);
 	int rc = auth_sessions_init(&g->auth, &ac, g->adopted != NULL ? &g->adopted->ks : NULL);

@@ -549,6 +549,15 @@ auth_logon(struct auth_sessions *t, const struct wire_logon *m, uint64_t wall_ns
 	   uint64_t mono_ns, uint64_t peer, struct auth_session **out)
 {
 	*out = NULL;
+	if (t->cfg.logons_per_window != 0) {
+		if (mono_ns - t->logon_window_ns >= t->cfg.rate_window_ns) {
+			t->logon_window_ns = mono_ns;
+			t->logon_count = 0;
+		}
+		if (t->logon_count >= t->cfg.logons_per_window)
+			return refuse(t, AUTH_C_REF_LOGON_RATE, WIRE_REASON_MSG_RATE);
+		t->logon_count++;
+	}
 	const struct auth_key *k = auth_keys_find(t->keys, m->key_id);
 	if (k == NULL)
 		return refuse(t, AUTH_C_REF_BAD_KEY, WIRE_REASON_BAD_KEY);

@@ -111,6 +111,8 @@ struct auth_config {
 	uint32_t msgs_per_window;  /* messages per session per rate window, 0: no limit */
 	uint64_t rate_window_ns;   /* the window (1 s by default) */
 	uint32_t warn_pct;         /* warn once a window at this % of msgs_per_window */
+	uint32_t logons_per_window; /* LOGONs looked at per rate window, all sessions together,
+				     * 0: no limit (each costs an HMAC before it is proven) */
 };
 
 #define AUTH_COUNTERS(X)                                                                   \
@@ -126,6 +128,8 @@ struct auth_config {
 	X(REF_REVOKED, "refused_key_revoked", "LOGONs with a revoked key")                 \
 	X(REF_IN_USE, "refused_session_in_use", "LOGONs for a session id another key holds") \
 	X(REF_FULL, "refused_full", "LOGONs refused: session or nonce table full")         \
+	X(REF_LOGON_RATE, "refused_logon_rate",                                            \
+	  "LOGONs refused unverified: over logons_per_window")                             \
 	X(REF_UNKNOWN_SESSION, "refused_unknown_session", "session frames of no session")  \
 	X(REF_BAD_MAC, "refused_bad_mac", "session frames whose MAC did not verify")       \
 	X(REF_SEQ_GAP, "refused_seq_gap", "session frames above the expected seq")         \
@@ -151,6 +155,8 @@ struct auth_sessions {
 	struct auth_nonce *nonces;
 	uint32_t nonce_mask;
 	const struct auth_keys *keys;
+	uint64_t logon_window_ns; /* start of the current logon window (mono) */
+	uint32_t logon_count;     /* LOGONs looked at in it */
 	uint64_t c[AUTH_C_COUNT];
 };
 
@@ -162,7 +168,9 @@ const char *auth_counter_label(enum auth_counter c);
 const char *auth_counter_help(enum auth_counter c);
 
 /*
- * A LOGON. Checks, in order: the key (BAD_KEY, KEY_REVOKED), the signature (BAD_SIGNATURE),
+ * A LOGON. Checks, in order: the gateway's logon budget (MSG_RATE, before any HMAC is
+ * computed: a flood of forged LOGONs costs one counter each), the key (BAD_KEY,
+ * KEY_REVOKED), the signature (BAD_SIGNATURE),
  * the timestamp against wall_ns (STALE_LOGON), the nonce (NONCE_REUSED), the session id
  * (SESSION_IN_USE when another key holds it; the same key's session is replaced), room
  * (CAPACITY). Returns 0 with *out the new session (next_seq 1), or the refusal's reason.

@@ -408,6 +408,30 @@ Test(auth, table_churn)
 	}
 }
 
+/* Goal: the gateway's logon budget: past logons_per_window in a window every LOGON is
+ * refused MSG_RATE before its HMAC is computed (a good one too), and the next window serves
+ * again. */
+Test(auth, logon_budget)
+{
+	auth_sessions_free(&t);
+	struct auth_config cfg = { .sessions_max = 8, .nonces_max = 64,
+				   .logon_window_ns = 5 * SEC, .rate_window_ns = SEC,
+				   .logons_per_window = 3 };
+	cr_assert(eq(int, auth_sessions_init(&t, &cfg, &keys), 0));
+	struct auth_session *s;
+	for (uint32_t i = 0; i < 3; i++) {
+		struct wire_logon bad = logon(1001, 10 + i, 100 + i, T0);
+		bad.sig[0] ^= 1;
+		cr_assert(eq(u16, auth_logon(&t, &bad, T0, M0, 0, &s), WIRE_REASON_BAD_SIGNATURE));
+	}
+	struct wire_logon good = logon(1001, 20, 200, T0);
+	cr_assert(eq(u16, auth_logon(&t, &good, T0, M0 + SEC / 2, 0, &s), WIRE_REASON_MSG_RATE));
+	cr_assert(eq(u64, t.c[AUTH_C_REF_LOGON_RATE], 1));
+	cr_assert(eq(u64, t.c[AUTH_C_REF_BAD_SIGNATURE], 3));
+	good = logon(1001, 20, 201, T0);
+	cr_assert(eq(u16, auth_logon(&t, &good, T0, M0 + SEC, 0, &s), 0));
+}
+
 /* Goal: the key file's errors name the file, the line and what is wrong. */
 Test(auth, key_file_errors)
 {
