@@ -329,6 +329,7 @@ void app_stats_write(const struct app *app, FILE *out);
  * when it changes (every keys_refresh_ms). */
 int app_keys_start(struct app *app);
 void app_keys_poll(struct app *app, uint64_t now_ns);
+void app_keys_stop(void); /* keys_source = database: the key thread ends */
 /* app_mgmt.c: the control socket on the main lcore ([paths] mgmt_socket; "" = none). */
 int app_mgmt_open(const struct app *app);
 void app_mgmt_poll(int timeout_ms);

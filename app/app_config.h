@@ -161,6 +161,7 @@ struct app_config {
 
 	/* [sessions] (docs/security.md) */
 	char keys_file[APP_STR_MAX];          /* API keys, reloaded when it changes; "" = none */
+	bool keys_from_db;                    /* keys_source = database: the api_keys table */
 	bool allow_unauthenticated;           /* development only: client traffic outside a
 					       * session (the legacy shared [keys] client) */
 	uint64_t logon_window_ms;             /* |node clock - LOGON timestamp| allowed */

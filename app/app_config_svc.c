@@ -78,6 +78,17 @@ cfg_sec_rest(struct cfg_ctx *c, struct app_config *cfg)
 
 	const char *s = "sessions";
 	cfg_get_str(c, s, "keys_file", cfg->keys_file, sizeof(cfg->keys_file));
+	const char *src = cfg_get(c, s, "keys_source");
+	if (src != NULL) {
+		if (strcmp(src, "database") == 0)
+			cfg->keys_from_db = true;
+		else if (strcmp(src, "file") != 0)
+			cfg_report(c, s, "keys_source", "'%s' is not one of file|database", src);
+	}
+	if (cfg->keys_from_db && cfg->db_conninfo[0] == '\0')
+		cfg_report(c, s, "keys_source", "database needs [database] conninfo");
+	if (cfg->keys_from_db && cfg->keys_file[0] != '\0')
+		cfg_report(c, s, "keys_file", "not with keys_source = database (one source of keys)");
 	cfg_get_bool(c, s, "allow_unauthenticated", &cfg->allow_unauthenticated);
 	cfg_get_u64(c, s, "logon_window_ms", false, 100, 600000, &cfg->logon_window_ms);
 	cfg_get_u64(c, s, "heartbeat_ms", false, AUTH_HEARTBEAT_MIN_MS, AUTH_HEARTBEAT_MAX_MS,
@@ -91,10 +102,10 @@ cfg_sec_rest(struct cfg_ctx *c, struct app_config *cfg)
 		return;
 	/* Safe by default: clients trade only through sessions, so there must be keys, and
 	 * the shared client key (which any holder could use for any user) has no place. */
-	if (cfg->keys_file[0] == '\0')
+	if (cfg->keys_file[0] == '\0' && !cfg->keys_from_db)
 		cfg_report(c, s, "keys_file",
-			   "required: clients log on with API keys (or allow_unauthenticated = "
-			   "true, for development only)");
+			   "required: clients log on with API keys (or keys_source = database, or "
+			   "allow_unauthenticated = true, for development only)");
 	if ((cfg->dp.client_key.k0 | cfg->dp.client_key.k1) != 0)
 		cfg_report(c, "keys", "client",
 			   "the shared client key is for [sessions] allow_unauthenticated = true "

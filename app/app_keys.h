@@ -17,6 +17,7 @@
 
 struct app_keyset {
 	struct auth_keys ks;
+	uint64_t digest;       /* keys_source = database: of the rows read (change detection) */
 	struct timespec mtime; /* of the file read */
 	off_t size;
 	ino_t ino;
@@ -27,5 +28,8 @@ int app_keyset_load(const char *path, struct app_keyset **out, char *err, size_t
 void app_keyset_free(struct app_keyset *k);
 /* True when path no longer is the file k was read from (or cannot be looked at). */
 bool app_keyset_changed(const struct app_keyset *k, const char *path);
+/* The api_keys table (app_keys_db.c, libpq; keys_source = database): 0, or -1 with why in
+ * err. The connection gives up after 5 s. */
+int app_keyset_from_db(const char *conninfo, struct app_keyset **out, char *err, size_t cap);
 
 #endif

@@ -20,7 +20,9 @@
  * SESSION_IDLE).
  */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <rte_mbuf.h>
 
@@ -332,9 +334,79 @@ static struct app_keyset *keys_retired; /* freed once the gateway adopted its su
 static uint64_t keys_next_ns;
 static char keys_last_err[512];
 
+/* keys_source = database: a thread reads the api_keys table every keys_refresh_ms (a slow
+ * or absent database never stalls the main lcore's control socket) and leaves a changed set
+ * in keys_loaded for app_keys_poll to publish. */
+static pthread_t keys_thread;
+static bool keys_thread_on;
+static int keys_stop;                   /* main → thread (atomic) */
+static struct app_keyset *keys_loaded;  /* thread → main (atomic exchange) */
+
+static void *
+keys_db_loop(void *arg)
+{
+	struct app *app = arg;
+	const struct app_keyset *first = __atomic_load_n(&app->keys_pub, __ATOMIC_ACQUIRE);
+	bool have = first != NULL; /* a set was read (the digest means something) */
+	uint64_t digest = have ? first->digest : 0;
+	char err[512], last_err[512] = "";
+	for (;;) {
+		for (uint64_t slept = 0; slept < app->cfg.keys_refresh_ms; slept += 50) {
+			if (__atomic_load_n(&keys_stop, __ATOMIC_ACQUIRE))
+				return NULL;
+			usleep(50000);
+		}
+		struct app_keyset *ks;
+		if (app_keyset_from_db(app->cfg.db_conninfo, &ks, err, sizeof(err)) != 0) {
+			if (strcmp(err, last_err) != 0)
+				APP_LOG(ERR, "[sessions] keys_source = database: %s; keeping the keys in "
+					"force", err);
+			snprintf(last_err, sizeof(last_err), "%s", err);
+			continue;
+		}
+		if (last_err[0] != '\0')
+			APP_LOG(NOTICE, "[sessions] keys_source = database: the table answers again");
+		last_err[0] = '\0';
+		if (have && ks->digest == digest) {
+			app_keyset_free(ks);
+			continue;
+		}
+		digest = ks->digest;
+		have = true;
+		app_keyset_free(__atomic_exchange_n(&keys_loaded, ks, __ATOMIC_ACQ_REL));
+	}
+}
+
+void
+app_keys_stop(void)
+{
+	if (!keys_thread_on)
+		return;
+	__atomic_store_n(&keys_stop, 1, __ATOMIC_RELEASE);
+	pthread_join(keys_thread, NULL);
+	keys_thread_on = false;
+	app_keyset_free(__atomic_exchange_n(&keys_loaded, NULL, __ATOMIC_ACQ_REL));
+}
+
 int
 app_keys_start(struct app *app)
 {
+	if (app->cfg.keys_from_db) {
+		char why[512];
+		struct app_keyset *ks = NULL;
+		if (app_keyset_from_db(app->cfg.db_conninfo, &ks, why, sizeof(why)) != 0)
+			APP_LOG(WARNING, "[sessions] keys_source = database: %s; every logon is "
+				"refused BAD_KEY until the table is read", why);
+		else
+			APP_LOG(INFO, "API keys: %u from the database", ks->ks.count);
+		__atomic_store_n(&app->keys_pub, ks, __ATOMIC_RELEASE);
+		if (pthread_create(&keys_thread, NULL, keys_db_loop, app) != 0) {
+			APP_LOG(ERR, "[sessions] keys_source = database: no key thread");
+			return -EINVAL;
+		}
+		keys_thread_on = true;
+		return 0;
+	}
 	if (app->cfg.keys_file[0] == '\0')
 		return 0;
 	char why[512];
@@ -352,10 +424,32 @@ app_keys_start(struct app *app)
 	return 0;
 }
 
+/* keys_source = database: publish what the key thread read, once the gateway has taken
+ * the set before it. */
+static void
+keys_poll_db(struct app *app)
+{
+	struct app_keyset *pub = __atomic_load_n(&app->keys_pub, __ATOMIC_ACQUIRE);
+	if (pub != __atomic_load_n(&app->keys_adopted, __ATOMIC_ACQUIRE))
+		return;
+	app_keyset_free(keys_retired);
+	keys_retired = NULL;
+	struct app_keyset *ks = __atomic_exchange_n(&keys_loaded, NULL, __ATOMIC_ACQ_REL);
+	if (ks == NULL)
+		return;
+	APP_LOG(NOTICE, "API keys reloaded: %u from the database", ks->ks.count);
+	keys_retired = pub;
+	__atomic_store_n(&app->keys_pub, ks, __ATOMIC_RELEASE);
+}
+
 void
 app_keys_poll(struct app *app, uint64_t now_ns)
 {
 	const char *path = app->cfg.keys_file;
+	if (app->cfg.keys_from_db) {
+		keys_poll_db(app);
+		return;
+	}
 	if (path[0] == '\0' || now_ns < keys_next_ns)
 		return;
 	keys_next_ns = now_ns + app->cfg.keys_refresh_ms * 1000000;

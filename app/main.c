@@ -398,6 +398,7 @@ main(int argc, char **argv)
 	agents_stop(&app, false);
 	agents_stop(&app, true);
 	app_mgmt_close(); /* after the shard lcores: it takes back the commands they held */
+	app_keys_stop();
 	uint32_t drained = dp_io_drain(app.dp);
 	stats_dump(&app, "exit");
 	APP_LOG(INFO, "stopped: %u queued frame(s) drained", drained);

@@ -260,8 +260,8 @@ typedef int(pst_db_emit_fn)(void *arg, const struct wire_msg_hdr *msg);
 /* The newest of deploy/pg/migrations this build reads and writes, and how many there are up
  * to it (tests/unit/persist checks both against the directory). A database with another
  * newest migration, or missing one, is refused (pst_db_schema_check, docs/persist.md). */
-#define PST_SCHEMA_VERSION "0009_accounts_by_operator"
-#define PST_SCHEMA_COUNT 9
+#define PST_SCHEMA_VERSION "0010_api_keys"
+#define PST_SCHEMA_COUNT 10
 
 struct pst_db_config {
 	const char *conninfo;          /* libpq conninfo; use a socket path or hostaddr: a

@@ -84,11 +84,15 @@ e2e_net_up() {
 }
 
 # e2e_config FILE [extra lines...]: a single-node config on the veth, written to FILE.
-# The [sessions] lines of a generated config: with E2E_KEYS_FILE, clients log on with the
+# The [sessions] lines of a generated config: with E2E_KEYS_SOURCE=database the keys are
+# the database's (tests/e2e/test_keys_db.sh); with E2E_KEYS_FILE, clients log on with the
 # API keys in it (tests/e2e/test_sessions.sh); without, the scripts' hand-made frames are
 # let in outside sessions (allow_unauthenticated: development and tests only).
 e2e_sessions_lines() {
-	if [ -n "${E2E_KEYS_FILE:-}" ]; then
+	if [ "${E2E_KEYS_SOURCE:-}" = database ]; then
+		echo "keys_source = database"
+		echo "keys_refresh_ms = ${E2E_KEYS_REFRESH_MS:-200}"
+	elif [ -n "${E2E_KEYS_FILE:-}" ]; then
 		echo "keys_file = $E2E_KEYS_FILE"
 		[ -z "${E2E_MSGS_PER_SEC:-}" ] || echo "msgs_per_sec = $E2E_MSGS_PER_SEC"
 	else

@@ -123,6 +123,10 @@ case_bad keys_open_mode  "s|^allow_unauthenticated = true|keys_file = $TMP/keys.
 	"keys_open_mode.ini:[0-9]+: \[sessions\] keys_file: $TMP/keys.open: mode 644"
 case_bad keys_missing    "s|^allow_unauthenticated = true|keys_file = $TMP/nope.keys|" \
 	"keys_missing.ini:[0-9]+: \[sessions\] keys_file: $TMP/nope.keys: No such file"
+case_bad keys_source     "s|^allow_unauthenticated = true|keys_source = ldap|" \
+	"keys_source.ini:[0-9]+: \[sessions\] keys_source: 'ldap' is not one of file\|database"
+case_bad keys_db_no_db   "s|^allow_unauthenticated = true|keys_source = database|" \
+	"keys_db_no_db.ini:[0-9]+: \[sessions\] keys_source: database needs \[database\] conninfo"
 
 # Several errors in one file are all reported, not just the first.
 base | sed -e 's/^udp_port = 7400/udp_port = 0/' -e 's/^idle = sleep/idle = x/' \

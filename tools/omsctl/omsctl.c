@@ -5,6 +5,7 @@
  *   omsctl [--json] order new|cancel|amend|replace ...   order entry over UDP
  *   omsctl [--json] deposit|withdraw ...                 transfers over UDP
  *   omsctl [--json] [--socket PATH] <command> ...        the node's control socket
+ *   omsctl [--json] keys add|list|revoke|rotate --db CONNINFO ...   API keys (ctl_keys.c)
  *
  * Options may appear anywhere; every one but a few flags takes a value ("--key value" or
  * "--key=value"): ctl_args.c reads them. Exit codes: enum ctl_exit. This file holds only
@@ -45,6 +46,14 @@ help(FILE *f)
 	      "  Other --key value options become the request's args (integers, true/false,\n"
 	      "  else strings); the command name joins its words with dots (routes.show).\n"
 	      "\n"
+	      "API keys in PostgreSQL (--db CONNINFO of a role that may write api_keys, else\n"
+	      "$OMSD_KEYS_DB; nodes with [sessions] keys_source = database pick them up):\n"
+	      "  keys add    --perms trade,transfer,read|all --users *|1-1000,5000\n"
+	      "              [--key-id N] [--out FILE]   (prints or writes the client's key line)\n"
+	      "  keys list   (never a secret)\n"
+	      "  keys revoke --key-id N   (its sessions end at the nodes' next refresh)\n"
+	      "  keys rotate --key-id N [--out FILE]   (a new secret; sessions open stay)\n"
+	      "\n"
 	      "Exit codes: 0 ok, 1 refused (NAK, reject, error response, logon), 2 usage,\n"
 	      "3 no answer / timeout / socket unreachable, 4 local I/O error.\n",
 	      f);
@@ -74,6 +83,8 @@ main(int argc, char **argv)
 	}
 	if (strcmp(w, "order") == 0 || strcmp(w, "deposit") == 0 || strcmp(w, "withdraw") == 0)
 		rc = ctl_order_main(&ctl);
+	else if (strcmp(w, "keys") == 0)
+		rc = ctl_keys_main(&ctl);
 	else
 		rc = ctl_mgmt_main(&ctl);
 	fflush(stdout);
