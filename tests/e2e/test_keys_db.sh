@@ -21,8 +21,15 @@ chmod 0755 "$PG_DIR"
 e2e_cleanup_hook() { "$PGCTL" stop "$PG_DIR/pg" >/dev/null 2>&1; rm -rf "$PG_DIR"; }
 CONNINFO=$("$PGCTL" start "$PG_DIR/pg" $((54000 + $$ % 1000)) 2>"$PG_DIR/pgctl.log") ||
 	{ cat "$PG_DIR/pgctl.log" >&2; fail "pgctl start"; }
-"$PGCTL" accounts "$PG_DIR/pg" 1 100 >/dev/null || fail "cannot open the accounts"
 ADMIN=${CONNINFO/user=omsd/user=omsd_migrator}
+# Accounts are the operator's to open (docs/security.md): omsctl users add, as the owner.
+"$OMSCTL" users add --user 1 --last 100 --db "$ADMIN" | grep -q "^users 1..100: 100 opened" ||
+	fail "omsctl users add"
+"$OMSCTL" users add --user 5 --last 6 --db "$ADMIN" | grep -q ": 0 opened, 2 were open" ||
+	fail "omsctl users add is not idempotent"
+if "$OMSCTL" users add --user 7 --db "$CONNINFO" >/dev/null 2>&1; then
+	fail "the omsd role opened an account"
+fi
 keys() { "$OMSCTL" keys "$@" --db "$ADMIN"; }
 
 keys add --key-id 1 --perms trade,transfer,read --users 1-10 --out "$TMP/k1" ||

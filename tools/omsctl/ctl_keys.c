@@ -2,7 +2,11 @@
 /*
  * omsctl keys: the API keys in PostgreSQL (docs/security.md, "API keys"), written as a role
  * that may (the table's owner, the migration role): nodes with [sessions] keys_source =
- * database read them and end at once the sessions of a key revoked or removed.
+ * database read them and end at once the sessions of a key revoked or removed. And
+ * omsctl users add: opening accounts (docs/security.md, "No account from nowhere"), which
+ * omsd never does.
+ *
+ *   omsctl users add   --db CONNINFO --user FIRST [--last LAST]
  *
  *   omsctl keys add    --db CONNINFO --perms P --users U [--key-id N] [--out FILE]
  *   omsctl keys list   --db CONNINFO
@@ -95,17 +99,71 @@ run(struct ctl *ctl, PGconn *c, const char *sql, int n, const char *const *param
 	return r;
 }
 
+/* The --db option, else $OMSD_KEYS_DB; NULL with a usage error printed. */
+static const char *
+db_conninfo(struct ctl *ctl, const char *what)
+{
+	const char *db = ctl_opt(ctl, "db");
+	if (db == NULL)
+		db = getenv("OMSD_KEYS_DB");
+	if (db == NULL)
+		(void)ctl_usage(ctl, "%s: --db CONNINFO (a role that may write the table)", what);
+	return db;
+}
+
+int
+ctl_users_add_main(struct ctl *ctl)
+{
+	const char *db = db_conninfo(ctl, "users add");
+	if (db == NULL)
+		return CTL_EXIT_USAGE;
+	uint64_t first = 0, last = 0;
+	int frc = ctl_opt_u64(ctl, "user", &first), lrc = ctl_opt_u64(ctl, "last", &last);
+	if (frc == -EINVAL || lrc == -EINVAL)
+		return CTL_EXIT_USAGE;
+	if (lrc == -ENOENT)
+		last = first;
+	if (frc != 0 || first == 0 || last < first || last > INT64_MAX || last - first >= 10000000)
+		return ctl_usage(ctl, "users add --user FIRST [--last LAST] (1 <= FIRST <= LAST, at "
+				      "most 10,000,000 at once)");
+	PGconn *c = PQconnectdb(db);
+	if (PQstatus(c) != CONNECTION_OK) {
+		fprintf(ctl->err, "omsctl: users add: %s", PQerrorMessage(c));
+		PQfinish(c);
+		return CTL_EXIT_NO_ANSWER;
+	}
+	char a[24], b[24];
+	snprintf(a, sizeof(a), "%" PRIu64, first);
+	snprintf(b, sizeof(b), "%" PRIu64, last);
+	const char *p[2] = { a, b };
+	int rc;
+	PGresult *r = run(ctl, c,
+			  "WITH ins AS (INSERT INTO accounts (user_id)"
+			  " SELECT generate_series($1::bigint, $2::bigint)"
+			  " ON CONFLICT (user_id) DO NOTHING RETURNING 1) SELECT count(*) FROM ins",
+			  2, p, &rc);
+	if (r != NULL) {
+		uint64_t n = strtoull(PQgetvalue(r, 0, 0), NULL, 10);
+		if (ctl->json)
+			fprintf(ctl->out, "{\"first\":%s,\"last\":%s,\"opened\":%" PRIu64 "}\n", a, b, n);
+		else
+			fprintf(ctl->out, "users %s..%s: %" PRIu64 " opened, %" PRIu64 " were open\n", a, b,
+				n, last - first + 1 - n);
+	}
+	PQclear(r);
+	PQfinish(c);
+	return rc;
+}
+
 int
 ctl_keys_main(struct ctl *ctl)
 {
 	if (ctl->word_count != 2)
 		return ctl_usage(ctl, "keys add|list|revoke|rotate");
 	const char *sub = ctl->words[1];
-	const char *db = ctl_opt(ctl, "db");
+	const char *db = db_conninfo(ctl, "keys");
 	if (db == NULL)
-		db = getenv("OMSD_KEYS_DB");
-	if (db == NULL)
-		return ctl_usage(ctl, "keys: --db CONNINFO (a role that may write api_keys)");
+		return CTL_EXIT_USAGE;
 	const char *perms = ctl_opt(ctl, "perms"), *users = ctl_opt(ctl, "users");
 	const char *out_path = ctl_opt(ctl, "out");
 	uint64_t id = 0;

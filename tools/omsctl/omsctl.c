@@ -46,13 +46,14 @@ help(FILE *f)
 	      "  Other --key value options become the request's args (integers, true/false,\n"
 	      "  else strings); the command name joins its words with dots (routes.show).\n"
 	      "\n"
-	      "API keys in PostgreSQL (--db CONNINFO of a role that may write api_keys, else\n"
-	      "$OMSD_KEYS_DB; nodes with [sessions] keys_source = database pick them up):\n"
+	      "API keys and accounts in PostgreSQL (--db CONNINFO of a role that may write\n"
+	      "them, else $OMSD_KEYS_DB; nodes with keys_source = database pick keys up):\n"
 	      "  keys add    --perms trade,transfer,read|all --users *|1-1000,5000\n"
 	      "              [--key-id N] [--out FILE]   (prints or writes the client's key line)\n"
 	      "  keys list   (never a secret)\n"
 	      "  keys revoke --key-id N   (its sessions end at the nodes' next refresh)\n"
 	      "  keys rotate --key-id N [--out FILE]   (a new secret; sessions open stay)\n"
+	      "  users add   --user FIRST [--last LAST]  (open accounts: omsd opens none)\n"
 	      "\n"
 	      "Exit codes: 0 ok, 1 refused (NAK, reject, error response, logon), 2 usage,\n"
 	      "3 no answer / timeout / socket unreachable, 4 local I/O error.\n",
@@ -85,6 +86,8 @@ main(int argc, char **argv)
 		rc = ctl_order_main(&ctl);
 	else if (strcmp(w, "keys") == 0)
 		rc = ctl_keys_main(&ctl);
+	else if (strcmp(w, "users") == 0 && ctl.word_count == 2 && strcmp(ctl.words[1], "add") == 0)
+		rc = ctl_users_add_main(&ctl);
 	else
 		rc = ctl_mgmt_main(&ctl);
 	fflush(stdout);

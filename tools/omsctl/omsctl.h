@@ -52,6 +52,7 @@ void ctl_args_free(struct ctl *ctl);
 int ctl_order_main(struct ctl *ctl);   /* order new|cancel|amend|replace, deposit, withdraw */
 int ctl_mgmt_main(struct ctl *ctl);    /* everything on the control socket */
 int ctl_keys_main(struct ctl *ctl);    /* keys add|list|revoke|rotate, in PostgreSQL */
+int ctl_users_add_main(struct ctl *ctl); /* users add: open accounts, in PostgreSQL */
 /* ctl_mgmt.c: the request line for cmd, {"id":N,"cmd":...,"args":{...}} and a newline, with
  * the options that are not omsctl's own as args (malloc'd; NULL when out of memory). */
 char *ctl_mgmt_request(struct ctl *ctl, const char *cmd, uint64_t id);
