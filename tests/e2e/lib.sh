@@ -341,6 +341,32 @@ INI
 	for line in "$@"; do echo "$line" >>"$file"; done
 }
 
+# e2e_cluster_pg_start PORT FIRST LAST: after e2e_cluster_init, a throwaway PostgreSQL
+# (deploy/pg/pgctl, unix socket, PORT) stopped and removed with the cluster, with the
+# accounts of users FIRST..LAST opened (omsd opens none: docs/security.md). Sets PGCTL,
+# PG_DIR and CONNINFO (the omsd role's). Skips (77) without PostgreSQL.
+e2e_cluster_pg_start() {
+	PGCTL=$(cd "$E2E_DIR/../.." && pwd)/deploy/pg/pgctl
+	local pgbin=${PGBIN:-/usr/lib/postgresql/15/bin}
+	[ -x "$pgbin/initdb" ] || { echo "SKIP: no PostgreSQL in $pgbin"; exit 77; }
+	PG_DIR=$(mktemp -d "/tmp/omsd-e2e-$TAG-pg.XXXXXX")
+	chmod 0755 "$PG_DIR"
+	trap e2e_cluster_pg_cleanup EXIT
+	CONNINFO=$("$PGCTL" start "$PG_DIR/pg" "$1" 2>"$PG_DIR/pgctl.log") ||
+		{ cat "$PG_DIR/pgctl.log" >&2; fail "pgctl start"; }
+	"$PGCTL" accounts "$PG_DIR/pg" "$2" "$3" >/dev/null || fail "cannot open the accounts"
+	log "PostgreSQL up: $CONNINFO"
+}
+
+e2e_cluster_pg_cleanup() {
+	local rc=$?
+	"$PGCTL" stop "$PG_DIR/pg" >/dev/null 2>&1 || true
+	rm -rf "$PG_DIR"
+	set +e # a failing status must not stop the cleanup half-way (errexit in a trap)
+	(exit "$rc")
+	e2e_cluster_cleanup
+}
+
 # e2e_cluster_start I FILE: start node I and wait until it is ready.
 e2e_cluster_start() {
 	local i=$1 stats=$TMP/$1/stats log=$TMP/$1/omsd.log

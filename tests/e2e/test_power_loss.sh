@@ -31,24 +31,8 @@ set -euo pipefail
 : "${OMSCTL:?set OMSCTL}"
 source "$(dirname "$0")/lib.sh"
 need_root
-PGCTL=$(cd "$E2E_DIR/../.." && pwd)/deploy/pg/pgctl
 e2e_cluster_init opl 27 3
-PG_DIR=$(mktemp -d /tmp/omsd-e2e-opl-pg.XXXXXX)
-chmod 0755 "$PG_DIR"
-pl_cleanup() {
-	local rc=$?
-	"$PGCTL" stop "$PG_DIR/pg" >/dev/null 2>&1 || true
-	rm -rf "$PG_DIR"
-	set +e
-	(exit "$rc")
-	e2e_cluster_cleanup
-}
-trap pl_cleanup EXIT
-
-CONNINFO=$("$PGCTL" start "$PG_DIR/pg" $((57000 + $$ % 1000)) 2>"$PG_DIR/pgctl.log") ||
-	{ cat "$PG_DIR/pgctl.log" >&2; fail "pgctl start"; }
-"$PGCTL" accounts "$PG_DIR/pg" 1 20000 >/dev/null || fail "cannot open the accounts" # docs/security.md
-log "PostgreSQL up: $CONNINFO"
+e2e_cluster_pg_start $((57000 + $$ % 1000)) 1 20000
 
 # The sharded shape: E2E_TRADE_LINES with two OMS shards and a second symbol on ME shard 4.
 LINES=(

@@ -23,26 +23,8 @@ set -euo pipefail
 : "${OMSCTL:?set OMSCTL to the omsctl binary}"
 source "$(dirname "$0")/lib.sh"
 need_root
-PGCTL=$(cd "$E2E_DIR/../.." && pwd)/deploy/pg/pgctl
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
-[ -x "$PGBIN/initdb" ] || { echo "SKIP: no PostgreSQL in $PGBIN"; exit 77; }
 e2e_cluster_init orh 63 3
-PG_DIR=$(mktemp -d /tmp/omsd-e2e-orh-pg.XXXXXX)
-chmod 0755 "$PG_DIR"
-rh_cleanup() {
-	local rc=$?
-	"$PGCTL" stop "$PG_DIR/pg" >/dev/null 2>&1 || true
-	rm -rf "$PG_DIR"
-	set +e
-	(exit "$rc")
-	e2e_cluster_cleanup
-}
-trap rh_cleanup EXIT
-
-CONNINFO=$("$PGCTL" start "$PG_DIR/pg" $((58000 + $$ % 1000)) 2>"$PG_DIR/pgctl.log") ||
-	{ cat "$PG_DIR/pgctl.log" >&2; fail "pgctl start"; }
-"$PGCTL" accounts "$PG_DIR/pg" 1 20000 >/dev/null || fail "cannot open the accounts" # docs/security.md
-log "PostgreSQL up: $CONNINFO"
+e2e_cluster_pg_start $((58000 + $$ % 1000)) 1 20000
 
 LINES=(
 	"" "[shard.3]" "service = oms" "members = 1,2,3" "cpu = 0" "idle = sleep"

@@ -19,24 +19,8 @@ source "$(dirname "$0")/lib.sh"
 need_root
 [ -n "${E2E_SESSION:-}" ] || { echo "E2E_SESSION (tests/e2e/e2e_session) not set"; exit 77; }
 [ -n "${OMSLOAD:-}" ] || { echo "OMSLOAD not set"; exit 77; }
-PGCTL=$E2E_DIR/../../deploy/pg/pgctl
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
-[ -x "$PGBIN/initdb" ] || { echo "SKIP: no PostgreSQL in $PGBIN"; exit 77; }
 e2e_cluster_init ses 60 3
-PG_DIR=$(mktemp -d /tmp/omsd-e2e-ses-pg.XXXXXX)
-chmod 0755 "$PG_DIR"
-sessions_cleanup() {
-	local rc=$?
-	"$PGCTL" stop "$PG_DIR/pg" >/dev/null 2>&1 || true
-	rm -rf "$PG_DIR"
-	set +e
-	(exit "$rc")
-	e2e_cluster_cleanup
-}
-trap sessions_cleanup EXIT
-CONNINFO=$("$PGCTL" start "$PG_DIR/pg" $((57000 + $$ % 1000)) 2>"$PG_DIR/pgctl.log") ||
-	{ cat "$PG_DIR/pgctl.log" >&2; fail "pgctl start"; }
-"$PGCTL" accounts "$PG_DIR/pg" 1 20000 >/dev/null || fail "cannot open the accounts" # docs/security.md
+e2e_cluster_pg_start $((57000 + $$ % 1000)) 1 20000
 
 secret() { od -An -tx1 -N32 /dev/urandom | tr -d ' \n'; }
 S1=$(secret) S2=$(secret) S3=$(secret) S4=$(secret) S5=$(secret)
