@@ -16,7 +16,7 @@
  * flush's parameters) into columns that decode to the very same state, and the multi-row
  * flush (pst_sql_encode_group, the state twice in a group of two) carries each element exactly
  * as the single-row flush does; an OWNED answer names a shard other than ours, the one the row
- * names.
+ * names; UNKNOWN (no account) comes only from a whole row whose first column is 2.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -158,7 +158,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		uint8_t is_new = 0;
 		enum pst_outcome o = pst_sql_hydrate_decode(&row, USER, SHARD, &us, &owner, &is_new);
 		CHECK(o == PST_OUT_HYD_CLAIMED || o == PST_OUT_HYD_OWNED || o == PST_OUT_HYD_RETRY ||
-		      o == PST_OUT_BAD_ROW);
+		      o == PST_OUT_HYD_UNKNOWN || o == PST_OUT_BAD_ROW);
+		/* No account: only the statement's third branch says so, a row of 14 columns
+		 * whose first is 2 (docs/security.md, "No account from nowhere"). */
+		if (o == PST_OUT_HYD_UNKNOWN)
+			CHECK(row.present && row.col_count == 14 && row.cols[0] != NULL &&
+			      strcmp(row.cols[0], "2") == 0);
 		if (o == PST_OUT_HYD_CLAIMED)
 			claimed(&us, is_new);
 		if (o == PST_OUT_HYD_OWNED) {
