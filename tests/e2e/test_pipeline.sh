@@ -37,7 +37,10 @@ orders=$(sed -n 's/.* NEW_ORDER=\([0-9]*\).*/\1/p' <<<"$out")
 	fail "the median ACK comes after the median final report"
 [ "$(v shard.1.oms.fills)" -gt 0 ] || fail "no fills"
 [ "$(v shard.1.oms.transfers)" = 16 ] || fail "$(v shard.1.oms.transfers) deposits applied, want 16"
-"$OMSPCAP" show "$TMP/gate/out.pcap" >"$TMP/show" || fail "the egress capture does not decode"
+# The capture is a logged-on session (pipeline.sh): its answers are MAC'd under the session
+# key, which show derives from the input's LOGON and the key file.
+show_out() { "$OMSPCAP" show "$1/out.pcap" --key-file "$1/api_keys" --logon-from "$1/in.pcap"; }
+show_out "$TMP/gate" >"$TMP/show" || fail "the egress capture does not decode"
 ! grep -Eq '^nak +NOT_LEADER' "$TMP/show" || fail "NOT_LEADER NAKs with the gate"
 [ "$(v dp.rx_gated)" -gt 0 ] || fail "the rx gate never held the port"
 [ "$(v dp.rx_pkts)" = "$(sed -n 's/.* frames=\([0-9]*\) .*/\1/p' <<<"$out" | head -1)" ] || fail "not every frame was read"
@@ -51,7 +54,7 @@ log "gate: $orders orders acked and settled, $(v shard.1.oms.fills) fills, money
 out=$(ORDERS=600 USERS=8 SEED=7 RX_START=now BENCH_DIR=$TMP/now PREFIX=e2e-obp-$$-now \
 	"$SRC/tests/bench/app/pipeline.sh" 2>&1) || true
 echo "$out" | tail -3
-nl=$("$OMSPCAP" show "$TMP/now/out.pcap" | awk '$1 == "nak" && $2 == "NOT_LEADER" { print $3 }')
+nl=$(show_out "$TMP/now" | awk '$1 == "nak" && $2 == "NOT_LEADER" { print $3 }')
 [ "${nl:-0}" -gt 0 ] || fail "rx_start = now: no NOT_LEADER NAKs (the test cannot tell the gate works)"
 log "no gate: $nl NOT_LEADER NAKs"
 ok=1
