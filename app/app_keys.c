@@ -9,6 +9,35 @@
 #include <string.h>
 #include <unistd.h>
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+struct app_keyset *
+app_keyset_parse(char *text, size_t len, const char *name, char *err, size_t cap)
+{
+	/* One key a line at most. */
+	uint32_t lines = 1;
+	for (size_t i = 0; i < len; i++)
+		lines += text[i] == '\n';
+	struct app_keyset *k = calloc(1, sizeof(*k));
+	if (k != NULL) {
+		k->ks.cap = lines;
+		k->ks.keys = calloc(lines, sizeof(k->ks.keys[0]));
+	}
+	if (k == NULL || k->ks.keys == NULL) {
+		snprintf(err, cap, "%s: out of memory", name);
+		app_keyset_free(k);
+		k = NULL;
+	} else if (auth_keys_parse(text, len, name, &k->ks, err, cap) != 0) {
+		app_keyset_free(k);
+		k = NULL;
+	} else {
+		k->digest = XXH3_64bits(text, len);
+	}
+	explicit_bzero(text, len);
+	return k;
+}
+
 int
 app_keyset_load(const char *path, struct app_keyset **out, char *err, size_t cap)
 {
@@ -39,7 +68,6 @@ app_keyset_load(const char *path, struct app_keyset **out, char *err, size_t cap
 	}
 	size_t len = (size_t)st.st_size;
 	char *text = malloc(len + 1);
-	struct app_keyset *k = calloc(1, sizeof(*k));
 	size_t got = 0;
 	while (text != NULL && got < len) {
 		ssize_t n = read(fd, text + got, len - got);
@@ -48,28 +76,17 @@ app_keyset_load(const char *path, struct app_keyset **out, char *err, size_t cap
 		got += (size_t)n;
 	}
 	close(fd);
-	if (text == NULL || k == NULL || got != len) {
-		snprintf(err, cap, "%s: %s", path, text == NULL || k == NULL ? "out of memory"
-									       : "short read");
+	if (text == NULL || got != len) {
+		snprintf(err, cap, "%s: %s", path, text == NULL ? "out of memory" : "short read");
+		if (text != NULL)
+			explicit_bzero(text, got);
 		free(text);
-		free(k);
 		return -1;
 	}
-	/* One key a line at most. */
-	uint32_t lines = 1;
-	for (size_t i = 0; i < len; i++)
-		lines += text[i] == '\n';
-	k->ks.cap = lines;
-	k->ks.keys = calloc(lines, sizeof(k->ks.keys[0]));
-	if (k->ks.keys == NULL || auth_keys_parse(text, len, path, &k->ks, err, cap) != 0) {
-		if (k->ks.keys == NULL)
-			snprintf(err, cap, "%s: out of memory", path);
-		free(text);
-		app_keyset_free(k);
-		return -1;
-	}
-	explicit_bzero(text, len);
+	struct app_keyset *k = app_keyset_parse(text, len, path, err, cap);
 	free(text);
+	if (k == NULL)
+		return -1;
 	k->mtime = st.st_mtim;
 	k->size = st.st_size;
 	k->ino = st.st_ino;

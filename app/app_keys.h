@@ -17,12 +17,16 @@
 
 struct app_keyset {
 	struct auth_keys ks;
-	uint64_t digest;       /* keys_source = database: of the rows read (change detection) */
+	uint64_t digest;       /* of the text parsed (the key thread's change detection) */
 	struct timespec mtime; /* of the file read */
 	off_t size;
 	ino_t ino;
 };
 
+/* Key-file text (len bytes, from a file or built from the api_keys rows) into a new set, with
+ * its digest; NULL with "name:line: why" in err. The text is wiped either way (secrets). */
+struct app_keyset *app_keyset_parse(char *text, size_t len, const char *name, char *err,
+				    size_t cap);
 /* 0, or -1 with "path: why" / "path:line: why" in err. *out is the caller's to free. */
 int app_keyset_load(const char *path, struct app_keyset **out, char *err, size_t cap);
 void app_keyset_free(struct app_keyset *k);

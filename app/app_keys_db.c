@@ -11,8 +11,6 @@
 #include <string.h>
 
 #include <libpq-fe.h>
-#define XXH_INLINE_ALL
-#include <xxhash.h>
 
 #include "app_keys.h"
 
@@ -43,11 +41,8 @@ app_keyset_from_db(const char *conninfo, struct app_keyset **out, char *err, siz
 	int rows = PQntuples(r);
 	size_t text_cap = (size_t)rows * ROW_TEXT_MAX + 1, len = 0;
 	char *text = malloc(text_cap);
-	struct app_keyset *k = calloc(1, sizeof(*k));
-	if (text == NULL || k == NULL) {
+	if (text == NULL) {
 		snprintf(err, cap, "api_keys: out of memory");
-		free(text);
-		free(k);
 		PQclear(r);
 		PQfinish(c);
 		return -1;
@@ -61,7 +56,6 @@ app_keyset_from_db(const char *conninfo, struct app_keyset **out, char *err, siz
 			snprintf(err, cap, "api_keys: key %s: row too long", PQgetvalue(r, i, 0));
 			explicit_bzero(text, len);
 			free(text);
-			free(k);
 			PQclear(r);
 			PQfinish(c);
 			return -1;
@@ -70,19 +64,7 @@ app_keyset_from_db(const char *conninfo, struct app_keyset **out, char *err, siz
 	}
 	PQclear(r);
 	PQfinish(c);
-	k->ks.cap = rows > 0 ? (uint32_t)rows : 1;
-	k->ks.keys = calloc(k->ks.cap, sizeof(k->ks.keys[0]));
-	if (k->ks.keys == NULL || auth_keys_parse(text, len, "api_keys", &k->ks, err, cap) != 0) {
-		if (k->ks.keys == NULL)
-			snprintf(err, cap, "api_keys: out of memory");
-		explicit_bzero(text, len);
-		free(text);
-		app_keyset_free(k);
-		return -1;
-	}
-	k->digest = XXH3_64bits(text, len);
-	explicit_bzero(text, len);
+	*out = app_keyset_parse(text, len, "api_keys", err, cap);
 	free(text);
-	*out = k;
-	return 0;
+	return *out != NULL ? 0 : -1;
 }

@@ -60,31 +60,14 @@ split_words(char *line, char **words, uint32_t max)
 	return n;
 }
 
-static int
-hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 static bool
 parse_secret(const char *s, uint8_t out[AUTH_SECRET_SIZE])
 {
-	if (strlen(s) != 2 * AUTH_SECRET_SIZE)
+	if (wire_hex_decode(s, out, AUTH_SECRET_SIZE) != 0)
 		return false;
 	uint8_t any = 0;
-	for (int i = 0; i < AUTH_SECRET_SIZE; i++) {
-		int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
-		if (hi < 0 || lo < 0)
-			return false;
-		out[i] = (uint8_t)(hi << 4 | lo);
+	for (int i = 0; i < AUTH_SECRET_SIZE; i++)
 		any |= out[i];
-	}
 	return any != 0;
 }
 

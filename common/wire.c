@@ -979,19 +979,27 @@ hex_digit(char ch)
 }
 
 int
-wire_key_parse_hex(const char *hex, struct wire_key *key)
+wire_hex_decode(const char *hex, uint8_t *out, size_t n)
 {
-	uint8_t b[16];
-
-	if (hex == NULL || strnlen(hex, 33) != 32)
+	if (hex == NULL || strnlen(hex, 2 * n + 1) != 2 * n)
 		return -EINVAL;
-	for (unsigned i = 0; i < 16; i++) {
+	for (size_t i = 0; i < n; i++) {
 		int hi = hex_digit(hex[2 * i]);
 		int lo = hex_digit(hex[2 * i + 1]);
 		if (hi < 0 || lo < 0)
 			return -EINVAL;
-		b[i] = (uint8_t)(hi << 4 | lo);
+		out[i] = (uint8_t)(hi << 4 | lo);
 	}
+	return 0;
+}
+
+int
+wire_key_parse_hex(const char *hex, struct wire_key *key)
+{
+	uint8_t b[16];
+
+	if (wire_hex_decode(hex, b, sizeof(b)) != 0)
+		return -EINVAL;
 	/* The key's 16 bytes in order; k0/k1 are their little-endian halves (SipHash). */
 	memcpy(&key->k0, b, 8);
 	memcpy(&key->k1, b + 8, 8);

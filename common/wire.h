@@ -1231,6 +1231,9 @@ bool wire_type_is_admin(uint16_t type);
  * with key untouched. An all-zero key parses: whether it is allowed is the caller's rule.
  */
 int wire_key_parse_hex(const char *hex, struct wire_key *key);
+/* Exactly 2n hex digits (either case) into n bytes: 0, or -EINVAL (out may be partly
+ * written). wire_key_parse_hex and the API secrets of auth/ read with it. */
+int wire_hex_decode(const char *hex, uint8_t *out, size_t n);
 
 /*
  * Validate one message at `buf` with at most `avail` readable bytes: header, length for its
