@@ -69,13 +69,29 @@ wait_leader() {
 	done
 	return 1
 }
+# leads NODE SHARD: NODE leads SHARD by its own status.
+leads() {
+	"$OMSCTL" --socket "$TMP/$1/omsd.sock" --json status 2>/dev/null |
+		"$PY" -c "import json,sys; r=json.load(sys.stdin)['result']
+sys.exit(0 if any(s['shard']==$2 and s.get('role')=='leader' for s in r['shards']) else 1)"
+}
 # lead SHARD NODE: move SHARD's leadership to NODE (transfer-leader runs on its leader).
+# A transfer can lapse (the target not caught up in time, or an election under a loaded
+# host moves the leadership elsewhere); it is asked for again, up to 5 times, each waited for
+# up to 4 s on NODE's own status (the first node claiming leadership may be a deposed one).
 lead() {
-	local l
-	l=$(wait_leader "$1") || fail "no leader for shard $1"
-	[ "$l" = "$2" ] && return 0
-	ctl_rc "$l" 0 --json transfer-leader --shard "$1" --to "$2"
-	[ "$(wait_leader "$1")" = "$2" ] || fail "shard $1 not led by node $2 after the transfer"
+	local l try
+	for try in 1 2 3 4 5; do
+		leads "$2" "$1" && return 0
+		l=$(wait_leader "$1" "$2") || { leads "$2" "$1" && return 0; fail "no leader for shard $1"; }
+		"$OMSCTL" --socket "$TMP/$l/omsd.sock" --json transfer-leader --shard "$1" --to "$2" \
+			>/dev/null 2>&1 || log "transfer of shard $1 to node $2 (try $try): $l refused"
+		for _ in $(seq 20); do
+			leads "$2" "$1" && return 0
+			sleep 0.2
+		done
+	done
+	fail "shard $1 not led by node $2 after 5 transfers"
 }
 # py_json EXPR: evaluate EXPR with r = the JSON result in $OUT.
 py_json() { "$PY" -c "import json,sys; r=json.loads(sys.argv[1])['result']; print($1)" "$OUT"; }
