@@ -64,6 +64,38 @@ frames=$(sed -n 's/^show: frames=\([0-9]*\) .*/\1/p' "$TMP/k.show")
 [ "$macs" -eq "$frames" ] || fail "keyed capture: $macs MACs shown, $frames frames"
 echo "mac: $macs frames show their 16-byte tag"
 
+# 2b. A logged-on capture (omspcap gen --key-file): a LOGON frame, then session frames, each
+# SESSION_HDR first with seq 1, 2, 3, ... and the session MAC. The dissector shows every
+# frame's messages in omspcap show's order (show decodes under the derived session key, so
+# this also proves the frames it dissects are the MAC-valid ones).
+printf '7 %s trade,transfer 1-100000\n' 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f \
+	>"$TMP/api_keys"
+chmod 600 "$TMP/api_keys"
+"$OMSPCAP" gen --out "$TMP/s.pcap" --count 300 --seed 9 --users 4 --transfer-shard 1 \
+	--key-file "$TMP/api_keys" >/dev/null
+"$OMSPCAP" show "$TMP/s.pcap" --key-file "$TMP/api_keys" --verbose >"$TMP/s.show"
+grep -q "decode_errors=0 " "$TMP/s.show" || fail "omspcap show of the session capture: $(tail -1 "$TMP/s.show")"
+awk '/^frame / { f = $2 + 0; if (f in seq) seq[f] = seq[f] "," $NF; else seq[f] = $NF }
+	END { for (f = 1; f in seq; f++) print seq[f] }' "$TMP/s.show" >"$TMP/s.want"
+# The dissector's type numbers, named from wire.h's WIRE_TYPES table.
+ts -r "$TMP/s.pcap" -T fields -e omsd.msg.type >"$TMP/s.num"
+python3 - "$TMP/s.num" "$TMP/s.got" "$(dirname "$0")/../../common/wire.h" <<'PY'
+import re, sys
+names = {}
+for m in re.finditer(r"X\((\w+),\s*(\d+),", open(sys.argv[3]).read()):
+    names[m.group(2)] = m.group(1)
+with open(sys.argv[2], "w") as out:
+    for line in open(sys.argv[1]):
+        out.write(",".join(names.get(t, "?" + t) for t in line.strip().split(",") if t) + "\n")
+PY
+diff -u "$TMP/s.want" "$TMP/s.got" >"$TMP/s.diff" || fail "session capture: the dissector's messages differ from omspcap show: $(head -20 "$TMP/s.diff")"
+frames=$(wc -l <"$TMP/s.want")
+seqs=$(ts -r "$TMP/s.pcap" -Y 'omsd.msg.type == 11' -T fields -e omsd.seq | tr '\n' ' ')
+want_seqs=$(seq 1 $((frames - 1)) | tr '\n' ' ')
+[ "$seqs" = "$want_seqs" ] || fail "session seqs '$seqs', want '$want_seqs'"
+[ "$(head -n 1 "$TMP/s.want")" = LOGON ] || fail "session capture does not start with its LOGON"
+echo "session: $frames frames (a LOGON, then SESSION_HDR seq 1..$((frames - 1))) dissected as omspcap show decodes them"
+
 # 3. Every message type: layout against the C compiler's (wire_ref all), with and without a MAC.
 "$WIRE_REF" all "$TMP/all.pcap" >"$TMP/all.ref"
 ts -r "$TMP/all.pcap" -T pdml >"$TMP/all.pdml"
