@@ -28,12 +28,17 @@
 #define VIEW_SAMPLES_MAX 8192            /* counters of a node */
 #define VIEW_WINDOW_NS (1000ull * 1000000) /* busy % window */
 #define VIEW_RINGS_MAX 20                /* rings one lcore reads */
+#define VIEW_NS_PER_S 1000000000ull      /* the histograms count ns; metrics are in s */
 
 struct view_sample {
-	char family[96];  /* Prometheus family */
-	char labels[256]; /* node="1",shard="1" */
-	char value[40];   /* as printed */
-	uint32_t order;   /* position in the dump (stable sort) */
+	char family[96];   /* Prometheus metric name (mgmt_prom_conventions applied) */
+	char labels[256];  /* node="1",shard="1" */
+	char value[48];    /* as printed, in the base unit */
+	uint32_t order;    /* position in the dump (stable sort) */
+	uint32_t name_off; /* the stats name: offset in app_view_ctx.text */
+	uint16_t name_len; /* and its length */
+	uint8_t type;      /* enum mgmt_prom_type */
+	uint64_t per_unit; /* raw values per base unit (1: none) */
 };
 
 struct app_view_ctx {
@@ -70,22 +75,32 @@ static const char *const label_keys[] = {
 	"nak", "reason", "frame_err", "cause", "txq", "txq", "http", "code", NULL,
 };
 
-/* Families that are gauges; every other numeric counter is a counter. */
+/* The stats that are gauges (a value now, which may go down), by their family as
+ * mgmt_prom_name makes it (the stats name with ids lifted into labels, before the naming
+ * conventions); every other numeric stat is a counter (only goes up from 0 at start). */
 static const char *const gauges[] = {
-	"omsd_node_id", "omsd_uptime_ms", "omsd_shard_is_leader", "omsd_shard_leader",
-	"omsd_shard_term", "omsd_shard_commit", "omsd_shard_applied", "omsd_shard_last_index",
-	"omsd_shard_member_match", "omsd_shard_member_lag", "omsd_shard_route_epoch",
-	"omsd_shard_inflight", "omsd_shard_resident", "omsd_shard_resting",
-	"omsd_shard_asset_sum", "omsd_shard_asset_fees", "omsd_agent_max_cycle_ns",
-	"omsd_agent_busy_permille", "omsd_agent_ring_used", "omsd_agent_ring_size",
-	"omsd_agent_sleeps_per_s", "omsd_persister_connected",
+	"omsd_node_id", "omsd_uptime_ms",
+	/* Raft, as the shard lcore published it. */
+	"omsd_shard_is_leader", "omsd_shard_ready", "omsd_shard_leader", "omsd_shard_term",
+	"omsd_shard_commit", "omsd_shard_applied", "omsd_shard_last_index",
+	"omsd_shard_member_match", "omsd_shard_member_lag",
+	/* OMS and ME state now. */
+	"omsd_shard_route_epoch", "omsd_shard_inflight", "omsd_shard_resident",
+	"omsd_shard_resting", "omsd_shard_asset_sum", "omsd_shard_asset_fees",
 	"omsd_shard_sagas_pending", "omsd_shard_sagas_old", "omsd_shard_saga_oldest_age_ms",
 	"omsd_shard_parked_now", "omsd_shard_cache_idle", "omsd_shard_cache_open",
 	"omsd_shard_cache_inflight", "omsd_shard_cache_flushing", "omsd_shard_cache_hydrating",
-	"omsd_shard_cache_waiting", "omsd_shard_cache_cap",
+	"omsd_shard_cache_waiting", "omsd_shard_cache_cap", "omsd_shard_me_bulk_pending",
+	/* lcores: the longest cycle and the last window's figures. */
+	"omsd_agent_max_cycle_ns", "omsd_agent_busy_permille", "omsd_agent_ring_used",
+	"omsd_agent_ring_size", "omsd_agent_sleeps_per_s",
+	/* The gateway's sessions open now, and the span its latency record covers. */
+	"omsd_gateway_sessions_active", "omsd_gateway_lat_span_ns",
+	/* The persister's connection and the frames it holds back now. */
+	"omsd_persister_connected", "omsd_persister_held_frames",
 };
 
-/* Latency histogram bounds, ns: 1-2-5 from 1 µs to 10 s. */
+/* Latency histogram bounds, ns (rendered in seconds): 1-2-5 from 1 µs to 10 s. */
 static const uint64_t lat_bounds[] = {
 	1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000, 500000, 1000000, 2000000,
 	5000000, 10000000, 20000000, 50000000, 100000000, 200000000, 500000000, 1000000000,
@@ -438,32 +453,72 @@ struct collect {
 	uint32_t dropped;        /* names that did not map */
 };
 
+/* A line that is one field of a histogram (app_hist_lines: shard.1.lat.ingress_ack.p99_ns;
+ * hist_write: gateway.lat_rx_ack_ns.p50): the histograms go out whole as summaries, below. */
+static bool
+hist_field(const char *name)
+{
+	return strstr(name, ".lat.") != NULL || strstr(name, "_ns.") != NULL;
+}
+
+static enum mgmt_prom_type
+stat_type(const char *family)
+{
+	for (size_t i = 0; i < sizeof(gauges) / sizeof(gauges[0]); i++)
+		if (strcmp(family, gauges[i]) == 0)
+			return MGMT_PROM_GAUGE;
+	return MGMT_PROM_COUNTER;
+}
+
+/* A decimal integer of the stats text in the metric's base unit: "12345" ns → "0.000012345"
+ * s. 0 or -ENOSPC. */
+static int
+value_scaled(char *out, size_t cap, const char *value, uint64_t per_unit)
+{
+	if (per_unit == 1) {
+		int n = snprintf(out, cap, "%s", value);
+		return n < 0 || (size_t)n >= cap ? -ENOSPC : 0;
+	}
+	size_t neg = value[0] == '-' ? 1 : 0; /* a negative value keeps its sign */
+	if (neg)
+		out[0] = '-';
+	uint64_t v = strtoull(value + neg, NULL, 10);
+	return mgmt_prom_decimal(out + neg, cap - neg, v, per_unit) < 0 ? -ENOSPC : 0;
+}
+
 static void
 collect_one(void *arg, const char *name, const char *value)
 {
 	struct collect *k = arg;
 	struct app_view_ctx *c = k->c;
-	if (strncmp(name, "dp.arp.", 7) == 0 || strstr(name, ".lat.") != NULL)
-		return; /* the ARP table is not a metric; latency goes out as histograms */
+	if (strncmp(name, "dp.arp.", 7) == 0 || hist_field(name))
+		return; /* the ARP table is not a metric */
 	if (c->count == VIEW_SAMPLES_MAX) {
 		k->dropped++;
 		return;
 	}
 	struct view_sample *s = &c->samples[c->count];
 	char labels[128];
-	if (mgmt_prom_name(name, label_keys, s->family, sizeof(s->family) - 8, labels,
+	/* Room for what the conventions add (_total, seconds for ns, _not_ours, _info). */
+	if (mgmt_prom_name(name, label_keys, s->family, sizeof(s->family) - 24, labels,
 			   sizeof(labels)) != 0) {
 		k->dropped++;
 		return;
 	}
-	if (app_view_is_integer(value)) {
-		snprintf(s->value, sizeof(s->value), "%s", value);
-		int n = snprintf(s->labels, sizeof(s->labels), "%s%s%s", k->node_label,
-				 labels[0] ? "," : "", labels);
-		if (n < 0 || (size_t)n >= sizeof(s->labels)) {
+	bool number = app_view_is_integer(value);
+	enum mgmt_prom_type type = number ? stat_type(s->family) : MGMT_PROM_INFO;
+	if (mgmt_prom_conventions(s->family, sizeof(s->family), type, &s->per_unit) != 0) {
+		k->dropped++;
+		return;
+	}
+	int n;
+	if (number) {
+		if (value_scaled(s->value, sizeof(s->value), value, s->per_unit) != 0) {
 			k->dropped++;
 			return;
 		}
+		n = snprintf(s->labels, sizeof(s->labels), "%s%s%s", k->node_label,
+			     labels[0] ? "," : "", labels);
 	} else {
 		/* A text value (role, service): an info metric with the text as a label. */
 		char v[64];
@@ -472,15 +527,17 @@ collect_one(void *arg, const char *name, const char *value)
 			if (*q != '"' && *q != '\\' && *q != ' ')
 				v[j++] = *q;
 		v[j] = '\0';
-		strcat(s->family, "_info");
 		snprintf(s->value, sizeof(s->value), "1");
-		int n = snprintf(s->labels, sizeof(s->labels), "%s%s%s,value=\"%s\"",
-				 k->node_label, labels[0] ? "," : "", labels, v);
-		if (n < 0 || (size_t)n >= sizeof(s->labels)) {
-			k->dropped++;
-			return;
-		}
+		n = snprintf(s->labels, sizeof(s->labels), "%s%s%s,value=\"%s\"", k->node_label,
+			     labels[0] ? "," : "", labels, v);
 	}
+	if (n < 0 || (size_t)n >= sizeof(s->labels)) {
+		k->dropped++;
+		return;
+	}
+	s->type = (uint8_t)type;
+	s->name_off = (uint32_t)(name - c->text);
+	s->name_len = (uint16_t)strlen(name);
 	s->order = c->count;
 	c->count++;
 }
@@ -495,15 +552,29 @@ sample_cmp(const void *a, const void *b)
 	return x->order < y->order ? -1 : x->order > y->order;
 }
 
-static const char *
-family_type(const char *family)
+/* HELP and TYPE of the family of sample s: the stats line it comes from, with its ids as
+ * <label>, and the divisor that took it to the base unit. */
+static void
+family_write(struct mgmt_out *o, const struct app_view_ctx *c, const struct view_sample *s)
 {
-	if (strlen(family) > 5 && strcmp(family + strlen(family) - 5, "_info") == 0)
-		return "gauge";
-	for (size_t i = 0; i < sizeof(gauges) / sizeof(gauges[0]); i++)
-		if (strcmp(family, gauges[i]) == 0)
-			return "gauge";
-	return "counter";
+	static const char *const types[] = {
+		[MGMT_PROM_COUNTER] = "counter", [MGMT_PROM_GAUGE] = "gauge",
+		[MGMT_PROM_INFO] = "gauge",
+	};
+	char stat[160], help[256];
+	if (mgmt_prom_pattern(c->text + s->name_off, s->name_len, label_keys, stat,
+			      sizeof(stat)) != 0)
+		snprintf(stat, sizeof(stat), "%.*s", (int)s->name_len, c->text + s->name_off);
+	const char *where = "(omsctl stats; docs/appliance.md)";
+	if (s->type == MGMT_PROM_INFO)
+		snprintf(help, sizeof(help), "omsd stat %s, a text, as its label value %s", stat,
+			 where);
+	else if (s->per_unit != 1)
+		snprintf(help, sizeof(help), "omsd stat %s / %" PRIu64 " %s", stat, s->per_unit,
+			 where);
+	else
+		snprintf(help, sizeof(help), "omsd stat %s %s", stat, where);
+	mgmt_prom_family(o, s->family, types[s->type], help);
 }
 
 /* One family's samples: per OMS shard and path, a summary or (hist) a histogram; h is the
@@ -513,7 +584,7 @@ latency_samples(struct mgmt_out *o, const struct app *app, const char *node_labe
 		struct hist *h, bool hist)
 {
 	static const char *const paths[2] = {"ingress_ack", "order_final"};
-	const char *family = hist ? "omsd_latency_hist_ns" : "omsd_latency_ns";
+	const char *family = hist ? "omsd_latency_hist_seconds" : "omsd_latency_seconds";
 	for (int pi = 0; pi < 2; pi++) {
 		for (uint32_t i = 0; i < app->cfg.shard_count; i++) {
 			if (app->cfg.shards[i].service != APP_SERVICE_OMS)
@@ -524,9 +595,10 @@ latency_samples(struct mgmt_out *o, const struct app *app, const char *node_labe
 				 app->cfg.shards[i].id, paths[pi]);
 			if (hist)
 				mgmt_prom_histogram(o, family, labels, h, lat_bounds,
-						    (uint32_t)(sizeof(lat_bounds) / sizeof(lat_bounds[0])));
+						    (uint32_t)(sizeof(lat_bounds) / sizeof(lat_bounds[0])),
+						    VIEW_NS_PER_S);
 			else
-				mgmt_prom_summary(o, family, labels, h);
+				mgmt_prom_summary(o, family, labels, h, VIEW_NS_PER_S);
 		}
 	}
 }
@@ -546,11 +618,8 @@ app_metrics_write(struct app_view_ctx *c, const struct app *app, struct mgmt_out
 	/* One HELP/TYPE per family, its samples together (text format 0.0.4). */
 	for (uint32_t i = 0; i < c->count; i++) {
 		const struct view_sample *s = &c->samples[i];
-		if (i == 0 || strcmp(s->family, c->samples[i - 1].family) != 0) {
-			char help[160];
-			snprintf(help, sizeof(help), "omsd counter %s (docs/appliance.md)", s->family + 5);
-			mgmt_prom_family(o, s->family, family_type(s->family), help);
-		}
+		if (i == 0 || strcmp(s->family, c->samples[i - 1].family) != 0)
+			family_write(o, c, s);
 		char line[420];
 		snprintf(line, sizeof(line), "%s{%s} %s\n", s->family, s->labels, s->value);
 		mgmt_out_raw(o, line);
@@ -559,19 +628,38 @@ app_metrics_write(struct app_view_ctx *c, const struct app *app, struct mgmt_out
 	struct hist *h = malloc(sizeof(*h));
 	if (h == NULL)
 		return -ENOMEM;
-	mgmt_prom_family(o, "omsd_latency_ns", "summary",
-			 "client request latency on the OMS shard leader, ns: path=ingress_ack "
-			 "(proposed to ACK emitted), path=order_final (to the final EXEC_REPORT)");
+	mgmt_prom_family(o, "omsd_latency_seconds", "summary",
+			 "client request latency on the OMS shard leader, seconds: "
+			 "path=ingress_ack (proposed to ACK emitted), path=order_final (to the "
+			 "final EXEC_REPORT)");
 	latency_samples(o, app, node_label, h, false);
-	mgmt_prom_family(o, "omsd_latency_hist_ns", "histogram",
-			 "the same latencies as cumulative buckets, ns");
+	mgmt_prom_family(o, "omsd_latency_hist_seconds", "histogram",
+			 "the same latencies as cumulative buckets, seconds");
 	latency_samples(o, app, node_label, h, true);
+	/* The gateway's RX → client egress latency of new orders (app_lat.c), on the node
+	 * that has the gateway. */
+	const struct app_lat *gw = app_shard_lat(app);
+	if (gw != NULL) {
+		mgmt_prom_family(o, "omsd_gateway_latency_seconds", "summary",
+				 "new orders from the io lcore's RX to the gateway handing the "
+				 "answer to the client's frame, seconds: path=rx_ack (the "
+				 "provisional ACK), path=rx_final (OPEN, DONE or REJECTED after "
+				 "the ME)");
+		for (int pi = 0; pi < 2; pi++) {
+			memcpy(h, pi == 0 ? &gw->ack : &gw->final, sizeof(*h));
+			char labels[96];
+			snprintf(labels, sizeof(labels), "%s,path=\"%s\"", node_label,
+				 pi == 0 ? "rx_ack" : "rx_final");
+			mgmt_prom_summary(o, "omsd_gateway_latency_seconds", labels, h,
+					  VIEW_NS_PER_S);
+		}
+	}
 	/* The hot-user cache (docs/oms.md "Observability"): its stages in the OMS state, and
 	 * the persister's split of each request kind into its queue and PostgreSQL. */
-	mgmt_prom_family(o, "omsd_cache_latency_ns", "summary",
-			 "hot-user cache, cluster ns, per OMS shard: stage=park (first parked message "
-			 "to install), hydrate (HYDRATE_REQUEST to install), writeback, evict "
-			 "(BEGIN_DEHYDRATE to the answer / the drop)");
+	mgmt_prom_family(o, "omsd_cache_latency_seconds", "summary",
+			 "hot-user cache, cluster time in seconds, per OMS shard: stage=park "
+			 "(first parked message to install), hydrate (HYDRATE_REQUEST to "
+			 "install), writeback, evict (BEGIN_DEHYDRATE to the answer / the drop)");
 	for (uint32_t i = 0; i < app->cfg.shard_count; i++) {
 		if (app->cfg.shards[i].service != APP_SERVICE_OMS)
 			continue;
@@ -580,27 +668,30 @@ app_metrics_write(struct app_view_ctx *c, const struct app *app, struct mgmt_out
 			char labels[96];
 			snprintf(labels, sizeof(labels), "%s,shard=\"%u\",stage=\"%s\"", node_label,
 				 app->cfg.shards[i].id, app_cache_stage_names[st]);
-			mgmt_prom_summary(o, "omsd_cache_latency_ns", labels, h);
+			mgmt_prom_summary(o, "omsd_cache_latency_seconds", labels, h,
+					  VIEW_NS_PER_S);
 		}
 	}
 	/* Without a database the family is there, empty (count 0): requests are answered
 	 * inline, and a dashboard's query finds its series either way. */
-	mgmt_prom_family(o, "omsd_persister_latency_ns", "summary",
-			 "persister requests, ns: kind=hydrate|flush|release|lookup, part=queue "
-			 "(submitted to sent) or db (sent to PostgreSQL's answer)");
+	mgmt_prom_family(o, "omsd_persister_latency_seconds", "summary",
+			 "persister requests, seconds: kind=hydrate|flush|release|lookup, "
+			 "part=queue (submitted to sent) or db (sent to PostgreSQL's answer)");
 	for (unsigned k = 1; k <= 4; k++) {
 		for (unsigned part = 0; part < 2; part++) {
 			(void)app_persist_hist(app, k, part, h);
 			char labels[96];
 			snprintf(labels, sizeof(labels), "%s,kind=\"%s\",part=\"%s\"", node_label,
 				 app_persist_kind_names[k], part == 0 ? "queue" : "db");
-			mgmt_prom_summary(o, "omsd_persister_latency_ns", labels, h);
+			mgmt_prom_summary(o, "omsd_persister_latency_seconds", labels, h,
+					  VIEW_NS_PER_S);
 		}
 	}
 	free(h);
 	if (k.dropped > 0) {
 		mgmt_prom_family(o, "omsd_metrics_unmapped", "gauge",
-				 "counters left out of this rendering (name too long or too many)");
+				 "stats left out of this rendering (name too long, too many, or no "
+				 "Prometheus name under the conventions)");
 		mgmt_prom_sample(o, "omsd_metrics_unmapped", node_label, k.dropped);
 	}
 	return o->overflow ? -E2BIG : 0;

@@ -170,22 +170,31 @@ void mgmt_stats_get(const struct mgmt_server *s, struct mgmt_stats *out);
 int mgmt_call(const char *path, const char *request, char *resp, size_t cap, int timeout_ms);
 
 /* ---------------------------------------------------------------------------------------
- * Prometheus text exposition.
+ * Prometheus text exposition (mgmt_prom.c), under the Prometheus naming conventions
+ * (docs/appliance.md "Metric names"; `promtool check metrics` finds nothing to report).
  * ------------------------------------------------------------------------------------- */
 
 /* Append "# HELP/# TYPE" once per family (call with the same name consecutively). */
 void mgmt_prom_family(struct mgmt_out *o, const char *name, const char *type, const char *help);
 /* One sample: name{labels} value. labels is "" or `k="v",k2="v2"`. */
 void mgmt_prom_sample(struct mgmt_out *o, const char *name, const char *labels, uint64_t value);
-/* A histogram as a summary: quantiles 0.5 0.9 0.99 0.999 0.9999, _sum and _count. */
+/* value / per_unit as an exact decimal ("12345" / 10^9 → "0.000012345", 2000 / 10^3 → "2"),
+ * for a value counted in a sub-unit and rendered in its base unit. per_unit is a power of
+ * ten (CHECKed). The length written, or -ENOSPC (buf emptied); 48 bytes always suffice. */
+int mgmt_prom_decimal(char *buf, size_t cap, uint64_t value, uint64_t per_unit);
+/* A histogram as a summary: quantiles 0.5 0.9 0.99 0.999 0.9999, _sum and _count. The
+ * values (quantiles, _sum) are divided by per_unit: a hist of ns rendered in seconds takes
+ * 1000000000, a hist of counts 1. */
 void mgmt_prom_summary(struct mgmt_out *o, const char *name, const char *labels,
-		       const struct hist *h);
+		       const struct hist *h, uint64_t per_unit);
 
 /* A histogram as a Prometheus histogram: cumulative name_bucket{labels,le="B"} for each of
  * bound_count ascending bounds, le="+Inf", then name_sum and name_count. A hist bucket counts
- * under the first bound at or above its upper edge (so within the hist's 3.1 %). */
+ * under the first bound at or above its upper edge (so within the hist's 3.1 %). bounds are
+ * in the hist's unit; le and _sum are divided by per_unit (as for mgmt_prom_summary). */
 void mgmt_prom_histogram(struct mgmt_out *o, const char *name, const char *labels,
-			 const struct hist *h, const uint64_t *bounds, uint32_t bound_count);
+			 const struct hist *h, const uint64_t *bounds, uint32_t bound_count,
+			 uint64_t per_unit);
 
 /* A dotted counter name (the stats dump's "shard.1.oms.naks") as a Prometheus family and
  * labels: "omsd_" + the tokens joined with '_', except that the token after a key listed in
@@ -193,9 +202,32 @@ void mgmt_prom_histogram(struct mgmt_out *o, const char *name, const char *label
  * with {"shard","shard"}, "shard.1.oms.naks" → family "omsd_shard_oms_naks", labels
  * `shard="1"`. The family is lower case, with '_' for characters outside [A-Za-z0-9_];
  * '"' and '\' are escaped in label values. 0, or -ENOSPC when either output would be
- * truncated, or -EINVAL for an empty name or token. */
+ * truncated, or -EINVAL for an empty name or token. The family is the stat's name; the
+ * metric's name is that family under mgmt_prom_conventions. */
 int mgmt_prom_name(const char *dotted, const char *const *label_keys, char *family,
 		   size_t family_cap, char *labels, size_t labels_cap);
+/* The same dotted name (len bytes, not NUL-terminated) with each label value replaced by
+ * <label>, for HELP texts: "agent.io.busy_ns" → "agent.<lcore>.busy_ns". 0 or -ENOSPC. */
+int mgmt_prom_pattern(const char *dotted, size_t len, const char *const *label_keys, char *out,
+		      size_t cap);
+
+enum mgmt_prom_type {
+	MGMT_PROM_COUNTER = 1, /* only goes up (from 0 at start) */
+	MGMT_PROM_GAUGE,       /* a value now: may go down */
+	MGMT_PROM_INFO,        /* a text, rendered as the label value="..." of a sample 1 */
+};
+/* Rewrite a family made by mgmt_prom_name (in place, cap bytes) into its metric name under
+ * the Prometheus conventions, and say how its values scale:
+ *  - words that read as abbreviated units but are not ("_not_us" → "_not_ours");
+ *  - a counter or gauge whose last token is a unit is in the base unit, *per_unit raw values
+ *    to one: ns, us, ms, s, sec → seconds (10^9, 10^6, 10^3, 1); permille, percent, pct →
+ *    ratio (1000, 100, 100); "_per_s" → "_per_second" (1; a rate per ms or us: -EINVAL);
+ *  - a counter ends in _total: appended, or in place of a final _count;
+ *  - a gauge that would end in _total, _count, _sum, _bucket or _info gets "_now";
+ *  - an info metric ends in _info (a text has no unit: -EINVAL for one named in a unit).
+ * 0, -ENOSPC when it would not fit, -EINVAL for a name that cannot be rendered. */
+int mgmt_prom_conventions(char *family, size_t cap, enum mgmt_prom_type type,
+			  uint64_t *per_unit);
 
 /* ---------------------------------------------------------------------------------------
  * Metrics over HTTP (mgmt_http.c): GET /metrics for Prometheus, polled, never blocking.

@@ -172,10 +172,10 @@ for i in 1 2 3; do
 	done
 	"$OMSCTL" --socket "$TMP/$i/omsd.sock" metrics >"$TMP/metrics.$i" ||
 		fail "node $i: omsctl metrics"
-	m=$(sed -nE 's/^omsd_shard_oms_recon_matched\{node="'"$i"'",shard="1"\} ([0-9]+)$/\1/p' \
+	m=$(sed -nE 's/^omsd_shard_oms_recon_matched_total\{node="'"$i"'",shard="1"\} ([0-9]+)$/\1/p' \
 		"$TMP/metrics.$i")
 	[ -n "$m" ] && [ "$m" -gt 0 ] || fail "node $i: /metrics recon_matched is '$m'"
-	grep -qE '^omsd_shard_oms_alarm_recon_phantom\{node="'"$i"'",shard="1"\} 0$' "$TMP/metrics.$i" ||
+	grep -qE '^omsd_shard_oms_alarm_recon_phantom_total\{node="'"$i"'",shard="1"\} 0$' "$TMP/metrics.$i" ||
 		fail "node $i: /metrics alarm_recon_phantom is not 0"
 	log "node $i: reconciliation: queries $(st shard.1.oms.recon_queries) matched $(st shard.1.oms.recon_matched) transient $(st shard.1.oms.recon_transient) deferred $(st shard.1.oms.recon_deferred), no alarm"
 	"$PY" - "$TMP/users.$i.json" $((DEPOSITS * 1000000000 - fees1)) \

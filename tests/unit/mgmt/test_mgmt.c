@@ -409,7 +409,8 @@ Test(mgmt_server, last_place_kept_for_the_operator, .init = start, .fini = finis
 	cr_assert(ge(u64, st.busy_refused, 2));
 }
 
-/* Goal: Prometheus text has HELP/TYPE, labels, and summary quantiles. */
+/* Goal: Prometheus text has HELP/TYPE, labels, and summary quantiles.
+ * Method: a counter sample and a summary of a unitless hist (per_unit 1: values as counted). */
 Test(mgmt_prom, text_format)
 {
 	static struct hist h;
@@ -421,11 +422,11 @@ Test(mgmt_prom, text_format)
 	mgmt_out_init(&o, buf, sizeof(buf));
 	mgmt_prom_family(&o, "omsd_frames_dropped_total", "counter", "Frames dropped");
 	mgmt_prom_sample(&o, "omsd_frames_dropped_total", "cause=\"bad_mac\"", 3);
-	mgmt_prom_family(&o, "omsd_ack_latency_ns", "summary", "Ingress to ack");
-	mgmt_prom_summary(&o, "omsd_ack_latency_ns", "shard=\"1\"", &h);
+	mgmt_prom_family(&o, "omsd_ack_hops", "summary", "Hops to an ack");
+	mgmt_prom_summary(&o, "omsd_ack_hops", "shard=\"1\"", &h, 1);
 	cr_assert(not(eq(ptr, strstr(buf, "# TYPE omsd_frames_dropped_total counter\n"), NULL)));
 	cr_assert(not(eq(ptr, strstr(buf, "omsd_frames_dropped_total{cause=\"bad_mac\"} 3\n"), NULL)));
-	cr_assert(not(eq(ptr, strstr(buf, "omsd_ack_latency_ns{shard=\"1\",quantile=\"0.5\"} 50\n"), NULL)));
-	cr_assert(not(eq(ptr, strstr(buf, "omsd_ack_latency_ns_count{shard=\"1\"} 100\n"), NULL)));
-	cr_assert(not(eq(ptr, strstr(buf, "omsd_ack_latency_ns_sum{shard=\"1\"} 5050\n"), NULL)));
+	cr_assert(not(eq(ptr, strstr(buf, "omsd_ack_hops{shard=\"1\",quantile=\"0.5\"} 50\n"), NULL)));
+	cr_assert(not(eq(ptr, strstr(buf, "omsd_ack_hops_count{shard=\"1\"} 100\n"), NULL)));
+	cr_assert(not(eq(ptr, strstr(buf, "omsd_ack_hops_sum{shard=\"1\"} 5050\n"), NULL)));
 }

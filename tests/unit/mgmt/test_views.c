@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The views' pure helpers: Prometheus histograms and names, the metrics HTTP listener (its
- * request parser, and the server over a real loopback socket). */
+/* The views' pure helpers: Prometheus histograms and names under the naming conventions,
+ * the metrics HTTP listener (its request parser, and the server over a real loopback
+ * socket). */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -18,6 +20,15 @@ static bool
 has(const char *text, const char *needle)
 {
 	return strstr(text, needle) != NULL;
+}
+
+static const char *const keys[] = {"shard", "shard", "agent", "lcore", "member", "member",
+				   "nak", "reason", "frame_err", "cause", NULL};
+
+static int
+name(const char *dotted, char *fam, char *lab)
+{
+	return mgmt_prom_name(dotted, keys, fam, 96, lab, 96);
 }
 
 /* Goal: a hist becomes cumulative Prometheus buckets that agree with _count.
@@ -34,14 +45,229 @@ Test(mgmt_prom, histogram_buckets)
 	char buf[4096];
 	struct mgmt_out o;
 	mgmt_out_init(&o, buf, sizeof(buf));
-	mgmt_prom_histogram(&o, "omsd_latency_hist_ns", "shard=\"1\"", &h, bounds, 3);
+	mgmt_prom_histogram(&o, "omsd_hops_hist", "shard=\"1\"", &h, bounds, 3, 1);
 	cr_assert(not(o.overflow));
-	cr_assert(has(buf, "omsd_latency_hist_ns_bucket{shard=\"1\",le=\"10\"} 10\n"), "%s", buf);
-	cr_assert(has(buf, "omsd_latency_hist_ns_bucket{shard=\"1\",le=\"50\"} 50\n"), "%s", buf);
-	cr_assert(has(buf, "omsd_latency_hist_ns_bucket{shard=\"1\",le=\"1000\"} 100\n"), "%s", buf);
-	cr_assert(has(buf, "omsd_latency_hist_ns_bucket{shard=\"1\",le=\"+Inf\"} 101\n"), "%s", buf);
-	cr_assert(has(buf, "omsd_latency_hist_ns_count{shard=\"1\"} 101\n"), "%s", buf);
-	cr_assert(has(buf, "omsd_latency_hist_ns_sum{shard=\"1\"} 1005050\n"), "%s", buf);
+	cr_assert(has(buf, "omsd_hops_hist_bucket{shard=\"1\",le=\"10\"} 10\n"), "%s", buf);
+	cr_assert(has(buf, "omsd_hops_hist_bucket{shard=\"1\",le=\"50\"} 50\n"), "%s", buf);
+	cr_assert(has(buf, "omsd_hops_hist_bucket{shard=\"1\",le=\"1000\"} 100\n"), "%s", buf);
+	cr_assert(has(buf, "omsd_hops_hist_bucket{shard=\"1\",le=\"+Inf\"} 101\n"), "%s", buf);
+	cr_assert(has(buf, "omsd_hops_hist_count{shard=\"1\"} 101\n"), "%s", buf);
+	cr_assert(has(buf, "omsd_hops_hist_sum{shard=\"1\"} 1005050\n"), "%s", buf);
+}
+
+/* Goal: a hist of ns renders in seconds: le bounds, quantiles and _sum divided by 10^9 as
+ * exact decimals, the counts untouched.
+ * Method: 12345 ns and 2 s recorded; a histogram with bounds 1 µs, 1 ms, 10 s and a summary
+ * of the same hist, per_unit 10^9. */
+Test(mgmt_prom, histogram_and_summary_in_seconds)
+{
+	static struct hist h;
+	hist_init(&h);
+	hist_record(&h, 12345);
+	hist_record(&h, 2000000000);
+	static const uint64_t bounds[] = {1000, 1000000, 10000000000};
+	char buf[4096];
+	struct mgmt_out o;
+	mgmt_out_init(&o, buf, sizeof(buf));
+	mgmt_prom_histogram(&o, "omsd_latency_hist_seconds", "path=\"a\"", &h, bounds, 3,
+			    1000000000);
+	cr_assert(has(buf, "_bucket{path=\"a\",le=\"0.000001\"} 0\n"), "%s", buf);
+	cr_assert(has(buf, "_bucket{path=\"a\",le=\"0.001\"} 1\n"), "%s", buf);
+	cr_assert(has(buf, "_bucket{path=\"a\",le=\"10\"} 2\n"), "%s", buf);
+	cr_assert(has(buf, "_bucket{path=\"a\",le=\"+Inf\"} 2\n"), "%s", buf);
+	cr_assert(has(buf, "omsd_latency_hist_seconds_sum{path=\"a\"} 2.000012345\n"), "%s", buf);
+	cr_assert(has(buf, "omsd_latency_hist_seconds_count{path=\"a\"} 2\n"), "%s", buf);
+	mgmt_out_init(&o, buf, sizeof(buf));
+	mgmt_prom_summary(&o, "omsd_latency_seconds", "", &h, 1000000000);
+	/* The median is the smaller value (the bucket's top, clamped to it within 3.1 %). */
+	cr_assert(has(buf, "omsd_latency_seconds{quantile=\"0.5\"} 0.0000"), "%s", buf);
+	cr_assert(has(buf, "omsd_latency_seconds{quantile=\"0.99\"} 2\n"), "%s", buf);
+	cr_assert(has(buf, "omsd_latency_seconds_sum 2.000012345\n"), "%s", buf);
+	cr_assert(has(buf, "omsd_latency_seconds_count 2\n"), "%s", buf);
+}
+
+/* Goal: a value in a sub-unit prints as the exact decimal of its base unit, without
+ * trailing zeros, and a buffer too small is refused, not truncated.
+ * Method: ns, ms and permille against 10^9, 10^3; the extremes of uint64_t; a 4-byte buffer. */
+Test(mgmt_prom, decimal)
+{
+	char b[48];
+	cr_assert(eq(int, mgmt_prom_decimal(b, sizeof(b), 0, 1000000000), 1));
+	cr_assert(eq(str, b, "0"));
+	mgmt_prom_decimal(b, sizeof(b), 1, 1000000000);
+	cr_assert(eq(str, b, "0.000000001"));
+	mgmt_prom_decimal(b, sizeof(b), 1500000000, 1000000000);
+	cr_assert(eq(str, b, "1.5"));
+	mgmt_prom_decimal(b, sizeof(b), 2000, 1000);
+	cr_assert(eq(str, b, "2"));
+	mgmt_prom_decimal(b, sizeof(b), 875, 1000);
+	cr_assert(eq(str, b, "0.875"));
+	mgmt_prom_decimal(b, sizeof(b), 42, 1);
+	cr_assert(eq(str, b, "42"));
+	cr_assert(eq(int, mgmt_prom_decimal(b, sizeof(b), UINT64_MAX, 1), 20));
+	cr_assert(eq(str, b, "18446744073709551615"));
+	cr_assert(gt(int, mgmt_prom_decimal(b, sizeof(b), UINT64_MAX, 1000000000000000000ull), 0));
+	cr_assert(eq(str, b, "18.446744073709551615"));
+	cr_assert(eq(int, mgmt_prom_decimal(b, 4, 12345, 1000000000), -ENOSPC));
+	cr_assert(eq(str, b, ""));
+}
+
+/* Goal: a divisor that is not a power of ten is a programmer error (the decimal would not be
+ * exact). Method: 1024. */
+Test(mgmt_prom, decimal_needs_power_of_ten, .signal = SIGABRT)
+{
+	char b[48];
+	mgmt_prom_decimal(b, sizeof(b), 1, 1024);
+}
+
+/* What promtool's lint (client_golang promlint) reports about a name of a given type: the
+ * rules mgmt_prom_conventions exists to satisfy. NULL when it has nothing to say. */
+static const char *
+lint(const char *n, enum mgmt_prom_type type)
+{
+	static const char *const abbrev[] = {"s",  "ms", "us", "ns", "sec", "b", "kb",
+					     "mb", "gb", "tb", "pb", "m",   "h", "d"};
+	static const char *const types[] = {"counter", "gauge", "histogram", "summary"};
+	char tok[40];
+	size_t len = strlen(n);
+	for (size_t i = 0; i < sizeof(abbrev) / sizeof(abbrev[0]); i++) {
+		snprintf(tok, sizeof(tok), "_%s_", abbrev[i]);
+		size_t t = strlen(tok) - 1;
+		if (strstr(n, tok) != NULL || (len >= t && memcmp(n + len - t, tok, t) == 0))
+			return "abbreviated unit";
+	}
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+		snprintf(tok, sizeof(tok), "_%s", types[i]);
+		if (strstr(n, tok) != NULL)
+			return "type in the name";
+	}
+	bool total = len > 6 && strcmp(n + len - 6, "_total") == 0;
+	if (type == MGMT_PROM_COUNTER && !total)
+		return "counter without _total";
+	if (type != MGMT_PROM_COUNTER && total)
+		return "non-counter with _total";
+	if (type != MGMT_PROM_COUNTER) {
+		static const char *const reserved[] = {"_count", "_sum", "_bucket"};
+		for (size_t i = 0; i < 3; i++) {
+			size_t t = strlen(reserved[i]);
+			if (len > t && strcmp(n + len - t, reserved[i]) == 0)
+				return "histogram/summary suffix";
+		}
+	}
+	if (strstr(n, "milli") != NULL || strstr(n, "micro") != NULL || strstr(n, "nano") != NULL)
+		return "not a base unit";
+	return NULL;
+}
+
+struct conv_case {
+	const char *family;       /* as mgmt_prom_name makes it */
+	enum mgmt_prom_type type;
+	const char *want;         /* the metric name */
+	uint64_t per_unit;
+};
+
+/* Goal: every stats family becomes a metric name promtool has nothing to say about: counters
+ * end in _total, times are in seconds (the divisor returned), ratios are ratios, no gauge
+ * ends like a histogram's series, words that look like units are spelled out, info metrics
+ * end in _info; each result passes the linter's rules as coded in lint() above.
+ * Method: the shapes of the stats dump (agent.*.busy_ns, uptime_ms, busy_permille,
+ * sleeps_per_s, dp.rx_not_us, *_bytes) and the edge cases of each rule. */
+Test(mgmt_prom, conventions)
+{
+	static const struct conv_case cases[] = {
+		{"omsd_dp_rx_pkts", MGMT_PROM_COUNTER, "omsd_dp_rx_pkts_total", 1},
+		{"omsd_dp_rx_bytes", MGMT_PROM_COUNTER, "omsd_dp_rx_bytes_total", 1},
+		{"omsd_agent_busy_ns", MGMT_PROM_COUNTER, "omsd_agent_busy_seconds_total",
+		 1000000000},
+		{"omsd_shard_oms_admit_wait_ns", MGMT_PROM_COUNTER,
+		 "omsd_shard_oms_admit_wait_seconds_total", 1000000000},
+		{"omsd_agent_max_cycle_ns", MGMT_PROM_GAUGE, "omsd_agent_max_cycle_seconds",
+		 1000000000},
+		{"omsd_x_us", MGMT_PROM_GAUGE, "omsd_x_seconds", 1000000},
+		{"omsd_uptime_ms", MGMT_PROM_GAUGE, "omsd_uptime_seconds", 1000},
+		{"omsd_x_s", MGMT_PROM_GAUGE, "omsd_x_seconds", 1},
+		{"omsd_x_sec", MGMT_PROM_COUNTER, "omsd_x_seconds_total", 1},
+		{"omsd_agent_busy_permille", MGMT_PROM_GAUGE, "omsd_agent_busy_ratio", 1000},
+		{"omsd_x_percent", MGMT_PROM_GAUGE, "omsd_x_ratio", 100},
+		{"omsd_agent_sleeps_per_s", MGMT_PROM_GAUGE, "omsd_agent_sleeps_per_second", 1},
+		{"omsd_dp_rx_not_us", MGMT_PROM_COUNTER, "omsd_dp_rx_not_ours_total", 1},
+		{"omsd_dp_not_us_x_not_us", MGMT_PROM_COUNTER, "omsd_dp_not_ours_x_not_ours_total",
+		 1},
+		{"omsd_dp_not_used", MGMT_PROM_COUNTER, "omsd_dp_not_used_total", 1},
+		{"omsd_status", MGMT_PROM_GAUGE, "omsd_status", 1},
+		{"omsd_x_count", MGMT_PROM_COUNTER, "omsd_x_total", 1},
+		{"omsd_x_total", MGMT_PROM_COUNTER, "omsd_x_total", 1},
+		{"omsd_x_sum", MGMT_PROM_COUNTER, "omsd_x_sum_total", 1},
+		{"omsd_x_count", MGMT_PROM_GAUGE, "omsd_x_count_now", 1},
+		{"omsd_x_sum", MGMT_PROM_GAUGE, "omsd_x_sum_now", 1},
+		{"omsd_x_bucket", MGMT_PROM_GAUGE, "omsd_x_bucket_now", 1},
+		{"omsd_x_total", MGMT_PROM_GAUGE, "omsd_x_total_now", 1},
+		{"omsd_x_info", MGMT_PROM_GAUGE, "omsd_x_info_now", 1},
+		{"omsd_shard_parked_now", MGMT_PROM_GAUGE, "omsd_shard_parked_now", 1},
+		{"omsd_shard_role", MGMT_PROM_INFO, "omsd_shard_role_info", 1},
+		{"omsd_build_info", MGMT_PROM_INFO, "omsd_build_info", 1},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const struct conv_case *c = &cases[i];
+		char f[96];
+		uint64_t per_unit = 0;
+		snprintf(f, sizeof(f), "%s", c->family);
+		cr_assert(eq(int, mgmt_prom_conventions(f, sizeof(f), c->type, &per_unit), 0),
+			  "%s", c->family);
+		cr_assert(eq(str, f, (char *)c->want), "%s", c->family);
+		cr_assert(eq(u64, per_unit, c->per_unit), "%s", c->family);
+		/* Info metrics are gauges to the linter. */
+		const char *problem =
+			lint(f, c->type == MGMT_PROM_INFO ? MGMT_PROM_GAUGE : c->type);
+		cr_assert(eq(ptr, (void *)problem, NULL), "%s → %s: %s", c->family, f, problem);
+	}
+}
+
+/* Goal: a name the conventions cannot render is refused, and one that would not fit is
+ * refused without being truncated.
+ * Method: a rate per millisecond; a text named in a unit; families that fill their buffer
+ * before _total or seconds. */
+Test(mgmt_prom, conventions_refused)
+{
+	char f[32];
+	uint64_t per_unit;
+	snprintf(f, sizeof(f), "omsd_x_per_ms");
+	cr_assert(eq(int, mgmt_prom_conventions(f, sizeof(f), MGMT_PROM_GAUGE, &per_unit),
+		     -EINVAL));
+	snprintf(f, sizeof(f), "omsd_a_long_counter_name_xx");
+	cr_assert(eq(int, mgmt_prom_conventions(f, sizeof(f), MGMT_PROM_COUNTER, &per_unit),
+		     -ENOSPC));
+	cr_assert(eq(str, f, "omsd_a_long_counter_name_xx"));
+	snprintf(f, sizeof(f), "omsd_x_elapsed_ms");
+	cr_assert(eq(int, mgmt_prom_conventions(f, sizeof(f), MGMT_PROM_INFO, &per_unit),
+		     -EINVAL));
+	snprintf(f, sizeof(f), "omsd_abcdefghijklmnop_busy_ns");
+	cr_assert(eq(int, mgmt_prom_conventions(f, sizeof(f), MGMT_PROM_GAUGE, &per_unit),
+		     -ENOSPC));
+}
+
+/* Goal: the HELP text names the stats line a family comes from, its ids as <label>.
+ * Method: the shapes of names_and_labels; a name given by length inside a longer line. */
+Test(mgmt_prom, pattern)
+{
+	char p[64];
+	const char *line = "shard.1.oms.naks 12";
+	cr_assert(eq(int, mgmt_prom_pattern(line, 16, keys, p, sizeof(p)), 0));
+	cr_assert(eq(str, p, "shard.<shard>.oms.naks"));
+	const char *n = "shard.12.member.3.lag";
+	mgmt_prom_pattern(n, strlen(n), keys, p, sizeof(p));
+	cr_assert(eq(str, p, "shard.<shard>.member.<member>.lag"));
+	n = "agent.io.busy_ns";
+	mgmt_prom_pattern(n, strlen(n), keys, p, sizeof(p));
+	cr_assert(eq(str, p, "agent.<lcore>.busy_ns"));
+	n = "dp.shard";
+	mgmt_prom_pattern(n, strlen(n), keys, p, sizeof(p));
+	cr_assert(eq(str, p, "dp.shard"));
+	n = "uptime_ms";
+	mgmt_prom_pattern(n, strlen(n), keys, p, sizeof(p));
+	cr_assert(eq(str, p, "uptime_ms"));
+	cr_assert(eq(int, mgmt_prom_pattern("shard.1.oms.naks", 16, keys, p, 8), -ENOSPC));
+	cr_assert(eq(str, p, ""));
 }
 
 /* Goal: an empty hist and no labels still give a valid histogram (all zero).
@@ -54,18 +280,9 @@ Test(mgmt_prom, histogram_empty_unlabelled)
 	char buf[1024];
 	struct mgmt_out o;
 	mgmt_out_init(&o, buf, sizeof(buf));
-	mgmt_prom_histogram(&o, "x", "", &h, bounds, 2);
+	mgmt_prom_histogram(&o, "x", "", &h, bounds, 2, 1);
 	cr_assert(eq(str, buf, "x_bucket{le=\"1\"} 0\nx_bucket{le=\"2\"} 0\nx_bucket{le=\"+Inf\"} 0\n"
 			       "x_sum 0\nx_count 0\n"));
-}
-
-static const char *const keys[] = {"shard", "shard", "agent", "lcore", "member", "member",
-				   "nak", "reason", "frame_err", "cause", NULL};
-
-static int
-name(const char *dotted, char *fam, char *lab)
-{
-	return mgmt_prom_name(dotted, keys, fam, 96, lab, 96);
 }
 
 /* Goal: dotted counter names map to one family per counter, with ids as labels.
