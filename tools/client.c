@@ -96,6 +96,9 @@ struct client {
 
 	uint8_t sess;                 /* enum sess_state */
 	bool relogging;               /* the pending LOGON replaces a session the node ended */
+	bool logon_async;             /* the pending LOGON is resent and timed out by
+				       * client_tick (a relogon, or client_logon_start) */
+	int logon_err;                /* client_logon_status while SESS_DOWN */
 	uint16_t logon_reason;        /* the last refusal's reason, 0 */
 	uint32_t frame_base;          /* messages in b before the payload (1: SESSION_HDR) */
 	struct wire_logon logon;      /* the last LOGON sent: its fields derive sess_key */
@@ -107,6 +110,7 @@ struct client {
 	uint64_t logon_first_ns;      /* first LOGON of the pending logon */
 	uint64_t logon_next_ns;       /* its next resend */
 	uint64_t logon_retry_ns;      /* cfg.logon_retry_ms in ns */
+	uint64_t logon_end_ns;        /* logon_async: the pending logon fails at this time */
 	uint64_t rebase_seq;          /* the last seq taken from a SESSION_REJECT ... */
 	uint64_t rebase_ns;           /* ... and when */
 };
@@ -276,6 +280,7 @@ client_open(struct client **out, const struct client_config *cfg)
 	c->replay_every_ns = (uint64_t)k.replay_every_ms * 1000000u;
 	c->logon_retry_ns = (uint64_t)k.logon_retry_ms * NS_PER_MS;
 	c->sess = k.logon ? SESS_DOWN : SESS_OFF;
+	c->logon_err = -ENOTCONN;
 	int err = -ENOMEM;
 	if (!c->tx || !c->rx || !c->reqs || !c->free_list || !c->index || !c->heap ||
 	    !c->users || !c->user_index)
@@ -763,20 +768,25 @@ logon_send(struct client *c, uint64_t now_ns)
 	return 0;
 }
 
-/* A relogon's LOGON when due. It is bounded like a request: after give_up_ms nothing the
- * client waits for can be answered any more, and the session is over. */
+/* The LOGON of a relogon or of client_logon_start, resent when due. It is bounded: a
+ * relogon like a request (after give_up_ms nothing the client waits for can be answered
+ * any more, and the session is over), client_logon_start by its timeout. */
 static void
-relogon_due(struct client *c, uint64_t now_ns)
+logon_due(struct client *c, uint64_t now_ns)
 {
-	if (c->sess != SESS_LOGON || !c->relogging || now_ns < c->logon_next_ns)
+	if (c->sess != SESS_LOGON || !c->logon_async)
 		return;
-	if (now_ns - c->logon_first_ns >= (uint64_t)c->cfg.give_up_ms * NS_PER_MS) {
+	if (now_ns >= c->logon_end_ns) {
 		c->sess = SESS_DOWN;
+		c->logon_async = false;
+		c->logon_err = -ETIMEDOUT;
+		if (c->relogging)
+			c->stats.session_ended++;
 		c->relogging = false;
-		c->stats.session_ended++;
 		return;
 	}
-	(void)logon_send(c, now_ns);
+	if (now_ns >= c->logon_next_ns)
+		(void)logon_send(c, now_ns);
 }
 
 /* A HEARTBEAT when nothing has gone out for the agreed interval: the node ends a session
@@ -826,11 +836,14 @@ session_lost(struct client *c, uint64_t now_ns)
 	if (c->cfg.relogon) {
 		c->sess = SESS_LOGON;
 		c->relogging = true;
+		c->logon_async = true;
 		c->logon_first_ns = now_ns;
 		c->logon_next_ns = now_ns; /* client_tick sends it */
+		c->logon_end_ns = now_ns + (uint64_t)c->cfg.give_up_ms * NS_PER_MS;
 		return false;
 	}
 	c->sess = SESS_DOWN;
+	c->logon_err = -ENOTCONN;
 	c->stats.session_ended++;
 	return true;
 }
@@ -852,6 +865,8 @@ logon_reply(struct client *c, const struct wire_logon_reply *m, uint64_t now_ns)
 		c->stats.logons_refused++;
 		c->logon_reason = m->reason;
 		c->sess = SESS_DOWN;
+		c->logon_async = false;
+		c->logon_err = -EACCES;
 		if (!c->relogging)
 			return false; /* client_logon returns the refusal */
 		c->relogging = false;
@@ -860,6 +875,7 @@ logon_reply(struct client *c, const struct wire_logon_reply *m, uint64_t now_ns)
 	}
 	/* Reason NONE came MAC'd under this LOGON's key (client_rx): the node knows it. */
 	c->sess = SESS_UP;
+	c->logon_async = false;
 	c->logon_reason = 0;
 	c->tx_seq = m->next_seq != 0 ? m->next_seq : 1;
 	c->hb_ns = (uint64_t)(m->heartbeat_ms != 0 ? m->heartbeat_ms : CLIENT_HEARTBEAT_MS) *
@@ -965,7 +981,7 @@ client_tick(struct client *c, uint64_t now_ns, client_event_fn *fn, void *ctx)
 	uint32_t handled = 0;
 	uint64_t give_up_ns = (uint64_t)c->cfg.give_up_ms * 1000000u;
 	c->clock_ns = now_ns;
-	relogon_due(c, now_ns);
+	logon_due(c, now_ns);
 	while (c->heap_count > 0 && handled < CLIENT_TICK_MAX) {
 		uint32_t slab = c->heap[0];
 		struct client_req *r = &c->reqs[slab];
@@ -1356,11 +1372,33 @@ rx_burst(struct client *c, client_event_fn *fn, void *ctx)
 static uint64_t
 session_due_ns(const struct client *c)
 {
-	if (c->sess == SESS_LOGON && c->relogging)
-		return c->logon_next_ns;
+	if (c->sess == SESS_LOGON && c->logon_async)
+		return c->logon_next_ns < c->logon_end_ns ? c->logon_next_ns : c->logon_end_ns;
 	if (c->sess == SESS_UP)
 		return c->last_tx_ns + c->hb_ns;
 	return DUE_NONE;
+}
+
+uint64_t
+client_wake_ns(const struct client *c)
+{
+	uint64_t due = client_next_due_ns(c);
+	uint64_t sdue = session_due_ns(c);
+	due = sdue < due ? sdue : due;
+	if (c->cfg.replay_off || c->users_holed == 0 || !sendable(c))
+		return due;
+	/* The users replay_due will visit next, in its order and within its bound. */
+	uint32_t visits = c->user_count < CLIENT_REPLAY_SCAN_MAX ? c->user_count
+								  : CLIENT_REPLAY_SCAN_MAX;
+	uint32_t i = c->replay_cursor;
+	for (uint32_t n = 0; n < visits; n++, i++) {
+		if (i >= c->user_count)
+			i = 0;
+		const struct user_track *t = &c->users[i];
+		if (t->contig < t->newest && t->replay_due_ns < due)
+			due = t->replay_due_ns;
+	}
+	return due;
 }
 
 uint32_t
@@ -1401,6 +1439,7 @@ client_logon(struct client *c, int timeout_ms)
 	c->clock_ns = now;
 	c->sess = SESS_LOGON;
 	c->relogging = false;
+	c->logon_async = false; /* this loop resends it, not client_tick */
 	c->logon_reason = 0;
 	c->logon_first_ns = now;
 	c->logon_next_ns = now;
@@ -1419,9 +1458,44 @@ client_logon(struct client *c, int timeout_ms)
 		return 0;
 	if (c->sess == SESS_LOGON) {
 		c->sess = SESS_DOWN;
+		c->logon_err = -ETIMEDOUT;
 		return -ETIMEDOUT;
 	}
 	return -EACCES;
+}
+
+int
+client_logon_start(struct client *c, int timeout_ms)
+{
+	if (c->sess == SESS_OFF || timeout_ms < 1)
+		return -EINVAL;
+	if (c->sess != SESS_DOWN)
+		return 0; /* up, or a logon (or relogon) pending already */
+	uint64_t now = client_now_ns();
+	c->clock_ns = now;
+	c->sess = SESS_LOGON;
+	c->relogging = false;
+	c->logon_async = true;
+	c->logon_reason = 0;
+	c->logon_first_ns = now;
+	c->logon_end_ns = now + (uint64_t)timeout_ms * NS_PER_MS;
+	(void)logon_send(c, now); /* a failed send waits for the resend */
+	return 0;
+}
+
+int
+client_logon_status(const struct client *c)
+{
+	switch (c->sess) {
+	case SESS_OFF:
+		return -EINVAL;
+	case SESS_UP:
+		return 0;
+	case SESS_LOGON:
+		return -EINPROGRESS;
+	default:
+		return c->logon_err;
+	}
 }
 
 uint16_t
@@ -1446,6 +1520,7 @@ client_logout(struct client *c)
 		rc = client_flush(c);
 	c->sess = SESS_DOWN;
 	c->relogging = false;
+	c->logon_err = -ENOTCONN;
 	return err < 0 ? err : rc;
 }
 

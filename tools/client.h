@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * omsclient — the order-entry client shared by omsctl, omsload and the tool tests.
+ * omsclient — the order-entry engine under libomsclient (libomsclient/omsclient.h, the
+ * public API), shared by omsctl, omsload and the tool tests.
  *
  * It speaks the omsd wire protocol (common/wire.h, docs/wire.md) over an ordinary kernel UDP
  * socket: frames of several messages, sender_id = the session id, hdr.shard = 0 (the node's
@@ -30,7 +31,9 @@
  * clock, signed last with auth_logon_sign) in a frame of its own, again with a fresh nonce
  * every logon_retry_ms, and waits for LOGON_REPLY. Accepted, the reply comes MAC'd under
  * the session key (auth_session_key: both ends derive it from the secret and the LOGON);
- * refused, un-MAC'd with the reason (client_logon_reason). From then on every frame is a
+ * refused, un-MAC'd with the reason (client_logon_reason). client_logon_start does the same
+ * without waiting (client_tick resends and times it out; client_logon_status tells how it
+ * ended: libomsclient's non-blocking logon). From then on every frame is a
  * session frame: WIRE_FRAME_F_SESSION, SESSION_HDR {session id, seq} first, MAC under the
  * session key; seq starts at the reply's next_seq (1) and is stamped as each frame leaves,
  * so a retransmitted request goes in a new frame with a new seq (the node dedups requests,
@@ -252,6 +255,9 @@ uint32_t client_rx(struct client *c, const void *buf, size_t len, uint64_t now_n
 uint32_t client_tick(struct client *c, uint64_t now_ns, client_event_fn *fn, void *ctx);
 /* Earliest pending retransmit deadline, or UINT64_MAX. */
 uint64_t client_next_due_ns(const struct client *c);
+/* Earliest time client_tick has work: a retransmit, a heartbeat, a LOGON resend or its
+ * deadline, an automatic REPORT_REPLAY; UINT64_MAX when none is pending. */
+uint64_t client_wake_ns(const struct client *c);
 
 struct client_req *client_find(struct client *c, uint64_t user, uint64_t id);
 /* Forget a request (after its final report). */
@@ -280,6 +286,21 @@ int client_key_file_load(const char *path, struct client_config *cfg, char *err,
  * configured). Already logged on: 0 at once.
  */
 int client_logon(struct client *c, int timeout_ms);
+/*
+ * Start a logon without waiting (cfg.logon): send LOGON now; client_tick sends it again
+ * with a fresh nonce every logon_retry_ms and ends the attempt timeout_ms from now; the
+ * LOGON_REPLY is taken by client_rx (so client_poll) and delivered as CLIENT_EV_OTHER.
+ * client_logon_status tells how it stands. 0 (sent; or already logged on, or a logon
+ * already pending), -EINVAL (no key configured, timeout_ms < 1).
+ */
+int client_logon_start(struct client *c, int timeout_ms);
+/*
+ * Where the session stands: 0 logged on; -EINPROGRESS a logon or relogon waits for its
+ * reply; -EACCES the last one was refused (client_logon_reason); -ETIMEDOUT the last one
+ * went unanswered; -ENOTCONN otherwise (never logged on, logged out, ended by the node);
+ * -EINVAL no key configured.
+ */
+int client_logon_status(const struct client *c);
 /* The reason of the last LOGON refusal (0: none). */
 uint16_t client_logon_reason(const struct client *c);
 /* Send what is being built, then LOGOUT {session id, reason 0}; the session is over (no
