@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * omsd [-c FILE] [--check] [-- EAL args]
+ * omsd [-c FILE] [--check] [--service] [-- EAL args]
  *
  * Load and validate the configuration (exit 2 on any error, before the EAL starts), start
  * the EAL with the lcore map and port from the configuration plus the pass-through
@@ -11,10 +11,16 @@
  *
  * SIGUSR1 writes every counter to [paths] stats_file (or the log when it is empty); the
  * same dump is written at start-up and at shutdown.
+ *
+ * Under systemd (app_notify.c, docs/install.md): READY=1 once every hosted shard has a
+ * leader, STATUS= as that changes, STOPPING=1, the watchdog; with --service a node in
+ * memory mode refuses a second start (exit 3). Exit status: 0 stopped, 1 failed at start
+ * or run time, 2 configuration (or schema, or command line) refused, 3 that refusal.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,12 +34,16 @@
 #include <rte_log.h>
 
 #include "app.h"
+#include "app_notify.h"
 #include "app_views.h"
 #include "common/check.h"
 #include "mgmt/mgmt.h"
 #include "persist/persist.h"
 
 #define EXIT_CONFIG 2
+#ifndef OMSD_SYSCONFDIR
+#define OMSD_SYSCONFDIR "/etc" /* meson: prefix / sysconfdir */
+#endif
 #define MAIN_TICK_US 20000 /* main lcore poll period for signals */
 #define EAL_ARGV_MAX (APP_EAL_ARGS_MAX * 2 + 16)
 
@@ -55,13 +65,22 @@ static void
 usage(FILE *out)
 {
 	fprintf(out,
-		"usage: omsd [-c FILE] [--check] [-- EAL args]\n"
+		"usage: omsd [-c FILE] [--check] [--service] [-- EAL args]\n"
 		"  -c, --config FILE  configuration (default: ./deploy/omsd.ini, else "
-		"/etc/omsd/omsd.ini)\n"
-		"  --check            validate the configuration, print it and exit (0 or 2)\n"
+		OMSD_SYSCONFDIR "/omsd/omsd.ini)\n"
+		"  --check            validate the configuration, print it and the CPUs its "
+		"lcores need, exit (0 or 2)\n"
+		"  --service          started by the service manager (the systemd units): in "
+		"[durability] mode = memory,\n"
+		"                     refuse to start again after a run on the same data_dir "
+		"(exit 3) until\n"
+		"                     the operator removes <data_dir>/" APP_MEMORY_MARK "\n"
 		"  -h, --help         this text\n"
 		"EAL arguments after -- are appended to [eal] args (e.g. --file-prefix X).\n"
-		"Signals: SIGINT/SIGTERM stop cleanly; SIGUSR1 writes the counters.\n");
+		"Signals: SIGINT/SIGTERM stop cleanly; SIGUSR1 writes the counters.\n"
+		"Exit status: 0 stopped, 1 failed, 2 configuration refused, 3 memory-mode "
+		"restart refused.\n"
+		"Under systemd (Type=notify): READY=1 once every hosted shard has a leader.\n");
 }
 
 static const char *
@@ -69,7 +88,30 @@ default_config(void)
 {
 	if (access("deploy/omsd.ini", R_OK) == 0)
 		return "deploy/omsd.ini";
-	return "/etc/omsd/omsd.ini";
+	return OMSD_SYSCONFDIR "/omsd/omsd.ini";
+}
+
+/* --check: the CPUs the lcores are pinned to, as a list a unit's CPUAffinity= takes. The
+ * process's affinity must cover them (checked when the file is loaded); under systemd that
+ * is the unit's CPUAffinity=, which on a host with isolcpus= must name the isolated CPUs. */
+static void
+cpus_print(const struct app_config *cfg, FILE *out)
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(cfg->main_cpu, &set);
+	CPU_SET(cfg->io.cpu, &set);
+	if (cfg->bridge.enabled)
+		CPU_SET(cfg->bridge.cpu, &set);
+	if (cfg->persister.enabled)
+		CPU_SET(cfg->persister.cpu, &set);
+	for (uint32_t i = 0; i < cfg->shard_count; i++)
+		CPU_SET(cfg->shards[i].lcore.cpu, &set);
+	fprintf(out, "cpus =");
+	for (int c = 0, n = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, &set))
+			fprintf(out, "%s%d", n++ ? "," : " ", c);
+	fprintf(out, "\n");
 }
 
 static void
@@ -179,11 +221,12 @@ main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "check", no_argument, NULL, 'k' },
+		{ "service", no_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *config = NULL;
-	bool check_only = false;
+	bool check_only = false, service = false;
 	int opt, ret;
 
 	while ((opt = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
@@ -193,6 +236,9 @@ main(int argc, char **argv)
 			break;
 		case 'k':
 			check_only = true;
+			break;
+		case 's':
+			service = true;
 			break;
 		case 'h':
 			usage(stdout);
@@ -224,8 +270,17 @@ main(int argc, char **argv)
 	}
 	if (check_only) {
 		app_config_dump(&app.cfg, stdout);
+		cpus_print(&app.cfg, stdout);
 		return 0;
 	}
+	/* A node whose Raft state was in RAM is not started again behind the operator's back. */
+	ret = app_service_guard_check(&app.cfg, service, stderr);
+	if (ret == -EEXIST)
+		return APP_EXIT_MEMORY_RAN;
+	if (ret != 0)
+		return 1;
+	app_notify_log_init();
+	app_notify_status("starting");
 	if (app.cfg.db_conninfo[0] != '\0') {
 		/* The database must hold the schema this build writes: refuse now, naming both
 		 * versions, rather than fail statement by statement later. */
@@ -254,6 +309,7 @@ main(int argc, char **argv)
 			app.gateway_index = (int)i;
 
 	/* 2. EAL. */
+	app_notify_status("starting: EAL, dataplane, shards");
 	char *eal_argv[EAL_ARGV_MAX];
 	char lcores[512];
 	int eal_argc = eal_argv_build(&app, eal_argv, EAL_ARGV_MAX, lcores, sizeof(lcores),
@@ -336,6 +392,12 @@ main(int argc, char **argv)
 		}
 		a->launched = true;
 	}
+	/* From now on the lcores may vote: a restart in memory mode must be refusable. */
+	bool mark_failed = false;
+	if (!stopping && app_service_guard_mark(&app.cfg, service) != 0) {
+		stopping = 1;
+		mark_failed = true;
+	}
 	if (!stopping) {
 		char ip[INET_ADDRSTRLEN];
 		struct in_addr in = { .s_addr = app.cfg.dp.ip_be };
@@ -375,6 +437,7 @@ main(int argc, char **argv)
 				app.cfg.mgmt_socket, strerror(-mrc));
 		else
 			mgmt_on = app.cfg.mgmt_socket[0] != '\0';
+		app_notify_open(&app, dp_clock_ns());
 	}
 	while (!stopping) {
 		if (mgmt_on)
@@ -384,6 +447,7 @@ main(int argc, char **argv)
 		app_views_tick(dp_clock_ns());
 		app_keys_poll(&app, dp_clock_ns());
 		app_http_poll();
+		app_notify_tick(&app, dp_clock_ns());
 		if (dump_requested) {
 			dump_requested = 0;
 			stats_dump(&app, "SIGUSR1");
@@ -392,6 +456,7 @@ main(int argc, char **argv)
 
 	/* 6. Shutdown: producers first, then io; then what is still queued goes out. */
 	APP_LOG(INFO, "stopping");
+	app_notify_stopping();
 	app_telemetry_close();
 	app_http_close();
 	app_views_close();
@@ -402,7 +467,7 @@ main(int argc, char **argv)
 	uint32_t drained = dp_io_drain(app.dp);
 	stats_dump(&app, "exit");
 	APP_LOG(INFO, "stopped: %u queued frame(s) drained", drained);
-	ret = launch_failed ? -ECHILD : mgmt_refused ? -EPERM : 0;
+	ret = launch_failed ? -ECHILD : mgmt_refused ? -EPERM : mark_failed ? -EIO : 0;
 fail_roles:
 	for (uint32_t i = 0; i < app.agent_count; i++)
 		if (app_roles[app.agents[i].role].fini != NULL)

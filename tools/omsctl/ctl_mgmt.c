@@ -303,10 +303,12 @@ top(struct ctl *ctl, const char *path, int timeout_ms, char *resp)
 				/* Latency quantiles always; counters once they move. */
 				if (!quantile && (o == NULL || rate == 0))
 					continue;
+				/* %g: values in seconds are fractions (docs/appliance.md,
+				 * "Metric names"), counts print as integers. */
 				if (quantile)
-					fprintf(ctl->out, "%-64s %16.0f %14s\n", s->name, s->value, "");
+					fprintf(ctl->out, "%-64s %16.10g %14s\n", s->name, s->value, "");
 				else
-					fprintf(ctl->out, "%-64s %16.0f %14.1f\n", s->name, s->value,
+					fprintf(ctl->out, "%-64s %16.10g %14.6g\n", s->name, s->value,
 						rate);
 			}
 			struct samples tmp = prev;
