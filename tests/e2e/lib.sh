@@ -11,7 +11,15 @@ set -euo pipefail
 E2E_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 : "${OMSD:?set OMSD to the omsd binary}"
 : "${E2E_FRAME:?set E2E_FRAME to the e2e_frame binary}"
-PY=${PYTHON:-python3}
+# Debian's interpreter (deploy/install-deps installs what the tests import into it) unless
+# PYTHON names another: the first python3 on PATH may be a version manager's shim, which cost
+# 0.3 s per call here (1 s on a loaded host), and the tests call it in polling loops
+# (e2e_admin_forward took 141 s with the shim, 29 s without).
+if [ -z "${PYTHON:-}" ] && [ -x /usr/bin/python3 ]; then
+	PY=/usr/bin/python3
+else
+	PY=${PYTHON:-python3}
+fi
 
 log() { echo "[$(date +%H:%M:%S)] $*"; }
 fail() {
