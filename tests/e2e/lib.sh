@@ -420,6 +420,33 @@ e2e_cluster_wait_bootstrap() {
 }
 
 # e2e_cluster_stat I KEY: SIGUSR1 node I and print KEY from its fresh dump.
+# e2e_users_show SOCKET OUT ERR USER...: `omsctl --json users show --user U` for each USER,
+# four at a time (a query mostly waits for its shards' answers: one at a time, hundreds of
+# users cost minutes); the answers in OUT in the order of the USERS, one line each, a failed
+# one as {"error":"omsctl failed","user":U} and named in ERR (empty when none failed). Waits
+# for its own queries only, never for the nodes (they are the caller's children too).
+e2e_users_show() {
+	local sock=$1 out=$2 err=$3 dir w k pids=()
+	shift 3
+	local asked=("$@")
+	dir=$(mktemp -d "$TMP/users-show.XXXXXX")
+	for w in 0 1 2 3; do
+		for ((k = w; k < ${#asked[@]}; k += 4)); do
+			"$OMSCTL" --json --socket "$sock" --timeout-ms 3000 users show \
+				--user "${asked[$k]}" >"$dir/$k" 2>>"$dir/stderr.$w" || {
+				echo '{"error":"omsctl failed","user":'"${asked[$k]}"'}' >"$dir/$k"
+				echo "users show --user ${asked[$k]} failed" >>"$dir/err.$w"
+			}
+		done &
+		pids+=($!)
+	done
+	wait "${pids[@]}"
+	: >"$out"
+	for ((k = 0; k < ${#asked[@]}; k++)); do cat "$dir/$k" >>"$out"; done
+	cat "$dir"/err.* >"$err" 2>/dev/null || : >"$err"
+	rm -rf "$dir"
+}
+
 e2e_cluster_stat() {
 	local stats=$TMP/$1/stats
 	rm -f "$stats"

@@ -157,25 +157,15 @@ read -r acked resting final unrep doubled over gaps filled < <(sed -E \
 [ "$unrep" -le $((gaps - filled)) ] ||
 	fail "trade: $unrep acknowledged orders unreported, $((gaps - filled)) open sequence gaps"
 
-# Every user on every replica (users show asks both OMS shards). Four queries at a time per
-# replica, the three replicas at once (a query mostly waits for its shards' answers: one at
-# a time this was three minutes); wait for those loops only, not for the nodes.
+# Every user on every replica (users show asks both OMS shards), the three replicas at once
+# (e2e_users_show: four queries at a time each; wait for those only, not for the nodes).
 ask_pids=()
-USERS_ASKED=($(seq 1000 1119) $(seq 5000 5399))
 for i in 1 2 3; do
-	for w in 0 1 2 3; do
-		for ((k = w; k < ${#USERS_ASKED[@]}; k += 4)); do
-			"$OMSCTL" --json --socket "$TMP/$i/omsd.sock" users show --user "${USERS_ASKED[$k]}" ||
-				echo "users show --user ${USERS_ASKED[$k]} failed" >&2
-		done >"$TMP/users.$i.$w.json" 2>"$TMP/users.$i.$w.err" &
-		ask_pids+=($!)
-	done
+	e2e_users_show "$TMP/$i/omsd.sock" "$TMP/users.$i.json" "$TMP/users.$i.err" \
+		$(seq 1000 1119) $(seq 5000 5399) &
+	ask_pids+=($!)
 done
 wait "${ask_pids[@]}"
-for i in 1 2 3; do
-	cat "$TMP"/users."$i".[0-3].json >"$TMP/users.$i.json"
-	cat "$TMP"/users."$i".[0-3].err >"$TMP/users.$i.err"
-done
 # The cluster's view, replica by replica.
 want_book=
 for i in 1 2 3; do
