@@ -11,6 +11,8 @@
  *   cns_apply(c, max)           apply up to max committed entries to the hosted service
  *   cns_snapshot_take(c)        snapshot the service at the applied index, compact the log
  *   cns_transfer(c, now, to)    hand leadership to another member (TimeoutNow)
+ *   cns_member_change(c, now, op, node)  add a learner, promote it, remove a member
+ *                               (one server at a time, thesis §4.1-4.2)
  *
  * and everything leaves through the caller's interfaces: messages to send go to
  * cns_host.send (copied before it returns), entries to persist go to the log store
@@ -25,13 +27,14 @@
 #ifndef OMSD_CONSENSUS_CNS_H
 #define OMSD_CONSENSUS_CNS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "common/service.h"
 #include "common/wire.h"
 
-#define CNS_MEMBERS_MAX 5     /* a shard has 1, 3 or 5 members */
+#define CNS_MEMBERS_MAX 5     /* voters and learners of a shard together */
 #define CNS_NODE_NONE 0u      /* no node (node ids are non-zero) */
 /* The largest entry data: one entry alone must fit an AppendEntries tail. */
 #define CNS_ENTRY_DATA_MAX (WIRE_TAIL_MAX - (uint32_t)sizeof(struct wire_entry_hdr))
@@ -93,7 +96,9 @@ enum cns_durability {
 	X(TIMEOUT_NOW_SENT, "TimeoutNow sent")                                            \
 	X(STALE_MSGS, "messages from an older term, or replies to superseded messages")    \
 	X(MALFORMED, "entries refused from a leader: bad length, kind, term or time")    \
-	X(DURABLE_REPORTS_STALE, "durability reports for entries no longer in the log")
+	X(DURABLE_REPORTS_STALE, "durability reports for entries no longer in the log")    \
+	X(CONFIG_CHANGES, "configuration entries appended by this node as leader")       \
+	X(CONFIG_REVERTED, "uncommitted configuration entries removed by a truncation")
 
 enum cns_counter {
 #define CNS_COUNTER_ENUM(name, text) CNS_C_##name,
@@ -153,12 +158,20 @@ struct cns_limits {
 	uint32_t snapshot_bytes_max; /* largest service snapshot (two buffers are kept) */
 };
 
+/* cns_config.flags */
+#define CNS_CFG_JOIN 0x1u /* a new node: no configuration of its own; it waits for a leader
+			   * to send it the log (or a snapshot) after adding it as a learner,
+			   * and takes the configuration from there */
+
 struct cns_config {
 	uint16_t shard;                     /* hdr.shard of every message */
 	uint16_t reserved;
 	uint32_t self;                      /* this member's node id, non-zero */
-	uint32_t member_count;              /* 1, 3 or 5 */
-	uint32_t members[CNS_MEMBERS_MAX];  /* node ids, self among them */
+	/* The bootstrap set: the voters of a new shard's first CONFIG entry (1, 3 or 5, self
+	 * among them). Once the log or a snapshot holds a configuration, that one is in
+	 * effect and these are not looked at (0 with CNS_CFG_JOIN). */
+	uint32_t member_count;
+	uint32_t members[CNS_MEMBERS_MAX];
 	uint32_t durability;                /* enum cns_durability */
 	uint64_t election_timeout_min_ns;   /* randomized in [min, max] (Raft §5.2) */
 	uint64_t election_timeout_max_ns;
@@ -172,7 +185,7 @@ struct cns_config {
 	uint32_t snapshot_chunk_bytes;      /* InstallSnapshot data per message, multiple of 8,
 					     * <= CNS_SNAPSHOT_CHUNK_MAX (fit it to the MTU) */
 	uint32_t snapshot_inflight_max;     /* chunks in flight per follower, 1..64 */
-	uint32_t reserved2;
+	uint32_t flags;                     /* CNS_CFG_* */
 	uint64_t seed;                      /* election timeout generator */
 };
 
@@ -253,13 +266,60 @@ uint64_t cns_match_index(const struct cns *c, uint32_t node);
 /* Term of the entry at index, or UINT64_MAX when the log no longer (or not yet) holds it. */
 uint64_t cns_term_at(const struct cns *c, uint64_t index);
 
-/* Data of a CONFIG entry (consensus-private; services never see it). */
+/* A shard's configuration: voters count towards elections and commit; learners receive
+ * the log and never vote (thesis §4.2.1: a new server catches up as a learner first). */
+struct cns_members {
+	uint32_t count;                  /* voters + learners, 0..CNS_MEMBERS_MAX */
+	uint32_t learners;               /* bit i set: ids[i] is a learner */
+	uint32_t ids[CNS_MEMBERS_MAX];   /* node ids, distinct, non-zero */
+};
+
+/* Membership changes, one server at a time (thesis §4.1). */
+enum cns_member_op {
+	CNS_MEMBER_ADD = 1,     /* add a new node as a learner */
+	CNS_MEMBER_PROMOTE = 2, /* a caught-up learner becomes a voter */
+	CNS_MEMBER_REMOVE = 3,  /* remove a learner or a voter (the leader itself too) */
+};
+
+/* Leader: append a configuration entry that applies op to node. It is in effect on each
+ * member from when the member appends it (thesis §4.1) and done when committed
+ * (cns_members() index <= cns_commit_index()). A leader that removes itself keeps leading
+ * until that entry commits, then hands over to the most up-to-date voter and steps down.
+ * 0, or -EPERM (not leader), -EBUSY (the previous change or this term's first entry is not
+ * committed yet, or a leadership transfer is under way), -EINVAL (adding a member, promoting
+ * a voter or a non-member, removing a non-member or the last voter, node 0), -ENOSPC
+ * (CNS_MEMBERS_MAX members already), -EAGAIN (promote: the learner is more than
+ * append_entries_max entries behind; add: the log store is full). */
+int cns_member_change(struct cns *c, uint64_t now_ns, enum cns_member_op op, uint32_t node);
+/* The configuration in effect (the latest in the log, committed or not); returns the index
+ * of its entry (0: the bootstrap set, not logged yet). */
+uint64_t cns_members(const struct cns *c, struct cns_members *out);
+/* node is a voter / a learner in the configuration in effect. */
+bool cns_is_voter(const struct cns *c, uint32_t node);
+bool cns_is_learner(const struct cns *c, uint32_t node);
+
+/* Data of a CONFIG entry (consensus-private; services never see it). The first 24 bytes
+ * are the layout of the static-membership version (learners were reserved zeros), so a
+ * stored entry of that version reads as all voters. */
 struct cns_config_entry {
 	uint32_t member_count;
 	uint32_t members[CNS_MEMBERS_MAX];
-	uint64_t reserved;
+	uint32_t learners;               /* bit i: members[i] is a learner */
+	uint32_t reserved;               /* zero */
 };
 static_assert(sizeof(struct cns_config_entry) == 32, "cns_config_entry");
+static_assert(offsetof(struct cns_config_entry, learners) == 24, "static-membership prefix");
+
+/* Snapshots begin with the configuration at their index (Raft §7: the snapshot holds the
+ * latest configuration as of its last included index), then the service's bytes. A snapshot
+ * without this prefix (written before membership changes) is all service bytes and its
+ * configuration is the bootstrap set. */
+#define CNS_SNAP_MAGIC UINT64_C(0x31474643534e4d43) /* "CMNSCFG1" little-endian */
+struct cns_snap_prefix {
+	uint64_t magic;                  /* CNS_SNAP_MAGIC */
+	struct cns_config_entry config;
+};
+static_assert(sizeof(struct cns_snap_prefix) == 40, "cns_snap_prefix");
 
 /* ---------------------------------------------------------------------------------------
  * The in-memory log store: entries in a ring of slots plus a byte ring, both over caller

@@ -37,15 +37,14 @@ cns_append_first_entry(struct cns *c)
 	int rc;
 	if (c->last_index == 0) {
 		struct cns_config_entry ce;
-		memset(&ce, 0, sizeof(ce));
-		ce.member_count = c->cfg.member_count;
-		for (uint32_t i = 0; i < c->cfg.member_count; i++)
-			ce.members[i] = c->cfg.members[i];
+		cns_members_encode(&c->mem, &ce);
 		rc = cns_leader_append(c, CNS_ENTRY_CONFIG, &ce, sizeof(ce));
 	} else {
 		rc = cns_leader_append(c, CNS_ENTRY_NOOP, NULL, 0);
 	}
 	c->need_first_entry = rc != 0;
+	if (rc == 0)
+		c->term_first_index = c->last_index;
 	CHECK(c->last_index > 0 || c->need_first_entry);
 }
 

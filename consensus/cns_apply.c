@@ -54,15 +54,10 @@ cns_propose(struct cns *c, uint64_t now_ns, const struct wire_msg_hdr *msg)
 }
 
 static void
-apply_config(const struct cns *c, const struct wire_entry_hdr *e)
+apply_config(struct cns *c, const struct wire_entry_hdr *e)
 {
-	/* Membership is static: the logged configuration must be ours. */
-	struct cns_config_entry ce;
-	CHECK(e->data_len == sizeof(ce));
-	memcpy(&ce, e + 1, sizeof(ce));
-	CHECK(ce.member_count == c->cfg.member_count);
-	for (uint32_t i = 0; i < ce.member_count; i++)
-		CHECK(ce.members[i] == c->cfg.members[i]);
+	/* In effect since it was appended; applied, it is what a snapshot here carries. */
+	CHECK(cns_members_decode(e + 1, e->data_len, &c->mem_applied));
 }
 
 uint32_t

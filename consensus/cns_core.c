@@ -28,7 +28,8 @@ size_t
 cns_footprint(const struct cns_limits *limits)
 {
 	CHECK(limits != NULL);
-	size_t snap = align64(limits->snapshot_bytes_max);
+	/* Snapshot buffers: the configuration prefix, then the service's bytes. */
+	size_t snap = align64(limits->snapshot_bytes_max + sizeof(struct cns_snap_prefix));
 	return align64(sizeof(struct cns)) + align64(CNS_ENTRY_DATA_MAX) + 2 * snap +
 	       align64(CNS_SEND_BUF_SIZE);
 }
@@ -38,7 +39,6 @@ cns_config_default(struct cns_config *cfg, uint16_t shard, uint32_t self, uint32
 		   const uint32_t *members)
 {
 	CHECK(cfg != NULL);
-	CHECK(member_count >= 1);
 	CHECK(member_count <= CNS_MEMBERS_MAX);
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->shard = shard;
@@ -58,15 +58,21 @@ cns_config_default(struct cns_config *cfg, uint16_t shard, uint32_t self, uint32
 	cfg->log_keep_entries = 64;
 	cfg->snapshot_chunk_bytes = CNS_SNAPSHOT_CHUNK_MAX;
 	cfg->snapshot_inflight_max = 4;
+	cfg->flags = 0;
 	cfg->seed = self;
 }
 
 static bool
 config_ok(const struct cns_config *cfg)
 {
-	if (cfg->member_count != 1 && cfg->member_count != 3 && cfg->member_count != 5)
+	if (cfg->self == CNS_NODE_NONE || (cfg->flags & ~CNS_CFG_JOIN) != 0)
 		return false;
-	if (cfg->self == CNS_NODE_NONE)
+	if (cfg->member_count > CNS_MEMBERS_MAX)
+		return false;
+	/* The bootstrap set: an odd number of voters with self among them; a joining node
+	 * may name the members it knows of (itself not among them) or none. */
+	bool join = (cfg->flags & CNS_CFG_JOIN) != 0;
+	if (!join && cfg->member_count != 1 && cfg->member_count != 3 && cfg->member_count != 5)
 		return false;
 	bool self_found = false;
 	for (uint32_t i = 0; i < cfg->member_count; i++) {
@@ -77,7 +83,7 @@ config_ok(const struct cns_config *cfg)
 				return false;
 		self_found |= cfg->members[i] == cfg->self;
 	}
-	if (!self_found)
+	if (self_found == join)
 		return false;
 	if (cfg->durability != CNS_DURABLE_MEMORY && cfg->durability != CNS_DURABLE_DISK)
 		return false;
@@ -125,10 +131,11 @@ cns_init(struct cns **out, void *memory, const struct cns_limits *limits,
 	uint8_t *p = (uint8_t *)memory + align64(sizeof(struct cns));
 	c->batch = p;
 	p += align64(CNS_ENTRY_DATA_MAX);
+	size_t snap_bytes = align64(limits->snapshot_bytes_max + sizeof(struct cns_snap_prefix));
 	c->snap_buf = p;
-	p += align64(limits->snapshot_bytes_max);
+	p += snap_bytes;
 	c->recv_buf = p;
-	p += align64(limits->snapshot_bytes_max);
+	p += snap_bytes;
 	c->send_buf = p;
 	p += align64(CNS_SEND_BUF_SIZE);
 	CHECK((size_t)(p - (uint8_t *)memory) == cns_footprint(limits));
@@ -137,15 +144,8 @@ cns_init(struct cns **out, void *memory, const struct cns_limits *limits,
 	c->lim = *limits;
 	c->env = *env;
 	prng_seed(&c->prng, config->seed ^ ((uint64_t)config->self << 32));
-	c->majority = config->member_count / 2 + 1;
-	int slot = -1;
-	for (uint32_t i = 0; i < config->member_count; i++) {
-		c->peers[i].id = config->members[i];
-		if (config->members[i] == config->self)
-			slot = (int)i;
-	}
-	CHECK(slot >= 0);
-	c->self_slot = (uint32_t)slot;
+	c->self_slot = CNS_SLOT_NONE;
+	c->term_first_index = UINT64_MAX;
 	c->term = boot->term;
 	c->vote = boot->vote;
 	c->role = CNS_FOLLOWER;
@@ -154,9 +154,14 @@ cns_init(struct cns **out, void *memory, const struct cns_limits *limits,
 	/* The log store holds what survived; the boot snapshot (if any) is its base. */
 	const struct cns_log_ops *ops = env->log_ops;
 	uint64_t first = ops->first_index(env->log);
+	struct cns_members boot_mem;
+	cns_members_bootstrap(c, &boot_mem);
+	cns_members_set(c, &boot_mem, 0);
+	c->mem_applied = boot_mem;
 	if (boot->snapshot != NULL) {
 		const struct cns_snapshot_meta *s = boot->snapshot;
-		if (s->len > limits->snapshot_bytes_max || s->index == 0)
+		if (s->len > limits->snapshot_bytes_max + sizeof(struct cns_snap_prefix) ||
+		    s->index == 0)
 			return -EINVAL;
 		/* A gap between the snapshot and the log is not a log. */
 		if (first > s->index + 1)
@@ -171,6 +176,16 @@ cns_init(struct cns **out, void *memory, const struct cns_limits *limits,
 		c->base_term = 0;
 		c->base_time_ns = 0;
 		cns_log_refresh(c);
+	}
+	/* The configuration in effect is the latest one in the log after the snapshot's. */
+	for (uint64_t i = c->base_index + 1; i <= c->last_index; i++) {
+		const struct wire_entry_hdr *e = ops->entry(env->log, i);
+		if (e->kind != CNS_ENTRY_CONFIG)
+			continue;
+		struct cns_members m;
+		if (!cns_members_decode(e + 1, e->data_len, &m))
+			return -EINVAL;
+		cns_members_appended(c, i, e, e + 1);
 	}
 	/* What the store holds after a restart is durable by contract. */
 	c->durable = c->last_index;
@@ -238,7 +253,10 @@ cns_step(struct cns *c, uint64_t now_ns, const struct wire_msg_hdr *msg)
 	default:
 		return -EINVAL;
 	}
-	if (cns_slot_of(c, from) < 0 || from == c->cfg.self) {
+	/* Anyone but ourselves: a leader may be outside our configuration (ours is behind, or
+	 * we are joining) and a removed member may still ask for votes. Replies from
+	 * non-members are dropped by their handlers. */
+	if (from == CNS_NODE_NONE || from == c->cfg.self) {
 		CNS_COUNT(c, STALE_MSGS);
 		return -EINVAL;
 	}
@@ -345,7 +363,7 @@ cns_transfer(struct cns *c, uint64_t now_ns, uint32_t target)
 	if (c->role != CNS_LEADER)
 		return -EPERM;
 	int slot = cns_slot_of(c, target);
-	if (slot < 0 || target == c->cfg.self)
+	if (slot < 0 || target == c->cfg.self || !cns_slot_votes(c, (uint32_t)slot))
 		return -EINVAL;
 	/* Thesis §3.10: stop taking proposals, bring the target up to date, then tell it to
 	 * time out now. Abandoned after an election timeout. */

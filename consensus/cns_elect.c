@@ -8,17 +8,20 @@
 static uint32_t
 votes_count(const struct cns *c)
 {
+	/* Votes count by the candidate's configuration in effect; learners' never do. */
 	uint32_t n = 0;
-	for (uint32_t i = 0; i < c->cfg.member_count; i++)
-		n += c->peers[i].vote_granted;
+	for (uint32_t i = 0; i < c->mem.count; i++)
+		if (cns_slot_votes(c, i))
+			n += c->peers[i].vote_granted;
 	return n;
 }
 
 static void
 votes_reset(struct cns *c)
 {
-	for (uint32_t i = 0; i < c->cfg.member_count; i++)
+	for (uint32_t i = 0; i < c->mem.count; i++)
 		c->peers[i].vote_granted = 0;
+	CHECK(cns_self_votes(c));
 	c->peers[c->self_slot].vote_granted = 1;
 }
 
@@ -33,15 +36,20 @@ send_request_vote(struct cns *c, uint64_t term, uint16_t flags)
 	m.last_index = c->last_index;
 	m.last_term = c->last_term;
 	m.candidate = c->cfg.self;
-	for (uint32_t i = 0; i < c->cfg.member_count; i++)
-		if (i != c->self_slot)
-			cns_send(c, c->cfg.members[i], &m);
+	for (uint32_t i = 0; i < c->mem.count; i++)
+		if (i != c->self_slot && cns_slot_votes(c, i))
+			cns_send(c, c->mem.ids[i], &m);
 }
 
 void
 cns_start_pre_vote(struct cns *c)
 {
 	CHECK(c->role != CNS_LEADER);
+	if (!cns_self_votes(c)) {
+		/* A learner, a removed member or a node still joining never stands. */
+		cns_reset_election_timer(c);
+		return;
+	}
 	/* Thesis §9.6: ask for votes at term+1 without bumping our term; only a node that
 	 * could win disturbs the cluster. */
 	c->role = CNS_PRE_CANDIDATE;
@@ -62,6 +70,7 @@ void
 cns_start_election(struct cns *c, bool transfer)
 {
 	CHECK(c->role != CNS_LEADER);
+	CHECK(cns_self_votes(c));
 	/* Raft §5.2: increment the term, vote for ourselves, ask everyone. */
 	cns_save_term_vote(c, c->term + 1, c->cfg.self);
 	c->role = CNS_CANDIDATE;
@@ -139,7 +148,11 @@ cns_on_vote_reply(struct cns *c, const struct wire_vote_reply *m)
 {
 	bool pre = (m->hdr.flags & WIRE_VOTE_F_PRE) != 0;
 	int slot = cns_slot_of(c, m->voter);
-	CHECK(slot >= 0);
+	if (slot < 0) {
+		/* Not a member of the configuration we count by (removed since it was asked). */
+		CNS_COUNT(c, STALE_MSGS);
+		return;
+	}
 
 	if (pre) {
 		if (m->granted) {
@@ -172,7 +185,7 @@ cns_on_timeout_now(struct cns *c, const struct wire_timeout_now *m)
 	/* Thesis §3.10: the leader brought us up to date and asks us to start an election at
 	 * once, skipping pre-vote; our RequestVotes carry the transfer flag so the lease does
 	 * not hold them back. */
-	if (m->term != c->term || c->role == CNS_LEADER)
+	if (m->term != c->term || c->role == CNS_LEADER || !cns_self_votes(c))
 		return;
 	cns_start_election(c, true);
 }

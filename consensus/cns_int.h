@@ -14,6 +14,7 @@
 #include "common/prng.h"
 
 #define CNS_TERM_UNKNOWN UINT64_MAX
+#define CNS_SLOT_NONE UINT32_MAX  /* self_slot of a node outside the configuration */
 #define CNS_SCAN_MAX 4096u        /* bound on backward log scans (fast back-up hints) */
 #define CNS_SEND_BUF_SIZE (sizeof(struct wire_install_snapshot) + WIRE_TAIL_MAX)
 
@@ -61,8 +62,21 @@ struct cns {
 	struct cns_limits lim;       /* memory sizing */
 	struct cns_env env;          /* log store, service, host */
 	struct prng prng;            /* election timeouts */
-	uint32_t majority;           /* member_count / 2 + 1 */
-	uint32_t self_slot;          /* our position in cfg.members / peers */
+	uint32_t majority;           /* voters / 2 + 1 in the configuration in effect */
+	uint32_t self_slot;          /* our position in mem.ids / peers, or CNS_SLOT_NONE */
+
+	/* Membership (thesis §4.1): the latest configuration in the log is in effect from when
+	 * it is appended. Every configuration entry of a log but the last is committed (a
+	 * leader appends one only when the previous one committed, and every log is a prefix
+	 * of some leader's), so a truncation needs only the one before the latest. */
+	struct cns_members mem;      /* in effect; peers are indexed like mem.ids */
+	uint64_t mem_index;          /* its entry (0: bootstrap set; snapshot index: from one) */
+	struct cns_members mem_prev; /* the configuration before it (committed) */
+	uint64_t mem_prev_index;
+	uint8_t mem_prev_known;      /* 0 after a snapshot install or a revert: never needed */
+	uint8_t reserved_m[7];
+	struct cns_members mem_applied; /* in effect at the applied index: snapshots carry it */
+	uint64_t term_first_index;   /* leader: its term's first entry (UINT64_MAX: not yet) */
 
 	/* Persistent state (Raft Figure 2), saved through log_ops.save_vote. */
 	uint64_t term;               /* currentTerm */
@@ -113,6 +127,7 @@ struct cns {
 	uint8_t *recv_buf;
 
 	uint8_t *send_buf;           /* outgoing message with a tail */
+	/* Snapshot buffers hold the configuration prefix and the service's bytes. */
 	uint64_t counters[CNS_C_COUNT];
 };
 
@@ -121,23 +136,37 @@ struct cns {
 
 /* Messaging primitives, inline so every file uses them without depending on another. */
 
-/* Slot of member id in cfg.members (and peers), or -1. */
+/* Slot of member id in mem.ids (and peers), or -1. */
 static inline int
 cns_slot_of(const struct cns *c, uint32_t id)
 {
-	for (uint32_t i = 0; i < c->cfg.member_count; i++)
-		if (c->cfg.members[i] == id)
+	for (uint32_t i = 0; i < c->mem.count; i++)
+		if (c->mem.ids[i] == id)
 			return (int)i;
 	return -1;
 }
 
-/* The leader's progress record of follower id. Precondition: id is a member, not us. */
+/* The member in slot i votes (is not a learner). */
+static inline bool
+cns_slot_votes(const struct cns *c, uint32_t i)
+{
+	return i < c->mem.count && (c->mem.learners & (1u << i)) == 0;
+}
+
+static inline bool
+cns_self_votes(const struct cns *c)
+{
+	return c->self_slot != CNS_SLOT_NONE && cns_slot_votes(c, c->self_slot);
+}
+
+/* The leader's progress record of follower id, or NULL when id is not a member (a reply
+ * from a member removed since, or from a stranger). */
 static inline struct cns_peer *
-cns_peer_of(struct cns *c, uint32_t id)
+cns_peer_find(struct cns *c, uint32_t id)
 {
 	int slot = cns_slot_of(c, id);
-	CHECK(slot >= 0);
-	CHECK((uint32_t)slot != c->self_slot);
+	if (slot < 0 || (uint32_t)slot == c->self_slot)
+		return NULL;
 	return &c->peers[slot];
 }
 
@@ -178,7 +207,20 @@ void cns_snapshot_fill(struct cns *c, struct cns_peer *p);
 void cns_snapshot_probe(struct cns *c, struct cns_peer *p, uint64_t offset);
 void cns_snapshot_start(struct cns *c, struct cns_peer *p);
 
+/* cns_members.c: the configuration in effect, its entries, snapshots' prefix. */
+bool cns_members_decode(const void *data, uint32_t len, struct cns_members *out);
+void cns_members_encode(const struct cns_members *m, struct cns_config_entry *ce);
+void cns_members_bootstrap(const struct cns *c, struct cns_members *out);
+void cns_members_set(struct cns *c, const struct cns_members *m, uint64_t index);
+void cns_members_appended(struct cns *c, uint64_t index, const struct wire_entry_hdr *e,
+			  const void *data);
+void cns_members_truncated(struct cns *c, uint64_t index);
+bool cns_members_leader_removed(struct cns *c);
+int cns_snap_split(const struct cns *c, const uint8_t *blob, uint64_t len,
+		   struct cns_members *members, uint64_t *svc_off);
+
 /* cns_role.c: role transitions and the persistent term and vote. */
+void cns_peer_init(struct cns *c, struct cns_peer *p, uint32_t id);
 void cns_save_term_vote(struct cns *c, uint64_t term, uint32_t vote);
 void cns_reset_election_timer(struct cns *c);
 bool cns_lease_active(const struct cns *c);

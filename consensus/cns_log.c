@@ -59,6 +59,7 @@ cns_log_append(struct cns *c, const struct wire_entry_hdr *hdr, const void *data
 	c->last_term = hdr->term;
 	c->last_time_ns = hdr->time_ns;
 	CNS_COUNT(c, ENTRIES_APPENDED);
+	cns_members_appended(c, c->last_index, hdr, data);
 	DCHECK(c->env.log_ops->last_index(c->env.log) == c->last_index);
 	return 0;
 }
@@ -73,6 +74,7 @@ cns_log_truncate(struct cns *c, uint64_t index)
 	CNS_ADD(c, ENTRIES_TRUNCATED, c->last_index - index + 1);
 	c->env.log_ops->truncate(c->env.log, index);
 	cns_log_refresh(c);
+	cns_members_truncated(c, index);
 	if (c->durable > c->last_index)
 		c->durable = c->last_index;
 	if (c->leader_match > c->last_index)

@@ -133,7 +133,7 @@ cns_replicate_all(struct cns *c)
 {
 	if (c->role != CNS_LEADER)
 		return;
-	for (uint32_t i = 0; i < c->cfg.member_count; i++)
+	for (uint32_t i = 0; i < c->mem.count; i++)
 		if (i != c->self_slot)
 			cns_replicate_peer(c, &c->peers[i]);
 	cns_leader_commit(c);
@@ -144,15 +144,20 @@ cns_leader_commit(struct cns *c)
 {
 	if (c->role != CNS_LEADER)
 		return;
+	/* Voters of the configuration in effect only (thesis §4.1: from when it is appended).
+	 * A leader that removed itself does not count itself (thesis §4.2.2). */
 	uint64_t m[CNS_MEMBERS_MAX];
-	uint32_t n = c->cfg.member_count;
-	for (uint32_t i = 0; i < n; i++) {
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < c->mem.count; i++) {
+		if (!cns_slot_votes(c, i))
+			continue;
 		if (i == c->self_slot)
 			/* The leader counts itself like anyone else: in memory, or once durable. */
-			m[i] = c->cfg.durability == CNS_DURABLE_DISK ? c->durable : c->last_index;
+			m[n++] = c->cfg.durability == CNS_DURABLE_DISK ? c->durable : c->last_index;
 		else
-			m[i] = c->peers[i].match_index;
+			m[n++] = c->peers[i].match_index;
 	}
+	CHECK(n >= c->majority);
 	for (uint32_t i = 1; i < n; i++)
 		for (uint32_t j = i; j > 0 && m[j - 1] < m[j]; j--) {
 			uint64_t t = m[j];

@@ -12,7 +12,8 @@ maybe_timeout_now(struct cns *c)
 {
 	if (c->transfer_target == CNS_NODE_NONE || c->batch_len != 0)
 		return;
-	struct cns_peer *p = cns_peer_of(c, c->transfer_target);
+	struct cns_peer *p = cns_peer_find(c, c->transfer_target);
+	CHECK(p != NULL); /* a configuration change cancels a transfer to a non-voter */
 	if (p->match_index != c->last_index)
 		return;
 	/* Once per heartbeat: a lost TimeoutNow is resent, a delivered one not repeated. */
@@ -33,6 +34,8 @@ cns_leader_tick(struct cns *c)
 {
 	CHECK(c->role == CNS_LEADER);
 	uint64_t now = c->now_ns;
+	if (cns_members_leader_removed(c))
+		return;
 	cns_seal_batch(c);
 	if (c->need_first_entry)
 		cns_append_first_entry(c);
@@ -42,9 +45,10 @@ cns_leader_tick(struct cns *c)
 	 * election timeout steps down, so its lease cannot hold back a new election. */
 	uint64_t window = c->cfg.election_timeout_max_ns;
 	if (now - c->leader_since_ns >= window) {
-		uint32_t heard = 1;
-		for (uint32_t i = 0; i < c->cfg.member_count; i++)
-			if (i != c->self_slot && now - c->peers[i].last_ack_ns < window)
+		uint32_t heard = cns_self_votes(c) ? 1 : 0;
+		for (uint32_t i = 0; i < c->mem.count; i++)
+			if (i != c->self_slot && cns_slot_votes(c, i) &&
+			    now - c->peers[i].last_ack_ns < window)
 				heard++;
 		if (heard < c->majority) {
 			CNS_COUNT(c, CHECK_QUORUM_LOST);
@@ -56,7 +60,7 @@ cns_leader_tick(struct cns *c)
 		c->transfer_target = CNS_NODE_NONE; /* abandoned: keep leading */
 
 	uint64_t hb = c->cfg.heartbeat_ns;
-	for (uint32_t i = 0; i < c->cfg.member_count; i++) {
+	for (uint32_t i = 0; i < c->mem.count; i++) {
 		if (i == c->self_slot)
 			continue;
 		struct cns_peer *p = &c->peers[i];
@@ -153,6 +157,9 @@ entry_ok(const struct wire_append_entries *m, const struct wire_entry_hdr *e, ui
 	if (e->data_len > CNS_ENTRY_DATA_MAX || e->data_len % 8 != 0 || e->reserved != 0)
 		return false;
 	if (e->kind < CNS_ENTRY_NORMAL || e->kind > CNS_ENTRY_NOOP)
+		return false;
+	struct cns_members mem;
+	if (e->kind == CNS_ENTRY_CONFIG && !cns_members_decode(e + 1, e->data_len, &mem))
 		return false;
 	return e->term <= m->term;
 }
@@ -271,7 +278,11 @@ cns_on_append_reply(struct cns *c, const struct wire_append_reply *m)
 		CNS_COUNT(c, STALE_MSGS);
 		return;
 	}
-	struct cns_peer *p = cns_peer_of(c, m->follower);
+	struct cns_peer *p = cns_peer_find(c, m->follower);
+	if (p == NULL) {
+		CNS_COUNT(c, STALE_MSGS); /* removed since */
+		return;
+	}
 	p->last_ack_ns = c->now_ns;
 	if (p->state == CNS_PEER_SNAPSHOT)
 		return; /* the snapshot reply moves it on */

@@ -10,6 +10,20 @@
 #include "cns_int.h"
 
 void
+cns_peer_init(struct cns *c, struct cns_peer *p, uint32_t id)
+{
+	/* Raft Figure 2: nextIndex = leader last + 1, matchIndex = 0. */
+	memset(p, 0, sizeof(*p));
+	p->id = id;
+	p->next_index = c->last_index + 1;
+	p->state = CNS_PEER_PROBE;
+	p->last_send_ns = c->now_ns;
+	p->last_ack_ns = c->now_ns;
+	p->progress_ns = c->now_ns;
+	p->seq_next = 1;
+}
+
+void
 cns_save_term_vote(struct cns *c, uint64_t term, uint32_t vote)
 {
 	/* Raft Figure 2: currentTerm and votedFor are persisted before answering. */
@@ -85,25 +99,9 @@ cns_become_leader(struct cns *c)
 	c->batch_len = 0;
 	c->batch_msgs = 0;
 	CNS_COUNT(c, LEADER_ELECTED);
-	for (uint32_t i = 0; i < c->cfg.member_count; i++) {
-		struct cns_peer *p = &c->peers[i];
-		/* Raft Figure 2: nextIndex = leader last + 1, matchIndex = 0. */
-		p->next_index = c->last_index + 1;
-		p->match_index = 0;
-		p->recv_index = 0;
-		p->state = CNS_PEER_PROBE;
-		p->inflight = 0;
-		p->last_send_ns = c->now_ns;
-		p->last_ack_ns = c->now_ns;
-		p->progress_ns = c->now_ns;
-		p->snap_index = 0;
-		p->snap_offset = 0;
-		p->snap_sent = 0;
-		p->snap_probe = 0;
-		p->seq_next = 1;
-		p->seq_mark = 0;
-		p->commit_sent = 0;
-	}
+	for (uint32_t i = 0; i < c->mem.count; i++)
+		cns_peer_init(c, &c->peers[i], c->mem.ids[i]);
+	c->term_first_index = UINT64_MAX;
 	cns_append_first_entry(c);
 	cns_replicate_all(c);
 	CHECK(c->role == CNS_LEADER);

@@ -26,14 +26,20 @@ cns_snapshot_take(struct cns *c)
 	size_t size = ops->snapshot_size(c->env.svc);
 	if (size > c->lim.snapshot_bytes_max)
 		return -ENOSPC;
-	size_t written = ops->snapshot(c->env.svc, c->snap_buf, c->lim.snapshot_bytes_max);
+	/* Raft §7: the snapshot carries the configuration as of its index. */
+	struct cns_snap_prefix pre;
+	pre.magic = CNS_SNAP_MAGIC;
+	cns_members_encode(&c->mem_applied, &pre.config);
+	memcpy(c->snap_buf, &pre, sizeof(pre));
+	size_t written = ops->snapshot(c->env.svc, c->snap_buf + sizeof(pre),
+				       c->lim.snapshot_bytes_max);
 	CHECK(written == size);
 	uint64_t term = cns_log_term(c, c->applied);
 	CHECK(term != CNS_TERM_UNKNOWN);
 	c->snap.index = c->applied;
 	c->snap.term = term;
 	c->snap.time_ns = c->applied_time_ns;
-	c->snap.len = size;
+	c->snap.len = sizeof(pre) + size;
 	CNS_COUNT(c, SNAPSHOTS_TAKEN);
 	if (c->env.host.snapshot_saved != NULL)
 		c->env.host.snapshot_saved(c->env.host.ctx, &c->snap, c->snap_buf);
@@ -67,7 +73,18 @@ static void
 reload_own_base(struct cns *c)
 {
 	const struct svc_ops *ops = c->env.svc_ops;
-	int rc = ops->restore(c->env.svc, c->snap_buf, c->snap.len);
+	int rc = -EINVAL;
+	if (c->snap.index != 0) {
+		struct cns_members m;
+		uint64_t off = 0;
+		CHECK(cns_snap_split(c, c->snap_buf, c->snap.len, &m, &off) == 0);
+		rc = ops->restore(c->env.svc, c->snap_buf + off, c->snap.len - off);
+		c->mem_applied = m;
+	} else {
+		/* No base: the service is empty, as the refused restore left it, and so is what
+		 * was applied; the log from index 1 replays the configuration with the rest. */
+		cns_members_bootstrap(c, &c->mem_applied);
+	}
 	/* Our own snapshot was accepted once; with no snapshot the service is empty now. */
 	CHECK(rc == 0 || c->snap.index == 0);
 	CHECK(c->base_index <= c->snap.index);
@@ -87,11 +104,16 @@ install(struct cns *c)
 	/* Before the snapshot becomes our base (cns_log_term answers from it). */
 	bool have = c->recv.index <= c->last_index &&
 		    cns_log_term(c, c->recv.index) == c->recv.term;
-	int rc = ops->restore(c->env.svc, c->recv_buf, c->recv.len);
+	struct cns_members m;
+	uint64_t off = 0;
+	int rc = cns_snap_split(c, c->recv_buf, c->recv.len, &m, &off);
+	if (rc == 0)
+		rc = ops->restore(c->env.svc, c->recv_buf + off, c->recv.len - off);
 	if (rc != 0) {
 		reload_own_base(c);
 		return false;
 	}
+	c->mem_applied = m;
 	uint8_t *t = c->snap_buf;
 	c->snap_buf = c->recv_buf;
 	c->recv_buf = t;
@@ -105,9 +127,14 @@ install(struct cns *c)
 		/* Step 6: we hold the entry it ends with; keep the entries after it. */
 		cns_log_compact(c, index);
 	} else {
-		/* Step 7: discard the whole log. */
+		/* Step 7: discard the whole log; the snapshot's configuration is in effect. */
 		cns_log_reset_to(c, index, c->snap.term, c->snap.time_ns);
 		c->durable = index;
+	}
+	if (c->mem_index <= index) {
+		/* No configuration entry after the snapshot's in the log we kept. */
+		c->mem_prev_known = 0;
+		cns_members_set(c, &m, index);
 	}
 	if (c->durable < index)
 		c->durable = index;
@@ -142,7 +169,7 @@ cns_on_install_snapshot(struct cns *c, const struct wire_install_snapshot *m)
 		return;
 	}
 	if (m->offset == 0 && (c->recv.index != m->last_index || c->recv.term != m->last_term)) {
-		if (m->total_len > c->lim.snapshot_bytes_max) {
+		if (m->total_len > c->lim.snapshot_bytes_max + sizeof(struct cns_snap_prefix)) {
 			send_snapshot_reply(c, m->leader, m->last_index, 0, false, false);
 			return;
 		}
@@ -183,7 +210,11 @@ cns_on_snapshot_reply(struct cns *c, const struct wire_snapshot_reply *m)
 		CNS_COUNT(c, STALE_MSGS);
 		return;
 	}
-	struct cns_peer *p = cns_peer_of(c, m->follower);
+	struct cns_peer *p = cns_peer_find(c, m->follower);
+	if (p == NULL) {
+		CNS_COUNT(c, STALE_MSGS); /* removed since */
+		return;
+	}
 	p->last_ack_ns = c->now_ns;
 	if (p->state != CNS_PEER_SNAPSHOT)
 		return;
@@ -240,10 +271,19 @@ cns_on_snapshot_reply(struct cns *c, const struct wire_snapshot_reply *m)
 int
 cns_snapshot_restore(struct cns *c, const struct cns_snapshot_meta *meta, const void *data)
 {
-	CHECK(meta->len <= c->lim.snapshot_bytes_max);
+	CHECK(meta->len <= c->lim.snapshot_bytes_max + sizeof(struct cns_snap_prefix));
 	memcpy(c->snap_buf, data, meta->len);
-	if (c->env.svc_ops->restore(c->env.svc, c->snap_buf, meta->len) != 0)
+	struct cns_members m;
+	uint64_t off = 0;
+	if (cns_snap_split(c, c->snap_buf, meta->len, &m, &off) != 0)
 		return -EINVAL;
+	if (off == 0 && meta->len > c->lim.snapshot_bytes_max)
+		return -EINVAL;
+	if (c->env.svc_ops->restore(c->env.svc, c->snap_buf + off, meta->len - off) != 0)
+		return -EINVAL;
+	c->mem_prev_known = 0;
+	cns_members_set(c, &m, meta->index);
+	c->mem_applied = m;
 	c->snap = *meta;
 	c->applied = meta->index;
 	c->commit = meta->index;
