@@ -181,6 +181,8 @@ enum app_cmd_kind {
 	APP_CMD_SNAPSHOT = 2, /* cns_snapshot_take; value: the snapshot's index */
 	APP_CMD_TRANSFER = 3, /* cns_transfer(target); answered once target leads */
 	APP_CMD_VIEW = 4,     /* read-only: the view is written as JSON into out */
+	APP_CMD_MEMBERS = 6,  /* cns_member_change(member_op, target); answered once the
+			       * configuration entry commits (index: its log index) */
 	APP_CMD_FORWARD = 5,  /* msg for shard `shard`, not led here: sent to its leader as
 			       * FORWARDED_ADMIN and answered by its FORWARDED_REPLY
 			       * (app_admin_fwd.c); taken by the shard's lcore when hosted
@@ -222,7 +224,8 @@ struct app_cmd {
 	uint32_t view;                /* enum app_cmd_view */
 	uint32_t flags;               /* APP_CMD_ROUTE_MERGE */
 	uint16_t shard;               /* target shard id (hosted on this node) */
-	uint32_t target;              /* TRANSFER: node to hand leadership to */
+	uint32_t target;              /* TRANSFER: node to hand leadership to; MEMBERS: node */
+	uint32_t member_op;           /* MEMBERS: enum cns_member_op */
 	uint64_t user;                /* VIEW USER */
 	uint32_t cursor;              /* VIEW USERS: first actor slot of the page */
 	uint32_t limit;               /* VIEW USERS: users per page */
@@ -368,8 +371,10 @@ struct app_shard_pub {
 	uint32_t role;                       /* enum cns_role */
 	uint32_t leader;                     /* known leader node, 0: none */
 	uint64_t term, commit, applied, last; /* Raft indexes (last: last log index) */
-	uint32_t member_count;
+	uint32_t member_count;               /* the configuration in effect (voters, learners) */
 	uint32_t members[APP_MEMBERS_MAX];   /* node ids */
+	uint32_t learners;                   /* bit m: members[m] is a learner */
+	uint64_t config_index;               /* the log index of that configuration */
 	uint64_t match[APP_MEMBERS_MAX];     /* leader: match index; UINT64_MAX otherwise */
 	uint64_t elections;                  /* elections started by this member */
 	uint64_t leader_elected;             /* times it became leader */

@@ -14,10 +14,28 @@
 
 #include "app_config_int.h"
 
+static int config_load(struct cfg_ctx *cp, struct app_config *cfg);
+
 int
 app_config_load(const char *path, struct app_config *cfg, FILE *err)
 {
 	struct cfg_ctx c = { .file = path, .err = err };
+	return config_load(&c, cfg);
+}
+
+int
+app_config_load_join(const char *path, struct app_config *cfg, FILE *err)
+{
+	struct cfg_ctx c = { .file = path, .err = err, .join = true };
+	return config_load(&c, cfg);
+}
+
+static int
+config_load(struct cfg_ctx *cp, struct app_config *cfg)
+{
+	struct cfg_ctx c = *cp;
+	const char *path = c.file;
+	FILE *err = c.err;
 	struct rte_cfgfile_parameters params = { .comment_character = CFG_COMMENT };
 
 	cfg_defaults(cfg);

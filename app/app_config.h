@@ -46,8 +46,14 @@ struct app_lcore_conf {
 struct app_shard_conf {
 	uint16_t id;                          /* shard id (wire hdr.shard), < DP_SHARDS_MAX */
 	enum app_service service;             /* me | oms */
-	uint32_t members[APP_MEMBERS_MAX];    /* node ids, ours included */
+	/* The bootstrap set: the voters of a new shard's first configuration. Membership then
+	 * changes in the log (omsctl members add|promote|remove); this list is not looked at
+	 * once the node holds the shard's log or a snapshot. */
+	uint32_t members[APP_MEMBERS_MAX];    /* node ids, ours included unless joining */
 	uint32_t member_count;                /* 1, 3 or 5 */
+	bool joining;                         /* omsd --join and not in members: the node
+					       * starts as a stranger that a leader adds as a
+					       * learner (CNS_CFG_JOIN) */
 	struct app_lcore_conf lcore;          /* the shard's lcore */
 };
 
@@ -184,6 +190,9 @@ struct app_config {
  * (0 = success, cfg filled). Needs no EAL.
  */
 int app_config_load(const char *path, struct app_config *cfg, FILE *err);
+/* The same for `omsd --join`: a [shard.N] whose members do not list this node is joined
+ * (app_shard_conf.joining) rather than refused. */
+int app_config_load_join(const char *path, struct app_config *cfg, FILE *err);
 
 /* Print the effective configuration (one "section.key = value" per line). */
 void app_config_dump(const struct app_config *cfg, FILE *out);

@@ -334,9 +334,12 @@ cfg_sec_shards(struct cfg_ctx *c, struct app_config *cfg)
 					cfg_report(c, s, "members", "node %u has no [peer.%u] "
 						   "section", sh->members[m], sh->members[m]);
 			}
-			if (!self)
+			if (!self && c->join)
+				sh->joining = true;
+			else if (!self)
 				cfg_report(c, s, "members", "this node (%u) is not a member: "
-					   "list only shards it hosts", cfg->dp.node_id);
+					   "list only shards it hosts, or start it with --join to "
+					   "join them as a learner", cfg->dp.node_id);
 		}
 		cfg_get_lcore(c, s, &sh->lcore);
 	}

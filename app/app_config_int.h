@@ -50,6 +50,7 @@ struct cfg_ctx {
 	uint32_t count;              /* ents in use */
 	uint32_t cap;                /* ents allocated */
 	int errors;                  /* reported so far */
+	bool join;                   /* omsd --join: shards not listing us are joined */
 };
 
 /* app_config_ini.c: pass 1 and the error reports. */

@@ -24,6 +24,7 @@
 
 #include "app.h"
 #include "app_mgmt_int.h"
+#include "consensus/cns.h"
 #include "app_views.h"
 #include "common/wire.h"
 #include "mgmt/mgmt.h"
@@ -192,6 +193,12 @@ static const struct shard_cmd shard_cmds[] = {
 	 "[--shard N]: take a snapshot now; answers its index"},
 	{"transfer-leader", app_mgmt_transfer_leader, 0,
 	 "--shard N --to NODE: hand over leadership"},
+	{"members.add", app_mgmt_members_change, CNS_MEMBER_ADD,
+	 "--node NODE [--shard N]: add NODE as a learner (it catches up, never votes)"},
+	{"members.promote", app_mgmt_members_change, CNS_MEMBER_PROMOTE,
+	 "--node NODE [--shard N]: a caught-up learner becomes a voter"},
+	{"members.remove", app_mgmt_members_change, CNS_MEMBER_REMOVE,
+	 "--node NODE [--shard N]: remove a learner or a voter (the leader too)"},
 };
 
 /* Every shard command enters here, its row as ctx. It answers later (out stays unused):

@@ -151,6 +151,9 @@ int app_mgmt_view(struct app_mgmt_call *a, const struct app_mgmt_targets *t,
 /* A command without a message (APP_CMD_SNAPSHOT, APP_CMD_TRANSFER to node target). */
 int app_mgmt_command(struct app_mgmt_call *a, const struct app_mgmt_targets *t, uint32_t kind,
 		     uint32_t target, app_mgmt_render_fn *render);
+/* APP_CMD_MEMBERS: cns_member_change(op, node) on each target's leader (led here). */
+int app_mgmt_member_change(struct app_mgmt_call *a, const struct app_mgmt_targets *t, uint32_t op,
+			   uint32_t node, app_mgmt_render_fn *render);
 /* A mutation: one admin entry per target, proposed here where this node leads the target
  * and forwarded to the target's leader elsewhere; with args.local every target must be
  * led here (else not_leader, nothing proposed). */
@@ -195,6 +198,7 @@ app_mgmt_handler_fn app_mgmt_users_migrate;
 app_mgmt_handler_fn app_mgmt_shards_scale;
 app_mgmt_handler_fn app_mgmt_snapshot;
 app_mgmt_handler_fn app_mgmt_transfer_leader;
+app_mgmt_handler_fn app_mgmt_members_change;
 
 /* WHALE_PIN (or unpin) of one user into every OMS shard: a new routing epoch
  * (app_mgmt_routes.c; users migrate --to uses it too). */

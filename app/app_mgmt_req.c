@@ -19,6 +19,7 @@
 #include <rte_ring.h>
 
 #include "app_mgmt_int.h"
+#include "consensus/cns.h"
 #include "common/check.h"
 #include "common/wire.h"
 
@@ -335,6 +336,21 @@ fill_target(struct app_cmd *c, uint16_t shard, const void *ctx)
 	return 0;
 }
 
+struct member_change {
+	uint32_t op;   /* enum cns_member_op */
+	uint32_t node;
+};
+
+static int
+fill_members(struct app_cmd *c, uint16_t shard, const void *ctx)
+{
+	(void)shard;
+	const struct member_change *mc = ctx;
+	c->member_op = mc->op;
+	c->target = mc->node;
+	return 0;
+}
+
 static int
 fill_propose(struct app_cmd *c, uint16_t shard, const void *ctx)
 {
@@ -362,6 +378,16 @@ app_mgmt_command(struct app_mgmt_call *a, const struct app_mgmt_targets *t, uint
 {
 	int rc;
 	dispatch(a, t, APP_MGMT_NEED_ALL, render, kind, fill_target, &target, &rc);
+	return rc;
+}
+
+int
+app_mgmt_member_change(struct app_mgmt_call *a, const struct app_mgmt_targets *t, uint32_t op,
+		       uint32_t node, app_mgmt_render_fn *render)
+{
+	int rc;
+	struct member_change mc = {.op = op, .node = node};
+	dispatch(a, t, APP_MGMT_NEED_ALL, render, APP_CMD_MEMBERS, fill_members, &mc, &rc);
 	return rc;
 }
 
@@ -525,7 +551,7 @@ result_row(struct mgmt_out *o, const struct app_cmd *c)
 	if (c->via != 0)
 		mgmt_out_kv_u64(o, "via", c->via); /* the node whose leader proposed it */
 	if (c->kind == APP_CMD_PROPOSE || c->kind == APP_CMD_FORWARD ||
-	    c->kind == APP_CMD_SNAPSHOT) {
+	    c->kind == APP_CMD_SNAPSHOT || c->kind == APP_CMD_MEMBERS) {
 		mgmt_out_kv_u64(o, "index", c->index);
 		mgmt_out_kv_u64(o, "term", c->term);
 	}
@@ -593,6 +619,22 @@ reply_failure(struct app_mgmt *m, const struct app_mgmt_req *r, const struct app
 	else if (bad->status == APP_CMD_TIMEOUT)
 		snprintf(msg, sizeof(msg), "shard %u: no outcome before the deadline; it "
 			 "may still be applied", bad->shard);
+	else if (bad->kind == APP_CMD_MEMBERS && bad->status == APP_CMD_BUSY && bad->err == -EAGAIN)
+		snprintf(msg, sizeof(msg), "shard %u: node %u is still catching up (or the log is "
+			 "full); promote it once `omsctl members` shows it a few entries behind",
+			 bad->shard, bad->target);
+	else if (bad->kind == APP_CMD_MEMBERS && bad->status == APP_CMD_BUSY)
+		snprintf(msg, sizeof(msg), "shard %u: the previous membership change (or the "
+			 "leader's first entry of its term) is not committed yet, or leadership is "
+			 "being transferred; nothing was changed, try again", bad->shard);
+	else if (bad->kind == APP_CMD_MEMBERS && bad->status == APP_CMD_FAILED &&
+		 bad->err == -ENOSPC)
+		snprintf(msg, sizeof(msg), "shard %u: it has %u members already (voters and "
+			 "learners); remove one first", bad->shard, (unsigned)CNS_MEMBERS_MAX);
+	else if (bad->kind == APP_CMD_MEMBERS && bad->status == APP_CMD_FAILED)
+		snprintf(msg, sizeof(msg), "shard %u: not a change that applies to node %u here "
+			 "(add: not yet a member; promote: a learner; remove: a member, not the "
+			 "last voter)", bad->shard, bad->target);
 	else if (bad->status == APP_CMD_BUSY)
 		snprintf(msg, sizeof(msg), "shard %u: busy (backpressure or a leadership "
 			 "transfer); nothing was proposed", bad->shard);

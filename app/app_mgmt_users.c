@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "app_mgmt_int.h"
+#include "consensus/cns.h"
 #include "common/wire.h"
 
 #define USER_ADMIN_EVICT 1   /* USER_ADMIN op: evict when flat */
@@ -214,13 +215,15 @@ app_mgmt_transfer_leader(struct app_mgmt_call *a, uint32_t variant)
 		snprintf(a->err, a->cap, "not_hosted: shard %" PRIu64 " is not on this node", shard);
 		return -ENOENT;
 	}
-	const struct app_shard_conf *sc = &app->cfg.shards[app->shard_index[shard]];
+	/* A voter of the configuration in effect (membership changes while the node runs). */
+	struct app_shard_pub p;
 	bool member = false;
-	for (uint32_t i = 0; i < sc->member_count; i++)
-		member = member || sc->members[i] == to;
+	if (app_shard_pub_read(app, (uint32_t)app->shard_index[shard], &p) == 0)
+		for (uint32_t i = 0; i < p.member_count; i++)
+			member = member || (p.members[i] == to && !(p.learners & (1u << i)));
 	if (!member) {
-		snprintf(a->err, a->cap, "bad_argument: node %" PRIu64 " is not a member of shard %" PRIu64,
-			 to, shard);
+		snprintf(a->err, a->cap, "bad_argument: node %" PRIu64 " is not a voter of shard %"
+			 PRIu64, to, shard);
 		return -EINVAL;
 	}
 	struct app_mgmt_targets t = {0};
@@ -228,4 +231,52 @@ app_mgmt_transfer_leader(struct app_mgmt_call *a, uint32_t variant)
 	if (!app_mgmt_all_led(app, &t))
 		return app_mgmt_reply_not_leader(a, &t);
 	return app_mgmt_command(a, &t, APP_CMD_TRANSFER, (uint32_t)to, render_transfer);
+}
+
+/* ---- members add|promote|remove ---- */
+
+/* The answer of a membership change: per shard, the configuration entry's index once it
+ * committed. */
+static void
+render_members(struct mgmt_out *o, const struct app_mgmt_req *r)
+{
+	app_mgmt_render_results(o, r);
+}
+
+/* variant: enum cns_member_op. One shard (--shard N) or every shard hosted here that is
+ * not an echo shard, all led here (the change is made by each shard's leader). */
+int
+app_mgmt_members_change(struct app_mgmt_call *a, uint32_t variant)
+{
+	const struct app *app = a->mgmt->app;
+	static const char *const names[] = {"shard", "node", NULL};
+	uint64_t shard = UINT64_MAX, node;
+	if (app_mgmt_args_known(a, names) != 0 ||
+	    app_mgmt_arg_u64(a, "shard", false, 0, DP_SHARDS_MAX - 1, &shard) != 0 ||
+	    app_mgmt_arg_u64(a, "node", true, 1, UINT32_MAX, &node) != 0)
+		return -EINVAL;
+	struct app_mgmt_targets t = {0};
+	if (shard != UINT64_MAX) {
+		if (!shard_hosted(app, shard)) {
+			snprintf(a->err, a->cap, "not_hosted: shard %" PRIu64 " is not on this node",
+				 shard);
+			return -ENOENT;
+		}
+		app_mgmt_targets_add(&t, (uint16_t)shard);
+	} else {
+		app_mgmt_targets_hosted(app, &t, -1);
+	}
+	if (variant == CNS_MEMBER_ADD) {
+		/* Its frames must reach it: a node with no [peer.N] section has no address. */
+		struct dp_addr addr;
+		if (node != app->cfg.dp.node_id && dp_peer_addr(app->dp, (uint32_t)node, &addr) != 0) {
+			snprintf(a->err, a->cap, "bad_argument: node %" PRIu64 " has no [peer.%" PRIu64
+				 "] section on this node (every member's configuration lists every "
+				 "host that may join)", node, node);
+			return -EINVAL;
+		}
+	}
+	if (!app_mgmt_all_led(app, &t))
+		return app_mgmt_reply_not_leader(a, &t);
+	return app_mgmt_member_change(a, &t, variant, (uint32_t)node, render_members);
 }

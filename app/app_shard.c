@@ -130,8 +130,7 @@ app_shard_do_work(void *arg, uint64_t now_ns)
 	PUB(s->pub_commit, cns_commit_index(s->cns));
 	PUB(s->pub_applied, idx);
 	PUB(s->pub_last, cns_last_index(s->cns));
-	for (uint32_t i = 0; i < s->conf->member_count; i++)
-		PUB(s->pub_match[i], cns_match_index(s->cns, s->conf->members[i]));
+	app_shard_pub_members(s);
 	return work;
 }
 

@@ -232,6 +232,47 @@ cmd_snapshot(struct app_shard *s, struct app_cmd *c)
 	app_cmd_give(s, c, APP_CMD_OK);
 }
 
+/* A membership change (thesis §4.1): the leader appends the configuration entry and the
+ * command waits for its commit. BUSY says why nothing was appended (err: -EBUSY a change or
+ * the term's first entry is not committed yet, -EAGAIN the learner is behind or the log is
+ * full); FAILED with -EINVAL / -ENOSPC is a change that makes no sense here. */
+static void
+cmd_members(struct app_shard *s, struct app_cmd *c)
+{
+	if (cns_role(s->cns) != CNS_LEADER) {
+		cmd_not_leader(s, c);
+		return;
+	}
+	if (s->cmd_wait_count == APP_CMD_PENDING_MAX) {
+		app_cmd_give(s, c, APP_CMD_BUSY);
+		return;
+	}
+	int rc = cns_member_change(s->cns, s->now, (enum cns_member_op)c->member_op, c->target);
+	if (rc == -EPERM) {
+		cmd_not_leader(s, c);
+		return;
+	}
+	if (rc == -EBUSY || rc == -EAGAIN) {
+		c->err = rc;
+		app_cmd_give(s, c, APP_CMD_BUSY);
+		return;
+	}
+	if (rc != 0) {
+		c->err = rc;
+		app_cmd_give(s, c, APP_CMD_FAILED);
+		return;
+	}
+	c->index = cns_members(s->cns, NULL);
+	c->term = cns_term(s->cns);
+	APP_LOG(NOTICE, "shard %u: membership change %s node %u appended at %" PRIu64
+		" in term %" PRIu64, s->id,
+		c->member_op == CNS_MEMBER_ADD	   ? "add learner"
+		: c->member_op == CNS_MEMBER_PROMOTE ? "promote"
+						     : "remove",
+		c->target, c->index, c->term);
+	s->cmd_wait[s->cmd_wait_count++] = c;
+}
+
 static void
 cmd_transfer(struct app_shard *s, struct app_cmd *c)
 {
@@ -484,6 +525,9 @@ app_cmd_work(struct app_shard *s)
 		case APP_CMD_TRANSFER:
 			cmd_transfer(s, c);
 			break;
+		case APP_CMD_MEMBERS:
+			cmd_members(s, c);
+			break;
 		case APP_CMD_VIEW:
 			cmd_view(s, c);
 			break;
@@ -502,6 +546,18 @@ app_cmd_work(struct app_shard *s)
 		} else if (c->kind == APP_CMD_TRANSFER) {
 			if (cns_leader(s->cns) == c->target) {
 				c->value = cns_term(s->cns);
+				done = true;
+			}
+		} else if (c->kind == APP_CMD_MEMBERS) {
+			/* Done once its entry commits; lost once the log no longer holds it. */
+			uint64_t t = c->index <= cns_last_index(s->cns)
+					     ? cns_term_at(s->cns, c->index) : 0;
+			bool ours = t == c->term || t == UINT64_MAX; /* compacted: it committed */
+			if (!ours) {
+				st = APP_CMD_LOST;
+				done = true;
+			} else if (cns_commit_index(s->cns) >= c->index) {
+				c->value = c->index;
 				done = true;
 			}
 		} else {

@@ -300,7 +300,15 @@ struct app_shard {
 	uint64_t pub_commit;
 	uint64_t pub_applied;
 	uint64_t pub_last;           /* last log index */
-	uint64_t pub_match[APP_MEMBERS_MAX]; /* leader: cns_match_index per conf->members[i] */
+	uint64_t pub_match[APP_MEMBERS_MAX]; /* leader: cns_match_index per pub_mem_ids[i] */
+	/* The configuration in effect (cns_members), rewritten under a sequence count: odd
+	 * while it is written (app_shard_pub_read retries). */
+	uint32_t pub_mem_seq;
+	uint32_t pub_mem_count;
+	uint32_t pub_mem_learners;           /* bit i: pub_mem_ids[i] is a learner */
+	uint32_t pub_mem_ids[APP_MEMBERS_MAX];
+	uint64_t pub_mem_index;              /* its log index */
+	struct cns_members mem_seen;         /* what was last published */
 	uint64_t pub_route_epoch;
 	uint64_t pub_inflight;
 	uint64_t pub_resident;
@@ -406,6 +414,8 @@ uint32_t app_inline_persist_drain(struct app_shard *s);
 void app_cmd_admin_reply(struct app_shard *s, const struct wire_admin_reply *r);
 uint32_t app_cmd_work(struct app_shard *s);
 int app_shard_snapshot_take(struct app_shard *s);
+/* Publish the configuration in effect and the leader's match indexes (app_shard_stats.c). */
+void app_shard_pub_members(struct app_shard *s);
 /* Give c back to main, answered st (counted). */
 void app_cmd_give(struct app_shard *s, struct app_cmd *c, enum app_cmd_status st);
 /* Take cmd_wait[i] out of the waiting commands. */

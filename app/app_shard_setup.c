@@ -88,6 +88,8 @@ cns_conf(const struct app *app, const struct app_shard *s, uint32_t frame_cap,
 {
 	const struct app_config *cfg = &app->cfg;
 	cns_config_default(cc, s->id, s->self, s->conf->member_count, s->conf->members);
+	if (s->conf->joining)
+		cc->flags |= CNS_CFG_JOIN; /* a leader adds it; the log says who the members are */
 	cc->durability = CNS_DURABLE_MEMORY;
 	cc->election_timeout_min_ns = cfg->election_ms * 1000000;
 	cc->election_timeout_max_ns = cfg->election_ms * 2000000;

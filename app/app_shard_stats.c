@@ -61,6 +61,28 @@ role_name(uint32_t role)
 }
 
 void
+app_shard_pub_members(struct app_shard *s)
+{
+	/* The configuration in effect, rewritten only when it changed (a copy and a compare
+	 * per cycle); the match indexes every cycle (leader: UINT64_MAX elsewhere). */
+	struct cns_members m;
+	uint64_t index = cns_members(s->cns, &m);
+	if (memcmp(&m, &s->mem_seen, sizeof(m)) != 0 || LOAD(s->pub_mem_index) != index) {
+		s->mem_seen = m;
+		__atomic_store_n(&s->pub_mem_seq, s->pub_mem_seq + 1, __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_RELEASE);
+		PUB(s->pub_mem_count, m.count);
+		PUB(s->pub_mem_learners, m.learners);
+		PUB(s->pub_mem_index, index);
+		for (uint32_t i = 0; i < APP_MEMBERS_MAX; i++)
+			PUB(s->pub_mem_ids[i], i < m.count ? m.ids[i] : 0);
+		__atomic_store_n(&s->pub_mem_seq, s->pub_mem_seq + 1, __ATOMIC_RELEASE);
+	}
+	for (uint32_t i = 0; i < m.count; i++)
+		PUB(s->pub_match[i], cns_match_index(s->cns, m.ids[i]));
+}
+
+void
 app_shard_stats_write(const struct app *app, uint32_t index, FILE *out)
 {
 	struct app_shard *s = app->shards[index];
@@ -77,14 +99,20 @@ app_shard_stats_write(const struct app *app, uint32_t index, FILE *out)
 	fprintf(out, "shard.%u.commit %" PRIu64 "\n", id, LOAD(s->pub_commit));
 	fprintf(out, "shard.%u.applied %" PRIu64 "\n", id, LOAD(s->pub_applied));
 	fprintf(out, "shard.%u.last_index %" PRIu64 "\n", id, LOAD(s->pub_last));
-	for (uint32_t i = 0; i < s->conf->member_count; i++) {
+	struct app_shard_pub p = {0};
+	if (app_shard_pub_read(app, index, &p) == 0) {
+		fprintf(out, "shard.%u.config_index %" PRIu64 "\n", id, p.config_index);
+		fprintf(out, "shard.%u.voters %u\n", id,
+			p.member_count - (uint32_t)__builtin_popcount(p.learners));
+		fprintf(out, "shard.%u.learners %u\n", id, (uint32_t)__builtin_popcount(p.learners));
+	}
+	for (uint32_t i = 0; i < p.member_count; i++) {
 		/* Leader only (UINT64_MAX otherwise): per-member match index and lag. */
-		uint64_t match = LOAD(s->pub_match[i]), last = LOAD(s->pub_last);
+		uint64_t match = p.match[i], last = LOAD(s->pub_last);
 		if (match == UINT64_MAX)
 			continue;
-		fprintf(out, "shard.%u.member.%u.match %" PRIu64 "\n", id, s->conf->members[i],
-			match);
-		fprintf(out, "shard.%u.member.%u.lag %" PRIu64 "\n", id, s->conf->members[i],
+		fprintf(out, "shard.%u.member.%u.match %" PRIu64 "\n", id, p.members[i], match);
+		fprintf(out, "shard.%u.member.%u.lag %" PRIu64 "\n", id, p.members[i],
 			last > match ? last - match : 0);
 	}
 	for (int c = 0; c < SC_COUNT; c++)
@@ -175,10 +203,22 @@ app_shard_pub_read(const struct app *app, uint32_t index, struct app_shard_pub *
 	out->commit = LOAD(s->pub_commit);
 	out->applied = LOAD(s->pub_applied);
 	out->last = LOAD(s->pub_last);
-	out->member_count = s->conf->member_count;
-	for (uint32_t i = 0; i < s->conf->member_count; i++) {
-		out->members[i] = s->conf->members[i];
-		out->match[i] = LOAD(s->pub_match[i]);
+	/* The members under their sequence count: a consistent set, or the last one after a
+	 * few tries (the shard lcore rewrites it only when the configuration changes). */
+	for (int tries = 0; tries < 64; tries++) {
+		uint32_t seq = __atomic_load_n(&s->pub_mem_seq, __ATOMIC_ACQUIRE);
+		if (seq & 1u)
+			continue;
+		out->member_count = RTE_MIN(LOAD(s->pub_mem_count), (uint32_t)APP_MEMBERS_MAX);
+		out->learners = LOAD(s->pub_mem_learners);
+		out->config_index = LOAD(s->pub_mem_index);
+		for (uint32_t i = 0; i < out->member_count; i++) {
+			out->members[i] = LOAD(s->pub_mem_ids[i]);
+			out->match[i] = LOAD(s->pub_match[i]);
+		}
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&s->pub_mem_seq, __ATOMIC_RELAXED) == seq)
+			break;
 	}
 	out->elections = cns_counter(s->cns, CNS_C_ELECTIONS_STARTED);
 	out->leader_elected = cns_counter(s->cns, CNS_C_LEADER_ELECTED);

@@ -328,6 +328,11 @@ h_members(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char *err
 				mgmt_out_key(out, "lag");
 				mgmt_out_null(out);
 			}
+			/* The configuration in effect: voters and learners (omsctl members add,
+			 * promote, remove), its entry and whether that committed. */
+			mgmt_out_kv_str(out, "role", (p.learners & (1u << m)) ? "learner" : "voter");
+			mgmt_out_kv_u64(out, "config_index", p.config_index);
+			mgmt_out_kv_bool(out, "config_committed", p.commit >= p.config_index);
 			mgmt_out_obj_end(out);
 		}
 	}

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * omsd [-c FILE] [--check] [--service] [-- EAL args]
+ * omsd [-c FILE] [--check] [--service] [--join] [-- EAL args]
  *
  * Load and validate the configuration (exit 2 on any error, before the EAL starts), start
  * the EAL with the lcore map and port from the configuration plus the pass-through
@@ -65,7 +65,7 @@ static void
 usage(FILE *out)
 {
 	fprintf(out,
-		"usage: omsd [-c FILE] [--check] [--service] [-- EAL args]\n"
+		"usage: omsd [-c FILE] [--check] [--service] [--join] [-- EAL args]\n"
 		"  -c, --config FILE  configuration (default: ./deploy/omsd.ini, else "
 		OMSD_SYSCONFDIR "/omsd/omsd.ini)\n"
 		"  --check            validate the configuration, print it and the CPUs its "
@@ -75,6 +75,10 @@ usage(FILE *out)
 		"                     refuse to start again after a run on the same data_dir "
 		"(exit 3) until\n"
 		"                     the operator removes <data_dir>/" APP_MEMORY_MARK "\n"
+		"  --join             a new host: shards whose [shard.N] members do not list "
+		"this node are\n"
+		"                     joined (a leader adds it: omsctl members add, then "
+		"promote)\n"
 		"  -h, --help         this text\n"
 		"EAL arguments after -- are appended to [eal] args (e.g. --file-prefix X).\n"
 		"Signals: SIGINT/SIGTERM stop cleanly; SIGUSR1 writes the counters.\n"
@@ -222,11 +226,12 @@ main(int argc, char **argv)
 		{ "config", required_argument, NULL, 'c' },
 		{ "check", no_argument, NULL, 'k' },
 		{ "service", no_argument, NULL, 's' },
+		{ "join", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *config = NULL;
-	bool check_only = false, service = false;
+	bool check_only = false, service = false, join = false;
 	int opt, ret;
 
 	while ((opt = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
@@ -239,6 +244,9 @@ main(int argc, char **argv)
 			break;
 		case 's':
 			service = true;
+			break;
+		case 'j':
+			join = true;
 			break;
 		case 'h':
 			usage(stdout);
@@ -254,7 +262,7 @@ main(int argc, char **argv)
 		config = default_config();
 
 	/* 1. Configuration, whole, before anything else. */
-	if (app_config_load(config, &app.cfg, stderr) != 0) {
+	if ((join ? app_config_load_join : app_config_load)(config, &app.cfg, stderr) != 0) {
 		fprintf(stderr, "omsd: %s: configuration refused\n", config);
 		return EXIT_CONFIG;
 	}

@@ -292,7 +292,9 @@ e2e_cluster_net_up() {
 e2e_cluster_config() {
 	local i=$1 file=$2 members
 	shift 2
-	members=$(seq -s, "$NODES")
+	# E2E_MEMBERS: the shards' bootstrap set (default: every node); the other nodes are
+	# peers that may join (omsd --join, omsctl members add).
+	members=${E2E_MEMBERS:-$(seq -s, "$NODES")}
 	# E2E_IDLE_SPINS, E2E_IDLE_SLEEP_US: empty polls before an lcore sleeps and its longest
 	# sleep (default: omsd's), for a host running every node on two CPUs.
 	local spins=${E2E_IDLE_SPINS:+idle_spins = $E2E_IDLE_SPINS}
@@ -379,7 +381,10 @@ e2e_cluster_pg_cleanup() {
 e2e_cluster_start() {
 	local i=$1 stats=$TMP/$1/stats log=$TMP/$1/omsd.log
 	mkdir -p "$TMP/$i"
-	ip netns exec "${TAG}$i" "$OMSD" -c "$2" -- --file-prefix "$PREFIX-$i" >"$log" 2>&1 &
+	# E2E_OMSD_ARGS: extra omsd options (e.g. --join).
+	# shellcheck disable=SC2086
+	ip netns exec "${TAG}$i" "$OMSD" ${E2E_OMSD_ARGS:-} -c "$2" -- --file-prefix "$PREFIX-$i" \
+		>"$log" 2>&1 &
 	NODE_PIDS[$i]=$!
 	for _ in $(seq 150); do
 		[ -f "$stats" ] && grep -q "ready:" "$log" && return 0

@@ -27,22 +27,23 @@
 struct family {
 	const char *name;
 	const char *subs[6]; /* NULL-terminated; empty: no subcommand */
+	bool bare;           /* the name alone is a command too (`members` = `members list`) */
 };
 
 static const struct family families[] = {
-	{"status", {NULL}},
-	{"members", {NULL}},
-	{"lcores", {NULL}},
-	{"routes", {"show", "set", "pin", "unpin", NULL}},
-	{"users", {"show", "evict", "migrate", NULL}},
-	{"shards", {"scale", NULL}},
-	{"symbols", {"list", "add", "halt", "resume", "move", NULL}},
-	{"kill", {"user", "symbol", NULL}},
-	{"snapshot", {NULL}},
-	{"transfer-leader", {NULL}},
-	{"metrics", {NULL}},
-	{"top", {NULL}},
-	{"help", {NULL}},
+	{"status", {NULL}, false},
+	{"members", {"list", "add", "promote", "remove", NULL}, true},
+	{"lcores", {NULL}, false},
+	{"routes", {"show", "set", "pin", "unpin", NULL}, false},
+	{"users", {"show", "evict", "migrate", NULL}, false},
+	{"shards", {"scale", NULL}, false},
+	{"symbols", {"list", "add", "halt", "resume", "move", NULL}, false},
+	{"kill", {"user", "symbol", NULL}, false},
+	{"snapshot", {NULL}, false},
+	{"transfer-leader", {NULL}, false},
+	{"metrics", {NULL}, false},
+	{"top", {NULL}, false},
+	{"help", {NULL}, false},
 };
 
 /* Global options that are omsctl's own, never request args. */
@@ -331,7 +332,9 @@ ctl_mgmt_main(struct ctl *ctl)
 	for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++)
 		if (strcmp(families[i].name, ctl->words[0]) == 0)
 			fam = &families[i];
-	if (fam != NULL && fam->subs[0] != NULL) {
+	if (fam != NULL && fam->bare && ctl->word_count == 2 && strcmp(ctl->words[1], "list") == 0)
+		ctl->word_count = 1; /* `members list` is the command `members` */
+	if (fam != NULL && fam->subs[0] != NULL && !(fam->bare && ctl->word_count == 1)) {
 		if (ctl->word_count < 2) {
 			char list[128] = "";
 			for (int k = 0; fam->subs[k] != NULL; k++)

@@ -42,6 +42,7 @@ help(FILE *f)
 	      "  status | members | lcores | snapshot | transfer-leader | metrics | help\n"
 	      "  routes show|set|pin|unpin     users show|evict|migrate     shards scale\n"
 	      "  symbols list|add|halt|resume|move     kill user|symbol\n"
+	      "  members [list] | members add|promote|remove --node N [--shard S]\n"
 	      "  top [--count N] [--interval-ms N]\n"
 	      "  Other --key value options become the request's args (integers, true/false,\n"
 	      "  else strings); the command name joins its words with dots (routes.show).\n"
