@@ -24,8 +24,8 @@ int
 app_mgmt_users_show(struct app_mgmt_call *a, uint32_t variant)
 {
 	(void)variant;
-	static const char *const names[] = {"user", "limit", "from", NULL};
-	uint64_t user = 0, limit = 100, from = 0;
+	static const char *const names[] = {"user", "limit", "from", "shard", NULL};
+	uint64_t user = 0, limit = 100, from = 0, shard = UINT64_MAX;
 	if (app_mgmt_arg_present(a, "cl_id")) {
 		snprintf(a->err, a->cap, "bad_argument: one order by --cl-id is not shown yet; "
 			 "users show --user U shows the user's actor");
@@ -34,7 +34,8 @@ app_mgmt_users_show(struct app_mgmt_call *a, uint32_t variant)
 	if (app_mgmt_args_known(a, names) != 0 ||
 	    app_mgmt_arg_u64(a, "user", false, 1, UINT64_MAX, &user) != 0 ||
 	    app_mgmt_arg_u64(a, "limit", false, 1, 256, &limit) != 0 ||
-	    app_mgmt_arg_u64(a, "from", false, 0, UINT32_MAX - 1, &from) != 0)
+	    app_mgmt_arg_u64(a, "from", false, 0, UINT32_MAX - 1, &from) != 0 ||
+	    app_mgmt_arg_u64(a, "shard", false, 0, DP_SHARDS_MAX - 1, &shard) != 0)
 		return -EINVAL;
 	if (user != 0 && (app_mgmt_arg_present(a, "limit") || app_mgmt_arg_present(a, "from"))) {
 		snprintf(a->err, a->cap,
@@ -46,6 +47,19 @@ app_mgmt_users_show(struct app_mgmt_call *a, uint32_t variant)
 	if (t.n == 0) {
 		snprintf(a->err, a->cap, "not_hosted: no OMS shard on this node");
 		return -ENOENT;
+	}
+	if (shard != UINT64_MAX) {
+		/* One OMS shard: a page's `next` is that shard's cursor. */
+		bool hosted = false;
+		for (uint32_t i = 0; i < t.n; i++)
+			hosted = hosted || t.shard[i] == shard;
+		if (!hosted) {
+			snprintf(a->err, a->cap, "not_hosted: OMS shard %" PRIu64 " is not on this node",
+				 shard);
+			return -ENOENT;
+		}
+		memset(&t, 0, sizeof(t));
+		app_mgmt_targets_add(&t, (uint16_t)shard);
 	}
 	struct app_mgmt_view_query q = {.view = user != 0 ? APP_VIEW_USER : APP_VIEW_USERS,
 					.user = user, .cursor = (uint32_t)from,
