@@ -17,17 +17,21 @@ app_node_known(const struct app *app, uint32_t node)
 	return node != 0 && (node == app->cfg.dp.node_id || dp_peer_addr(app->dp, node, &a) == 0);
 }
 
-/* Members of shard: from the configuration when we host it, else every peer (a shard this
+/* Members of shard: the configuration in effect on our member when we host it (voters
+ * and learners: membership changes while the node runs), else every peer (a shard this
  * node does not host is not led here: guessing ourselves would send it nowhere, and no
  * NOT_LEADER would ever come back to correct the guess). A node with no peers: itself. */
 static uint32_t
 members_of(const struct app *app, uint16_t shard, uint32_t *out)
 {
 	int idx = app->shard_index[shard];
-	if (idx >= 0) {
-		const struct app_shard_conf *sc = &app->cfg.shards[idx];
-		memcpy(out, sc->members, sc->member_count * sizeof(uint32_t));
-		return sc->member_count;
+	struct app_shard_pub p;
+	if (idx >= 0 && app_shard_pub_read(app, (uint32_t)idx, &p) == 0 && p.member_count > 0) {
+		uint32_t n = 0;
+		for (uint32_t i = 0; i < p.member_count; i++)
+			if (!(p.learners & (1u << i)))
+				out[n++] = p.members[i]; /* voters: only they lead */
+		return n;
 	}
 	uint32_t n = 0;
 	for (uint32_t i = 0; i < app->cfg.dp.peer_count && n < DP_PEERS_MAX + 1; i++)
