@@ -247,6 +247,18 @@ cmd_members(struct app_shard *s, struct app_cmd *c)
 		app_cmd_give(s, c, APP_CMD_BUSY);
 		return;
 	}
+	/* Already so: answered once the configuration that made it so commits (at once when
+	 * it has), so an operator repeating a change whose answer was lost gets ok, not an
+	 * error for a change that makes no sense any more. */
+	bool voter = cns_is_voter(s->cns, c->target), learner = cns_is_learner(s->cns, c->target);
+	if ((c->member_op == CNS_MEMBER_ADD && (voter || learner)) ||
+	    (c->member_op == CNS_MEMBER_PROMOTE && voter) ||
+	    (c->member_op == CNS_MEMBER_REMOVE && !voter && !learner)) {
+		c->index = cns_members(s->cns, NULL);
+		c->term = cns_term_at(s->cns, c->index);
+		s->cmd_wait[s->cmd_wait_count++] = c; /* settled by app_cmd_work */
+		return;
+	}
 	int rc = cns_member_change(s->cns, s->now, (enum cns_member_op)c->member_op, c->target);
 	if (rc == -EPERM) {
 		cmd_not_leader(s, c);
