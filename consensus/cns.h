@@ -98,7 +98,7 @@ enum cns_durability {
 	X(MALFORMED, "entries refused from a leader: bad length, kind, term or time")    \
 	X(DURABLE_REPORTS_STALE, "durability reports for entries no longer in the log")    \
 	X(CONFIG_CHANGES, "configuration entries appended by this node as leader")       \
-	X(CONFIG_REVERTED, "uncommitted configuration entries removed by a truncation")
+	X(CONFIG_REVERTED, "uncommitted configurations undone by a truncation or snapshot")
 
 enum cns_counter {
 #define CNS_COUNTER_ENUM(name, text) CNS_C_##name,
@@ -161,7 +161,8 @@ struct cns_limits {
 /* cns_config.flags */
 #define CNS_CFG_JOIN 0x1u /* a new node: no configuration of its own; it waits for a leader
 			   * to send it the log (or a snapshot) after adding it as a learner,
-			   * and takes the configuration from there */
+			   * and takes the configuration from there; until then it never
+			   * stands and grants no vote */
 
 struct cns_config {
 	uint16_t shard;                     /* hdr.shard of every message */
@@ -223,7 +224,8 @@ int cns_init(struct cns **out, void *memory, const struct cns_limits *limits,
 	     const struct cns_boot *boot);
 
 /* A Raft message for this shard from a peer (validated by wire_msg_check). 0, or -EINVAL
- * for a wrong shard, type, length or unknown sender. */
+ * for a wrong shard, type or length, or a sender 0 or itself (a sender outside the
+ * configuration is taken: a leader may be ahead of this member's configuration). */
 int cns_step(struct cns *c, uint64_t now_ns, const struct wire_msg_hdr *msg);
 /* The local clock moved (call at least every heartbeat/4). Seals the open batch. */
 void cns_tick(struct cns *c, uint64_t now_ns);

@@ -106,7 +106,12 @@ cns_on_request_vote(struct cns *c, const struct wire_request_vote *m)
 {
 	bool pre = (m->hdr.flags & WIRE_VOTE_F_PRE) != 0;
 	bool transfer = (m->hdr.flags & WIRE_VOTE_F_TRANSFER) != 0;
-	bool log_ok = cns_log_up_to_date(c, m->last_index, m->last_term);
+	/* A joining node that holds no configuration yet grants nothing: no configuration in
+	 * which it may vote exists before it has caught up, so a candidate that counts it
+	 * holds one from before its id was re-used (sim-raft --members seed 12: n3, wiped and
+	 * re-joined with an empty log, completed a majority of {1 2 3} for n1, a node removed
+	 * long before, which then led without the committed entries). */
+	bool log_ok = c->mem.count > 0 && cns_log_up_to_date(c, m->last_index, m->last_term);
 
 	if (pre) {
 		/* Grant a pre-vote when a real vote at that term could be granted: the term is

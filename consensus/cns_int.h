@@ -207,7 +207,10 @@ void cns_snapshot_fill(struct cns *c, struct cns_peer *p);
 void cns_snapshot_probe(struct cns *c, struct cns_peer *p, uint64_t offset);
 void cns_snapshot_start(struct cns *c, struct cns_peer *p);
 
-/* cns_members.c: the configuration in effect, its entries, snapshots' prefix. */
+/* cns_members.c: the configuration in effect, its entries, snapshots' prefix, the
+ * progress records that follow the members. */
+void cns_peer_init(struct cns *c, struct cns_peer *p, uint32_t id);
+uint32_t cns_members_voters(const struct cns_members *m);
 bool cns_members_decode(const void *data, uint32_t len, struct cns_members *out);
 void cns_members_encode(const struct cns_members *m, struct cns_config_entry *ce);
 void cns_members_bootstrap(const struct cns *c, struct cns_members *out);
@@ -215,12 +218,10 @@ void cns_members_set(struct cns *c, const struct cns_members *m, uint64_t index)
 void cns_members_appended(struct cns *c, uint64_t index, const struct wire_entry_hdr *e,
 			  const void *data);
 void cns_members_truncated(struct cns *c, uint64_t index);
-bool cns_members_leader_removed(struct cns *c);
 int cns_snap_split(const struct cns *c, const uint8_t *blob, uint64_t len,
 		   struct cns_members *members, uint64_t *svc_off);
 
 /* cns_role.c: role transitions and the persistent term and vote. */
-void cns_peer_init(struct cns *c, struct cns_peer *p, uint32_t id);
 void cns_save_term_vote(struct cns *c, uint64_t term, uint32_t vote);
 void cns_reset_election_timer(struct cns *c);
 bool cns_lease_active(const struct cns *c);

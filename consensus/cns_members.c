@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Membership changes, one server at a time (thesis §4.1-4.3): the configuration in effect
- * and the entries that change it, learners that catch up before they vote, a leader that
- * removes itself, and the configuration a snapshot carries at its index.
+ * The configuration in effect (thesis §4.1-4.3): decoding and encoding CONFIG entries, the
+ * configuration that follows every append and cut of the log, the progress records that
+ * follow their members, and the configuration a snapshot carries at its index. Below every
+ * other file but the log store: it calls none of them. The host's call that changes
+ * membership is cns_change.c; a leader that removed itself steps down in cns_replicate.c.
  *
- * The rules, each in one place:
+ * The rules:
  *  - a configuration is in effect on a member from when the member appends its entry, not
  *    from its commit; a truncation of that entry restores the one before (cns_log.c calls
  *    cns_members_appended and cns_members_truncated for every append and cut);
@@ -16,8 +18,8 @@
  */
 #include "cns_int.h"
 
-static uint32_t
-voters_of(const struct cns_members *m)
+uint32_t
+cns_members_voters(const struct cns_members *m)
 {
 	uint32_t mask = m->count >= 32 ? UINT32_MAX : (1u << m->count) - 1u;
 	return m->count - (uint32_t)__builtin_popcount(m->learners & mask);
@@ -52,7 +54,7 @@ cns_members_decode(const void *data, uint32_t len, struct cns_members *out)
 	for (uint32_t i = 0; i < ce.member_count; i++)
 		out->ids[i] = ce.members[i];
 	/* A configuration without a voter could never elect a leader again. */
-	return voters_of(out) > 0;
+	return cns_members_voters(out) > 0;
 }
 
 void
@@ -76,6 +78,20 @@ cns_members_bootstrap(const struct cns *c, struct cns_members *out)
 	out->count = c->cfg.member_count;
 	for (uint32_t i = 0; i < c->cfg.member_count; i++)
 		out->ids[i] = c->cfg.members[i];
+}
+
+void
+cns_peer_init(struct cns *c, struct cns_peer *p, uint32_t id)
+{
+	/* Raft Figure 2: nextIndex = leader last + 1, matchIndex = 0. */
+	memset(p, 0, sizeof(*p));
+	p->id = id;
+	p->next_index = c->last_index + 1;
+	p->state = CNS_PEER_PROBE;
+	p->last_send_ns = c->now_ns;
+	p->last_ack_ns = c->now_ns;
+	p->progress_ns = c->now_ns;
+	p->seq_next = 1;
 }
 
 void
@@ -105,7 +121,7 @@ cns_members_set(struct cns *c, const struct cns_members *m, uint64_t index)
 	}
 	c->mem = *m;
 	c->mem_index = index;
-	c->majority = voters_of(m) / 2 + 1;
+	c->majority = cns_members_voters(m) / 2 + 1;
 	if (c->transfer_target != CNS_NODE_NONE) {
 		int slot = cns_slot_of(c, c->transfer_target);
 		if (slot < 0 || !cns_slot_votes(c, (uint32_t)slot))
@@ -146,36 +162,6 @@ cns_members_truncated(struct cns *c, uint64_t index)
 	CNS_COUNT(c, CONFIG_REVERTED);
 }
 
-bool
-cns_members_leader_removed(struct cns *c)
-{
-	/* Thesis §4.2.2: a leader outside the configuration manages the cluster until the
-	 * configuration that removed it commits, then steps down, handing over to the voter
-	 * that holds everything so the cluster does not wait out an election timeout. */
-	if (c->role != CNS_LEADER || cns_self_votes(c) || c->commit < c->mem_index)
-		return false;
-	uint32_t best = CNS_NODE_NONE;
-	for (uint32_t i = 0; i < c->mem.count; i++) {
-		if (i == c->self_slot || !cns_slot_votes(c, i))
-			continue;
-		if (c->peers[i].match_index == c->last_index) {
-			best = c->peers[i].id;
-			break;
-		}
-	}
-	if (best != CNS_NODE_NONE) {
-		struct wire_timeout_now m;
-		memset(&m, 0, sizeof(m));
-		wire_hdr_init(&m.hdr, WIRE_TIMEOUT_NOW, c->cfg.shard);
-		m.term = c->term;
-		m.leader = c->cfg.self;
-		cns_send(c, best, &m);
-		CNS_COUNT(c, TIMEOUT_NOW_SENT);
-	}
-	cns_become_follower(c, c->term, CNS_NODE_NONE);
-	return true;
-}
-
 int
 cns_snap_split(const struct cns *c, const uint8_t *blob, uint64_t len,
 	       struct cns_members *members, uint64_t *svc_off)
@@ -195,81 +181,6 @@ cns_snap_split(const struct cns *c, const uint8_t *blob, uint64_t len,
 	if (!cns_members_decode(blob + sizeof(magic), sizeof(struct cns_config_entry), members))
 		return -EINVAL;
 	*svc_off = sizeof(struct cns_snap_prefix);
-	return 0;
-}
-
-int
-cns_member_change(struct cns *c, uint64_t now_ns, enum cns_member_op op, uint32_t node)
-{
-	CHECK(c != NULL);
-	if (now_ns > c->now_ns)
-		c->now_ns = now_ns;
-	if (c->role != CNS_LEADER)
-		return -EPERM;
-	if (c->transfer_target != CNS_NODE_NONE)
-		return -EBUSY;
-	/* One change at a time, and only once this term has committed an entry of its own. */
-	if (c->term_first_index == UINT64_MAX || c->commit < c->term_first_index ||
-	    c->commit < c->mem_index)
-		return -EBUSY;
-	if (node == CNS_NODE_NONE)
-		return -EINVAL;
-	int slot = cns_slot_of(c, node);
-	struct cns_members m = c->mem;
-	switch (op) {
-	case CNS_MEMBER_ADD:
-		if (slot >= 0)
-			return -EINVAL;
-		if (m.count == CNS_MEMBERS_MAX)
-			return -ENOSPC;
-		m.ids[m.count] = node;
-		m.learners |= 1u << m.count;
-		m.count++;
-		break;
-	case CNS_MEMBER_PROMOTE: {
-		if (slot < 0 || cns_slot_votes(c, (uint32_t)slot))
-			return -EINVAL;
-		/* Thesis §4.2.1: a new voter that is far behind would stall commits while it
-		 * catches up; promote only one within a batch of the leader's log. */
-		const struct cns_peer *p = &c->peers[slot];
-		if (p->match_index + c->cfg.append_entries_max < c->last_index)
-			return -EAGAIN;
-		m.learners &= ~(1u << (uint32_t)slot);
-		break;
-	}
-	case CNS_MEMBER_REMOVE: {
-		if (slot < 0)
-			return -EINVAL;
-		if (cns_slot_votes(c, (uint32_t)slot) && voters_of(&m) == 1)
-			return -EINVAL;
-		uint32_t learners = 0;
-		uint32_t n = 0;
-		for (uint32_t i = 0; i < m.count; i++) {
-			if (i == (uint32_t)slot)
-				continue;
-			if (m.learners & (1u << i))
-				learners |= 1u << n;
-			m.ids[n++] = m.ids[i];
-		}
-		m.ids[n] = CNS_NODE_NONE;
-		m.count = n;
-		m.learners = learners;
-		break;
-	}
-	default:
-		return -EINVAL;
-	}
-	/* Entries proposed before the change stay before it. */
-	cns_seal_batch(c);
-	if (c->batch_len != 0)
-		return -EAGAIN;
-	struct cns_config_entry ce;
-	cns_members_encode(&m, &ce);
-	if (cns_leader_append(c, CNS_ENTRY_CONFIG, &ce, sizeof(ce)) != 0)
-		return -EAGAIN;
-	CNS_COUNT(c, CONFIG_CHANGES);
-	cns_replicate_all(c);
-	CHECK(c->mem_index == c->last_index);
 	return 0;
 }
 

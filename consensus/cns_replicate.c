@@ -29,12 +29,42 @@ maybe_timeout_now(struct cns *c)
 	CNS_COUNT(c, TIMEOUT_NOW_SENT);
 }
 
+static bool
+leader_removed(struct cns *c)
+{
+	/* Thesis §4.2.2: a leader outside the configuration manages the cluster until the
+	 * configuration that removed it commits, then steps down, handing over to the voter
+	 * that holds everything so the cluster does not wait out an election timeout. */
+	if (c->role != CNS_LEADER || cns_self_votes(c) || c->commit < c->mem_index)
+		return false;
+	uint32_t best = CNS_NODE_NONE;
+	for (uint32_t i = 0; i < c->mem.count; i++) {
+		if (i == c->self_slot || !cns_slot_votes(c, i))
+			continue;
+		if (c->peers[i].match_index == c->last_index) {
+			best = c->peers[i].id;
+			break;
+		}
+	}
+	if (best != CNS_NODE_NONE) {
+		struct wire_timeout_now m;
+		memset(&m, 0, sizeof(m));
+		wire_hdr_init(&m.hdr, WIRE_TIMEOUT_NOW, c->cfg.shard);
+		m.term = c->term;
+		m.leader = c->cfg.self;
+		cns_send(c, best, &m);
+		CNS_COUNT(c, TIMEOUT_NOW_SENT);
+	}
+	cns_become_follower(c, c->term, CNS_NODE_NONE);
+	return true;
+}
+
 void
 cns_leader_tick(struct cns *c)
 {
 	CHECK(c->role == CNS_LEADER);
 	uint64_t now = c->now_ns;
-	if (cns_members_leader_removed(c))
+	if (leader_removed(c))
 		return;
 	cns_seal_batch(c);
 	if (c->need_first_entry)

@@ -10,20 +10,6 @@
 #include "cns_int.h"
 
 void
-cns_peer_init(struct cns *c, struct cns_peer *p, uint32_t id)
-{
-	/* Raft Figure 2: nextIndex = leader last + 1, matchIndex = 0. */
-	memset(p, 0, sizeof(*p));
-	p->id = id;
-	p->next_index = c->last_index + 1;
-	p->state = CNS_PEER_PROBE;
-	p->last_send_ns = c->now_ns;
-	p->last_ack_ns = c->now_ns;
-	p->progress_ns = c->now_ns;
-	p->seq_next = 1;
-}
-
-void
 cns_save_term_vote(struct cns *c, uint64_t term, uint32_t vote)
 {
 	/* Raft Figure 2: currentTerm and votedFor are persisted before answering. */

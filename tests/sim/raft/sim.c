@@ -8,15 +8,24 @@
  *   - a network with delay, loss, duplication, reordering, full and asymmetric partitions;
  *   - crashes and restarts (durable mode: what was not durable is lost, the write in
  *     progress is torn and discarded; memory mode: a process crash keeps the page cache);
- *   - per-node clock offset and drift; leadership transfers; snapshots and compaction.
+ *   - per-node clock offset and drift; leadership transfers; snapshots and compaction;
+ *   - with --members, spare hosts (7 in all) and membership changes drawn by the seed:
+ *     learners added (fresh spares, removed hosts wiped and re-joined, or re-added with
+ *     their old state), promoted once caught up, voters removed (the leader itself too),
+ *     learners removed, dead members replaced, interleaved with all the faults above.
  *
  * After every event it checks election safety, log matching, leader completeness, state
  * machine safety, cluster time monotonic in every log, equal state hashes at equal applied
- * index and money conservation; after the faults heal, that a leader exists, commits
- * progress and every live member applies everything committed.
+ * index and money conservation, and for membership: every commit of a leader is backed by
+ * acknowledgements of a majority of the voters of its configuration (learners never
+ * count), the configuration in effect on each member is the latest one in its log (or its
+ * snapshot's), the applied configuration and every snapshot's configuration are the
+ * committed ones at that index, candidates are voters, and a node whose removal committed
+ * never becomes leader. After the faults heal: a leader of the final configuration exists,
+ * commits progress and every live member of that configuration applies everything.
  *
- *   sim-raft --seed N [--steps M] [--trace]        one seed, exactly reproducible
- *   sim-raft --seeds A-B [--steps M]               a range of seeds (stops at the first failure)
+ *   sim-raft --seed N [--steps M] [--members] [--trace]   one seed, exactly reproducible
+ *   sim-raft --seeds A-B [--steps M] [--members]          a range (stops at the first failure)
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -30,8 +39,11 @@
 #include "common/check.h"
 #include "common/prng.h"
 #include "consensus/cns.h"
+#include "consensus/cns_int.h" /* the applied configuration, for the agreement check */
 
-#define NODES_MAX 5
+#define NODES_MAX 7                /* simulated hosts: the bootstrap members and spares */
+#define CFGS_MAX 4096              /* committed configuration entries remembered */
+#define ACK_TERMS 1024             /* acknowledgements remembered per term (a ring) */
 #define SLOTS 4096                 /* messages in flight */
 #define SLOT_BYTES (64 + WIRE_TAIL_MAX + 8)
 #define HEAP_MAX (SLOTS + 1024)
@@ -51,6 +63,7 @@ enum ev_kind {
 	EV_RESTART = 5,
 	EV_LINKS_HEAL = 6,
 	EV_DISK_HEAL = 7,
+	EV_MEMBER = 8,
 };
 
 struct ev {
@@ -103,6 +116,42 @@ struct node {
 	uint64_t seen_term;
 	uint8_t seen_role;
 	uint64_t snap_every;           /* take a snapshot every this many applied entries */
+	uint64_t removed_leader_since; /* leads outside its committed configuration since */
+	bool booted;                   /* has been booted (spares start unbooted) */
+	bool join;                     /* boots with CNS_CFG_JOIN: a spare, or a wiped host */
+	uint64_t log_cfg;              /* latest CONFIG entry in its log store (0: none) */
+};
+
+/* A committed configuration entry (the checker's record). */
+struct ccfg {
+	uint64_t index;
+	struct cns_members m;
+};
+
+/* The highest index a node acknowledged as replicated in a term (APPEND_REPLY success or
+ * SNAPSHOT_REPLY done, as sent). */
+struct ack {
+	uint64_t term;
+	uint64_t match;
+};
+
+/* A membership change in progress: one or more calls of cns_member_change, each retried on
+ * the current leader until it is taken or the plan times out. */
+enum plan_kind {
+	PLAN_NONE = 0,
+	PLAN_ADD = 1,     /* add node as a learner (then promote it, sometimes) */
+	PLAN_PROMOTE = 2, /* promote learner node */
+	PLAN_REMOVE = 3,  /* remove node (voter, learner, or the leader itself) */
+	PLAN_REPLACE = 4, /* add node, promote it, remove the dead member `dead` */
+};
+
+struct plan {
+	uint8_t kind;          /* enum plan_kind */
+	uint8_t step;          /* add/replace: 0 add, 1 promote, 2 remove */
+	bool then_promote;     /* add: promote once caught up */
+	uint32_t node;         /* the node added, promoted or removed */
+	uint32_t dead;         /* replace: the member removed at the end */
+	uint64_t deadline;     /* given up after this (simulated time) */
 };
 
 struct lm_slot {
@@ -117,10 +166,12 @@ static struct {
 	bool trace;
 	bool verbose;
 	uint32_t chunk_opt;   /* --chunk: InstallSnapshot chunk bytes for every seed (0: per seed) */
+	bool members_mode;    /* --members: spare hosts and membership changes */
 	struct prng rng;
 	uint64_t now;
 	uint64_t seq;
-	uint32_t n;
+	uint32_t n;           /* hosts */
+	uint32_t n_boot;      /* the bootstrap members: hosts 1..n_boot */
 	uint32_t durability;
 	struct node nodes[NODES_MAX];
 	struct cns_limits limits;
@@ -154,6 +205,16 @@ static struct {
 	uint64_t fault_min_ns, fault_max_ns; /* time between faults */
 	uint64_t events;
 	uint64_t crashes, torn, transfers, partitions, snapshots;
+	/* membership */
+	struct ccfg ccfg[CFGS_MAX];         /* committed configurations, by index */
+	uint32_t ccfg_count;
+	struct ack acks[ACK_TERMS][NODES_MAX];
+	uint64_t idx_hi;                    /* highest index appended anywhere */
+	uint64_t member_min_ns, member_max_ns; /* time between membership plans */
+	struct plan plan;
+	uint64_t adds, promotes, removes, self_removes, wipes, readds;
+	uint64_t joins_snapshot, joins_log; /* learners promoted: caught up by snapshot / log */
+	uint64_t plans_abandoned;
 	/* trace ring */
 	char trace_ring[TRACE_LINES][TRACE_LINE];
 	uint32_t trace_pos;
@@ -190,8 +251,11 @@ trace_dump(void)
 		uint32_t at = (uint32_t)((S.trace_pos + TRACE_LINES - lines + i) % TRACE_LINES);
 		fprintf(stderr, "%s\n", S.trace_ring[at]);
 	}
-	fprintf(stderr, "--- replay: sim-raft --seed %" PRIu64 " --steps %" PRIu64 " --trace\n",
-		S.seed, S.steps);
+	char chunk[32] = "";
+	if (S.chunk_opt != 0)
+		snprintf(chunk, sizeof(chunk), " --chunk %u", S.chunk_opt);
+	fprintf(stderr, "--- replay: sim-raft --seed %" PRIu64 " --steps %" PRIu64 "%s%s --trace\n",
+		S.seed, S.steps, chunk, S.members_mode ? " --members" : "");
 }
 
 __attribute__((format(printf, 2, 3), noreturn)) static void
@@ -314,6 +378,69 @@ base_of(const struct node *n)
 	return cns_memlog_ops.first_index(n->log) - 1;
 }
 
+/* The checker's own reading of a CONFIG entry's data (the public layout, cns.h). */
+static bool
+cfg_decode(const void *data, uint32_t len, struct cns_members *out)
+{
+	struct cns_config_entry ce;
+	if (len != sizeof(ce))
+		return false;
+	memcpy(&ce, data, sizeof(ce));
+	if (ce.member_count == 0 || ce.member_count > CNS_MEMBERS_MAX || ce.reserved != 0)
+		return false;
+	memset(out, 0, sizeof(*out));
+	out->count = ce.member_count;
+	out->learners = ce.learners;
+	for (uint32_t i = 0; i < ce.member_count; i++)
+		out->ids[i] = ce.members[i];
+	return true;
+}
+
+static bool
+cfg_equal(const struct cns_members *a, const struct cns_members *b)
+{
+	if (a->count != b->count || a->learners != b->learners)
+		return false;
+	for (uint32_t i = 0; i < a->count; i++)
+		if (a->ids[i] != b->ids[i])
+			return false;
+	return true;
+}
+
+/* -1: not a member; 0: learner; 1: voter. */
+static int
+cfg_role(const struct cns_members *m, uint32_t id)
+{
+	for (uint32_t i = 0; i < m->count; i++)
+		if (m->ids[i] == id)
+			return (m->learners >> i) & 1u ? 0 : 1;
+	return -1;
+}
+
+static uint32_t
+cfg_voters(const struct cns_members *m)
+{
+	uint32_t v = 0;
+	for (uint32_t i = 0; i < m->count; i++)
+		v += cfg_role(m, m->ids[i]) == 1;
+	return v;
+}
+
+static const char *
+cfg_text(const struct cns_members *m)
+{
+	static char buf[4][96];
+	static uint32_t at;
+	char *b = buf[at++ % 4];
+	int pos = snprintf(b, 96, "{");
+	for (uint32_t i = 0; i < m->count && pos > 0 && pos < 80; i++)
+		pos += snprintf(b + pos, (size_t)(96 - pos), "%s%u%s", i ? " " : "", m->ids[i],
+				(m->learners >> i) & 1u ? "L" : "");
+	if (pos > 0 && pos < 94)
+		snprintf(b + pos, (size_t)(96 - pos), "}");
+	return b;
+}
+
 static const char *
 role_name(enum cns_role r)
 {
@@ -377,6 +504,10 @@ st_append(void *store, uint64_t index, const struct wire_entry_hdr *hdr, const v
 		h = mix(h, w[i]);
 	n->chain[index] = h;
 	lm_check(index, hdr->term, h);
+	if (index > S.idx_hi)
+		S.idx_hi = index;
+	if (hdr->kind == CNS_ENTRY_CONFIG)
+		n->log_cfg = index;
 	/* Cluster time is monotonic along every log. */
 	if (index >= 2)
 		SIM_ASSERT("cluster time monotonic", hdr->time_ns >= n->time_at[index - 1],
@@ -404,11 +535,30 @@ st_append(void *store, uint64_t index, const struct wire_entry_hdr *hdr, const v
 	return 0;
 }
 
+/* The latest CONFIG entry left in n's store after a cut (a backward scan, bounded by the
+ * store's capacity). */
+static void
+log_cfg_rescan(struct node *n)
+{
+	uint64_t first = cns_memlog_ops.first_index(n->log);
+	uint64_t last = cns_memlog_ops.last_index(n->log);
+	if (n->log_cfg <= last)
+		return;
+	n->log_cfg = 0;
+	for (uint64_t i = last; i >= first && i > 0; i--) {
+		if (cns_memlog_ops.entry(n->log, i)->kind == CNS_ENTRY_CONFIG) {
+			n->log_cfg = i;
+			return;
+		}
+	}
+}
+
 static void
 st_truncate(void *store, uint64_t index)
 {
 	struct node *n = store;
 	cns_memlog_ops.truncate(n->log, index);
+	log_cfg_rescan(n);
 }
 
 static void
@@ -416,6 +566,8 @@ st_compact(void *store, uint64_t index)
 {
 	struct node *n = store;
 	cns_memlog_ops.compact(n->log, index);
+	if (n->log_cfg <= index)
+		n->log_cfg = 0; /* compacted: the snapshot carries it now */
 }
 
 static const struct wire_entry_hdr *
@@ -457,6 +609,69 @@ static const struct cns_log_ops sim_store_ops = {
 };
 
 /* ---------------------------------------------------------------------------------------
+ * The checker's record of membership: committed configurations and acknowledgements.
+ * ------------------------------------------------------------------------------------- */
+
+/* The configuration committed at index: the latest committed CONFIG entry at or before
+ * it (NULL before the first). */
+static const struct ccfg *
+ccfg_at(uint64_t index)
+{
+	const struct ccfg *best = NULL;
+	uint32_t lo = 0, hi = S.ccfg_count;
+	while (lo < hi) {
+		uint32_t mid = (lo + hi) / 2;
+		if (S.ccfg[mid].index <= index) {
+			best = &S.ccfg[mid];
+			lo = mid + 1;
+		} else {
+			hi = mid;
+		}
+	}
+	return best;
+}
+
+static const struct ccfg *
+ccfg_latest(void)
+{
+	return S.ccfg_count > 0 ? &S.ccfg[S.ccfg_count - 1] : NULL;
+}
+
+static void
+ccfg_record(uint64_t index, const struct cns_members *m)
+{
+	SIM_ASSERT("sim", S.ccfg_count < CFGS_MAX, "too many configuration entries");
+	uint32_t at = S.ccfg_count;
+	while (at > 0 && S.ccfg[at - 1].index > index) {
+		S.ccfg[at] = S.ccfg[at - 1];
+		at--;
+	}
+	S.ccfg[at].index = index;
+	S.ccfg[at].m = *m;
+	S.ccfg_count++;
+	trace("committed configuration %s at %" PRIu64, cfg_text(m), index);
+}
+
+static void
+ack_note(uint32_t from, uint64_t term, uint64_t match)
+{
+	struct ack *a = &S.acks[term % ACK_TERMS][from - 1];
+	if (a->term != term) {
+		a->term = term;
+		a->match = 0;
+	}
+	if (match > a->match)
+		a->match = match;
+}
+
+static uint64_t
+ack_of(uint32_t node, uint64_t term)
+{
+	const struct ack *a = &S.acks[term % ACK_TERMS][node - 1];
+	return a->term == term ? a->match : 0;
+}
+
+/* ---------------------------------------------------------------------------------------
  * Host callbacks.
  * ------------------------------------------------------------------------------------- */
 
@@ -471,6 +686,16 @@ host_send(void *ctx, uint32_t to, const struct wire_msg_hdr *msg)
 		   "n%u emitted an invalid %s: %s", from->id, wire_type_name(msg->type),
 		   wire_err_text(err));
 	S.msgs_sent++;
+	/* What each follower claimed to hold, per term: a leader may count no more. */
+	if (msg->type == WIRE_APPEND_REPLY) {
+		const struct wire_append_reply *r = (const void *)msg;
+		if (r->success)
+			ack_note(from->id, r->term, r->match_index);
+	} else if (msg->type == WIRE_SNAPSHOT_REPLY) {
+		const struct wire_snapshot_reply *r = (const void *)msg;
+		if (r->done)
+			ack_note(from->id, r->term, r->last_index);
+	}
 	if (ti >= S.n || S.cut[from->idx][ti] || chance(S.loss_pm) || S.free_slot < 0) {
 		S.msgs_dropped++;
 		return;
@@ -502,6 +727,20 @@ host_snapshot_saved(void *ctx, const struct cns_snapshot_meta *meta, const void 
 	n->has_snap = true;
 	SIM_ASSERT("state machine safety", S.committed_chain[meta->index] != 0,
 		   "snapshot at %" PRIu64 " of an entry never committed", meta->index);
+	/* Raft §7: a snapshot carries the configuration committed at its index. */
+	struct cns_snap_prefix pre;
+	SIM_ASSERT("snapshot configuration", meta->len >= sizeof(pre),
+		   "n%u snapshot at %" PRIu64 " without the configuration prefix", n->id,
+		   meta->index);
+	memcpy(&pre, data, sizeof(pre));
+	struct cns_members pm;
+	const struct ccfg *want = ccfg_at(meta->index);
+	SIM_ASSERT("snapshot configuration",
+		   pre.magic == CNS_SNAP_MAGIC && cfg_decode(&pre.config, sizeof(pre.config), &pm),
+		   "n%u snapshot at %" PRIu64 ": bad configuration prefix", n->id, meta->index);
+	SIM_ASSERT("snapshot configuration", want != NULL && cfg_equal(&pm, &want->m),
+		   "n%u snapshot at %" PRIu64 " carries %s, committed there: %s", n->id,
+		   meta->index, cfg_text(&pm), want ? cfg_text(&want->m) : "none");
 	if (n->chain[meta->index] != S.committed_chain[meta->index]) {
 		/* Installed from the leader: this node's base is the committed entry. */
 		n->chain[meta->index] = S.committed_chain[meta->index];
@@ -532,6 +771,13 @@ node_boot(struct node *n)
 	struct cns_config cfg = S.cfg;
 	cfg.self = n->id;
 	cfg.seed = S.seed * 31 + n->id * 7 + n->gen;
+	if (n->join) {
+		/* A new host: no configuration of its own; a leader that adds it sends the log
+		 * or a snapshot, and the configuration with it. */
+		cfg.flags |= CNS_CFG_JOIN;
+		cfg.member_count = 0;
+		memset(cfg.members, 0, sizeof(cfg.members));
+	}
 	struct cns_env env = {
 		.log_ops = &sim_store_ops,
 		.log = n,
@@ -549,9 +795,11 @@ node_boot(struct node *n)
 	int rc = cns_init(&n->c, n->cmem, &S.limits, &cfg, &env, &boot);
 	SIM_ASSERT("sim", rc == 0, "cns_init node %u: %d", n->id, rc);
 	n->up = true;
+	n->booted = true;
 	n->seen_commit = cns_commit_index(n->c);
 	n->seen_applied = cns_applied_index(n->c);
 	n->seen_role = CNS_FOLLOWER;
+	n->removed_leader_since = 0;
 	n->seen_term = cns_term(n->c);
 	ev_push(S.now + rnd(0, 3 * MS), EV_TICK, n->idx, n->gen);
 }
@@ -586,6 +834,7 @@ node_crash(struct node *n)
 		if (d < last) {
 			SIM_ASSERT("sim", d + 1 >= first, "durable index behind the log start");
 			cns_memlog_ops.truncate(n->log, d + 1);
+			log_cfg_rescan(n);
 		}
 		trace("n%u crash (host): kept=%" PRIu64 " (durable %" PRIu64 ") lost=%" PRIu64
 		      " torn=%u",
@@ -606,6 +855,31 @@ node_restart(struct node *n)
 	node_boot(n);
 }
 
+/* Decommission a host and provision it again empty (log, snapshot and hard state gone),
+ * booted as a joining node: "a removed node wiped and re-joined". */
+static void
+node_wipe(struct node *n)
+{
+	if (n->up) {
+		n->up = false;
+		n->gen++;
+	}
+	int rc = cns_memlog_init(&n->log, n->logmem, &S.log_limits);
+	SIM_ASSERT("sim", rc == 0, "memlog init");
+	n->has_snap = false;
+	memset(&n->snap, 0, sizeof(n->snap));
+	n->dq_count = 0;
+	n->dq_head = 0;
+	n->log_cfg = 0;
+	uint64_t clear = S.idx_hi + 2 < S.idx_max ? S.idx_hi + 2 : S.idx_max;
+	memset(n->chain, 0, clear * sizeof(uint64_t));
+	memset(n->time_at, 0, clear * sizeof(uint64_t));
+	n->join = true;
+	S.wipes++;
+	trace("n%u wiped: provisioned again as a joining node", n->id);
+	node_boot(n);
+}
+
 /* ---------------------------------------------------------------------------------------
  * Invariants.
  * ------------------------------------------------------------------------------------- */
@@ -619,6 +893,14 @@ record_commit(struct node *n, uint64_t i)
 		S.committed_term[i] = cns_term(n->c);
 		if (i > S.global_commit)
 			S.global_commit = i;
+		/* The first node to commit an index holds it (it is above its base). */
+		const struct wire_entry_hdr *e = cns_memlog_ops.entry(n->log, i);
+		if (e->kind == CNS_ENTRY_CONFIG) {
+			struct cns_members m;
+			SIM_ASSERT("configuration", cfg_decode(e + 1, e->data_len, &m),
+				   "n%u committed a malformed configuration at %" PRIu64, n->id, i);
+			ccfg_record(i, &m);
+		}
 		return;
 	}
 	SIM_ASSERT("state machine safety", S.committed_chain[i] == ch,
@@ -637,6 +919,103 @@ check_leader_completeness(struct node *n)
 		return;
 	SIM_ASSERT("leader completeness", cns_last_index(n->c) >= i && n->chain[i] == S.committed_chain[i],
 		   "leader n%u of term %" PRIu64 " lacks committed index %" PRIu64, n->id, t, i);
+}
+
+/* The bootstrap set host n boots with (none for a joining host). */
+static void
+boot_members(const struct node *n, struct cns_members *m)
+{
+	memset(m, 0, sizeof(*m));
+	if (n->join)
+		return;
+	m->count = S.n_boot;
+	for (uint32_t i = 0; i < S.n_boot; i++)
+		m->ids[i] = i + 1;
+}
+
+/* Thesis §4.1: the configuration in effect is the latest one in the member's log, from
+ * when it is appended (so a truncation of it restores the one before); with none after
+ * the log's base, the snapshot's (or, with no snapshot, the bootstrap set). */
+static void
+check_config_in_effect(struct node *n)
+{
+	struct cns_members m;
+	uint64_t mi = cns_members(n->c, &m);
+	uint64_t base = base_of(n);
+	if (n->log_cfg > base) {
+		SIM_ASSERT("configuration in effect", mi == n->log_cfg,
+			   "n%u has the configuration of index %" PRIu64 " in effect (%s), its log's "
+			   "latest is at %" PRIu64,
+			   n->id, mi, cfg_text(&m), n->log_cfg);
+		const struct wire_entry_hdr *e = cns_memlog_ops.entry(n->log, mi);
+		struct cns_members want;
+		SIM_ASSERT("configuration in effect",
+			   cfg_decode(e + 1, e->data_len, &want) && cfg_equal(&m, &want),
+			   "n%u: in effect %s, its log's entry %" PRIu64 " says %s", n->id,
+			   cfg_text(&m), mi, cfg_text(&want));
+		return;
+	}
+	SIM_ASSERT("configuration in effect", mi <= base,
+		   "n%u has the configuration of index %" PRIu64 " in effect (%s), but its log "
+		   "(base %" PRIu64 ", last %" PRIu64 ") holds no configuration entry after its base",
+		   n->id, mi, cfg_text(&m), base, cns_last_index(n->c));
+	const void *data;
+	const struct cns_snapshot_meta *sm = cns_snapshot(n->c, &data);
+	struct cns_members want;
+	if (sm->index > 0) {
+		struct cns_snap_prefix pre;
+		memcpy(&pre, data, sizeof(pre));
+		SIM_ASSERT("configuration in effect",
+			   cfg_decode(&pre.config, sizeof(pre.config), &want) && cfg_equal(&m, &want),
+			   "n%u: in effect %s (index %" PRIu64 "), its snapshot at %" PRIu64 " says %s",
+			   n->id, cfg_text(&m), mi, sm->index, cfg_text(&want));
+	} else {
+		boot_members(n, &want);
+		SIM_ASSERT("configuration in effect", mi == 0 && cfg_equal(&m, &want),
+			   "n%u: in effect %s (index %" PRIu64 ") with no configuration logged", n->id,
+			   cfg_text(&m), mi);
+	}
+}
+
+/* Configuration agreement: what a member applied through index A includes the
+ * configuration committed at A, so members that applied the same index agree on it. */
+static void
+check_config_applied(struct node *n)
+{
+	uint64_t applied = cns_applied_index(n->c);
+	if (applied == 0)
+		return;
+	const struct ccfg *want = ccfg_at(applied);
+	const struct cns_members *have = &n->c->mem_applied;
+	SIM_ASSERT("configuration agreement", want != NULL && cfg_equal(have, &want->m),
+		   "n%u applied through %" PRIu64 " with configuration %s, committed there: %s",
+		   n->id, applied, cfg_text(have), want ? cfg_text(&want->m) : "none");
+}
+
+/* A learner is never counted: every index a leader commits was acknowledged in its term by
+ * a majority of the voters of its configuration in effect (itself counting when it holds
+ * the entry: in memory, or durably in disk mode). The acknowledgements are the ones the
+ * followers sent, not the leader's bookkeeping. */
+static void
+check_commit_quorum(struct node *n, uint64_t commit)
+{
+	struct cns_members m;
+	cns_members(n->c, &m);
+	uint64_t term = cns_term(n->c);
+	uint64_t own = S.durability == CNS_DURABLE_DISK ? cns_durable_index(n->c)
+							: cns_last_index(n->c);
+	uint32_t voters = 0, held = 0;
+	for (uint32_t i = 0; i < m.count; i++) {
+		if ((m.learners >> i) & 1u)
+			continue;
+		voters++;
+		uint32_t id = m.ids[i];
+		if (id == n->id ? own >= commit : ack_of(id, term) >= commit)
+			held++;
+	}
+	SIM_ASSERT("commit quorum", held >= voters / 2 + 1,
+		   "leader n%u term %" PRIu64 " committed %" PRIu64 " held by %u of %u voters of %s",
+		   n->id, term, commit, held, voters, cfg_text(&m));
 }
 
 static void
@@ -660,11 +1039,33 @@ observe(struct node *n)
 				   "two leaders in term %" PRIu64 ": n%u and n%u", term,
 				   S.leader_of_term[term], n->id);
 			check_leader_completeness(n);
+			/* A node whose removal committed never leads again (until re-added). */
+			const struct ccfg *g = ccfg_latest();
+			SIM_ASSERT("removed never leads", g == NULL || cfg_role(&g->m, n->id) >= 0,
+				   "n%u leads term %" PRIu64 " but the committed configuration %s "
+				   "(index %" PRIu64 ") removed it",
+				   n->id, term, cfg_text(&g->m), g->index);
 		}
 		n->seen_role = (uint8_t)role;
 		n->seen_term = term;
 	}
+	/* Learners, removed and joining nodes never stand. */
+	if (role == CNS_PRE_CANDIDATE || role == CNS_CANDIDATE)
+		SIM_ASSERT("only voters stand", cns_is_voter(c, n->id),
+			   "n%u is a %s but not a voter of its configuration", n->id, role_name(role));
 	uint64_t commit = cns_commit_index(c);
+	if (role == CNS_LEADER && commit > n->seen_commit)
+		check_commit_quorum(n, commit);
+	/* Thesis §4.2.2: a leader whose removal committed steps down (at its next tick). */
+	if (role == CNS_LEADER && !cns_is_voter(c, n->id) && cns_members(c, NULL) <= commit) {
+		if (n->removed_leader_since == 0)
+			n->removed_leader_since = S.now;
+		SIM_ASSERT("removed leader steps down", S.now - n->removed_leader_since < 20 * MS,
+			   "n%u still leads %" PRIu64 " ms after its removal committed", n->id,
+			   (S.now - n->removed_leader_since) / MS);
+	} else {
+		n->removed_leader_since = 0;
+	}
 	uint64_t from = n->seen_commit > base_of(n) ? n->seen_commit : base_of(n);
 	for (uint64_t i = from + 1; i <= commit; i++)
 		record_commit(n, i);
@@ -684,14 +1085,24 @@ observe(struct node *n)
 		SIM_ASSERT("state hash", S.hash_at[applied] == h,
 			   "node %u state hash differs at applied index %" PRIu64, n->id, applied);
 	}
+	check_config_in_effect(n);
+	check_config_applied(n);
 	SIM_ASSERT("well-formed replication", cns_counter(c, CNS_C_MALFORMED) == 0,
 		   "node %u refused entries from a leader as malformed", n->id);
 	SIM_ASSERT("bank conservation", n->bank.violations == 0 &&
 			   bank_total(&n->bank) == (int64_t)BANK_ACCOUNTS * BANK_INITIAL,
 		   "node %u: money or time broken", n->id);
-	SIM_ASSERT("cluster time", cns_applied_time(c) == n->bank.last_time_ns || applied == 0 ||
-					   n->bank.last_index == 0,
-		   "node %u service time differs from applied entry time", n->id);
+	/* The service sees the time of every entry applied to it; CONFIG entries are the
+	 * core's own and do not reach it, so after one the service's time may be behind. */
+	if (applied > 0 && n->bank.last_index != 0) {
+		const struct ccfg *cc = ccfg_at(applied);
+		bool config_last = cc != NULL && cc->index == applied;
+		uint64_t at = cns_applied_time(c);
+		SIM_ASSERT("cluster time",
+			   config_last ? n->bank.last_time_ns <= at : n->bank.last_time_ns == at,
+			   "node %u service time %" PRIu64 " differs from applied entry time %" PRIu64,
+			   n->id, n->bank.last_time_ns, at);
+	}
 }
 
 static void
@@ -896,6 +1307,276 @@ ev_fault(void)
 	}
 }
 
+/* ---------------------------------------------------------------------------------------
+ * Membership changes: plans drawn by the seed, carried out on whoever leads.
+ * ------------------------------------------------------------------------------------- */
+
+static const char *
+op_name(enum cns_member_op op)
+{
+	switch (op) {
+	case CNS_MEMBER_ADD:
+		return "add";
+	case CNS_MEMBER_PROMOTE:
+		return "promote";
+	case CNS_MEMBER_REMOVE:
+		return "remove";
+	}
+	return "?";
+}
+
+/* A random member of m: voters (want 1), learners (want 0); 0 when there is none. */
+static uint32_t
+pick_member(const struct cns_members *m, int want, uint32_t except)
+{
+	uint32_t ids[CNS_MEMBERS_MAX], k = 0;
+	for (uint32_t i = 0; i < m->count; i++)
+		if (cfg_role(m, m->ids[i]) == want && m->ids[i] != except)
+			ids[k++] = m->ids[i];
+	return k > 0 ? ids[rnd(0, k - 1)] : 0;
+}
+
+/* The configuration host h would have after a restart: the latest CONFIG entry in its
+ * store, else its snapshot's, else its bootstrap set. */
+static void
+stored_members(const struct node *h, struct cns_members *m)
+{
+	if (h->log_cfg > base_of(h)) {
+		const struct wire_entry_hdr *e = cns_memlog_ops.entry(h->log, h->log_cfg);
+		SIM_ASSERT("sim", cfg_decode(e + 1, e->data_len, m), "bad stored configuration");
+	} else if (h->has_snap) {
+		struct cns_snap_prefix pre;
+		memcpy(&pre, h->snap_data, sizeof(pre));
+		SIM_ASSERT("sim", cfg_decode(&pre.config, sizeof(pre.config), m),
+			   "bad snapshot configuration");
+	} else {
+		boot_members(h, m);
+	}
+}
+
+/* The operator's rule for re-using a node id with an empty disk: only once the leader's
+ * snapshot covers the latest committed configuration, which leaves the node out (the
+ * simulator takes one first when it can). The new incarnation then catches up from that
+ * snapshot and never holds a configuration in which its predecessor voted. Without the
+ * rule, seed 1123 (all else as now): wiped n2 installed an old snapshot (index 248) whose
+ * configuration counted n2 as a voter, and its vote elected n1, removed long before,
+ * without the committed entries. The core's share is that a joining node with no
+ * configuration grants no vote (cns_elect.c, seed 12). Removed nodes may keep running with
+ * their old state; they must not disturb the cluster. */
+
+static bool
+wipe_ok(const struct node *x)
+{
+	struct node *l = leader_node();
+	const struct ccfg *g = ccfg_latest();
+	if (l == NULL || g == NULL || cfg_role(&g->m, x->id) >= 0)
+		return false;
+	if (cns_snapshot(l->c, NULL)->index < g->index && cns_snapshot_take(l->c) == 0)
+		S.snapshots++;
+	return cns_snapshot(l->c, NULL)->index >= g->index;
+}
+
+/* A host outside configuration m to add: a spare never booted, a host provisioned again
+ * empty, or a removed host still holding its old state (re-added as it is, or wiped
+ * first). 0 when every host is a member. */
+static uint32_t
+pick_outsider(const struct cns_members *m, bool wipe_ok_now)
+{
+	uint32_t ids[NODES_MAX], k = 0;
+	for (uint32_t i = 0; i < S.n; i++)
+		if (cfg_role(m, i + 1) < 0)
+			ids[k++] = i + 1;
+	if (k == 0)
+		return 0;
+	struct node *x = &S.nodes[ids[rnd(0, k - 1)] - 1];
+	if (!x->booted) {
+		x->join = true;
+		trace("n%u provisioned: boots as a joining node", x->id);
+		node_boot(x);
+	} else if (wipe_ok_now && chance(500) && wipe_ok(x)) {
+		node_wipe(x);
+	} else {
+		S.readds++;
+	}
+	return x->id;
+}
+
+static void
+plan_done(const char *why)
+{
+	if (why != NULL) {
+		trace("member plan %u on n%u abandoned: %s", S.plan.kind, S.plan.node, why);
+		S.plans_abandoned++;
+	}
+	memset(&S.plan, 0, sizeof(S.plan));
+}
+
+/* Draw the next plan from the leader's configuration. */
+static void
+plan_new(struct node *l)
+{
+	struct cns_members m;
+	uint64_t mi = cns_members(l->c, &m);
+	/* Hosts are wiped only while the leader's configuration is committed (and under the
+	 * id-reuse rule of wipe_ok). */
+	bool committed = mi <= cns_commit_index(l->c);
+	uint32_t voters = cfg_voters(&m), learners = m.count - voters;
+	struct plan p = {.deadline = S.now + rnd(1000, 4000) * MS};
+	uint32_t r = (uint32_t)rnd(0, 99);
+	if (r < 45 && learners > 0) {
+		p.kind = chance(750) ? PLAN_PROMOTE : PLAN_REMOVE;
+		p.node = pick_member(&m, 0, 0);
+	} else if (r < 70 && voters >= 3) {
+		p.kind = PLAN_REMOVE;
+		p.node = chance(300) ? l->id : pick_member(&m, 1, l->id);
+	} else if (r < 85 && m.count < CNS_MEMBERS_MAX && voters >= 2) {
+		/* Replace a dead member: one that is down, or one we crash for a long while. */
+		uint32_t dead = 0;
+		for (uint32_t i = 0; i < m.count && dead == 0; i++) {
+			uint32_t id = m.ids[i];
+			if (id != l->id && cfg_role(&m, id) == 1 && !S.nodes[id - 1].up)
+				dead = id;
+		}
+		if (dead == 0) {
+			dead = pick_member(&m, 1, l->id);
+			if (dead != 0 && up_count() > 1) {
+				struct node *d = &S.nodes[dead - 1];
+				node_crash(d);
+				ev_push(S.now + rnd(1500 * MS, 5000 * MS), EV_RESTART, d->idx, d->gen);
+			}
+		}
+		if (dead != 0) {
+			p.kind = PLAN_REPLACE;
+			p.dead = dead;
+			p.node = pick_outsider(&m, committed);
+		}
+	} else if (m.count < CNS_MEMBERS_MAX) {
+		p.kind = PLAN_ADD;
+		p.then_promote = chance(700);
+		p.node = pick_outsider(&m, committed);
+		/* Half the time compact first, so the learner is caught up by a snapshot. */
+		if (chance(500) && cns_snapshot_take(l->c) == 0)
+			S.snapshots++;
+	}
+	if (p.kind == PLAN_NONE && committed) {
+		/* Nothing to change (or every slot taken): decommission a removed host. */
+		for (uint32_t i = 0; i < S.n; i++) {
+			struct node *x = &S.nodes[i];
+			if (!x->booted || cfg_role(&m, x->id) >= 0)
+				continue;
+			struct cns_members xm;
+			stored_members(x, &xm);
+			if (xm.count > 0 && wipe_ok(x)) { /* it holds an old membership */
+				node_wipe(x);
+				break;
+			}
+		}
+	}
+	if (p.kind == PLAN_NONE || p.node == 0)
+		return;
+	S.plan = p;
+	trace("member plan %u: node n%u dead n%u in %s (leader n%u)", p.kind, p.node, p.dead,
+	      cfg_text(&m), l->id);
+}
+
+/* One call of the current plan on leader l. */
+static void
+plan_step(struct node *l)
+{
+	struct plan *p = &S.plan;
+	enum cns_member_op op;
+	uint32_t node = p->node;
+	switch (p->kind) {
+	case PLAN_ADD:
+	case PLAN_REPLACE:
+		op = p->step == 0 ? CNS_MEMBER_ADD
+				  : p->step == 1 ? CNS_MEMBER_PROMOTE : CNS_MEMBER_REMOVE;
+		if (p->step == 2)
+			node = p->dead;
+		break;
+	case PLAN_PROMOTE:
+		op = CNS_MEMBER_PROMOTE;
+		break;
+	default:
+		op = CNS_MEMBER_REMOVE;
+		break;
+	}
+	/* What the learner caught up with, for the counters. */
+	uint64_t installed = 0;
+	if (op == CNS_MEMBER_PROMOTE && S.nodes[node - 1].up)
+		installed = cns_counter(S.nodes[node - 1].c, CNS_C_SNAPSHOTS_INSTALLED);
+	drive(l);
+	if (!l->up || cns_role(l->c) != CNS_LEADER)
+		return;
+	int rc = cns_member_change(l->c, local_clock(l), op, node);
+	trace("member %s n%u on leader n%u term %" PRIu64 ": rc=%d", op_name(op), node, l->id,
+	      cns_term(l->c), rc);
+	drive(l);
+	if (rc == -EBUSY || rc == -EAGAIN || rc == -EPERM)
+		return; /* retried on whoever leads next time */
+	if (rc != 0) {
+		plan_done("refused"); /* stale: a change of another leader was lost or won */
+		return;
+	}
+	switch (op) {
+	case CNS_MEMBER_ADD:
+		S.adds++;
+		break;
+	case CNS_MEMBER_PROMOTE:
+		S.promotes++;
+		if (installed > 0)
+			S.joins_snapshot++;
+		else
+			S.joins_log++;
+		break;
+	case CNS_MEMBER_REMOVE:
+		S.removes++;
+		S.self_removes += node == l->id;
+		break;
+	}
+	bool more = (p->kind == PLAN_ADD && p->step == 0 && p->then_promote) ||
+		    (p->kind == PLAN_REPLACE && p->step < 2);
+	if (more)
+		p->step++;
+	else
+		plan_done(NULL);
+	/* The change is appended, not committed: now and then crash or cut off the leader that
+	 * made it (the entry then commits under a new leader, or is truncated and reverted). */
+	uint32_t r = (uint32_t)rnd(0, 999);
+	if (r < 120 && up_count() > 1) {
+		node_crash(l);
+		ev_push(S.now + rnd(10 * MS, 800 * MS), EV_RESTART, l->idx, l->gen);
+	} else if (r < 240) {
+		for (uint32_t j = 0; j < S.n; j++) {
+			S.cut[l->idx][j] = j != l->idx;
+			S.cut[j][l->idx] = j != l->idx;
+		}
+		trace("fault: isolate changing leader n%u", l->id);
+		ev_push(S.now + rnd(5 * MS, 700 * MS), EV_LINKS_HEAL, 0, 0);
+	}
+}
+
+static void
+ev_member(void)
+{
+	if (!S.chaos)
+		return;
+	struct node *l = leader_node();
+	if (S.plan.kind == PLAN_NONE && l != NULL)
+		plan_new(l);
+	if (S.plan.kind != PLAN_NONE) {
+		if (S.now >= S.plan.deadline)
+			plan_done("timed out");
+		else if (l != NULL)
+			plan_step(l);
+	}
+	/* A plan under way is retried soon; the next one comes on the membership clock. */
+	if (S.plan.kind != PLAN_NONE)
+		ev_push(S.now + rnd(5 * MS, 40 * MS), EV_MEMBER, 0, 0);
+	else
+		ev_push(S.now + rnd(S.member_min_ns, S.member_max_ns), EV_MEMBER, 0, 0);
+}
+
 static void
 disk_complete(struct node *n)
 {
@@ -962,6 +1643,9 @@ step_one(void)
 	case EV_DISK_HEAL:
 		S.nodes[e.node].disk_slow_ns = 0;
 		break;
+	case EV_MEMBER:
+		ev_member();
+		break;
 	default:
 		fail("sim", "bad event kind %u", e.kind);
 	}
@@ -970,6 +1654,12 @@ step_one(void)
 /* ---------------------------------------------------------------------------------------
  * One run.
  * ------------------------------------------------------------------------------------- */
+
+/* Totals over a range of seeds. */
+static struct {
+	uint64_t adds, promotes, removes, self_removes, wipes, readds;
+	uint64_t joins_snapshot, joins_log, reverted;
+} T;
 
 static void *
 xalloc(size_t size)
@@ -1019,10 +1709,13 @@ run(uint64_t seed, uint64_t steps)
 		chains[i] = S.nodes[i].chain;
 		times[i] = S.nodes[i].time_at;
 	}
-	bool tr = S.trace, verbose = S.verbose;
+	bool tr = S.trace, verbose = S.verbose, members_mode = S.members_mode;
+	uint32_t chunk_opt = S.chunk_opt;
 	memset(&S, 0, sizeof(S));
 	S.trace = tr;
 	S.verbose = verbose;
+	S.members_mode = members_mode;
+	S.chunk_opt = chunk_opt;
 	S.slots = slots;
 	S.lm = lm;
 	S.committed_chain = cc;
@@ -1045,6 +1738,7 @@ run(uint64_t seed, uint64_t steps)
 	prng_seed(&S.rng, seed);
 
 	S.n = chance(500) ? 3 : 5;
+	S.n_boot = S.n;
 	S.durability = chance(500) ? CNS_DURABLE_DISK : CNS_DURABLE_MEMORY;
 	S.limits.snapshot_bytes_max = SNAP_MAX;
 	S.log_limits.entries_max = (uint32_t)rnd(256, 2048);
@@ -1052,7 +1746,7 @@ run(uint64_t seed, uint64_t steps)
 	uint32_t members[NODES_MAX];
 	for (uint32_t i = 0; i < S.n; i++)
 		members[i] = i + 1;
-	cns_config_default(&S.cfg, 7, 1, S.n, members);
+	cns_config_default(&S.cfg, 7, 1, S.n_boot, members);
 	S.cfg.durability = S.durability;
 	S.cfg.election_timeout_min_ns = 150 * MS;
 	S.cfg.election_timeout_max_ns = 300 * MS;
@@ -1081,6 +1775,19 @@ run(uint64_t seed, uint64_t steps)
 	S.fault_min_ns = rnd(2, 20) * MS;
 	S.fault_max_ns = S.fault_min_ns + rnd(20, 600) * MS;
 	S.dup_pm = (uint32_t)rnd(0, 20);
+	/* Membership: spare hosts up to NODES_MAX, a plan every 50 ms to 1.5 s (some seeds
+	 * change membership constantly, some rarely); a third of the seeds snapshot only when
+	 * the log fills, so early joiners catch up from the log rather than a snapshot. Its
+	 * own generator, so the network and fault draws of a seed stay as they are. */
+	struct prng mrng;
+	prng_seed(&mrng, seed ^ UINT64_C(0x6d656d62657273));
+	bool rare_snapshots = false;
+	if (S.members_mode) {
+		S.n = NODES_MAX;
+		S.member_min_ns = (uint64_t)prng_range(&mrng, 50, 400) * MS;
+		S.member_max_ns = S.member_min_ns + (uint64_t)prng_range(&mrng, 50, 1100) * MS;
+		rare_snapshots = prng_chance(&mrng, 1, 3);
+	}
 
 	S.free_slot = -1;
 	for (int32_t i = SLOTS - 1; i >= 0; i--) {
@@ -1101,18 +1808,22 @@ run(uint64_t seed, uint64_t steps)
 		n->drift_ppm = (int64_t)rnd(0, 400) - 200;
 		n->disk_lat_ns = rnd(20 * US, 2 * MS);
 		n->snap_every = rnd(20, 400);
+		if (rare_snapshots)
+			n->snap_every = UINT64_C(1) << 40;
 	}
-	trace("seed %" PRIu64 ": %u nodes, %s durability, log %u entries, batch %u B, window %u, "
-	      "snapshot chunks %u B x %u",
-	      seed, S.n, S.durability == CNS_DURABLE_DISK ? "disk" : "memory",
+	trace("seed %" PRIu64 ": %u nodes (%u hosts), %s durability, log %u entries, batch %u B, "
+	      "window %u, snapshot chunks %u B x %u",
+	      seed, S.n_boot, S.n, S.durability == CNS_DURABLE_DISK ? "disk" : "memory",
 	      S.log_limits.entries_max, S.cfg.batch_bytes_max, S.cfg.inflight_max,
 	      S.cfg.snapshot_chunk_bytes, S.cfg.snapshot_inflight_max);
-	for (uint32_t i = 0; i < S.n; i++)
+	for (uint32_t i = 0; i < S.n_boot; i++)
 		node_boot(&S.nodes[i]);
 	S.clients_on = true;
 	S.chaos = true;
 	ev_push(rnd(100 * MS, 400 * MS), EV_CLIENT, 0, 0);
 	ev_push(rnd(300 * MS, 1000 * MS), EV_FAULT, 0, 0);
+	if (S.members_mode)
+		ev_push((uint64_t)prng_range(&mrng, 100, 1000) * MS, EV_MEMBER, 0, 0);
 
 	/* Chaos. */
 	for (uint64_t i = 0; i < steps; i++)
@@ -1127,7 +1838,7 @@ run(uint64_t seed, uint64_t steps)
 	for (uint32_t i = 0; i < S.n; i++) {
 		struct node *n = &S.nodes[i];
 		n->disk_slow_ns = 0;
-		if (!n->up)
+		if (n->booted && !n->up)
 			node_restart(n);
 	}
 	uint64_t healed_at = S.now;
@@ -1149,15 +1860,31 @@ run(uint64_t seed, uint64_t steps)
 	run_until(S.now + 500 * MS);
 	uint64_t target = S.global_commit;
 	run_until(S.now + 500 * MS);
+	/* The final configuration: its leader is a voter of it and has committed it; every
+	 * member of it (learners too) applied everything. Removed hosts are not looked at. */
+	struct node *l = leader_node();
+	SIM_ASSERT("liveness", l != NULL, "no leader after the quiet period");
+	struct cns_members fin;
+	uint64_t fin_index = cns_members(l->c, &fin);
+	SIM_ASSERT("liveness", cns_is_voter(l->c, l->id) && fin_index <= cns_commit_index(l->c),
+		   "leader n%u of %s (index %" PRIu64 ", commit %" PRIu64 ") is not a voter of a "
+		   "committed configuration",
+		   l->id, cfg_text(&fin), fin_index, cns_commit_index(l->c));
 	for (uint32_t i = 0; i < S.n; i++) {
 		struct node *n = &S.nodes[i];
-		SIM_ASSERT("eventually applied", cns_applied_index(n->c) >= target,
-			   "n%u applied %" PRIu64 " of committed %" PRIu64, n->id,
-			   cns_applied_index(n->c), target);
+		if (cfg_role(&fin, n->id) < 0)
+			continue;
+		SIM_ASSERT("eventually applied", n->up && cns_applied_index(n->c) >= target,
+			   "n%u applied %" PRIu64 " of committed %" PRIu64 " (member of %s)", n->id,
+			   n->up ? cns_applied_index(n->c) : 0, target, cfg_text(&fin));
 	}
 	uint64_t installed = 0, truncated = 0, rejected = 0, lease = 0, tnow = 0, cq = 0;
+	uint64_t reverted = 0;
 	for (uint32_t i = 0; i < S.n; i++) {
+		if (!S.nodes[i].booted)
+			continue;
 		const struct cns *c = S.nodes[i].c;
+		reverted += cns_counter(c, CNS_C_CONFIG_REVERTED);
 		installed += cns_counter(c, CNS_C_SNAPSHOTS_INSTALLED);
 		truncated += cns_counter(c, CNS_C_ENTRIES_TRUNCATED);
 		rejected += cns_counter(c, CNS_C_APPEND_REJECTED);
@@ -1168,15 +1895,30 @@ run(uint64_t seed, uint64_t steps)
 	if (S.trace || S.verbose)
 		printf("seed %" PRIu64 ": counters (since last restart) installed=%" PRIu64
 		       " truncated=%" PRIu64 " rejected=%" PRIu64 " lease_ignored=%" PRIu64
-		       " timeout_now=%" PRIu64 " check_quorum_lost=%" PRIu64 "\n",
-		       seed, installed, truncated, rejected, lease, tnow, cq);
+		       " timeout_now=%" PRIu64 " check_quorum_lost=%" PRIu64
+		       " config_reverted=%" PRIu64 "; membership: self_removes=%" PRIu64
+		       " wipes=%" PRIu64 " readds=%" PRIu64 " joins_snapshot=%" PRIu64
+		       " joins_log=%" PRIu64 " abandoned=%" PRIu64 " final=%s\n",
+		       seed, installed, truncated, rejected, lease, tnow, cq, reverted,
+		       S.self_removes, S.wipes, S.readds, S.joins_snapshot, S.joins_log,
+		       S.plans_abandoned, cfg_text(&fin));
 	printf("seed %" PRIu64 ": ok nodes=%u %s events=%" PRIu64 " commit=%" PRIu64
 	       " proposals=%" PRIu64 " crashes=%" PRIu64 " torn=%" PRIu64 " partitions=%" PRIu64
-	       " transfers=%" PRIu64 " snapshots=%" PRIu64 " msgs=%" PRIu64 " dropped=%" PRIu64
-	       " sim_ms=%" PRIu64 "\n",
-	       seed, S.n, S.durability == CNS_DURABLE_DISK ? "disk" : "memory", S.events,
+	       " transfers=%" PRIu64 " snapshots=%" PRIu64 " adds=%" PRIu64 " promotes=%" PRIu64
+	       " removes=%" PRIu64 " msgs=%" PRIu64 " dropped=%" PRIu64 " sim_ms=%" PRIu64 "\n",
+	       seed, S.n_boot, S.durability == CNS_DURABLE_DISK ? "disk" : "memory", S.events,
 	       S.global_commit, S.proposals_ok, S.crashes, S.torn, S.partitions, S.transfers,
-	       S.snapshots, S.msgs_sent, S.msgs_dropped, S.now / MS);
+	       S.snapshots, S.adds, S.promotes, S.removes, S.msgs_sent, S.msgs_dropped,
+	       S.now / MS);
+	T.adds += S.adds;
+	T.promotes += S.promotes;
+	T.removes += S.removes;
+	T.self_removes += S.self_removes;
+	T.wipes += S.wipes;
+	T.readds += S.readds;
+	T.joins_snapshot += S.joins_snapshot;
+	T.joins_log += S.joins_log;
+	T.reverted += reverted;
 	return 0;
 }
 
@@ -1184,7 +1926,7 @@ static void
 usage(void)
 {
 	fprintf(stderr, "usage: sim-raft (--seed N | --seeds A-B) [--steps M] [--chunk BYTES] "
-		"[--trace] [--verbose]\n");
+		"[--members] [--trace] [--verbose]\n");
 	exit(2);
 }
 
@@ -1210,6 +1952,8 @@ main(int argc, char **argv)
 			S.trace = true;
 		} else if (strcmp(argv[i], "--verbose") == 0) {
 			S.verbose = true;
+		} else if (strcmp(argv[i], "--members") == 0) {
+			S.members_mode = true;
 		} else if (strcmp(argv[i], "--chunk") == 0 && i + 1 < argc) {
 			unsigned long v = strtoul(argv[++i], NULL, 0);
 			if (v < 8 || v > CNS_SNAPSHOT_CHUNK_MAX || v % 8 != 0)
@@ -1243,6 +1987,14 @@ main(int argc, char **argv)
 	}
 	for (uint64_t seed = first; seed <= last; seed++)
 		run(seed, steps);
-	printf("sim-raft: %" PRIu64 " seeds ok\n", last - first + 1);
+	printf("sim-raft: %" PRIu64 " seeds ok", last - first + 1);
+	if (S.members_mode)
+		printf(" (membership: adds=%" PRIu64 " promotes=%" PRIu64 " removes=%" PRIu64
+		       " self_removes=%" PRIu64 " wipes=%" PRIu64 " readds=%" PRIu64
+		       " joins_snapshot=%" PRIu64 " joins_log=%" PRIu64 " config_reverted=%" PRIu64
+		       ")",
+		       T.adds, T.promotes, T.removes, T.self_removes, T.wipes, T.readds,
+		       T.joins_snapshot, T.joins_log, T.reverted);
+	printf("\n");
 	return 0;
 }

@@ -148,14 +148,23 @@ fx_inject(struct fx *f, uint32_t from, uint32_t to, const struct wire_msg_hdr *m
 	memcpy(m->buf, msg, msg->length);
 }
 
-static void
-node_init(struct fx *f, uint32_t i)
+static void after(struct fx *f, uint32_t i);
+
+/* Boot node i over its log store (kept as it is) and an optional snapshot. */
+static int
+node_boot(struct fx *f, uint32_t i, const struct cns_snapshot_meta *snap, const void *data)
 {
 	struct fx_node *nd = &f->nodes[i];
 	memset(&nd->svc, 0, sizeof(nd->svc));
 	struct cns_config cfg = f->cfg;
 	cfg.self = i + 1;
 	cfg.seed = 1000 + i;
+	if (i >= f->cfg.member_count) {
+		/* Beyond the bootstrap set: a joining node, configured with no members. */
+		cfg.flags |= CNS_CFG_JOIN;
+		cfg.member_count = 0;
+		memset(cfg.members, 0, sizeof(cfg.members));
+	}
 	send_ctxs[i].f = f;
 	send_ctxs[i].idx = i;
 	struct cns_env env = {
@@ -166,21 +175,55 @@ node_init(struct fx *f, uint32_t i)
 		.sink = &fx_sink,
 		.host = {.ctx = &send_ctxs[i], .send = fx_send, .snapshot_saved = NULL},
 	};
-	struct cns_boot boot = {.term = cns_memlog_term(nd->log), .vote = cns_memlog_vote(nd->log)};
+	struct cns_boot boot = {.term = cns_memlog_term(nd->log),
+				.vote = cns_memlog_vote(nd->log),
+				.snapshot = snap,
+				.snapshot_data = data};
 	int rc = cns_init(&nd->c, nd->mem, &f->lim, &cfg, &env, &boot);
+	nd->up = rc == 0;
+	nd->durable_reported = 0;
+	return rc;
+}
+
+static void
+node_init(struct fx *f, uint32_t i)
+{
+	int rc = node_boot(f, i, NULL, NULL);
 	cr_assert(rc == 0, "cns_init: %d", rc);
-	nd->up = true;
+}
+
+int
+fx_restart(struct fx *f, uint32_t i, const struct cns_snapshot_meta *snap, const void *data)
+{
+	cr_assert(i < f->n);
+	return node_boot(f, i, snap, data);
+}
+
+int
+fx_change(struct fx *f, uint32_t i, enum cns_member_op op, uint32_t node)
+{
+	int rc = cns_member_change(f->nodes[i].c, fx_local(f, i), op, node);
+	after(f, i);
+	return rc;
 }
 
 void
 fx_init(struct fx *f, uint32_t n, uint32_t durability)
 {
+	fx_init_join(f, n, n, durability);
+}
+
+void
+fx_init_join(struct fx *f, uint32_t voters, uint32_t n, uint32_t durability)
+{
+	cr_assert(voters <= n);
+	cr_assert(n <= FX_NODES);
 	memset(f, 0, sizeof(*f));
 	f->n = n;
 	f->q = calloc(FX_QUEUE, sizeof(struct fx_msg));
 	cr_assert(f->q != NULL);
 	uint32_t members[FX_NODES] = {1, 2, 3, 4, 5};
-	cns_config_default(&f->cfg, 3, 1, n, members);
+	cns_config_default(&f->cfg, 3, 1, voters, members);
 	f->cfg.durability = durability;
 	f->cfg.tick_entry_ns = 0; /* tests that want tick entries turn them on */
 	f->lim.snapshot_bytes_max = sizeof(struct fx_svc) + 64;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * A fixture that hosts 1..5 members in one process over a FIFO in-memory network the test
+ * A fixture that hosts 1..5 members (some of them joining nodes) in one process over a FIFO in-memory network the test
  * controls message by message (canonical/raft's fixture), with safety checked after every
  * delivery and tick: one leader per term, committed prefixes equal, equal state hashes at
  * equal applied index, service time equal to the applied entry's time.
@@ -72,6 +72,14 @@ struct fx {
 };
 
 void fx_init(struct fx *f, uint32_t n, uint32_t durability);
+/* n nodes of which the first `voters` are the bootstrap set; the others boot as joining
+ * nodes (CNS_CFG_JOIN, no members) that wait for a leader to add them. */
+void fx_init_join(struct fx *f, uint32_t voters, uint32_t n, uint32_t durability);
+/* Restart node i over its log store as it is, from snapshot snap (NULL: none); its
+ * service starts empty. Returns cns_init's result (the node is up when 0). */
+int fx_restart(struct fx *f, uint32_t i, const struct cns_snapshot_meta *snap, const void *data);
+/* cns_member_change on node i at its local clock, then the safety checks. */
+int fx_change(struct fx *f, uint32_t i, enum cns_member_op op, uint32_t node);
 /* Re-init every node after changing f->cfg (before anything ran). */
 void fx_reconfigure(struct fx *f);
 void fx_fini(struct fx *f);
