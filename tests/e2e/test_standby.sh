@@ -109,7 +109,7 @@ gw=1
 [ "$(leader_of 1)" = 1 ] && gw=2
 out=$TMP/load.log
 ip netns exec "$NS_C" "$OMSLOAD" --host "$NET.1$gw" --users 40 --first-user 1000 \
-	--rate 300 --seconds 10 --seed 41 --mid 100 --drain-ms 8000 --flatten >"$out" 2>&1 &
+	--rate 300 --seconds 10 --seed 41 --mid 100 --drain-ms 20000 --flatten >"$out" 2>&1 &
 load_pid=$!
 sleep 2
 log "kill -9 node 3 for good"
