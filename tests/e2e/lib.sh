@@ -479,6 +479,76 @@ print(json.load(open(sys.argv[1]))["result"]["shards"][0]["next"])' "$out.page")
 	rm -f "$out.page"
 }
 
+# Membership tests (e2e_member_replace, e2e_standby): NODES hosts, shards OMS 1 and ME 2
+# bootstrapped on E2E_MEMBERS, durable logs, every host a peer of every other.
+e2e_members_configs() {
+	local i
+	for i in $(seq "$NODES"); do
+		mkdir -p "$TMP/$i"
+		E2E_SERVICE_1=oms E2E_SERVICE_2=me e2e_cluster_config "$i" "$TMP/$i/omsd.ini" \
+			"${E2E_TRADE_LINES[@]}" "" "[durability]" "mode = durable" "$@"
+	done
+}
+# e2e_live_leader SHARD: the live node whose member of SHARD leads, or nothing.
+e2e_live_leader() {
+	local i
+	for i in $(seq "$NODES"); do
+		[ -n "${NODE_PIDS[$i]:-}" ] && kill -0 "${NODE_PIDS[$i]}" 2>/dev/null || continue
+		[ "$(e2e_cluster_stat "$i" "shard.$1.is_leader")" = 1 ] && { echo "$i"; return 0; }
+	done
+	return 0
+}
+# e2e_wait_live_leader SHARD: up to 15 s for a live leader; prints it.
+e2e_wait_live_leader() {
+	local l
+	for _ in $(seq 75); do
+		l=$(e2e_live_leader "$1")
+		[ -n "$l" ] && { echo "$l"; return 0; }
+		sleep 0.2
+	done
+	return 1
+}
+# e2e_members NODE: NODE's members view, one line per member:
+#   SHARD NODE ROLE LAG(-1: not known here) CONFIG_COMMITTED(0|1)
+e2e_members() {
+	"$OMSCTL" --socket "$TMP/$1/omsd.sock" --json members | "$PY" -c '
+import json, sys
+for m in json.load(sys.stdin)["result"]["members"]:
+    lag = m["lag"] if m["lag"] is not None else -1
+    print(m["shard"], m["node"], m["role"], lag, int(m["config_committed"]))'
+}
+# e2e_member_change OP SHARD NODE: `omsctl members OP` on the shard's leader, retried while
+# busy (the previous change committing, a learner catching up) or leadership moves; 20 s.
+e2e_member_change() {
+	local op=$1 shard=$2 node=$3 l out t
+	for _ in $(seq 100); do
+		l=$(e2e_wait_live_leader "$shard") || fail "shard $shard: no leader"
+		t=$(date +%s%N)
+		if out=$("$OMSCTL" --socket "$TMP/$l/omsd.sock" members "$op" --shard "$shard" \
+			--node "$node" 2>&1); then
+			log "shard $shard: members $op --node $node on node $l committed in $((($(date +%s%N) - t) / 1000000)) ms"
+			return 0
+		fi
+		case "$out" in
+		*busy* | *not_leader* | *lost* | *timeout*) sleep 0.2 ;;
+		*) fail "shard $shard: members $op --node $node on node $l: $out" ;;
+		esac
+	done
+	fail "shard $shard: members $op --node $node never went through: $out"
+}
+# e2e_wait_caught_up SHARD NODE: until the shard's leader sees NODE within 64 entries.
+e2e_wait_caught_up() {
+	local l lag
+	for _ in $(seq 100); do
+		l=$(e2e_wait_live_leader "$1") || fail "shard $1: no leader"
+		lag=$(e2e_members "$l" | awk -v s="$1" -v n="$2" '$1 == s && $2 == n { print $4 }')
+		[ -n "$lag" ] && [ "$lag" -ge 0 ] && [ "$lag" -le 64 ] &&
+			{ log "shard $1: node $2 caught up (lag $lag on leader $l)"; return 0; }
+		sleep 0.2
+	done
+	fail "shard $1: node $2 never caught up (lag '$lag' on node $l)"
+}
+
 e2e_cluster_stat() {
 	local stats=$TMP/$1/stats
 	rm -f "$stats"

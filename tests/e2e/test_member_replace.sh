@@ -22,63 +22,14 @@ need_root
 e2e_cluster_init omr 81 4
 e2e_cluster_net_up
 export E2E_MEMBERS=1,2,3
-for i in 1 2 3 4; do
-	mkdir -p "$TMP/$i"
-	E2E_SERVICE_1=oms E2E_SERVICE_2=me e2e_cluster_config "$i" "$TMP/$i/omsd.ini" \
-		"${E2E_TRADE_LINES[@]}" "" "[durability]" "mode = durable"
-	sed -i 's/^snapshot_entries = .*/snapshot_entries = 300/' "$TMP/$i/omsd.ini"
-done
+e2e_members_configs
+for i in 1 2 3 4; do sed -i 's/^snapshot_entries = .*/snapshot_entries = 300/' "$TMP/$i/omsd.ini"; done
 for i in 1 2 3; do e2e_cluster_start "$i" "$TMP/$i/omsd.ini"; done
 log "nodes 1-3 up: ${NODE_PIDS[*]}; node 4 is a declared peer, not a member"
-
-alive() { [ -n "${NODE_PIDS[$1]:-}" ] && kill -0 "${NODE_PIDS[$1]}" 2>/dev/null; }
-leader_of() { # SHARD: the live node whose member of SHARD leads, or empty
-	for i in 1 2 3 4; do
-		alive "$i" || continue
-		[ "$(e2e_cluster_stat "$i" "shard.$1.is_leader")" = 1 ] && { echo "$i"; return 0; }
-	done
-	return 0
-}
-wait_leader() { # SHARD: up to 15 s for a live leader; print it
-	local l
-	for _ in $(seq 75); do
-		l=$(leader_of "$1")
-		[ -n "$l" ] && { echo "$l"; return 0; }
-		sleep 0.2
-	done
-	return 1
-}
-ctl() { # NODE ARGS...: omsctl against NODE's control socket
-	local n=$1
-	shift
-	"$OMSCTL" --socket "$TMP/$n/omsd.sock" "$@"
-}
-# members_json NODE: the members view of NODE, one line per member:
-#   SHARD NODE ROLE LAG CONFIG_COMMITTED
-members_of() {
-	ctl "$1" --json members | "$PY" -c '
-import json, sys
-for m in json.load(sys.stdin)["result"]["members"]:
-    lag = m["lag"] if m["lag"] is not None else -1
-    print(m["shard"], m["node"], m["role"], lag, int(m["config_committed"]))'
-}
-# change OP SHARD NODE: on the shard's current leader, retried while busy (the previous
-# change committing, a learner catching up) or while leadership moves; 20 s at most.
-change() {
-	local op=$1 shard=$2 node=$3 l out
-	for _ in $(seq 100); do
-		l=$(wait_leader "$shard") || fail "shard $shard: no leader"
-		if out=$(ctl "$l" members "$op" --shard "$shard" --node "$node" 2>&1); then
-			log "shard $shard: members $op --node $node on node $l: $(tr '\n' ' ' <<<"$out")"
-			return 0
-		fi
-		case "$out" in
-		*busy* | *not_leader* | *lost* | *timeout*) sleep 0.2 ;;
-		*) fail "shard $shard: members $op --node $node on node $l: $out" ;;
-		esac
-	done
-	fail "shard $shard: members $op --node $node never went through: $out"
-}
+leader_of() { e2e_live_leader "$@"; }
+wait_leader() { e2e_wait_live_leader "$@"; }
+members_of() { e2e_members "$@"; }
+change() { e2e_member_change "$@"; }
 
 for _ in $(seq 75); do
 	l=$(leader_of 1)
@@ -133,17 +84,7 @@ E2E_OMSD_ARGS=--join e2e_cluster_start 4 "$TMP/4/omsd.ini"
 log "node 4 started with --join (pid ${NODE_PIDS[4]})"
 for s in 1 2; do change add "$s" 4; done
 # Caught up: the leader sees node 4 within a few entries of its log.
-for s in 1 2; do
-	ok=
-	for _ in $(seq 100); do
-		l=$(wait_leader "$s") || fail "shard $s: no leader"
-		lag=$(members_of "$l" | awk -v s="$s" '$1 == s && $2 == 4 { print $4 }')
-		[ -n "$lag" ] && [ "$lag" -ge 0 ] && [ "$lag" -le 64 ] && { ok=1; break; }
-		sleep 0.2
-	done
-	[ -n "$ok" ] || fail "shard $s: node 4 never caught up (lag '$lag' on node $l)"
-	log "shard $s: learner 4 caught up (lag $lag on leader $l)"
-done
+for s in 1 2; do e2e_wait_caught_up "$s" 4; done
 for s in 1 2; do change promote "$s" 4; done
 for s in 1 2; do change remove "$s" 3; done
 t1=$(date +%s%N)

@@ -17,68 +17,18 @@ need_root
 e2e_cluster_init osb 82 4
 e2e_cluster_net_up
 export E2E_MEMBERS=1,2,3
-for i in 1 2 3 4; do
-	mkdir -p "$TMP/$i"
-	E2E_SERVICE_1=oms E2E_SERVICE_2=me e2e_cluster_config "$i" "$TMP/$i/omsd.ini" \
-		"${E2E_TRADE_LINES[@]}" "" "[durability]" "mode = durable"
-done
+e2e_members_configs
 for i in 1 2 3; do e2e_cluster_start "$i" "$TMP/$i/omsd.ini"; done
 E2E_OMSD_ARGS=--join e2e_cluster_start 4 "$TMP/4/omsd.ini"
 log "nodes 1-3 (members) and 4 (--join) up: ${NODE_PIDS[*]}"
-
-alive() { [ -n "${NODE_PIDS[$1]:-}" ] && kill -0 "${NODE_PIDS[$1]}" 2>/dev/null; }
-leader_of() {
-	for i in 1 2 3 4; do
-		alive "$i" || continue
-		[ "$(e2e_cluster_stat "$i" "shard.$1.is_leader")" = 1 ] && { echo "$i"; return 0; }
-	done
-	return 0
-}
-wait_leader() {
-	local l
-	for _ in $(seq 75); do
-		l=$(leader_of "$1")
-		[ -n "$l" ] && { echo "$l"; return 0; }
-		sleep 0.2
-	done
-	return 1
-}
-members_of() {
-	"$OMSCTL" --socket "$TMP/$1/omsd.sock" --json members | "$PY" -c '
-import json, sys
-for m in json.load(sys.stdin)["result"]["members"]:
-    lag = m["lag"] if m["lag"] is not None else -1
-    print(m["shard"], m["node"], m["role"], lag, int(m["config_committed"]))'
-}
-change() { # OP SHARD NODE, on the shard's leader, retried while busy or moving
-	local op=$1 shard=$2 node=$3 l out
-	for _ in $(seq 100); do
-		l=$(wait_leader "$shard") || fail "shard $shard: no leader"
-		local t=$(date +%s%N)
-		if out=$("$OMSCTL" --socket "$TMP/$l/omsd.sock" members "$op" --shard "$shard" \
-			--node "$node" 2>&1); then
-			log "shard $shard: members $op --node $node on node $l committed in $((($(date +%s%N) - t) / 1000000)) ms"
-			return 0
-		fi
-		case "$out" in
-		*busy* | *not_leader* | *lost* | *timeout*) sleep 0.2 ;;
-		*) fail "shard $shard: members $op --node $node on node $l: $out" ;;
-		esac
-	done
-	fail "shard $shard: members $op --node $node never went through: $out"
-}
+leader_of() { e2e_live_leader "$@"; }
+wait_leader() { e2e_wait_live_leader "$@"; }
+members_of() { e2e_members "$@"; }
+change() { e2e_member_change "$@"; }
 
 e2e_cluster_wait_bootstrap
 for s in 1 2; do change add "$s" 4; done
-for s in 1 2; do
-	for _ in $(seq 100); do
-		l=$(wait_leader "$s")
-		lag=$(members_of "$l" | awk -v s="$s" '$1 == s && $2 == 4 { print $4 }')
-		[ -n "$lag" ] && [ "$lag" -ge 0 ] && [ "$lag" -le 64 ] && break
-		sleep 0.2
-	done
-	[ -n "$lag" ] && [ "$lag" -le 64 ] || fail "shard $s: standby never caught up (lag '$lag')"
-done
+for s in 1 2; do e2e_wait_caught_up "$s" 4; done
 log "node 4 is a learner of shards 1 and 2 and caught up"
 [ "$(members_of 4 | awk '$2 == 4 { print $3 }' | sort -u)" = learner ] ||
 	fail "node 4 does not see itself as a learner: $(members_of 4 | tr '\n' ';')"
