@@ -7,8 +7,10 @@ It trusts neither omsload's counts nor any single node. It reads, from --dir:
   history.tsv        omsload --history: every request sent, every answer and report
                      received, repeats included (tools/omsload/history.h)
   state/node*.stats  each live node's stats dump (SIGUSR1) taken after the cluster settled
-  state/users.S.jsonl  `omsctl --json users show --user U` for every user of the run, asked
-                     of the node leading OMS shard S
+  state/users.S.jsonl  OMS shard S's resident set, every user's status, open orders and
+                     balances, paged from the node leading S (`omsctl --json users show
+                     --shard S --limit 256 --from C`, one answer per line); or `users show
+                     --user U` answers: a user missing there is not resident on S
   state/accounts.tsv the PostgreSQL accounts rows (user, owner, version, assets, totals)
 
 and checks, printing one line per finding and a last line
@@ -54,6 +56,9 @@ import sys
 
 EXEC_OPEN, EXEC_REJECTED, EXEC_FILL, EXEC_DONE = 2, 3, 4, 6
 REASON_STALE_REQUEST = 32  # common/wire.h WIRE_REASONS
+NAK_NAMES = {12: "CAPACITY", 13: "UNKNOWN_ORDER", 14: "NOT_OWNER", 15: "NOT_LEADER",
+             16: "BACKPRESSURE", 17: "RATE_LIMITED", 18: "INSUFFICIENT_FUNDS",
+             19: "PARKED_FULL", 26: "DB_ERROR"}  # the ones a move can cause; others by number
 OMS_SHARDS = (1, 3)  # --oms-shards
 ME_SHARDS = (2, 4)   # --me-shards
 ASSET_BASE, ASSET_QUOTE = 1, 2
@@ -62,9 +67,10 @@ SIDE_BUY = 1
 
 class Order:
     __slots__ = ("user", "id", "qty", "oids", "finals", "opened", "filled", "admitted",
-                 "naked", "side", "money")
+                 "naked", "side", "money", "sent", "t_ack", "t_exec", "t_nak", "nak_reason",
+                 "ack_seq")
 
-    def __init__(self, user, cid, qty, side):
+    def __init__(self, user, cid, qty, side, sent):
         self.user, self.id, self.qty, self.side = user, cid, qty, side
         self.money = {ASSET_BASE: 0, ASSET_QUOTE: 0}  # what its fills moved, per asset
         self.oids = set()
@@ -73,6 +79,12 @@ class Order:
         self.filled = 0
         self.admitted = False
         self.naked = False
+        self.sent = sent       # first send (µs, CLOCK_MONOTONIC)
+        self.t_ack = None      # first ACK or report: admitted (omsload's ack latency)
+        self.t_exec = None     # first report: the ME's answer (OPEN, FILL, DONE, REJECTED)
+        self.t_nak = None      # first NAK
+        self.nak_reason = 0    # ... and its reason
+        self.ack_seq = None    # the report sequence number of its ACK (admission order)
 
 
 def read_history(path):
@@ -80,14 +92,14 @@ def read_history(path):
     deposits = {}          # transfer_id -> (user, asset, amount)
     dep_answers = {}       # transfer_id -> set of reasons
     seen = collections.defaultdict(set)   # user -> seqs applied
-    ended = False
+    ended = None           # the end line's time
     with open(path) as f:
         for line in f:
             p = line.rstrip("\n").split("\t")
             k = p[0]
             if k == "new":
                 user, cid = int(p[2]), int(p[3])
-                orders[(user, cid)] = Order(user, cid, int(p[8]), int(p[5]))
+                orders[(user, cid)] = Order(user, cid, int(p[8]), int(p[5]), int(p[1]))
             elif k == "dep":
                 deposits[int(p[3])] = (int(p[2]), int(p[4]), int(p[5]))
             elif k == "admin":
@@ -102,16 +114,25 @@ def read_history(path):
                 o = orders.get((user, cid))
                 if o is None:
                     continue  # a cancel's own answer, or a user outside the run
+                t = int(p[1])
                 if k == "nak":
                     # STALE_REQUEST: the re-send of a request whose outcome the node forgot
                     # (it may have executed): says nothing about the original.
                     if int(p[4]) != REASON_STALE_REQUEST:
                         o.naked = True
+                        if o.t_nak is None:
+                            o.t_nak, o.nak_reason = t, int(p[4])
                     continue
                 o.admitted = True
                 oid = int(p[4])
                 if oid != 0:
                     o.oids.add(oid)
+                if o.t_ack is None:
+                    o.t_ack = t
+                if k == "ack" and o.ack_seq is None and seq != 0:
+                    o.ack_seq = seq
+                if k == "exec" and o.t_exec is None:
+                    o.t_exec = t
                 if k == "exec":
                     ex = int(p[6])
                     if ex == EXEC_OPEN:
@@ -125,7 +146,7 @@ def read_history(path):
                     elif ex in (EXEC_DONE, EXEC_REJECTED):
                         o.finals += 1
             elif k == "end":
-                ended = True
+                ended = int(p[1])
     return orders, deposits, dep_answers, seen, ended
 
 
@@ -144,13 +165,19 @@ def read_stats(d):
 
 
 def find_user_entries(doc):
-    """The per-shard entries of a users.show answer (each names its user)."""
+    """The per-shard entries of a users.show answer (each names its user): of one user
+    (`--user U`, an entry per hosted shard) or a page of a shard's resident set (`--shard S
+    --limit --from`, rows under the shard's entry, which names the shard)."""
     out = []
 
     def walk(x):
         if isinstance(x, dict):
             if "user" in x and "status" in x and "shard" in x:
                 out.append(x)
+            if "shard" in x and isinstance(x.get("users"), list):
+                out.extend(dict(r, shard=x["shard"]) for r in x["users"]
+                           if isinstance(r, dict) and "user" in r and "status" in r)
+                return
             for v in x.values():
                 walk(v)
         elif isinstance(x, list):
@@ -208,6 +235,357 @@ def read_accounts(d):
             rows[int(p[0])] = dict(zip(assets, totals))
     return rows
 
+# HRW as common/hrw.c computes it: XXH3-64 of the user id's 8 little-endian bytes, seeded
+# with the shard id, the highest weight wins, ties to the lower id. For an 8-byte input XXH3
+# is its 4-to-8-byte path (xxhash.h XXH3_len_4to8_64b with the default secret's bytes 8..23,
+# then rrmxmx). The routing's own answer (`owner` in the users views) is compared with it.
+_M64 = (1 << 64) - 1
+_XXH3_SECRET_8 = 0x1cad21f72c81017c   # XXH3_kSecret[8..15], little-endian
+_XXH3_SECRET_16 = 0xdb979083e96dd4de  # XXH3_kSecret[16..23]
+
+
+def _rotl64(x, r):
+    return ((x << r) | (x >> (64 - r))) & _M64
+
+
+def hrw_weight(user, shard):
+    seed = shard & _M64
+    swapped = int.from_bytes((seed & 0xFFFFFFFF).to_bytes(4, "little"), "big")
+    seed ^= (swapped << 32) & _M64
+    bitflip = ((_XXH3_SECRET_8 ^ _XXH3_SECRET_16) - seed) & _M64
+    h = ((user >> 32) + ((user & 0xFFFFFFFF) << 32)) & _M64
+    h ^= bitflip
+    h ^= _rotl64(h, 49) ^ _rotl64(h, 24)
+    h = (h * 0x9FB21C651E98DF25) & _M64
+    h ^= (h >> 35) + 8
+    h = (h * 0x9FB21C651E98DF25) & _M64
+    return h ^ (h >> 28)
+
+
+def hrw_pick(user, shards):
+    best, best_w = None, -1
+    for s in shards:
+        w = hrw_weight(user, s)
+        if w > best_w or (w == best_w and s < best):
+            best, best_w = s, w
+    return best
+
+
+def p99(values):
+    """The nearest-rank 99th percentile, 0 for none."""
+    if not values:
+        return 0
+    v = sorted(values)
+    return v[max(0, -(-99 * len(v) // 100) - 1)]
+
+
+def read_pages(path, shard):
+    """users[user] = row of the resident set of `shard` (e2e_users_pages: one page per line,
+    asked of that shard's leader), or None when the file is missing or unreadable."""
+    rows = {}
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                return None
+            for e in find_user_entries(doc):
+                if e.get("shard") == shard:
+                    rows[int(e["user"])] = e
+    return rows
+
+
+def read_routes(d):
+    """Every (node, shard) routing view in d/routes.node*.json."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(d, "routes.node*.json"))):
+        n = int(os.path.basename(path)[len("routes.node"):].split(".")[0])
+        with open(path) as f:
+            text = f.read().strip()
+        try:
+            doc = json.loads(text) if text else {}
+        except ValueError:
+            doc = {}
+        for sh in doc.get("result", {}).get("shards", []):
+            out.append((n, sh))
+    return out
+
+
+def check_scale(d, users, orders, views, nodes, accounts, end_t, bad):
+    """The scale-out scenario (tests/chaos/run scale_out): OMS shard 1 alone, then shard 3
+    added (`shards scale --shard 3`) and drained to, then removed again (`routes set
+    --active 1`) and drained from, all under load. From the phase marks (res/phases), the
+    history (which shard admitted each order: the orderId's high 16 bits; in which order:
+    the ACK's report sequence number), the residency and routing taken once the scale-out's
+    drain was over (res/mid), and the final state."""
+    ph = {}
+    path = os.path.join(d, "phases")
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                p = line.split()
+                if len(p) == 2:
+                    ph[p[0]] = int(p[1])
+    need = ("funded", "out_start", "out_active", "out_drained", "in_start", "in_set",
+            "in_drained")
+    missing = [k for k in need if k not in ph]
+    if missing:
+        bad.append("scale: phase marks missing: %s" % ",".join(missing))
+        return
+    if any(ph[need[i]] > ph[need[i + 1]] for i in range(len(need) - 1)):
+        bad.append("scale: phase marks out of order: %s" % ph)
+        return
+    before, after = (1,), (1, 3)
+    # The client leaves once nothing new comes for a moment: had it left while a move was
+    # under way, reports held back by the move would have come after it (its orders would
+    # count as lost). The harness starts the scale-in early enough or after the load; the
+    # scale-out's drain ending after the load means the host was too slow for the run's
+    # length. Said, for whoever reads a failure; not a finding itself (the drain's last
+    # pass may end after the last move did).
+    if end_t is not None:
+        for lo, hi, what in ((ph["out_start"], ph["out_drained"], "scale-out"),
+                             (ph["in_start"], ph["in_drained"], "scale-in")):
+            if lo < end_t < hi:
+                print("scale: note: the load ended %.1f s before the end of the %s's drain "
+                      "(%.1f s): if the client left with moves under way, it missed reports "
+                      "they held back (lost, unreported, money by its history)" %
+                      ((hi - end_t) / 1e6, what, (hi - lo) / 1e6))
+
+    # The users of the run that the cluster admitted anything for, and where HRW puts them.
+    present = sorted({o.user for o in orders.values() if o.admitted and o.user in users})
+    n = len(present)
+    predicted = {u for u in present if hrw_pick(u, after) == 3}
+    if any(hrw_pick(u, before) != 1 for u in present):
+        bad.append("scale: HRW over {1} picks another shard (the checker's HRW is wrong)")
+
+    # Which shard admitted each order, against the routing of the moment. Times: a shard
+    # can admit only after the routing that gives it the user was committed, so an answer
+    # from shard 3 before out_start, a new order of a moved user sent between the two
+    # drains admitted by shard 1, or any order sent after in_drained admitted by shard 3,
+    # means a shard served a user it did not own.
+    admitted_by = collections.defaultdict(list)  # user -> [(ack seq, shard)]
+    on3 = set()
+    wrong = 0
+    for o in orders.values():
+        if not o.admitted or o.user not in users or not o.oids:
+            continue
+        shards = {oid >> 48 for oid in o.oids}
+        shard = min(shards)
+        if shards - {1, 3}:
+            wrong += 1
+            bad.append("scale: user %d order %d admitted by shard(s) %s" %
+                       (o.user, o.id, sorted(shards)))
+            continue
+        if shard == 3:
+            on3.add(o.user)
+            why = None
+            if o.user not in predicted:
+                why = "HRW keeps the user on shard 1"
+            elif o.t_ack is not None and o.t_ack < ph["out_start"]:
+                why = "answered before the scale-out began"
+            elif o.sent > ph["in_drained"]:
+                why = "sent after the scale-in's drain"
+            if why:
+                wrong += 1
+                bad.append("scale: user %d order %d admitted by shard 3: %s" %
+                           (o.user, o.id, why))
+        elif (o.user in predicted and ph["out_drained"] < o.sent < ph["in_start"]):
+            wrong += 1
+            bad.append("scale: user %d order %d sent while shard 3 owned the user, admitted "
+                       "by shard 1" % (o.user, o.id))
+        if o.ack_seq is not None:
+            admitted_by[o.user].append((o.ack_seq, shard))
+    # In the user's own report order its admitting shard changes at most as the routing did:
+    # 1 then 3 then 1 for a moved user (or a part of that, for a user that traded in only
+    # some of the phases), never for the others. More runs mean two shards served the user
+    # in turns (or at once).
+    interleaved = 0
+    for u, lst in admitted_by.items():
+        runs = []
+        for _, sh in sorted(lst):
+            if not runs or runs[-1] != sh:
+                runs.append(sh)
+        allowed = [1, 3, 1] if u in predicted else [1]
+        if not any(runs == allowed[i:i + len(runs)] for i in range(len(allowed))):
+            interleaved += 1
+            bad.append("scale: user %d admitted by shards %s in report order (allowed %s)" %
+                       (u, "->".join(map(str, runs)), "->".join(map(str, allowed))))
+
+    # Residency and routing once the scale-out's drain was over.
+    mid = os.path.join(d, "mid")
+    res1 = read_pages(os.path.join(mid, "users.1.jsonl"), 1)
+    res3 = read_pages(os.path.join(mid, "users.3.jsonl"), 3)
+    if res1 is None or res3 is None:
+        bad.append("scale: no readable resident set of shard 1 or 3 after the scale-out")
+        res1, res3 = res1 or {}, res3 or {}
+    for u in sorted(set(res1) & set(res3)):
+        bad.append("scale: user %d resident on shards 1 and 3 after the scale-out" % u)
+    for u, r in sorted(res1.items()):
+        if u in predicted:
+            bad.append("scale: user %d (HRW: shard 3) still resident on shard 1 after the "
+                       "drain (%s)" % (u, r.get("status")))
+    for u in sorted(set(res3) - predicted):
+        bad.append("scale: user %d (HRW: shard 1) resident on shard 3" % u)
+    for u, r in list(res1.items()) + list(res3.items()):
+        if "owner" in r and int(r["owner"]) != hrw_pick(u, after):
+            bad.append("scale: user %d: the routing names owner %s, HRW over 1,3 says %d" %
+                       (u, r["owner"], hrw_pick(u, after)))
+    claims = {}
+    path = os.path.join(mid, "accounts.tsv")
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                p = line.rstrip("\n").split("\t")
+                if len(p) >= 2 and p[0].isdigit():
+                    claims[int(p[0])] = int(p[1])
+    if not claims:
+        bad.append("scale: no accounts rows read after the scale-out")
+    # A resident actor holds its row's claim (docs/fencing.md: hydrate claims, flushes keep
+    # it, only the drop releases it), and the rows were read after the resident sets with no
+    # routing change between: a moved user served by shard 3 came through the database.
+    for shard, res in ((1, res1), (3, res3)):
+        for u, r in res.items():
+            c = claims.get(u)
+            if c is None:
+                continue
+            if r.get("status") == "resident" and c != shard:
+                bad.append("scale: user %d resident on shard %d, its row claimed by shard %d" %
+                           (u, shard, c))
+            elif c not in (0, 1, 3):
+                bad.append("scale: user %d's row claimed by shard %d" % (u, c))
+    epoch_mid = None
+    mid_routes = read_routes(mid)
+    if not mid_routes:
+        bad.append("scale: no routing views after the scale-out")
+    for node, v in mid_routes:
+        st = {int(x["shard"]): x.get("state") for x in v.get("shards", [])}
+        if st != {1: "active", 3: "active"}:
+            bad.append("scale: node %d shard %s routes %s after the scale-out" %
+                       (node, v.get("shard"), st))
+        e = int(v.get("epoch", 0))
+        epoch_mid = e if epoch_mid is None else min(epoch_mid, e)
+    epoch_mid = epoch_mid or 0
+    if epoch_mid < 3:
+        bad.append("scale: routing epoch %d after the scale-out (bootstrap 1, receiving, "
+                   "active: 3 at least)" % epoch_mid)
+
+    # The end: shard 3 out of the routing, nobody resident there, no row claimed by it.
+    epoch_end = None
+    for nd, kv in nodes.items():
+        for sh in (1, 3):
+            v = kv.get("shard.%d.route_epoch" % sh)
+            if v is not None:
+                e = int(v)
+                epoch_end = e if epoch_end is None else min(epoch_end, e)
+    epoch_end = epoch_end or 0
+    if epoch_end <= epoch_mid:
+        bad.append("scale: routing epoch %d at the end, %d after the scale-out: the scale-in "
+                   "did not advance it" % (epoch_end, epoch_mid))
+    left = sorted(u for u, e in views.get(3, {}).items()
+                  if e.get("status") not in (None, "absent"))
+    if left:
+        bad.append("scale: %d users still resident on shard 3 after the scale-in: %s" %
+                   (len(left), left[:20]))
+    path = os.path.join(d, "state", "accounts.tsv")
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                p = line.rstrip("\n").split("\t")
+                if len(p) >= 2 and p[0].isdigit() and int(p[1]) == 3:
+                    bad.append("scale: user %s's row still claimed by shard 3 at the end" % p[0])
+
+    # How many moved: users whose state the history or the residency shows on shard 3.
+    moved = on3 | set(res3)
+    unseen = sorted(predicted - moved)
+    if len(unseen) > max(1, len(predicted) // 10):
+        bad.append("scale: %d of %d users HRW gives to shard 3 never showed there: %s" %
+                   (len(unseen), len(predicted), unseen[:20]))
+    ratio = len(moved) / n if n else 0.0
+    if n == 0 or not 0.35 <= ratio <= 0.65:
+        bad.append("scale: %d of %d users moved (%.2f), HRW's expectation is 1/2 (band "
+                   "0.35-0.65)" % (len(moved), n, ratio))
+
+    # Latency by phase of the first send: steady (from 2 s after the funding, when every
+    # user has been hydrated, to the scale command), during the scale-out (the command to
+    # the end of its drain), after it, during the scale-in, after it. ack: first send -> ACK
+    # (or a first report); final: first send -> the first report, i.e. the ME's answer
+    # (OPEN, FILL, DONE or REJECTED).
+    end = end_t if end_t is not None else max([o.sent for o in orders.values()] + [0])
+    warm = min(2000000, (ph["out_start"] - ph["funded"]) // 2)  # first orders hydrate users
+    windows = (("steady", ph["funded"] + warm, ph["out_start"]),
+               ("during", ph["out_start"], ph["out_drained"]),
+               ("after", ph["out_drained"], ph["in_start"]),
+               ("in_during", ph["in_start"], ph["in_drained"]),
+               ("in_after", ph["in_drained"], end))
+    lat = {}
+    for name, lo, hi in windows:
+        acks, finals, sent, naks = [], [], 0, 0
+        reasons = collections.Counter()
+        for o in orders.values():
+            if not lo <= o.sent < hi:
+                continue
+            sent += 1
+            if o.t_ack is not None and (o.t_nak is None or o.t_ack < o.t_nak):
+                acks.append(o.t_ack - o.sent)
+                if o.t_exec is not None:
+                    finals.append(o.t_exec - o.sent)
+            elif o.t_nak is not None:
+                naks += 1
+                reasons[o.nak_reason] += 1
+        lat[name] = (p99(acks), p99(finals), sent, naks)
+        if reasons:
+            print("scale: naks %s: %s" % (name, " ".join(
+                "%s=%d" % (NAK_NAMES.get(r, r), c) for r, c in sorted(reasons.items()))))
+    # How long a moved user was out of service: from its last admission (the ACK's arrival)
+    # on the shard it left to its first on the shard it moved to, per direction.
+    def gaps(src, dst, lo, hi):
+        last, first = {}, {}
+        for o in orders.values():
+            if o.user not in moved or not o.oids or o.t_ack is None or not lo <= o.t_ack < hi:
+                continue
+            sh = min(oid >> 48 for oid in o.oids)
+            if sh == src:
+                last[o.user] = max(last.get(o.user, 0), o.t_ack)
+            elif sh == dst:
+                first[o.user] = min(first.get(o.user, o.t_ack), o.t_ack)
+        g = sorted((first[u] - last[u]) // 1000 for u in first if u in last)
+        return (g[len(g) // 2], g[-1]) if g else (0, 0)
+    gap_out = gaps(1, 3, ph["funded"], ph["in_start"])
+    gap_in = gaps(3, 1, ph["out_drained"], end + 1)
+    stats1 = next((kv for kv in nodes.values() if kv.get("shard.1.is_leader") == "1"), {})
+    stats3 = next((kv for kv in nodes.values() if kv.get("shard.3.is_leader") == "1"), {})
+    print("scale: users=%d moved=%d moved_ratio=%.2f hrw_expected=%d "
+          "ack_p99_steady_us=%d ack_p99_during_us=%d final_p99_steady_us=%d "
+          "final_p99_during_us=%d ack_p99_after_us=%d final_p99_after_us=%d "
+          "orders_steady=%d orders_during=%d naks_steady=%d naks_during=%d "
+          "user_gap_ms_p50=%d user_gap_ms_max=%d drain_ms=%d epoch=%d drained=%s adopted=%s" %
+          (n, len(moved), ratio, len(predicted), lat["steady"][0], lat["during"][0],
+           lat["steady"][1], lat["during"][1], lat["after"][0], lat["after"][1],
+           lat["steady"][2], lat["during"][2], lat["steady"][3], lat["during"][3],
+           gap_out[0], gap_out[1], (ph["out_drained"] - ph["out_start"]) // 1000, epoch_mid,
+           stats1.get("shard.1.oms.drained", "?"), stats3.get("shard.3.oms.orders_adopted", "?")))
+    # Moved back: users that were on shard 3 and are admitted by, or resident on, shard 1
+    # after the scale-in began.
+    back = {u for u in moved if u in views.get(1, {}) and
+            views[1][u].get("status") not in (None, "absent")}
+    back |= {o.user for o in orders.values() if o.user in moved and o.sent >= ph["in_start"]
+             and o.oids and min(oid >> 48 for oid in o.oids) == 1}
+    print("scale-in: moved_back=%d ack_p99_during_us=%d final_p99_during_us=%d "
+          "ack_p99_after_us=%d final_p99_after_us=%d orders_during=%d naks_during=%d "
+          "user_gap_ms_p50=%d user_gap_ms_max=%d drain_ms=%d epoch=%d drained=%s adopted=%s" %
+          (len(back), lat["in_during"][0], lat["in_during"][1],
+           lat["in_after"][0], lat["in_after"][1], lat["in_during"][2], lat["in_during"][3],
+           gap_in[0], gap_in[1], (ph["in_drained"] - ph["in_start"]) // 1000, epoch_end,
+           stats3.get("shard.3.oms.drained", "?"), stats1.get("shard.1.oms.orders_adopted", "?")))
+    if wrong or interleaved:
+        print("scale: %d orders admitted by a shard that did not own the user, %d users "
+              "served by shards in turns" % (wrong, interleaved))
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -219,6 +597,7 @@ def main():
     ap.add_argument("--me-shards", default="2,4")
     ap.add_argument("--funded", action="append", default=[], metavar="ASSET=AMOUNT")
     ap.add_argument("--per-user-money", action="store_true")
+    ap.add_argument("--scale", action="store_true")
     a = ap.parse_args()
     global OMS_SHARDS, ME_SHARDS
     OMS_SHARDS = tuple(int(x) for x in a.oms_shards.split(","))
@@ -232,7 +611,7 @@ def main():
     bad = []
 
     orders, deposits, dep_answers, seen, ended = read_history(os.path.join(a.dir, "history.tsv"))
-    if not ended:
+    if ended is None:
         bad.append("history: no end line (omsload did not finish)")
     nodes = read_stats(a.dir)
     views, problems = read_users(a.dir, user_set)
@@ -422,6 +801,9 @@ def main():
             bad.append("money: %d users hold other balances than their fills say" % len(us))
         else:
             print("money: exact (%d users, each: funding + deposits + fills)" % len(users))
+
+    if a.scale:
+        check_scale(a.dir, user_set, orders, views, nodes, accounts, ended, bad)
 
     for line in bad:
         print("finding: " + line)

@@ -55,6 +55,20 @@ def write(d, w):
         for r in w["hist"]:
             f.write("\t".join(str(x) for x in r) + "\n")
     for s in (1, 3):
+        if w.get("pages"):
+            # The harness's collect: the shard's resident set in pages (e2e_users_pages).
+            rows = [{"user": u, "status": "resident", "sagas": 0, "live": w["live"][u],
+                     "owner": w["owner"][u],
+                     "balances": [{"asset": a, "total": w["bal"][u][a],
+                                   "reserved": w["res"][u][a]} for a in (1, 2)]}
+                    for u in (U1, U2) if w["owner"][u] == s]
+            with open(os.path.join(d, "state", "users.%d.jsonl" % s), "w") as f:
+                for i in range(0, max(len(rows), 1)):
+                    page = {"shard": s, "role": "leader", "applied": 10, "resident": len(rows),
+                            "users": rows[i:i + 1], "next": i + 1 if i + 1 < len(rows) else "end"}
+                    f.write(json.dumps({"id": 1, "ok": True,
+                                        "result": {"shards": [page]}}) + "\n")
+            continue
         with open(os.path.join(d, "state", "users.%d.jsonl" % s), "w") as f:
             for u in (U1, U2):
                 shards = []
@@ -84,6 +98,66 @@ def write(d, w):
                 else:
                     f.write("shard.%d.resting %d\n" % (s, w["resting"][s]))
     open(os.path.join(d, "state", "accounts.tsv"), "w").close()
+    if "phases" in w:
+        write_scale(d, w)
+
+
+def scale():
+    """The scale-out scenario's shape: OMS shard 1 alone, shard 3 added at 100 and drained to
+    by 200, removed at 300 and drained from by 400. HRW over 1,3 keeps U1 (1000) on shard 1
+    and gives U2 (1001) to shard 3. U1 rests an order admitted by shard 1; U2's orders (each
+    ended DONE, unfilled) are admitted by 1, then 3 between the drains, then 1 again."""
+    w = base()
+    hist = [r for r in w["hist"] if r[0] in ("dep", "admin")]
+    hist += [
+        ["new", 50, U1, 1, 1, 1, 1, 1, 5, 100, 0],
+        ["ack", 51, U1, 1, 1 << 48 | 1, 1],
+        ["exec", 52, U1, 1, 1 << 48 | 1, 2, 2, 0, 0, 0, 5, 0],
+    ]
+    for cid, (t, shard) in enumerate(((60, 1), (250, 3), (450, 1)), 1):
+        hist += [["new", t, U2, cid, 1, 2, 1, 1, 3, 101, 0],
+                 ["ack", t + 1, U2, cid, shard << 48 | cid, 2 * cid - 1],
+                 ["exec", t + 2, U2, cid, shard << 48 | cid, 2 * cid, 6, 0, 0, 0, 0, 0]]
+    hist.append(["end", 500])
+    w["hist"] = hist
+    w["bal"] = {U1: {1: DEP1, 2: DEP2}, U2: {1: DEP1, 2: DEP2}}
+    w["res"] = {U1: {1: 0, 2: 500}, U2: {1: 0, 2: 0}}
+    w["owner"] = {U1: 1, U2: 1}
+    w["fees"] = {1: {1: 0, 2: 0}, 3: {1: 0, 2: 0}}
+    w["phases"] = {"funded": 5, "out_start": 100, "out_active": 110, "out_drained": 200,
+                   "in_start": 300, "in_set": 310, "in_drained": 400}
+    w["mid"] = {1: [U1], 3: [U2]}             # resident after the scale-out's drain
+    w["claims"] = {U1: 1, U2: 3}              # the rows' owner_shard then
+    w["epoch_mid"], w["epoch_end"] = 3, 4
+    return w
+
+
+def write_scale(d, w):
+    with open(os.path.join(d, "phases"), "w") as f:
+        for k, v in w["phases"].items():
+            f.write("%s %d\n" % (k, v))
+    mid = os.path.join(d, "mid")
+    os.makedirs(mid, exist_ok=True)
+    page = {"result": {"shards": [
+        {"shard": s, "role": "leader", "resident": len(w["mid"][s]), "next": "end",
+         "users": [{"user": u, "status": "resident", "sagas": 0, "live": 0, "owner": s}
+                   for u in w["mid"][s]]} for s in (1, 3)]}}
+    for s in (1, 3):
+        with open(os.path.join(mid, "users.%d.jsonl" % s), "w") as f:
+            f.write(json.dumps(page) + "\n")
+    routes = {"result": {"shards": [
+        {"shard": s, "role": "leader", "epoch": w["epoch_mid"], "draining": False,
+         "shards": [{"shard": 1, "state": "active"}, {"shard": 3, "state": "active"}],
+         "pins": []} for s in (1, 3)]}}
+    with open(os.path.join(mid, "routes.node1.json"), "w") as f:
+        f.write(json.dumps(routes) + "\n")
+    with open(os.path.join(mid, "accounts.tsv"), "w") as f:
+        for u, c in sorted(w["claims"].items()):
+            f.write("%d\t%d\t1\n" % (u, c))
+    for n in (1, 2, 3):
+        with open(os.path.join(d, "state", "node%d.stats" % n), "a") as f:
+            for s in (1, 3):
+                f.write("shard.%d.route_epoch %d\n" % (s, w["epoch_end"]))
 
 
 def check(w, want_rc, want, args=(), want_out=()):
@@ -106,6 +180,11 @@ def check(w, want_rc, want, args=(), want_out=()):
 def main():
     results = []
     results.append(check(base(), 0, ["result=ok", "lost=0", "doubled=0", "money=exact"]))
+    w = base()  # the same run collected as pages of each shard's resident set
+    w["pages"] = True
+    results.append(check(w, 0, ["result=ok", "lost=0", "doubled=0", "money=exact"]))
+    w["bal"][U2][2] += 1
+    results.append(check(w, 1, ["money=off"]))
     w = base()  # a balance one unit too high
     w["bal"][U2][2] += 1
     results.append(check(w, 1, ["money=off"]))
@@ -170,6 +249,63 @@ def main():
     w["fees"] = {1: {1: 0, 2: 7}, 3: {1: 0, 2: 0}}
     results.append(check(w, 0, ["result=ok", "money=exact"],
                          ["--oms-shards", "1", "--me-shards", "2"] + per_user))
+    # The scale-out scenario (--scale): a consistent run passes with one user of two moved.
+    sc = ["--scale", "--per-user-money"]
+    results.append(check(scale(), 0, ["result=ok", "money=exact"], sc,
+                         ["scale: users=2 moved=1 moved_ratio=0.50 hrw_expected=1 "
+                          "ack_p99_steady_us=1 ack_p99_during_us=0 final_p99_steady_us=2 "
+                          "final_p99_during_us=0 ack_p99_after_us=1 final_p99_after_us=2 "
+                          "orders_steady=1 orders_during=0 naks_steady=0 naks_during=0 "
+                          "user_gap_ms_p50=0 user_gap_ms_max=0 drain_ms=0 epoch=3 drained=? "
+                          "adopted=?"]))
+    w = scale()  # U1, which HRW keeps on shard 1, admitted by shard 3 between the drains
+    w["hist"][-1:-1] = [["new", 260, U1, 2, 1, 2, 1, 1, 3, 101, 0],
+                        ["ack", 261, U1, 2, 3 << 48 | 2, 3],
+                        ["exec", 262, U1, 2, 3 << 48 | 2, 4, 6, 0, 0, 0, 0, 0]]
+    results.append(check(w, 1, ["result=FAIL"], sc,
+                         ["finding: scale: user 1000 order 2 admitted by shard 3: HRW keeps "
+                          "the user on shard 1"]))
+    w = scale()  # U2's order sent while shard 3 owned it, admitted by shard 1
+    w["hist"] = [r if not (r[0] in ("ack", "exec") and r[2] == U2 and r[3] == 2) else
+                 r[:4] + [1 << 48 | 2] + r[5:] for r in w["hist"]]
+    results.append(check(w, 1, ["result=FAIL"], sc,
+                         ["finding: scale: user 1001 order 2 sent while shard 3 owned the "
+                          "user, admitted by shard 1"]))
+    w = scale()  # U2 served by 3 again after shard 1 took it back (report order 1,3,1,3)
+    w["hist"][-1:-1] = [["new", 320, U2, 4, 1, 2, 1, 1, 3, 101, 0],
+                        ["ack", 321, U2, 4, 3 << 48 | 4, 7],
+                        ["exec", 322, U2, 4, 3 << 48 | 4, 8, 6, 0, 0, 0, 0, 0]]
+    results.append(check(w, 1, ["result=FAIL"], sc,
+                         ["finding: scale: user 1001 admitted by shards 1->3->1->3 in report "
+                          "order (allowed 1->3->1)"]))
+    w = scale()  # U2 resident on both shards after the scale-out
+    w["mid"][1] = [U1, U2]
+    results.append(check(w, 1, ["result=FAIL"], sc,
+                         ["finding: scale: user 1001 resident on shards 1 and 3 after the "
+                          "scale-out"]))
+    w = scale()  # U2 resident on 3, its row claimed by 1
+    w["claims"][U2] = 1
+    results.append(check(w, 1, ["result=FAIL"], sc,
+                         ["finding: scale: user 1001 resident on shard 3, its row claimed by "
+                          "shard 1"]))
+    w = scale()  # the scale-in did not move the routing epoch
+    w["epoch_end"] = 3
+    results.append(check(w, 1, ["result=FAIL"], sc,
+                         ["finding: scale: routing epoch 3 at the end, 3 after the scale-out: "
+                          "the scale-in did not advance it"]))
+    w = scale()  # U2 still resident on shard 3 at the end
+    w["owner"][U2] = 3
+    results.append(check(w, 1, ["result=FAIL"], sc,
+                         ["finding: scale: 1 users still resident on shard 3 after the "
+                          "scale-in: [1001]"]))
+    w = scale()  # U2 never moved: nobody on shard 3, 0 of 2 moved
+    w["mid"] = {1: [U1, U2], 3: []}
+    w["claims"][U2] = 1
+    w["hist"] = [r if not (r[0] in ("ack", "exec") and r[2] == U2 and r[3] == 2) else
+                 r[:4] + [1 << 48 | 2] + r[5:] for r in w["hist"]]
+    results.append(check(w, 1, ["result=FAIL"], sc,
+                         ["finding: scale: 0 of 2 users moved (0.00), HRW's expectation is "
+                          "1/2 (band 0.35-0.65)"]))
     print("checker self-test: %d/%d" % (sum(results), len(results)))
     return 0 if all(results) else 1
 
