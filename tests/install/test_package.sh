@@ -187,8 +187,11 @@ fi
 # --- 6. The units ----------------------------------------------------------------------------
 unitdir=$root/usr/lib/systemd/system
 for u in omsd.service omsd@.service; do
-	grep -q '^ExecStart=/usr/bin/omsd --service -c /etc/omsd/' "$unitdir/$u" || fail "$u: ExecStart"
-	grep -q '^ExecStartPre=/usr/bin/omsd --check -c /etc/omsd/' "$unitdir/$u" || fail "$u: ExecStartPre"
+	# $OMSD_ARGS comes from the optional /etc/default/omsd (e.g. --join on a joining host);
+	# unset, systemd drops the word, so the command is the plain one.
+	grep -qx 'EnvironmentFile=-/etc/default/omsd' "$unitdir/$u" || fail "$u: EnvironmentFile"
+	grep -q '^ExecStart=/usr/bin/omsd --service $OMSD_ARGS -c /etc/omsd/' "$unitdir/$u" || fail "$u: ExecStart"
+	grep -q '^ExecStartPre=/usr/bin/omsd --check $OMSD_ARGS -c /etc/omsd/' "$unitdir/$u" || fail "$u: ExecStartPre"
 	grep -qx 'Type=notify' "$unitdir/$u" || fail "$u: Type"
 	grep -qx 'RestartPreventExitStatus=2 3' "$unitdir/$u" || fail "$u: RestartPreventExitStatus"
 	grep -qx 'User=omsd' "$unitdir/$u" || fail "$u: User"
