@@ -27,6 +27,24 @@ const uint16_t wire_type_sizes[WIRE_TYPE_LIMIT] = {
 #undef WIRE_TYPE_SIZE
 };
 
+/* What this minor appends after each type's struct (WIRE_EXTS, the entries since minors up
+ * to ours), and what the minor before appended: the exact lengths of the frames of both. */
+static const uint8_t type_exts[WIRE_TYPE_LIMIT] = {
+	[0] = 0, /* unknown; the list is empty in a release */
+#define WIRE_EXT_OWN(name, bytes, since)                                                   \
+	[WIRE_##name] = (since) <= WIRE_VERSION_MINOR ? (bytes) : 0,
+	WIRE_EXTS(WIRE_EXT_OWN)
+#undef WIRE_EXT_OWN
+};
+
+static const uint8_t type_exts_prev[WIRE_TYPE_LIMIT] = {
+	[0] = 0,
+#define WIRE_EXT_PREV(name, bytes, since)                                                  \
+	[WIRE_##name] = (since) < WIRE_VERSION_MINOR ? (bytes) : 0,
+	WIRE_EXTS(WIRE_EXT_PREV)
+#undef WIRE_EXT_PREV
+};
+
 static const uint8_t type_tails[WIRE_TYPE_LIMIT] = {
 #define WIRE_TYPE_TAIL(name, value, st, tail, cls, admin) [value] = tail,
 	WIRE_TYPES(WIRE_TYPE_TAIL)
@@ -64,6 +82,13 @@ wire_type_name(uint16_t type)
 	if (type >= WIRE_TYPE_LIMIT || type_names[type] == NULL)
 		return "?";
 	return type_names[type];
+}
+
+uint16_t
+wire_type_size_sent(uint16_t type)
+{
+	uint16_t size = wire_type_size(type);
+	return size == 0 ? 0 : (uint16_t)(size + type_exts[type]);
 }
 
 enum wire_class
@@ -642,8 +667,52 @@ tail_len_of(const struct wire_msg_hdr *h)
 	}
 }
 
-enum wire_err
-wire_msg_check(const void *buf, size_t avail, uint16_t *msg_len)
+/* How long a fixed-size message may be, by what is known of its writer's minor
+ * (docs/wire.md, "Versions"). */
+enum ext_rule {
+	EXT_SAME,  /* a frame of our minor: exactly our struct plus what we append */
+	EXT_PREV,  /* a frame of the minor before: exactly what that minor writes */
+	EXT_NEWER, /* a frame of the minor after: at least what we write */
+	EXT_ANY,   /* writer unknown (log entries, wrapped messages): any minor of the major */
+};
+
+/* The ext_len bytes after a fixed-size message's struct, under rule. */
+static enum wire_err
+ext_check(const struct wire_msg_hdr *h, uint32_t ext_len, enum ext_rule rule)
+{
+	uint32_t own = type_exts[h->type];
+	bool ok;
+
+	if (ext_len % 8 != 0 || ext_len > WIRE_MSG_EXT_MAX)
+		return WIRE_E_BAD_MSG_LENGTH;
+	switch (rule) {
+	case EXT_SAME:
+		ok = ext_len == own;
+		break;
+	case EXT_PREV:
+		ok = ext_len == type_exts_prev[h->type];
+		break;
+	case EXT_NEWER:
+		/* A minor only appends: the one after ours writes all we write, maybe more. */
+		ok = ext_len >= own;
+		break;
+	case EXT_ANY:
+	default:
+		ok = true;
+		break;
+	}
+	if (!ok)
+		return WIRE_E_BAD_MSG_LENGTH;
+	/* The fields we append and know are zero-valued (so far only the test build's): held
+	 * to it like reserved fields, as far as the message carries them. */
+	uint32_t known = ext_len < own ? ext_len : own;
+	if (!zero((const uint8_t *)h + wire_type_sizes[h->type], known))
+		return WIRE_E_BAD_RESERVED;
+	return WIRE_E_OK;
+}
+
+static enum wire_err
+msg_check(const void *buf, size_t avail, enum ext_rule rule, uint16_t *msg_len)
 {
 	const struct wire_msg_hdr *h = buf;
 
@@ -661,19 +730,45 @@ wire_msg_check(const void *buf, size_t avail, uint16_t *msg_len)
 		uint16_t tail = tail_len_of(h);
 		if (tail > WIRE_TAIL_MAX)
 			return WIRE_E_BAD_VALUE;
-		/* The tail is padded with zeroes so the next message stays 8-byte aligned. */
+		/* The tail is padded with zeroes so the next message stays 8-byte aligned. A type
+		 * with a tail never grows in a minor: its length is exact under every rule. */
 		if (h->length != align8(fixed + tail))
 			return WIRE_E_BAD_MSG_LENGTH;
 		if (!zero((const uint8_t *)buf + fixed + tail, h->length - fixed - tail))
 			return WIRE_E_BAD_RESERVED;
-	} else if (h->length != fixed) {
-		return WIRE_E_BAD_MSG_LENGTH;
+	} else {
+		enum wire_err err = ext_check(h, h->length - fixed, rule);
+		if (err != WIRE_E_OK)
+			return err;
 	}
 	enum wire_err err = body_check(h, 0);
 	if (err != WIRE_E_OK)
 		return err;
 	*msg_len = h->length;
 	return WIRE_E_OK;
+}
+
+enum wire_err
+wire_msg_check(const void *buf, size_t avail, uint16_t *msg_len)
+{
+	return msg_check(buf, avail, EXT_ANY, msg_len);
+}
+
+const struct wire_msg_hdr *
+wire_msg_known(const struct wire_msg_hdr *msg, union wire_msg_any *scratch)
+{
+	CHECK(msg != NULL);
+	CHECK(scratch != NULL);
+	uint16_t size = wire_type_size(msg->type);
+	if (size == 0 || type_tails[msg->type] || msg->length <= size)
+		return msg;
+	/* Only the decoder's bound lets a message be longer than its struct. */
+	DCHECK(msg->length - size <= WIRE_MSG_EXT_MAX);
+	static_assert(sizeof(*scratch) <= UINT16_MAX, "any struct fits hdr.length");
+	DCHECK(size <= sizeof(*scratch));
+	memcpy(scratch, msg, size);
+	scratch->hdr.length = size;
+	return &scratch->hdr;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -712,8 +807,20 @@ frame_decode(const void *buf, size_t len, const struct wire_key *key, bool sessi
 	memcpy(&fh, p, sizeof(fh));
 	if (fh.magic != WIRE_MAGIC)
 		return WIRE_E_BAD_MAGIC;
-	if (fh.version != WIRE_VERSION)
+	/* Versions (docs/wire.md): the same major, a minor at most one away. */
+	if (fh.version_major != WIRE_VERSION_MAJOR)
 		return WIRE_E_BAD_VERSION;
+	enum ext_rule rule;
+	if (fh.version_minor == WIRE_VERSION_MINOR)
+		rule = EXT_SAME;
+	else if (fh.version_minor + WIRE_MINOR_WINDOW == WIRE_VERSION_MINOR)
+		rule = EXT_PREV;
+	else if (fh.version_minor == WIRE_VERSION_MINOR + WIRE_MINOR_WINDOW)
+		rule = EXT_NEWER;
+	else
+		return WIRE_E_BAD_VERSION;
+	if (fh.reserved != 0)
+		return WIRE_E_BAD_RESERVED;
 	if (session ? fh.flags != (WIRE_FRAME_F_MAC | WIRE_FRAME_F_SESSION)
 		    : (fh.flags & ~WIRE_FRAME_F_MAC) != 0)
 		return WIRE_E_BAD_FLAGS;
@@ -739,7 +846,7 @@ frame_decode(const void *buf, size_t len, const struct wire_key *key, bool sessi
 		uint16_t mlen;
 		if (pos >= body_end)
 			return WIRE_E_BAD_COUNT;
-		enum wire_err err = wire_msg_check(p + pos, body_end - pos, &mlen);
+		enum wire_err err = msg_check(p + pos, body_end - pos, rule, &mlen);
 		if (err != WIRE_E_OK)
 			return err;
 		msgs[i] = (const struct wire_msg_hdr *)(p + pos);
@@ -781,6 +888,14 @@ wire_frame_flags(const void *buf, size_t len)
 	return ((const uint8_t *)buf)[offsetof(struct wire_frame_hdr, flags)];
 }
 
+uint8_t
+wire_frame_minor(const void *buf, size_t len)
+{
+	if (len < sizeof(struct wire_frame_hdr))
+		return 0;
+	return ((const uint8_t *)buf)[offsetof(struct wire_frame_hdr, version_minor)];
+}
+
 bool
 wire_frame_mac_ok(const void *buf, size_t len, const struct wire_key *key)
 {
@@ -798,7 +913,8 @@ wire_builder_init(struct wire_builder *b, void *buf, uint32_t cap, uint32_t send
 	CHECK(((uintptr_t)buf & 7u) == 0);
 	struct wire_frame_hdr fh = {
 		.magic = WIRE_MAGIC,
-		.version = WIRE_VERSION,
+		.version_major = WIRE_VERSION_MAJOR,
+		.version_minor = WIRE_VERSION_MINOR,
 		.sender_id = sender_id,
 	};
 	b->buf = buf;
@@ -815,8 +931,10 @@ wire_builder_add_tail(struct wire_builder *b, const void *msg, const void *tail,
 	const struct wire_msg_hdr *h = msg;
 	uint16_t fixed = wire_type_size(h->type);
 	CHECK(fixed != 0);
-	uint32_t total = align8((uint32_t)fixed + tail_len);
 	CHECK(tail_len == 0 || type_tails[h->type]);
+	/* The struct, the tail padded to 8, then the fields this minor appends (WIRE_EXTS),
+	 * zero-valued; what a newer minor appended to msg is not copied. */
+	uint32_t total = align8((uint32_t)fixed + tail_len) + type_exts[h->type];
 	/* Keep room for the MAC so finish() never fails. */
 	if (b->count >= WIRE_FRAME_MSGS_MAX || b->len + total + WIRE_MAC_SIZE > b->cap)
 		return -ENOSPC;
@@ -858,11 +976,13 @@ wire_builder_finish(struct wire_builder *b, const struct wire_key *key)
 	fh->msg_count = b->count;
 	if (key_set(key)) {
 		fh->flags |= WIRE_FRAME_F_MAC;
-		fh->length = b->len + WIRE_MAC_SIZE;
+		CHECK(b->len + WIRE_MAC_SIZE <= UINT16_MAX);
+		fh->length = (uint16_t)(b->len + WIRE_MAC_SIZE);
 		wire_siphash128(key, b->buf, b->len, b->buf + b->len);
 		b->len += WIRE_MAC_SIZE;
 	} else {
-		fh->length = b->len;
+		CHECK(b->len <= UINT16_MAX);
+		fh->length = (uint16_t)b->len;
 	}
 	return b->len;
 }

@@ -9,7 +9,10 @@
  *  - No #pragma pack: every struct is naturally aligned and its size is asserted below.
  *  - The message list is one X-macro, so the type enum, the name table and the size table
  *    cannot drift apart.
- *  - A layout change bumps WIRE_VERSION.
+ *  - Versions are major.minor (docs/wire.md, "Versions"): a layout change bumps
+ *    WIRE_VERSION_MAJOR; a minor only appends fields to fixed-size messages, which a node of
+ *    the minor before skips. Nodes talk when the majors are equal and the minors at most
+ *    one apart, so a cluster upgrades one node at a time (docs/upgrade.md).
  *
  * Framing (ARCHITECTURE.md §8): a UDP datagram carries one frame:
  *
@@ -31,11 +34,25 @@
 #include <stdint.h>
 
 #define WIRE_MAGIC UINT32_C(0x44534d4f) /* "OMSD" little-endian */
-#define WIRE_VERSION 7 /* 4: wire_recent carries a transfer's asset and amount; 5: the user
-			 * state carries cl_ord_floor; REPORT_REPLAY (type 8); SUBMIT and the
-			 * modifies carry sent_ns; 6: the user state carries egress_seq;
-			 * REBIND_TO_ME (type 27), events MOVED and ADOPTED; 7: the user state
-			 * carries the rate-limit bucket (rl_tokens, rl_tokens_ns) */
+/* The frame header's version_major: every layout change bumps it (nodes of different majors
+ * never talk). 4: wire_recent carries a transfer's asset and amount; 5: the user state
+ * carries cl_ord_floor; REPORT_REPLAY (type 8); SUBMIT and the modifies carry sent_ns; 6: the
+ * user state carries egress_seq; REBIND_TO_ME (type 27), events MOVED and ADOPTED; 7: the user
+ * state carries the rate-limit bucket (rl_tokens, rl_tokens_ns). Minor 7.0 is byte for byte
+ * the 7 of the releases before minors (its version_minor and reserved bytes were the zero high
+ * half of a 32-bit length), so the first upgrade to 7.0 is itself a rolling one. */
+#define WIRE_VERSION_MAJOR 7
+/* Test builds only (meson -Dwire_minor_bump=N): this build says it is N minors newer than
+ * the release and appends what WIRE_EXTS lists, so a rolling upgrade can be tested with a
+ * real second binary (tests/e2e/test_rolling_upgrade.sh). 0 in every release. */
+#ifndef WIRE_MINOR_BUMP
+#define WIRE_MINOR_BUMP 0
+#endif
+#define WIRE_VERSION_MINOR_RELEASE 0 /* the minor of this source tree */
+#define WIRE_VERSION_MINOR (WIRE_VERSION_MINOR_RELEASE + WIRE_MINOR_BUMP) /* what we send */
+#define WIRE_MINOR_WINDOW 1 /* a peer's minor may differ from ours by at most this much */
+#define WIRE_MSG_EXT_MAX 64 /* bytes the minors of a major may append to one message type;
+			     * more is a new type or a new major */
 #define WIRE_FRAME_F_MAC 0x01     /* a 16-byte SipHash-2-4-128 tag follows the last message */
 #define WIRE_FRAME_F_SESSION 0x02 /* a client session's frame: SESSION_HDR first, MAC under the
 				   * session's key (checked by the gateway, not the decoder) */
@@ -270,14 +287,22 @@ wire_oid_eq(struct wire_oid a, struct wire_oid b)
  * ------------------------------------------------------------------------------------- */
 
 struct wire_frame_hdr {
-	uint32_t magic;     /* WIRE_MAGIC */
-	uint8_t version;    /* WIRE_VERSION */
-	uint8_t flags;      /* WIRE_FRAME_F_* */
-	uint16_t msg_count; /* messages that follow, 1..WIRE_FRAME_MSGS_MAX */
-	uint32_t sender_id; /* node id for peers, session id for clients */
-	uint32_t length;    /* whole frame in bytes, header and MAC included */
+	uint32_t magic;        /* WIRE_MAGIC */
+	uint8_t version_major; /* WIRE_VERSION_MAJOR: another major is refused */
+	uint8_t flags;         /* WIRE_FRAME_F_* */
+	uint16_t msg_count;    /* messages that follow, 1..WIRE_FRAME_MSGS_MAX */
+	uint32_t sender_id;    /* node id for peers, session id for clients */
+	uint16_t length;       /* whole frame in bytes, header and MAC included */
+	uint8_t version_minor; /* the sender's WIRE_VERSION_MINOR: within WIRE_MINOR_WINDOW of
+				* ours, or the frame is refused */
+	uint8_t reserved;      /* zero */
 };
 static_assert(sizeof(struct wire_frame_hdr) == 16, "wire_frame_hdr");
+static_assert(offsetof(struct wire_frame_hdr, version_major) == 4, "version_major: byte 4");
+static_assert(offsetof(struct wire_frame_hdr, length) == 12, "length: bytes 12-13");
+static_assert(offsetof(struct wire_frame_hdr, version_minor) == 14, "version_minor: byte 14");
+static_assert(WIRE_FRAME_MAX <= UINT16_MAX, "a frame's length fits its 16 bits");
+static_assert(WIRE_VERSION_MINOR <= UINT8_MAX, "version_minor is one byte");
 
 struct wire_msg_hdr {
 	uint16_t type;   /* enum wire_type */
@@ -1175,6 +1200,54 @@ enum wire_type {
 WIRE_TYPES(WIRE_TYPE_SIZE_ASSERT)
 #undef WIRE_TYPE_SIZE_ASSERT
 
+/* Whether a type has a tail (its has_tail column), as constants for the assertions below. */
+enum {
+#define WIRE_TYPE_TAIL_ENUM(name, value, st, tail, cls, admin) WIRE_HAS_TAIL_##name = tail,
+	WIRE_TYPES(WIRE_TYPE_TAIL_ENUM)
+#undef WIRE_TYPE_TAIL_ENUM
+};
+
+/* ---------------------------------------------------------------------------------------
+ * Minors (docs/wire.md, "Versions"). Within a major the structs above never change. A minor
+ * may append fields after the struct of a fixed-size message (one without a tail), in 8-byte
+ * steps, at most WIRE_MSG_EXT_MAX bytes per type over all minors of the major: the message's
+ * length grows, and a node of the minor before reads its own struct and skips the rest.
+ * Types with a tail never grow: their end is the tail's, and hosts size frames by their
+ * struct (a minor that needs more there adds a type, sent once every peer knows it).
+ *
+ * WIRE_EXTS lists what this build appends: X(NAME, bytes, since_minor). A deterministic
+ * service never reads an appended field (me and oms apply through wire_msg_known), so the
+ * replicas of two minors applying the same log compute the same state. So far the only
+ * entries are the test build's zero-valued field, checked like a reserved field.
+ * ------------------------------------------------------------------------------------- */
+#if WIRE_MINOR_BUMP > 0
+/* Test builds: one 8-byte zero-valued field after SUBMIT (bridge → ME shard, proposed into
+ * the ME log) and after ME_EVENT (ME shard → bridge, proposed into the OMS log): on every
+ * order both cross between nodes and are applied from a log by every replica. */
+#define WIRE_EXTS(X)                                                                       \
+	X(SUBMIT, 8, WIRE_VERSION_MINOR_RELEASE + 1)                                       \
+	X(ME_EVENT, 8, WIRE_VERSION_MINOR_RELEASE + 1)
+#else
+#define WIRE_EXTS(X)
+#endif
+
+#define WIRE_EXT_ASSERT(name, bytes, since)                                                \
+	static_assert((bytes) > 0, #name ": appends something");                           \
+	static_assert((bytes) % 8 == 0, #name ": appended in 8-byte steps");                \
+	static_assert((bytes) <= WIRE_MSG_EXT_MAX, #name ": at most WIRE_MSG_EXT_MAX");     \
+	static_assert(!WIRE_HAS_TAIL_##name, #name ": a type with a tail never grows");      \
+	static_assert((since) > 0, #name ": minor 0 is the struct itself");
+WIRE_EXTS(WIRE_EXT_ASSERT)
+#undef WIRE_EXT_ASSERT
+
+/* Room for the fixed part of any message type: wire_msg_known's scratch. */
+union wire_msg_any {
+	struct wire_msg_hdr hdr;
+#define WIRE_TYPE_MEMBER(name, value, st, tail, cls, admin) struct st as_##value;
+	WIRE_TYPES(WIRE_TYPE_MEMBER)
+#undef WIRE_TYPE_MEMBER
+};
+
 /* ---------------------------------------------------------------------------------------
  * Codec.
  * ------------------------------------------------------------------------------------- */
@@ -1220,6 +1293,10 @@ wire_type_size(uint16_t type)
 {
 	return type < WIRE_TYPE_LIMIT ? wire_type_sizes[type] : 0;
 }
+/* Bytes this build writes for a message of a fixed type: its struct plus the fields this
+ * minor appends (WIRE_EXTS); the struct alone for a type with a tail; 0 when unknown. A host
+ * that sizes frames by messages should use this, not sizeof. */
+uint16_t wire_type_size_sent(uint16_t type);
 /* Who takes a type off the wire (its class column); WIRE_CLS_NONE for an unknown type. */
 enum wire_class wire_type_class(uint16_t type);
 /* An operator's command a leader proposes as is (the admin column); false when unknown. */
@@ -1239,12 +1316,31 @@ int wire_hex_decode(const char *hex, uint8_t *out, size_t n);
  * Validate one message at `buf` with at most `avail` readable bytes: header, length for its
  * type (tail included), every enum and reserved field. Never reads past buf + avail.
  * Returns WIRE_E_OK and sets *msg_len, or the first error found.
+ * Its writer's minor is not known (a log entry's data, messages wrapped in INGRESS or
+ * FORWARDED_*): a fixed-size message may be longer than its struct by what some minor of
+ * the major appended (at most WIRE_MSG_EXT_MAX bytes, in 8-byte steps), never shorter; the
+ * fields this minor appends must hold what they may. *msg_len is the whole length.
  */
 enum wire_err wire_msg_check(const void *buf, size_t avail, uint16_t *msg_len);
 
 /*
+ * The message as this build's deterministic services read it. A fixed-size message longer
+ * than its struct (fields a newer minor appended, or this build's own WIRE_EXTS) is copied
+ * into scratch, without the appended bytes, with hdr.length = its struct size; any other
+ * message is returned as it is. The services (me_apply, oms_apply) take every committed
+ * message through it, so a service behaves identically whether the appended bytes are there
+ * or not, and replicas of two minors agree. msg must be valid (wire_msg_check).
+ */
+const struct wire_msg_hdr *wire_msg_known(const struct wire_msg_hdr *msg,
+					  union wire_msg_any *scratch);
+
+/*
  * Decode a frame: check the header, the MAC (when key is non-NULL and non-zero the frame must
  * carry a valid one; with no key a MAC-flagged frame is refused), and every message.
+ * Versions: the major must be ours and the minor within WIRE_MINOR_WINDOW of ours, else
+ * BAD_VERSION. A frame of our minor or of the minor before holds messages of exactly the
+ * length that minor writes; one of the minor after may append to each fixed-size message
+ * (docs/wire.md, "Versions"): the pointers returned cover the whole message.
  * On success fills msgs[] with pointers into buf (at most msgs_max) and *count.
  * The whole frame is refused on the first error: one bad message poisons the frame, since a
  * sender that wrote one wrong message cannot be trusted for the rest.
@@ -1263,6 +1359,9 @@ enum wire_err wire_session_frame_decode(const void *buf, size_t len,
 					uint32_t *count, uint32_t *sender_id);
 /* The flags byte of a frame at buf (0 when shorter than a header). */
 uint8_t wire_frame_flags(const void *buf, size_t len);
+/* The version_minor byte of a frame at buf (0 when shorter than a header): which minor the
+ * sender runs, for a host that counts its peers by minor. */
+uint8_t wire_frame_minor(const void *buf, size_t len);
 /* True when the frame's trailing tag is SipHash-2-4-128 of the rest under key (constant
  * time). The frame must have been decoded already (length and MAC flag checked). */
 bool wire_frame_mac_ok(const void *buf, size_t len, const struct wire_key *key);
@@ -1276,6 +1375,9 @@ struct wire_builder {
 };
 
 void wire_builder_init(struct wire_builder *b, void *buf, uint32_t cap, uint32_t sender_id);
+/* The builder writes every message as this minor does: its struct (and tail), then zeroes
+ * for the fields this minor appends (WIRE_EXTS); bytes a newer minor appended to a message
+ * handed to it are not copied. */
 /* Append a message (hdr.length must be set). Returns 0, or -ENOSPC when it does not fit. */
 int wire_builder_add(struct wire_builder *b, const void *msg);
 /* Append a fixed message plus its tail. -ENOSPC if it does not fit. */

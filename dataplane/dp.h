@@ -72,6 +72,8 @@
 	X(FRAME_BAD, "frame_bad", "wire frames refused (sum of frame_err_*)")              \
 	X(FRAME_OK, "frame_ok", "wire frames accepted")                                    \
 	X(FRAME_MSGS, "frame_msgs", "messages in accepted frames")                         \
+	X(FRAME_MINOR_OLDER, "frame_minor_older", "frames taken from a minor one older")   \
+	X(FRAME_MINOR_NEWER, "frame_minor_newer", "frames taken from a minor one newer")   \
 	X(FRAME_MIXED, "frame_mixed", "frame whose messages go to different routes")       \
 	X(FRAME_NO_ROUTE, "frame_no_route", "no ring registered for the frame's route")    \
 	X(FRAME_RING_FULL, "frame_ring_full", "route ring full: frame dropped")            \

@@ -116,6 +116,12 @@ frame_input(struct dp *dp, struct rte_mbuf *m, const struct dp_pkt *p, uint64_t 
 	DCHECK(count >= 1 && count <= WIRE_FRAME_MSGS_MAX);
 	dp_count(dp, DP_C_FRAME_OK, 1);
 	dp_count(dp, DP_C_FRAME_MSGS, count);
+	/* A rolling upgrade in progress (docs/upgrade.md): peers one wire minor away, which the
+	 * decoder took (a minor two away is frame_err.bad_version). */
+	uint8_t minor = wire_frame_minor(frame, p->payload_len);
+	if (minor != WIRE_VERSION_MINOR)
+		dp_count(dp, minor == WIRE_VERSION_MINOR + 1 ? DP_C_FRAME_MINOR_NEWER
+							     : DP_C_FRAME_MINOR_OLDER, 1);
 
 	/* Route by the first message; every other message must route the same way. Classes
 	 * without a shard (gateway, client) ignore hdr.shard. */

@@ -141,8 +141,10 @@ dp_start(struct dp *dp)
 	dp->port_started = true;
 	char mac[RTE_ETHER_ADDR_FMT_SIZE];
 	rte_ether_format_addr(mac, sizeof(mac), &dp->host.mac);
-	DP_LOG(INFO, "port %s (id %u) started, mac %s, udp port %u", dp->conf.port_name,
-	       dp->port_id, mac, dp->conf.udp_port);
+	/* The wire version, so an operator sees which minor a node runs (docs/upgrade.md). */
+	DP_LOG(INFO, "port %s (id %u) started, mac %s, udp port %u, wire %u.%u",
+	       dp->conf.port_name, dp->port_id, mac, dp->conf.udp_port, WIRE_VERSION_MAJOR,
+	       WIRE_VERSION_MINOR);
 	return 0;
 }
 

@@ -62,6 +62,10 @@ me_apply(struct me *me, uint64_t now_ns, const struct wire_msg_hdr *msg, struct 
 	CHECK(me->magic == ME_MAGIC);
 	CHECK(msg != NULL);
 	CHECK(sink != NULL);
+	/* Fields a newer wire minor appended are not ours to read: the book is the same with or
+	 * without them, on a replica of either minor (docs/wire.md, "Versions"). */
+	union wire_msg_any known;
+	msg = wire_msg_known(msg, &known);
 	me->rt.sink = sink;
 	/* Cluster time never goes backwards (consensus clamps it); tolerate it anyway. */
 	if (now_ns > me->now_ns)

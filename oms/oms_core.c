@@ -34,7 +34,8 @@ run_timers(struct oms *oms, uint64_t now_ns, struct svc_sink *sink)
 	}
 }
 
-/* Every fixed-size message we accept must be exactly its schema size. */
+/* Every fixed-size message we accept must be exactly its schema size (oms_apply took off
+ * what a newer wire minor appended). */
 static bool
 msg_ok(const struct wire_msg_hdr *msg)
 {
@@ -161,7 +162,11 @@ oms_apply(struct oms *oms, uint64_t now_ns, const struct wire_msg_hdr *msg, stru
 		oms_count(oms, OMS_C_BAD_MSGS);
 		return;
 	}
-	dispatch(oms, msg, sink);
+	/* Fields a newer wire minor appended are not ours to read: the state (parked copies,
+	 * held events included) is the same with or without them, on a replica of either minor
+	 * (docs/wire.md, "Versions"). */
+	union wire_msg_any known;
+	dispatch(oms, wire_msg_known(msg, &known), sink);
 	admit(oms, sink);
 }
 

@@ -47,7 +47,7 @@ def one(rng):
         return bytes(f), "bad_count"
     if kind == 2:
         f = bytearray(good_frame(rng))
-        struct.pack_into("<I", f, 12, rng.choice([0, 15, 17, 9000, 0xFFFFFFFF]))  # length
+        struct.pack_into("<H", f, 12, rng.choice([0, 15, 17, 9000, 0xFFFF]))  # length
         return bytes(f), "bad_length"
     if kind == 3:
         f = good_frame(rng)

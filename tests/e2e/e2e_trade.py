@@ -20,17 +20,19 @@ import time
 MAGIC = 0x44534D4F
 
 
-def wire_version():
-    """WIRE_VERSION from common/wire.h (the layouts below follow the same header)."""
+def wire_define(name):
+    """An integer #define of common/wire.h (the layouts below follow the same header)."""
     here = os.path.dirname(os.path.abspath(__file__))
     with open(os.path.join(here, "..", "..", "common", "wire.h")) as f:
         for line in f:
-            if line.startswith("#define WIRE_VERSION "):
+            if line.startswith("#define %s " % name):
                 return int(line.split()[2])
-    return 1
+    raise SystemExit("e2e_trade: #define %s not found in common/wire.h" % name)
 
 
-VERSION = wire_version()
+# The frame header's version: this tree's major and release minor (docs/wire.md).
+VERSION_MAJOR = wire_define("WIRE_VERSION_MAJOR")
+VERSION_MINOR = wire_define("WIRE_VERSION_MINOR_RELEASE")
 PORT = 7400
 SESSION = 500
 
@@ -77,14 +79,16 @@ def transfer(shard, user, tid, asset, amount):
 
 def frame(msgs):
     body = b"".join(msgs)
-    return struct.pack("<IBBHII", MAGIC, VERSION, 0, len(msgs), SESSION, 16 + len(body)) + body
+    return struct.pack("<IBBHIHBB", MAGIC, VERSION_MAJOR, 0, len(msgs), SESSION, 16 + len(body),
+                       VERSION_MINOR, 0) + body
 
 
 def parse(data):
     out = []
     if len(data) < 16:
         return out
-    magic, _ver, _flags, count, _sender, length = struct.unpack_from("<IBBHII", data)
+    magic, _major, _flags, count, _sender, length, _minor, _r = struct.unpack_from("<IBBHIHBB",
+                                                                                   data)
     if magic != MAGIC:
         return out
     pos = 16

@@ -172,6 +172,10 @@ for p in 1 3; do
 	sw add chain netdev fwddup "in$p" "{ type filter hook ingress device ${TAG}${p}s priority 0; }"
 	sw add rule netdev fwddup "in$p" ip daddr "$NET.12" udp dport 7400 dup to "${TAG}2s"
 done
+# The layout again: an election on a loaded host since the commands above may have moved
+# OMS 2's leadership off node 2, and then no forward would reach the duplicating port.
+lead 1 1
+lead 2 2
 dup0=$(e2e_cluster_stat 2 shard.2.fwd_dup)
 for n in 1 3; do
 	ctl_rc "$n" 0 --json routes pin --user 4242 --shard 1
@@ -190,14 +194,14 @@ log "duplicated frames: shard 2 on node 2 answered $((dup1 - dup0)) re-sends fro
 
 # A client cannot inject admin commands (no MAC keys here: the address decides). Sent to
 # node 2, which leads ME shard 4: before the check a raw halt from a client was proposed.
-VERSION=$(awk '$1 == "#define" && $2 == "WIRE_VERSION" { print $3 }' "$E2E_DIR/../../common/wire.h")
+MAJOR=$(awk '$1 == "#define" && $2 == "WIRE_VERSION_MAJOR" { print $3 }' "$E2E_DIR/../../common/wire.h")
 nfn0=$(e2e_cluster_stat 2 shard.4.admin_not_from_node)
 ing0=$(e2e_cluster_stat 1 shard.1.not_from_node)
-inject=$(ip netns exec "$NS_C" "$PY" - "$NET.12" "$NET.11" "$VERSION" <<'PY'
+inject=$(ip netns exec "$NS_C" "$PY" - "$NET.12" "$NET.11" "$MAJOR" <<'PY'
 import socket, struct, sys
-MAGIC, VERSION = 0x44534D4F, int(sys.argv[3])
-def frame(msg):
-    return struct.pack("<IBBHII", MAGIC, VERSION, 0, 1, 500, 16 + len(msg)) + msg
+MAGIC, MAJOR = 0x44534D4F, int(sys.argv[3])
+def frame(msg):  # version MAJOR.0 (docs/wire.md)
+    return struct.pack("<IBBHIHBB", MAGIC, MAJOR, 0, 1, 500, 16 + len(msg), 0, 0) + msg
 def halt(shard):  # SYMBOL_STATUS: symbol 2 halted
     return struct.pack("<HHHHIBBH", 50, 16, shard, 0, 2, 2, 0, 0)
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)

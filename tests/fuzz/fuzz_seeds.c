@@ -72,7 +72,24 @@ wire_seeds(char **argv)
 	wire_builder_init(&b, buf, sizeof(buf), 2);
 	wire_builder_add(&b, &s);
 	wire_builder_add(&b, &ev);
-	save(argv[1], "me", wire_builder_finish(&b, NULL));
+	uint32_t me_len = wire_builder_finish(&b, NULL);
+	save(argv[1], "me", me_len);
+
+	/* The same frame from a node one minor newer (docs/wire.md, "Versions"): its SUBMIT
+	 * carries 16 bytes of fields that minor appended, which the decoder skips. */
+	static _Alignas(8) uint8_t next[WIRE_FRAME_MAX];
+	uint32_t sub_len = wire_type_size_sent(WIRE_SUBMIT);
+	memcpy(next, buf, sizeof(struct wire_frame_hdr) + sub_len);
+	memset(next + sizeof(struct wire_frame_hdr) + sub_len, 0x5a, 16);
+	memcpy(next + sizeof(struct wire_frame_hdr) + sub_len + 16,
+	       buf + sizeof(struct wire_frame_hdr) + sub_len,
+	       me_len - sizeof(struct wire_frame_hdr) - sub_len);
+	struct wire_frame_hdr *nfh = (struct wire_frame_hdr *)(void *)next;
+	struct wire_msg_hdr *nsub = (struct wire_msg_hdr *)(void *)(nfh + 1);
+	nsub->length = (uint16_t)(sub_len + 16);
+	nfh->length = (uint16_t)(me_len + 16);
+	nfh->version_minor = WIRE_VERSION_MINOR + 1;
+	save_bytes(argv[1], "me-next-minor", next, me_len + 16);
 
 	_Alignas(8) uint8_t tail[sizeof(struct wire_entry_hdr) + sizeof(o)];
 	struct wire_entry_hdr e = {.term = 1, .time_ns = 5, .data_len = sizeof(o), .kind = 1};

@@ -4,8 +4,9 @@
 
 Everything the dissector knows comes from the schema header, so it cannot drift from the code:
 
-  - the #define constants (WIRE_MAGIC, WIRE_VERSION, WIRE_FRAME_F_MAC, WIRE_MAC_SIZE, array
-    bounds such as WIRE_OPEN_ORDERS_MAX);
+  - the #define constants (WIRE_MAGIC, WIRE_VERSION_MAJOR, WIRE_VERSION_MINOR,
+    WIRE_MSG_EXT_MAX, WIRE_FRAME_F_MAC, WIRE_MAC_SIZE, array bounds such as
+    WIRE_OPEN_ORDERS_MAX);
   - the X-macro lists: WIRE_TYPES(X) (name, value, struct, has_tail) and WIRE_REASONS(X);
   - every `enum wire_*` (value names for fields: a field uses the enum its comment names,
     `/* enum wire_side */`, or else the enum `wire_<field name>` when there is one);
@@ -20,7 +21,9 @@ Everything the dissector knows comes from the schema header, so it cannot drift 
 What comes from the codec (common/wire.c, docs/wire.md) rather than from declarations: a UDP
 datagram is one frame, `wire_frame_hdr | msg | msg | ... | [MAC, when WIRE_FRAME_F_MAC]`;
 each message starts with `struct wire_msg_hdr` (type, length); a message type with has_tail
-carries `tail_len` bytes after its struct, zero-padded to a multiple of 8.
+carries `tail_len` bytes after its struct, zero-padded to a multiple of 8; a fixed-size
+message may be longer than its struct by fields a newer minor appended (in 8-byte steps, at
+most WIRE_MSG_EXT_MAX), shown as bytes (docs/wire.md, "Versions").
 
 Usage: gen-dissector.py WIRE_H OUT_LUA [--port N]
        gen-dissector.py --check          (self-test of the parser on built-in snippets)
@@ -333,7 +336,8 @@ class Schema:
 def parse_schema(text):
     s = Schema()
     s.consts = parse_defines(text)
-    for need in ("WIRE_MAGIC", "WIRE_VERSION", "WIRE_FRAME_F_MAC", "WIRE_MAC_SIZE"):
+    for need in ("WIRE_MAGIC", "WIRE_VERSION_MAJOR", "WIRE_VERSION_MINOR", "WIRE_FRAME_F_MAC",
+                 "WIRE_MAC_SIZE"):
         if need not in s.consts:
             raise GenError(f"#define {need} not found")
     s.types = []
@@ -362,7 +366,7 @@ def parse_schema(text):
     for f in ("type", "length"):
         if f not in [x.name for x in s.structs[MSG_HDR].fields]:
             raise GenError(f"struct {MSG_HDR}: no member '{f}'")
-    for f in ("magic", "version", "flags", "msg_count", "length"):
+    for f in ("magic", "version_major", "version_minor", "flags", "msg_count", "length"):
         if f not in [x.name for x in s.structs[FRAME_HDR].fields]:
             raise GenError(f"struct {FRAME_HDR}: no member '{f}'")
     seen = {}
@@ -537,6 +541,7 @@ class Emitter:
                          ("omsd.tail", "ProtoField.bytes"), ("omsd.entry", "ProtoField.none"),
                          ("omsd.entry.data", "ProtoField.bytes"),
                          ("omsd.padding", "ProtoField.bytes"),
+                         ("omsd.appended", "ProtoField.bytes"),
                          ("omsd.unused", "ProtoField.bytes"),
                          ("omsd.shard_seq.oms_shard", "ProtoField.uint16"),
                          ("omsd.shard_seq.user_seq", "ProtoField.uint64")):
@@ -555,13 +560,15 @@ class Emitter:
             ("f_msg", "omsd.msg"), ("f_frame", "omsd.frame"), ("f_mac", "omsd.mac"), ("f_tail", "omsd.tail"),
             ("f_entry", "omsd.entry"), ("f_entry_data", "omsd.entry.data"),
             ("f_padding", "omsd.padding"), ("f_unused", "omsd.unused"),
+            ("f_appended", "omsd.appended"),
             ("f_oid_shard", "omsd.shard_seq.oms_shard"),
             ("f_oid_seq", "omsd.shard_seq.user_seq")))
         user_seq_bits = 48
         if "WIRE_USER_SEQ_MAX" in c:
             user_seq_bits = (c["WIRE_USER_SEQ_MAX"] + 1).bit_length() - 1
         return fill(TEMPLATE, 
-            magic=c["WIRE_MAGIC"], version=c["WIRE_VERSION"], f_mac=c["WIRE_FRAME_F_MAC"],
+            magic=c["WIRE_MAGIC"], major=c["WIRE_VERSION_MAJOR"], minor=c["WIRE_VERSION_MINOR"],
+            ext_max=c.get("WIRE_MSG_EXT_MAX", 0), f_mac=c["WIRE_FRAME_F_MAC"],
             mac_size=c["WIRE_MAC_SIZE"], frame_hdr_size=fh.size, msg_hdr_size=mh.size,
             frame_max=c.get("WIRE_FRAME_MAX", 65535), port=port, ntypes=len(s.types),
             vs="\n".join(vs_lines), type_vs=type_vs, types=types, fields=fields_decl,
@@ -577,13 +584,15 @@ TEMPLATE = r"""-- SPDX-License-Identifier: Apache-2.0
 --
 --   tshark -X lua_script:omsd.lua -r capture.pcap -Y omsd
 --
--- @ntypes@ message types; @nfields@ fields; frame version @version@; UDP port @port@ (preference
+-- @ntypes@ message types; @nfields@ fields; frame version @major@.@minor@; UDP port @port@ (preference
 -- omsd.udp_port) and a heuristic on every UDP port (magic "OMSD"), and "Decode As" omsd.
 
 local omsd = Proto("omsd", "omsd wire protocol")
 
 local WIRE_MAGIC = @magic@
-local WIRE_VERSION = @version@
+local WIRE_VERSION_MAJOR = @major@
+local WIRE_VERSION_MINOR = @minor@
+local WIRE_MSG_EXT_MAX = @ext_max@
 local WIRE_FRAME_F_MAC = @f_mac@
 local WIRE_MAC_SIZE = @mac_size@
 local FRAME_HDR_SIZE = @frame_hdr_size@
@@ -609,7 +618,7 @@ local E_MALFORMED = ProtoExpert.new("omsd.malformed", "Malformed omsd frame",
 	expert.group.MALFORMED, expert.severity.ERROR)
 local E_RESERVED = ProtoExpert.new("omsd.reserved_nonzero", "Reserved field not zero",
 	expert.group.PROTOCOL, expert.severity.WARN)
-local E_VERSION = ProtoExpert.new("omsd.version_mismatch", "Frame version differs from the dissector's",
+local E_VERSION = ProtoExpert.new("omsd.version_mismatch", "Frame's major version differs from the dissector's",
 	expert.group.PROTOCOL, expert.severity.WARN)
 
 omsd.fields = F
@@ -800,8 +809,16 @@ local function dissect_msg(tvb, pinfo, tree, off, lim, names)
 			mt:add(f_padding, tvb(fixed_end + tl, off + len - fixed_end - tl))
 		end
 	elseif len ~= t.size then
-		mt:add_proto_expert_info(E_MALFORMED,
-			string.format("%s: length %d, its size is %d", tname, len, t.size))
+		-- Fields a newer minor appended after the struct: whole words, a bounded number.
+		local extra = len - t.size
+		local item = mt:add(f_appended, tvb(fixed_end, extra))
+		if extra % 8 ~= 0 or extra > WIRE_MSG_EXT_MAX then
+			item:add_proto_expert_info(E_MALFORMED,
+				string.format("%s: length %d, its size is %d (a minor appends up to %d bytes, in 8s)",
+					tname, len, t.size, WIRE_MSG_EXT_MAX))
+		else
+			item:set_text(string.format("Appended by a newer minor: %d bytes (not decoded)", extra))
+		end
 	end
 	if vals.user ~= nil and vals.cl_ord_id ~= nil then
 		mt:append_text(string.format(" user=%s cl_ord_id=%s", tostring(vals.user),
@@ -849,9 +866,14 @@ local function dissect_frame(tvb, pinfo, root)
 		pinfo.cols.info = "omsd: bad magic"
 		return len
 	end
-	if v.version ~= WIRE_VERSION then
+	-- Another major is another layout; another minor only appends fields (shown as bytes).
+	if v.version_major ~= WIRE_VERSION_MAJOR then
 		fh:add_proto_expert_info(E_VERSION,
-			string.format("version %d, this dissector was generated for %d", v.version, WIRE_VERSION))
+			string.format("version %d.%d, this dissector was generated for %d.%d", v.version_major,
+				v.version_minor, WIRE_VERSION_MAJOR, WIRE_VERSION_MINOR))
+	end
+	if v.reserved ~= nil and v.reserved ~= 0 then
+		fh:add_proto_expert_info(E_RESERVED)
 	end
 	local body_end = len
 	if math.floor(v.flags / WIRE_FRAME_F_MAC) % 2 == 1 then
@@ -918,7 +940,11 @@ end
 
 CHECK_BASE = r"""
 #define WIRE_MAGIC UINT32_C(0x44534d4f)
-#define WIRE_VERSION 4
+#ifndef WIRE_MINOR_BUMP
+#define WIRE_MINOR_BUMP 0
+#endif
+#define WIRE_VERSION_MAJOR 4
+#define WIRE_VERSION_MINOR (1 + WIRE_MINOR_BUMP)
 #define WIRE_FRAME_F_MAC 0x01
 #define WIRE_MAC_SIZE 16
 #define N_MAX 3
@@ -930,8 +956,8 @@ enum wire_reason {
 #undef R
 };
 struct wire_frame_hdr {
-	uint32_t magic; uint8_t version; uint8_t flags; uint16_t msg_count;
-	uint32_t sender_id; uint32_t length;
+	uint32_t magic; uint8_t version_major; uint8_t flags; uint16_t msg_count;
+	uint32_t sender_id; uint16_t length; uint8_t version_minor; uint8_t reserved;
 };
 static_assert(sizeof(struct wire_frame_hdr) == 16, "f");
 struct wire_msg_hdr { uint16_t type; uint16_t length; uint16_t shard; uint16_t flags; };
@@ -976,6 +1002,8 @@ def self_check():
     expect(s.types == [("ONE", 1, "wire_one", False)], f"types {s.types}")
     lua = Emitter(s).emit(DEFAULT_PORT)
     expect('VS["wire_side"]' in lua and "omsd.pairs.b" in lua and "omsd.reason" in lua, "lua")
+    expect("local WIRE_VERSION_MAJOR = 4" in lua and "local WIRE_VERSION_MINOR = 1" in lua
+           and "omsd.frame.version_minor" in lua, "lua: the version major.minor")
 
     bad = {
         "size": CHECK_BASE.replace("== 8 + 8 + 48 + 8", "== 80"),

@@ -6,11 +6,15 @@ A UDP datagram carries one frame (docs/wire.md):
     wire_frame_hdr (16 B) | msg | msg | ... | [MAC, 16 B, when FRAME_F_MAC]
 
 Every message starts with wire_msg_hdr {type u16, length u16, shard u16, flags u16} and is
-exactly its struct's size (the types with a variable tail are not client-facing: they are
-walked, never decoded here). All integers are little-endian; padding is written out as
-`reserved` fields that must be zero. The MAC is SipHash-2-4 with a 128-bit output over the
-header and the messages, under a 128-bit key (k0, k1): the frame key of a client session
-(auth.session_key) or a shared key written as 32 hex digits (Key.from_hex).
+its struct's size (the types with a variable tail are not client-facing: they are walked,
+never decoded here). Versions are major.minor (docs/wire.md, "Versions"): a frame of another
+major, or of a minor more than one away from ours, is refused; a frame of the next minor may
+carry fixed-size messages longer than their struct (fields that minor appended, in 8-byte
+steps, at most MSG_EXT_MAX): they decode as their struct, the rest is skipped. All integers
+are little-endian; padding is written out as `reserved` fields that must be zero. The MAC
+is SipHash-2-4 with a 128-bit output over the header and the messages, under a 128-bit key
+(k0, k1): the frame key of a client session (auth.session_key) or a shared key written as 32
+hex digits (Key.from_hex).
 
 The layouts below are copied from common/wire.h; each message's struct size is asserted at
 import (struct.calcsize against the C static_assert), and tests/test_wire.py checks every
@@ -21,13 +25,17 @@ import collections
 import struct
 
 MAGIC = 0x44534D4F  # "OMSD" little-endian
-VERSION = 7  # WIRE_VERSION
+VERSION_MAJOR = 7  # WIRE_VERSION_MAJOR: another major is refused
+VERSION_MINOR = 0  # WIRE_VERSION_MINOR_RELEASE: what this client speaks
+MINOR_WINDOW = 1  # WIRE_MINOR_WINDOW: a peer's minor may differ from ours by this much
+MSG_EXT_MAX = 64  # WIRE_MSG_EXT_MAX: bytes a minor may append to a fixed-size message
 FRAME_F_MAC = 0x01  # a 16-byte SipHash-2-4-128 tag follows the last message
 FRAME_F_SESSION = 0x02  # a client session's frame: SESSION_HDR first, MAC under its key
 MAC_SIZE = 16
 FRAME_MAX = 9000  # largest frame a node takes
 FRAME_MSGS_MAX = 256  # messages in one frame
-FRAME_HDR = struct.Struct("<IBBHII")  # magic, version, flags, msg_count, sender_id, length
+# magic, version_major, flags, msg_count, sender_id, length, version_minor, reserved
+FRAME_HDR = struct.Struct("<IBBHIHBB")
 MSG_HDR = struct.Struct("<HHHH")  # type, length, shard, flags
 assert FRAME_HDR.size == 16, "wire_frame_hdr"
 assert MSG_HDR.size == 8, "wire_msg_hdr"
@@ -561,10 +569,13 @@ def msg_type(m):
     return m.TYPE if isinstance(m, Msg) else m.type
 
 
-def decode_msg(buf, off=0, end=None, check=True):
+def decode_msg(buf, off=0, end=None, check=True, minor=None):
     """The message at buf[off:end]: (message, its length). Checks as wire_msg_check: the
     header, the length for its type, and (check) every enum and reserved field of a decoded
-    type. Raises WireError."""
+    type. minor: the sending frame's version_minor; a fixed-size message is exactly its
+    struct from a sender of our minor (or older), may be longer from the next one, and may be
+    longer whatever its writer when minor is None (a message on its own, as in a log entry).
+    A longer message decodes as its struct; its length covers the rest. Raises WireError."""
     end = len(buf) if end is None else end
     avail = end - off
     if avail < MSG_HDR.size:
@@ -577,8 +588,14 @@ def decode_msg(buf, off=0, end=None, check=True):
         raise WireError("BAD_MSG_LENGTH", "%s of %d bytes" % (name, length))
     if length > avail:
         raise WireError("TRUNCATED", name)
-    if (tail and length % 8 != 0) or (not tail and length != fixed):
-        raise WireError("BAD_MSG_LENGTH", "%s of %d bytes" % (name, length))
+    if tail:
+        if length % 8 != 0:
+            raise WireError("BAD_MSG_LENGTH", "%s of %d bytes" % (name, length))
+    else:
+        extra = length - fixed
+        may_grow = minor is None or minor > VERSION_MINOR
+        if extra % 8 != 0 or extra > MSG_EXT_MAX or (extra and not may_grow):
+            raise WireError("BAD_MSG_LENGTH", "%s of %d bytes" % (name, length))
     cls = CLASSES.get(mtype)
     if cls is None:
         return RawMsg(mtype, shard, flags, bytes(buf[off + MSG_HDR.size:off + length])), length
@@ -596,14 +613,15 @@ def decode_msg(buf, off=0, end=None, check=True):
 class Frame:
     """A decoded frame: header fields, the messages, and the MAC (or None)."""
 
-    __slots__ = ("flags", "sender_id", "msgs", "mac", "length")
+    __slots__ = ("flags", "sender_id", "msgs", "mac", "length", "minor")
 
-    def __init__(self, flags, sender_id, msgs, tag, length):
+    def __init__(self, flags, sender_id, msgs, tag, length, minor=VERSION_MINOR):
         self.flags = flags
         self.sender_id = sender_id
         self.msgs = msgs
         self.mac = tag
         self.length = length
+        self.minor = minor  # the sender's version_minor
 
     @property
     def session(self):
@@ -631,7 +649,8 @@ def encode_frame(msgs, sender_id, key=None, session=False):
     length = FRAME_HDR.size + len(body) + (MAC_SIZE if keyed else 0)
     if length > FRAME_MAX:
         raise ValueError("a frame of %d bytes (at most %d)" % (length, FRAME_MAX))
-    out = FRAME_HDR.pack(MAGIC, VERSION, flags, count, sender_id, length) + body
+    out = FRAME_HDR.pack(MAGIC, VERSION_MAJOR, flags, count, sender_id, length, VERSION_MINOR,
+                         0) + body
     if keyed:
         out += mac(key, out)
     return out
@@ -655,11 +674,14 @@ def decode_frame(buf, key=None, session=None, check=True):
     n = len(buf)
     if n < FRAME_HDR.size:
         raise WireError("TRUNCATED", "frame header")
-    magic, version, flags, count, sender, length = FRAME_HDR.unpack_from(buf)
+    magic, major, flags, count, sender, length, minor, reserved = FRAME_HDR.unpack_from(buf)
     if magic != MAGIC:
         raise WireError("BAD_MAGIC")
-    if version != VERSION:
-        raise WireError("BAD_VERSION", "version %d, want %d" % (version, VERSION))
+    if major != VERSION_MAJOR or abs(minor - VERSION_MINOR) > MINOR_WINDOW:
+        raise WireError("BAD_VERSION", "version %d.%d, want %d.%d (minor within %d)" % (
+            major, minor, VERSION_MAJOR, VERSION_MINOR, MINOR_WINDOW))
+    if reserved != 0:
+        raise WireError("BAD_RESERVED", "frame header")
     is_session = bool(flags & FRAME_F_SESSION) if session is None else session
     if is_session:
         if flags != FRAME_F_MAC | FRAME_F_SESSION:
@@ -688,7 +710,7 @@ def decode_frame(buf, key=None, session=None, check=True):
     for i in range(count):
         if pos >= body_end:
             raise WireError("BAD_COUNT", "%d messages declared, %d found" % (count, i))
-        m, mlen = decode_msg(buf, pos, body_end, check)
+        m, mlen = decode_msg(buf, pos, body_end, check, minor)
         # SESSION_HDR opens a session frame and appears nowhere else.
         if (msg_type(m) == SessionHdr.TYPE) != (is_session and i == 0):
             raise WireError("BAD_TYPE", "SESSION_HDR out of place")
@@ -698,4 +720,4 @@ def decode_frame(buf, key=None, session=None, check=True):
         raise WireError("TRAILING")
     if is_session and msgs[0].session_id != sender:
         raise WireError("BAD_VALUE", "SESSION_HDR names another session")
-    return Frame(flags, sender, msgs, tag, n)
+    return Frame(flags, sender, msgs, tag, n, minor)

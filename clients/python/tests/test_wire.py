@@ -77,7 +77,10 @@ def schema():
 def test_constants_match_wire_h(schema):
     c = schema.consts
     assert wire.MAGIC == c["WIRE_MAGIC"]
-    assert wire.VERSION == c["WIRE_VERSION"]
+    assert wire.VERSION_MAJOR == c["WIRE_VERSION_MAJOR"]
+    assert wire.VERSION_MINOR == c["WIRE_VERSION_MINOR_RELEASE"]
+    assert wire.MINOR_WINDOW == c["WIRE_MINOR_WINDOW"]
+    assert wire.MSG_EXT_MAX == c["WIRE_MSG_EXT_MAX"]
     assert wire.FRAME_F_MAC == c["WIRE_FRAME_F_MAC"]
     assert wire.FRAME_F_SESSION == c["WIRE_FRAME_F_SESSION"]
     assert wire.MAC_SIZE == c["WIRE_MAC_SIZE"]
@@ -88,6 +91,13 @@ def test_constants_match_wire_h(schema):
     assert wire.REPLAY_MAX == c["WIRE_REPLAY_MAX"]
     assert wire.LOGON_SIG_SIZE == c["WIRE_LOGON_SIG_SIZE"]
     assert wire.FRAME_HDR.size == schema.structs["wire_frame_hdr"].size
+    # FRAME_HDR's fields in wire.h's order, at its offsets and widths.
+    fh = [(f.name, f.offset, f.size) for f in schema.structs["wire_frame_hdr"].fields]
+    assert fh == [("magic", 0, 4), ("version_major", 4, 1), ("flags", 5, 1),
+                  ("msg_count", 6, 2), ("sender_id", 8, 4), ("length", 12, 2),
+                  ("version_minor", 14, 1), ("reserved", 15, 1)]
+    assert wire.FRAME_HDR.format.lstrip("<") == "".join(
+        {1: "B", 2: "H", 4: "I"}[size] for _, _, size in fh)
     assert wire.MSG_HDR.size == schema.structs["wire_msg_hdr"].size
 
 
@@ -163,9 +173,9 @@ def test_every_type_from_wire_ref_all(tmp_path, key_hex):
         fixed, tail = wire.TYPES[value][1], wire.TYPES[value][2]
         if not tail:
             assert int(length) == fixed, name
-        magic, version, flags, count, sender, flen = wire.FRAME_HDR.unpack_from(buf)
-        assert (magic, version, count, sender, flen) == (wire.MAGIC, wire.VERSION, 1, 9,
-                                                         len(buf))
+        magic, major, flags, count, sender, flen, minor, res = wire.FRAME_HDR.unpack_from(buf)
+        assert (magic, major, count, sender, flen, minor, res) == (
+            wire.MAGIC, wire.VERSION_MAJOR, 1, 9, len(buf), wire.VERSION_MINOR, 0)
         m, mlen = wire.decode_msg(buf, 16, len(buf) - (16 if key else 0), check=False)
         assert wire.msg_type(m) == value and mlen == int(length)
         assert m.encode() == buf[16:16 + mlen], name
@@ -291,18 +301,33 @@ def _damaged(key):
 
     def msg(m):
         b = m.encode()
-        return remac(struct.pack("<IBBHII", wire.MAGIC, wire.VERSION, 1, 1, 3, 16 + len(b) + 16)
-                     + b)
+        return remac(struct.pack("<IBBHIHBB", wire.MAGIC, wire.VERSION_MAJOR, 1, 1, 3,
+                                 16 + len(b) + 16, wire.VERSION_MINOR, 0) + b)
 
     def msgs(*ms):
         b = b"".join(ms)
-        return remac(struct.pack("<IBBHII", wire.MAGIC, wire.VERSION, 1, 2, 3, 16 + len(b) + 16)
-                     + b)
+        return remac(struct.pack("<IBBHIHBB", wire.MAGIC, wire.VERSION_MAJOR, 1, 2, 3,
+                                 16 + len(b) + 16, wire.VERSION_MINOR, 0) + b)
+
+    def appended(minor, extra):
+        """The NEW_ORDER of good with `extra` bytes a newer minor appended, in a frame of
+        version_minor `minor`."""
+        b = bytearray(order.encode() + bytes(range(1, extra + 1)))
+        struct.pack_into("<H", b, 2, len(b))
+        return remac(struct.pack("<IBBHIHBB", wire.MAGIC, wire.VERSION_MAJOR, 1, 1, 3,
+                                 16 + len(b) + 16, minor, 0) + bytes(b))
 
     out = [
         ("good", good),
         ("magic", edit(0, b"OMSX")),
-        ("version", edit(4, bytes([wire.VERSION + 1]))),
+        ("version", edit(4, bytes([wire.VERSION_MAJOR + 1]))),
+        ("minor_next", edit(14, bytes([wire.VERSION_MINOR + 1]))),
+        ("minor_two_away", edit(14, bytes([wire.VERSION_MINOR + 2]))),
+        ("minor_wraps", edit(14, b"\xff")),
+        ("frame_reserved", edit(15, b"\x01")),
+        ("appended_next_minor", appended(wire.VERSION_MINOR + 1, 16)),
+        ("appended_same_minor", appended(wire.VERSION_MINOR, 8)),
+        ("appended_over_max", appended(wire.VERSION_MINOR + 1, wire.MSG_EXT_MAX + 8)),
         ("flags", edit(5, b"\x05")),
         ("length", edit(12, struct.pack("<I", len(good) + 8))),
         ("count0", edit(6, b"\x00\x00")),
@@ -407,6 +432,47 @@ def test_key_file_accepted_like_c(tmp_path, what, text):
 # ------------------------------------------------------------------------------------------
 # The Python side alone: round trips and refusals that need no C verdict.
 # ------------------------------------------------------------------------------------------
+
+def test_versions_major_minor():
+    """docs/wire.md, "Versions": a frame of the same major and a minor at most one away is
+    taken; the next minor's longer fixed-size messages decode as their struct and are
+    skipped to their end; a message alone (a log entry's) may be longer whatever its
+    writer; shorter, ragged or beyond MSG_EXT_MAX never."""
+    order = wire.NewOrder(user=5, cl_ord_id=9, symbol=1, side=1, ord_type=1, tif=1, px=100,
+                          qty=3)
+    cxl = wire.Cancel(user=5, cl_ord_id=10, orig_cl_ord_id=9)
+    f = wire.encode_frame([order, cxl], 3)
+    assert f[4] == wire.VERSION_MAJOR and f[14] == wire.VERSION_MINOR and f[15] == 0
+    assert wire.decode_frame(f).minor == wire.VERSION_MINOR
+
+    def with_minor(buf, minor):
+        return buf[:14] + bytes([minor]) + buf[15:]
+    assert wire.decode_frame(with_minor(f, wire.VERSION_MINOR + 1)).minor == 1
+    for far in (wire.VERSION_MINOR + 2, 255):
+        with pytest.raises(wire.WireError) as e:
+            wire.decode_frame(with_minor(f, far))
+        assert e.value.err == "BAD_VERSION"
+
+    longer = bytearray(order.encode() + b"\x09" * 24)
+    struct.pack_into("<H", longer, 2, len(longer))
+    body = bytes(longer) + cxl.encode()
+    hdr = struct.pack("<IBBHIHBB", wire.MAGIC, wire.VERSION_MAJOR, 0, 2, 3, 16 + len(body),
+                      wire.VERSION_MINOR + 1, 0)
+    fr = wire.decode_frame(hdr + body)
+    assert fr.msgs == [order, cxl]
+    with pytest.raises(wire.WireError) as e:
+        wire.decode_frame(with_minor(hdr + body, wire.VERSION_MINOR))
+    assert e.value.err == "BAD_MSG_LENGTH"
+    m, n = wire.decode_msg(bytes(longer))
+    assert m == order and n == len(longer)
+    for bad in (len(order.encode()) - 8, len(order.encode()) + 4,
+                len(order.encode()) + wire.MSG_EXT_MAX + 8):
+        b = bytearray(bytes(longer) + bytes(128))
+        struct.pack_into("<H", b, 2, bad)
+        with pytest.raises(wire.WireError) as e:
+            wire.decode_msg(bytes(b))
+        assert e.value.err == "BAD_MSG_LENGTH", bad
+
 
 def test_messages_round_trip_and_names():
     o = wire.Oid.make(3, 42, 17)

@@ -178,17 +178,17 @@ Test(wire, bad_header_fields)
 	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_MAGIC));
 	fh->magic ^= 1;
 
-	fh->version = WIRE_VERSION + 1;
+	fh->version_major = WIRE_VERSION_MAJOR + 1;
 	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_VERSION));
-	fh->version = WIRE_VERSION;
+	fh->version_major = WIRE_VERSION_MAJOR;
 
 	fh->flags = 0x80;
 	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_FLAGS));
 	fh->flags = 0;
 
-	fh->length = len + 8;
+	fh->length = (uint16_t)(len + 8);
 	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_LENGTH));
-	fh->length = len;
+	fh->length = (uint16_t)len;
 
 	fh->msg_count = 0;
 	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_COUNT));
@@ -714,6 +714,12 @@ Test(wire, session_message_fields)
 		struct wire_logon l;
 		uint64_t extra;
 	} big = {l, 0};
+	/* Alone, its writer's minor is unknown: a newer one may have appended a field
+	 * (docs/wire.md, "Versions"); in a frame of our own minor it is refused
+	 * (test_wire_version.c). Not a whole number of words it never is. */
+	cr_assert(eq(int, wire_msg_check(&big, sizeof(big), &n), WIRE_E_OK));
+	cr_assert(eq(u16, n, sizeof(big)));
+	big.l.hdr.length = sizeof(l) + 4;
 	cr_assert(eq(int, wire_msg_check(&big, sizeof(big), &n), WIRE_E_BAD_MSG_LENGTH));
 
 	struct wire_session_hdr sh = {0};
