@@ -380,6 +380,9 @@ struct app_shard_pub {
 	uint64_t leader_elected;             /* times it became leader */
 	uint64_t route_epoch, inflight, resident; /* oms */
 	uint64_t resting;                    /* me */
+	uint32_t place_pref;                 /* placement: the preferred leader, 0: none */
+	uint32_t place_verdict;              /* placement: enum app_place_verdict (leader: the
+						last check's; followers: follower) */
 };
 int app_shard_pub_read(const struct app *app, uint32_t index, struct app_shard_pub *out);
 const char *app_shard_role_name(uint32_t role);

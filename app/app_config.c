@@ -64,6 +64,7 @@ config_load(struct cfg_ctx *cp, struct app_config *cfg)
 	cfg_sec_mgmt(&c, cfg);
 	cfg_sec_routing(&c, cfg);
 	cfg_sec_symbols(&c, cfg);
+	cfg_sec_placement(&c, cfg);
 	cfg_check_windows(&c, cfg);
 	cfg_check_cross(&c, cfg);
 	cfg_check_cpus(&c, cfg);
@@ -100,9 +101,13 @@ app_config_dump(const struct app_config *cfg, FILE *out)
 		dp_idle_mode_name(cfg->io.idle.mode));
 	for (uint32_t i = 0; i < cfg->shard_count; i++) {
 		const struct app_shard_conf *s = &cfg->shards[i];
-		fprintf(out, "shard.%u = %s, %u member(s), cpu %u, idle %s\n", s->id,
+		fprintf(out, "shard.%u = %s, %u member(s), cpu %u, idle %s", s->id,
 			app_service_name(s->service), s->member_count, s->lcore.cpu,
 			dp_idle_mode_name(s->lcore.idle.mode));
+		for (uint32_t p = 0; p < s->leader_pref_count; p++)
+			fprintf(out, "%s%u", p == 0 ? ", leader_preference " : ",",
+				s->leader_pref[p]);
+		fputc('\n', out);
 	}
 	for (uint32_t i = 0; i < cfg->dp.peer_count; i++) {
 		ip_str(cfg->dp.peers[i].ip_be, ip, sizeof(ip));
@@ -124,6 +129,9 @@ app_config_dump(const struct app_config *cfg, FILE *out)
 	fprintf(out, "timers.flush_ms = %" PRIu64 "%s\nlimits.writeback_max = %" PRIu64 "\n",
 		cfg->flush_ms, cfg->flush_ms == 0 ? " (write-back off)" : "", cfg->writeback_max);
 	fprintf(out, "limits.dedup_per_user = %" PRIu64 "\n", cfg->dedup_per_user);
+	fprintf(out, "placement.policy = %s\nplacement.check_ms = %" PRIu64
+		"\nplacement.settle_ms = %" PRIu64 "\n", app_place_policy_name(cfg->place_policy),
+		cfg->place_check_ms, cfg->place_settle_ms);
 	fprintf(out, "mgmt.metrics_listen = %s\n",
 		cfg->metrics_listen[0] ? cfg->metrics_listen : "off");
 	fprintf(out, "database = %s\n", cfg->db_conninfo[0] ? "configured" : "none");

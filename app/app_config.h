@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "app_placement.h"
 #include "dataplane/dp.h"
 
 #define APP_SHARDS_MAX 16        /* shards one host can host */
@@ -55,6 +56,10 @@ struct app_shard_conf {
 					       * starts as a stranger that a leader adds as a
 					       * learner (CNS_CFG_JOIN) */
 	struct app_lcore_conf lcore;          /* the shard's lcore */
+	/* [placement] policy = prefer (or colocate, ME shards): the nodes that should lead,
+	 * best first, each a member of the bootstrap set; 0 of them: no preference. */
+	uint32_t leader_pref[APP_MEMBERS_MAX];
+	uint32_t leader_pref_count;
 };
 
 /* [symbol.N]: one instrument, proposed as a SYMBOL_CONFIG into every OMS and ME shard by
@@ -178,6 +183,12 @@ struct app_config {
 	uint64_t logons_per_sec;              /* LOGONs a gateway looks at per second (each
 					       * costs an HMAC); 0 = no limit */
 	uint64_t keys_refresh_ms;             /* how often the key file is looked at */
+
+	/* [placement] (docs/appliance.md "Leadership placement") */
+	enum app_place_policy place_policy;   /* none (the default) | spread | colocate | prefer */
+	uint64_t place_check_ms;              /* a leader looks at its placement this often */
+	uint64_t place_settle_ms;             /* a better node must have been caught up and
+					       * heard this long before leadership moves to it */
 
 	/* [mgmt] */
 	char metrics_listen[32];              /* "127.0.0.1:9464"; "" = no HTTP listener */

@@ -200,7 +200,7 @@ cfg_check_cross(struct cfg_ctx *c, const struct app_config *cfg)
 
 static const char *const known_sections[] = {
 	"node", "eal", "port", "memory", "io", "bridge", "persister", "limits", "timers",
-	"durability", "database", "paths", "keys", "routing", "mgmt", "sessions",
+	"durability", "database", "paths", "keys", "routing", "mgmt", "sessions", "placement",
 };
 
 /* Whatever nobody asked for is a typo or a key this version does not have. An unknown

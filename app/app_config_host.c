@@ -74,6 +74,9 @@ cfg_defaults(struct app_config *cfg)
 	cfg->bridge_redrive_max_ms = 0; /* derived from bridge_redrive_ms (app_config_check.c) */
 	cfg->saga_old_ms = 5000;
 	cfg->routing.epoch = 1;
+	cfg->place_policy = APP_PLACE_NONE; /* leaders move only when the file asks for it */
+	cfg->place_check_ms = 500;
+	cfg->place_settle_ms = 5000;
 	cfg->durability = APP_DURABILITY_DURABLE; /* memory mode is an explicit choice */
 	snprintf(cfg->data_dir, sizeof(cfg->data_dir), "/var/lib/omsd");
 	snprintf(cfg->mgmt_socket, sizeof(cfg->mgmt_socket), "/run/omsd/omsd.sock");

@@ -9,8 +9,9 @@
  *     key = value, duplicate sections and keys, names or values it would truncate.
  *  2. rte_cfgfile_load, then every known key is read through the typed getters of
  *     app_config_get.c and validated; the getter marks the scan entry used. The sections
- *     are read by app_config_host.c (the node, its port, memory, lcores, peers and shards)
- *     and app_config_svc.c (limits, timers, paths, keys, routing, symbols, mgmt).
+ *     are read by app_config_host.c (the node, its port, memory, lcores, peers and shards),
+ *     app_config_svc.c (limits, timers, paths, keys, routing, symbols, mgmt) and
+ *     app_config_place.c (leadership placement).
  *     app_config_check.c then checks what spans sections, and reports whatever the scan
  *     saw that nobody read as an unknown key or section.
  *
@@ -107,6 +108,10 @@ void cfg_sec_rest(struct cfg_ctx *c, struct app_config *cfg);
 void cfg_sec_mgmt(struct cfg_ctx *c, struct app_config *cfg);
 void cfg_sec_routing(struct cfg_ctx *c, struct app_config *cfg);
 void cfg_sec_symbols(struct cfg_ctx *c, struct app_config *cfg);
+
+/* app_config_place.c: [placement] and [shard.N] leader_preference (after the shards, the
+ * timers and the symbols are read). */
+void cfg_sec_placement(struct cfg_ctx *c, struct app_config *cfg);
 
 /* app_config_check.c: the windows (fills the derived dedup window), what spans sections,
  * CPUs, and what nobody read. */

@@ -108,6 +108,7 @@ app_shard_do_work(void *arg, uint64_t now_ns)
 	if (leader != CNS_NODE_NONE)
 		PUB(s->app->leader_hint[s->id], leader);
 	app_bridge_tick(s);
+	app_placement_tick(s);
 	if (s->is_oms)
 		work += app_inline_persist_drain(s);
 	work += app_cmd_work(s);

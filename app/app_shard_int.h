@@ -3,7 +3,8 @@
  * The shard lcore's private header: struct app_shard (one Raft member, its service and the
  * host roles that read that service's state), its counters, and the functions its files
  * share. Only the app_shard*.c, app_gateway.c, app_bridge.c, app_egress.c, app_ingress.c,
- * app_flog.c, app_inline_persist.c, app_reqlat.c and app_admin_fwd.c files include it.
+ * app_flog.c, app_inline_persist.c, app_reqlat.c, app_admin_fwd.c and app_placement.c files
+ * include it.
  *
  * The files are layers; a file calls only files below it (farm-studio look app):
  *
@@ -12,6 +13,7 @@
  *   app_ingress.c  app_bridge.c       frames in; bridge re-drives and bootstrap
  *   app_egress.c         the service's sink: applied entries out (leader only)
  *   app_gateway.c  app_shard_cmd.c  app_flog.c  app_inline_persist.c  app_reqlat.c
+ *   app_placement.c      (leadership placement: reads consensus, starts transfers)
  *   app_admin_fwd.c      (beside app_shard_cmd.c: it takes the commands that cmd file
  *                        cannot answer here and gives them back through app_cmd_give)
  *   app_shard_send.c  app_shard_tables.c   sends, proposals and the caches under them
@@ -34,6 +36,7 @@
 #include "app.h"
 #include "app_backoff.h"
 #include "app_gw_route.h"
+#include "app_placement.h"
 #include "consensus/cns.h"
 #include "persist/persist.h"
 
@@ -112,7 +115,20 @@
 	X(FWD_APPLIED, "fwd_applied", "forwarded entries applied")                          \
 	X(FWD_REPLIED, "fwd_replied", "forwarded entries answered to their origin (leader)") \
 	X(ADMIN_NOT_FROM_NODE, "admin_not_from_node",                                      \
-	  "admin or forwarded-admin messages from a non-peer address, dropped")
+	  "admin or forwarded-admin messages from a non-peer address, dropped")             \
+	X(PLACE_TRANSFERS, "placement_transfers",                                          \
+	  "leadership transfers placement started (to a better node)")                     \
+	X(PLACE_REFUSED, "placement_refused", "placement transfers cns_transfer refused")   \
+	X(PLACE_SKIPPED_BEHIND, "placement_skipped_behind",                                \
+	  "placement checks that passed over a better node: behind or not heard")          \
+	X(PLACE_SKIPPED_SETTLING, "placement_skipped_settling",                            \
+	  "placement checks that waited: a better node caught up for less than settle_ms") \
+	X(PLACE_SKIPPED_NOT_VOTER, "placement_skipped_not_voter",                          \
+	  "placement checks that passed over a better node: not a voter")                  \
+	X(PLACE_SKIPPED_BUSY, "placement_skipped_busy",                                    \
+	  "placement checks that waited: a membership change or transfer in progress")     \
+	X(PLACE_SKIPPED_UNKNOWN, "placement_skipped_unknown",                              \
+	  "placement checks with no preference: colocate and no ME leader known")
 
 enum shard_counter {
 #define SC_ENUM(name, label, help) SC_##name,
@@ -218,6 +234,17 @@ struct lat_table {
 	uint64_t overwritten;        /* entries lost to a full probe window */
 };
 
+/* Leadership placement on the shard lcore (app_placement.c): what the last check saw. */
+struct app_place_state {
+	uint64_t last_check_ns;      /* cluster time of the last check */
+	uint64_t term;               /* the term track belongs to (leader) */
+	uint64_t hold_until_ns;      /* no transfer before this: one was started (by us or
+					another) and may still run */
+	uint64_t transfers_seen;     /* cns TRANSFERS counter at the last check */
+	struct app_place_rank rank;  /* the preferred leaders, best first */
+	struct app_place_track track; /* leader: members caught up, since when */
+};
+
 struct app_shard {
 	struct app *app;
 	const struct app_shard_conf *conf;
@@ -291,6 +318,7 @@ struct app_shard {
 	struct pq_ent *pq;           /* no database: answers to propose */
 	uint32_t pq_count;
 	struct lat_table *lat;       /* OMS: request latency (leader) */
+	struct app_place_state place; /* leadership placement (app_placement.c) */
 
 	/* Published for the stats (written by this lcore only). */
 	uint32_t pub_role;
@@ -319,6 +347,8 @@ struct app_shard {
 	uint64_t pub_sagas_pending;  /* OMS leader: sagas in the re-drive queue (last pass) */
 	uint64_t pub_sagas_old;      /* of which began [timers] saga_old_ms ago or more */
 	uint64_t pub_saga_oldest_ns; /* age of the oldest, cluster time */
+	uint32_t pub_place_pref;     /* placement: the preferred leader, 0: none */
+	uint32_t pub_place_verdict;  /* placement: enum app_place_verdict of the last check */
 	uint32_t assets[ASSETS_WATCH];
 	uint32_t asset_count;
 	int64_t pub_asset_sum[ASSETS_WATCH];
@@ -453,6 +483,10 @@ void app_egress_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *
 void app_egress_reports_resend(struct app_shard *s);
 /* Re-send to node's gateway the kept answers a REPORT_REPLAY asks for (any member). */
 void app_egress_replay(struct app_shard *s, uint32_t node, const struct wire_report_replay *r);
+
+/* app_placement.c: leadership placement, once per cycle (a clock compare; a check every
+ * [placement] check_ms). */
+void app_placement_tick(struct app_shard *s);
 
 /* app_bridge.c: bootstrap, bridge rebuild and re-drives, once per cycle. */
 void app_bridge_tick(struct app_shard *s);

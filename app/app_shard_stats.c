@@ -99,6 +99,13 @@ app_shard_stats_write(const struct app *app, uint32_t index, FILE *out)
 	fprintf(out, "shard.%u.commit %" PRIu64 "\n", id, LOAD(s->pub_commit));
 	fprintf(out, "shard.%u.applied %" PRIu64 "\n", id, LOAD(s->pub_applied));
 	fprintf(out, "shard.%u.last_index %" PRIu64 "\n", id, LOAD(s->pub_last));
+	/* Leadership placement (app_placement.c): the preferred leader (0: none), whether it
+	 * leads, and the last check's verdict. */
+	uint32_t pref = LOAD(s->pub_place_pref);
+	fprintf(out, "shard.%u.preferred_leader %u\n", id, pref);
+	fprintf(out, "shard.%u.placed %u\n", id, pref != 0 && pref == LOAD(s->pub_leader));
+	fprintf(out, "shard.%u.placement %s\n", id,
+		app_place_verdict_name((enum app_place_verdict)LOAD(s->pub_place_verdict)));
 	struct app_shard_pub p = {0};
 	if (app_shard_pub_read(app, index, &p) == 0) {
 		fprintf(out, "shard.%u.config_index %" PRIu64 "\n", id, p.config_index);
@@ -226,6 +233,8 @@ app_shard_pub_read(const struct app *app, uint32_t index, struct app_shard_pub *
 	out->inflight = LOAD(s->pub_inflight);
 	out->resident = LOAD(s->pub_resident);
 	out->resting = LOAD(s->pub_resting);
+	out->place_pref = LOAD(s->pub_place_pref);
+	out->place_verdict = LOAD(s->pub_place_verdict);
 	out->is_oms = s->is_oms;
 	return 0;
 }

@@ -4,7 +4,8 @@
  * works against omsd (`dpdk-telemetry.py -f <file-prefix>`):
  *
  *   /omsd/status            node, uptime, per shard: service, role, leader, term, commit,
- *                           applied, last index, elections, lag per member (leader), state
+ *                           applied, last index, elections, preferred leader, placed and
+ *                           the placement verdict, lag per member (leader), state
  *   /omsd/members           per shard: leader, term, per member match index and lag
  *   /omsd/lcores            per lcore: role, CPU, idle mode, busy %, rings, duty cycle
  *   /omsd/stats[,PREFIX]    the counters whose name starts with PREFIX ("shard.1.oms",
@@ -67,6 +68,10 @@ shard_status(const struct app *app, uint32_t index, struct rte_tel_data *d)
 	rte_tel_data_add_dict_u64(d, "applied", p.applied);
 	rte_tel_data_add_dict_u64(d, "last_index", p.last);
 	rte_tel_data_add_dict_u64(d, "elections", p.elections);
+	rte_tel_data_add_dict_u64(d, "preferred_leader", p.place_pref); /* 0: none */
+	rte_tel_data_add_dict_u64(d, "placed", p.place_pref != 0 && p.place_pref == p.leader);
+	rte_tel_data_add_dict_string(d, "placement",
+				     app_place_verdict_name((enum app_place_verdict)p.place_verdict));
 	if (p.is_oms) {
 		rte_tel_data_add_dict_u64(d, "route_epoch", p.route_epoch);
 		rte_tel_data_add_dict_u64(d, "inflight", p.inflight);

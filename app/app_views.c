@@ -84,6 +84,8 @@ static const char *const gauges[] = {
 	"omsd_shard_is_leader", "omsd_shard_ready", "omsd_shard_leader", "omsd_shard_term",
 	"omsd_shard_commit", "omsd_shard_applied", "omsd_shard_last_index",
 	"omsd_shard_member_match", "omsd_shard_member_lag",
+	/* Leadership placement: the preferred leader now, and whether it leads. */
+	"omsd_shard_preferred_leader", "omsd_shard_placed",
 	/* OMS and ME state now. */
 	"omsd_shard_route_epoch", "omsd_shard_inflight", "omsd_shard_resident",
 	"omsd_shard_resting", "omsd_shard_asset_sum", "omsd_shard_asset_fees",
@@ -333,6 +335,8 @@ h_members(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char *err
 			mgmt_out_kv_str(out, "role", (p.learners & (1u << m)) ? "learner" : "voter");
 			mgmt_out_kv_u64(out, "config_index", p.config_index);
 			mgmt_out_kv_bool(out, "config_committed", p.commit >= p.config_index);
+			/* Leadership placement: the member that should lead. */
+			mgmt_out_kv_bool(out, "preferred", p.members[m] == p.place_pref);
 			mgmt_out_obj_end(out);
 		}
 	}
@@ -352,6 +356,20 @@ app_views_status_shard(struct mgmt_out *o, uint16_t shard_id)
 		return;
 	mgmt_out_kv_u64(o, "last_index", p.last);
 	mgmt_out_kv_u64(o, "elections", p.elections);
+	/* Leadership placement: the preferred leader (null: none), whether it leads, and the
+	 * last check's verdict (docs/appliance.md "Leadership placement"). */
+	mgmt_out_key(o, "preferred_leader");
+	if (p.place_pref == 0)
+		mgmt_out_null(o);
+	else
+		mgmt_out_u64(o, p.place_pref);
+	mgmt_out_key(o, "placed");
+	if (p.place_pref == 0)
+		mgmt_out_null(o);
+	else
+		mgmt_out_bool(o, p.place_pref == p.leader);
+	mgmt_out_kv_str(o, "placement",
+			app_place_verdict_name((enum app_place_verdict)p.place_verdict));
 	/* Lag per member (leader only; null elsewhere): {"node": entries behind}. */
 	mgmt_out_key(o, "lag");
 	if (p.role != CNS_LEADER) {

@@ -239,6 +239,10 @@ static const struct bad bads[] = {
 	{ "symbol.1", "maker_fee_bps", "-20000", "out of range" },
 	{ "symbol.1", "taker_fee_bps", "20000", "out of range" },
 	{ "mgmt", "metrics_listen", "localhost", "not ADDRESS:PORT" },
+	{ "placement", "policy", "balance", "not one of none|spread|colocate|prefer" },
+	{ "placement", "check_ms", "5", "out of range" },
+	{ "placement", "settle_ms", "3600001", "out of range" },
+	{ "shard.1", "leader_preference", "0", "'0' is not a node id" },
 };
 
 /* What a section needs besides the key under test (the key itself is left out). */
@@ -492,4 +496,107 @@ Test(app_config, durability_mode, .init = setup, .fini = teardown)
 	cr_assert(eq(int, cfg.durability, APP_DURABILITY_DURABLE));
 	cr_assert(eq(int, load_minimal("[durability]\nmode = memory\n"), 0), "%s", errs);
 	cr_assert(eq(int, cfg.durability, APP_DURABILITY_MEMORY));
+}
+
+/* Goal: [placement] loads with its documented defaults and every value it names.
+ * Method: the minimal file alone (none, 500, 5000), then each policy with its keys. */
+Test(app_config, placement_loads, .init = setup, .fini = teardown)
+{
+	cr_assert(eq(int, load_minimal(""), 0), "%s", errs);
+	cr_assert(eq(int, cfg.place_policy, APP_PLACE_NONE));
+	cr_assert(eq(u64, cfg.place_check_ms, 500));
+	cr_assert(eq(u64, cfg.place_settle_ms, 5000));
+	cr_assert(eq(u32, cfg.shards[0].leader_pref_count, 0));
+	static const struct {
+		const char *name;
+		enum app_place_policy p;
+	} policies[] = {
+		{ "none", APP_PLACE_NONE },
+		{ "spread", APP_PLACE_SPREAD },
+		{ "colocate", APP_PLACE_COLOCATE },
+	};
+	for (unsigned i = 0; i < sizeof(policies) / sizeof(policies[0]); i++) {
+		char extra[128];
+		snprintf(extra, sizeof(extra), "[placement]\npolicy = %s\ncheck_ms = 100\n"
+			 "settle_ms = 100\n", policies[i].name);
+		cr_assert(eq(int, load_minimal(extra), 0), "%s: %s", policies[i].name, errs);
+		cr_assert(eq(int, cfg.place_policy, policies[i].p));
+		cr_assert(eq(u64, cfg.place_check_ms, 100));
+		cr_assert(eq(u64, cfg.place_settle_ms, 100));
+	}
+}
+
+/* A three-member cluster file (node 1 of 1,2,3) for the preference lists, plus extra. */
+static int
+load_cluster(const char *shard1, const char *shard2, const char *extra)
+{
+	char buf[4096];
+	snprintf(buf, sizeof(buf),
+		 "[node]\nid = 1\nip = 10.9.0.2/24\n[eal]\nmain_cpu = %u\n[port]\ndev = net_null0\n"
+		 "[io]\ncpu = %u\n[peer.2]\nip = 10.9.0.3\n[peer.3]\nip = 10.9.0.4\n"
+		 "[shard.1]\nservice = oms\nmembers = 1,2,3\ncpu = %u\n%s"
+		 "[shard.2]\nservice = me\nmembers = 3,2,1\ncpu = %u\n%s"
+		 "[sessions]\nallow_unauthenticated = true\n%s",
+		 cpu, cpu, cpu, shard1, cpu, shard2, extra);
+	return load(buf);
+}
+
+/* Goal: leader_preference lists load in order under prefer (and on ME shards under
+ * colocate), and a shard may leave it out. */
+Test(app_config, placement_preference_loads, .init = setup, .fini = teardown)
+{
+	cr_assert(eq(int, load_cluster("leader_preference = 2, 1,3\n", "",
+				       "[placement]\npolicy = prefer\n"), 0), "%s", errs);
+	cr_assert(eq(int, cfg.place_policy, APP_PLACE_PREFER));
+	cr_assert(eq(u32, cfg.shards[0].leader_pref_count, 3));
+	cr_assert(eq(u32, cfg.shards[0].leader_pref[0], 2));
+	cr_assert(eq(u32, cfg.shards[0].leader_pref[1], 1));
+	cr_assert(eq(u32, cfg.shards[0].leader_pref[2], 3));
+	cr_assert(eq(u32, cfg.shards[1].leader_pref_count, 0));
+
+	cr_assert(eq(int, load_cluster("", "leader_preference = 3\n",
+				       "[placement]\npolicy = colocate\n"), 0), "%s", errs);
+	cr_assert(eq(u32, cfg.shards[1].leader_pref_count, 1));
+	cr_assert(eq(u32, cfg.shards[1].leader_pref[0], 3));
+}
+
+/* Goal: every relation [placement] has with other keys is refused with FILE:LINE, the key
+ * and the reason: a list naming a non-member, a list the policy does not use, prefer with
+ * no list, check_ms not above tick_ms, settle_ms below check_ms; the windows are not
+ * looked at when placement is off. */
+Test(app_config, placement_refused, .init = setup, .fini = teardown)
+{
+	cr_assert(gt(int, load_cluster("leader_preference = 2,4\n", "",
+				       "[placement]\npolicy = prefer\n"), 0));
+	said(":18: [shard.1] leader_preference: node 4 is not one of the shard's members");
+	cr_assert(gt(int, load_cluster("leader_preference = 2,2\n", "",
+				       "[placement]\npolicy = prefer\n"), 0));
+	said("[shard.1] leader_preference: node 2 listed twice");
+	cr_assert(gt(int, load_cluster("leader_preference = 2\n", "", ""), 0));
+	said(":18: [shard.1] leader_preference: used only with [placement] policy = prefer (or "
+	     "colocate, for ME shards); the policy is none");
+	cr_assert(gt(int, load_cluster("leader_preference = 2\n", "",
+				       "[placement]\npolicy = spread\n"), 0));
+	said("the policy is spread");
+	cr_assert(gt(int, load_cluster("leader_preference = 2\n", "",
+				       "[placement]\npolicy = colocate\n"), 0));
+	said("[shard.1] leader_preference: used only with");
+	cr_assert(gt(int, load_cluster("", "", "[placement]\npolicy = prefer\n"), 0));
+	said("[placement] policy: prefer needs a leader_preference in some [shard.N]");
+	cr_assert(gt(int, load_minimal("[timers]\ntick_ms = 10\n[placement]\npolicy = spread\n"
+				       "check_ms = 10\nsettle_ms = 10\n"), 0));
+	said(":24: [placement] check_ms: 10 is not more than [timers] tick_ms (10)");
+	cr_assert(gt(int, load_minimal("[placement]\npolicy = spread\ncheck_ms = 100\n"
+				       "settle_ms = 99\n"), 0));
+	said(":23: [placement] settle_ms: 99 is less than check_ms (100)");
+	/* Off: a slow tick and a short settle are nobody's business. */
+	cr_assert(eq(int, load_minimal("[timers]\ntick_ms = 1000\n[placement]\nsettle_ms = 10\n"),
+		     0), "%s", errs);
+	char echo[1024];
+	snprintf(echo, sizeof(echo),
+		 "[node]\nid = 1\nip = 10.9.0.2/24\n[eal]\nmain_cpu = %u\n[port]\ndev = net_null0\n"
+		 "[io]\ncpu = %u\n[shard.1]\nservice = echo\nmembers = 1\ncpu = %u\n"
+		 "leader_preference = 1\n[placement]\npolicy = prefer\n", cpu, cpu, cpu);
+	cr_assert(gt(int, load(echo), 0));
+	said("[shard.1] leader_preference: an echo shard has no leader to place");
 }
