@@ -220,7 +220,11 @@ app_egress_reports_resend(struct app_shard *s)
  * with seq in [from, to] (to 0: all), oldest first, at most WIRE_REPLAY_MAX; the client asks
  * again from the first still missing. The user's entries are walked newest first through
  * their links (the lowest WIRE_REPLAY_MAX wanted ones kept), so a request costs the user's
- * entries in the ring; a user not in the heads table falls back to one pass over the ring. */
+ * entries in the ring; a user not in the heads table falls back to one pass over the ring.
+ * The gateway also asks every OMS shard that does not own the user (a user that moved left
+ * its earlier answers in the old owner's ring, app_gateway.c): such a shard answers only
+ * what the user's chain finds, without the pass (most users were never here), and counts
+ * nothing as truncated (the user's seqs go on elsewhere). */
 void
 app_egress_replay(struct app_shard *s, uint32_t node, const struct wire_report_replay *r)
 {
@@ -229,13 +233,16 @@ app_egress_replay(struct app_shard *s, uint32_t node, const struct wire_report_r
 		sc_add(s, SC_INGRESS_BAD, 1);
 		return;
 	}
-	sc_add(s, SC_REPLAY_REQUESTS, 1);
+	bool owner = !s->is_oms || oms_owner(s->svc, r->user) == s->id;
+	sc_add(s, owner ? SC_REPLAY_REQUESTS : SC_REPLAY_ELSEWHERE, 1);
 	uint64_t first = report_first(s);
 	uint64_t to = r->to_seq != 0 ? r->to_seq : UINT64_MAX;
 	uint64_t pick[WIRE_REPLAY_MAX]; /* positions, a ring of the lowest seqs seen */
 	uint32_t picked = 0;
 	uint64_t oldest = 0;
 	const struct report_head *h = report_head_find(s, r->user);
+	if (!owner && (h == NULL || h->last < first))
+		return; /* never here, or gone from the ring */
 	if (h != NULL && h->last >= first) {
 		/* The whole chain: a user's seqs are not monotonic in the ring (a duplicate's
 		 * answer repeats the original's seq later), so no early stop on from_seq. */
@@ -269,7 +276,7 @@ app_egress_replay(struct app_shard *s, uint32_t node, const struct wire_report_r
 		}
 		sc_add(s, SC_REPLAY_SCANS, 1);
 	}
-	if (oldest > r->from_seq)
+	if (owner && oldest > r->from_seq)
 		sc_add(s, SC_REPLAY_TRUNCATED, 1); /* gone from the ring: lost for good */
 	sc_add(s, SC_REPLAY_SENT, picked);
 }

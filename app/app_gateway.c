@@ -72,20 +72,55 @@ gw_forward(struct app_shard *s, uint16_t shard, const struct wire_msg_hdr *msg)
 	gw_forward_to(s, app_leader_guess(s->app, shard), shard, msg);
 }
 
-/* A client's REPORT_REPLAY: any member of the user's OMS shard keeps the answers (every
- * replica fills its ring at apply), so a local one serves it without crossing the network
- * the answers were lost on: this lcore when it is that shard, else the local lcore of it,
- * else the leader (hint). Nothing is proposed and nothing is followed. */
+/* One OMS shard's copy of a REPORT_REPLAY: any member keeps the answers (every replica
+ * fills its ring at apply), so a local one serves it without crossing the network the
+ * answers were lost on: this lcore when it is that shard, else the local lcore of it, else
+ * the leader (hint). */
 static void
-gw_replay(struct app_shard *s, uint16_t shard, const struct wire_msg_hdr *msg)
+gw_replay_to(struct app_shard *s, uint16_t shard, const struct wire_msg_hdr *msg)
 {
-	sc_add(s, SC_GW_REPLAYS, 1);
 	if (shard == s->id && s->is_oms) {
 		app_egress_replay(s, s->self, (const struct wire_report_replay *)(const void *)msg);
 		return;
 	}
 	bool local = shard < DP_SHARDS_MAX && s->w.peer[shard] != NULL;
 	gw_forward_to(s, local ? s->self : app_leader_guess(s->app, shard), shard, msg);
+}
+
+/* A client's REPORT_REPLAY goes to the user's owner and to every other OMS shard this node
+ * knows of (the routing its OMS replica applied, the configured routing, the OMS shards of
+ * its file): a user that moved (scale-out or in, a pin, a migration) keeps its report
+ * sequence, but the answers the old owner emitted before the move are in the old owner's
+ * ring, and only there. A shard that does not own the user answers from its ring only what
+ * it finds through the user's chain (app_egress_replay), so the copies cost no ring scan.
+ * Replays are rare (a client that lost answers) and the OMS shards few. Nothing is proposed
+ * and nothing is followed. */
+static void
+gw_replay(struct app_shard *s, uint16_t shard, const struct wire_msg_hdr *msg)
+{
+	sc_add(s, SC_GW_REPLAYS, 1);
+	gw_replay_to(s, shard, msg);
+	static_assert(DP_SHARDS_MAX <= 64, "a shard set fits a uint64_t");
+	uint64_t others = 0; /* shard ids, bit per id */
+	if (s->is_oms && oms_route_epoch(s->svc) > 0) {
+		struct oms_route_info ri;
+		oms_route_get(s->svc, &ri);
+		for (uint32_t i = 0; i < ri.shard_count; i++)
+			if (ri.shards[i].shard < DP_SHARDS_MAX)
+				others |= UINT64_C(1) << ri.shards[i].shard;
+	}
+	const struct app_config *cfg = &s->app->cfg;
+	for (uint32_t i = 0; i < cfg->routing.shard_count; i++)
+		if (cfg->routing.shards[i] < DP_SHARDS_MAX)
+			others |= UINT64_C(1) << cfg->routing.shards[i];
+	for (uint32_t i = 0; i < cfg->shard_count; i++)
+		if (cfg->shards[i].service == APP_SERVICE_OMS && cfg->shards[i].id < DP_SHARDS_MAX)
+			others |= UINT64_C(1) << cfg->shards[i].id;
+	if (shard < DP_SHARDS_MAX)
+		others &= ~(UINT64_C(1) << shard);
+	sc_add(s, SC_GW_REPLAY_COPIES, (uint64_t)__builtin_popcountll(others));
+	for (; others != 0; others &= others - 1)
+		gw_replay_to(s, (uint16_t)__builtin_ctzll(others), msg);
 }
 
 size_t

@@ -76,12 +76,17 @@
 	X(BRIDGE_RESENT, "bridge_resent", "messages re-sent by re-drives")                 \
 	X(REPORTS_RESENT, "reports_resent", "recent client reports re-sent by a new leader") \
 	X(REPLAY_REQUESTS, "replay_requests", "REPORT_REPLAY requests served from the ring") \
+	X(REPLAY_ELSEWHERE, "replay_elsewhere",                                            \
+	  "REPORT_REPLAY copies for a user another shard owns (answers from before a move)") \
 	X(REPLAY_SENT, "replay_sent", "client answers re-sent for REPORT_REPLAY requests") \
 	X(REPLAY_TRUNCATED, "replay_truncated",                                            \
-	  "REPORT_REPLAY requests whose range started before the oldest answer kept")      \
+	  "REPORT_REPLAY requests whose range started before the oldest answer kept (here: " \
+	  "gone from the ring, or emitted by the user's owner before a move)")             \
 	X(REPLAY_SCANS, "replay_scans",                                                    \
 	  "REPORT_REPLAY requests served by a whole-ring pass (user not in the heads table)") \
 	X(GW_REPLAYS, "gw_replays", "REPORT_REPLAY requests a gateway passed on")           \
+	X(GW_REPLAY_COPIES, "gw_replay_copies",                                            \
+	  "REPORT_REPLAY copies to OMS shards other than the owner (a moved user's answers)") \
 	X(BOOTSTRAPS, "bootstraps", "bootstrap config proposals")                         \
 	X(PERSIST_ANSWERED, "persist_answered", "persistence requests answered inline")    \
 	X(PERSIST_DROPPED, "persist_dropped", "persistence answers dropped (queue full)")  \
