@@ -182,11 +182,13 @@ enum app_cmd_kind {
 	APP_CMD_TRANSFER = 3, /* cns_transfer(target); answered once target leads */
 	APP_CMD_VIEW = 4,     /* read-only: the view is written as JSON into out */
 	APP_CMD_MEMBERS = 6,  /* cns_member_change(member_op, target); answered once the
-			       * configuration entry commits (index: its log index) */
+			       * configuration entry commits (index: its log index); msg
+			       * holds it as a MEMBER_CHANGE, should it be forwarded */
 	APP_CMD_FORWARD = 5,  /* msg for shard `shard`, not led here: sent to its leader as
 			       * FORWARDED_ADMIN and answered by its FORWARDED_REPLY
 			       * (app_admin_fwd.c); taken by the shard's lcore when hosted
-			       * here, else by any shard lcore of the node */
+			       * here, else by any shard lcore of the node. msg is an admin
+			       * message or a MEMBER_CHANGE (the leader makes the change) */
 };
 
 enum app_cmd_view {
@@ -215,8 +217,8 @@ enum app_cmd_status {
 				* Unknown to an owner or an OMS: REJECTED UNKNOWN_SYMBOL */
 #define APP_CMD_ROUTE_SCALE 2u /* ROUTING_CONFIG: shards[0] joins (or changes state in) the
 				* applied membership, which the shard lcore copies */
-#define APP_CMD_MAY_FORWARD 8u /* PROPOSE: when this member no longer leads, forward to
-				* the leader instead of answering NOT_LEADER */
+#define APP_CMD_MAY_FORWARD 8u /* PROPOSE, MEMBERS: when this member no longer leads,
+				* forward to the leader instead of answering NOT_LEADER */
 
 struct app_cmd {
 	/* Request (main). */
@@ -231,7 +233,8 @@ struct app_cmd {
 	uint32_t limit;               /* VIEW USERS: users per page */
 	uint64_t req_key;             /* PROPOSE: the req_id its ADMIN_REPLY will carry */
 	uint64_t deadline_ns;         /* dp_clock_ns: answered TIMEOUT after this */
-	_Alignas(8) uint8_t msg[APP_CMD_MSG_MAX]; /* PROPOSE: the admin message */
+	_Alignas(8) uint8_t msg[APP_CMD_MSG_MAX]; /* PROPOSE: the admin message; MEMBERS:
+						   * the MEMBER_CHANGE */
 	char *out;                    /* VIEW: JSON buffer */
 	size_t out_cap;
 	/* Answer (shard lcore). */

@@ -24,8 +24,18 @@
  * was never committed and is proposed again. The table is the host's, not the service's:
  * a member that restored a snapshot taken after the command does not know it (the window
  * is the origin's deadline; docs/appliance.md says which commands are idempotent anyway).
+ *
+ * A membership change (`omsctl members add|promote|remove`) travels the same way, its tail a
+ * MEMBER_CHANGE instead of an admin message, but it is not a service message: the leader
+ * makes it with cns_member_change (nothing proposed, nothing for the service to apply),
+ * notes it PENDING at the configuration entry's index and term, and answers when that entry
+ * commits (app_fwd_members_settle, the wait a local APP_CMD_MEMBERS does in app_cmd_work).
+ * A change the configuration in effect already shows is answered ok once that configuration
+ * commits and never made again (app_fwd_member_effected), so a re-send that a new leader
+ * never saw cannot apply it twice either.
  */
 #include <errno.h>
+#include <inttypes.h>
 
 #include "app_shard_int.h"
 #include "common/check.h"
@@ -34,6 +44,19 @@ static_assert(APP_CMD_ROUTE_MERGE == WIRE_FWD_F_ROUTE_MERGE, "flag bits shared")
 static_assert(APP_CMD_ROUTE_SCALE == WIRE_FWD_F_ROUTE_SCALE, "flag bits shared");
 static_assert(APP_CMD_SYMBOL_FILL == WIRE_FWD_F_SYMBOL_FILL, "flag bits shared");
 static_assert(sizeof(struct wire_fwd_admin) % 8 == 0, "the wrapped message stays aligned");
+static_assert((int)WIRE_MEMBER_ADD == (int)CNS_MEMBER_ADD, "member ops shared");
+static_assert((int)WIRE_MEMBER_PROMOTE == (int)CNS_MEMBER_PROMOTE, "member ops shared");
+static_assert((int)WIRE_MEMBER_REMOVE == (int)CNS_MEMBER_REMOVE, "member ops shared");
+/* A PENDING member change keeps its FORWARDED_ADMIN (origin, reply_shard) and the change. */
+#define MEMBER_SEEN_LEN (sizeof(struct wire_fwd_admin) + sizeof(struct wire_member_change))
+static_assert(MEMBER_SEEN_LEN <= APP_FWD_MSG_MAX, "a pending member change fits its entry");
+
+/* A command of c carries a membership change, not an admin message. */
+static bool
+cmd_is_member(const struct app_cmd *c)
+{
+	return ((const struct wire_msg_hdr *)(const void *)c->msg)->type == WIRE_MEMBER_CHANGE;
+}
 
 /* ---- origin ---- */
 
@@ -67,6 +90,7 @@ fwd_send(struct app_shard *s, struct app_cmd *c)
 	f.origin = s->self;
 	f.reply_shard = s->id;
 	f.tail_len = inner->length;
+	c->err = 0; /* a BUSY answer to an earlier send no longer says what this one did */
 	sc_add(s, c->fwd.sends > 1 ? SC_FWD_RESENT : SC_FWD_SENT, 1);
 	app_send_node(s, c->fwd.node, DP_CLASS_SHARD, c->shard, &f.hdr, inner, inner->length);
 }
@@ -79,7 +103,7 @@ app_fwd_cmd_start(struct app_shard *s, struct app_cmd *c)
 		return;
 	}
 	const struct wire_msg_hdr *inner = (const void *)c->msg;
-	if (c->fwd.id == 0 || !wire_type_is_admin(inner->type) ||
+	if (c->fwd.id == 0 || (!wire_type_is_admin(inner->type) && !cmd_is_member(c)) ||
 	    inner->length > APP_CMD_MSG_MAX) {
 		c->err = -EINVAL; /* main always names the command and sends admin messages */
 		app_cmd_give(s, c, APP_CMD_FAILED);
@@ -95,7 +119,9 @@ app_fwd_cmd_settle(struct app_shard *s, struct app_cmd *c, enum app_cmd_status *
 {
 	if (s->clock_ns >= c->deadline_ns) {
 		c->leader = c->fwd.node; /* who did not answer, for the operator */
-		*st = APP_CMD_TIMEOUT;
+		/* A member change whose last send the leader answered BUSY was not made (err
+		 * says why, as for a local one); any other silence may have made it. */
+		*st = cmd_is_member(c) && c->err != 0 ? APP_CMD_BUSY : APP_CMD_TIMEOUT;
 		return true;
 	}
 	bool rotate;
@@ -164,11 +190,16 @@ fwd_reply_in(struct app_shard *s, uint32_t from, const struct wire_msg_hdr *msg)
 		return;
 	}
 	case WIRE_FWD_BUSY:
-		app_fwd_busy(&c->fwd, s->clock_ns); /* until the deadline */
+		/* Nothing was done: tried again at the next re-send, until the deadline. A
+		 * member change keeps the leader's cause (BACKPRESSURE: the learner is behind). */
+		if (cmd_is_member(c))
+			c->err = r->reason == WIRE_REASON_BACKPRESSURE ? -EAGAIN : -EBUSY;
+		app_fwd_busy(&c->fwd, s->clock_ns);
 		return;
 	default:
-		/* The message is wrong for that shard (a routing config to an ME shard). */
-		c->err = -EINVAL;
+		/* The message is wrong for that shard (a routing config to an ME shard), or a
+		 * member change that makes no sense there (CAPACITY: no room for a member). */
+		c->err = r->reason == WIRE_REASON_CAPACITY ? -ENOSPC : -EINVAL;
 		c->via = from;
 		app_cmd_unwait(s, at);
 		app_cmd_give(s, c, APP_CMD_FAILED);
@@ -282,6 +313,116 @@ fwd_propose(struct app_shard *s, const struct wire_fwd_admin *f)
 	sc_add(s, SC_FWD_PROPOSED, 1);
 }
 
+static bool
+seen_is_member(const struct app_fwd_seen *e)
+{
+	return e->state == APP_FWD_PENDING && e->msg_len == MEMBER_SEEN_LEN;
+}
+
+/* A PENDING member change's configuration entry committed: DONE, answered to the origin. */
+static void
+member_done(struct app_shard *s, struct app_fwd_seen *e)
+{
+	CHECK(seen_is_member(e));
+	struct wire_fwd_admin f;
+	memcpy(&f, e->msg, sizeof(f));
+	e->state = APP_FWD_DONE;
+	e->status = WIRE_FWD_OK;
+	e->reason = WIRE_REASON_NONE;
+	e->value = e->index;
+	e->msg_len = 0; /* the answer carries no message back */
+	sc_add(s, SC_FWD_REPLIED, 1);
+	fwd_answer_seen(s, &f, e);
+}
+
+/* A forwarded membership change, made here as cmd_members (app_shard_cmd.c) makes a local
+ * one: never proposed (it is not a service message), the configuration entry appended by
+ * consensus, noted PENDING at its index and term (the wrapper kept for the answer) and
+ * answered when it commits. Refusals map as a local command's: -EPERM NOT_LEADER, -EBUSY
+ * BUSY, -EAGAIN BUSY BACKPRESSURE (the learner is behind, or the log is full), -EINVAL
+ * FAILED BAD_REQUEST, -ENOSPC FAILED CAPACITY. */
+static void
+fwd_member_change(struct app_shard *s, const struct wire_fwd_admin *f)
+{
+	const struct wire_member_change *mc = (const void *)(f + 1);
+	CHECK(mc->hdr.type == WIRE_MEMBER_CHANGE);
+	if (mc->hdr.shard != s->id || f->hdr.flags != 0) {
+		fwd_refuse(s, f, WIRE_FWD_FAILED, WIRE_REASON_BAD_REQUEST);
+		return;
+	}
+	uint64_t index, term;
+	if (app_fwd_member_effected(mc->op, cns_is_voter(s->cns, mc->node),
+				    cns_is_learner(s->cns, mc->node))) {
+		index = cns_members(s->cns, NULL);
+		term = cns_term_at(s->cns, index);
+	} else {
+		int rc = cns_member_change(s->cns, s->now, (enum cns_member_op)mc->op, mc->node);
+		if (rc == -EPERM) {
+			fwd_refuse(s, f, WIRE_FWD_NOT_LEADER, WIRE_REASON_NOT_LEADER);
+			return;
+		}
+		if (rc == -EBUSY || rc == -EAGAIN) {
+			fwd_refuse(s, f, WIRE_FWD_BUSY,
+				   rc == -EAGAIN ? WIRE_REASON_BACKPRESSURE : WIRE_REASON_NONE);
+			return;
+		}
+		if (rc != 0) {
+			fwd_refuse(s, f, WIRE_FWD_FAILED,
+				   rc == -ENOSPC ? WIRE_REASON_CAPACITY : WIRE_REASON_BAD_REQUEST);
+			return;
+		}
+		index = cns_members(s->cns, NULL);
+		term = cns_term(s->cns);
+		APP_LOG(NOTICE, "shard %u: membership change %s node %u (forwarded by node %u) "
+			"appended at %" PRIu64 " in term %" PRIu64, s->id,
+			mc->op == WIRE_MEMBER_ADD ? "add learner"
+			: mc->op == WIRE_MEMBER_PROMOTE ? "promote" : "remove",
+			mc->node, f->origin, index, term);
+	}
+	struct app_fwd_seen *e = app_fwd_seen_get(&s->fwd_seen, f->origin, f->fwd_id);
+	e->state = APP_FWD_PENDING;
+	e->index = index;
+	e->term = term;
+	memcpy(e->msg, f, MEMBER_SEEN_LEN);
+	e->msg_len = MEMBER_SEEN_LEN;
+	s->fwd_seen.member_waits++;
+	sc_add(s, SC_FWD_PROPOSED, 1);
+	if (cns_commit_index(s->cns) >= index)
+		member_done(s, e); /* already so, and committed: at once */
+}
+
+uint32_t
+app_fwd_members_settle(struct app_shard *s)
+{
+	struct app_fwd_seen_table *t = &s->fwd_seen;
+	if (t->member_waits == 0)
+		return 0;
+	bool leads = cns_role(s->cns) == CNS_LEADER;
+	uint64_t commit = cns_commit_index(s->cns), last = cns_last_index(s->cns);
+	uint32_t waits = 0, answered = 0;
+	for (uint32_t i = 0; i < APP_FWD_SEEN_MAX; i++) {
+		struct app_fwd_seen *e = &t->e[i];
+		if (!seen_is_member(e))
+			continue;
+		/* As app_cmd_work settles a local APP_CMD_MEMBERS: done once its entry commits,
+		 * lost once the log no longer holds it (compacted: it committed). */
+		uint64_t at = e->index <= last ? cns_term_at(s->cns, e->index) : 0;
+		bool held = at == e->term || at == UINT64_MAX;
+		if (held && commit >= e->index) {
+			member_done(s, e);
+			answered++;
+		} else if (!held || !leads) {
+			/* Not known to commit: forgotten, so a re-send is decided again by the
+			 * leader it reaches (a change already made there answers ok). */
+			e->state = APP_FWD_FREE;
+		} else {
+			waits++;
+		}
+	}
+	t->member_waits = waits;
+	return answered;
+}
+
 static void
 fwd_admin_in(struct app_shard *s, const struct wire_msg_hdr *msg)
 {
@@ -308,7 +449,10 @@ fwd_admin_in(struct app_shard *s, const struct wire_msg_hdr *msg)
 		sc_add(s, SC_FWD_DUP, 1);
 		return;
 	case APP_FWD_PROPOSE:
-		fwd_propose(s, f);
+		if (((const struct wire_msg_hdr *)(f + 1))->type == WIRE_MEMBER_CHANGE)
+			fwd_member_change(s, f); /* never proposed */
+		else
+			fwd_propose(s, f);
 		return;
 	}
 }
@@ -344,9 +488,17 @@ app_fwd_apply_begin(struct app_shard *s, struct app_fwd_apply *fa, const struct 
 		    struct svc_sink *down)
 {
 	CHECK(msg->type == WIRE_FORWARDED_ADMIN);
+	const struct wire_fwd_admin *m = (const void *)msg;
+	/* fwd_admin_in never proposes a member change, so none is in a log this code wrote; one
+	 * in the log (another build's leader) is skipped by every member alike, counted, and
+	 * no service sees it. */
+	if (((const struct wire_msg_hdr *)(const void *)(m + 1))->type == WIRE_MEMBER_CHANGE) {
+		sc_add(s, SC_FWD_REFUSED, 1);
+		return NULL;
+	}
 	memset(fa, 0, sizeof(*fa));
 	fa->s = s;
-	fa->m = (const void *)msg;
+	fa->m = m;
 	fa->down = down;
 	fa->sink.ctx = fa;
 	fa->sink.emit = fwd_emit;

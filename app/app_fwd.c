@@ -57,6 +57,21 @@ app_fwd_seen_verdict(const struct app_fwd_seen *e, uint64_t term)
 	return e->term == term ? APP_FWD_WAIT : APP_FWD_PROPOSE;
 }
 
+bool
+app_fwd_member_effected(uint32_t op, bool voter, bool learner)
+{
+	switch (op) {
+	case WIRE_MEMBER_ADD:
+		return voter || learner;
+	case WIRE_MEMBER_PROMOTE:
+		return voter;
+	case WIRE_MEMBER_REMOVE:
+		return !voter && !learner;
+	default:
+		return false; /* not a change: cns_member_change refuses it */
+	}
+}
+
 enum app_fwd_act
 app_fwd_due(struct app_fwd_try *t, uint64_t now_ns, uint32_t guess, bool *rotate)
 {

@@ -48,6 +48,8 @@ struct app_fwd_seen {
 struct app_fwd_seen_table {
 	struct app_fwd_seen e[APP_FWD_SEEN_MAX];
 	uint32_t next;         /* ring position the next new command takes */
+	uint32_t member_waits; /* leader: forwarded member changes PENDING (at most this many;
+				* app_admin_fwd.c looks for their commits only while non-zero) */
 };
 
 /* The entry of (origin, fwd_id), or NULL. */
@@ -69,6 +71,13 @@ enum app_fwd_verdict {
 	APP_FWD_WAIT = 3,      /* proposed in this term: its answer comes when it applies */
 };
 enum app_fwd_verdict app_fwd_seen_verdict(const struct app_fwd_seen *e, uint64_t term);
+
+/* A membership change (op: enum wire_member_op, the same values as enum cns_member_op) that
+ * the configuration in effect already shows done, node being a voter and/or a learner
+ * there: it is answered ok once that configuration commits and is never made again. So a
+ * repeat (the operator's, after a lost answer) or a forwarded re-send that reaches a leader
+ * which never saw the first send finds ok, not an error, and a change applies at most once. */
+bool app_fwd_member_effected(uint32_t op, bool voter, bool learner);
 
 /* The origin's state of one forwarded command (in its struct app_cmd). */
 struct app_fwd_try {

@@ -151,7 +151,9 @@ int app_mgmt_view(struct app_mgmt_call *a, const struct app_mgmt_targets *t,
 /* A command without a message (APP_CMD_SNAPSHOT, APP_CMD_TRANSFER to node target). */
 int app_mgmt_command(struct app_mgmt_call *a, const struct app_mgmt_targets *t, uint32_t kind,
 		     uint32_t target, app_mgmt_render_fn *render);
-/* APP_CMD_MEMBERS: cns_member_change(op, node) on each target's leader (led here). */
+/* APP_CMD_MEMBERS: cns_member_change(op, node) on each target's leader: made here where this
+ * node leads the target, else forwarded to its leader as a MEMBER_CHANGE (app_admin_fwd.c);
+ * with args.local every target must be led here (else not_leader, nothing changed). */
 int app_mgmt_member_change(struct app_mgmt_call *a, const struct app_mgmt_targets *t, uint32_t op,
 			   uint32_t node, app_mgmt_render_fn *render);
 /* A mutation: one admin entry per target, proposed here where this node leads the target

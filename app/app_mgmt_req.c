@@ -184,9 +184,10 @@ fwd_id_next(struct app_mgmt *m)
 	return m->fwd_last;
 }
 
-/* Add one step's commands to r and enqueue them. A proposal of a forwarding request goes
- * to the target's lcore when led here (it forwards itself if leadership moved meanwhile),
- * else as APP_CMD_FORWARD to the target's lcore (hosted here) or the carrier lcore.
+/* Add one step's commands to r and enqueue them. A proposal (or a membership change) of a
+ * forwarding request goes to the target's lcore when led here (it forwards itself if
+ * leadership moved meanwhile), else as APP_CMD_FORWARD to the target's lcore (hosted here)
+ * or the carrier lcore.
  * Otherwise targets not led here (led: checked before) are answered here with NOT_LEADER
  * and the hint, never enqueued. 0 or -ENOMEM. */
 static int
@@ -234,7 +235,7 @@ step_enqueue(struct app_mgmt *m, struct app_mgmt_req *r, const struct app_mgmt_t
 		int idx = app->shard_index[c->shard];
 		uint32_t leader = 0;
 		bool leads = idx >= 0 && app_shard_leads(app, (uint32_t)idx, &leader);
-		bool forwarded = kind == APP_CMD_PROPOSE && r->forward;
+		bool forwarded = (kind == APP_CMD_PROPOSE || kind == APP_CMD_MEMBERS) && r->forward;
 		if (forwarded) {
 			c->fwd.id = fwd_id_next(m);
 			if (leads) {
@@ -301,7 +302,7 @@ dispatch(struct app_mgmt_call *a, const struct app_mgmt_targets *t, enum app_mgm
 	r->timeout_ns = timeout_ns(req);
 	r->deadline_ns = now + r->timeout_ns + GRACE_NS;
 	r->step = 1;
-	r->forward = a->forward && kind == APP_CMD_PROPOSE;
+	r->forward = a->forward && (kind == APP_CMD_PROPOSE || kind == APP_CMD_MEMBERS);
 	snprintf(r->name, sizeof(r->name), "%s", req->cmd);
 	r->used = true;
 	int erc = step_enqueue(m, r, t, kind, fill, ctx, true);
@@ -341,13 +342,20 @@ struct member_change {
 	uint32_t node;
 };
 
+/* The change for the shard lcore (member_op, target) and, should it be forwarded, as the
+ * MEMBER_CHANGE its leader takes (msg). */
 static int
 fill_members(struct app_cmd *c, uint16_t shard, const void *ctx)
 {
-	(void)shard;
 	const struct member_change *mc = ctx;
 	c->member_op = mc->op;
 	c->target = mc->node;
+	struct wire_member_change *m = (void *)c->msg;
+	static_assert(sizeof(*m) <= APP_CMD_MSG_MAX, "a member change fits msg");
+	memset(m, 0, sizeof(*m));
+	wire_hdr_init(&m->hdr, WIRE_MEMBER_CHANGE, shard);
+	m->node = mc->node;
+	m->op = (uint8_t)mc->op;
 	return 0;
 }
 
@@ -381,15 +389,6 @@ app_mgmt_command(struct app_mgmt_call *a, const struct app_mgmt_targets *t, uint
 	return rc;
 }
 
-int
-app_mgmt_member_change(struct app_mgmt_call *a, const struct app_mgmt_targets *t, uint32_t op,
-		       uint32_t node, app_mgmt_render_fn *render)
-{
-	int rc;
-	struct member_change mc = {.op = op, .node = node};
-	dispatch(a, t, APP_MGMT_NEED_ALL, render, APP_CMD_MEMBERS, fill_members, &mc, &rc);
-	return rc;
-}
 
 /* A shard a command can be forwarded to: hosted here, named by the configuration (the
  * routing's OMS shards, the symbols' ME shards), or one whose leader an answer named. A
@@ -447,6 +446,27 @@ app_mgmt_propose(struct app_mgmt_call *a, const struct app_mgmt_targets *t,
 		return app_mgmt_reply_not_leader(a, &unknown);
 	int rc;
 	dispatch(a, t, need, app_mgmt_render_results, APP_CMD_PROPOSE, fill_propose, p, &rc);
+	return rc;
+}
+
+int
+app_mgmt_member_change(struct app_mgmt_call *a, const struct app_mgmt_targets *t, uint32_t op,
+		       uint32_t node, app_mgmt_render_fn *render)
+{
+	CHECK(op >= CNS_MEMBER_ADD);
+	CHECK(op <= CNS_MEMBER_REMOVE);
+	bool local;
+	if (local_only(a, &local) != 0)
+		return -EINVAL;
+	if (local && !app_mgmt_all_led(a->mgmt->app, t))
+		return app_mgmt_reply_not_leader(a, t);
+	struct app_mgmt_targets unknown;
+	targets_unknown(a->mgmt->app, t, &unknown);
+	if (unknown.n > 0)
+		return app_mgmt_reply_not_leader(a, &unknown);
+	int rc;
+	struct member_change mc = {.op = op, .node = node};
+	dispatch(a, t, APP_MGMT_NEED_ALL, render, APP_CMD_MEMBERS, fill_members, &mc, &rc);
 	return rc;
 }
 
@@ -530,6 +550,15 @@ status_code(uint32_t st)
 	default:
 		return "failed";
 	}
+}
+
+/* A membership change, made here (MEMBERS) or forwarded to the leader (FORWARD). */
+static bool
+cmd_is_member(const struct app_cmd *c)
+{
+	return c->kind == APP_CMD_MEMBERS ||
+	       (c->kind == APP_CMD_FORWARD &&
+		((const struct wire_msg_hdr *)(const void *)c->msg)->type == WIRE_MEMBER_CHANGE);
 }
 
 static void
@@ -619,19 +648,19 @@ reply_failure(struct app_mgmt *m, const struct app_mgmt_req *r, const struct app
 	else if (bad->status == APP_CMD_TIMEOUT)
 		snprintf(msg, sizeof(msg), "shard %u: no outcome before the deadline; it "
 			 "may still be applied", bad->shard);
-	else if (bad->kind == APP_CMD_MEMBERS && bad->status == APP_CMD_BUSY && bad->err == -EAGAIN)
+	else if (cmd_is_member(bad) && bad->status == APP_CMD_BUSY && bad->err == -EAGAIN)
 		snprintf(msg, sizeof(msg), "shard %u: node %u is still catching up (or the log is "
 			 "full); promote it once `omsctl members` shows it a few entries behind",
 			 bad->shard, bad->target);
-	else if (bad->kind == APP_CMD_MEMBERS && bad->status == APP_CMD_BUSY)
+	else if (cmd_is_member(bad) && bad->status == APP_CMD_BUSY)
 		snprintf(msg, sizeof(msg), "shard %u: the previous membership change (or the "
 			 "leader's first entry of its term) is not committed yet, or leadership is "
 			 "being transferred; nothing was changed, try again", bad->shard);
-	else if (bad->kind == APP_CMD_MEMBERS && bad->status == APP_CMD_FAILED &&
+	else if (cmd_is_member(bad) && bad->status == APP_CMD_FAILED &&
 		 bad->err == -ENOSPC)
 		snprintf(msg, sizeof(msg), "shard %u: it has %u members already (voters and "
 			 "learners); remove one first", bad->shard, (unsigned)CNS_MEMBERS_MAX);
-	else if (bad->kind == APP_CMD_MEMBERS && bad->status == APP_CMD_FAILED)
+	else if (cmd_is_member(bad) && bad->status == APP_CMD_FAILED)
 		snprintf(msg, sizeof(msg), "shard %u: not a change that applies to node %u here "
 			 "(add: not yet a member; promote: a learner; remove: a member, not the "
 			 "last voter)", bad->shard, bad->target);

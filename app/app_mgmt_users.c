@@ -250,15 +250,17 @@ app_mgmt_transfer_leader(struct app_mgmt_call *a, uint32_t variant)
 /* ---- members add|promote|remove ---- */
 
 /* The answer of a membership change: per shard, the configuration entry's index once it
- * committed. */
+ * committed, and `via` the node whose leader made a forwarded one. */
 static void
 render_members(struct mgmt_out *o, const struct app_mgmt_req *r)
 {
 	app_mgmt_render_results(o, r);
 }
 
-/* variant: enum cns_member_op. One shard (--shard N) or every shard hosted here that is
- * not an echo shard, all led here (the change is made by each shard's leader). */
+/* variant: enum cns_member_op. One shard (--shard N, hosted here or known to the cluster)
+ * or every shard hosted here that is not an echo shard. The change is made by each shard's
+ * leader: here where this node leads, else forwarded to it (--local: only where led here,
+ * else not_leader). */
 int
 app_mgmt_members_change(struct app_mgmt_call *a, uint32_t variant)
 {
@@ -270,16 +272,10 @@ app_mgmt_members_change(struct app_mgmt_call *a, uint32_t variant)
 	    app_mgmt_arg_u64(a, "node", true, 1, UINT32_MAX, &node) != 0)
 		return -EINVAL;
 	struct app_mgmt_targets t = {0};
-	if (shard != UINT64_MAX) {
-		if (!shard_hosted(app, shard)) {
-			snprintf(a->err, a->cap, "not_hosted: shard %" PRIu64 " is not on this node",
-				 shard);
-			return -ENOENT;
-		}
-		app_mgmt_targets_add(&t, (uint16_t)shard);
-	} else {
+	if (shard != UINT64_MAX)
+		app_mgmt_targets_add(&t, (uint16_t)shard); /* unknown: not_leader, nothing done */
+	else
 		app_mgmt_targets_hosted(app, &t, -1);
-	}
 	if (variant == CNS_MEMBER_ADD) {
 		/* Its frames must reach it: a node with no [peer.N] section has no address. */
 		struct dp_addr addr;
@@ -290,7 +286,5 @@ app_mgmt_members_change(struct app_mgmt_call *a, uint32_t variant)
 			return -EINVAL;
 		}
 	}
-	if (!app_mgmt_all_led(app, &t))
-		return app_mgmt_reply_not_leader(a, &t);
 	return app_mgmt_member_change(a, &t, variant, (uint32_t)node, render_members);
 }

@@ -155,6 +155,8 @@ wrap_apply(void *svc, uint64_t index, uint64_t now_ns, const struct wire_msg_hdr
 		 * message; its outcome is recorded and answered (app_admin_fwd.c). */
 		struct app_fwd_apply fa;
 		const struct wire_msg_hdr *inner = app_fwd_apply_begin(s, &fa, msg, sink);
+		if (inner == NULL)
+			return; /* not a message for the service (app_admin_fwd.c) */
 		svc_real(s)->apply(s->svc, index, now_ns, inner, &fa.sink);
 		app_fwd_apply_end(&fa);
 		return;

@@ -240,7 +240,11 @@ static void
 cmd_members(struct app_shard *s, struct app_cmd *c)
 {
 	if (cns_role(s->cns) != CNS_LEADER) {
-		cmd_not_leader(s, c);
+		/* Led elsewhere since main looked: its leader makes it (app_admin_fwd.c). */
+		if (c->flags & APP_CMD_MAY_FORWARD)
+			app_fwd_cmd_start(s, c);
+		else
+			cmd_not_leader(s, c);
 		return;
 	}
 	if (s->cmd_wait_count == APP_CMD_PENDING_MAX) {
@@ -250,10 +254,8 @@ cmd_members(struct app_shard *s, struct app_cmd *c)
 	/* Already so: answered once the configuration that made it so commits (at once when
 	 * it has), so an operator repeating a change whose answer was lost gets ok, not an
 	 * error for a change that makes no sense any more. */
-	bool voter = cns_is_voter(s->cns, c->target), learner = cns_is_learner(s->cns, c->target);
-	if ((c->member_op == CNS_MEMBER_ADD && (voter || learner)) ||
-	    (c->member_op == CNS_MEMBER_PROMOTE && voter) ||
-	    (c->member_op == CNS_MEMBER_REMOVE && !voter && !learner)) {
+	if (app_fwd_member_effected(c->member_op, cns_is_voter(s->cns, c->target),
+				    cns_is_learner(s->cns, c->target))) {
 		c->index = cns_members(s->cns, NULL);
 		c->term = cns_term_at(s->cns, c->index);
 		s->cmd_wait[s->cmd_wait_count++] = c; /* settled by app_cmd_work */
@@ -516,7 +518,8 @@ cmd_view(struct app_shard *s, struct app_cmd *c)
 }
 
 /* Take new commands (bounded), then settle the waiting ones: committed entries were
- * answered during apply; here the lost, the transferred and the late. */
+ * answered during apply; here the lost, the transferred and the late. Then the forwarded
+ * member changes this leader made for other nodes. */
 uint32_t
 app_cmd_work(struct app_shard *s)
 {
@@ -534,8 +537,15 @@ app_cmd_work(struct app_shard *s)
 			break;
 		case APP_CMD_FORWARD:
 			if (c->shard == s->id && cns_role(s->cns) == CNS_LEADER) {
-				c->kind = APP_CMD_PROPOSE; /* led here since main looked */
-				cmd_propose(s, c);
+				/* Led here since main looked. */
+				if (((const struct wire_msg_hdr *)(const void *)c->msg)->type ==
+				    WIRE_MEMBER_CHANGE) {
+					c->kind = APP_CMD_MEMBERS;
+					cmd_members(s, c);
+				} else {
+					c->kind = APP_CMD_PROPOSE;
+					cmd_propose(s, c);
+				}
 			} else {
 				app_fwd_cmd_start(s, c);
 			}
@@ -603,5 +613,5 @@ app_cmd_work(struct app_shard *s)
 		app_cmd_unwait(s, i);
 		app_cmd_give(s, c, st);
 	}
-	return n;
+	return n + app_fwd_members_settle(s);
 }

@@ -464,11 +464,15 @@ int app_cmd_fill(struct app_shard *s, struct wire_msg_hdr *m, uint32_t flags);
  * not led here (start: into cmd_wait; settle: re-sends and the deadline, true when c is
  * done with *st). Leader and members: FORWARDED_ADMIN and FORWARDED_REPLY in (from a
  * node's address only), and the apply of a forwarded entry (wrap_apply hands the service
- * the wrapped message through fa's sink between begin and end). */
+ * the wrapped message through fa's sink between begin and end; begin returns NULL for an
+ * entry that is not the service's, which is then skipped). */
 void app_fwd_cmd_start(struct app_shard *s, struct app_cmd *c);
 bool app_fwd_cmd_settle(struct app_shard *s, struct app_cmd *c, enum app_cmd_status *st);
 void app_fwd_msg_in(struct app_shard *s, const struct dp_meta *meta,
 		    const struct wire_msg_hdr *msg);
+/* Leader: answer the forwarded member changes whose configuration entry committed (one
+ * pass over the table, only while one waits); the number answered. */
+uint32_t app_fwd_members_settle(struct app_shard *s);
 struct app_fwd_apply {
 	struct svc_sink sink;         /* what the service emits into */
 	struct svc_sink *down;        /* the lcore's sink (app_egress_emit) */

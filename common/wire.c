@@ -280,8 +280,10 @@ inner_check(const uint8_t *tail, uint32_t tail_len)
 	return WIRE_E_OK;
 }
 
-/* The tail of FORWARDED_ADMIN (required) or FORWARDED_REPLY (optional): one admin message,
- * valid, filling the tail exactly. */
+/* The tail of FORWARDED_ADMIN (required; an admin message or a MEMBER_CHANGE) or
+ * FORWARDED_REPLY (optional; an admin message): one message, valid, filling the tail
+ * exactly. A MEMBER_CHANGE travels only to the leader: it is never proposed, so an answer
+ * never carries one back. */
 static enum wire_err
 fwd_inner_check(const uint8_t *tail, uint32_t tail_len, bool required)
 {
@@ -291,7 +293,8 @@ fwd_inner_check(const uint8_t *tail, uint32_t tail_len, bool required)
 	enum wire_err err = wire_msg_check(tail, tail_len, &mlen);
 	if (err != WIRE_E_OK)
 		return err;
-	if (!wire_type_is_admin(((const struct wire_msg_hdr *)tail)->type))
+	uint16_t type = ((const struct wire_msg_hdr *)tail)->type;
+	if (!wire_type_is_admin(type) && !(required && type == WIRE_MEMBER_CHANGE))
 		return WIRE_E_BAD_TYPE;
 	return mlen == tail_len ? WIRE_E_OK : WIRE_E_BAD_COUNT;
 }
@@ -625,6 +628,15 @@ body_check(const struct wire_msg_hdr *h, int depth)
 		if (m->origin == 0)
 			return WIRE_E_BAD_VALUE;
 		return fwd_inner_check((const uint8_t *)(m + 1), m->tail_len, true);
+	}
+	case WIRE_MEMBER_CHANGE: {
+		const struct wire_member_change *m = (const void *)h;
+		if (!RESERVED(m->reserved))
+			return WIRE_E_BAD_RESERVED;
+		if (m->node == 0)
+			return WIRE_E_BAD_VALUE;
+		ok = in_range(m->op, WIRE_MEMBER_ADD, WIRE_MEMBER_REMOVE);
+		break;
 	}
 	case WIRE_FORWARDED_REPLY: {
 		const struct wire_fwd_reply *m = (const void *)h;

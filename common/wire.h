@@ -1073,7 +1073,8 @@ static_assert(sizeof(struct wire_ingress) == 16, "wire_ingress");
 #define WIRE_FWD_F_SYMBOL_FILL 0x0004 /* SYMBOL_CONFIG: the book fields from the replica */
 #define WIRE_FWD_F_ALL 0x0007
 
-/* Tail: exactly one admin message (wire_type_is_admin). hdr.shard: the target shard. */
+/* Tail: exactly one admin message (wire_type_is_admin) or one MEMBER_CHANGE. hdr.shard:
+ * the target shard. */
 struct wire_fwd_admin {
 	struct wire_msg_hdr hdr;
 	uint64_t fwd_id;         /* the origin's id of this command; (origin, fwd_id) is unique */
@@ -1109,6 +1110,27 @@ struct wire_fwd_reply {
 	uint32_t reserved1;
 };
 static_assert(sizeof(struct wire_fwd_reply) == 56, "wire_fwd_reply");
+
+/* A membership change (thesis §4.1; docs/cluster-ops.md) forwarded to the shard's leader as
+ * the tail of a FORWARDED_ADMIN, and nowhere else: it is not a service message. The leader
+ * calls cns_member_change(op, node) instead of proposing anything, so it never reaches a
+ * log as a service entry (the configuration entry is consensus's own), and answers
+ * FORWARDED_REPLY once that configuration entry commits (value: its index). Its class is
+ * NONE: never taken off the wire alone. hdr.shard: the target shard. */
+enum wire_member_op {
+	WIRE_MEMBER_ADD = 1,     /* add node as a learner (CNS_MEMBER_ADD) */
+	WIRE_MEMBER_PROMOTE = 2, /* a caught-up learner becomes a voter (CNS_MEMBER_PROMOTE) */
+	WIRE_MEMBER_REMOVE = 3,  /* remove a learner or a voter (CNS_MEMBER_REMOVE) */
+};
+
+struct wire_member_change {
+	struct wire_msg_hdr hdr;
+	uint32_t node;           /* the member changed, non-zero */
+	uint8_t op;              /* enum wire_member_op */
+	uint8_t reserved[3];
+};
+static_assert(sizeof(struct wire_member_change) == 16, "wire_member_change");
+static_assert(offsetof(struct wire_member_change, op) == 12, "wire_member_change.op");
 
 /* ---------------------------------------------------------------------------------------
  * The message list: X(NAME, value, struct, has_tail, class, admin).
@@ -1184,13 +1206,14 @@ enum wire_class {
 	X(TIMEOUT_NOW, 70, wire_timeout_now, 0, SHARD, 0)                                 \
 	X(INGRESS, 71, wire_ingress, 1, SHARD, 0)                                         \
 	X(FORWARDED_ADMIN, 72, wire_fwd_admin, 1, SHARD, 0)                               \
-	X(FORWARDED_REPLY, 73, wire_fwd_reply, 1, SHARD, 0)
+	X(FORWARDED_REPLY, 73, wire_fwd_reply, 1, SHARD, 0)                               \
+	X(MEMBER_CHANGE, 74, wire_member_change, 0, NONE, 0)
 
 enum wire_type {
 #define WIRE_TYPE_ENUM(name, value, st, tail, cls, admin) WIRE_##name = value,
 	WIRE_TYPES(WIRE_TYPE_ENUM)
 #undef WIRE_TYPE_ENUM
-	WIRE_TYPE_LIMIT = 74, /* one past the largest value */
+	WIRE_TYPE_LIMIT = 75, /* one past the largest value */
 };
 
 /* Every message fits a frame's 16-bit length field with its tail. */

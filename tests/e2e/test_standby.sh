@@ -7,6 +7,9 @@
 # and the dead member removed; the standby holds the log already, so each change commits in
 # one round (the time from the kill to both shards back at three voters is printed, most of
 # it this script's polling). Nothing acknowledged is lost, money exact on every replica.
+# Every change runs on a node that does not lead the shard (the learner itself for the
+# promote): it is forwarded to the leader, and the answer's row says `via` that leader; the
+# repeated remove and promote, forwarded again, answer ok without a second change.
 # Method: four namespaces on a Linux bridge, shards OMS 1 and ME 2 bootstrapped on nodes
 # 1-3, durable logs, no database; omsload 300 orders/s for 10 s through a node that stays.
 set -euo pipefail
@@ -24,10 +27,48 @@ log "nodes 1-3 (members) and 4 (--join) up: ${NODE_PIDS[*]}"
 leader_of() { e2e_live_leader "$@"; }
 wait_leader() { e2e_wait_live_leader "$@"; }
 members_of() { e2e_members "$@"; }
-change() { e2e_member_change "$@"; }
+# change OP SHARD NODE [CANDIDATES]: `omsctl members OP` on the first live candidate that
+# does not lead SHARD (default 1 2 3 4), so the leader gets it forwarded; retried while
+# busy or leadership moves (20 s). The answer must be ok with `via` the shard's leader.
+change() {
+	local op=$1 shard=$2 node=$3 l on out t i via
+	shift 3
+	local cands=("$@")
+	[ "${#cands[@]}" -gt 0 ] || cands=(1 2 3 4)
+	for _ in $(seq 100); do
+		l=$(wait_leader "$shard") || fail "shard $shard: no leader"
+		on=
+		for i in "${cands[@]}"; do
+			[ "$i" != "$l" ] && [ -n "${NODE_PIDS[$i]:-}" ] && { on=$i; break; }
+		done
+		[ -n "$on" ] || fail "shard $shard: no live candidate among ${cands[*]} but the leader $l"
+		t=$(date +%s%N)
+		if out=$("$OMSCTL" --socket "$TMP/$on/omsd.sock" --json members "$op" --shard "$shard" \
+			--node "$node" 2>&1); then
+			t=$((($(date +%s%N) - t) / 1000000))
+			via=$(printf '%s' "$out" | "$PY" -c '
+import json, sys
+rows = json.load(sys.stdin)["result"]["results"]
+assert len(rows) == 1 and rows[0]["status"] == "ok", rows
+print(rows[0].get("via", 0))') || fail "shard $shard: members $op on node $on: $out"
+			[ "$via" != 0 ] && [ "$via" != "$on" ] ||
+				fail "shard $shard: members $op on node $on was not forwarded (via $via): $out"
+			[ "$via" = "$l" ] || [ "$via" = "$(leader_of "$shard")" ] ||
+				fail "shard $shard: members $op on node $on via $via, leader $l: $out"
+			log "shard $shard: members $op --node $node on node $on via leader $via committed in $t ms"
+			return 0
+		fi
+		case "$out" in
+		*busy* | *not_leader* | *lost* | *timeout*) sleep 0.2 ;;
+		*) fail "shard $shard: members $op --node $node on node $on: $out" ;;
+		esac
+	done
+	fail "shard $shard: members $op --node $node never went through: $out"
+}
 
 e2e_cluster_wait_bootstrap
-for s in 1 2; do change add "$s" 4; done
+# Node 4 does not know the leaders before it is added: ask the voters that do not lead.
+for s in 1 2; do change add "$s" 4 1 2 3; done
 for s in 1 2; do e2e_wait_caught_up "$s" 4; done
 log "node 4 is a learner of shards 1 and 2 and caught up"
 [ "$(members_of 4 | awk '$2 == 4 { print $3 }' | sort -u)" = learner ] ||
@@ -67,13 +108,21 @@ t0=$(date +%s%N)
 kill -KILL "${NODE_PIDS[3]}"
 wait "${NODE_PIDS[3]}" 2>/dev/null || true
 unset 'NODE_PIDS[3]'
-for s in 1 2; do change promote "$s" 4; done
-for s in 1 2; do change remove "$s" 3; done
+# The learner asks for its own promotion (a learner never leads, so it is forwarded).
+for s in 1 2; do change promote "$s" 4 4; done
+for s in 1 2; do change remove "$s" 3 1 2 4; done
 t1=$(date +%s%N)
 log "standby: promoted and node 3 removed on both shards $(((t1 - t0) / 1000000)) ms after the kill"
 echo "standby: restore_ms=$(((t1 - t0) / 1000000))"
-# A change repeated (its answer lost, say) is answered ok, not refused.
-for s in 1 2; do change remove "$s" 3; change promote "$s" 4; done
+# A change repeated (its answer lost, say) is answered ok, not refused, and not made again:
+# forwarded too, the remove of a node no longer a member is ok, not an error.
+for s in 1 2; do
+	m0=$(members_of 1 | awk -v s="$s" '$1 == s { print $2, $3 }' | sort | tr '\n' ';')
+	change remove "$s" 3 1 2 4
+	change promote "$s" 4 1 2 4
+	m1=$(members_of 1 | awk -v s="$s" '$1 == s { print $2, $3 }' | sort | tr '\n' ';')
+	[ "$m1" = "$m0" ] || fail "shard $s: the repeated changes moved the membership: $m0 -> $m1"
+done
 rc=0
 wait "$load_pid" || rc=$?
 sed 's/^/    /' "$out"

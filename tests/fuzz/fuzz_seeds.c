@@ -118,6 +118,22 @@ wire_seeds(char **argv)
 	wire_builder_add(&b, &hu);
 	wire_builder_add(&b, &rc);
 	save(argv[1], "admin", wire_builder_finish(&b, NULL));
+
+	/* Control-socket forwarding: an admin message and a membership change to a leader. */
+	struct wire_symbol_status_msg ss = {0};
+	wire_hdr_init(&ss.hdr, WIRE_SYMBOL_STATUS, 2);
+	ss.symbol = 1, ss.status = WIRE_SYM_HALTED;
+	struct wire_member_change mc = {0};
+	wire_hdr_init(&mc.hdr, WIRE_MEMBER_CHANGE, 2);
+	mc.node = 4, mc.op = WIRE_MEMBER_PROMOTE;
+	struct wire_fwd_admin fa = {0};
+	wire_hdr_init(&fa.hdr, WIRE_FORWARDED_ADMIN, 2);
+	fa.fwd_id = 1, fa.origin = 3, fa.reply_shard = 1, fa.tail_len = sizeof(ss);
+	wire_builder_init(&b, buf, sizeof(buf), 3);
+	wire_builder_add_tail(&b, &fa, &ss, sizeof(ss));
+	fa.fwd_id = 2, fa.tail_len = sizeof(mc);
+	wire_builder_add_tail(&b, &fa, &mc, sizeof(mc));
+	save(argv[1], "forwarded", wire_builder_finish(&b, NULL));
 }
 
 /* ---- snapshots of the small engine and shard (fuzz_state.c) ---- */

@@ -74,6 +74,26 @@ Test(app_fwd_seen, verdict, .init = setup, .fini = teardown)
 	cr_assert(eq(int, app_fwd_seen_verdict(e, 3), APP_FWD_ANSWER));
 }
 
+/* Goal: a membership change the configuration already shows is recognised, so a repeat or a
+ * re-send a new leader never saw answers ok and is not made twice; anything else is made
+ * (or refused by consensus). Method: each op against each role of the node (none, learner,
+ * voter), and an op out of range. */
+Test(app_fwd_member, effected)
+{
+	/* role: 0 not a member, 1 learner, 2 voter */
+	static const bool want[3][3] = {
+		[0] = {false, true, true},   /* ADD: already a member */
+		[1] = {false, false, true},  /* PROMOTE: already a voter */
+		[2] = {true, false, false},  /* REMOVE: already gone */
+	};
+	for (uint32_t op = WIRE_MEMBER_ADD; op <= WIRE_MEMBER_REMOVE; op++)
+		for (int role = 0; role < 3; role++)
+			cr_assert(eq(int, app_fwd_member_effected(op, role == 2, role == 1),
+				     want[op - 1][role]), "op %u role %d", op, role);
+	cr_assert(not(app_fwd_member_effected(0, false, false)));
+	cr_assert(not(app_fwd_member_effected(WIRE_MEMBER_REMOVE + 1, false, false)));
+}
+
 /* Goal: the first send goes out at once to the guess, re-sends only every
  * APP_FWD_RESEND_NS, nothing goes out while no leader is known, and a guess that stays
  * silent is reported for rotation. Method: step the clock. */
