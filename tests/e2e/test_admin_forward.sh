@@ -155,7 +155,17 @@ for n in 1 2 3; do
 	EPOCH=$((EPOCH + 1))
 	wait_view "$o" "$PINNED" "['False']" routes show
 	wait_view "$o" "$EPOCHS" "[$EPOCH]" routes show
-	log "node $n: halt, resume, kill, release, pin, unpin ok; routing epoch $EPOCH"
+
+	# Membership changes go to each shard's leader as well (e2e_standby makes real ones):
+	# here, on every hosted shard, ones the configuration already shows — promote a voter,
+	# remove a node that is no member — answered ok by the leaders, nothing changed.
+	for op in promote remove; do
+		[ "$op" = promote ] && m=$n || m=9
+		ctl_rc "$n" 0 --json members "$op" --node "$m"
+		[ "$(py_json "$ROWS")" = "1:ok,2:ok,3:ok,4:ok" ] || fail "node $n members $op rows: $OUT"
+		grep -qF '"via":' <<<"$OUT" || fail "node $n members $op: nothing was forwarded: $OUT"
+	done
+	log "node $n: halt, resume, kill, release, pin, unpin, members promote, remove ok; routing epoch $EPOCH"
 done
 fwd=0
 for n in 1 2 3; do fwd=$((fwd + $(e2e_cluster_stat "$n" shard.1.fwd_proposed) +
