@@ -179,7 +179,9 @@ struct app_echo {
 enum app_cmd_kind {
 	APP_CMD_PROPOSE = 1,  /* msg into the shard's log; the answer is its ADMIN_REPLY */
 	APP_CMD_SNAPSHOT = 2, /* cns_snapshot_take; value: the snapshot's index */
-	APP_CMD_TRANSFER = 3, /* cns_transfer(target); answered once target leads */
+	APP_CMD_TRANSFER = 3, /* cns_transfer(target); answered once target leads (value: its
+			       * term); msg holds it as a LEADER_TRANSFER, should it be
+			       * forwarded */
 	APP_CMD_VIEW = 4,     /* read-only: the view is written as JSON into out */
 	APP_CMD_MEMBERS = 6,  /* cns_member_change(member_op, target); answered once the
 			       * configuration entry commits (index: its log index); msg
@@ -188,7 +190,8 @@ enum app_cmd_kind {
 			       * FORWARDED_ADMIN and answered by its FORWARDED_REPLY
 			       * (app_admin_fwd.c); taken by the shard's lcore when hosted
 			       * here, else by any shard lcore of the node. msg is an admin
-			       * message or a MEMBER_CHANGE (the leader makes the change) */
+			       * message, a MEMBER_CHANGE (the leader makes the change) or a
+			       * LEADER_TRANSFER (the leader hands leadership over) */
 };
 
 enum app_cmd_view {
@@ -217,8 +220,9 @@ enum app_cmd_status {
 				* Unknown to an owner or an OMS: REJECTED UNKNOWN_SYMBOL */
 #define APP_CMD_ROUTE_SCALE 2u /* ROUTING_CONFIG: shards[0] joins (or changes state in) the
 				* applied membership, which the shard lcore copies */
-#define APP_CMD_MAY_FORWARD 8u /* PROPOSE, MEMBERS: when this member no longer leads,
-				* forward to the leader instead of answering NOT_LEADER */
+#define APP_CMD_MAY_FORWARD 8u /* PROPOSE, MEMBERS, TRANSFER: when this member no longer
+				* leads, forward to the leader instead of answering
+				* NOT_LEADER */
 
 struct app_cmd {
 	/* Request (main). */
@@ -234,7 +238,8 @@ struct app_cmd {
 	uint64_t req_key;             /* PROPOSE: the req_id its ADMIN_REPLY will carry */
 	uint64_t deadline_ns;         /* dp_clock_ns: answered TIMEOUT after this */
 	_Alignas(8) uint8_t msg[APP_CMD_MSG_MAX]; /* PROPOSE: the admin message; MEMBERS:
-						   * the MEMBER_CHANGE */
+						   * the MEMBER_CHANGE; TRANSFER: the
+						   * LEADER_TRANSFER */
 	char *out;                    /* VIEW: JSON buffer */
 	size_t out_cap;
 	/* Answer (shard lcore). */

@@ -33,6 +33,14 @@
  * A change the configuration in effect already shows is answered ok once that configuration
  * commits and never made again (app_fwd_member_effected), so a re-send that a new leader
  * never saw cannot apply it twice either.
+ *
+ * A leadership transfer (`omsctl transfer-leader`) too: its tail a LEADER_TRANSFER{to}, which
+ * the leader acts on with cns_transfer (nothing proposed), notes PENDING and answers OK once
+ * it sees `to` leading — as a follower by then (app_fwd_transfers_settle, the wait a local
+ * APP_CMD_TRANSFER does in app_cmd_work). A re-send that reaches `to` as leader is answered
+ * OK at once (already so), one that reaches another leader is decided by it. A transfer
+ * consensus gave up on (an election timeout without `to` taking over) is answered BUSY:
+ * nothing changed, and the origin answers busy at once rather than starting it again.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -47,15 +55,37 @@ static_assert(sizeof(struct wire_fwd_admin) % 8 == 0, "the wrapped message stays
 static_assert((int)WIRE_MEMBER_ADD == (int)CNS_MEMBER_ADD, "member ops shared");
 static_assert((int)WIRE_MEMBER_PROMOTE == (int)CNS_MEMBER_PROMOTE, "member ops shared");
 static_assert((int)WIRE_MEMBER_REMOVE == (int)CNS_MEMBER_REMOVE, "member ops shared");
-/* A PENDING member change keeps its FORWARDED_ADMIN (origin, reply_shard) and the change. */
+/* A PENDING member change or transfer keeps its FORWARDED_ADMIN (origin, reply_shard) and
+ * the message. */
 #define MEMBER_SEEN_LEN (sizeof(struct wire_fwd_admin) + sizeof(struct wire_member_change))
+#define TRANSFER_SEEN_LEN (sizeof(struct wire_fwd_admin) + sizeof(struct wire_leader_transfer))
 static_assert(MEMBER_SEEN_LEN <= APP_FWD_MSG_MAX, "a pending member change fits its entry");
+static_assert(TRANSFER_SEEN_LEN <= APP_FWD_MSG_MAX, "a pending transfer fits its entry");
+/* Consensus gives a transfer up after election_timeout_max (2 x election_ms,
+ * app_shard_setup.c); one more election_ms lets a TimeoutNow sent at the last moment turn
+ * into a vote request that deposes this leader. An election `to` started is over long
+ * before TRANSFER_FORGET_ELECTIONS election_ms without any leader heard of. */
+#define TRANSFER_ABANDON_ELECTIONS 3
+#define TRANSFER_FORGET_ELECTIONS 8
+
+static uint16_t
+cmd_msg_type(const struct app_cmd *c)
+{
+	return ((const struct wire_msg_hdr *)(const void *)c->msg)->type;
+}
 
 /* A command of c carries a membership change, not an admin message. */
 static bool
 cmd_is_member(const struct app_cmd *c)
 {
-	return ((const struct wire_msg_hdr *)(const void *)c->msg)->type == WIRE_MEMBER_CHANGE;
+	return cmd_msg_type(c) == WIRE_MEMBER_CHANGE;
+}
+
+/* A command of c carries a leadership transfer, not an admin message. */
+static bool
+cmd_is_transfer(const struct app_cmd *c)
+{
+	return cmd_msg_type(c) == WIRE_LEADER_TRANSFER;
 }
 
 /* ---- origin ---- */
@@ -103,7 +133,8 @@ app_fwd_cmd_start(struct app_shard *s, struct app_cmd *c)
 		return;
 	}
 	const struct wire_msg_hdr *inner = (const void *)c->msg;
-	if (c->fwd.id == 0 || (!wire_type_is_admin(inner->type) && !cmd_is_member(c)) ||
+	if (c->fwd.id == 0 ||
+	    (!wire_type_is_admin(inner->type) && !cmd_is_member(c) && !cmd_is_transfer(c)) ||
 	    inner->length > APP_CMD_MSG_MAX) {
 		c->err = -EINVAL; /* main always names the command and sends admin messages */
 		app_cmd_give(s, c, APP_CMD_FAILED);
@@ -190,6 +221,16 @@ fwd_reply_in(struct app_shard *s, uint32_t from, const struct wire_msg_hdr *msg)
 		return;
 	}
 	case WIRE_FWD_BUSY:
+		if (cmd_is_transfer(c)) {
+			/* The leader tried and consensus gave up: `to` did not take over. Final,
+			 * as a local transfer that lapsed would be: another try is the
+			 * operator's (each one stops the shard's proposals for its length). */
+			c->err = -ETIMEDOUT;
+			c->via = from;
+			app_cmd_unwait(s, at);
+			app_cmd_give(s, c, APP_CMD_BUSY);
+			return;
+		}
 		/* Nothing was done: tried again at the next re-send, until the deadline. A
 		 * member change keeps the leader's cause (BACKPRESSURE: the learner is behind). */
 		if (cmd_is_member(c))
@@ -197,8 +238,9 @@ fwd_reply_in(struct app_shard *s, uint32_t from, const struct wire_msg_hdr *msg)
 		app_fwd_busy(&c->fwd, s->clock_ns);
 		return;
 	default:
-		/* The message is wrong for that shard (a routing config to an ME shard), or a
-		 * member change that makes no sense there (CAPACITY: no room for a member). */
+		/* The message is wrong for that shard (a routing config to an ME shard), a
+		 * member change that makes no sense there (CAPACITY: no room for a member), or
+		 * a transfer to a node that is not a voter there. */
 		c->err = r->reason == WIRE_REASON_CAPACITY ? -ENOSPC : -EINVAL;
 		c->via = from;
 		app_cmd_unwait(s, at);
@@ -313,10 +355,26 @@ fwd_propose(struct app_shard *s, const struct wire_fwd_admin *f)
 	sc_add(s, SC_FWD_PROPOSED, 1);
 }
 
+/* The type of the message a PENDING member change or transfer keeps behind its wrapper. */
+static uint16_t
+seen_type(const struct app_fwd_seen *e)
+{
+	return ((const struct wire_msg_hdr *)(const void *)(e->msg +
+							     sizeof(struct wire_fwd_admin)))->type;
+}
+
 static bool
 seen_is_member(const struct app_fwd_seen *e)
 {
-	return e->state == APP_FWD_PENDING && e->msg_len == MEMBER_SEEN_LEN;
+	return e->state == APP_FWD_PENDING && e->msg_len == MEMBER_SEEN_LEN &&
+	       seen_type(e) == WIRE_MEMBER_CHANGE;
+}
+
+static bool
+seen_is_transfer(const struct app_fwd_seen *e)
+{
+	return e->state == APP_FWD_PENDING && e->msg_len == TRANSFER_SEEN_LEN &&
+	       seen_type(e) == WIRE_LEADER_TRANSFER;
 }
 
 /* A PENDING member change's configuration entry committed: DONE, answered to the origin. */
@@ -423,6 +481,122 @@ app_fwd_members_settle(struct app_shard *s)
 	return answered;
 }
 
+/* A PENDING transfer is settled: DONE with status (OK: value the term `to` leads in; BUSY:
+ * consensus gave it up), answered to the origin. */
+static void
+transfer_done(struct app_shard *s, struct app_fwd_seen *e, uint8_t status)
+{
+	CHECK(seen_is_transfer(e));
+	struct wire_fwd_admin f;
+	memcpy(&f, e->msg, sizeof(f));
+	e->state = APP_FWD_DONE;
+	e->status = status;
+	e->reason = WIRE_REASON_NONE;
+	e->value = status == WIRE_FWD_OK ? cns_term(s->cns) : 0;
+	e->index = 0;
+	e->msg_len = 0; /* the answer carries no message back */
+	sc_add(s, status == WIRE_FWD_OK ? SC_FWD_REPLIED : SC_FWD_REFUSED, 1);
+	fwd_answer_seen(s, &f, e);
+}
+
+/* A forwarded leadership transfer, started here as cmd_transfer (app_shard_cmd.c) starts a
+ * local one: never proposed, cns_transfer hands leadership to `to` (thesis §3.10), noted
+ * PENDING with the term and clock it started at, answered OK once `to` is seen leading.
+ * A transfer to this leader is done already: OK at once, in this term. Refusals map as a
+ * local command's: -EPERM NOT_LEADER, -EINVAL (not a voter here) FAILED BAD_REQUEST. */
+static void
+fwd_leader_transfer(struct app_shard *s, const struct wire_fwd_admin *f)
+{
+	const struct wire_leader_transfer *lt = (const void *)(f + 1);
+	CHECK(lt->hdr.type == WIRE_LEADER_TRANSFER);
+	if (lt->hdr.shard != s->id || f->hdr.flags != 0) {
+		fwd_refuse(s, f, WIRE_FWD_FAILED, WIRE_REASON_BAD_REQUEST);
+		return;
+	}
+	struct app_fwd_seen *e;
+	if (lt->node == s->self) {
+		e = app_fwd_seen_get(&s->fwd_seen, f->origin, f->fwd_id);
+		e->state = APP_FWD_DONE;
+		e->status = WIRE_FWD_OK;
+		e->reason = WIRE_REASON_NONE;
+		e->value = cns_term(s->cns);
+		e->index = 0;
+		e->term = cns_term(s->cns);
+		e->msg_len = 0;
+		sc_add(s, SC_FWD_REPLIED, 1);
+		fwd_answer_seen(s, f, e);
+		return;
+	}
+	int rc = cns_transfer(s->cns, s->now, lt->node);
+	if (rc == -EPERM) {
+		fwd_refuse(s, f, WIRE_FWD_NOT_LEADER, WIRE_REASON_NOT_LEADER);
+		return;
+	}
+	if (rc != 0) {
+		fwd_refuse(s, f, WIRE_FWD_FAILED, WIRE_REASON_BAD_REQUEST);
+		return;
+	}
+	APP_LOG(NOTICE, "shard %u: leadership transfer to node %u (forwarded by node %u) in "
+		"term %" PRIu64, s->id, lt->node, f->origin, cns_term(s->cns));
+	e = app_fwd_seen_get(&s->fwd_seen, f->origin, f->fwd_id);
+	e->state = APP_FWD_PENDING;
+	e->index = 0;
+	e->term = cns_term(s->cns);
+	e->value = s->now;
+	memcpy(e->msg, f, TRANSFER_SEEN_LEN);
+	e->msg_len = TRANSFER_SEEN_LEN;
+	s->fwd_seen.transfer_waits++;
+	sc_add(s, SC_FWD_PROPOSED, 1);
+}
+
+uint32_t
+app_fwd_transfers_settle(struct app_shard *s)
+{
+	struct app_fwd_seen_table *t = &s->fwd_seen;
+	if (t->transfer_waits == 0)
+		return 0;
+	uint64_t election_ns = s->app->cfg.election_ms * 1000000;
+	uint32_t leader = cns_leader(s->cns);
+	struct app_fwd_transfer_view v = {
+		.leader = leader == CNS_NODE_NONE ? 0 : leader,
+		.leads = cns_role(s->cns) == CNS_LEADER,
+		.now_ns = s->now,
+	};
+	uint32_t waits = 0, answered = 0;
+	for (uint32_t i = 0; i < APP_FWD_SEEN_MAX; i++) {
+		struct app_fwd_seen *e = &t->e[i];
+		if (!seen_is_transfer(e))
+			continue;
+		const struct wire_leader_transfer *lt =
+			(const void *)(e->msg + sizeof(struct wire_fwd_admin));
+		v.to = lt->node;
+		v.same_term = cns_term(s->cns) == e->term;
+		v.abandon_ns = e->value + TRANSFER_ABANDON_ELECTIONS * election_ns;
+		v.forget_ns = e->value + TRANSFER_FORGET_ELECTIONS * election_ns;
+		switch (app_fwd_transfer_state(&v)) {
+		case APP_FWD_TRANSFER_DONE:
+			transfer_done(s, e, WIRE_FWD_OK);
+			answered++;
+			break;
+		case APP_FWD_TRANSFER_FAILED:
+			APP_LOG(NOTICE, "shard %u: leadership transfer to node %u (forwarded by "
+				"node %u) lapsed: still leading", s->id, lt->node,
+				((const struct wire_fwd_admin *)(const void *)e->msg)->origin);
+			transfer_done(s, e, WIRE_FWD_BUSY);
+			answered++;
+			break;
+		case APP_FWD_TRANSFER_FORGET:
+			e->state = APP_FWD_FREE;
+			break;
+		case APP_FWD_TRANSFER_WAIT:
+			waits++;
+			break;
+		}
+	}
+	t->transfer_waits = waits;
+	return answered;
+}
+
 static void
 fwd_admin_in(struct app_shard *s, const struct wire_msg_hdr *msg)
 {
@@ -435,7 +609,10 @@ fwd_admin_in(struct app_shard *s, const struct wire_msg_hdr *msg)
 		fwd_refuse(s, f, WIRE_FWD_NOT_LEADER, WIRE_REASON_NOT_LEADER);
 		return;
 	}
-	if (!state_current(s)) {
+	uint16_t type = ((const struct wire_msg_hdr *)(f + 1))->type;
+	/* A transfer proposes nothing, so what the log holds has no bearing on it: only who
+	 * leads now (and the new leader answers a re-send at once). */
+	if (type != WIRE_LEADER_TRANSFER && !state_current(s)) {
 		fwd_refuse(s, f, WIRE_FWD_BUSY, WIRE_REASON_NONE); /* the origin re-sends */
 		return;
 	}
@@ -449,8 +626,10 @@ fwd_admin_in(struct app_shard *s, const struct wire_msg_hdr *msg)
 		sc_add(s, SC_FWD_DUP, 1);
 		return;
 	case APP_FWD_PROPOSE:
-		if (((const struct wire_msg_hdr *)(f + 1))->type == WIRE_MEMBER_CHANGE)
+		if (type == WIRE_MEMBER_CHANGE)
 			fwd_member_change(s, f); /* never proposed */
+		else if (type == WIRE_LEADER_TRANSFER)
+			fwd_leader_transfer(s, f); /* never proposed */
 		else
 			fwd_propose(s, f);
 		return;
@@ -489,10 +668,11 @@ app_fwd_apply_begin(struct app_shard *s, struct app_fwd_apply *fa, const struct 
 {
 	CHECK(msg->type == WIRE_FORWARDED_ADMIN);
 	const struct wire_fwd_admin *m = (const void *)msg;
-	/* fwd_admin_in never proposes a member change, so none is in a log this code wrote; one
-	 * in the log (another build's leader) is skipped by every member alike, counted, and
-	 * no service sees it. */
-	if (((const struct wire_msg_hdr *)(const void *)(m + 1))->type == WIRE_MEMBER_CHANGE) {
+	/* fwd_admin_in never proposes a member change or a transfer, so none is in a log this
+	 * code wrote; one in the log (another build's leader) is skipped by every member alike,
+	 * counted, and no service sees it. */
+	uint16_t type = ((const struct wire_msg_hdr *)(const void *)(m + 1))->type;
+	if (type == WIRE_MEMBER_CHANGE || type == WIRE_LEADER_TRANSFER) {
 		sc_add(s, SC_FWD_REFUSED, 1);
 		return NULL;
 	}

@@ -72,6 +72,26 @@ app_fwd_member_effected(uint32_t op, bool voter, bool learner)
 	}
 }
 
+enum app_fwd_transfer
+app_fwd_transfer_state(const struct app_fwd_transfer_view *v)
+{
+	CHECK(v->to != 0);
+	CHECK(v->abandon_ns <= v->forget_ns);
+	if (v->leader == v->to)
+		return APP_FWD_TRANSFER_DONE;
+	if (v->leads) {
+		/* Consensus gave up (an election timeout without `to` taking over), or this
+		 * member lost the lead and won it back: `to` did not win. */
+		if (!v->same_term || v->now_ns >= v->abandon_ns)
+			return APP_FWD_TRANSFER_FAILED;
+		return APP_FWD_TRANSFER_WAIT;
+	}
+	if (v->leader != 0)
+		return APP_FWD_TRANSFER_FORGET; /* another node won: it decides a re-send */
+	/* No leader known: the election `to` was told to start may still be running. */
+	return v->now_ns >= v->forget_ns ? APP_FWD_TRANSFER_FORGET : APP_FWD_TRANSFER_WAIT;
+}
+
 enum app_fwd_act
 app_fwd_due(struct app_fwd_try *t, uint64_t now_ns, uint32_t guess, bool *rotate)
 {

@@ -26,7 +26,8 @@
 
 enum app_fwd_seen_state {
 	APP_FWD_FREE = 0,
-	APP_FWD_PENDING = 1,   /* proposed by this member as leader, not applied yet */
+	APP_FWD_PENDING = 1,   /* proposed by this member as leader, not applied yet (or a
+				* member change or transfer it made, not settled yet) */
 	APP_FWD_DONE = 2,      /* applied on this member: the outcome below */
 };
 
@@ -35,11 +36,12 @@ struct app_fwd_seen {
 	uint64_t fwd_id;       /* the origin's id */
 	uint32_t origin;       /* the origin node; 0 with state FREE */
 	uint8_t state;         /* enum app_fwd_seen_state */
-	uint8_t status;        /* DONE: enum wire_fwd_status (OK or REJECTED) */
+	uint8_t status;        /* DONE: enum wire_fwd_status (OK or REJECTED; a transfer BUSY) */
 	uint16_t reason;       /* DONE: the ADMIN_REPLY's reason */
-	uint64_t index;        /* log index of its entry */
-	uint64_t term;         /* term of its entry */
-	uint64_t value;        /* DONE: the ADMIN_REPLY's value */
+	uint64_t index;        /* log index of its entry (a transfer: 0) */
+	uint64_t term;         /* term of its entry (a transfer: the term it started in) */
+	uint64_t value;        /* DONE: the ADMIN_REPLY's value; PENDING transfer: the
+				* cluster clock it started at */
 	uint16_t msg_len;      /* DONE: bytes of msg kept (0: none) */
 	uint8_t reserved[6];
 	_Alignas(8) uint8_t msg[APP_FWD_MSG_MAX]; /* DONE: a SYMBOL_CONFIG as proposed */
@@ -50,6 +52,9 @@ struct app_fwd_seen_table {
 	uint32_t next;         /* ring position the next new command takes */
 	uint32_t member_waits; /* leader: forwarded member changes PENDING (at most this many;
 				* app_admin_fwd.c looks for their commits only while non-zero) */
+	uint32_t transfer_waits; /* leader (or the one it was): forwarded leadership
+				  * transfers PENDING (at most this many; looked at only
+				  * while non-zero; placement holds off while non-zero) */
 };
 
 /* The entry of (origin, fwd_id), or NULL. */
@@ -79,6 +84,32 @@ enum app_fwd_verdict app_fwd_seen_verdict(const struct app_fwd_seen *e, uint64_t
  * which never saw the first send finds ok, not an error, and a change applies at most once. */
 bool app_fwd_member_effected(uint32_t op, bool voter, bool learner);
 
+/* Where a forwarded leadership transfer that this member started stands (thesis §3.10:
+ * the leader brings `to` up to date, tells it to time out now, and gives up after an
+ * election timeout, keeping the lead). */
+enum app_fwd_transfer {
+	APP_FWD_TRANSFER_WAIT = 1,   /* still running: ask again later */
+	APP_FWD_TRANSFER_DONE = 2,   /* `to` leads: answer OK */
+	APP_FWD_TRANSFER_FAILED = 3, /* this member leads after consensus gave it up (or again,
+				      * in a later term): answer BUSY, nothing changed */
+	APP_FWD_TRANSFER_FORGET = 4, /* another node leads, or none was heard of for too long:
+				      * forgotten unanswered, so a re-send is decided by the
+				      * leader it reaches (`to` answers OK: already so) */
+};
+/* What this member knows now: leader (0: none known), whether it leads and still in the
+ * term the transfer started in; abandon_ns: when consensus has given the transfer up for
+ * sure; forget_ns (>= abandon_ns): when an election it may have started is over. */
+struct app_fwd_transfer_view {
+	uint32_t to;            /* the node that is to lead, non-zero */
+	uint32_t leader;        /* cns_leader, 0 when none is known */
+	bool leads;             /* this member is the leader */
+	bool same_term;         /* ... in the term the transfer started in */
+	uint64_t now_ns;        /* cluster clock */
+	uint64_t abandon_ns;    /* start + the election timeout's maximum + slack */
+	uint64_t forget_ns;     /* start + a few election timeouts */
+};
+enum app_fwd_transfer app_fwd_transfer_state(const struct app_fwd_transfer_view *v);
+
 /* The origin's state of one forwarded command (in its struct app_cmd). */
 struct app_fwd_try {
 	uint64_t id;           /* fwd_id: with the origin node, unique */
@@ -106,7 +137,7 @@ enum app_fwd_act app_fwd_due(struct app_fwd_try *t, uint64_t now_ns, uint32_t gu
 enum app_fwd_act app_fwd_not_leader(struct app_fwd_try *t, uint64_t now_ns, uint32_t from,
 				    uint32_t hint);
 /* The leader answered BUSY (backpressure, a transfer, its state not current yet): retry at
- * the next resend. */
+ * the next resend. (A forwarded transfer's BUSY is final: app_admin_fwd.c.) */
 void app_fwd_busy(struct app_fwd_try *t, uint64_t now_ns);
 
 /* What a request's answer needs of each command (enum app_cmd_status, reason). */

@@ -148,7 +148,7 @@ void app_mgmt_req_collect(struct app_mgmt *m);
  * a->err written. */
 int app_mgmt_view(struct app_mgmt_call *a, const struct app_mgmt_targets *t,
 		  const struct app_mgmt_view_query *q, app_mgmt_render_fn *render);
-/* A command without a message (APP_CMD_SNAPSHOT, APP_CMD_TRANSFER to node target). */
+/* A command without a message (APP_CMD_SNAPSHOT), acted on here only. */
 int app_mgmt_command(struct app_mgmt_call *a, const struct app_mgmt_targets *t, uint32_t kind,
 		     uint32_t target, app_mgmt_render_fn *render);
 /* APP_CMD_MEMBERS: cns_member_change(op, node) on each target's leader: made here where this
@@ -156,6 +156,12 @@ int app_mgmt_command(struct app_mgmt_call *a, const struct app_mgmt_targets *t, 
  * with args.local every target must be led here (else not_leader, nothing changed). */
 int app_mgmt_member_change(struct app_mgmt_call *a, const struct app_mgmt_targets *t, uint32_t op,
 			   uint32_t node, app_mgmt_render_fn *render);
+/* APP_CMD_TRANSFER: cns_transfer(to) on each target's leader, answered once `to` leads:
+ * started here where this node leads the target, else forwarded to its leader as a
+ * LEADER_TRANSFER (app_admin_fwd.c); with args.local every target must be led here (else
+ * not_leader, nothing started). */
+int app_mgmt_transfer(struct app_mgmt_call *a, const struct app_mgmt_targets *t, uint32_t to,
+		      app_mgmt_render_fn *render);
 /* A mutation: one admin entry per target, proposed here where this node leads the target
  * and forwarded to the target's leader elsewhere; with args.local every target must be
  * led here (else not_leader, nothing proposed). */

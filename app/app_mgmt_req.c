@@ -184,10 +184,18 @@ fwd_id_next(struct app_mgmt *m)
 	return m->fwd_last;
 }
 
-/* Add one step's commands to r and enqueue them. A proposal (or a membership change) of a
- * forwarding request goes to the target's lcore when led here (it forwards itself if
- * leadership moved meanwhile), else as APP_CMD_FORWARD to the target's lcore (hosted here)
- * or the carrier lcore.
+/* The commands a forwarding request sends to a leader elsewhere: proposals, membership
+ * changes and leadership transfers (app_admin_fwd.c); snapshots and views stay here. */
+static bool
+kind_forwards(uint32_t kind)
+{
+	return kind == APP_CMD_PROPOSE || kind == APP_CMD_MEMBERS || kind == APP_CMD_TRANSFER;
+}
+
+/* Add one step's commands to r and enqueue them. A proposal (or a membership change, or a
+ * leadership transfer) of a forwarding request goes to the target's lcore when led here (it
+ * forwards itself if leadership moved meanwhile), else as APP_CMD_FORWARD to the target's
+ * lcore (hosted here) or the carrier lcore.
  * Otherwise targets not led here (led: checked before) are answered here with NOT_LEADER
  * and the hint, never enqueued. 0 or -ENOMEM. */
 static int
@@ -235,7 +243,7 @@ step_enqueue(struct app_mgmt *m, struct app_mgmt_req *r, const struct app_mgmt_t
 		int idx = app->shard_index[c->shard];
 		uint32_t leader = 0;
 		bool leads = idx >= 0 && app_shard_leads(app, (uint32_t)idx, &leader);
-		bool forwarded = (kind == APP_CMD_PROPOSE || kind == APP_CMD_MEMBERS) && r->forward;
+		bool forwarded = kind_forwards(kind) && r->forward;
 		if (forwarded) {
 			c->fwd.id = fwd_id_next(m);
 			if (leads) {
@@ -302,7 +310,7 @@ dispatch(struct app_mgmt_call *a, const struct app_mgmt_targets *t, enum app_mgm
 	r->timeout_ns = timeout_ns(req);
 	r->deadline_ns = now + r->timeout_ns + GRACE_NS;
 	r->step = 1;
-	r->forward = a->forward && (kind == APP_CMD_PROPOSE || kind == APP_CMD_MEMBERS);
+	r->forward = a->forward && kind_forwards(kind);
 	snprintf(r->name, sizeof(r->name), "%s", req->cmd);
 	r->used = true;
 	int erc = step_enqueue(m, r, t, kind, fill, ctx, true);
@@ -356,6 +364,20 @@ fill_members(struct app_cmd *c, uint16_t shard, const void *ctx)
 	wire_hdr_init(&m->hdr, WIRE_MEMBER_CHANGE, shard);
 	m->node = mc->node;
 	m->op = (uint8_t)mc->op;
+	return 0;
+}
+
+/* The transfer for the shard lcore (target) and, should it be forwarded, as the
+ * LEADER_TRANSFER its leader takes (msg). */
+static int
+fill_transfer(struct app_cmd *c, uint16_t shard, const void *ctx)
+{
+	c->target = *(const uint32_t *)ctx;
+	struct wire_leader_transfer *m = (void *)c->msg;
+	static_assert(sizeof(*m) <= APP_CMD_MSG_MAX, "a transfer fits msg");
+	memset(m, 0, sizeof(*m));
+	wire_hdr_init(&m->hdr, WIRE_LEADER_TRANSFER, shard);
+	m->node = c->target;
 	return 0;
 }
 
@@ -431,20 +453,37 @@ local_only(struct app_mgmt_call *a, bool *local)
 	return 0;
 }
 
+/* What a forwarding request answers before anything is dispatched: --local refuses
+ * not_leader unless this node leads every target, and a target no node is known to lead or
+ * host is refused not_leader too. true: refused, *rc the request's code. */
+static bool
+forward_refused(struct app_mgmt_call *a, const struct app_mgmt_targets *t, int *rc)
+{
+	bool local;
+	if (local_only(a, &local) != 0) {
+		*rc = -EINVAL;
+		return true;
+	}
+	if (local && !app_mgmt_all_led(a->mgmt->app, t)) {
+		*rc = app_mgmt_reply_not_leader(a, t);
+		return true;
+	}
+	struct app_mgmt_targets unknown;
+	targets_unknown(a->mgmt->app, t, &unknown);
+	if (unknown.n > 0) {
+		*rc = app_mgmt_reply_not_leader(a, &unknown);
+		return true;
+	}
+	return false;
+}
+
 int
 app_mgmt_propose(struct app_mgmt_call *a, const struct app_mgmt_targets *t,
 		 const struct app_mgmt_proposal *p, enum app_mgmt_need need)
 {
-	bool local;
-	if (local_only(a, &local) != 0)
-		return -EINVAL;
-	if (local && !app_mgmt_all_led(a->mgmt->app, t))
-		return app_mgmt_reply_not_leader(a, t);
-	struct app_mgmt_targets unknown;
-	targets_unknown(a->mgmt->app, t, &unknown);
-	if (unknown.n > 0)
-		return app_mgmt_reply_not_leader(a, &unknown);
 	int rc;
+	if (forward_refused(a, t, &rc))
+		return rc;
 	dispatch(a, t, need, app_mgmt_render_results, APP_CMD_PROPOSE, fill_propose, p, &rc);
 	return rc;
 }
@@ -455,18 +494,23 @@ app_mgmt_member_change(struct app_mgmt_call *a, const struct app_mgmt_targets *t
 {
 	CHECK(op >= CNS_MEMBER_ADD);
 	CHECK(op <= CNS_MEMBER_REMOVE);
-	bool local;
-	if (local_only(a, &local) != 0)
-		return -EINVAL;
-	if (local && !app_mgmt_all_led(a->mgmt->app, t))
-		return app_mgmt_reply_not_leader(a, t);
-	struct app_mgmt_targets unknown;
-	targets_unknown(a->mgmt->app, t, &unknown);
-	if (unknown.n > 0)
-		return app_mgmt_reply_not_leader(a, &unknown);
 	int rc;
+	if (forward_refused(a, t, &rc))
+		return rc;
 	struct member_change mc = {.op = op, .node = node};
 	dispatch(a, t, APP_MGMT_NEED_ALL, render, APP_CMD_MEMBERS, fill_members, &mc, &rc);
+	return rc;
+}
+
+int
+app_mgmt_transfer(struct app_mgmt_call *a, const struct app_mgmt_targets *t, uint32_t to,
+		  app_mgmt_render_fn *render)
+{
+	CHECK(to != 0);
+	int rc;
+	if (forward_refused(a, t, &rc))
+		return rc;
+	dispatch(a, t, APP_MGMT_NEED_ALL, render, APP_CMD_TRANSFER, fill_transfer, &to, &rc);
 	return rc;
 }
 
@@ -559,6 +603,15 @@ cmd_is_member(const struct app_cmd *c)
 	return c->kind == APP_CMD_MEMBERS ||
 	       (c->kind == APP_CMD_FORWARD &&
 		((const struct wire_msg_hdr *)(const void *)c->msg)->type == WIRE_MEMBER_CHANGE);
+}
+
+/* A leadership transfer, started here (TRANSFER) or forwarded to the leader (FORWARD). */
+static bool
+cmd_is_transfer(const struct app_cmd *c)
+{
+	return c->kind == APP_CMD_TRANSFER ||
+	       (c->kind == APP_CMD_FORWARD &&
+		((const struct wire_msg_hdr *)(const void *)c->msg)->type == WIRE_LEADER_TRANSFER);
 }
 
 static void
@@ -664,6 +717,14 @@ reply_failure(struct app_mgmt *m, const struct app_mgmt_req *r, const struct app
 		snprintf(msg, sizeof(msg), "shard %u: not a change that applies to node %u here "
 			 "(add: not yet a member; promote: a learner; remove: a member, not the "
 			 "last voter)", bad->shard, bad->target);
+	else if (cmd_is_transfer(bad) && bad->status == APP_CMD_BUSY && bad->err == -ETIMEDOUT)
+		snprintf(msg, sizeof(msg), "shard %u: node %u did not take over within an "
+			 "election timeout (behind, or unreachable); node %u still leads, nothing "
+			 "changed; try again", bad->shard, bad->target, bad->via);
+	else if (cmd_is_transfer(bad) && bad->status == APP_CMD_FAILED && bad->err == -EINVAL)
+		snprintf(msg, sizeof(msg), "shard %u: node %u is not a voter of its configuration "
+			 "in effect%s", bad->shard, bad->target,
+			 bad->via != 0 ? " (its leader says)" : "");
 	else if (bad->status == APP_CMD_BUSY)
 		snprintf(msg, sizeof(msg), "shard %u: busy (backpressure or a leadership "
 			 "transfer); nothing was proposed", bad->shard);

@@ -205,15 +205,23 @@ app_mgmt_snapshot(struct app_mgmt_call *a, uint32_t variant)
 	return app_mgmt_command(a, &t, APP_CMD_SNAPSHOT, 0, app_mgmt_render_results);
 }
 
-/* The answer of a transfer: the shard, its new leader, and the term it leads in. */
+/* The answer of a transfer: the shard, its new leader, the term it leads in, and `via` the
+ * node whose leader answered a forwarded one. */
 static void
 render_transfer(struct mgmt_out *o, const struct app_mgmt_req *r)
 {
-	mgmt_out_kv_u64(o, "shard", r->cmds[0]->shard);
-	mgmt_out_kv_u64(o, "leader", r->cmds[0]->target);
-	mgmt_out_kv_u64(o, "term", r->cmds[0]->value);
+	const struct app_cmd *c = r->cmds[0];
+	mgmt_out_kv_u64(o, "shard", c->shard);
+	mgmt_out_kv_u64(o, "leader", c->target);
+	mgmt_out_kv_u64(o, "term", c->value);
+	if (c->via != 0)
+		mgmt_out_kv_u64(o, "via", c->via);
 }
 
+/* One shard, hosted here or known to the cluster; `to` a voter of its configuration in
+ * effect (checked here when hosted here, else by its leader). Its leader hands leadership
+ * over: here where this node leads, else forwarded to it (--local: only where led here,
+ * else not_hosted / not_leader as before forwarding). */
 int
 app_mgmt_transfer_leader(struct app_mgmt_call *a, uint32_t variant)
 {
@@ -221,30 +229,33 @@ app_mgmt_transfer_leader(struct app_mgmt_call *a, uint32_t variant)
 	const struct app *app = a->mgmt->app;
 	static const char *const names[] = {"shard", "to", NULL};
 	uint64_t shard, to;
+	bool local;
 	if (app_mgmt_args_known(a, names) != 0 ||
 	    app_mgmt_arg_u64(a, "shard", true, 0, DP_SHARDS_MAX - 1, &shard) != 0 ||
-	    app_mgmt_arg_u64(a, "to", true, 1, UINT32_MAX, &to) != 0)
+	    app_mgmt_arg_u64(a, "to", true, 1, UINT32_MAX, &to) != 0 ||
+	    app_mgmt_arg_bool(a, "local", &local) != 0)
 		return -EINVAL;
-	if (!shard_hosted(app, shard)) {
+	bool hosted = shard_hosted(app, shard);
+	if (!hosted && (local || app->shard_index[shard] >= 0)) { /* (or an echo shard here) */
 		snprintf(a->err, a->cap, "not_hosted: shard %" PRIu64 " is not on this node", shard);
 		return -ENOENT;
 	}
 	/* A voter of the configuration in effect (membership changes while the node runs). */
 	struct app_shard_pub p;
-	bool member = false;
-	if (app_shard_pub_read(app, (uint32_t)app->shard_index[shard], &p) == 0)
-		for (uint32_t i = 0; i < p.member_count; i++)
+	if (hosted) {
+		bool member = false;
+		int read = app_shard_pub_read(app, (uint32_t)app->shard_index[shard], &p);
+		for (uint32_t i = 0; read == 0 && i < p.member_count; i++)
 			member = member || (p.members[i] == to && !(p.learners & (1u << i)));
-	if (!member) {
-		snprintf(a->err, a->cap, "bad_argument: node %" PRIu64 " is not a voter of shard %"
-			 PRIu64, to, shard);
-		return -EINVAL;
+		if (!member) {
+			snprintf(a->err, a->cap, "bad_argument: node %" PRIu64 " is not a voter of "
+				 "shard %" PRIu64, to, shard);
+			return -EINVAL;
+		}
 	}
 	struct app_mgmt_targets t = {0};
-	app_mgmt_targets_add(&t, (uint16_t)shard);
-	if (!app_mgmt_all_led(app, &t))
-		return app_mgmt_reply_not_leader(a, &t);
-	return app_mgmt_command(a, &t, APP_CMD_TRANSFER, (uint32_t)to, render_transfer);
+	app_mgmt_targets_add(&t, (uint16_t)shard); /* unknown: not_leader, nothing done */
+	return app_mgmt_transfer(a, &t, (uint32_t)to, render_transfer);
 }
 
 /* ---- members add|promote|remove ---- */

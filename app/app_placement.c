@@ -82,8 +82,9 @@ note_transfers(struct app_shard *s)
 }
 
 /* A membership change not committed yet, or a leadership transfer that may still be
- * running: cns_transfer would override the transfer, and one change at a time (thesis
- * §3.10, §4.1) keeps the two from racing. */
+ * running (an operator's, made here or forwarded here from another node, or our own):
+ * cns_transfer would override the transfer, and one change at a time (thesis §3.10, §4.1)
+ * keeps the two from racing. */
 static bool
 busy(const struct app_shard *s)
 {
@@ -93,6 +94,8 @@ busy(const struct app_shard *s)
 	for (uint32_t i = 0; i < s->cmd_wait_count; i++)
 		if (s->cmd_wait[i]->kind == APP_CMD_TRANSFER)
 			return true;
+	if (s->fwd_seen.transfer_waits > 0)
+		return true; /* forwarded: app_fwd_transfers_settle keeps the count */
 	return s->now < s->place.hold_until_ns;
 }
 

@@ -287,11 +287,18 @@ cmd_members(struct app_shard *s, struct app_cmd *c)
 	s->cmd_wait[s->cmd_wait_count++] = c;
 }
 
+/* A leadership transfer (thesis §3.10): answered once target is seen leading (at once when
+ * this member is the target), or TIMEOUT at the deadline when it lapsed; FAILED -EINVAL when
+ * target is not a voter here. */
 static void
 cmd_transfer(struct app_shard *s, struct app_cmd *c)
 {
 	if (cns_role(s->cns) != CNS_LEADER) {
-		cmd_not_leader(s, c);
+		/* Led elsewhere since main looked: its leader hands over (app_admin_fwd.c). */
+		if (c->flags & APP_CMD_MAY_FORWARD)
+			app_fwd_cmd_start(s, c);
+		else
+			cmd_not_leader(s, c);
 		return;
 	}
 	if (c->target == s->self) {
@@ -519,7 +526,7 @@ cmd_view(struct app_shard *s, struct app_cmd *c)
 
 /* Take new commands (bounded), then settle the waiting ones: committed entries were
  * answered during apply; here the lost, the transferred and the late. Then the forwarded
- * member changes this leader made for other nodes. */
+ * member changes and leadership transfers this leader made for other nodes. */
 uint32_t
 app_cmd_work(struct app_shard *s)
 {
@@ -538,10 +545,14 @@ app_cmd_work(struct app_shard *s)
 		case APP_CMD_FORWARD:
 			if (c->shard == s->id && cns_role(s->cns) == CNS_LEADER) {
 				/* Led here since main looked. */
-				if (((const struct wire_msg_hdr *)(const void *)c->msg)->type ==
-				    WIRE_MEMBER_CHANGE) {
+				uint16_t type =
+					((const struct wire_msg_hdr *)(const void *)c->msg)->type;
+				if (type == WIRE_MEMBER_CHANGE) {
 					c->kind = APP_CMD_MEMBERS;
 					cmd_members(s, c);
+				} else if (type == WIRE_LEADER_TRANSFER) {
+					c->kind = APP_CMD_TRANSFER;
+					cmd_transfer(s, c);
 				} else {
 					c->kind = APP_CMD_PROPOSE;
 					cmd_propose(s, c);
@@ -613,5 +624,5 @@ app_cmd_work(struct app_shard *s)
 		app_cmd_unwait(s, i);
 		app_cmd_give(s, c, st);
 	}
-	return n + app_fwd_members_settle(s);
+	return n + app_fwd_members_settle(s) + app_fwd_transfers_settle(s);
 }

@@ -473,6 +473,11 @@ void app_fwd_msg_in(struct app_shard *s, const struct dp_meta *meta,
 /* Leader: answer the forwarded member changes whose configuration entry committed (one
  * pass over the table, only while one waits); the number answered. */
 uint32_t app_fwd_members_settle(struct app_shard *s);
+/* The member (leader, or the one it was) that started forwarded leadership transfers:
+ * answer those whose target now leads (OK) or that consensus gave up (BUSY), forget those
+ * another leader now decides (one pass over the table, only while one waits); the number
+ * answered. */
+uint32_t app_fwd_transfers_settle(struct app_shard *s);
 struct app_fwd_apply {
 	struct svc_sink sink;         /* what the service emits into */
 	struct svc_sink *down;        /* the lcore's sink (app_egress_emit) */

@@ -280,10 +280,18 @@ inner_check(const uint8_t *tail, uint32_t tail_len)
 	return WIRE_E_OK;
 }
 
-/* The tail of FORWARDED_ADMIN (required; an admin message or a MEMBER_CHANGE) or
- * FORWARDED_REPLY (optional; an admin message): one message, valid, filling the tail
- * exactly. A MEMBER_CHANGE travels only to the leader: it is never proposed, so an answer
- * never carries one back. */
+/* A message that only ever travels to a shard's leader as the tail of a FORWARDED_ADMIN:
+ * the leader acts on it with consensus (cns_member_change, cns_transfer) and never proposes
+ * it, so no log and no answer holds one. */
+static bool
+fwd_leader_only(uint16_t type)
+{
+	return type == WIRE_MEMBER_CHANGE || type == WIRE_LEADER_TRANSFER;
+}
+
+/* The tail of FORWARDED_ADMIN (required; an admin message, a MEMBER_CHANGE or a
+ * LEADER_TRANSFER) or FORWARDED_REPLY (optional; an admin message): one message, valid,
+ * filling the tail exactly. */
 static enum wire_err
 fwd_inner_check(const uint8_t *tail, uint32_t tail_len, bool required)
 {
@@ -294,7 +302,7 @@ fwd_inner_check(const uint8_t *tail, uint32_t tail_len, bool required)
 	if (err != WIRE_E_OK)
 		return err;
 	uint16_t type = ((const struct wire_msg_hdr *)tail)->type;
-	if (!wire_type_is_admin(type) && !(required && type == WIRE_MEMBER_CHANGE))
+	if (!wire_type_is_admin(type) && !(required && fwd_leader_only(type)))
 		return WIRE_E_BAD_TYPE;
 	return mlen == tail_len ? WIRE_E_OK : WIRE_E_BAD_COUNT;
 }
@@ -636,6 +644,14 @@ body_check(const struct wire_msg_hdr *h, int depth)
 		if (m->node == 0)
 			return WIRE_E_BAD_VALUE;
 		ok = in_range(m->op, WIRE_MEMBER_ADD, WIRE_MEMBER_REMOVE);
+		break;
+	}
+	case WIRE_LEADER_TRANSFER: {
+		const struct wire_leader_transfer *m = (const void *)h;
+		if (!RESERVED(m->reserved))
+			return WIRE_E_BAD_RESERVED;
+		if (m->node == 0)
+			return WIRE_E_BAD_VALUE;
 		break;
 	}
 	case WIRE_FORWARDED_REPLY: {

@@ -1073,8 +1073,8 @@ static_assert(sizeof(struct wire_ingress) == 16, "wire_ingress");
 #define WIRE_FWD_F_SYMBOL_FILL 0x0004 /* SYMBOL_CONFIG: the book fields from the replica */
 #define WIRE_FWD_F_ALL 0x0007
 
-/* Tail: exactly one admin message (wire_type_is_admin) or one MEMBER_CHANGE. hdr.shard:
- * the target shard. */
+/* Tail: exactly one admin message (wire_type_is_admin), one MEMBER_CHANGE or one
+ * LEADER_TRANSFER. hdr.shard: the target shard. */
 struct wire_fwd_admin {
 	struct wire_msg_hdr hdr;
 	uint64_t fwd_id;         /* the origin's id of this command; (origin, fwd_id) is unique */
@@ -1131,6 +1131,21 @@ struct wire_member_change {
 };
 static_assert(sizeof(struct wire_member_change) == 16, "wire_member_change");
 static_assert(offsetof(struct wire_member_change, op) == 12, "wire_member_change.op");
+
+/* A leadership transfer (thesis §3.10; `omsctl transfer-leader`) forwarded to the shard's
+ * leader as the tail of a FORWARDED_ADMIN, and nowhere else: like MEMBER_CHANGE it is not a
+ * service message. The leader calls cns_transfer(node) instead of proposing anything and
+ * answers FORWARDED_REPLY OK (value: the term node leads in) once it sees node leading; a
+ * leader that is node answers OK at once (already so). A transfer consensus abandoned is
+ * answered BUSY: nothing changed. Its class is NONE: never taken off the wire alone.
+ * hdr.shard: the target shard. */
+struct wire_leader_transfer {
+	struct wire_msg_hdr hdr;
+	uint32_t node;           /* the voter that is to lead, non-zero */
+	uint32_t reserved;
+};
+static_assert(sizeof(struct wire_leader_transfer) == 16, "wire_leader_transfer");
+static_assert(offsetof(struct wire_leader_transfer, node) == 8, "wire_leader_transfer.node");
 
 /* ---------------------------------------------------------------------------------------
  * The message list: X(NAME, value, struct, has_tail, class, admin).
@@ -1207,13 +1222,14 @@ enum wire_class {
 	X(INGRESS, 71, wire_ingress, 1, SHARD, 0)                                         \
 	X(FORWARDED_ADMIN, 72, wire_fwd_admin, 1, SHARD, 0)                               \
 	X(FORWARDED_REPLY, 73, wire_fwd_reply, 1, SHARD, 0)                               \
-	X(MEMBER_CHANGE, 74, wire_member_change, 0, NONE, 0)
+	X(MEMBER_CHANGE, 74, wire_member_change, 0, NONE, 0)                              \
+	X(LEADER_TRANSFER, 75, wire_leader_transfer, 0, NONE, 0)
 
 enum wire_type {
 #define WIRE_TYPE_ENUM(name, value, st, tail, cls, admin) WIRE_##name = value,
 	WIRE_TYPES(WIRE_TYPE_ENUM)
 #undef WIRE_TYPE_ENUM
-	WIRE_TYPE_LIMIT = 75, /* one past the largest value */
+	WIRE_TYPE_LIMIT = 76, /* one past the largest value */
 };
 
 /* Every message fits a frame's 16-bit length field with its tail. */

@@ -6,7 +6,9 @@
 # releases a user, pins and unpins a user; each command answers ok with every target shard
 # committed, shows on the other nodes' replicas, and applies exactly once (the routing
 # epoch moves by one per pin, also when every forwarded frame reaches the leader twice).
-# `--local` keeps the old rule (not_leader, nothing proposed). A kill -9 of a target shard's
+# `--local` keeps the old rule (not_leader, nothing proposed). transfer-leader on a node that
+# does not lead the shard (OMS and ME shards) is forwarded too and answers ok once the target
+# leads (via the old leader; a repeat via the target, already so). A kill -9 of a target shard's
 # leader while a forwarded command is pending: the command completes after the re-election
 # or answers a clear error, never later than its deadline. A client cannot inject admin
 # commands: a raw SYMBOL_STATUS, an INGRESS wrapping one and a FORWARDED_ADMIN from the
@@ -167,6 +169,61 @@ for n in 1 2 3; do
 	done
 	log "node $n: halt, resume, kill, release, pin, unpin, members promote, remove ok; routing epoch $EPOCH"
 done
+# transfer-leader runs from any node too: on a node that does not lead the shard it goes to
+# the leader as a LEADER_TRANSFER, which hands leadership over and answers once the target
+# leads (`via` the old leader); a re-send or a repeat that reaches the target as leader is
+# answered ok at once (already so, `via` the target). `--local` keeps not_leader.
+ctl_rc 2 1 --json transfer-leader --shard 1 --to 3 --local
+grep -qF '"error":"not_leader"' <<<"$OUT" || fail "transfer-leader --local answer: $OUT"
+leads 1 1 || fail "transfer-leader --local moved shard 1: $OUT"
+# xfer SHARD ON TO [VIA]: transfer-leader on node ON (not SHARD's leader) until it answers
+# ok (a transfer can lapse on a loaded host: busy, or timeout; up to 5 tries); the answer
+# must name TO and come via a leader other than ON (VIA when given), and TO must then lead
+# by its own status.
+xfer() {
+	local shard=$1 on=$2 to=$3 l rc via t
+	for try in 1 2 3 4 5; do
+		l=$(wait_leader "$shard") || fail "no leader for shard $shard"
+		[ "$l" != "$on" ] || fail "shard $shard: node $on leads it, nothing to forward"
+		t=$(date +%s%N)
+		rc=0
+		OUT=$("$OMSCTL" --socket "$TMP/$on/omsd.sock" --json transfer-leader --shard "$shard" \
+			--to "$to" 2>&1) || rc=$?
+		t=$((($(date +%s%N) - t) / 1000000))
+		if [ "$rc" -eq 0 ]; then
+			[ "$(py_json 'r["shard"], r["leader"]')" = "$shard $to" ] ||
+				fail "node $on transfer-leader shard $shard to $to: $OUT"
+			via=$(py_json 'r.get("via", 0)')
+			# (ON itself only when ON is TO: a re-send reached it once it led.)
+			[ "$via" != 0 ] && { [ "$via" != "$on" ] || [ "$on" = "$to" ]; } ||
+				fail "node $on transfer-leader shard $shard: not forwarded (via $via): $OUT"
+			[ -z "${4:-}" ] || [ "$via" = "$4" ] ||
+				fail "node $on transfer-leader shard $shard: via $via, want $4: $OUT"
+			for _ in $(seq 20); do
+				leads "$to" "$shard" && break
+				sleep 0.2
+			done
+			leads "$to" "$shard" || fail "shard $shard: ok via $via, but node $to does not lead: $OUT"
+			log "shard $shard: transfer-leader --to $to on node $on via node $via (leader $l) ok in $t ms"
+			return 0
+		fi
+		grep -qE '"error":"(busy|timeout|not_leader|lost)"' <<<"$OUT" ||
+			fail "node $on transfer-leader shard $shard to $to: exit $rc: $OUT"
+		log "shard $shard: transfer-leader --to $to on node $on (try $try): $OUT"
+		sleep 0.5
+	done
+	fail "shard $shard: transfer-leader --to $to on node $on never went through"
+}
+xfer 1 2 3 # OMS 1, led by node 1, from node 2 to node 3
+xfer 1 2 3 3 # the same again: node 3 leads, it answers ok itself
+xfer 3 1 1 # ME 3, led by node 3, from node 1 to node 1 itself
+xfer 4 3 1 # ME 4, led by node 2, from node 3 to node 1
+# The layout the phases below expect.
+lead 1 1
+lead 3 3
+lead 4 2
+log "leaders again: shard 1 → 1, 2 → 2, 3 → 3, 4 → 2"
+
 fwd=0
 for n in 1 2 3; do fwd=$((fwd + $(e2e_cluster_stat "$n" shard.1.fwd_proposed) +
 	$(e2e_cluster_stat "$n" shard.2.fwd_proposed))); done

@@ -119,7 +119,8 @@ wire_seeds(char **argv)
 	wire_builder_add(&b, &rc);
 	save(argv[1], "admin", wire_builder_finish(&b, NULL));
 
-	/* Control-socket forwarding: an admin message and a membership change to a leader. */
+	/* Control-socket forwarding: an admin message, a membership change and a leadership
+	 * transfer to a leader. */
 	struct wire_symbol_status_msg ss = {0};
 	wire_hdr_init(&ss.hdr, WIRE_SYMBOL_STATUS, 2);
 	ss.symbol = 1, ss.status = WIRE_SYM_HALTED;
@@ -133,6 +134,11 @@ wire_seeds(char **argv)
 	wire_builder_add_tail(&b, &fa, &ss, sizeof(ss));
 	fa.fwd_id = 2, fa.tail_len = sizeof(mc);
 	wire_builder_add_tail(&b, &fa, &mc, sizeof(mc));
+	struct wire_leader_transfer lt = {0};
+	wire_hdr_init(&lt.hdr, WIRE_LEADER_TRANSFER, 2);
+	lt.node = 3;
+	fa.fwd_id = 3, fa.tail_len = sizeof(lt);
+	wire_builder_add_tail(&b, &fa, &lt, sizeof(lt));
 	save(argv[1], "forwarded", wire_builder_finish(&b, NULL));
 }
 

@@ -144,6 +144,7 @@ TYPES = {
     69: ("SNAPSHOT_REPLY", 40, False), 70: ("TIMEOUT_NOW", 24, False),
     71: ("INGRESS", 16, True), 72: ("FORWARDED_ADMIN", 24, True),
     73: ("FORWARDED_REPLY", 56, True), 74: ("MEMBER_CHANGE", 16, False),
+    75: ("LEADER_TRANSFER", 16, False),
 }
 TYPE = {name: value for value, (name, _, _) in TYPES.items()}  # "NEW_ORDER" -> 1
 for _v, (_n, _size, _tail) in TYPES.items():

@@ -94,6 +94,38 @@ Test(app_fwd_member, effected)
 	cr_assert(not(app_fwd_member_effected(WIRE_MEMBER_REMOVE + 1, false, false)));
 }
 
+/* Goal: a forwarded transfer is answered OK only once its target is seen leading, BUSY only
+ * when this member still leads after consensus must have given it up (or leads again in a
+ * later term), and otherwise waits or is forgotten for the leader a re-send reaches.
+ * Method: node 1 leads and transfers to node 3; step who leads and the clock. */
+Test(app_fwd_transfer, state)
+{
+	struct app_fwd_transfer_view v = {.to = 3, .leader = 1, .leads = true, .same_term = true,
+					  .now_ns = 100, .abandon_ns = 400, .forget_ns = 900};
+	cr_assert(eq(int, app_fwd_transfer_state(&v), APP_FWD_TRANSFER_WAIT), "running");
+	v.now_ns = 400;
+	cr_assert(eq(int, app_fwd_transfer_state(&v), APP_FWD_TRANSFER_FAILED), "given up");
+	v.now_ns = 100;
+	v.same_term = false;
+	cr_assert(eq(int, app_fwd_transfer_state(&v), APP_FWD_TRANSFER_FAILED), "led again");
+	/* Deposed by the vote `to` asked for: nobody known yet, then `to`. */
+	v.leads = false;
+	v.leader = 0;
+	cr_assert(eq(int, app_fwd_transfer_state(&v), APP_FWD_TRANSFER_WAIT), "electing");
+	v.now_ns = 500;
+	cr_assert(eq(int, app_fwd_transfer_state(&v), APP_FWD_TRANSFER_WAIT),
+		  "electing past the abandon time");
+	v.leader = 3;
+	cr_assert(eq(int, app_fwd_transfer_state(&v), APP_FWD_TRANSFER_DONE), "to leads");
+	v.now_ns = 5000;
+	cr_assert(eq(int, app_fwd_transfer_state(&v), APP_FWD_TRANSFER_DONE), "to leads, late");
+	v.leader = 2;
+	cr_assert(eq(int, app_fwd_transfer_state(&v), APP_FWD_TRANSFER_FORGET), "another won");
+	v.leader = 0;
+	v.now_ns = 900;
+	cr_assert(eq(int, app_fwd_transfer_state(&v), APP_FWD_TRANSFER_FORGET), "none for long");
+}
+
 /* Goal: the first send goes out at once to the guess, re-sends only every
  * APP_FWD_RESEND_NS, nothing goes out while no leader is known, and a guess that stays
  * silent is reported for rotation. Method: step the clock. */
