@@ -498,6 +498,32 @@ e2e_live_leader() {
 	done
 	return 0
 }
+# e2e_quiesce TRIES SHARD...: until every live node's member of each SHARD has applied what
+# its live leader committed, TRIES tries 0.2 s apart per shard; logs each shard's figures,
+# fails with them. The load is over: new entries are only the leader's ticks.
+e2e_quiesce() {
+	local tries=$1 s ok l c i a all
+	shift
+	for s in "$@"; do
+		ok=
+		for _ in $(seq "$tries"); do
+			l=$(e2e_live_leader "$s")
+			[ -n "$l" ] || { sleep 0.2; continue; }
+			c=$(e2e_cluster_stat "$l" "shard.$s.commit")
+			ok=1 all=
+			for i in $(seq "$NODES"); do
+				[ -n "${NODE_PIDS[$i]:-}" ] && kill -0 "${NODE_PIDS[$i]}" 2>/dev/null || continue
+				a=$(e2e_cluster_stat "$i" "shard.$s.applied")
+				all+=" $a"
+				[ "$a" -ge "$c" ] 2>/dev/null || ok=
+			done
+			[ -n "$ok" ] && break
+			sleep 0.2
+		done
+		[ -n "$ok" ] || fail "shard $s: applied$all, leader ${l:-none} commit ${c:-?}"
+		log "shard $s: leader node $l commit $c, applied$all"
+	done
+}
 # e2e_wait_live_leader SHARD: up to 15 s for a live leader; prints it.
 e2e_wait_live_leader() {
 	local l

@@ -33,14 +33,7 @@ e2e_config_edit() {
 }
 e2e_cluster_trading_up "" "[durability]" "mode = durable"
 
-alive() { kill -0 "${NODE_PIDS[$1]}" 2>/dev/null; }
-leader_of() { # SHARD: the live node whose member of SHARD leads, or empty (status 0)
-	for i in 1 2 3; do
-		alive "$i" || continue
-		[ "$(e2e_cluster_stat "$i" "shard.$1.is_leader")" = 1 ] && { echo "$i"; return 0; }
-	done
-	return 0
-}
+leader_of() { e2e_live_leader "$@"; } # SHARD: the live node leading it, or empty
 wait_leader() { # SHARD: wait up to 10 s for a live leader; print it
 	local l
 	for _ in $(seq 50); do
@@ -122,20 +115,7 @@ phase me-kill 2000 12 2
 
 log "quiescing: every replica must reach the same commit"
 sleep 1
-for s in 1 2; do
-	ok=
-	for _ in $(seq 50); do
-		l=$(leader_of "$s")
-		c=$(e2e_cluster_stat "$l" "shard.$s.commit")
-		a1=$(e2e_cluster_stat 1 "shard.$s.applied")
-		a2=$(e2e_cluster_stat 2 "shard.$s.applied")
-		a3=$(e2e_cluster_stat 3 "shard.$s.applied")
-		if [ "$a1" -ge "$c" ] && [ "$a2" -ge "$c" ] && [ "$a3" -ge "$c" ]; then ok=1; break; fi
-		sleep 0.2
-	done
-	[ -n "$ok" ] || fail "shard $s: applied $a1/$a2/$a3, leader commit $c"
-	log "shard $s: leader node $l commit $c, applied $a1 $a2 $a3"
-done
+e2e_quiesce 50 1 2
 sleep 0.5 # the published aggregates refresh every 200 ms
 for i in 1 2 3; do
 	e2e_cluster_stat "$i" shard.1.role >/dev/null
@@ -178,32 +158,7 @@ for i in 1 2 3; do
 	grep -qE '^omsd_shard_oms_alarm_recon_phantom_total\{node="'"$i"'",shard="1"\} 0$' "$TMP/metrics.$i" ||
 		fail "node $i: /metrics alarm_recon_phantom is not 0"
 	log "node $i: reconciliation: queries $(st shard.1.oms.recon_queries) matched $(st shard.1.oms.recon_matched) transient $(st shard.1.oms.recon_transient) deferred $(st shard.1.oms.recon_deferred), no alarm"
-	"$PY" - "$TMP/users.$i.json" $((DEPOSITS * 1000000000 - fees1)) \
-		$((DEPOSITS * 1000000000000 - fees2)) <<'PYEOF' || fail "node $i: per-user balances"
-import json, sys
-path, want1, want2 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-tot = {1: 0, 2: 0}
-users = 0
-def walk(x):
-    global users
-    if isinstance(x, dict):
-        if "balances" in x and x.get("status") == "resident":
-            users += 1
-            for b in x["balances"]:
-                tot[b["asset"]] = tot.get(b["asset"], 0) + b["total"]
-                if b["reserved"] != 0:
-                    sys.exit("user %s: %d of asset %d still reserved" % (x["user"], b["reserved"], b["asset"]))
-        for v in x.values():
-            walk(v)
-    elif isinstance(x, list):
-        for v in x:
-            walk(v)
-for line in open(path):
-    if line.strip():
-        walk(json.loads(line))
-if users != 80 or tot[1] != want1 or tot[2] != want2:
-    sys.exit("%d users resident, held %s, want 80 users holding {1: %d, 2: %d}" % (users, tot, want1, want2))
-print("    80 users queried: held base %d quote %d + fees = deposits, nothing reserved" % (tot[1], tot[2]))
-PYEOF
+	"$PY" "$E2E_DIR/e2e_users_money.py" "$TMP/users.$i.json" $((DEPOSITS * 1000000000 - fees1)) \
+		$((DEPOSITS * 1000000000000 - fees2)) 80 || fail "node $i: per-user balances"
 done
 log "PASS"

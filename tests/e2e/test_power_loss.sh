@@ -62,12 +62,7 @@ for i in 1 2 3; do
 done
 log "3 nodes up: ${NODE_PIDS[*]}"
 
-leader_of() { # SHARD: the node whose member of SHARD leads, or empty
-	for i in 1 2 3; do
-		[ "$(e2e_cluster_stat "$i" "shard.$1.is_leader")" = 1 ] && { echo "$i"; return 0; }
-	done
-	return 0
-}
+leader_of() { e2e_live_leader "$@"; } # SHARD: the node leading it, or empty
 wait_leaders() { # every shard led, both OMS shards past the routing bootstrap (30 s)
 	local l s ok
 	for _ in $(seq 150); do
@@ -123,20 +118,7 @@ sed 's/^/    deposit: /' "$TMP/deposit.log"
 [ "$rc" -eq 0 ] || fail "deposit: omsload exit $rc"
 
 log "quiescing: every replica must reach its leader's commit"
-for s in 1 2 3 4; do
-	ok=
-	for _ in $(seq 100); do
-		l=$(leader_of "$s")
-		[ -n "$l" ] || { sleep 0.2; continue; }
-		c=$(e2e_cluster_stat "$l" "shard.$s.commit")
-		a1=$(e2e_cluster_stat 1 "shard.$s.applied")
-		a2=$(e2e_cluster_stat 2 "shard.$s.applied")
-		a3=$(e2e_cluster_stat 3 "shard.$s.applied")
-		if [ "$a1" -ge "$c" ] && [ "$a2" -ge "$c" ] && [ "$a3" -ge "$c" ]; then ok=1; break; fi
-		sleep 0.2
-	done
-	[ -n "$ok" ] || fail "shard $s: applied $a1/$a2/$a3, leader commit $c"
-done
+e2e_quiesce 100 1 2 3 4
 sleep 0.5 # the published aggregates refresh every 200 ms
 
 # The clients' view.

@@ -59,15 +59,7 @@ SAMPLES=$TMP/samples
 : >"$MARKS"
 mark() { echo "$(date +%s.%N) $1 $2" >>"$MARKS"; } # begin|end STEP
 st() { e2e_cluster_stat "$@"; }
-alive() { kill -0 "${NODE_PIDS[$1]}" 2>/dev/null; }
-leader_of() { # SHARD: the live node whose member of SHARD leads, or empty (status 0)
-	local i
-	for i in 1 2 3; do
-		alive "$i" || continue
-		[ "$(st "$i" "shard.$1.is_leader")" = 1 ] && { echo "$i"; return 0; }
-	done
-	return 0
-}
+leader_of() { e2e_live_leader "$@"; } # SHARD: the live node leading it, or empty
 wait_leader() { # SHARD: wait up to 15 s for a live leader; print it
 	local l
 	for _ in $(seq 75); do
@@ -324,21 +316,7 @@ while read -r _ s ms; do
 done < <(grep '^stall ' "$TMP/downtime")
 
 log "quiescing: every replica must reach the same commit"
-for s in 1 2; do
-	ok=
-	for _ in $(seq 75); do
-		l=$(leader_of "$s")
-		[ -n "$l" ] || { sleep 0.2; continue; }
-		c=$(st "$l" "shard.$s.commit")
-		a1=$(st 1 "shard.$s.applied")
-		a2=$(st 2 "shard.$s.applied")
-		a3=$(st 3 "shard.$s.applied")
-		if [ "$a1" -ge "$c" ] && [ "$a2" -ge "$c" ] && [ "$a3" -ge "$c" ]; then ok=1; break; fi
-		sleep 0.2
-	done
-	[ -n "$ok" ] || fail "shard $s: applied $a1/$a2/$a3, leader commit $c"
-	log "shard $s: leader node $l commit $c, applied $a1 $a2 $a3"
-done
+e2e_quiesce 75 1 2
 sleep 0.5 # the published aggregates refresh every 200 ms
 nusers=${#USERS[@]}
 for i in 1 2 3; do
@@ -367,33 +345,8 @@ for i in 1 2 3; do
 	fees2=$(sv shard.1.asset.2.fees)
 	e2e_users_show "$TMP/$i/omsd.sock" "$TMP/users.$i.json" "$TMP/users.$i.err" "${USERS[@]}"
 	[ ! -s "$TMP/users.$i.err" ] || fail "node $i: $(head -n 3 "$TMP/users.$i.err")"
-	"$PY" - "$TMP/users.$i.json" $((DEPOSITS * 1000000000 - fees1)) \
-		$((DEPOSITS * 1000000000000 - fees2)) "$nusers" <<'PYEOF' || fail "node $i: per-user balances"
-import json, sys
-path, want1, want2, nusers = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-tot = {1: 0, 2: 0}
-users = 0
-def walk(x):
-    global users
-    if isinstance(x, dict):
-        if "balances" in x and x.get("status") == "resident":
-            users += 1
-            for b in x["balances"]:
-                tot[b["asset"]] = tot.get(b["asset"], 0) + b["total"]
-                if b["reserved"] != 0:
-                    sys.exit("user %s: %d of asset %d still reserved" % (x["user"], b["reserved"], b["asset"]))
-        for v in x.values():
-            walk(v)
-    elif isinstance(x, list):
-        for v in x:
-            walk(v)
-for line in open(path):
-    if line.strip():
-        walk(json.loads(line))
-if users != nusers or tot[1] != want1 or tot[2] != want2:
-    sys.exit("%d users resident, held %s, want %d users holding {1: %d, 2: %d}" % (users, tot, nusers, want1, want2))
-print("    %d users queried: held base %d quote %d + fees = deposits, nothing reserved" % (users, tot[1], tot[2]))
-PYEOF
+	"$PY" "$E2E_DIR/e2e_users_money.py" "$TMP/users.$i.json" $((DEPOSITS * 1000000000 - fees1)) \
+		$((DEPOSITS * 1000000000000 - fees2)) "$nusers" || fail "node $i: per-user balances"
 done
 # What docs/upgrade.md tells the operator to watch, as Prometheus has it: node 3 took frames
 # of 7.0 (node 1) while it ran 7.1 beside it; bad_version is there to watch.
