@@ -6,25 +6,10 @@
 #include <string.h>
 
 #include "common/wire.h"
+#include "wire_test_msgs.h"
 
 static _Alignas(8) uint8_t frame[WIRE_FRAME_MAX];
 static const struct wire_msg_hdr *msgs[WIRE_FRAME_MSGS_MAX];
-
-static struct wire_new_order
-new_order(uint64_t user, uint64_t cl)
-{
-	struct wire_new_order m = {0};
-	wire_hdr_init(&m.hdr, WIRE_NEW_ORDER, 3);
-	m.user = user;
-	m.cl_ord_id = cl;
-	m.symbol = 7;
-	m.side = WIRE_SIDE_BUY;
-	m.ord_type = WIRE_ORD_LIMIT;
-	m.tif = WIRE_TIF_GTC;
-	m.px = 10000;
-	m.qty = 5;
-	return m;
-}
 
 /* A valid two-message frame; returns its length. */
 static uint32_t
