@@ -171,7 +171,7 @@ struct app_echo {
  * mgmt ring (SP/SC, app_shard_mgmt_ring); from then on the shard lcore owns it until it puts
  * it, answered, on app->mgmt_done (MP/SC). Main never touches a command the shard holds and
  * the shard always gives every command back (at the latest at its deadline). */
-#define APP_CMD_MSG_MAX 1024       /* largest admin message (a routing config) */
+#define APP_CMD_MSG_MAX 8192       /* largest admin message (a book chunk; WIRE_TAIL_MAX) */
 #define APP_CMDS_MAX 64            /* commands out at the shard lcores, all shards */
 #define APP_CMD_DRAIN_MAX 4        /* commands a shard lcore takes per cycle */
 #define APP_CMD_PENDING_MAX 16     /* commands a shard lcore holds waiting for commit */
@@ -199,6 +199,10 @@ enum app_cmd_view {
 	APP_VIEW_ROUTES = 2,  /* OMS: the applied routing config */
 	APP_VIEW_USER = 3,    /* OMS: one user's actor (user) */
 	APP_VIEW_USERS = 4,   /* OMS: the resident set, a page (cursor, limit) */
+	APP_VIEW_BOOK = 6,    /* ME: one symbol's depth (target: symbol; limit: levels a side) */
+	APP_VIEW_MOVE = 5,    /* ME: a symbol's move (target: symbol; user: move_id) and up to
+			       * limit orders of its frozen book from cursor, binary: struct
+			       * app_move_view then wire_book_order[n] (app_mgmt_move.c) */
 };
 
 enum app_cmd_status {
@@ -209,6 +213,25 @@ enum app_cmd_status {
 	APP_CMD_TIMEOUT = 4,    /* no outcome by the deadline (it may still commit) */
 	APP_CMD_BUSY = 5,       /* backpressure or too many commands: nothing was proposed */
 	APP_CMD_FAILED = 6,     /* could not be done (err: -errno) */
+};
+
+/* APP_VIEW_MOVE's answer: what a replica of the source ME shard knows of the move. */
+struct app_move_view {
+	uint64_t applied;             /* the replica's applied index */
+	uint64_t move_id;             /* 0: no move of the symbol known here */
+	uint64_t hash;                /* the frozen book's hash */
+	uint64_t trade_seq;           /* the symbol's trade number */
+	int64_t last_px;
+	int64_t tick, lot, min_qty, min_notional, base_unit, ref_px;
+	uint32_t base_asset, quote_asset, band_bps;
+	uint32_t count;               /* frozen orders */
+	uint32_t n;                   /* orders that follow */
+	uint16_t me_shard;            /* the symbol's owner as this replica holds it */
+	uint16_t peer;                /* the move's other shard */
+	uint8_t known;                /* the symbol is configured here */
+	uint8_t role, phase, ready;   /* enum me_move_role, me_move_phase; ready: see me.h */
+	uint8_t status, killed;
+	uint8_t pad[2];
 };
 
 /* Admin entries with a flag the shard lcore completes from its state before proposing. */

@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <rte_cycles.h>
+
 #include "app.h"
 #include "app_mgmt_int.h"
 #include "consensus/cns.h"
@@ -166,7 +168,10 @@ static const struct shard_cmd shard_cmds[] = {
 	 "--symbol S --base B --quote Q --me-shard M --tick T --lot L --base-unit U [...]: add "
 	 "or update a symbol"},
 	{"symbols.move", app_mgmt_symbols_move, 0,
-	 "--symbol S --to M [--from F]: move a symbol with an empty book to ME shard M"},
+	 "--symbol S --to M [--from F]: move a symbol and its resting book to ME shard M "
+	 "while trading (a pause of milliseconds); run again to finish an interrupted move"},
+	{"symbols.book", app_mgmt_symbols_book, 0,
+	 "--symbol S [--levels N]: the symbol's depth (price, qty, orders) on each ME shard here"},
 	{"kill.user", app_mgmt_kill, WIRE_KILL_USER,
 	 "--user U [--release]: kill-switch for one user"},
 	{"kill.symbol", app_mgmt_kill, WIRE_KILL_SYMBOL,
@@ -265,8 +270,22 @@ app_mgmt_poll(int timeout_ms)
 		return;
 	/* Answers that came back while we waited go out before new requests are read. */
 	app_mgmt_req_collect(&mgmt);
+	app_mgmt_move_poll(&mgmt);
+	if (app_mgmt_move_active(&mgmt)) {
+		/* A symbol move pauses its symbol's trading until it is done: its steps follow
+		 * each other at the pace answers come back, not at the socket's. */
+		uint64_t end = dp_clock_ns() + (uint64_t)timeout_ms * 1000000;
+		while (app_mgmt_move_active(&mgmt) && dp_clock_ns() < end) {
+			mgmt_poll(mgmt.srv, 0);
+			app_mgmt_req_collect(&mgmt);
+			app_mgmt_move_poll(&mgmt);
+			rte_delay_us_sleep(20);
+		}
+		return;
+	}
 	mgmt_poll(mgmt.srv, mgmt.cmds_out > 0 ? RTE_MIN(timeout_ms, 2) : timeout_ms);
 	app_mgmt_req_collect(&mgmt);
+	app_mgmt_move_poll(&mgmt);
 }
 
 void
@@ -275,6 +294,7 @@ app_mgmt_close(void)
 	/* Called once the shard lcores stopped: take back what they answered; what they still
 	 * hold is freed by app_shard_fini (at_shard). */
 	app_mgmt_req_fini(&mgmt);
+	app_mgmt_move_fini(&mgmt);
 	mgmt_server_close(mgmt.srv);
 	mgmt.srv = NULL;
 }

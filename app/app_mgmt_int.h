@@ -25,6 +25,7 @@
 #define APP_MGMT_TARGETS_MAX APP_SHARDS_MAX   /* shards one request goes to */
 
 struct app_mgmt_req;
+struct app_move;
 
 /* The control socket's state: one per node, owned by app_mgmt.c. */
 struct app_mgmt {
@@ -34,6 +35,7 @@ struct app_mgmt {
 	uint32_t cmds_out;            /* commands held by shard lcores or on their rings */
 	char *result;                 /* a deferred answer being rendered [APP_MGMT_RESULT_MAX] */
 	uint64_t fwd_last;            /* the last forwarding id given (wall-clock ns based) */
+	struct app_move *move;        /* symbols move's driver (app_mgmt_move.c), NULL: none */
 };
 
 /* One command being handled: where it came from and where a refusal is written. */
@@ -103,8 +105,16 @@ struct app_mgmt_next_step {
 	bool copy_first;              /* msg is step 1's first command's, as its shard filled it */
 };
 
+/* An internal request's answer (app_mgmt_internal): its one command, back from the shard
+ * lcore (or answered here); owner and tag as given. */
+typedef void(app_mgmt_done_fn)(struct app_mgmt *m, const struct app_cmd *c, void *owner,
+			       uint64_t tag);
+
 struct app_mgmt_req {
 	bool used;                    /* the slot holds a request */
+	app_mgmt_done_fn *done;       /* internal: called instead of answering a client */
+	void *owner;                  /* internal: done's owner and tag */
+	uint64_t tag;
 	bool answered;                /* the client got its answer (main's timeout) */
 	enum app_mgmt_need need;      /* which answers make it ok */
 	app_mgmt_render_fn *render;   /* the ok answer */
@@ -132,6 +142,8 @@ struct app_mgmt_proposal {
 /* What a read-only view asks of each shard (struct app_cmd's view fields). */
 struct app_mgmt_view_query {
 	uint32_t view;                /* enum app_cmd_view */
+	uint32_t target;              /* APP_VIEW_MOVE: the symbol */
+	size_t out_cap;               /* bytes of answer room, 0: APP_MGMT_VIEW_MAX */
 	uint64_t user;                /* APP_VIEW_USER */
 	uint32_t cursor;              /* APP_VIEW_USERS: first actor slot of the page */
 	uint32_t limit;               /* APP_VIEW_USERS: users per page */
@@ -175,6 +187,28 @@ int app_mgmt_propose_two_steps(struct app_mgmt_call *a, const struct app_mgmt_ta
 			       const struct app_mgmt_proposal *p,
 			       struct app_mgmt_next_step *next);
 
+/* A command the control plane starts itself (a symbol move's steps): one APP_CMD_PROPOSE
+ * (p; forwarded to the shard's leader when `forward`) or APP_CMD_VIEW (q, answered by this
+ * node's replica whoever leads) for one shard. done(m, cmd, owner, tag) is called from
+ * app_mgmt_req_collect once it is back. 0, or -EBUSY / -ENOMEM / -ENOENT (not hosted, no
+ * carrier): nothing started, done is not called. */
+int app_mgmt_internal(struct app_mgmt *m, uint16_t shard, const struct app_mgmt_proposal *p,
+		      const struct app_mgmt_view_query *q, bool forward, uint64_t timeout_ns,
+		      app_mgmt_done_fn *done, void *owner, uint64_t tag);
+/* A command's status as answers name it: "ok", "rejected", "not_leader", "lost", ... */
+const char *app_mgmt_status_code(uint32_t st);
+/* A new forwarding id (unique in the cluster across restarts; also a symbol move's id). */
+uint64_t app_mgmt_fwd_id_next(struct app_mgmt *m);
+
+/* ---- app_mgmt_move.c: symbols move (a symbol and its resting book) ---- */
+
+/* Called by app_mgmt_poll after every collect: timers of the move in progress. */
+void app_mgmt_move_poll(struct app_mgmt *m);
+/* A move is in progress (the main lcore polls faster meanwhile). */
+bool app_mgmt_move_active(const struct app_mgmt *m);
+/* Free the driver (after app_mgmt_req_fini). */
+void app_mgmt_move_fini(struct app_mgmt *m);
+
 /* Every target shard is hosted and led here (as last published: a hint, the shard lcore
  * decides). */
 bool app_mgmt_all_led(const struct app *app, const struct app_mgmt_targets *t);
@@ -195,7 +229,8 @@ typedef int(app_mgmt_handler_fn)(struct app_mgmt_call *a, uint32_t variant);
 app_mgmt_handler_fn app_mgmt_symbols_list;   /* app_mgmt_symbols.c */
 app_mgmt_handler_fn app_mgmt_symbols_status; /* variant: WIRE_SYM_HALTED or _TRADING */
 app_mgmt_handler_fn app_mgmt_symbols_add;
-app_mgmt_handler_fn app_mgmt_symbols_move;
+app_mgmt_handler_fn app_mgmt_symbols_move;    /* app_mgmt_move.c */
+app_mgmt_handler_fn app_mgmt_symbols_book;
 app_mgmt_handler_fn app_mgmt_kill;           /* variant: WIRE_KILL_USER or _SYMBOL */
 app_mgmt_handler_fn app_mgmt_routes_show;    /* app_mgmt_routes.c */
 app_mgmt_handler_fn app_mgmt_routes_set;

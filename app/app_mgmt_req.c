@@ -176,8 +176,8 @@ fwd_carrier(const struct app *app)
 /* A forwarding id: with this node's id, unique across the cluster and across restarts
  * (the wall clock at the request, moved on by one where two fall on one nanosecond), so
  * a leader never mistakes a new command for an old one it applied. */
-static uint64_t
-fwd_id_next(struct app_mgmt *m)
+uint64_t
+app_mgmt_fwd_id_next(struct app_mgmt *m)
 {
 	uint64_t now = (uint64_t)((int64_t)dp_clock_ns() + m->app->clock_offset_ns);
 	m->fwd_last = now > m->fwd_last ? now : m->fwd_last + 1;
@@ -245,7 +245,7 @@ step_enqueue(struct app_mgmt *m, struct app_mgmt_req *r, const struct app_mgmt_t
 		bool leads = idx >= 0 && app_shard_leads(app, (uint32_t)idx, &leader);
 		bool forwarded = kind_forwards(kind) && r->forward;
 		if (forwarded) {
-			c->fwd.id = fwd_id_next(m);
+			c->fwd.id = app_mgmt_fwd_id_next(m);
 			if (leads) {
 				c->flags |= APP_CMD_MAY_FORWARD;
 			} else {
@@ -331,6 +331,14 @@ fill_view(struct app_cmd *c, uint16_t shard, const void *ctx)
 	(void)shard;
 	const struct app_mgmt_view_query *q = ctx;
 	c->view = q->view;
+	c->target = q->target;
+	if (q->out_cap > c->out_cap) {
+		char *big = realloc(c->out, q->out_cap);
+		if (big == NULL)
+			return -ENOMEM;
+		c->out = big;
+		c->out_cap = q->out_cap;
+	}
 	c->user = q->user;
 	c->cursor = q->cursor;
 	c->limit = q->limit;
@@ -390,6 +398,43 @@ fill_propose(struct app_cmd *c, uint16_t shard, const void *ctx)
 	((struct wire_msg_hdr *)c->msg)->shard = shard;
 	c->req_key = p->key;
 	c->flags = p->flags;
+	return 0;
+}
+
+int
+app_mgmt_internal(struct app_mgmt *m, uint16_t shard, const struct app_mgmt_proposal *p,
+		  const struct app_mgmt_view_query *q, bool forward, uint64_t timeout_ns,
+		  app_mgmt_done_fn *done, void *owner, uint64_t tag)
+{
+	CHECK((p == NULL) != (q == NULL));
+	CHECK(done != NULL);
+	struct app_mgmt_req *r = req_slot_get(m);
+	if (r == NULL || m->cmds_out + 2 > APP_CMDS_MAX)
+		return -EBUSY;
+	if (q != NULL && m->app->shard_index[shard] < 0)
+		return -ENOENT;
+	uint64_t now = dp_clock_ns();
+	memset(r, 0, sizeof(*r));
+	r->need = APP_MGMT_NEED_ALL;
+	r->answered = true; /* no client waits on it */
+	r->done = done;
+	r->owner = owner;
+	r->tag = tag;
+	r->timeout_ns = timeout_ns;
+	r->deadline_ns = now + timeout_ns + GRACE_NS;
+	r->step = 1;
+	r->forward = p != NULL && forward;
+	snprintf(r->name, sizeof(r->name), "internal");
+	r->used = true;
+	struct app_mgmt_targets t = {0};
+	app_mgmt_targets_add(&t, shard);
+	int rc = p != NULL ? step_enqueue(m, r, &t, APP_CMD_PROPOSE, fill_propose, p, false)
+			   : step_enqueue(m, r, &t, APP_CMD_VIEW, fill_view, q, true);
+	if (rc != 0) {
+		CHECK(cmds_at_shard(r) == 0);
+		req_free(r);
+		return rc;
+	}
 	return 0;
 }
 
@@ -575,8 +620,8 @@ next_step_start(struct app_mgmt *m, struct app_mgmt_req *r)
 
 /* ---- answers ---- */
 
-static const char *
-status_code(uint32_t st)
+const char *
+app_mgmt_status_code(uint32_t st)
 {
 	switch (st) {
 	case APP_CMD_OK:
@@ -621,7 +666,7 @@ result_row(struct mgmt_out *o, const struct app_cmd *c)
 	mgmt_out_kv_u64(o, "shard", c->shard);
 	if (c->step > 1 || ((const struct app_mgmt_req *)c->req)->next != NULL)
 		mgmt_out_kv_u64(o, "step", c->step);
-	mgmt_out_kv_str(o, "status", status_code(c->status));
+	mgmt_out_kv_str(o, "status", app_mgmt_status_code(c->status));
 	if (c->status == APP_CMD_REJECTED)
 		mgmt_out_kv_str(o, "reason", wire_reason_name(c->reason));
 	if (c->status == APP_CMD_NOT_LEADER)
@@ -752,7 +797,7 @@ reply_failure(struct app_mgmt *m, const struct app_mgmt_req *r, const struct app
 	}
 	mgmt_out_arr_end(&o);
 	app_mgmt_render_results(&o, r);
-	const char *code = status_code(bad->status);
+	const char *code = app_mgmt_status_code(bad->status);
 	if (bad->status == APP_CMD_REJECTED && bad->reason == WIRE_REASON_UNKNOWN_SYMBOL)
 		code = "unknown_symbol";
 	mgmt_reply_err_extra(m->srv, r->token, code, msg, o.overflow ? NULL : m->result);
@@ -836,8 +881,12 @@ app_mgmt_req_collect(struct app_mgmt *m)
 				continue;
 		}
 		if (r->done_count == r->cmd_count) {
-			if (!r->answered)
+			if (r->done != NULL) {
+				CHECK(r->cmd_count == 1);
+				r->done(m, r->cmds[0], r->owner, r->tag);
+			} else if (!r->answered) {
 				req_finish(m, r);
+			}
 			req_free(r);
 			continue;
 		}

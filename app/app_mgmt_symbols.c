@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The control socket's symbol commands and the kill-switches: symbols list, halt, resume,
- * add and move; kill user and kill symbol. Each checks its arguments, builds the admin
- * message (SYMBOL_STATUS, SYMBOL_CONFIG, KILL_SWITCH) and names the shards that must apply
- * it: the symbol's ME shard, which is the authority on its book, and every OMS shard, which
- * refuses orders at admission. The request itself runs in app_mgmt_req.c.
+ * The control socket's symbol commands and the kill-switches: symbols list, halt, resume
+ * and add (move: app_mgmt_move.c); kill user and kill symbol. Each checks its arguments,
+ * builds the admin message (SYMBOL_STATUS, SYMBOL_CONFIG, KILL_SWITCH) and names the shards
+ * that must apply it: the symbol's ME shard, which is the authority on its book, and every
+ * OMS shard, which refuses orders at admission. The request itself runs in app_mgmt_req.c.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -47,6 +47,25 @@ app_mgmt_symbols_list(struct app_mgmt_call *a, uint32_t variant)
 	app_mgmt_targets_hosted(a->mgmt->app, &t, -1);
 	struct app_mgmt_view_query q = {.view = APP_VIEW_SYMBOLS};
 	return app_mgmt_view(a, &t, &q, render_symbols);
+}
+
+/* symbols book --symbol S [--levels N]: the symbol's depth on every ME shard here (the
+ * owner's book; a shard that does not own it shows an empty one). */
+int
+app_mgmt_symbols_book(struct app_mgmt_call *a, uint32_t variant)
+{
+	(void)variant;
+	static const char *const names[] = {"symbol", "levels", NULL};
+	uint64_t sym, levels = 1000;
+	if (app_mgmt_args_known(a, names) != 0 ||
+	    app_mgmt_arg_u64(a, "symbol", true, 1, UINT32_MAX, &sym) != 0 ||
+	    app_mgmt_arg_u64(a, "levels", false, 1, 4096, &levels) != 0)
+		return -EINVAL;
+	struct app_mgmt_targets t = {0};
+	app_mgmt_targets_hosted(a->mgmt->app, &t, APP_SERVICE_ME);
+	struct app_mgmt_view_query q = {.view = APP_VIEW_BOOK, .target = (uint32_t)sym,
+					.limit = (uint32_t)levels};
+	return app_mgmt_view(a, &t, &q, app_mgmt_render_views);
 }
 
 /* symbols halt | resume: SYMBOL_STATUS (the row's variant: halted or trading) into the
@@ -153,63 +172,6 @@ app_mgmt_symbols_add(struct app_mgmt_call *a, uint32_t variant)
 	n->len = sizeof(m);
 	n->key = sym;
 	struct app_mgmt_proposal p = {.msg = &m, .len = sizeof(m), .key = sym};
-	return app_mgmt_propose_two_steps(a, &t1, &p, n);
-}
-
-/* symbols move --symbol S --to M [--from F]: the owning ME shard F (the node's config, or
- * --from) gives the symbol up (SYMBOL_CONFIG with me_shard M, filled from its replica; it
- * refuses while orders rest: halt with --cancel-resting first), then M takes it and every
- * OMS shard routes it there (fees kept from each OMS replica). Status and grid move as
- * they are. */
-int
-app_mgmt_symbols_move(struct app_mgmt_call *a, uint32_t variant)
-{
-	(void)variant;
-	static const char *const names[] = {"symbol", "to", "from", NULL};
-	uint64_t sym, to, from;
-	if (app_mgmt_args_known(a, names) != 0 ||
-	    app_mgmt_arg_u64(a, "symbol", true, 1, UINT32_MAX, &sym) ||
-	    app_mgmt_arg_u64(a, "to", true, 0, DP_SHARDS_MAX - 1, &to))
-		return -EINVAL;
-	uint16_t old;
-	if (app_mgmt_arg_present(a, "from")) {
-		if (app_mgmt_arg_u64(a, "from", true, 0, DP_SHARDS_MAX - 1, &from) != 0)
-			return -EINVAL;
-		old = (uint16_t)from;
-	} else {
-		int rc = app_mgmt_symbol_me_shard(a, sym, &old);
-		if (rc != 0)
-			return rc;
-	}
-	uint16_t ids[2] = {old, (uint16_t)to};
-	if (app_mgmt_shards_check(a, ids, 2, APP_SERVICE_ME) != 0)
-		return -EINVAL;
-	if (old == to) {
-		snprintf(a->err, a->cap, "bad_argument: symbol %" PRIu64 " is already on ME shard %u", sym,
-			 old);
-		return -EINVAL;
-	}
-	struct wire_symbol_config m;
-	memset(&m, 0, sizeof(m));
-	wire_hdr_init(&m.hdr, WIRE_SYMBOL_CONFIG, 0);
-	m.symbol = (uint32_t)sym;
-	m.me_shard = (uint16_t)to;
-	m.map_version = 1;
-	struct app_mgmt_targets t1 = {0};
-	app_mgmt_targets_add(&t1, old);
-	struct app_mgmt_next_step *n = calloc(1, sizeof(*n));
-	if (n == NULL) {
-		snprintf(a->err, a->cap, "internal: out of memory");
-		return -ENOMEM;
-	}
-	app_mgmt_targets_add(&n->t, (uint16_t)to);
-	app_mgmt_targets_oms(a->mgmt->app, &n->t);
-	n->len = sizeof(m);
-	n->key = sym;
-	n->flags = APP_CMD_SYMBOL_FILL;
-	n->copy_first = true;
-	struct app_mgmt_proposal p = {.msg = &m, .len = sizeof(m), .key = sym,
-				      .flags = APP_CMD_SYMBOL_FILL};
 	return app_mgmt_propose_two_steps(a, &t1, &p, n);
 }
 

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <rte_ring.h>
 
@@ -51,9 +52,14 @@ app_cmd_admin_reply(struct app_shard *s, const struct wire_admin_reply *r)
 {
 	for (uint32_t i = 0; i < s->cmd_wait_count; i++) {
 		struct app_cmd *c = s->cmd_wait[i];
-		/* The OMS echoes the key in req_id, the ME in value (me_admin.c). */
+		/* The OMS echoes the key in req_id, the ME in value (me_admin.c) — but for the
+		 * steps of a symbol move, whose value is a count: the entry (index, term)
+		 * holds only this command, so that is what matches them. */
+		uint16_t type = ((const struct wire_msg_hdr *)(const void *)c->msg)->type;
+		bool by_entry = !s->is_oms && (type == WIRE_SYMBOL_MOVE || type == WIRE_BOOK_CHUNK);
 		uint64_t key = s->is_oms ? r->req_id : r->value;
-		if (c->kind != APP_CMD_PROPOSE || c->index != s->apply_index || c->req_key != key)
+		if (c->kind != APP_CMD_PROPOSE || c->index != s->apply_index ||
+		    (!by_entry && c->req_key != key))
 			continue;
 		app_cmd_unwait(s, i);
 		if (s->apply_term != c->term) {
@@ -487,10 +493,136 @@ view_users(struct app_shard *s, struct app_cmd *c, struct mgmt_out *o)
 		mgmt_out_kv_u64(o, "next", cursor);
 }
 
+/* symbols move: what this replica of the source ME shard knows of the symbol's move, and
+ * up to c->limit orders of its frozen book from c->cursor (binary, struct app_move_view). */
+static void
+view_move(struct app_shard *s, struct app_cmd *c)
+{
+	struct app_move_view *v = (void *)c->out;
+	if (c->out_cap < sizeof(*v)) {
+		c->err = -E2BIG;
+		app_cmd_give(s, c, APP_CMD_FAILED);
+		return;
+	}
+	memset(v, 0, sizeof(*v));
+	v->applied = cns_applied_index(s->cns);
+	uint32_t symbol = c->target;
+	struct me_symbol_info y;
+	if (me_symbol_get(s->svc, symbol, &y) == 0) {
+		v->known = 1;
+		v->me_shard = y.me_shard;
+		v->status = y.status;
+		v->killed = y.killed;
+		v->trade_seq = y.trade_seq;
+		v->last_px = y.last_px;
+		v->tick = y.tick;
+		v->lot = y.lot;
+		v->min_qty = y.min_qty;
+		v->min_notional = y.min_notional;
+		v->base_unit = y.base_unit;
+		v->ref_px = y.ref_px;
+		v->base_asset = y.base_asset;
+		v->quote_asset = y.quote_asset;
+		v->band_bps = y.band_bps;
+	}
+	struct me_move_info mi;
+	if (v->known && c->user == 0) {
+		/* The book as it is (it may be trading): the copy made before the freeze. */
+		v->count = y.resting;
+		size_t room = (c->out_cap - sizeof(*v)) / sizeof(struct wire_book_order);
+		if (room >= y.resting) {
+			int n = me_move_export(s->svc, symbol, 0, 0, (void *)(v + 1), y.resting);
+			v->n = n > 0 ? (uint32_t)n : 0;
+		}
+		c->out_len = sizeof(*v) + (size_t)v->n * sizeof(struct wire_book_order);
+		app_cmd_give(s, c, APP_CMD_OK);
+		return;
+	}
+	if (v->known && me_move_info(s->svc, symbol, &mi) == 0) {
+		v->move_id = mi.move_id;
+		v->hash = mi.hash;
+		v->count = mi.count;
+		v->peer = mi.peer;
+		v->role = mi.role;
+		v->phase = mi.phase;
+		v->ready = mi.ready;
+	}
+	size_t room = (c->out_cap - sizeof(*v)) / sizeof(struct wire_book_order);
+	uint32_t want = c->limit < room ? c->limit : (uint32_t)room;
+	if (v->move_id != 0 && v->move_id == c->user && v->role == ME_MOVE_SOURCE &&
+	    v->phase == ME_MOVE_FROZEN && want > 0) {
+		int n = me_move_export(s->svc, symbol, c->user, c->cursor, (void *)(v + 1), want);
+		v->n = n > 0 ? (uint32_t)n : 0;
+	}
+	c->out_len = sizeof(*v) + (size_t)v->n * sizeof(struct wire_book_order);
+	app_cmd_give(s, c, APP_CMD_OK);
+}
+
+/* symbols book: one side of the symbol's depth as this replica holds it, best first. */
+static void
+book_side(struct app_shard *s, struct mgmt_out *o, const char *key, uint32_t symbol,
+	  enum wire_side side, uint32_t levels)
+{
+	mgmt_out_key(o, key);
+	mgmt_out_arr_begin(o);
+	/* A view, not the hot path: one allocation for the levels asked (at most 4096). */
+	uint32_t want = levels < 4096 ? levels : 4096;
+	struct me_depth_level *all = malloc(sizeof(*all) * want);
+	uint32_t n = all != NULL ? me_depth(s->svc, symbol, side, all, want) : 0;
+	for (uint32_t i = 0; i < n; i++) {
+		mgmt_out_arr_begin(o);
+		mgmt_out_i64(o, all[i].px);
+		mgmt_out_i64(o, all[i].qty);
+		mgmt_out_u64(o, all[i].count);
+		mgmt_out_arr_end(o);
+	}
+	free(all);
+	mgmt_out_arr_end(o);
+}
+
+static void
+view_book(struct app_shard *s, struct app_cmd *c, struct mgmt_out *o)
+{
+	struct me_symbol_info y;
+	bool known = me_symbol_get(s->svc, c->target, &y) == 0;
+	mgmt_out_obj_begin(o);
+	mgmt_out_kv_u64(o, "shard", s->id);
+	mgmt_out_kv_u64(o, "applied", cns_applied_index(s->cns));
+	mgmt_out_kv_u64(o, "symbol", c->target);
+	mgmt_out_kv_bool(o, "known", known);
+	if (known) {
+		mgmt_out_kv_u64(o, "me_shard", y.me_shard);
+		mgmt_out_kv_str(o, "status", sym_status_name(y.status));
+		mgmt_out_kv_u64(o, "resting", y.resting);
+		mgmt_out_kv_u64(o, "trade_seq", y.trade_seq);
+		uint32_t levels = c->limit > 0 ? c->limit : 1000;
+		book_side(s, o, "bids", c->target, WIRE_SIDE_BUY, levels);
+		book_side(s, o, "asks", c->target, WIRE_SIDE_SELL, levels);
+	}
+	mgmt_out_obj_end(o);
+}
+
 /* Read-only views: this lcore is the only reader of the service's state. */
 static void
 cmd_view(struct app_shard *s, struct app_cmd *c)
 {
+	if (c->view == APP_VIEW_MOVE && !s->is_oms) {
+		view_move(s, c);
+		return;
+	}
+	if (c->view == APP_VIEW_BOOK && !s->is_oms) {
+		struct mgmt_out bo;
+		mgmt_out_init(&bo, c->out, c->out_cap);
+		view_book(s, c, &bo);
+		if (bo.overflow) {
+			c->err = -E2BIG;
+			app_cmd_give(s, c, APP_CMD_FAILED);
+			return;
+		}
+		c->out_len = bo.len;
+		app_cmd_give(s, c, APP_CMD_OK);
+		return;
+	}
 	if (c->view < APP_VIEW_SYMBOLS || c->view > APP_VIEW_USERS ||
 	    (c->view != APP_VIEW_SYMBOLS && !s->is_oms)) {
 		c->err = -ENOTSUP;

@@ -414,14 +414,14 @@ body_check(const struct wire_msg_hdr *h, int depth)
 			ok = side_ok(m->side) &&
 			     order_enums_ok(m->side, m->liquidity, m->cause, (uint8_t)m->reason) &&
 			     m->reason <= UINT8_MAX;
-			if (ok && (!RESERVED(m->reserved0) || !RESERVED(m->reserved1)))
+			if (ok && !RESERVED(m->reserved1))
 				return WIRE_E_BAD_RESERVED;
 			break;
 		}
 		ok = event_enums_ok(in_range(m->event, WIRE_EV_ACCEPTED, WIRE_EV_MAX - 1),
 				    m->event == WIRE_EV_CANCEL_REJECTED, m->side, m->liquidity,
 				    m->cause, m->reason);
-		if (ok && (!RESERVED(m->reserved0) || !RESERVED(m->reserved1)))
+		if (ok && !RESERVED(m->reserved1))
 			return WIRE_E_BAD_RESERVED;
 		break;
 	}
@@ -530,6 +530,26 @@ body_check(const struct wire_msg_hdr *h, int depth)
 		if (!RESERVED(m->reserved0))
 			return WIRE_E_BAD_RESERVED;
 		ok = in_range(m->status, WIRE_SYM_TRADING, WIRE_SYM_HALTED);
+		break;
+	}
+	case WIRE_SYMBOL_MOVE: {
+		const struct wire_symbol_move *m = (const void *)h;
+		if (!RESERVED(m->reserved))
+			return WIRE_E_BAD_RESERVED;
+		if (m->move_id == 0 || m->symbol == 0)
+			return WIRE_E_BAD_VALUE;
+		ok = in_range(m->phase, WIRE_MOVE_OUT, WIRE_MOVE_ABORT) && m->killed <= 1 &&
+		     (m->status == 0 || in_range(m->status, WIRE_SYM_TRADING, WIRE_SYM_HALTED));
+		break;
+	}
+	case WIRE_BOOK_CHUNK: {
+		const struct wire_book_chunk *m = (const void *)h;
+		if (m->reserved != 0)
+			return WIRE_E_BAD_RESERVED;
+		if (m->move_id == 0 || m->symbol == 0)
+			return WIRE_E_BAD_VALUE;
+		if ((uint32_t)m->count * sizeof(struct wire_book_order) != m->tail_len)
+			return WIRE_E_BAD_COUNT;
 		break;
 	}
 	case WIRE_SYMBOL_STATUS: {
@@ -690,6 +710,8 @@ tail_len_of(const struct wire_msg_hdr *h)
 		return ((const struct wire_fwd_admin *)h)->tail_len;
 	case WIRE_FORWARDED_REPLY:
 		return ((const struct wire_fwd_reply *)h)->tail_len;
+	case WIRE_BOOK_CHUNK:
+		return ((const struct wire_book_chunk *)h)->tail_len;
 	default:
 		return 0;
 	}

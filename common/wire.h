@@ -147,7 +147,8 @@ enum wire_stp {
 	X(NO_SESSION, 44)            /* client traffic outside a session */                \
 	X(MSG_RATE, 45)              /* session over its messages per window */            \
 	X(SESSION_IDLE, 46)          /* no frame for three heartbeats */                   \
-	X(MAX, 47)
+	X(SYMBOL_MOVING, 47)         /* the symbol's book is moving to another ME shard */ \
+	X(MAX, 48)
 
 enum wire_reason {
 #define WIRE_REASON_ENUM(name, value) WIRE_REASON_##name = value,
@@ -555,7 +556,9 @@ struct wire_me_event {
 	uint8_t liquidity;     /* fills: 1 maker, 2 taker */
 	uint8_t cause;         /* enum wire_cause */
 	uint16_t reason;       /* enum wire_reason for REJECTED / CANCEL_REJECTED */
-	uint16_t reserved0;
+	uint16_t me_shard;     /* the ME shard that emitted it, whose stream seq counts in;
+				* 0 from a build before live symbol moves (the symbol's map
+				* entry names the stream then) */
 	uint32_t reserved1;
 	int64_t px;            /* fill price / rested price */
 	int64_t qty;           /* fill qty, rested qty, cancelled qty, amended leaves */
@@ -868,6 +871,75 @@ struct wire_symbol_config {
 	uint64_t map_version;   /* symbol→shard map version */
 };
 static_assert(sizeof(struct wire_symbol_config) == 88, "wire_symbol_config");
+
+/* Admin (ME shards): one step of a live symbol move (docs/me.md "Moving a symbol with its
+ * book"). The source shard freezes the book (OUT), the chunks carry it into the target's
+ * log (BOOK_CHUNK), the target opens it once what it installed matches (IN), the source
+ * drops its frozen copy (DONE); ABORT undoes either side before IN. Each step is
+ * idempotent on move_id, so a driver that lost its answer sends it again. */
+enum wire_move_phase {
+	WIRE_MOVE_OUT = 1,   /* source: freeze the book, count and hash it */
+	WIRE_MOVE_IN = 2,    /* target: the installed book matches count and hash: own it, open */
+	WIRE_MOVE_DONE = 3,  /* source: drop the frozen book (it lives on the target now) */
+	WIRE_MOVE_ABORT = 4, /* source: unfreeze; target: drop what was installed */
+};
+
+struct wire_symbol_move {
+	struct wire_msg_hdr hdr;
+	uint64_t move_id;       /* the move (nonzero), the same in every step */
+	uint32_t symbol;
+	uint16_t peer;          /* OUT/DONE/ABORT at the source: the target; IN/ABORT at the
+				 * target: the source */
+	uint8_t phase;          /* enum wire_move_phase */
+	uint8_t status;         /* IN: the status to open with (enum wire_symbol_status) */
+	uint64_t hash;          /* IN: the book's hash as the source computed it at OUT */
+	uint32_t count;         /* IN: resting orders the book had at OUT */
+	uint8_t killed;         /* IN: the symbol's kill-switch */
+	uint8_t reserved[3];
+	uint64_t trade_seq;     /* IN: the symbol's trade number to go on from */
+	int64_t last_px;        /* IN: last trade price (the band reference) */
+};
+static_assert(sizeof(struct wire_symbol_move) == 56, "wire_symbol_move");
+
+/* What a BOOK_CHUNK does with one order (wire_book_order.op). A move copies the book while it
+ * still trades (ADDs), then, once it is frozen, the difference (docs/me.md). */
+enum wire_book_op {
+	WIRE_BOOK_ADD = 0,      /* append it to the tail of its price level */
+	WIRE_BOOK_UPDATE = 1,   /* an installed order's leaves, cum and stream changed */
+	WIRE_BOOK_REMOVE = 2,   /* an installed order is no longer on the book */
+};
+
+/* One resting order of a moving book, as the source holds it. */
+struct wire_book_order {
+	struct wire_oid oid;    /* the order */
+	int64_t px;             /* limit price */
+	int64_t leaves;         /* live qty */
+	int64_t cum;            /* filled qty */
+	uint64_t expire_ns;     /* GTD expiry (cluster time), else 0 */
+	uint32_t fp;            /* the submit's dedup fingerprint */
+	uint16_t stream;        /* the OMS shard whose stream carries its events */
+	uint8_t side;           /* enum wire_side */
+	uint8_t ord_type;       /* enum wire_ord_type */
+	uint8_t tif;            /* enum wire_tif */
+	uint8_t stp;            /* enum wire_stp */
+	uint8_t op;             /* enum wire_book_op */
+	uint8_t reserved[5];
+};
+static_assert(sizeof(struct wire_book_order) == 64, "wire_book_order");
+
+/* Admin (target ME shard): orders [seq-th chunk] of a moving book, best level first and
+ * in time priority within a level; chunk 0 opens the install (tail: count orders). */
+struct wire_book_chunk {
+	struct wire_msg_hdr hdr;
+	uint64_t move_id;
+	uint32_t symbol;
+	uint32_t seq;           /* 0, 1, ...: the target takes them in order, once */
+	uint16_t source;        /* the source ME shard */
+	uint16_t count;         /* orders in the tail */
+	uint16_t tail_len;      /* count * sizeof(struct wire_book_order) */
+	uint16_t reserved;
+};
+static_assert(sizeof(struct wire_book_chunk) == 32, "wire_book_chunk");
 
 struct wire_symbol_status_msg {
 	struct wire_msg_hdr hdr;
@@ -1212,6 +1284,8 @@ enum wire_class {
 	X(SNAPSHOT_REQUEST, 55, wire_snapshot_request, 0, SHARD, 1)                       \
 	X(TICK, 56, wire_tick, 0, NONE, 0)                                                \
 	X(ADMIN_REPLY, 57, wire_admin_reply, 0, CLIENT, 0)                                \
+	X(SYMBOL_MOVE, 58, wire_symbol_move, 0, SHARD, 1)                                 \
+	X(BOOK_CHUNK, 59, wire_book_chunk, 1, SHARD, 1)                                   \
 	X(REQUEST_VOTE, 64, wire_request_vote, 0, SHARD, 0)                               \
 	X(VOTE_REPLY, 65, wire_vote_reply, 0, SHARD, 0)                                   \
 	X(APPEND_ENTRIES, 66, wire_append_entries, 1, SHARD, 0)                           \

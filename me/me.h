@@ -143,6 +143,7 @@ struct me_symbol_info {
 	ME_SYMBOL_SHARED_FIELDS
 	uint32_t band_bps;
 	uint32_t resting;       /* live orders on this book */
+	uint64_t trade_seq;     /* trades so far (the last trade's number) */
 };
 
 /* Symbols configured (owned or not); they are numbered 0..count-1 in configuration order. */
@@ -170,6 +171,53 @@ uint32_t me_orders_resting(const struct me *me);
 uint32_t me_records_used(const struct me *me);
 uint64_t me_counter(const struct me *me, enum me_counter c);
 const char *me_counter_label(enum me_counter c);
+
+/* ---- live symbol moves (me_move.c; docs/me.md "Moving a symbol with its book") ----
+ * SYMBOL_MOVE OUT freezes a book on its source shard: no order enters, trades, expires or
+ * is modified there (SYMBOL_MOVING), and the book is counted and hashed in export order.
+ * BOOK_CHUNKs carry it into the target's log, which installs it inert (the target does not
+ * own the symbol yet); IN checks count and hash and opens it there; DONE drops the frozen
+ * copy on the source and gives the symbol up; ABORT undoes either side before IN. */
+
+enum me_move_role {
+	ME_MOVE_SOURCE = 1,
+	ME_MOVE_TARGET = 2,
+};
+
+enum me_move_phase {
+	ME_MOVE_FROZEN = 1,     /* source: the book is frozen, waiting to be dropped (DONE) */
+	ME_MOVE_INSTALLING = 2, /* target: chunks are being installed, the symbol not owned */
+	ME_MOVE_FINISHED = 3,   /* either: done (kept so a repeated step is answered again) */
+};
+
+/* The move of one symbol as this engine knows it. */
+struct me_move_info {
+	uint64_t move_id;
+	uint64_t hash;          /* source: the frozen book's; target: what is installed so far */
+	uint32_t count;         /* source: frozen orders; target: orders installed so far */
+	uint32_t next_chunk;    /* target: the chunk seq it takes next */
+	uint16_t peer;          /* source: the target shard; target: the source shard */
+	uint8_t role;           /* enum me_move_role */
+	uint8_t phase;          /* enum me_move_phase */
+	uint8_t ready;          /* source, frozen: every event about the frozen orders is
+				 * acknowledged by its OMS shard (the target may open it) */
+	uint8_t reserved[7];
+};
+
+/* The newest move of `symbol` this engine knows: 0, or -ENOENT. */
+int me_move_info(const struct me *me, uint32_t symbol, struct me_move_info *out);
+
+/* Source: up to n orders of the frozen book of move_id, from the from-th in export order
+ * (best level first, time priority within a level; bids, then asks). Returns the orders
+ * written (0 past the end), or -ENOENT when the book is not frozen here by move_id.
+ * move_id 0: the book as it is, frozen or not (the copy a move makes while it trades). */
+int me_move_export(const struct me *me, uint32_t symbol, uint64_t move_id, uint32_t from,
+		   struct wire_book_order *out, uint32_t n);
+
+/* The hash the two sides compute over a book, order by order in export order, from
+ * me_move_hash_init(symbol): both sides call the same function. */
+uint64_t me_move_hash_init(uint32_t symbol);
+uint64_t me_move_hash_step(uint64_t h, const struct wire_book_order *o);
 
 /* Snapshot/restore: the whole state, byte-exact and deterministic (svc_ops semantics). */
 size_t me_snapshot_size(const struct me *me);

@@ -88,12 +88,21 @@ me_symbol_config(struct me *me, const struct wire_symbol_config *m)
 		}
 	} else {
 		const struct me_symbol *s = me_sym(me, si);
-		/* Resting orders were validated against the old grid and belong to this shard:
-		 * changing the grid or moving the symbol away needs an empty book first (seed:
-		 * resharding quiesces the symbol before the map flips). */
-		if (s->resting > 0 &&
-		    (s->tick != m->tick || s->lot != m->lot || s->base_unit != m->base_unit ||
-		     s->me_shard != m->me_shard)) {
+		/* A move holds the book (me_move.c): its config is what the book was counted,
+		 * hashed and validated against. The operator retries once the move is over. */
+		if (me_move_hold(me, si) != 0) {
+			me_admin_reply(me, WIRE_REASON_BACKPRESSURE, m->symbol);
+			return;
+		}
+		/* Resting orders were validated against the old grid: changing it needs an empty
+		 * book first. This shard gains or loses the symbol only by a move (SYMBOL_MOVE,
+		 * me_move.c), which hands its book over: a config making it the owner, or naming
+		 * another while it owns it, would strand a book (or, re-sent late, take a moved
+		 * symbol back). A shard that owns it neither way just notes the owner. */
+		bool owns = s->me_shard == me->limits.shard;
+		if (owns != (m->me_shard == me->limits.shard) ||
+		    (s->resting > 0 && (s->tick != m->tick || s->lot != m->lot ||
+					s->base_unit != m->base_unit))) {
 			me_admin_reply(me, WIRE_REASON_BAD_REQUEST, m->symbol);
 			return;
 		}
@@ -133,6 +142,12 @@ me_symbol_status(struct me *me, const struct wire_symbol_status_msg *m)
 		return;
 	}
 	struct me_symbol *s = me_sym(me, si);
+	/* A held book (me_move.c) neither halts nor resumes, nor is it cancelled: retry once
+	 * the move is over (on the new owner if it went through). */
+	if (me_move_hold(me, si) != 0) {
+		me_admin_reply(me, WIRE_REASON_BACKPRESSURE, m->symbol);
+		return;
+	}
 	if (s->me_shard != me->limits.shard) {
 		me_admin_reply(me, WIRE_REASON_SYMBOL_NOT_OWNED, m->symbol);
 		return;
@@ -169,6 +184,11 @@ me_kill_switch(struct me *me, const struct wire_kill_switch *m)
 			return;
 		}
 		struct me_symbol *s = me_sym(me, si);
+		/* Likewise for the symbol's kill-switch while a move holds its book. */
+		if (me_move_hold(me, si) != 0) {
+			me_admin_reply(me, WIRE_REASON_BACKPRESSURE, m->id);
+			return;
+		}
 		if (!m->engage && me_bulk_pending(me, ME_BULK_BOOK, si)) {
 			me_admin_reply(me, WIRE_REASON_BACKPRESSURE, m->id);
 			return;
@@ -245,6 +265,7 @@ me_symbol_at(const struct me *me, uint32_t i, struct me_symbol_info *out)
 	memcpy(out, s, offsetof(struct me_symbol_info, band_bps));
 	out->band_bps = s->band_bps;
 	out->resting = s->resting;
+	out->trade_seq = s->trade_seq;
 	DCHECK(out->symbol != 0);
 	return 0;
 }

@@ -61,6 +61,9 @@ book_step(struct me *me, const struct me_bulk_job *j, uint32_t *budget)
 {
 	CHECK(j->id < me->symbols_used);
 	uint32_t si = (uint32_t)j->id;
+	/* Never a book a move holds: OUT and chunk 0 wait for the job, and a held book's
+	 * halt or kill-switch waits for the move (me_move.c). */
+	DCHECK(me_move_hold(me, si) == 0);
 	for (uint32_t side = 0; side < 2; side++) {
 		uint32_t li;
 		while ((li = me_book_best(me, si, side)) != ME_NIL) {
@@ -79,10 +82,22 @@ user_step(struct me *me, const struct me_bulk_job *j, uint32_t *budget)
 	/* The slot stays while the job runs: it carries the kill flag, which cannot be released
 	 * before the job ends (me_kill_switch), so u stays valid while orders are unlinked. */
 	struct me_user *u = me_user_find(me, j->id);
-	while (u != NULL && (u->count & ME_USER_COUNT) != 0) {
-		enum step r = cancel_one(me, j, u->head, budget);
-		if (r != STEP_DONE)
-			return r;
+	if (u == NULL)
+		return STEP_DONE;
+	/* Orders of a book a move holds (me_move.c) are skipped: frozen ones are leaving, or
+	 * stay and get a job again when the move is aborted; installed ones are not here yet
+	 * and get one when the target opens the book. Each order is visited at most once. */
+	uint32_t left = u->count & ME_USER_COUNT;
+	uint32_t oi = u->head;
+	while (left > 0) {
+		left--;
+		uint32_t next = me_ord(me, oi)->unext;
+		if (me_move_hold_order(me, oi) == 0) {
+			enum step r = cancel_one(me, j, oi, budget);
+			if (r != STEP_DONE)
+				return r;
+		}
+		oi = next;
 	}
 	return STEP_DONE;
 }

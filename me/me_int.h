@@ -25,13 +25,14 @@
 #define ME_NIL UINT32_MAX          /* no record / no level */
 #define ME_MAGIC UINT64_C(0x315f454d5f44534f) /* "OSD_ME_1" */
 #define ME_SNAP_MAGIC UINT64_C(0x50414e53454d4f4d) /* "MOMESNAP" */
-#define ME_SNAP_VERSION 3
+#define ME_SNAP_VERSION 4          /* 4: live symbol moves (struct me_move) */
 #define ME_RT_SIZE 128             /* runtime header, excluded from snapshot and hash */
 #define ME_STREAM_MAP_SIZE 65536   /* one entry per possible OMS shard id */
 #define ME_EV_MATCH_ROOM 6         /* taker-stream slots a match step may need */
 #define ME_EV_MAKER_ROOM 3         /* maker-stream slots a match step may need */
 #define ME_BULK_JOBS_MAX 32        /* bulk cancel jobs waiting for retention (me_bulk.c) */
 #define ME_BULK_STEP_MAX 256       /* orders one bulk step cancels (bounded apply time) */
+#define ME_MOVES_MAX 8             /* symbol moves remembered (me_move.c) */
 
 enum me_state {
 	ME_ST_FREE = 0,   /* on the free list */
@@ -168,6 +169,25 @@ struct me_stream {
 };
 static_assert(sizeof(struct me_stream) == 40, "me_stream");
 
+/* One live symbol move as this engine takes part in it (me_move.c; docs/me.md "Moving a
+ * symbol with its book"). A FROZEN (source) or INSTALLING (target) move holds its book: no
+ * order of it enters, trades, expires, is modified or bulk-cancelled here. A FINISHED one
+ * is kept only to answer a repeated step; its slot is recycled oldest first. */
+struct me_move {
+	uint64_t move_id;    /* the driver's id, the same in every step; 0: free (all zero) */
+	uint64_t hash;       /* source: the frozen book's (export order); target: installed */
+	uint64_t created;    /* me->moves_created when recorded (1, 2, ...): recycling order */
+	uint32_t symbol;     /* symbol index */
+	uint32_t count;      /* source: frozen orders; target: orders installed so far */
+	uint32_t next_chunk; /* target: the BOOK_CHUNK seq it takes next */
+	uint32_t gtd_held;   /* the book's GTD orders kept off the heap (part of me->gtd_held) */
+	uint16_t peer;       /* source: the target ME shard; target: the source */
+	uint8_t role;        /* enum me_move_role */
+	uint8_t phase;       /* enum me_move_phase */
+	uint32_t reserved;
+};
+static_assert(sizeof(struct me_move) == 48, "me_move");
+
 /* Runtime header: host pointers, never snapshotted or hashed. The array pointers are the
  * region offsets below resolved against this instance's address (me_rt_bind), so the hot
  * paths do not add an offset on every access; the state itself stays position independent. */
@@ -227,12 +247,23 @@ struct me {
 	uint32_t bulk_reserved;
 	struct me_bulk_job bulk[ME_BULK_JOBS_MAX]; /* unused slots all zero */
 	uint64_t counters[ME_C_COUNT];
+	uint64_t moves_created;      /* moves ever recorded: the creation number of the last */
+	uint32_t moves_active;       /* moves FROZEN or INSTALLING (hot paths test it first) */
+	uint32_t gtd_held;           /* GTD orders of held books kept off the heap: room in it
+				      * stays theirs until their move ends (me_move.c) */
+	struct me_move moves[ME_MOVES_MAX]; /* free slots all zero */
 };
 /* The state is hashed byte for byte: no implicit padding may sit between its fields. */
 static_assert(sizeof(struct me_limits) % 8 == 0, "me_limits packs into struct me");
 static_assert(offsetof(struct me, now_ns) ==
 		      offsetof(struct me, limits) + sizeof(struct me_limits),
 	      "no padding after limits");
+static_assert(offsetof(struct me, moves_created) ==
+		      offsetof(struct me, counters) + sizeof(((struct me *)0)->counters),
+	      "no padding after counters");
+static_assert(sizeof(struct me) ==
+		      offsetof(struct me, moves) + ME_MOVES_MAX * sizeof(struct me_move),
+	      "no padding after moves");
 
 /* ---- region accessors ---- */
 #define ME_ARR(me, off, type) ((type *)(me)->rt.p_##off)
@@ -344,6 +375,10 @@ bool me_gtd_push(struct me *me, uint32_t oi);                     /* false if fu
 uint32_t me_gtd_pop_due(struct me *me);          /* next valid order due at now_ns, or ME_NIL */
 
 uint32_t me_gtd_peek_due(struct me *me);        /* same, left on the heap (stale dropped) */
+/* Can the heap take n more entries, besides the room owed to held books (me->gtd_held)? */
+bool me_gtd_fits(struct me *me, uint32_t n);
+/* Drop every entry of book si's live orders from the heap (a move freezes it). */
+void me_gtd_drop_book(struct me *me, uint32_t si);
 
 /* ---- me_core.c: dispatch ---- */
 void me_expire_due(struct me *me);                                /* GTD expiries at now_ns */
@@ -362,6 +397,35 @@ void me_bulk_resume(struct me *me);
 /* A live maker that a pending bulk job or a deferred expiry is due to cancel: the cause to
  * cancel it with now, before it can trade, or 0. */
 uint8_t me_bulk_doomed(struct me *me, uint32_t oi);
+
+/* ---- me_move.c: live symbol moves ---- */
+void me_symbol_move(struct me *me, const struct wire_symbol_move *m);  /* SYMBOL_MOVE */
+void me_book_chunk(struct me *me, const struct wire_book_chunk *m);    /* BOOK_CHUNK */
+/* The phase (ME_MOVE_FROZEN or ME_MOVE_INSTALLING) of the move that holds book si here, or
+ * 0. A held book's orders are neither traded, modified, expired nor bulk-cancelled. One
+ * load when no move is active, the common case. */
+static inline uint8_t
+me_move_hold(const struct me *me, uint32_t si)
+{
+	if (__builtin_expect(me->moves_active == 0, 1))
+		return 0;
+	for (uint32_t i = 0; i < ME_MOVES_MAX; i++) {
+		const struct me_move *mv = &me->moves[i];
+		if (mv->move_id != 0 && mv->symbol == si && mv->phase != ME_MOVE_FINISHED)
+			return mv->phase;
+	}
+	return 0;
+}
+/* The same for the book of live order oi. */
+static inline uint8_t
+me_move_hold_order(struct me *me, uint32_t oi)
+{
+	if (__builtin_expect(me->moves_active == 0, 1))
+		return 0;
+	const struct me_order *o = me_ord(me, oi);
+	DCHECK(o->state == ME_ST_LIVE);
+	return me_move_hold(me, me_lvl(me, o->level)->symbol);
+}
 
 /* ---- me_book.c: levels ---- */
 /* Level at px on one side, or ME_NIL; *pos gets its (or its insertion) position. */
@@ -511,7 +575,7 @@ me_ev_begin(struct me *me, uint32_t oi, uint8_t event)
 	ev->liquidity = 0;
 	ev->cause = 0;
 	ev->reason = 0;
-	ev->reserved0 = 0;
+	ev->me_shard = me->limits.shard;
 	ev->reserved1 = 0;
 	ev->px = 0;
 	ev->qty = 0;

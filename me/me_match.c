@@ -117,23 +117,6 @@ user_killed(struct me *me, uint64_t user)
 	return u != NULL && (u->count & ME_USER_KILLED) != 0;
 }
 
-/* Is there room for one more GTD entry? Compacts stale entries when the heap is full. */
-static bool
-gtd_room(struct me *me)
-{
-	if (me->gtd_count < me->limits.gtd_max)
-		return true;
-	/* me_gtd_push compacts; emulate by pushing nothing: count valid entries. */
-	const struct me_gtd *g = ME_ARR(me, off_gtd, struct me_gtd);
-	for (uint32_t i = 0; i < me->gtd_count; i++) {
-		const struct me_order *o = me_ord(me, g[i].order);
-		if (!(o->state == ME_ST_LIVE && o->tif == WIRE_TIF_GTD &&
-		      o->expire_ns == g[i].expire_ns))
-			return true;
-	}
-	return false;
-}
-
 /* The worst price an order may trade at: its limit, or for a market order the edge of the
  * price band around the reference at entry (a market order never sweeps an empty book to an
  * absurd price); 0 / INT64_MAX when a market order has no band. */
@@ -209,6 +192,11 @@ validate(struct me *me, const struct wire_submit *m, uint32_t st, uint32_t *si_o
 		return WIRE_REASON_UNKNOWN_SYMBOL;
 	*si_out = si;
 	const struct me_symbol *s = me_sym(me, si);
+	/* Its book is on its way between two ME shards (me_move.c): frozen on the source,
+	 * being installed on the target. The sender retries once the symbol's map entry names
+	 * the new owner. */
+	if (me_move_hold(me, si) != 0)
+		return WIRE_REASON_SYMBOL_MOVING;
 	/* Seed: shards reject orders for symbols they don't own rather than silently accept. */
 	if (s->me_shard != me->limits.shard)
 		return WIRE_REASON_SYMBOL_NOT_OWNED;
@@ -284,7 +272,7 @@ validate(struct me *me, const struct wire_submit *m, uint32_t st, uint32_t *si_o
 			return WIRE_REASON_CAPACITY;
 		if (!me_book_can_rest(me, si, me_side_ix(m->side), m->px))
 			return WIRE_REASON_CAPACITY;
-		if (m->tif == WIRE_TIF_GTD && !gtd_room(me))
+		if (m->tif == WIRE_TIF_GTD && !me_gtd_fits(me, 1))
 			return WIRE_REASON_CAPACITY;
 	}
 	if ((flags & V_BOOK) == 0)
@@ -551,7 +539,7 @@ enter(struct me *me, uint32_t si, const struct wire_submit *m, uint32_t st, uint
 		me_user_link(me, oi);
 		if (o->tif == WIRE_TIF_GTD) {
 			bool ok = me_gtd_push(me, oi);
-			CHECK(ok); /* validate checked gtd_room */
+			CHECK(ok); /* validate checked me_gtd_fits */
 		}
 		ev = me_ev_begin(me, oi, WIRE_EV_RESTED);
 		ev->px = o->px;
@@ -624,6 +612,16 @@ validate_modify(struct me *me, const struct wire_modify *m, enum me_kind kind, u
 		return WIRE_REASON_UNKNOWN_SYMBOL;
 	*si_out = si;
 	const struct me_symbol *s = me_sym(me, si);
+	if (me_move_hold(me, si) != 0) {
+		/* A live order of a book a move holds (me_move.c) is no longer the source's to
+		 * change, and not yet the target's: the sender retries at the new owner. */
+		uint32_t hi = me_order_find(me, m->target);
+		if (hi != ME_NIL && me_ord(me, hi)->state == ME_ST_LIVE &&
+		    me_ord(me, hi)->symbol == m->symbol) {
+			*ti_out = hi;
+			return WIRE_REASON_SYMBOL_MOVING;
+		}
+	}
 	if (s->me_shard != me->limits.shard)
 		return WIRE_REASON_SYMBOL_NOT_OWNED;
 	uint32_t ti = me_order_find(me, m->target);

@@ -18,8 +18,9 @@
  * levels[0, levels_hwm) | symbols[0, symbols_used) | per book side: lrefs[0, side_count) |
  * gtd[0, gtd_count) | symbol index | streams[0, streams_used) | stream map |
  * per stream: events[0, min(next_seq - 1, events_max)).
- * Pending bulk cancel jobs (me_bulk.c) are part of the state header, so a replica restored
- * in the middle of a halt goes on with it exactly where the log says.
+ * Pending bulk cancel jobs (me_bulk.c) and symbol moves (me_move.c) are part of the state
+ * header, so a replica restored in the middle of a halt or of a move goes on with it
+ * exactly where the log says.
  * The header carries the limits and an XXH3 checksum of everything after it; restore refuses
  * (-EINVAL, leaving an empty engine) a snapshot whose checksum, limits, layout or counts do
  * not match this instance.
@@ -211,6 +212,47 @@ bulk_ok(const struct me *probe)
 	return true;
 }
 
+/* Symbol moves (me_move.c) are read as indices and phases: each slot must be one a running
+ * engine could hold (free ones all zero, at most one move holding a book), and the counts
+ * the hot paths trust must agree with the slots. */
+static bool
+moves_ok(const struct me *probe)
+{
+	static const struct me_move zero;
+	uint32_t active = 0;
+	uint64_t held = 0;
+	for (uint32_t i = 0; i < ME_MOVES_MAX; i++) {
+		const struct me_move *mv = &probe->moves[i];
+		if (mv->move_id == 0) {
+			if (memcmp(mv, &zero, sizeof(zero)) != 0)
+				return false;
+			continue;
+		}
+		if (mv->reserved != 0 || mv->symbol >= probe->symbols_used)
+			return false;
+		if (mv->created == 0 || mv->created > probe->moves_created)
+			return false;
+		if (mv->role != ME_MOVE_SOURCE && mv->role != ME_MOVE_TARGET)
+			return false;
+		if (mv->phase == ME_MOVE_FINISHED) {
+			if (mv->gtd_held != 0)
+				return false;
+			continue;
+		}
+		if (mv->phase != (mv->role == ME_MOVE_SOURCE ? ME_MOVE_FROZEN : ME_MOVE_INSTALLING))
+			return false;
+		for (uint32_t k = 0; k < i; k++) {
+			const struct me_move *o = &probe->moves[k];
+			if (o->move_id != 0 && o->phase != ME_MOVE_FINISHED && o->symbol == mv->symbol)
+				return false;
+		}
+		active++;
+		held += mv->gtd_held;
+	}
+	return active == probe->moves_active && held == probe->gtd_held &&
+	       held <= probe->limits.gtd_max;
+}
+
 /* The snapshot's state header must describe an engine laid out exactly like this one, with
  * every count within its limit: they are used as lengths while reading the rest. */
 static bool
@@ -232,6 +274,8 @@ state_hdr_ok(const struct me *me, const struct me *probe)
 	    probe->sym_mask != me->sym_mask || probe->events_mask != me->events_mask)
 		return false;
 	if (!bulk_ok(probe))
+		return false;
+	if (!moves_ok(probe))
 		return false;
 	return probe->orders_hwm <= l->orders_max && probe->levels_hwm <= l->levels_max &&
 	       probe->symbols_used <= l->symbols_max && probe->streams_used <= l->streams_max &&

@@ -381,22 +381,55 @@ gtd_valid(struct me *me, const struct me_gtd *e)
 	return o->state == ME_ST_LIVE && o->tif == WIRE_TIF_GTD && o->expire_ns == e->expire_ns;
 }
 
+/* Keep only the entries keep() accepts, then rebuild the heap (bounded by the heap). */
+static void
+gtd_filter(struct me *me, bool (*keep)(struct me *, const struct me_gtd *, uint32_t),
+	   uint32_t arg)
+{
+	struct me_gtd *g = ME_ARR(me, off_gtd, struct me_gtd);
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < me->gtd_count; i++)
+		if (keep(me, &g[i], arg))
+			g[n++] = g[i];
+	for (uint32_t i = n; i < me->gtd_count; i++)
+		memset(&g[i], 0, sizeof(g[i]));
+	me->gtd_count = n;
+	for (uint32_t i = n / 2; i-- > 0;)
+		gtd_sift_down(g, n, i);
+	DCHECK(me->gtd_count <= me->limits.gtd_max);
+}
+
+static bool
+keep_valid(struct me *me, const struct me_gtd *e, uint32_t arg)
+{
+	(void)arg;
+	return gtd_valid(me, e);
+}
+
+/* Room is owed to the GTD orders of books a move holds (me->gtd_held): their entries are
+ * pushed when the move ends, and nothing else may take that room meanwhile. */
+bool
+me_gtd_fits(struct me *me, uint32_t n)
+{
+	uint64_t max = me->limits.gtd_max;
+	if ((uint64_t)me->gtd_count + me->gtd_held + n <= max)
+		return true;
+	/* Full but for stale entries, which a push compacts away: count the valid ones. */
+	const struct me_gtd *g = ME_ARR(me, off_gtd, struct me_gtd);
+	uint64_t valid = 0;
+	for (uint32_t i = 0; i < me->gtd_count; i++)
+		valid += gtd_valid(me, &g[i]);
+	return valid + me->gtd_held + n <= max;
+}
+
 bool
 me_gtd_push(struct me *me, uint32_t oi)
 {
 	struct me_gtd *g = ME_ARR(me, off_gtd, struct me_gtd);
-	if (me->gtd_count == me->limits.gtd_max) {
+	if ((uint64_t)me->gtd_count + me->gtd_held >= me->limits.gtd_max) {
 		/* Full: drop stale entries (bounded, rare), then rebuild the heap. */
-		uint32_t n = 0;
-		for (uint32_t i = 0; i < me->gtd_count; i++)
-			if (gtd_valid(me, &g[i]))
-				g[n++] = g[i];
-		for (uint32_t i = n; i < me->gtd_count; i++)
-			memset(&g[i], 0, sizeof(g[i]));
-		me->gtd_count = n;
-		for (uint32_t i = n / 2; i-- > 0;)
-			gtd_sift_down(g, n, i);
-		if (n == me->limits.gtd_max)
+		gtd_filter(me, keep_valid, 0);
+		if ((uint64_t)me->gtd_count + me->gtd_held >= me->limits.gtd_max)
 			return false;
 	}
 	uint32_t i = me->gtd_count++;
@@ -406,6 +439,20 @@ me_gtd_push(struct me *me, uint32_t oi)
 	gtd_sift_up(g, i);
 	DCHECK(me->gtd_count <= me->limits.gtd_max);
 	return true;
+}
+
+static bool
+keep_other_books(struct me *me, const struct me_gtd *e, uint32_t si)
+{
+	const struct me_order *o = me_ord(me, e->order);
+	return o->state != ME_ST_LIVE || me_lvl(me, o->level)->symbol != si;
+}
+
+void
+me_gtd_drop_book(struct me *me, uint32_t si)
+{
+	DCHECK(si < me->symbols_used);
+	gtd_filter(me, keep_other_books, si);
 }
 
 /* Take the top entry off the heap. */

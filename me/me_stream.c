@@ -222,12 +222,19 @@ me_open_orders(struct me *me, const struct wire_open_orders_query *m)
 	uint32_t total = u == NULL ? 0 : (u->count & ME_USER_COUNT);
 	uint32_t oi = total ? u->head : ME_NIL;
 	uint32_t part = 0;
-	uint32_t sent = 0;
-	/* The user's orders in the order they became live; parts of WIRE_OPEN_ORDERS_MAX. */
+	uint32_t sent = 0; /* orders of the user's list visited */
+	/* The user's orders in the order they became live; parts of WIRE_OPEN_ORDERS_MAX.
+	 * Orders of a book being installed here by a symbol move (me_move.c) are not listed:
+	 * this shard does not own them yet (the source still lists them, frozen). */
 	do {
 		snap.count = 0;
 		snap.part = (uint8_t)part;
 		while (snap.count < WIRE_OPEN_ORDERS_MAX && sent < total) {
+			if (me_move_hold_order(me, oi) == ME_MOVE_INSTALLING) {
+				oi = me_ord(me, oi)->unext;
+				sent++;
+				continue;
+			}
 			const struct me_order *o = me_ord(me, oi);
 			struct wire_open_order *w = &snap.orders[snap.count++];
 			w->oid = o->oid;
@@ -264,6 +271,13 @@ me_rebind(struct me *me, const struct wire_rebind *m)
 	}
 	struct me_order *o = me_ord(me, oi);
 	if (o->state != ME_ST_LIVE || o->stream != from) {
+		me_count(me, ME_C_REBIND_IGNORED);
+		return;
+	}
+	/* A book a symbol move holds (me_move.c) changes nothing, not even an order's stream:
+	 * the source has counted and hashed it, the target has not opened it. Ignored like a
+	 * rebind of an order not live here; the sender's re-drive tries again. */
+	if (me_move_hold_order(me, oi) != 0) {
 		me_count(me, ME_C_REBIND_IGNORED);
 		return;
 	}

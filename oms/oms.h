@@ -268,6 +268,7 @@ int oms_check_invariants(const struct oms *oms);
 	X(REBINDS_SENT, "rebinds_sent")                                                    \
 	X(ORDERS_MOVED_OUT, "orders_moved_out")                                            \
 	X(ORDERS_ADOPTED, "orders_adopted")                                                \
+	X(ORDERS_REPOINTED, "orders_repointed") /* live, to a moved symbol's new ME */     \
 	X(WRITEBACKS, "writebacks")                                                        \
 	X(WRITEBACKS_OK, "writebacks_ok")                                                  \
 	X(EVENTS, "events")                                                                \

@@ -338,6 +338,9 @@ struct oms_core {
 	uint64_t next_wb_ns;           /* write-back timer */
 	uint64_t recon_req_seq;        /* last OPEN_ORDERS_QUERY req_id */
 	uint64_t recon_part_req;       /* snapshot whose parts are being applied (0: none) */
+	uint64_t recon_floor_req;      /* the last req_id asked before a symbol's routing switch
+					  re-pointed live orders: no phantom pass for a snapshot
+					  at or below it (oms_route.c repoint) */
 	uint64_t epoch_seq;            /* last fencing epoch drawn (one counter per shard) */
 	uint64_t counters[OMS_C_COUNT];
 	uint64_t naks_by_reason[WIRE_REASON_MAX];

@@ -113,6 +113,12 @@ oms_on_open_orders_snapshot(struct oms *oms, const struct wire_open_orders_snaps
 			oms_count(oms, OMS_C_ALARM_RECON_UNKNOWN);
 			continue;
 		}
+		if (o->me_shard != m->me_shard) {
+			/* It lives on another ME shard now (its symbol moved, oms_route.c
+			 * repoint): a frozen source's copy is not the order's state. */
+			oms_count(oms, OMS_C_RECON_TRANSIENT);
+			continue;
+		}
 		o->recon_req = m->req_id;
 		if (o->last_seq > m->as_of_seq)
 			oms_count(oms, OMS_C_RECON_TRANSIENT); /* changed since: not comparable */
@@ -123,6 +129,14 @@ oms_on_open_orders_snapshot(struct oms *oms, const struct wire_open_orders_snaps
 	}
 	if (!m->last)
 		return;
+	if (m->req_id <= oms->c.recon_floor_req) {
+		/* Asked before a symbol's routing switch: the target may have answered before
+		 * it opened the moved book, so a re-pointed order it does not list is no phantom.
+		 * The next sweep asks again. */
+		oms_count(oms, OMS_C_RECON_TRANSIENT);
+		oms_recon_leaks(oms, a);
+		return;
+	}
 	uint32_t i = a->order_head;
 	while (i != OMS_NIL) {
 		struct oms_order *o = &oms->orders[i];

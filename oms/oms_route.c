@@ -130,6 +130,47 @@ fee_slot(struct oms *oms, uint32_t asset)
 	return empty;
 }
 
+/* The routing switch of a symbol moved from ME shard `from` to `to` with its book
+ * (docs/oms.md "Moving a symbol between ME shards"): every live order of it bound to `from`
+ * now lives on `to`, so its cancels, amends, replaces, REBIND_TO_ME re-sends and
+ * reconciliation go there. A record still waiting for the answer to what it sent to `from`
+ * (a pending submit or replacement, a cancel or amend in flight) keeps `from`: `from`
+ * answers it exactly once (refused SYMBOL_MOVING while frozen, or answered before), and the
+ * bridge re-drives it there until it does. Orders of users not in memory need nothing: a
+ * user is dropped only flat (oms_actor_begin_dehydrate), the row holds no orders, and an
+ * order that arrives later (ADOPTED) takes the symbol's ME shard at that time.
+ *
+ * One pass over the order slab, O(orders_max) (a rare admin entry, not a hot path); it
+ * returns the orders re-pointed. */
+static uint32_t
+repoint(struct oms *oms, uint32_t symbol, uint16_t from, uint16_t to)
+{
+	DCHECK(from != to);
+	DCHECK(to < oms->c.limits.me_shards_max);
+	uint32_t n = 0;
+	if (oms->c.order_used == 0)
+		return 0;
+	for (uint32_t i = 0; i < oms->c.limits.orders_max; i++) {
+		struct oms_order *o = &oms->orders[i];
+		if (o->state != OMS_O_LIVE || o->kind != OMS_K_ORDER || o->symbol != symbol ||
+		    o->me_shard != from)
+			continue;
+		o->me_shard = to;
+		/* last_seq was a seq of from's stream: no event of to's is applied to it yet.
+		 * Reconciliation compares it with to's as_of_seq from now on (oms_recon.c). */
+		o->last_seq = 0;
+		n++;
+	}
+	DCHECK(n <= oms->c.order_used);
+	if (n > 0) {
+		/* A snapshot asked for before the switch may describe `to` before it opened the
+		 * book: no phantom pass for it (oms_on_open_orders_snapshot). */
+		oms->c.recon_floor_req = oms->c.recon_req_seq;
+		oms->c.counters[OMS_C_ORDERS_REPOINTED] += n;
+	}
+	return n;
+}
+
 void
 oms_on_symbol_config(struct oms *oms, const struct wire_symbol_config *m, struct svc_sink *sink)
 {
@@ -172,6 +213,8 @@ oms_on_symbol_config(struct oms *oms, const struct wire_symbol_config *m, struct
 		memset(s, 0, sizeof(*s));
 		oms_tab_insert(oms, OMS_TAG_SYMBOL, m->symbol, 0, oms->c.symbol_count);
 		oms->c.symbol_count++;
+	} else if (s->me_shard != m->me_shard) {
+		repoint(oms, m->symbol, s->me_shard, m->me_shard);
 	}
 	/* The config replaces the symbol whole; only the kill-switch flag stays. */
 	*s = (struct oms_symbol){

@@ -13,13 +13,15 @@
 #include "oms/oms_int.h"
 
 #define SNAP_MAGIC UINT64_C(0x31504e5353534d4f) /* "OMSSSNP1" */
-#define SNAP_VERSION UINT32_C(8) /* 2: write-back (dirty list, generations); 3: transfer
+#define SNAP_VERSION UINT32_C(9) /* 2: write-back (dirty list, generations); 3: transfer
 				  * lookups, pinned transfer outcomes; 4: oms_order.saga_ns;
 				  * 5: oms_actor.cl_ord_floor; 6: moves with open orders
 				  * (oms_order.oid_shard, target_shard, moving; oms_actor.owned_epoch;
 				  * oms_core.moving); 7: admission waits (WAITING actors, oms_core.waiting,
 				  * admit_due, limits wait_max, admit_wait_ns); 8: counter
-				  * parked_copies; histograms wb_hist, evict_hist; oms_actor.since_ns */
+				  * parked_copies; histograms wb_hist, evict_hist; oms_actor.since_ns;
+				  * 9: live symbol moves (counter orders_repointed,
+				  * oms_core.recon_floor_req; naks_by_reason grows with SYMBOL_MOVING) */
 
 struct ser {
 	uint8_t *buf;  /* NULL: measure / hash only */

@@ -209,6 +209,10 @@ adopt(struct oms *oms, struct oms_actor *a, const struct wire_me_event *ev,
 	o->stp = (uint8_t)ev->reason;
 	o->res_asset = res_asset;
 	o->recv_asset = recv_asset;
+	/* The symbol's ME shard as this shard knows it now, not the one that emitted the
+	 * ADOPTED: one parked for a hydrating user may be applied after the symbol moved (the
+	 * book, and the order, live on the target by then); one the target emitted before this
+	 * shard's routing switch is re-pointed by that switch (oms_on_symbol_config). */
 	o->me_shard = s->me_shard;
 	o->oid_shard = from;
 	o->last_seq = ev->seq;
@@ -493,13 +497,23 @@ oms_on_me_event(struct oms *oms, const struct wire_me_event *m, struct svc_sink 
 		oms_count(oms, OMS_C_BAD_MSGS);
 		return;
 	}
-	/* The stream is identified by the ME shard that owns the symbol (static map). */
+	/* The stream is the one of the ME shard that emitted the event (wire_me_event.me_shard),
+	 * not the one that owns the symbol now: after a live symbol move (docs/oms.md "Moving a
+	 * symbol between ME shards") the source shard's late events about it (rejects of
+	 * submits it refused while frozen, duplicates, replays) count in the source's sequence,
+	 * and would corrupt the target's. An event from a build before symbol moves carries 0:
+	 * the symbol's map entry names its stream then, as it always did. */
+	if (m->me_shard >= oms->c.limits.me_shards_max) {
+		oms_count(oms, OMS_C_BAD_MSGS);
+		return;
+	}
 	const struct oms_symbol *s = oms_symbol_find(oms, m->symbol);
 	if (s == NULL) {
 		oms_count(oms, OMS_C_BAD_MSGS);
 		return;
 	}
-	uint16_t ms = s->me_shard;
+	uint16_t ms = m->me_shard != 0 ? m->me_shard : s->me_shard;
+	DCHECK(ms < oms->c.limits.me_shards_max);
 	struct oms_stream *st = &oms->streams[ms];
 	oms_count(oms, OMS_C_EVENTS);
 	if (m->seq < st->next_seq) {
@@ -558,7 +572,23 @@ oms_on_me_result(struct oms *oms, const struct wire_me_result *m, struct svc_sin
 	oms_count(oms, OMS_C_RESULTS);
 	if (m->reason == WIRE_REASON_DUPLICATE_ID_MISMATCH)
 		oms_count(oms, OMS_C_ALARM_BAD_STATE); /* we rebuild submits byte-identically */
-	const struct oms_symbol *s = oms_symbol_find(oms, m->symbol);
-	if (m->known && s != NULL && m->last_seq >= oms->streams[s->me_shard].next_seq)
-		maybe_replay(oms, s->me_shard, sink);
+	if (!m->known)
+		return;
+	/* An ME_RESULT names no ME shard: it comes from the one its request went to, which is
+	 * the record's me_shard while we hold the record (a pending submit of a moved symbol
+	 * stays on the source, a live order follows the book, oms_on_symbol_config), else the
+	 * symbol's. */
+	uint16_t ms;
+	const struct oms_order *o = oms_order_find(oms, m->oid.user, wire_oid_seq(m->oid));
+	if (o != NULL && oms_order_oid_shard(oms, o) == wire_oid_shard(m->oid)) {
+		ms = o->me_shard;
+	} else {
+		const struct oms_symbol *s = oms_symbol_find(oms, m->symbol);
+		if (s == NULL)
+			return;
+		ms = s->me_shard;
+	}
+	DCHECK(ms < oms->c.limits.me_shards_max);
+	if (m->last_seq >= oms->streams[ms].next_seq)
+		maybe_replay(oms, ms, sink);
 }

@@ -20,7 +20,7 @@ cat > "$dir/alone.c" <<'C'
 _Static_assert(sizeof(struct omsc_config) % 8 == 0, "config");
 _Static_assert(sizeof(struct omsc_event) % 8 == 0, "event");
 _Static_assert(sizeof(struct omsc_stats) % 8 == 0, "stats");
-_Static_assert(OMSC_REASON_COUNT == 47, "reasons");
+_Static_assert(OMSC_REASON_COUNT == 48, "reasons");
 
 void alone_on_event(void *ctx, const struct omsc_event *ev);
 int alone_main(void);

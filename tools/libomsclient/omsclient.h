@@ -186,13 +186,14 @@ enum omsc_cause {
 	X(SESSION_IN_USE, 43)                                                              \
 	X(NO_SESSION, 44)                                                                  \
 	X(MSG_RATE, 45)                                                                    \
-	X(SESSION_IDLE, 46)
+	X(SESSION_IDLE, 46)                                                                \
+	X(SYMBOL_MOVING, 47)
 
 enum omsc_reason {
 #define OMSC_REASON_ENUM(name, value) OMSC_REASON_##name = value,
 	OMSC_REASONS(OMSC_REASON_ENUM)
 #undef OMSC_REASON_ENUM
-	OMSC_REASON_COUNT = 47, /* one past the largest */
+	OMSC_REASON_COUNT = 48, /* one past the largest */
 };
 
 /* The requests the library tracks. */

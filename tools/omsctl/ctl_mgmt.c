@@ -26,7 +26,7 @@
 
 struct family {
 	const char *name;
-	const char *subs[6]; /* NULL-terminated; empty: no subcommand */
+	const char *subs[8]; /* NULL-terminated; empty: no subcommand */
 	bool bare;           /* the name alone is a command too (`members` = `members list`) */
 };
 
@@ -37,7 +37,7 @@ static const struct family families[] = {
 	{"routes", {"show", "set", "pin", "unpin", NULL}, false},
 	{"users", {"show", "evict", "migrate", NULL}, false},
 	{"shards", {"scale", NULL}, false},
-	{"symbols", {"list", "add", "halt", "resume", "move", NULL}, false},
+	{"symbols", {"list", "add", "halt", "resume", "move", "book", NULL}, false},
 	{"kill", {"user", "symbol", NULL}, false},
 	{"snapshot", {NULL}, false},
 	{"transfer-leader", {NULL}, false},

@@ -6,7 +6,7 @@
  *           [--users N] [--rate R] [--seconds S] [--seed S] [--symbols N] [--mid P]
  *           [--first-user U] [--drain-ms N] [--inflight N] [--transfer-shard N] [--flatten]
  *           [--history FILE] [--no-fund] [--cold-ms N] [--ioc] [--seq-from-one]
- *           [--drop-rx-permille N]
+ *           [--first-symbol S] [--rest] [--drop-rx-permille N]
  *
  * 0. With --key-file (an API key: client_key_file_load) it logs on first, within
  *    LOGON_WAIT_MS, and speaks session frames; relogon is on, so a node that loses the
@@ -23,7 +23,10 @@
  *    rests 3/4 of LIVE_MAX, so the book stays bounded), some IOC limits and market orders.
  *    With --ioc every limit order is IOC: nothing rests, so a user is flat (evictable) once
  *    its order is done (tests/bench/app/churn.sh MIX=ioc: the hot-user cache when no more
- *    users than the cap hold open orders). --seq-from-one: every user's answers are numbered
+ *    users than the cap hold open orders). With --rest every order is a GTC limit 1..40
+ *    ticks off the mid that never crosses, and nothing is cancelled: a book that only
+ *    grows (tests/e2e/test_symbol_move_live.sh seeds 10,000 resting orders so). Orders go
+ *    to symbols --first-symbol .. --first-symbol + --symbols - 1 (default 1..). --seq-from-one: every user's answers are numbered
  *    from 1 in this run (users new to the cluster, or seeded rows): an answer lost before the
  *    first one seen is asked for too, not taken as the start of the sequence.
  *    At most --inflight requests are unanswered at once; beyond that the generator waits
@@ -112,6 +115,8 @@ struct load {
 	uint32_t user_count;
 	uint64_t first_user;
 	uint32_t symbols;
+	uint32_t first_symbol;   /* symbols first_symbol .. first_symbol + symbols - 1 */
+	bool rest_only;          /* --rest: GTC limits that never cross, no cancels */
 	int64_t mid;
 	uint64_t id_base;        /* run-unique high bits of every cl_ord_id / transfer_id */
 	struct hist ack_us;      /* first send → ACK */
@@ -138,6 +143,7 @@ usage(void)
 	      "               [--first-user U] [--drain-ms N] [--inflight N]\n"
 	      "               [--transfer-shard N] [--flatten] [--history FILE]\n"
 	      "               [--no-fund] [--cold-ms N] [--ioc] [--seq-from-one]\n"
+	      "               [--first-symbol S] [--rest]\n"
 	      "               [--drop-rx-permille N]  (tests: lose N/1000 of the answers)\n",
 	      stderr);
 	return 2;
@@ -290,7 +296,8 @@ send_one(struct load *l, uint64_t now_ns)
 	uint64_t tag;
 	/* Cancels of own open orders: ~15% of the mix, and always once the user rests 3/4 of
 	 * LIVE_MAX, so the book (and the node's order pool) stays bounded over a long run. */
-	if (u->live_count > 0 && (roll < 15 || u->live_count >= LIVE_MAX * 3 / 4)) {
+	if (!l->rest_only && u->live_count > 0 &&
+	    (roll < 15 || u->live_count >= LIVE_MAX * 3 / 4)) {
 		uint32_t k = (uint32_t)prng_below(&l->prng, u->live_count);
 		struct wire_cancel *m = (void *)msg;
 		wire_hdr_init(&m->hdr, WIRE_CANCEL, 0);
@@ -305,9 +312,17 @@ send_one(struct load *l, uint64_t now_ns)
 		wire_hdr_init(&m->hdr, WIRE_NEW_ORDER, 0);
 		m->user = user;
 		m->cl_ord_id = id;
-		m->symbol = 1 + (uint32_t)prng_below(&l->prng, l->symbols);
+		m->symbol = l->first_symbol + (uint32_t)prng_below(&l->prng, l->symbols);
 		m->side = prng_chance(&l->prng, 1, 2) ? WIRE_SIDE_BUY : WIRE_SIDE_SELL;
-		if (roll >= 95) {
+		if (l->rest_only) {
+			/* --rest: a deep book that only grows (bids 1..40 ticks below the mid,
+			 * asks above it). */
+			m->ord_type = WIRE_ORD_LIMIT;
+			m->tif = WIRE_TIF_GTC;
+			int64_t off = prng_range(&l->prng, 1, 40);
+			m->px = m->side == WIRE_SIDE_BUY ? l->mid - off : l->mid + off;
+			m->qty = prng_range(&l->prng, 1, 10);
+		} else if (roll >= 95) {
 			m->ord_type = WIRE_ORD_MARKET;
 			m->tif = WIRE_TIF_IOC;
 			if (m->side == WIRE_SIDE_BUY)
@@ -442,7 +457,8 @@ main(int argc, char **argv)
 	uint64_t first_user = 1000, drain_ms = 2000, inflight = 4096, transfer_shard = 0, v;
 	uint64_t cold_ms = 0;
 	int rc;
-	bool do_flatten = false, do_fund = true, ioc_only = false;
+	uint64_t first_symbol = 1;
+	bool do_flatten = false, do_fund = true, ioc_only = false, rest_only = false;
 	const char *history_path = NULL, *key_file = NULL, *key_hex = NULL;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -460,6 +476,10 @@ main(int argc, char **argv)
 		}
 		if (strcmp(a, "--ioc") == 0) {
 			ioc_only = true;
+			continue;
+		}
+		if (strcmp(a, "--rest") == 0) {
+			rest_only = true;
 			continue;
 		}
 		if (strcmp(a, "--seq-from-one") == 0) {
@@ -497,6 +517,8 @@ main(int argc, char **argv)
 			seed = v;
 		else if (strcmp(a, "--symbols") == 0 && num && v > 0 && v <= 1000000)
 			symbols = v;
+		else if (strcmp(a, "--first-symbol") == 0 && num && v > 0 && v <= 1000000)
+			first_symbol = v;
 		else if (strcmp(a, "--mid") == 0 && num && v >= 100 && v <= INT32_MAX)
 			mid = v;
 		else if (strcmp(a, "--first-user") == 0 && num && v > 0 && v < UINT64_MAX / 2)
@@ -540,6 +562,8 @@ main(int argc, char **argv)
 	l.user_count = (uint32_t)users;
 	l.first_user = first_user;
 	l.symbols = (uint32_t)symbols;
+	l.first_symbol = (uint32_t)first_symbol;
+	l.rest_only = rest_only;
 	l.mid = (int64_t)mid;
 	l.users = calloc(users, sizeof(*l.users));
 	if (l.users == NULL)

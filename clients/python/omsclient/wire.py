@@ -72,9 +72,9 @@ REASONS = {
     32: "STALE_REQUEST", 33: "BAD_KEY", 34: "BAD_SIGNATURE", 35: "STALE_LOGON",
     36: "NONCE_REUSED", 37: "UNKNOWN_SESSION", 38: "SEQ_GAP", 39: "SEQ_REPEAT",
     40: "KEY_REVOKED", 41: "NOT_ENTITLED", 42: "NO_PERMISSION", 43: "SESSION_IN_USE",
-    44: "NO_SESSION", 45: "MSG_RATE", 46: "SESSION_IDLE",
+    44: "NO_SESSION", 45: "MSG_RATE", 46: "SESSION_IDLE", 47: "SYMBOL_MOVING",
 }
-REASON_MAX = 47
+REASON_MAX = 48
 REASON = {name: value for value, name in REASONS.items()}  # "BAD_KEY" -> 33
 
 # enum wire_exec: client execution report kinds (client_exec_name's short names).
@@ -138,7 +138,8 @@ TYPES = {
     49: ("SYMBOL_CONFIG", 88, False), 50: ("SYMBOL_STATUS", 16, False),
     51: ("KILL_SWITCH", 24, False), 52: ("TRANSFER", 40, False), 53: ("WHALE_PIN", 24, False),
     54: ("USER_ADMIN", 24, False), 55: ("SNAPSHOT_REQUEST", 16, False), 56: ("TICK", 8, False),
-    57: ("ADMIN_REPLY", 32, False), 64: ("REQUEST_VOTE", 40, False),
+    57: ("ADMIN_REPLY", 32, False), 58: ("SYMBOL_MOVE", 56, False),
+    59: ("BOOK_CHUNK", 32, True), 64: ("REQUEST_VOTE", 40, False),
     65: ("VOTE_REPLY", 24, False), 66: ("APPEND_ENTRIES", 56, True),
     67: ("APPEND_REPLY", 64, False), 68: ("INSTALL_SNAPSHOT", 64, True),
     69: ("SNAPSHOT_REPLY", 40, False), 70: ("TIMEOUT_NOW", 24, False),

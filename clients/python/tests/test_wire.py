@@ -479,7 +479,7 @@ def test_messages_round_trip_and_names():
     assert (o.shard, o.seq, str(o)) == (3, 17, "42:3:17")
     ack = wire.Ack(user=42, cl_ord_id=5, oid=o, seq=9, time_ns=123)
     assert wire.Ack.decode(ack.encode()) == ack
-    assert wire.reason_name(33) == "BAD_KEY" and wire.reason_name(47) == "?"
+    assert wire.reason_name(33) == "BAD_KEY" and wire.reason_name(48) == "?"
     assert wire.exec_name(4) == "fill" and wire.cause_name(9) == "replaced"
     assert wire.enum_value(wire.SIDES, "sell", "side") == 2
     with pytest.raises(ValueError):

@@ -51,9 +51,9 @@ Test(wire, tables_consistent)
 		cr_assert(eq(u16, size % 8, 0));
 		cr_assert(ne(str, (char *)wire_type_name(t), "?"));
 	}
-	cr_assert(eq(u32, types, 56)); /* + TRANSFER_LOOKUP/FOUND, FORWARDED_ADMIN/REPLY,
+	cr_assert(eq(u32, types, 58)); /* + TRANSFER_LOOKUP/FOUND, FORWARDED_ADMIN/REPLY,
 					* REPORT_REPLAY, REBIND_TO_ME, MEMBER_CHANGE,
-					* LEADER_TRANSFER */
+					* LEADER_TRANSFER, SYMBOL_MOVE, BOOK_CHUNK */
 	cr_assert(eq(str, (char *)wire_reason_name(WIRE_REASON_NOT_OWNER), "NOT_OWNER"));
 	cr_assert(eq(str, (char *)wire_reason_name(WIRE_REASON_MAX), "?"));
 	cr_assert(eq(str, (char *)wire_err_text(WIRE_E_BAD_MAC), "MAC missing or wrong"));
@@ -652,6 +652,7 @@ Test(wire, admin_column)
 	static const uint16_t admin[] = {
 		WIRE_ROUTING_CONFIG, WIRE_SYMBOL_CONFIG, WIRE_SYMBOL_STATUS, WIRE_KILL_SWITCH,
 		WIRE_TRANSFER,       WIRE_WHALE_PIN,     WIRE_USER_ADMIN,    WIRE_SNAPSHOT_REQUEST,
+		WIRE_SYMBOL_MOVE,    WIRE_BOOK_CHUNK,
 	};
 	for (uint16_t t = 0; t <= WIRE_TYPE_LIMIT; t++) {
 		bool want = false;

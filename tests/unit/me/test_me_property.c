@@ -425,6 +425,7 @@ Test(me_garbage, random_fields_never_crash)
 		WIRE_SUBMIT, WIRE_CANCEL_TO_ME, WIRE_AMEND_TO_ME, WIRE_REPLACE_TO_ME,
 		WIRE_STREAM_ACK, WIRE_REPLAY_REQUEST, WIRE_ORDER_QUERY, WIRE_OPEN_ORDERS_QUERY,
 		WIRE_SYMBOL_CONFIG, WIRE_SYMBOL_STATUS, WIRE_KILL_SWITCH, WIRE_TICK, WIRE_NAK,
+		WIRE_SYMBOL_MOVE, WIRE_BOOK_CHUNK,
 	};
 	struct prng p;
 	prng_seed(&p, 7);
@@ -457,6 +458,19 @@ Test(me_garbage, random_fields_never_crash)
 				if (prng_chance(&p, 1, 2))
 					s->symbol = FX_SYM;
 			}
+			/* Symbol moves: well-formed enough to freeze, chunk into and unfreeze the
+			 * book now and then (never DONE: it would give the symbol away). */
+			if (type == WIRE_SYMBOL_MOVE && prng_chance(&p, 1, 2)) {
+				struct wire_symbol_move *m = (struct wire_symbol_move *)buf;
+				m->symbol = FX_SYM;
+				memset(m->reserved, 0, sizeof(m->reserved));
+				m->killed &= 1;
+				m->move_id = 1 + m->move_id % 3;
+				if (m->phase == WIRE_MOVE_DONE)
+					m->phase = WIRE_MOVE_ABORT;
+			}
+			if (type == WIRE_BOOK_CHUNK && prng_chance(&p, 1, 2))
+				((struct wire_book_chunk *)buf)->symbol = FX_SYM;
 			me_apply(fx_me, fx_now, h, &fx_sink);
 		}
 		/* Acknowledge everything now and then so the pools recycle. */

@@ -69,6 +69,7 @@ emit(struct fme *m, const struct fme_order *o, uint8_t event)
 	e->symbol = o->symbol;
 	e->event = event;
 	e->side = o->side;
+	e->me_shard = ms; /* the emitter (0 is also what a build before symbol moves sends) */
 	e->leaves_qty = o->leaves;
 	return e;
 }

@@ -1,0 +1,1105 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * symbols move: a symbol moves to another ME shard with its resting book while the venue
+ * trades (docs/cluster-ops.md "Move a symbol"). One driver per node, on the main lcore: a
+ * state machine fed by the answers of the commands it starts (app_mgmt_internal).
+ *
+ *   COPY    the book as it is, read from this node's replica of the source F in one view
+ *           (APP_VIEW_MOVE, one applied index), cut into BOOK_CHUNKs of ADDs that each fit
+ *           one frame and one log entry, and — after the symbol's config (F the owner) went
+ *           into M, which may not know a symbol added on F alone — proposed into the target M (forwarded to its
+ *           leader), a window at a time; M installs them inert, in order and once (each
+ *           answer names the chunk it takes next). The symbol still trades on F.
+ *   OUT     SYMBOL_MOVE OUT into F: the book is frozen (SYMBOL_MOVING), counted and hashed
+ *           there, in F's log. The trading pause starts here.
+ *   EXPORT  the frozen book read again from the replica; its difference from the copy
+ *           (orders gone, orders whose leaves, cum or stream changed, new orders) goes to M
+ *           as more chunks (REMOVE, UPDATE, ADD)
+ *   READY   F's replica shows every event about the frozen orders acknowledged by its OMS
+ *           shard, so no OMS can see M's events about an order before F's
+ *   IN      SYMBOL_MOVE IN into M: M hashes its book in export order, checks count and
+ *           hash against F's, owns the book and opens it
+ *   SWITCH  SYMBOL_CONFIG (me_shard M) into every OMS shard: new orders, and the moved
+ *           orders' cancels, go to M; requests already sent to F are answered by F. The
+ *           pause ends when the last OMS shard has switched.
+ *   DONE    SYMBOL_MOVE DONE into F: the frozen copy is dropped
+ *
+ * Every step is idempotent on the move's id: a step whose answer was lost (busy, a lost
+ * entry, a timeout) is sent again, and a move a driver left half-way (a crash, the
+ * deadline) is finished by running the command again: F answers OUT with the id of the
+ * move it has frozen, and the driver resumes that one (M's partial install of it is dropped
+ * and the frozen book copied whole). Until IN commits a refusal aborts the move (ABORT into
+ * M, then F: F trades the book again); once M owns the book the move only goes forward.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app_mgmt_int.h"
+#include "common/check.h"
+#include "common/wire.h"
+#include "me/me.h"
+
+#define CMD_TIMEOUT_NS (3000ull * 1000000)  /* each step's commit deadline */
+#define MOVE_TIMEOUT_MS 10000               /* the whole move, unless args.timeout_ms (omsctl
+					     * --timeout-ms: give it more) */
+#define RETRY_NS (20ull * 1000000)          /* a step answered busy/lost/timeout: again */
+#define VIEW_RETRY_NS (100ull * 1000)       /* F's replica behind, or not ready yet */
+#define CHUNK_WINDOW 14                     /* chunks in flight (APP_CMD_PENDING_MAX 16) */
+
+enum mv_step {
+	MV_COPY = 1,     /* reading the live book */
+	MV_PREP,         /* the symbol's config into M (a symbol added on F alone is new to M) */
+	MV_COPY_CHUNKS,  /* sending it */
+	MV_OUT,
+	MV_RESUME,       /* resuming: dropping M's partial install of the frozen move */
+	MV_EXPORT,       /* reading the frozen book */
+	MV_CHUNKS,       /* sending the difference; waiting for READY */
+	MV_IN,           /* IN into M and the switch into every OMS shard, at once */
+	MV_SWITCH,       /* the switch alone (a resumed move M opened already) */
+	MV_DONE,
+	MV_UNSWITCH,     /* IN refused after the switch went out: every OMS back to F */
+	MV_ABORT_M,
+	MV_ABORT_F,
+};
+
+/* Tags of the driver's commands: the step, and the chunk's seq or the OMS target index. */
+#define TAG(step, n) (((uint64_t)(step) << 32) | (uint32_t)(n))
+#define TAG_STEP(t) ((uint32_t)((t) >> 32))
+#define TAG_N(t) ((uint32_t)(t))
+#define MV_VIEW 100 /* a view of F's replica, whatever the step */
+#define MV_CHUNK 101
+#define MV_STALE 102 /* the abort of another move's install found on M */
+
+struct app_move {
+	bool active;
+	uint32_t token;           /* the client's deferred answer */
+	uint32_t symbol;
+	uint16_t from, to;        /* F and M */
+	uint64_t move_id;
+	bool resumed;             /* F had this move frozen already */
+	bool to_switch;           /* resumed past IN: read the config, then switch */
+	enum mv_step step;
+	uint32_t out_cmds;        /* commands of ours not yet back */
+	uint64_t deadline_ns;     /* the whole move */
+	uint64_t retry_ns;        /* the current step is sent again at this time, 0: not due */
+	/* What F's replica says (the last frozen view). */
+	struct app_move_view v;
+	bool view_out;            /* a view is out */
+	uint64_t view_ns;         /* next view at this time, 0: none due */
+	size_t view_cap;          /* answer room the next book view asks for */
+	bool ready;
+	/* The copy (before the freeze): every order sent as an ADD, in export order. */
+	struct wire_book_order *copy;
+	uint32_t copied;
+	/* Everything sent to M, in chunk order, and where each chunk starts. */
+	struct wire_book_order *ops;
+	uint32_t nops, ops_cap;
+	uint32_t *chunk_at;       /* [chunks + 1]: first op of each chunk, then nops */
+	uint32_t chunks, chunks_cap;
+	uint32_t per_chunk;
+	uint32_t sent_next;       /* next chunk to send */
+	uint32_t m_next;          /* the chunk M takes next, as last answered */
+	uint32_t chunks_out;
+	uint32_t delta_add, delta_update, delta_remove;
+	bool stale_aborted;       /* M held another move's install: aborted once */
+	/* Switch. */
+	struct app_mgmt_targets oms;
+	bool oms_ok[APP_MGMT_TARGETS_MAX];
+	bool oms_out[APP_MGMT_TARGETS_MAX];
+	bool in_ok, in_out;
+	/* Timing (dp_clock_ns). */
+	uint64_t t_begin, t_copied, t_out_sent, t_out_ok, t_book, t_chunks_ok, t_ready, t_in_ok,
+		t_switch_ok, t_done;
+	uint32_t resends;         /* steps and chunks sent again */
+	/* Abort: the refusal that started it. */
+	char err_code[32];
+	char err[320];
+};
+
+bool
+app_mgmt_move_active(const struct app_mgmt *m)
+{
+	return m->move != NULL && m->move->active;
+}
+
+static void
+mv_reset(struct app_move *mv)
+{
+	free(mv->copy);
+	free(mv->ops);
+	free(mv->chunk_at);
+	memset(mv, 0, sizeof(*mv));
+}
+
+void
+app_mgmt_move_fini(struct app_mgmt *m)
+{
+	if (m->move == NULL)
+		return;
+	mv_reset(m->move);
+	free(m->move);
+	m->move = NULL;
+}
+
+static void mv_done(struct app_mgmt *m, const struct app_cmd *c, void *owner, uint64_t tag);
+
+/* Orders per chunk: a chunk is proposed alone in an entry, possibly wrapped in a
+ * FORWARDED_ADMIN, and the entry travels in one AppendEntries frame (app_shard_setup.c
+ * cns_conf sizes entries to the MTU the same way). */
+static uint32_t
+orders_per_chunk(const struct app *app)
+{
+	uint32_t cap = (uint32_t)app->cfg.dp.mtu - 28u;
+	if (cap > WIRE_FRAME_MAX)
+		cap = WIRE_FRAME_MAX;
+	uint32_t over = (uint32_t)(sizeof(struct wire_frame_hdr) + WIRE_MAC_SIZE +
+				   sizeof(struct wire_append_entries) +
+				   sizeof(struct wire_entry_hdr) + sizeof(struct wire_fwd_admin));
+	uint32_t data = cap > over ? (cap - over) & ~7u : 0;
+	if (data > APP_CMD_MSG_MAX)
+		data = APP_CMD_MSG_MAX;
+	if (data > WIRE_TAIL_MAX)
+		data = WIRE_TAIL_MAX;
+	uint32_t n = data > sizeof(struct wire_book_chunk)
+			     ? (data - (uint32_t)sizeof(struct wire_book_chunk)) /
+				       (uint32_t)sizeof(struct wire_book_order)
+			     : 0;
+	return n > UINT16_MAX ? UINT16_MAX : n;
+}
+
+/* ---- what goes to M ---- */
+
+/* Append ops[0, n) to what is sent, in chunks of their own (a batch never shares a chunk
+ * with the one before: the copy's chunks can be on M before the difference is known).
+ * With `open` an empty batch still makes one (empty) chunk: chunk 0 opens the install. */
+static int
+ops_append(struct app_move *mv, const struct wire_book_order *ops, uint32_t n, bool open)
+{
+	uint32_t more = (n + mv->per_chunk - 1) / mv->per_chunk;
+	if (more == 0 && open)
+		more = 1;
+	if (mv->nops + n > mv->ops_cap) {
+		uint32_t cap = mv->nops + n + 1024;
+		void *p = realloc(mv->ops, (size_t)cap * sizeof(*mv->ops));
+		if (p == NULL)
+			return -ENOMEM;
+		mv->ops = p;
+		mv->ops_cap = cap;
+	}
+	if (mv->chunks + more + 1 > mv->chunks_cap) {
+		uint32_t cap = mv->chunks + more + 64;
+		void *p = realloc(mv->chunk_at, (size_t)cap * sizeof(*mv->chunk_at));
+		if (p == NULL)
+			return -ENOMEM;
+		mv->chunk_at = p;
+		mv->chunks_cap = cap;
+	}
+	if (n > 0)
+		memcpy(mv->ops + mv->nops, ops, (size_t)n * sizeof(*ops));
+	for (uint32_t i = 0; i < more; i++)
+		mv->chunk_at[mv->chunks + i] = mv->nops + i * mv->per_chunk;
+	mv->chunks += more;
+	mv->nops += n;
+	mv->chunk_at[mv->chunks] = mv->nops;
+	return 0;
+}
+
+/* Start over: M holds nothing of this move (a resume dropped its partial install). */
+static void
+ops_clear(struct app_move *mv)
+{
+	mv->nops = 0;
+	mv->chunks = 0;
+	mv->sent_next = 0;
+	mv->m_next = 0;
+	mv->copied = 0;
+}
+
+/* Hash of an orderId into a table of 2^bits slots. */
+static uint32_t
+oid_slot(const struct wire_oid *o, uint32_t bits)
+{
+	uint64_t k = o->user * UINT64_C(0x9e3779b97f4a7c15) ^ o->shard_seq;
+	k ^= k >> 33;
+	k *= UINT64_C(0xff51afd7ed558ccd);
+	k ^= k >> 33;
+	return (uint32_t)(k >> (64 - bits));
+}
+
+/* The difference between the copy M holds and the frozen book fz[0, n) (both in export
+ * order): the orders gone (REMOVE), the ones whose leaves, cum or stream changed (UPDATE),
+ * then the new ones in export order (ADD: each goes to the tail of its level, behind every
+ * older order, which is where the book has it). */
+static int
+diff_append(struct app_move *mv, const struct wire_book_order *fz, uint32_t n)
+{
+	uint32_t bits = 4;
+	while ((1u << bits) < 2 * (mv->copied + 1))
+		bits++;
+	uint32_t size = 1u << bits;
+	uint32_t *slot = calloc(size, sizeof(*slot)); /* copy index + 1, 0: empty */
+	bool *seen = calloc(mv->copied + 1, sizeof(*seen));
+	struct wire_book_order *d = malloc(((size_t)n + mv->copied + 1) * sizeof(*d));
+	int rc = -ENOMEM;
+	if (slot == NULL || seen == NULL || d == NULL)
+		goto out;
+	for (uint32_t i = 0; i < mv->copied; i++) {
+		uint32_t h = oid_slot(&mv->copy[i].oid, bits);
+		while (slot[h] != 0)
+			h = (h + 1) & (size - 1);
+		slot[h] = i + 1;
+	}
+	uint32_t nd = 0;
+	struct wire_book_order *upd = malloc(((size_t)n + 1) * sizeof(*upd));
+	struct wire_book_order *add = malloc(((size_t)n + 1) * sizeof(*add));
+	uint32_t nu = 0, na = 0;
+	if (upd == NULL || add == NULL) {
+		free(upd);
+		free(add);
+		goto out;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t h = oid_slot(&fz[i].oid, bits), k = 0;
+		while (slot[h] != 0) {
+			const struct wire_book_order *c = &mv->copy[slot[h] - 1];
+			if (c->oid.user == fz[i].oid.user && c->oid.shard_seq == fz[i].oid.shard_seq) {
+				k = slot[h];
+				break;
+			}
+			h = (h + 1) & (size - 1);
+		}
+		if (k == 0) {
+			add[na] = fz[i];
+			add[na++].op = WIRE_BOOK_ADD;
+			continue;
+		}
+		seen[k - 1] = true;
+		if (memcmp(&mv->copy[k - 1], &fz[i], sizeof(fz[i])) != 0) {
+			upd[nu] = fz[i];
+			upd[nu++].op = WIRE_BOOK_UPDATE;
+		}
+	}
+	for (uint32_t i = 0; i < mv->copied; i++) {
+		if (!seen[i]) {
+			d[nd] = mv->copy[i];
+			d[nd++].op = WIRE_BOOK_REMOVE;
+		}
+	}
+	mv->delta_remove = nd;
+	memcpy(d + nd, upd, (size_t)nu * sizeof(*d));
+	nd += nu;
+	memcpy(d + nd, add, (size_t)na * sizeof(*d));
+	nd += na;
+	mv->delta_update = nu;
+	mv->delta_add = na;
+	free(upd);
+	free(add);
+	rc = ops_append(mv, d, nd, mv->chunks == 0);
+out:
+	free(slot);
+	free(seen);
+	free(d);
+	return rc;
+}
+
+/* ---- commands ---- */
+
+static int
+mv_propose(struct app_mgmt *m, uint16_t shard, const void *msg, uint16_t len, uint32_t flags,
+	   uint64_t tag)
+{
+	struct app_move *mv = m->move;
+	struct app_mgmt_proposal p = {.msg = msg, .len = len, .key = 0, .flags = flags};
+	if (((const struct wire_msg_hdr *)msg)->type == WIRE_SYMBOL_CONFIG)
+		p.key = mv->symbol; /* an OMS echoes it in req_id */
+	int rc = app_mgmt_internal(m, shard, &p, NULL, true, CMD_TIMEOUT_NS, mv_done, mv, tag);
+	if (rc == 0)
+		mv->out_cmds++;
+	return rc;
+}
+
+static void
+move_msg(const struct app_move *mv, struct wire_symbol_move *s, uint8_t phase, uint16_t peer)
+{
+	memset(s, 0, sizeof(*s));
+	wire_hdr_init(&s->hdr, WIRE_SYMBOL_MOVE, 0);
+	s->move_id = mv->move_id;
+	s->symbol = mv->symbol;
+	s->peer = peer;
+	s->phase = phase;
+}
+
+/* The symbol's config as F's replica holds it, naming me_shard as the owner. */
+static void
+symbol_config(const struct app_move *mv, struct wire_symbol_config *c, uint16_t me_shard)
+{
+	memset(c, 0, sizeof(*c));
+	wire_hdr_init(&c->hdr, WIRE_SYMBOL_CONFIG, 0);
+	c->symbol = mv->symbol;
+	c->base_asset = mv->v.base_asset;
+	c->quote_asset = mv->v.quote_asset;
+	c->me_shard = me_shard;
+	c->status = mv->v.status;
+	c->tick = mv->v.tick;
+	c->lot = mv->v.lot;
+	c->min_qty = mv->v.min_qty;
+	c->min_notional = mv->v.min_notional;
+	c->base_unit = mv->v.base_unit;
+	c->ref_px = mv->v.ref_px;
+	c->band_bps = mv->v.band_bps;
+	c->map_version = 1;
+}
+
+/* SYMBOL_CONFIG naming me_shard as the owner into every OMS shard not yet answered ok. */
+static int
+send_switch(struct app_mgmt *m, uint16_t me_shard, uint32_t tag_step)
+{
+	struct app_move *mv = m->move;
+	struct wire_symbol_config c;
+	symbol_config(mv, &c, me_shard);
+	for (uint32_t i = 0; i < mv->oms.n; i++) {
+		if (mv->oms_ok[i] || mv->oms_out[i])
+			continue;
+		/* Each OMS replica keeps its own fees (APP_CMD_SYMBOL_FILL). */
+		int rc = mv_propose(m, mv->oms.shard[i], &c, sizeof(c), APP_CMD_SYMBOL_FILL,
+				    TAG(tag_step, i));
+		if (rc != 0)
+			return rc;
+		mv->oms_out[i] = true;
+	}
+	return 0;
+}
+
+static void
+send_step(struct app_mgmt *m)
+{
+	struct app_move *mv = m->move;
+	struct wire_symbol_move s;
+	int rc = 0;
+	mv->retry_ns = 0;
+	switch (mv->step) {
+	case MV_OUT:
+		move_msg(mv, &s, WIRE_MOVE_OUT, mv->to);
+		if (mv->t_out_sent == 0)
+			mv->t_out_sent = dp_clock_ns();
+		rc = mv_propose(m, mv->from, &s, sizeof(s), 0, TAG(MV_OUT, 0));
+		break;
+	case MV_RESUME:
+		move_msg(mv, &s, WIRE_MOVE_ABORT, mv->from);
+		rc = mv_propose(m, mv->to, &s, sizeof(s), 0, TAG(MV_RESUME, 0));
+		break;
+	case MV_PREP: {
+		/* M learns the symbol as F holds it, F named the owner (no change where M knows
+		 * it already; the ME refuses a config that would make M the owner). */
+		struct wire_symbol_config c;
+		symbol_config(mv, &c, mv->from);
+		rc = mv_propose(m, mv->to, &c, sizeof(c), 0, TAG(MV_PREP, 0));
+		break;
+	}
+	case MV_IN:
+		if (!mv->in_ok && !mv->in_out) {
+			move_msg(mv, &s, WIRE_MOVE_IN, mv->from);
+			s.count = mv->v.count;
+			s.hash = mv->v.hash;
+			s.status = mv->v.status;
+			s.killed = mv->v.killed;
+			s.trade_seq = mv->v.trade_seq;
+			s.last_px = mv->v.last_px;
+			rc = mv_propose(m, mv->to, &s, sizeof(s), 0, TAG(MV_IN, 0));
+			mv->in_out = rc == 0;
+		}
+		/* The switch goes out with IN, not after it (one commit less of pause): until
+		 * M opens, what the OMS shards send it is refused SYMBOL_MOVING, as F did. */
+		if (rc == 0)
+			rc = send_switch(m, mv->to, MV_SWITCH);
+		break;
+	case MV_SWITCH:
+		rc = send_switch(m, mv->to, MV_SWITCH);
+		break;
+	case MV_UNSWITCH:
+		rc = send_switch(m, mv->from, MV_UNSWITCH);
+		break;
+	case MV_DONE:
+		move_msg(mv, &s, WIRE_MOVE_DONE, mv->to);
+		rc = mv_propose(m, mv->from, &s, sizeof(s), 0, TAG(MV_DONE, 0));
+		break;
+	case MV_ABORT_M:
+		move_msg(mv, &s, WIRE_MOVE_ABORT, mv->from);
+		rc = mv_propose(m, mv->to, &s, sizeof(s), 0, TAG(MV_ABORT_M, 0));
+		break;
+	case MV_ABORT_F:
+		move_msg(mv, &s, WIRE_MOVE_ABORT, mv->to);
+		rc = mv_propose(m, mv->from, &s, sizeof(s), 0, TAG(MV_ABORT_F, 0));
+		break;
+	default:
+		break;
+	}
+	if (rc != 0)
+		mv->retry_ns = dp_clock_ns() + RETRY_NS; /* no command slot: later */
+}
+
+/* A view of F's replica: the live book (COPY), the frozen one (EXPORT), or only whether
+ * the frozen one is ready (no orders). */
+static void
+send_view(struct app_mgmt *m)
+{
+	struct app_move *mv = m->move;
+	bool book = mv->step == MV_COPY || mv->step == MV_EXPORT;
+	struct app_mgmt_view_query q = {.view = APP_VIEW_MOVE, .target = mv->symbol,
+					.user = mv->step == MV_COPY ? 0 : mv->move_id,
+					.limit = book ? UINT32_MAX : 0,
+					.out_cap = book ? mv->view_cap : 0};
+	mv->view_ns = 0;
+	int rc = app_mgmt_internal(m, mv->from, NULL, &q, false, CMD_TIMEOUT_NS, mv_done, mv,
+				   TAG(MV_VIEW, mv->step));
+	if (rc != 0) {
+		mv->view_ns = dp_clock_ns() + RETRY_NS;
+		return;
+	}
+	mv->out_cmds++;
+	mv->view_out = true;
+}
+
+static void
+send_chunks(struct app_mgmt *m)
+{
+	struct app_move *mv = m->move;
+	_Alignas(8) uint8_t buf[APP_CMD_MSG_MAX];
+	while (mv->chunks_out < CHUNK_WINDOW && mv->sent_next < mv->chunks) {
+		uint32_t seq = mv->sent_next;
+		uint32_t first = mv->chunk_at[seq], n = mv->chunk_at[seq + 1] - first;
+		struct wire_book_chunk *c = (void *)buf;
+		size_t tail = (size_t)n * sizeof(struct wire_book_order);
+		CHECK(sizeof(*c) + tail <= sizeof(buf));
+		memset(c, 0, sizeof(*c));
+		wire_hdr_init(&c->hdr, WIRE_BOOK_CHUNK, 0);
+		c->hdr.length = (uint16_t)(sizeof(*c) + tail);
+		c->move_id = mv->move_id;
+		c->symbol = mv->symbol;
+		c->seq = seq;
+		c->source = mv->from;
+		c->count = (uint16_t)n;
+		c->tail_len = (uint16_t)tail;
+		if (n > 0)
+			memcpy(c + 1, mv->ops + first, tail);
+		if (mv_propose(m, mv->to, c, c->hdr.length, 0, TAG(MV_CHUNK, seq)) != 0) {
+			mv->retry_ns = dp_clock_ns() + RETRY_NS;
+			return;
+		}
+		mv->chunks_out++;
+		mv->sent_next++;
+	}
+}
+
+/* ---- the answer ---- */
+
+static uint64_t
+us(uint64_t a, uint64_t b)
+{
+	return a != 0 && b >= a ? (b - a) / 1000 : 0;
+}
+
+static void
+reply_ok(struct app_mgmt *m)
+{
+	struct app_move *mv = m->move;
+	struct mgmt_out o;
+	mgmt_out_init(&o, m->result, APP_MGMT_RESULT_MAX);
+	mgmt_out_obj_begin(&o);
+	mgmt_out_kv_u64(&o, "symbol", mv->symbol);
+	mgmt_out_kv_u64(&o, "from", mv->from);
+	mgmt_out_kv_u64(&o, "to", mv->to);
+	mgmt_out_kv_u64(&o, "move_id", mv->move_id);
+	mgmt_out_kv_bool(&o, "resumed", mv->resumed);
+	mgmt_out_kv_u64(&o, "orders", mv->v.count);
+	mgmt_out_kv_u64(&o, "copied", mv->copied);
+	mgmt_out_kv_u64(&o, "delta_add", mv->delta_add);
+	mgmt_out_kv_u64(&o, "delta_update", mv->delta_update);
+	mgmt_out_kv_u64(&o, "delta_remove", mv->delta_remove);
+	mgmt_out_kv_u64(&o, "chunks", mv->chunks);
+	mgmt_out_kv_u64(&o, "orders_per_chunk", mv->per_chunk);
+	mgmt_out_kv_u64(&o, "resends", mv->resends);
+	/* The symbol trades nowhere from OUT to the last switch. */
+	mgmt_out_kv_u64(&o, "pause_us", us(mv->t_out_sent, mv->t_switch_ok));
+	mgmt_out_key(&o, "phases_us");
+	mgmt_out_obj_begin(&o);
+	mgmt_out_kv_u64(&o, "copy", us(mv->t_begin, mv->t_copied));
+	mgmt_out_kv_u64(&o, "freeze", us(mv->t_out_sent, mv->t_out_ok));
+	mgmt_out_kv_u64(&o, "export", us(mv->t_out_ok, mv->t_book));
+	mgmt_out_kv_u64(&o, "delta", us(mv->t_book, mv->t_chunks_ok));
+	mgmt_out_kv_u64(&o, "ready", us(mv->t_out_ok, mv->t_ready));
+	mgmt_out_kv_u64(&o, "open", us(mv->t_out_sent, mv->t_in_ok));
+	mgmt_out_kv_u64(&o, "switch", us(mv->t_in_ok, mv->t_switch_ok));
+	mgmt_out_kv_u64(&o, "drop", us(mv->t_switch_ok, mv->t_done));
+	mgmt_out_obj_end(&o);
+	mgmt_out_obj_end(&o);
+	if (o.overflow)
+		mgmt_reply_err(m->srv, mv->token, "too_large", "result does not fit");
+	else
+		mgmt_reply_ok(m->srv, mv->token, m->result);
+	APP_LOG(INFO, "symbols move: symbol %u from ME shard %u to %u: %u orders (%u copied, "
+		"%u chunks), pause %" PRIu64 " us (move %" PRIu64 ")", mv->symbol, mv->from,
+		mv->to, mv->v.count, mv->copied, mv->chunks, us(mv->t_out_sent, mv->t_switch_ok),
+		mv->move_id);
+	mv->active = false;
+}
+
+static void
+reply_err(struct app_mgmt *m, const char *code, const char *msg)
+{
+	struct app_move *mv = m->move;
+	APP_LOG(WARNING, "symbols move: symbol %u from ME shard %u to %u (move %" PRIu64
+		"): %s: %s", mv->symbol, mv->from, mv->to, mv->move_id, code, msg);
+	mgmt_reply_err(m->srv, mv->token, code, msg);
+	mv->active = false;
+}
+
+/* A refusal before IN: undo (M first: what it installed; then F, if frozen: trade
+ * again). */
+static void
+abort_move(struct app_mgmt *m, const char *code, const char *msg)
+{
+	struct app_move *mv = m->move;
+	snprintf(mv->err_code, sizeof(mv->err_code), "%s", code);
+	snprintf(mv->err, sizeof(mv->err), "%.300s", msg);
+	mv->step = MV_ABORT_M;
+	mv->retry_ns = dp_clock_ns(); /* once nothing else of ours is out */
+}
+
+/* A refusal's reason, else the status's code as the control socket names it. */
+static const char *
+status_name(const struct app_cmd *c)
+{
+	return c->status == APP_CMD_REJECTED ? wire_reason_name(c->reason)
+					     : app_mgmt_status_code(c->status);
+}
+
+/* An answer that says nothing was decided (or that the outcome is unknown): send again. */
+static bool
+transient(const struct app_cmd *c)
+{
+	return c->status == APP_CMD_NOT_LEADER || c->status == APP_CMD_LOST ||
+	       c->status == APP_CMD_TIMEOUT || c->status == APP_CMD_BUSY;
+}
+
+/* Room for a book view of `count` orders, and some growth. */
+static size_t
+book_cap(uint32_t count)
+{
+	return sizeof(struct app_move_view) +
+	       ((size_t)count + count / 4 + 64) * sizeof(struct wire_book_order);
+}
+
+static void
+on_view_copy(struct app_mgmt *m, const struct app_move_view *v, uint64_t now)
+{
+	struct app_move *mv = m->move;
+	if (!v->known || v->me_shard != mv->from) {
+		char msg[160];
+		snprintf(msg, sizeof(msg), "symbol %u is not on ME shard %u here (owner: %u); name "
+			 "its ME shard with --from", mv->symbol, mv->from, v->me_shard);
+		reply_err(m, v->known ? "bad_argument" : "unknown_symbol", msg);
+		return;
+	}
+	if (v->n < v->count) {
+		mv->view_cap = book_cap(v->count); /* the book outgrew the room */
+		mv->view_ns = now;
+		return;
+	}
+	free(mv->copy);
+	mv->copy = malloc(((size_t)v->n + 1) * sizeof(*mv->copy));
+	if (mv->copy == NULL) {
+		reply_err(m, "internal", "out of memory for the book");
+		return;
+	}
+	memcpy(mv->copy, v + 1, (size_t)v->n * sizeof(*mv->copy));
+	mv->copied = v->n;
+	for (uint32_t i = 0; i < mv->copied; i++)
+		mv->copy[i].op = WIRE_BOOK_ADD;
+	if (ops_append(mv, mv->copy, mv->copied, true) != 0) {
+		reply_err(m, "internal", "out of memory for the book");
+		return;
+	}
+	/* The copy's pace is the log's: give the deadline a commit's worth per chunk. */
+	mv->deadline_ns += (uint64_t)mv->chunks * 5000000;
+	mv->v = *v; /* the symbol's config, for PREP */
+	mv->step = MV_PREP;
+	send_step(m);
+}
+
+static void
+on_view_frozen(struct app_mgmt *m, const struct app_move_view *v, uint64_t now)
+{
+	struct app_move *mv = m->move;
+	if (v->move_id == mv->move_id && v->role == ME_MOVE_SOURCE &&
+	    v->phase == ME_MOVE_FINISHED) {
+		/* F dropped the book already: a run before this one went past IN and the
+		 * switch may not have reached every OMS shard. Finish from there. */
+		mv->v = *v;
+		mv->step = MV_SWITCH;
+		send_step(m);
+		return;
+	}
+	if (v->move_id != mv->move_id || v->role != ME_MOVE_SOURCE || v->phase != ME_MOVE_FROZEN) {
+		mv->view_ns = now + VIEW_RETRY_NS; /* this replica has not applied OUT yet */
+		return;
+	}
+	if (v->peer != mv->to) {
+		char msg[200];
+		snprintf(msg, sizeof(msg), "symbol %u is being moved to ME shard %u by move %" PRIu64
+			 "; run the command with --to %u to finish it", mv->symbol, v->peer,
+			 mv->move_id, v->peer);
+		reply_err(m, "conflict", msg);
+		return;
+	}
+	if (mv->step == MV_EXPORT) {
+		if (v->n < v->count) {
+			mv->view_cap = book_cap(v->count);
+			mv->view_ns = now;
+			return;
+		}
+		mv->v = *v;
+		mv->t_book = now;
+		if (mv->to_switch) {
+			mv->step = MV_SWITCH;
+			send_step(m);
+			return;
+		}
+		if (diff_append(mv, (const void *)(v + 1), v->n) != 0) {
+			abort_move(m, "internal", "out of memory for the book");
+			return;
+		}
+		mv->step = MV_CHUNKS;
+		send_chunks(m);
+	}
+	if (v->ready && !mv->ready) {
+		mv->ready = true;
+		mv->t_ready = now;
+	}
+	if (!mv->ready)
+		mv->view_ns = now + VIEW_RETRY_NS;
+}
+
+static void
+on_view(struct app_mgmt *m, const struct app_cmd *c, uint32_t step)
+{
+	struct app_move *mv = m->move;
+	mv->view_out = false;
+	uint64_t now = dp_clock_ns();
+	if (step != mv->step)
+		return; /* the step moved on (or aborts): this view says nothing any more */
+	if (c->status != APP_CMD_OK || c->out_len < sizeof(struct app_move_view)) {
+		mv->view_ns = now + RETRY_NS;
+		return;
+	}
+	const struct app_move_view *v = (const void *)c->out;
+	if (step == MV_COPY)
+		on_view_copy(m, v, now);
+	else
+		on_view_frozen(m, v, now);
+}
+
+static void
+on_chunk(struct app_mgmt *m, const struct app_cmd *c, uint32_t seq)
+{
+	struct app_move *mv = m->move;
+	CHECK(mv->chunks_out > 0);
+	mv->chunks_out--;
+	if (mv->step != MV_COPY_CHUNKS && mv->step != MV_CHUNKS)
+		return; /* aborting */
+	if (c->status == APP_CMD_OK) {
+		if (c->value > mv->m_next)
+			mv->m_next = (uint32_t)RTE_MIN(c->value, (uint64_t)mv->chunks);
+		return;
+	}
+	if (c->status == APP_CMD_REJECTED && seq == 0 && c->reason == WIRE_REASON_CONFLICT &&
+	    !mv->stale_aborted && c->value != 0 && c->value != mv->move_id) {
+		/* M holds the install of an earlier move a driver left: drop it, start again. */
+		struct wire_symbol_move s;
+		move_msg(mv, &s, WIRE_MOVE_ABORT, mv->from);
+		s.move_id = c->value;
+		mv->stale_aborted = true;
+		if (mv_propose(m, mv->to, &s, sizeof(s), 0, TAG(MV_STALE, 0)) == 0)
+			mv->chunks_out++; /* counted as a chunk: the window restarts after it */
+		mv->sent_next = 0;
+		return;
+	}
+	if (c->status == APP_CMD_REJECTED && c->value < seq) {
+		/* A gap (an earlier chunk not applied): M names the one it takes next. */
+		if (mv->sent_next > c->value)
+			mv->sent_next = (uint32_t)c->value;
+		mv->resends++;
+		return;
+	}
+	if (c->status == APP_CMD_REJECTED) {
+		char msg[200];
+		snprintf(msg, sizeof(msg), "ME shard %u refused chunk %u of the book: %s; the move "
+			 "is undone", mv->to, seq, wire_reason_name(c->reason));
+		abort_move(m, "rejected", msg);
+		return;
+	}
+	/* Outcome unknown or nothing done: from the first chunk M has not taken. */
+	if (mv->sent_next > mv->m_next)
+		mv->sent_next = mv->m_next;
+	mv->resends++;
+}
+
+/* The answers of IN and of the switches (MV_IN: both out at once; MV_SWITCH: a resumed
+ * move's switch; MV_UNSWITCH: every OMS shard back to F after M refused IN). */
+static void
+on_open(struct app_mgmt *m, const struct app_cmd *c, uint32_t tag_step, uint32_t n)
+{
+	struct app_move *mv = m->move;
+	uint64_t now = dp_clock_ns();
+	bool in = tag_step == MV_IN;
+	if (in)
+		mv->in_out = false;
+	else
+		mv->oms_out[n] = false;
+	/* A switch of the step before (the unswitch started while one was out): its answer
+	 * says nothing of where the shard stands now; the unswitch goes there regardless. */
+	if ((tag_step == MV_UNSWITCH) != (mv->step == MV_UNSWITCH) ||
+	    (mv->step != MV_IN && mv->step != MV_SWITCH && mv->step != MV_UNSWITCH))
+		return;
+	if (transient(c)) {
+		mv->resends++;
+		mv->retry_ns = now + RETRY_NS;
+		return;
+	}
+	char msg[512];
+	if (in && c->status != APP_CMD_OK) {
+		/* M would not open it: every OMS shard goes back to F, then the move is undone. */
+		snprintf(mv->err, sizeof(mv->err), "ME shard %u refused to open the book: %s; the "
+			 "move is undone", mv->to, status_name(c));
+		snprintf(mv->err_code, sizeof(mv->err_code), "rejected");
+		mv->step = MV_UNSWITCH;
+		memset(mv->oms_ok, 0, sizeof(mv->oms_ok));
+		mv->retry_ns = now; /* once the switches out are back */
+		return;
+	}
+	if (in) {
+		mv->in_ok = true;
+		mv->t_in_ok = now;
+	} else if (c->status == APP_CMD_OK ||
+		   (c->status == APP_CMD_REJECTED && c->reason == WIRE_REASON_UNKNOWN_SYMBOL)) {
+		mv->oms_ok[n] = true; /* (an OMS shard that never knew the symbol routes nothing) */
+	} else if (mv->step == MV_UNSWITCH) {
+		snprintf(msg, sizeof(msg), "%s; and OMS shard %u refused the route back to ME shard "
+			 "%u: %s", mv->err, mv->oms.shard[n], mv->from, status_name(c));
+		reply_err(m, mv->err_code, msg);
+		return;
+	} else {
+		snprintf(msg, sizeof(msg), "OMS shard %u refused the new route: %s; run the "
+			 "command again to finish the move", mv->oms.shard[n], status_name(c));
+		reply_err(m, "incomplete", msg);
+		return;
+	}
+	if (mv->step == MV_IN && !mv->in_ok)
+		return;
+	for (uint32_t i = 0; i < mv->oms.n; i++)
+		if (!mv->oms_ok[i])
+			return;
+	if (mv->step == MV_UNSWITCH) {
+		mv->step = MV_ABORT_M;
+		send_step(m);
+		return;
+	}
+	mv->t_switch_ok = now;
+	mv->step = MV_DONE;
+	send_step(m);
+}
+
+static void
+on_step(struct app_mgmt *m, const struct app_cmd *c, uint32_t step, uint32_t n)
+{
+	struct app_move *mv = m->move;
+	uint64_t now = dp_clock_ns();
+	if (step == MV_IN || step == MV_SWITCH || step == MV_UNSWITCH) {
+		on_open(m, c, step, n);
+		return;
+	}
+	if (step != mv->step)
+		return; /* a late answer of a step already over */
+	if (transient(c)) {
+		mv->resends++;
+		mv->retry_ns = now + RETRY_NS;
+		return;
+	}
+	char msg[512];
+	switch (step) {
+	case MV_PREP:
+		if (c->status == APP_CMD_OK) {
+			mv->step = MV_COPY_CHUNKS;
+			send_chunks(m);
+			return;
+		}
+		snprintf(msg, sizeof(msg), "ME shard %u refused the symbol's config: %s; nothing "
+			 "changed", mv->to, status_name(c));
+		reply_err(m, "rejected", msg);
+		return;
+	case MV_OUT:
+		if (c->status == APP_CMD_OK) {
+			mv->t_out_ok = now;
+			mv->step = MV_EXPORT;
+			mv->view_cap = book_cap(mv->copied);
+			mv->view_ns = now;
+			return;
+		}
+		if (c->status == APP_CMD_REJECTED && c->reason == WIRE_REASON_CONFLICT &&
+		    c->value != 0) {
+			/* F has this symbol frozen by an earlier run: finish that move. What M
+			 * installed of it is dropped first and the frozen book copied whole. */
+			mv->move_id = c->value;
+			mv->resumed = true;
+			mv->t_out_ok = now;
+			mv->step = MV_RESUME;
+			send_step(m);
+			return;
+		}
+		snprintf(msg, sizeof(msg), "ME shard %u refused to give the symbol up: %s; the move "
+			 "is undone", mv->from, status_name(c));
+		/* Nothing is frozen: only M's copy is dropped. */
+		abort_move(m, c->status == APP_CMD_REJECTED &&
+					      c->reason == WIRE_REASON_UNKNOWN_SYMBOL
+				      ? "unknown_symbol"
+				      : "rejected",
+			   msg);
+		return;
+	case MV_RESUME:
+		ops_clear(mv);
+		mv->step = MV_EXPORT;
+		mv->view_cap = book_cap(1024);
+		mv->view_ns = now;
+		if (c->status == APP_CMD_REJECTED && c->reason == WIRE_REASON_TOO_LATE)
+			mv->to_switch = true; /* M opened it already */
+		else if (c->status != APP_CMD_OK) {
+			snprintf(msg, sizeof(msg), "resuming move %" PRIu64 ": ME shard %u: %s",
+				 mv->move_id, mv->to, status_name(c));
+			reply_err(m, "rejected", msg);
+		}
+		return;
+	case MV_DONE:
+		if (c->status == APP_CMD_OK) {
+			mv->t_done = now;
+			reply_ok(m);
+			return;
+		}
+		snprintf(msg, sizeof(msg), "ME shard %u did not drop its frozen copy: %s; the "
+			 "symbol trades on ME shard %u; run the command again to finish",
+			 mv->from, status_name(c), mv->to);
+		reply_err(m, "incomplete", msg);
+		return;
+	case MV_ABORT_M:
+		if (c->status == APP_CMD_OK) {
+			if (mv->t_out_ok == 0) { /* F was never frozen */
+				reply_err(m, mv->err_code, mv->err);
+				return;
+			}
+			mv->step = MV_ABORT_F;
+			send_step(m);
+			return;
+		}
+		snprintf(msg, sizeof(msg), "%s; and ME shard %u refused to drop what it installed "
+			 "(%s)", mv->err, mv->to, status_name(c));
+		reply_err(m, mv->err_code, msg);
+		return;
+	case MV_ABORT_F:
+		if (c->status == APP_CMD_OK) {
+			reply_err(m, mv->err_code, mv->err);
+			return;
+		}
+		snprintf(msg, sizeof(msg), "%s; and ME shard %u refused to unfreeze the book "
+			 "(%s)", mv->err, mv->from, status_name(c));
+		reply_err(m, mv->err_code, msg);
+		return;
+	default:
+		return;
+	}
+}
+
+static void
+mv_done(struct app_mgmt *m, const struct app_cmd *c, void *owner, uint64_t tag)
+{
+	struct app_move *mv = owner;
+	CHECK(mv == m->move);
+	CHECK(mv->out_cmds > 0);
+	mv->out_cmds--;
+	if (!mv->active)
+		return; /* answered already (a refusal); the rest drains */
+	uint32_t step = TAG_STEP(tag);
+	if (step == MV_VIEW)
+		on_view(m, c, TAG_N(tag));
+	else if (step == MV_CHUNK)
+		on_chunk(m, c, TAG_N(tag));
+	else if (step == MV_STALE)
+		mv->chunks_out--; /* the stale install's abort; chunks start again */
+	else
+		on_step(m, c, step, TAG_N(tag));
+}
+
+void
+app_mgmt_move_poll(struct app_mgmt *m)
+{
+	struct app_move *mv = m->move;
+	if (mv == NULL || !mv->active)
+		return;
+	uint64_t now = dp_clock_ns();
+	if (now > mv->deadline_ns) {
+		char msg[512];
+		if ((mv->step == MV_IN && mv->in_ok) || mv->step == MV_SWITCH ||
+		    mv->step == MV_DONE)
+			snprintf(msg, sizeof(msg), "ME shard %u owns the symbol, but the move did not "
+				 "finish in time (step %s); run the command again to finish it",
+				 mv->to, mv->step == MV_DONE ? "drop" : "switch");
+		else if (mv->step >= MV_UNSWITCH)
+			snprintf(msg, sizeof(msg), "%s; the abort did not finish in time: run the "
+				 "command again (it resumes the move)", mv->err);
+		else if (mv->t_out_sent == 0)
+			snprintf(msg, sizeof(msg), "the copy of the book did not reach ME shard %u in "
+				 "time (%u of %u chunks taken); nothing is frozen, ME shard %u still "
+				 "trades it; a copy left on %u is dropped by the next move", mv->to,
+				 mv->m_next, mv->chunks, mv->from, mv->to);
+		else
+			snprintf(msg, sizeof(msg), "the move did not reach IN in time (step %u, %u of "
+				 "%u chunks taken, %s); the book stays frozen on ME shard %u: run the "
+				 "command again to finish it", mv->step, mv->m_next, mv->chunks,
+				 mv->ready ? "ready" : "events not all acknowledged", mv->from);
+		reply_err(m, "timeout", msg);
+		return;
+	}
+	bool viewing = mv->step == MV_COPY || mv->step == MV_EXPORT ||
+		       (mv->step == MV_CHUNKS && !mv->ready);
+	if (viewing && !mv->view_out && mv->view_ns != 0 && now >= mv->view_ns)
+		send_view(m);
+	if (mv->step == MV_COPY_CHUNKS || mv->step == MV_CHUNKS) {
+		if (mv->retry_ns == 0 || now >= mv->retry_ns) {
+			mv->retry_ns = 0;
+			if (mv->chunks_out == 0 && mv->sent_next == mv->chunks &&
+			    mv->m_next < mv->chunks)
+				mv->sent_next = mv->m_next; /* answers lost: from M's next */
+			send_chunks(m);
+		}
+		if (mv->m_next < mv->chunks || mv->chunks_out > 0)
+			return;
+		if (mv->step == MV_COPY_CHUNKS) {
+			mv->t_copied = now;
+			mv->step = MV_OUT;
+			send_step(m);
+			return;
+		}
+		if (mv->t_chunks_ok == 0)
+			mv->t_chunks_ok = now;
+		if (mv->ready) {
+			mv->step = MV_IN;
+			send_step(m);
+		}
+		return;
+	}
+	if (mv->step >= MV_UNSWITCH && mv->retry_ns != 0 && now >= mv->retry_ns) {
+		if (mv->out_cmds > 0)
+			return; /* commands still out: undo once they are back */
+		send_step(m);
+		return;
+	}
+	if (mv->retry_ns != 0 && now >= mv->retry_ns)
+		send_step(m);
+}
+
+/* symbols move --symbol S --to M [--from F] [--timeout-ms N]: the handler. */
+int
+app_mgmt_symbols_move(struct app_mgmt_call *a, uint32_t variant)
+{
+	(void)variant;
+	static const char *const names[] = {"symbol", "to", "from", NULL};
+	struct app_mgmt *m = a->mgmt;
+	const struct app *app = m->app;
+	uint64_t sym, to, from, tmo = MOVE_TIMEOUT_MS;
+	if (app_mgmt_args_known(a, names) != 0 ||
+	    app_mgmt_arg_u64(a, "symbol", true, 1, UINT32_MAX, &sym) ||
+	    app_mgmt_arg_u64(a, "to", true, 0, DP_SHARDS_MAX - 1, &to) ||
+	    app_mgmt_arg_u64(a, "timeout_ms", false, 1, 600000, &tmo))
+		return -EINVAL;
+	uint16_t old;
+	if (app_mgmt_arg_present(a, "from")) {
+		if (app_mgmt_arg_u64(a, "from", true, 0, DP_SHARDS_MAX - 1, &from) != 0)
+			return -EINVAL;
+		old = (uint16_t)from;
+	} else {
+		int rc = app_mgmt_symbol_me_shard(a, sym, &old);
+		if (rc != 0)
+			return rc;
+	}
+	uint16_t ids[2] = {old, (uint16_t)to};
+	if (app_mgmt_shards_check(a, ids, 2, APP_SERVICE_ME) != 0)
+		return -EINVAL;
+	if (old == to) {
+		snprintf(a->err, a->cap, "bad_argument: symbol %" PRIu64 " is already on ME shard %u",
+			 sym, old);
+		return -EINVAL;
+	}
+	if (old == 0 || to == 0) {
+		/* An event names the ME shard that emitted it, 0 meaning "a build before live
+		 * moves" (wire_me_event.me_shard): shard 0's events cannot be told apart. */
+		snprintf(a->err, a->cap, "bad_argument: ME shard 0 cannot take part in a live move "
+			 "(its events are not told apart from an older build's); number ME shards "
+			 "from 1");
+		return -EINVAL;
+	}
+	bool local = false;
+	if (app_mgmt_arg_bool(a, "local", &local) != 0)
+		return -EINVAL;
+	if (local) {
+		snprintf(a->err, a->cap, "bad_argument: a move spans shards led anywhere; --local "
+			 "does not apply");
+		return -EINVAL;
+	}
+	if (app->shard_index[old] < 0) {
+		snprintf(a->err, a->cap, "not_hosted: the move reads the frozen book from a replica "
+			 "of ME shard %u, which this node does not host; run it on a node that does",
+			 old);
+		return -ENOENT;
+	}
+	if (a->req->token == 0)
+		return MGMT_PENDING; /* the server answers busy itself */
+	if (app_mgmt_move_active(m)) {
+		snprintf(a->err, a->cap, "busy: symbol %u is being moved by this node; one move at "
+			 "a time", m->move->symbol);
+		return -EBUSY;
+	}
+	if (m->move == NULL) {
+		m->move = calloc(1, sizeof(*m->move));
+		if (m->move == NULL) {
+			snprintf(a->err, a->cap, "internal: out of memory");
+			return -ENOMEM;
+		}
+	}
+	struct app_move *mv = m->move;
+	if (mv->out_cmds > 0) {
+		snprintf(a->err, a->cap, "busy: the last move's commands are still out; try again");
+		return -EBUSY;
+	}
+	mv_reset(mv);
+	mv->active = true;
+	mv->token = a->req->token;
+	mv->symbol = (uint32_t)sym;
+	mv->from = old;
+	mv->to = (uint16_t)to;
+	mv->move_id = app_mgmt_fwd_id_next(m);
+	mv->per_chunk = orders_per_chunk(app);
+	if (mv->per_chunk == 0) {
+		mv->active = false;
+		snprintf(a->err, a->cap, "internal: the MTU leaves no room for a book chunk");
+		return -EINVAL;
+	}
+	app_mgmt_targets_oms(app, &mv->oms);
+	mv->t_begin = dp_clock_ns();
+	mv->deadline_ns = mv->t_begin + tmo * 1000000;
+	mv->step = MV_COPY;
+	mv->view_cap = book_cap(4096);
+	mv->view_ns = mv->t_begin;
+	send_view(m);
+	return MGMT_PENDING;
+}
