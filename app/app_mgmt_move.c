@@ -938,7 +938,10 @@ mv_done(struct app_mgmt *m, const struct app_cmd *c, void *owner, uint64_t tag)
 		mv->chunks_out--; /* the stale install's abort; chunks start again */
 	else
 		on_step(m, c, step, TAG_N(tag));
+	/* The next step goes out with this answer, not at the next poll. */
+	app_mgmt_move_poll(m);
 }
+
 
 void
 app_mgmt_move_poll(struct app_mgmt *m)

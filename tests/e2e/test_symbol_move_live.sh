@@ -179,6 +179,17 @@ assert src["me_shard"] == 4 and src["resting"] == 0 and not src["bids"] and not 
 PY
 done
 log "books: ME shard 4 holds symbol 1's book on every node; shard 3 holds none of it"
+# Refusals, each naming what is wrong, nothing changed.
+refused() { # WANT ARGS...: omsctl refuses with WANT in its message
+	local want=$1 rc=0
+	shift
+	OUT=$("$OMSCTL" --socket "$TMP/$MOVER/omsd.sock" "$@" 2>&1) || rc=$?
+	[ "$rc" -ne 0 ] && grep -q "$want" <<<"$OUT" || fail "omsctl $*: exit $rc, want '$want': $OUT"
+}
+refused "already on ME shard 4" symbols move --symbol 1 --from 4 --to 4
+refused "is not on ME shard 3 here (owner: 4)" symbols move --symbol 1 --from 3 --to 4
+refused "unknown_symbol" symbols move --symbol 99 --from 3 --to 4
+refused "ME shard 0 cannot take part" symbols move --symbol 1 --from 4 --to 0
 
 # 4. And back, while symbol 1 itself trades (orders rest, fill and are cancelled between the
 # copy and the freeze: the difference goes over as REMOVE, UPDATE and ADD): ME shard 4 checks
@@ -236,8 +247,21 @@ sleep 1
 # Every user is resident (no database: nothing is evicted); the pages of both OMS shards.
 e2e_users_pages "$TMP/$MOVER/omsd.sock" "$TMP/users.json" 1 2
 N=$((SEED_USERS + 2 * LOAD_USERS))
-"$PY" "$E2E_DIR/e2e_users_money.py" "$TMP/users.json" $((N * 1000000000)) $((N * 1000000000000)) "$N" ||
-	fail "money after the move"
+if ! "$PY" "$E2E_DIR/e2e_users_money.py" "$TMP/users.json" $((N * 1000000000)) \
+	$((N * 1000000000000)) "$N" >"$TMP/money.err" 2>&1; then
+	bad=$(grep -o 'user [0-9]*' "$TMP/money.err" | head -n 1 | cut -d' ' -f2)
+	if [ -n "$bad" ]; then
+		for n in 1 2 3; do
+			"$OMSCTL" --socket "$TMP/$n/omsd.sock" --json users show --user "$bad" \
+				>"$TMP/user-$bad-$n.json" 2>&1 || true
+		done
+		log "user $bad on node 1: $(cut -c1-3000 "$TMP/user-$bad-1.json")"
+		for n in 1 2 3; do
+			"$OMSCTL" --socket "$TMP/$n/omsd.sock" --json stats >"$TMP/stats-$n.json" 2>&1 || true
+		done
+	fi
+	fail "money after the move: $(cat "$TMP/money.err")"
+fi
 log "money: $N users, deposits exact, nothing reserved"
 
 "$PY" - "$MOVE" "$PROBE" <<'PY'

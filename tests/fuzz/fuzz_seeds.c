@@ -140,6 +140,29 @@ wire_seeds(char **argv)
 	fa.fwd_id = 3, fa.tail_len = sizeof(lt);
 	wire_builder_add_tail(&b, &fa, &lt, sizeof(lt));
 	save(argv[1], "forwarded", wire_builder_finish(&b, NULL));
+
+	/* A live symbol move's steps (docs/me.md "Moving a symbol with its book"): OUT, a chunk
+	 * of two orders (an ADD and a REMOVE), IN. */
+	struct wire_symbol_move sm = {0};
+	wire_hdr_init(&sm.hdr, WIRE_SYMBOL_MOVE, 2);
+	sm.move_id = 9, sm.symbol = 1, sm.peer = 3, sm.phase = WIRE_MOVE_OUT;
+	struct wire_book_order bo[2];
+	memset(bo, 0, sizeof(bo));
+	bo[0].oid = wire_oid_make(1, 7, 1), bo[0].px = 100, bo[0].leaves = 2;
+	bo[0].side = WIRE_SIDE_BUY, bo[0].ord_type = WIRE_ORD_LIMIT, bo[0].tif = WIRE_TIF_GTC;
+	bo[0].stream = 1;
+	bo[1] = bo[0];
+	bo[1].oid = wire_oid_make(1, 7, 2), bo[1].op = WIRE_BOOK_REMOVE;
+	struct wire_book_chunk bc = {0};
+	wire_hdr_init(&bc.hdr, WIRE_BOOK_CHUNK, 3);
+	bc.move_id = 9, bc.symbol = 1, bc.seq = 0, bc.source = 2, bc.count = 2;
+	bc.tail_len = sizeof(bo);
+	wire_builder_init(&b, buf, sizeof(buf), 3);
+	wire_builder_add(&b, &sm);
+	wire_builder_add_tail(&b, &bc, bo, sizeof(bo));
+	sm.phase = WIRE_MOVE_IN, sm.count = 1, sm.hash = 1, sm.status = WIRE_SYM_TRADING;
+	wire_builder_add(&b, &sm);
+	save(argv[1], "move", wire_builder_finish(&b, NULL));
 }
 
 /* ---- snapshots of the small engine and shard (fuzz_state.c) ---- */
