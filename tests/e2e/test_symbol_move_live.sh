@@ -90,7 +90,7 @@ for s in json.loads(sys.argv[1])["result"]["shards"]:
 # 1. A deep book on symbol 1 (ME shard 3): omsload --rest, never crossing, nothing cancelled.
 log "seeding symbol 1: $SEED_USERS users"
 ip netns exec "$NS_C" "$OMSLOAD" --host "$NET.11" --users "$SEED_USERS" \
-	--first-user "$SEED_FIRST" --rest --symbols 1 --first-symbol 1 --rate 3000 --seconds 5 \
+	--first-user "$SEED_FIRST" --rest --symbols 1 --first-symbol 1 --rate 3000 --seconds 6 \
 	--seed 7 --mid 100 --drain-ms 20000 >"$TMP/seed.log" 2>&1 ||
 	{ cat "$TMP/seed.log"; fail "seeding: omsload exit $?"; }
 sed 's/^/    /' "$TMP/seed.log" | tail -n 4
