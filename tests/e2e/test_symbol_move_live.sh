@@ -26,7 +26,7 @@ need_root
 e2e_cluster_init osm 83 3
 e2e_cluster_net_up
 
-SEED_USERS=400
+SEED_USERS=500
 SEED_FIRST=10000
 LOAD_USERS=100
 LOAD_FIRST=20000
