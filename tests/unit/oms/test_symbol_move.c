@@ -99,6 +99,21 @@ last_report(const struct h *h)
 	return h_get(h, WIRE_EXEC_REPORT, n - 1);
 }
 
+/* An ADOPTED from F (seq 1) of a resting limit buy of 10 at 10: the fields the old owner's
+ * REBIND_TO_ME hands over (contra, contra_user, trade_id, notional) are the caller's. */
+static void
+adopted_msg(struct h *h, struct wire_me_event *e, struct wire_oid oid)
+{
+	h_event_msg(h, e, 1, oid, S_ETHUSD, WIRE_EV_ADOPTED);
+	e->me_shard = F;
+	e->side = WIRE_SIDE_BUY;
+	e->px = 10;
+	e->leaves_qty = 10;
+	e->liquidity = WIRE_ORD_LIMIT;
+	e->cause = WIRE_TIF_GTC;
+	e->reason = WIRE_STP_NONE;
+}
+
 /* Goal: after the switch, an event F emitted (me_shard = F) is sequenced on F's stream and
  * one M emitted on M's, each from its own seq; held events stay on their stream; an event
  * with me_shard 0 (an older build) takes the symbol's map entry as before; an out-of-range
@@ -373,14 +388,7 @@ Test(oms_symbol_move, adopted_after_switch_goes_to_target)
 	cr_assert(eq(u64, h_ctr(&H, OMS_C_ORDERS_REPOINTED), 0));
 	struct wire_oid oid = wire_oid_make(5, 9, 3);
 	struct wire_me_event e;
-	h_event_msg(&H, &e, 1, oid, S_ETHUSD, WIRE_EV_ADOPTED);
-	e.me_shard = F;
-	e.side = WIRE_SIDE_BUY;
-	e.px = 10;
-	e.leaves_qty = 10;
-	e.liquidity = WIRE_ORD_LIMIT;
-	e.cause = WIRE_TIF_GTC;
-	e.reason = WIRE_STP_NONE;
+	adopted_msg(&H, &e, oid);
 	e.contra.user = 1;        /* cl_ord_id */
 	e.contra.shard_seq = 10;  /* qty */
 	e.contra_user = 101;      /* reservation */
@@ -640,14 +648,7 @@ Test(oms_symbol_move, parked_adopted_applied_after_switch)
 
 	/* F's ADOPTED on shard 1's stream: the user is not there yet, it parks. */
 	struct wire_me_event e;
-	h_event_msg(&G, &e, 1, a, S_ETHUSD, WIRE_EV_ADOPTED);
-	e.me_shard = F;
-	e.side = WIRE_SIDE_BUY;
-	e.px = 10;
-	e.leaves_qty = 10;
-	e.liquidity = WIRE_ORD_LIMIT;
-	e.cause = WIRE_TIF_GTC;
-	e.reason = WIRE_STP_NONE;
+	adopted_msg(&G, &e, a);
 	e.contra.user = rb.cl_ord_id;
 	e.contra.shard_seq = (uint64_t)rb.qty;
 	e.contra_user = (uint64_t)rb.reserved;
