@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "app_mgmt_int.h"
 #include "common/check.h"
@@ -222,11 +223,7 @@ ops_clear(struct app_move *mv)
 static uint32_t
 oid_slot(const struct wire_oid *o, uint32_t bits)
 {
-	uint64_t k = o->user * UINT64_C(0x9e3779b97f4a7c15) ^ o->shard_seq;
-	k ^= k >> 33;
-	k *= UINT64_C(0xff51afd7ed558ccd);
-	k ^= k >> 33;
-	return (uint32_t)(k >> (64 - bits));
+	return (uint32_t)(XXH3_64bits(o, sizeof(*o)) >> (64 - bits));
 }
 
 /* The difference between the copy M holds and the frozen book fz[0, n) (both in export

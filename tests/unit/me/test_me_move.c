@@ -48,23 +48,15 @@ on(struct me *e, const void *msg)
 	me_apply(e, fx_now, msg, &fx_sink);
 }
 
+/* The fixture's SYMBOL_CONFIG (tick 10, lot 1, min qty 1), on any engine. */
 static uint16_t
 config_on(struct me *e, uint32_t sym, uint16_t owner)
 {
-	struct wire_symbol_config c;
-	memset(&c, 0, sizeof(c));
-	wire_hdr_init(&c.hdr, WIRE_SYMBOL_CONFIG, 0);
-	c.symbol = sym;
-	c.base_asset = 1;
-	c.quote_asset = 2;
-	c.me_shard = owner;
-	c.status = WIRE_SYM_TRADING;
-	c.tick = 10;
-	c.lot = 1;
-	c.min_qty = 1;
-	c.base_unit = 1;
-	on(e, &c);
-	return fx_admin()->reason;
+	struct me *keep = fx_me;
+	fx_me = e;
+	uint16_t r = fx_config(sym, 10, 1, 1, 0, 1, 0, 0, owner);
+	fx_me = keep;
+	return r;
 }
 
 static struct me *
@@ -1309,6 +1301,16 @@ Test(me_move, hash_covers_order_and_fields)
 
 /* ---- a copy made while the book trades, then the difference ---- */
 
+/* Index of oid in a[0, n), or -1. */
+static int
+index_of(const struct wire_book_order *a, int n, struct wire_oid oid)
+{
+	for (int i = 0; i < n; i++)
+		if (wire_oid_eq(a[i].oid, oid))
+			return i;
+	return -1;
+}
+
 /* ops[0, n) into M as chunks of `per` from chunk `seq`; returns the next seq. */
 static uint32_t
 send_ops(uint64_t id, uint32_t seq, const struct wire_book_order *ops, uint32_t n, uint32_t per)
@@ -1362,20 +1364,14 @@ Test(me_move, copy_then_difference)
 	cr_assert_gt(nf, 0);
 	uint32_t nd = 0, adds = 0, updates = 0, removes = 0;
 	for (int i = 0; i < nc; i++) {
-		bool found = false;
-		for (int j = 0; j < nf && !found; j++)
-			found = wire_oid_eq(copy[i].oid, fz[j].oid);
-		if (!found) {
+		if (index_of(fz, nf, copy[i].oid) < 0) {
 			diff[nd] = copy[i];
 			diff[nd++].op = WIRE_BOOK_REMOVE;
 			removes++;
 		}
 	}
 	for (int j = 0; j < nf; j++) {
-		int k = -1;
-		for (int i = 0; i < nc && k < 0; i++)
-			if (wire_oid_eq(copy[i].oid, fz[j].oid))
-				k = i;
+		int k = index_of(copy, nc, fz[j].oid);
 		if (k >= 0 && memcmp(&copy[k], &fz[j], sizeof(fz[j])) != 0) {
 			diff[nd] = fz[j];
 			diff[nd++].op = WIRE_BOOK_UPDATE;
@@ -1383,10 +1379,7 @@ Test(me_move, copy_then_difference)
 		}
 	}
 	for (int j = 0; j < nf; j++) {
-		bool found = false;
-		for (int i = 0; i < nc && !found; i++)
-			found = wire_oid_eq(copy[i].oid, fz[j].oid);
-		if (!found) {
+		if (index_of(copy, nc, fz[j].oid) < 0) {
 			diff[nd] = fz[j];
 			diff[nd++].op = WIRE_BOOK_ADD;
 			adds++;

@@ -57,6 +57,17 @@ ev_on(struct h *h, uint16_t ms, uint64_t seq, struct wire_oid oid, uint8_t event
 	h_apply(h, &e);
 }
 
+/* User 7's buy of 10 at 10 (clientOrderId 1), accepted and resting on F (stream seqs 1, 2). */
+static struct wire_oid
+rest_on_f(struct h *h)
+{
+	h_limit(h, 7, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 10);
+	struct wire_oid a = h_last_ack_oid(h);
+	ev_on(h, F, 1, a, WIRE_EV_ACCEPTED, 0, 0, 10, 0);
+	ev_on(h, F, 2, a, WIRE_EV_RESTED, 10, 10, 10, 0);
+	return a;
+}
+
 /* The routing switch: S_ETHUSD's SYMBOL_CONFIG (as h_std_symbols) with me_shard = ms. */
 static void
 switch_to(struct h *h, uint16_t ms)
@@ -123,10 +134,7 @@ adopted_msg(struct h *h, struct wire_me_event *e, struct wire_oid oid)
  * order, then an event without me_shard; check each stream's next seq after each step. */
 Test(oms_symbol_move, events_sequenced_on_the_emitting_shard)
 {
-	h_limit(&H, 7, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 10);
-	struct wire_oid a = h_last_ack_oid(&H);
-	ev_on(&H, F, 1, a, WIRE_EV_ACCEPTED, 0, 0, 10, 0);
-	ev_on(&H, F, 2, a, WIRE_EV_RESTED, 10, 10, 10, 0);
+	struct wire_oid a = rest_on_f(&H);
 	h_limit(&H, 7, 2, S_ETHUSD, WIRE_SIDE_BUY, 10, 10);
 	struct wire_oid b = h_last_ack_oid(&H);
 	h_limit(&H, 7, 3, S_ETHUSD, WIRE_SIDE_BUY, 10, 10);
@@ -410,10 +418,7 @@ Test(oms_symbol_move, adopted_after_switch_goes_to_target)
  * seq past what was applied; check where the REPLAY_REQUEST goes. */
 Test(oms_symbol_move, me_result_checked_on_the_record_shard)
 {
-	h_limit(&H, 7, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 10);
-	struct wire_oid a = h_last_ack_oid(&H);
-	ev_on(&H, F, 1, a, WIRE_EV_ACCEPTED, 0, 0, 10, 0);
-	ev_on(&H, F, 2, a, WIRE_EV_RESTED, 10, 10, 10, 0);
+	struct wire_oid a = rest_on_f(&H);
 	h_limit(&H, 7, 2, S_ETHUSD, WIRE_SIDE_BUY, 10, 10);
 	struct wire_oid b = h_last_ack_oid(&H);
 	switch_to(&H, M);
@@ -588,10 +593,7 @@ take_rebind(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 Test(oms_symbol_move, moving_order_rebinds_to_target)
 {
 	route(&H, 1, 0);
-	h_limit(&H, 7, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 10);
-	struct wire_oid a = h_last_ack_oid(&H);
-	ev_on(&H, F, 1, a, WIRE_EV_ACCEPTED, 0, 0, 10, 0);
-	ev_on(&H, F, 2, a, WIRE_EV_RESTED, 10, 10, 10, 0);
+	struct wire_oid a = rest_on_f(&H);
 	route(&H, 2, 1);
 	h_cancel(&H, 7, 2, 1);
 	cr_assert(eq(u16, h_last_nak(&H), WIRE_REASON_NOT_OWNER));
@@ -632,10 +634,7 @@ Test(oms_symbol_move, parked_adopted_applied_after_switch)
 	h_std_symbols(&G);
 	route(&H, 1, 0);
 	route(&G, 1, 0);
-	h_limit(&H, 7, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 10);
-	struct wire_oid a = h_last_ack_oid(&H);
-	ev_on(&H, F, 1, a, WIRE_EV_ACCEPTED, 0, 0, 10, 0);
-	ev_on(&H, F, 2, a, WIRE_EV_RESTED, 10, 10, 10, 0);
+	struct wire_oid a = rest_on_f(&H);
 	route(&H, 2, 1);
 	route(&G, 2, 1);
 	h_cancel(&H, 7, 2, 1);
