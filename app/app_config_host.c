@@ -22,6 +22,7 @@ static const struct dp_idle_policy idle_default = {
 	.mode = DP_IDLE_SLEEP,
 	.spins = 200,
 	.sleep_us_max = 200,
+	.sleep_us_min = 50,
 };
 
 void

@@ -95,6 +95,13 @@ struct app_move {
 	/* The copy (before the freeze): every order sent as an ADD, in export order. */
 	struct wire_book_order *copy;
 	uint32_t copied;
+	/* The copy's orderIds hashed (open addressing, copy index + 1, 0: empty) and the
+	 * difference's room, made with the copy so the pause only looks up and compares. */
+	uint32_t *slot;
+	uint32_t slot_bits;
+	bool *seen;
+	struct wire_book_order *dbuf;     /* [3 * dbuf_cap]: removes + updates, updates, adds */
+	uint32_t dbuf_cap;
 	/* Everything sent to M, in chunk order, and where each chunk starts. */
 	struct wire_book_order *ops;
 	uint32_t nops, ops_cap;
@@ -114,6 +121,9 @@ struct app_move {
 	/* Timing (dp_clock_ns). */
 	uint64_t t_begin, t_copied, t_out_sent, t_out_ok, t_book, t_chunks_ok, t_ready, t_in_ok,
 		t_switch_ok, t_done;
+	uint64_t t_view_sent;     /* the last view asked */
+	uint64_t t_book_asked, t_diffed; /* the frozen book's view asked; its difference made */
+	uint32_t views;           /* views of F's replica asked */
 	uint32_t resends;         /* steps and chunks sent again */
 	/* Abort: the refusal that started it. */
 	char err_code[32];
@@ -130,6 +140,9 @@ static void
 mv_reset(struct app_move *mv)
 {
 	free(mv->copy);
+	free(mv->slot);
+	free(mv->seen);
+	free(mv->dbuf);
 	free(mv->ops);
 	free(mv->chunk_at);
 	memset(mv, 0, sizeof(*mv));
@@ -208,6 +221,30 @@ ops_append(struct app_move *mv, const struct wire_book_order *ops, uint32_t n, b
 	return 0;
 }
 
+/* Room for `more` ops (and their chunks) beyond those held, touched now. */
+static int
+ops_reserve(struct app_move *mv, uint32_t more)
+{
+	uint32_t cap = mv->nops + more;
+	if (cap > mv->ops_cap) {
+		void *p = realloc(mv->ops, (size_t)cap * sizeof(*mv->ops));
+		if (p == NULL)
+			return -ENOMEM;
+		mv->ops = p;
+		memset(mv->ops + mv->ops_cap, 0, (size_t)(cap - mv->ops_cap) * sizeof(*mv->ops));
+		mv->ops_cap = cap;
+	}
+	uint32_t ccap = mv->chunks + more / (mv->per_chunk ? mv->per_chunk : 1) + 64;
+	if (ccap > mv->chunks_cap) {
+		void *p = realloc(mv->chunk_at, (size_t)ccap * sizeof(*mv->chunk_at));
+		if (p == NULL)
+			return -ENOMEM;
+		mv->chunk_at = p;
+		mv->chunks_cap = ccap;
+	}
+	return 0;
+}
+
 /* Start over: M holds nothing of this move (a resume dropped its partial install). */
 static void
 ops_clear(struct app_move *mv)
@@ -217,6 +254,8 @@ ops_clear(struct app_move *mv)
 	mv->sent_next = 0;
 	mv->m_next = 0;
 	mv->copied = 0;
+	free(mv->slot); /* the copy's index goes with it */
+	mv->slot = NULL;
 }
 
 /* Hash of an orderId into a table of 2^bits slots. */
@@ -226,6 +265,37 @@ oid_slot(const struct wire_oid *o, uint32_t bits)
 	return (uint32_t)(XXH3_64bits(o, sizeof(*o)) >> (64 - bits));
 }
 
+/* The copy's index, made once it is read (before the freeze): its orderIds hashed and the
+ * room the difference needs for a frozen book of up to `room` orders. */
+static int
+copy_index(struct app_move *mv, uint32_t room)
+{
+	uint32_t bits = 4;
+	while ((1u << bits) < 2 * (mv->copied + 1))
+		bits++;
+	uint32_t size = 1u << bits;
+	free(mv->slot);
+	free(mv->seen);
+	free(mv->dbuf);
+	mv->slot = calloc(size, sizeof(*mv->slot));
+	mv->seen = malloc(((size_t)mv->copied + 1) * sizeof(*mv->seen));
+	mv->dbuf_cap = room + mv->copied + 1;
+	mv->dbuf = malloc(3 * (size_t)mv->dbuf_cap * sizeof(*mv->dbuf));
+	mv->slot_bits = bits;
+	if (mv->slot == NULL || mv->seen == NULL || mv->dbuf == NULL)
+		return -ENOMEM;
+	/* Touched now, so the pause takes no page faults on them. */
+	memset(mv->seen, 0, ((size_t)mv->copied + 1) * sizeof(*mv->seen));
+	memset(mv->dbuf, 0, 3 * (size_t)mv->dbuf_cap * sizeof(*mv->dbuf));
+	for (uint32_t i = 0; i < mv->copied; i++) {
+		uint32_t h = oid_slot(&mv->copy[i].oid, bits);
+		while (mv->slot[h] != 0)
+			h = (h + 1) & (size - 1);
+		mv->slot[h] = i + 1;
+	}
+	return 0;
+}
+
 /* The difference between the copy M holds and the frozen book fz[0, n) (both in export
  * order): the orders gone (REMOVE), the ones whose leaves, cum or stream changed (UPDATE),
  * then the new ones in export order (ADD: each goes to the tail of its level, behind every
@@ -233,37 +303,22 @@ oid_slot(const struct wire_oid *o, uint32_t bits)
 static int
 diff_append(struct app_move *mv, const struct wire_book_order *fz, uint32_t n)
 {
-	uint32_t bits = 4;
-	while ((1u << bits) < 2 * (mv->copied + 1))
-		bits++;
-	uint32_t size = 1u << bits;
-	uint32_t *slot = calloc(size, sizeof(*slot)); /* copy index + 1, 0: empty */
-	bool *seen = calloc(mv->copied + 1, sizeof(*seen));
-	struct wire_book_order *d = malloc(((size_t)n + mv->copied + 1) * sizeof(*d));
-	int rc = -ENOMEM;
-	if (slot == NULL || seen == NULL || d == NULL)
-		goto out;
-	for (uint32_t i = 0; i < mv->copied; i++) {
-		uint32_t h = oid_slot(&mv->copy[i].oid, bits);
-		while (slot[h] != 0)
-			h = (h + 1) & (size - 1);
-		slot[h] = i + 1;
+	if (mv->slot == NULL || n + mv->copied + 1 > mv->dbuf_cap) {
+		int rc = copy_index(mv, n); /* a resumed move, or a book that grew */
+		if (rc != 0)
+			return rc;
 	}
-	uint32_t nd = 0;
-	struct wire_book_order *upd = malloc(((size_t)n + 1) * sizeof(*upd));
-	struct wire_book_order *add = malloc(((size_t)n + 1) * sizeof(*add));
-	uint32_t nu = 0, na = 0;
-	if (upd == NULL || add == NULL) {
-		free(upd);
-		free(add);
-		goto out;
-	}
+	uint32_t size = 1u << mv->slot_bits;
+	struct wire_book_order *d = mv->dbuf, *upd = d + mv->dbuf_cap,
+			       *add = d + 2 * (size_t)mv->dbuf_cap;
+	uint32_t nd = 0, nu = 0, na = 0;
+	memset(mv->seen, 0, ((size_t)mv->copied + 1) * sizeof(*mv->seen));
 	for (uint32_t i = 0; i < n; i++) {
-		uint32_t h = oid_slot(&fz[i].oid, bits), k = 0;
-		while (slot[h] != 0) {
-			const struct wire_book_order *c = &mv->copy[slot[h] - 1];
+		uint32_t h = oid_slot(&fz[i].oid, mv->slot_bits), k = 0;
+		while (mv->slot[h] != 0) {
+			const struct wire_book_order *c = &mv->copy[mv->slot[h] - 1];
 			if (c->oid.user == fz[i].oid.user && c->oid.shard_seq == fz[i].oid.shard_seq) {
-				k = slot[h];
+				k = mv->slot[h];
 				break;
 			}
 			h = (h + 1) & (size - 1);
@@ -273,14 +328,14 @@ diff_append(struct app_move *mv, const struct wire_book_order *fz, uint32_t n)
 			add[na++].op = WIRE_BOOK_ADD;
 			continue;
 		}
-		seen[k - 1] = true;
+		mv->seen[k - 1] = true;
 		if (memcmp(&mv->copy[k - 1], &fz[i], sizeof(fz[i])) != 0) {
 			upd[nu] = fz[i];
 			upd[nu++].op = WIRE_BOOK_UPDATE;
 		}
 	}
 	for (uint32_t i = 0; i < mv->copied; i++) {
-		if (!seen[i]) {
+		if (!mv->seen[i]) {
 			d[nd] = mv->copy[i];
 			d[nd++].op = WIRE_BOOK_REMOVE;
 		}
@@ -292,14 +347,7 @@ diff_append(struct app_move *mv, const struct wire_book_order *fz, uint32_t n)
 	nd += na;
 	mv->delta_update = nu;
 	mv->delta_add = na;
-	free(upd);
-	free(add);
-	rc = ops_append(mv, d, nd, mv->chunks == 0);
-out:
-	free(slot);
-	free(seen);
-	free(d);
-	return rc;
+	return ops_append(mv, d, nd, mv->chunks == 0);
 }
 
 /* ---- commands ---- */
@@ -458,6 +506,8 @@ send_view(struct app_mgmt *m)
 	}
 	mv->out_cmds++;
 	mv->view_out = true;
+	mv->views++;
+	mv->t_view_sent = dp_clock_ns();
 }
 
 static void
@@ -519,6 +569,7 @@ reply_ok(struct app_mgmt *m)
 	mgmt_out_kv_u64(&o, "chunks", mv->chunks);
 	mgmt_out_kv_u64(&o, "orders_per_chunk", mv->per_chunk);
 	mgmt_out_kv_u64(&o, "resends", mv->resends);
+	mgmt_out_kv_u64(&o, "views", mv->views);
 	/* The symbol trades nowhere from OUT to the last switch. */
 	mgmt_out_kv_u64(&o, "pause_us", us(mv->t_out_sent, mv->t_switch_ok));
 	mgmt_out_key(&o, "phases_us");
@@ -526,6 +577,8 @@ reply_ok(struct app_mgmt *m)
 	mgmt_out_kv_u64(&o, "copy", us(mv->t_begin, mv->t_copied));
 	mgmt_out_kv_u64(&o, "freeze", us(mv->t_out_sent, mv->t_out_ok));
 	mgmt_out_kv_u64(&o, "export", us(mv->t_out_ok, mv->t_book));
+	mgmt_out_kv_u64(&o, "export_view", us(mv->t_book_asked, mv->t_book));
+	mgmt_out_kv_u64(&o, "diff", us(mv->t_book, mv->t_diffed));
 	mgmt_out_kv_u64(&o, "delta", us(mv->t_book, mv->t_chunks_ok));
 	mgmt_out_kv_u64(&o, "ready", us(mv->t_out_ok, mv->t_ready));
 	mgmt_out_kv_u64(&o, "open", us(mv->t_out_sent, mv->t_in_ok));
@@ -616,7 +669,11 @@ on_view_copy(struct app_mgmt *m, const struct app_move_view *v, uint64_t now)
 	mv->copied = v->n;
 	for (uint32_t i = 0; i < mv->copied; i++)
 		mv->copy[i].op = WIRE_BOOK_ADD;
-	if (ops_append(mv, mv->copy, mv->copied, true) != 0) {
+	/* The difference's room and the copy's index now, while it trades: the pause only
+	 * reads the frozen book, looks up and compares. */
+	uint32_t room = v->count + v->count / 4 + 1024;
+	if (ops_append(mv, mv->copy, mv->copied, true) != 0 || copy_index(mv, room) != 0 ||
+	    ops_reserve(mv, 2 * room) != 0) {
 		reply_err(m, "internal", "out of memory for the book");
 		return;
 	}
@@ -665,10 +722,12 @@ on_view_frozen(struct app_mgmt *m, const struct app_move_view *v, uint64_t now)
 			send_step(m);
 			return;
 		}
+		mv->t_book_asked = mv->t_view_sent;
 		if (diff_append(mv, (const void *)(v + 1), v->n) != 0) {
 			abort_move(m, "internal", "out of memory for the book");
 			return;
 		}
+		mv->t_diffed = dp_clock_ns();
 		mv->step = MV_CHUNKS;
 		send_chunks(m);
 	}

@@ -164,6 +164,7 @@ struct dp_idle_policy {
 	enum dp_idle_mode mode;
 	uint32_t spins;        /* empty polls before sleeping (SLEEP mode) */
 	uint32_t sleep_us_max; /* longest single sleep (SLEEP mode) */
+	uint32_t sleep_us_min; /* first sleep after the spins (SLEEP mode; 0 = 1) */
 };
 
 struct dp_idle {

@@ -45,7 +45,11 @@ dp_idle_init(struct dp_idle *idle, const struct dp_idle_policy *policy)
 	idle->policy = *policy;
 	if (idle->policy.sleep_us_max == 0)
 		idle->policy.sleep_us_max = 1;
-	idle->sleep_us = 1;
+	if (idle->policy.sleep_us_min == 0)
+		idle->policy.sleep_us_min = 1;
+	if (idle->policy.sleep_us_min > idle->policy.sleep_us_max)
+		idle->policy.sleep_us_min = idle->policy.sleep_us_max;
+	idle->sleep_us = idle->policy.sleep_us_min;
 }
 
 void
@@ -53,7 +57,7 @@ dp_idle_run(struct dp_idle *idle, uint32_t work)
 {
 	if (work > 0) {
 		idle->empty = 0;
-		idle->sleep_us = 1;
+		idle->sleep_us = idle->policy.sleep_us_min;
 		return;
 	}
 	switch (idle->policy.mode) {

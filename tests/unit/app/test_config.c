@@ -110,6 +110,7 @@ Test(app_config, minimal_defaults, .init = setup, .fini = teardown)
 	cr_assert(eq(u32, cfg.ring_size, 1024));
 	cr_assert(eq(int, cfg.io.idle.mode, DP_IDLE_SLEEP));
 	cr_assert(eq(u32, cfg.io.idle.spins, 200));
+	cr_assert(eq(u32, cfg.io.idle.sleep_us_min, 50));
 	cr_assert(not(cfg.bridge.enabled));
 	cr_assert(not(cfg.persister.enabled));
 	cr_assert(eq(u64, cfg.duty_threshold_ns, 100000));
@@ -184,6 +185,7 @@ static const struct bad bads[] = {
 	{ "io", "idle", "nap", "not one of busy|pause|sleep" },
 	{ "io", "idle_spins", "-1", "not a non-negative decimal integer" },
 	{ "io", "idle_sleep_us", "0", "out of range" },
+	{ "io", "idle_sleep_min_us", "0", "out of range" },
 	{ "bridge", "cpu", "x", "not a non-negative decimal integer" },
 	{ "persister", "idle", "spin", "not one of busy|pause|sleep" },
 	{ "peer.2", "ip", "10.9.0", "not a unicast IPv4" },

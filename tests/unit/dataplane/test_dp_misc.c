@@ -188,6 +188,23 @@ Test(dp_idle, modes_parse_and_back_off)
 	dp_idle_run(&idle, 1);
 	cr_assert_eq(idle.empty, 0);
 	cr_assert_eq(idle.sleep_us, 1, "work resets the back-off");
+
+	/* A first sleep: the back-off starts there and doubles to the cap; above the cap it is
+	 * the cap. */
+	struct dp_idle_policy floor = {
+		.mode = DP_IDLE_SLEEP, .spins = 0, .sleep_us_max = 200, .sleep_us_min = 50};
+	dp_idle_init(&idle, &floor);
+	cr_assert_eq(idle.sleep_us, 50);
+	dp_idle_run(&idle, 0);
+	cr_assert_eq(idle.sleep_us, 100);
+	dp_idle_run(&idle, 0);
+	dp_idle_run(&idle, 0);
+	cr_assert_eq(idle.sleep_us, 200, "the cap still holds");
+	dp_idle_run(&idle, 1);
+	cr_assert_eq(idle.sleep_us, 50, "work resets it to the first sleep");
+	floor.sleep_us_min = 500;
+	dp_idle_init(&idle, &floor);
+	cr_assert_eq(idle.sleep_us, 200, "a first sleep above the cap is the cap");
 }
 
 Test(dp_duty, records_max_and_over)
