@@ -202,8 +202,14 @@ enum app_cmd_view {
 	APP_VIEW_BOOK = 6,    /* ME: one symbol's depth (target: symbol; limit: levels a side) */
 	APP_VIEW_MOVE = 5,    /* ME: a symbol's move (target: symbol; user: move_id) and up to
 			       * limit orders of its frozen book from cursor, binary: struct
-			       * app_move_view then wire_book_order[n] (app_mgmt_move.c) */
+			       * app_move_view then wire_book_order[n] (app_mgmt_move.c);
+			       * flags APP_VIEW_MOVE_LIVE, APP_VIEW_MOVE_JOURNAL */
 };
+
+/* APP_VIEW_MOVE's flags (app_cmd.flags). */
+#define APP_VIEW_MOVE_LIVE 1u    /* the book as it is, trading or not (the copy) */
+#define APP_VIEW_MOVE_JOURNAL 2u /* the frozen move's journal from cursor (me.h
+				  * me_move_journal_export) instead of its whole book */
 
 enum app_cmd_status {
 	APP_CMD_OK = 0,         /* committed and applied (value set) */
@@ -226,12 +232,14 @@ struct app_move_view {
 	uint32_t base_asset, quote_asset, band_bps;
 	uint32_t count;               /* frozen orders */
 	uint32_t n;                   /* orders that follow */
+	uint32_t journal;             /* orderIds journaled since WATCH (me.h) */
 	uint16_t me_shard;            /* the symbol's owner as this replica holds it */
 	uint16_t peer;                /* the move's other shard */
 	uint8_t known;                /* the symbol is configured here */
 	uint8_t role, phase, ready;   /* enum me_move_role, me_move_phase; ready: see me.h */
 	uint8_t status, killed;
-	uint8_t pad[2];
+	uint8_t journal_ok;           /* the journal is the whole of the move's changes */
+	uint8_t pad[5];
 };
 
 /* Admin entries with a flag the shard lcore completes from its state before proposing. */

@@ -147,6 +147,7 @@ struct app_mgmt_view_query {
 	uint64_t user;                /* APP_VIEW_USER */
 	uint32_t cursor;              /* APP_VIEW_USERS: first actor slot of the page */
 	uint32_t limit;               /* APP_VIEW_USERS: users per page */
+	uint32_t flags;               /* APP_VIEW_MOVE: APP_VIEW_MOVE_LIVE, _JOURNAL */
 };
 
 /* 0 or -ENOMEM; app_mgmt_req_fini undoes it (also after a failure). */

@@ -4,17 +4,24 @@
  * trades (docs/cluster-ops.md "Move a symbol"). One driver per node, on the main lcore: a
  * state machine fed by the answers of the commands it starts (app_mgmt_internal).
  *
+ *   WATCH   SYMBOL_MOVE WATCH into F: from here F journals the orderId of every change to
+ *           the symbol's book (me.h), so the difference after the freeze is read from the
+ *           journal, not from the whole book (an ME without it refuses: no journal).
  *   COPY    the book as it is, read from this node's replica of the source F in one view
- *           (APP_VIEW_MOVE, one applied index), cut into BOOK_CHUNKs of ADDs that each fit
- *           one frame and one log entry, and — after the symbol's config (F the owner) went
- *           into M, which may not know a symbol added on F alone — proposed into the target M (forwarded to its
- *           leader), a window at a time; M installs them inert, in order and once (each
- *           answer names the chunk it takes next). The symbol still trades on F.
+ *           (APP_VIEW_MOVE, one applied index, after WATCH), cut into BOOK_CHUNKs of ADDs
+ *           that each fit one frame and one log entry, and — after the symbol's config (F
+ *           the owner) went into M, which may not know a symbol added on F alone — proposed
+ *           into the target M (forwarded to its leader), a window at a time; M installs
+ *           them inert, in order and once (each answer names the chunk it takes next). The
+ *           symbol still trades on F. The copy is indexed by orderId now, not in the pause.
  *   OUT     SYMBOL_MOVE OUT into F: the book is frozen (SYMBOL_MOVING), counted and hashed
  *           there, in F's log. The trading pause starts here.
- *   EXPORT  the frozen book read again from the replica; its difference from the copy
+ *   EXPORT  the journal read from the replica (each orderId changed since WATCH as it is
+ *           now: resting or gone) — or, when the journal is not whole (it overflowed,
+ *           another move took it), the whole frozen book; its difference from the copy
  *           (orders gone, orders whose leaves, cum or stream changed, new orders) goes to M
- *           as more chunks (REMOVE, UPDATE, ADD)
+ *           as more chunks (REMOVE, UPDATE, ADD). The pause's work is the changes', not
+ *           the book's.
  *   READY   F's replica shows every event about the frozen orders acknowledged by its OMS
  *           shard, so no OMS can see M's events about an order before F's
  *   IN      SYMBOL_MOVE IN into M: M hashes its book in export order, checks count and
@@ -26,8 +33,8 @@
  *
  * Every step is idempotent on the move's id: a step whose answer was lost (busy, a lost
  * entry, a timeout) is sent again, and a move a driver left half-way (a crash, the
- * deadline) is finished by running the command again: F answers OUT with the id of the
- * move it has frozen, and the driver resumes that one (M's partial install of it is dropped
+ * deadline) is finished by running the command again: F answers WATCH (or OUT) with the id
+ * of the move it has frozen, and the driver resumes that one (M's partial install of it is dropped
  * and the frozen book copied whole). Until IN commits a refusal aborts the move (ABORT into
  * M, then F: F trades the book again); once M owns the book the move only goes forward.
  */
@@ -48,10 +55,13 @@
 					     * --timeout-ms: give it more) */
 #define RETRY_NS (20ull * 1000000)          /* a step answered busy/lost/timeout: again */
 #define VIEW_RETRY_NS (100ull * 1000)       /* F's replica behind, or not ready yet */
+#define WATCH_WAIT_NS (2000ull * 1000000) /* the copy waits this long for the replica to
+					    * apply WATCH, then goes on without the journal */
 #define CHUNK_WINDOW 14                     /* chunks in flight (APP_CMD_PENDING_MAX 16) */
 
 enum mv_step {
-	MV_COPY = 1,     /* reading the live book */
+	MV_WATCH = 1,    /* SYMBOL_MOVE WATCH into F: it journals the book's changes from here */
+	MV_COPY,         /* reading the live book */
 	MV_PREP,         /* the symbol's config into M (a symbol added on F alone is new to M) */
 	MV_COPY_CHUNKS,  /* sending it */
 	MV_OUT,
@@ -81,6 +91,11 @@ struct app_move {
 	uint16_t from, to;        /* F and M */
 	uint64_t move_id;
 	bool resumed;             /* F had this move frozen already */
+	bool watched;             /* F journals the book's changes for this move (WATCH ok) */
+	bool use_journal;         /* the difference is read from the journal (else the book) */
+	uint64_t watch_wait_ns;   /* the copy waits this long for the replica to apply WATCH */
+	uint32_t journal_recs;    /* journal records the difference was made from */
+	uint32_t watch_tries;     /* WATCHes that had no answer */
 	bool to_switch;           /* resumed past IN: read the config, then switch */
 	enum mv_step step;
 	uint32_t out_cmds;        /* commands of ours not yet back */
@@ -296,6 +311,46 @@ copy_index(struct app_move *mv, uint32_t room)
 	return 0;
 }
 
+static bool
+oid_eq(const struct wire_oid *a, const struct wire_oid *b)
+{
+	return a->user == b->user && a->shard_seq == b->shard_seq;
+}
+
+/* The copy's index + 1 of orderId o, 0: not in the copy. */
+static uint32_t
+copy_find(const struct app_move *mv, const struct wire_oid *o)
+{
+	uint32_t size = 1u << mv->slot_bits;
+	for (uint32_t h = oid_slot(o, mv->slot_bits); mv->slot[h] != 0; h = (h + 1) & (size - 1))
+		if (oid_eq(&mv->copy[mv->slot[h] - 1].oid, o))
+			return mv->slot[h];
+	return 0;
+}
+
+/* The difference's three lists (dbuf: removes; updates, adds after it) into what is sent,
+ * in that order. */
+static int
+diff_finish(struct app_move *mv, uint32_t nd, uint32_t nu, uint32_t na)
+{
+	struct wire_book_order *d = mv->dbuf;
+	mv->delta_remove = nd;
+	memmove(d + nd, d + mv->dbuf_cap, (size_t)nu * sizeof(*d));
+	memmove(d + nd + nu, d + 2 * (size_t)mv->dbuf_cap, (size_t)na * sizeof(*d));
+	mv->delta_update = nu;
+	mv->delta_add = na;
+	return ops_append(mv, d, nd + nu + na, mv->chunks == 0);
+}
+
+/* Make sure the copy's index and the difference's room hold n more orders. */
+static int
+diff_room(struct app_move *mv, uint32_t n)
+{
+	if (mv->slot != NULL && n + mv->copied + 1 <= mv->dbuf_cap)
+		return 0;
+	return copy_index(mv, n); /* a resumed move, or a book that grew */
+}
+
 /* The difference between the copy M holds and the frozen book fz[0, n) (both in export
  * order): the orders gone (REMOVE), the ones whose leaves, cum or stream changed (UPDATE),
  * then the new ones in export order (ADD: each goes to the tail of its level, behind every
@@ -303,26 +358,15 @@ copy_index(struct app_move *mv, uint32_t room)
 static int
 diff_append(struct app_move *mv, const struct wire_book_order *fz, uint32_t n)
 {
-	if (mv->slot == NULL || n + mv->copied + 1 > mv->dbuf_cap) {
-		int rc = copy_index(mv, n); /* a resumed move, or a book that grew */
-		if (rc != 0)
-			return rc;
-	}
-	uint32_t size = 1u << mv->slot_bits;
+	int rc = diff_room(mv, n);
+	if (rc != 0)
+		return rc;
 	struct wire_book_order *d = mv->dbuf, *upd = d + mv->dbuf_cap,
 			       *add = d + 2 * (size_t)mv->dbuf_cap;
 	uint32_t nd = 0, nu = 0, na = 0;
 	memset(mv->seen, 0, ((size_t)mv->copied + 1) * sizeof(*mv->seen));
 	for (uint32_t i = 0; i < n; i++) {
-		uint32_t h = oid_slot(&fz[i].oid, mv->slot_bits), k = 0;
-		while (mv->slot[h] != 0) {
-			const struct wire_book_order *c = &mv->copy[mv->slot[h] - 1];
-			if (c->oid.user == fz[i].oid.user && c->oid.shard_seq == fz[i].oid.shard_seq) {
-				k = mv->slot[h];
-				break;
-			}
-			h = (h + 1) & (size - 1);
-		}
+		uint32_t k = copy_find(mv, &fz[i].oid);
 		if (k == 0) {
 			add[na] = fz[i];
 			add[na++].op = WIRE_BOOK_ADD;
@@ -340,14 +384,68 @@ diff_append(struct app_move *mv, const struct wire_book_order *fz, uint32_t n)
 			d[nd++].op = WIRE_BOOK_REMOVE;
 		}
 	}
-	mv->delta_remove = nd;
-	memcpy(d + nd, upd, (size_t)nu * sizeof(*d));
-	nd += nu;
-	memcpy(d + nd, add, (size_t)na * sizeof(*d));
-	nd += na;
-	mv->delta_update = nu;
-	mv->delta_add = na;
-	return ops_append(mv, d, nd, mv->chunks == 0);
+	return diff_finish(mv, nd, nu, na);
+}
+
+/* The same difference from F's journal instead of its whole book: jr[0, n) holds, in the
+ * order the changes happened since WATCH, each orderId the book changed as it is now (the
+ * order, UPDATE; or gone, REMOVE). A copied order's first record decides (they all say the
+ * same); a new order is added once, in the order of its first record, which is when it
+ * joined its level's tail (time priority). -EPROTO (nothing appended) when the result would
+ * not hold `count` orders, F's frozen count: the caller reads the whole book instead. */
+static int
+diff_journal(struct app_move *mv, const struct wire_book_order *jr, uint32_t n, uint32_t count)
+{
+	int rc = diff_room(mv, n);
+	if (rc != 0)
+		return rc;
+	uint32_t bits = 4;
+	while ((1u << bits) < 2 * (n + 1))
+		bits++;
+	uint32_t asize = 1u << bits;
+	uint32_t *added = calloc(asize, sizeof(*added)); /* journal index + 1 of new orders */
+	if (added == NULL)
+		return -ENOMEM;
+	struct wire_book_order *d = mv->dbuf, *upd = d + mv->dbuf_cap,
+			       *add = d + 2 * (size_t)mv->dbuf_cap;
+	uint32_t nd = 0, nu = 0, na = 0;
+	memset(mv->seen, 0, ((size_t)mv->copied + 1) * sizeof(*mv->seen));
+	for (uint32_t i = 0; i < n; i++) {
+		const struct wire_book_order *r = &jr[i];
+		uint32_t k = copy_find(mv, &r->oid);
+		if (k != 0) {
+			if (mv->seen[k - 1])
+				continue;
+			mv->seen[k - 1] = true;
+			if (r->op == WIRE_BOOK_REMOVE) {
+				d[nd] = mv->copy[k - 1];
+				d[nd++].op = WIRE_BOOK_REMOVE;
+				continue;
+			}
+			struct wire_book_order w = *r;
+			w.op = mv->copy[k - 1].op;
+			if (memcmp(&mv->copy[k - 1], &w, sizeof(w)) != 0) {
+				upd[nu] = *r;
+				upd[nu++].op = WIRE_BOOK_UPDATE;
+			}
+			continue;
+		}
+		if (r->op == WIRE_BOOK_REMOVE)
+			continue; /* came and went since WATCH */
+		uint32_t h = oid_slot(&r->oid, bits);
+		while (added[h] != 0 && !oid_eq(&jr[added[h] - 1].oid, &r->oid))
+			h = (h + 1) & (asize - 1);
+		if (added[h] != 0)
+			continue;
+		added[h] = i + 1;
+		add[na] = *r;
+		add[na++].op = WIRE_BOOK_ADD;
+	}
+	free(added);
+	if ((uint64_t)mv->copied - nd + na != count)
+		return -EPROTO;
+	mv->journal_recs = n;
+	return diff_finish(mv, nd, nu, na);
 }
 
 /* ---- commands ---- */
@@ -426,6 +524,10 @@ send_step(struct app_mgmt *m)
 	int rc = 0;
 	mv->retry_ns = 0;
 	switch (mv->step) {
+	case MV_WATCH:
+		move_msg(mv, &s, WIRE_MOVE_WATCH, mv->to);
+		rc = mv_propose(m, mv->from, &s, sizeof(s), 0, TAG(MV_WATCH, 0));
+		break;
 	case MV_OUT:
 		move_msg(mv, &s, WIRE_MOVE_OUT, mv->to);
 		if (mv->t_out_sent == 0)
@@ -493,8 +595,11 @@ send_view(struct app_mgmt *m)
 {
 	struct app_move *mv = m->move;
 	bool book = mv->step == MV_COPY || mv->step == MV_EXPORT;
+	uint32_t flags = mv->step == MV_COPY					? APP_VIEW_MOVE_LIVE
+			 : mv->step == MV_EXPORT && mv->use_journal ? APP_VIEW_MOVE_JOURNAL
+								    : 0;
 	struct app_mgmt_view_query q = {.view = APP_VIEW_MOVE, .target = mv->symbol,
-					.user = mv->step == MV_COPY ? 0 : mv->move_id,
+					.user = mv->move_id, .flags = flags,
 					.limit = book ? UINT32_MAX : 0,
 					.out_cap = book ? mv->view_cap : 0};
 	mv->view_ns = 0;
@@ -570,6 +675,8 @@ reply_ok(struct app_mgmt *m)
 	mgmt_out_kv_u64(&o, "orders_per_chunk", mv->per_chunk);
 	mgmt_out_kv_u64(&o, "resends", mv->resends);
 	mgmt_out_kv_u64(&o, "views", mv->views);
+	mgmt_out_kv_bool(&o, "journal", mv->use_journal);
+	mgmt_out_kv_u64(&o, "journal_records", mv->journal_recs);
 	/* The symbol trades nowhere from OUT to the last switch. */
 	mgmt_out_kv_u64(&o, "pause_us", us(mv->t_out_sent, mv->t_switch_ok));
 	mgmt_out_key(&o, "phases_us");
@@ -654,11 +761,23 @@ on_view_copy(struct app_mgmt *m, const struct app_move_view *v, uint64_t now)
 		reply_err(m, v->known ? "bad_argument" : "unknown_symbol", msg);
 		return;
 	}
+	if (mv->watched && (v->move_id != mv->move_id || v->role != ME_MOVE_SOURCE ||
+			    v->phase != ME_MOVE_WATCHING)) {
+		/* The copy must be read after WATCH (the journal then holds every change
+		 * since); this replica has not applied it yet. Another move's WATCH may have
+		 * taken the journal over: after a while, go on without it. */
+		if (now < mv->watch_wait_ns) {
+			mv->view_ns = now + VIEW_RETRY_NS;
+			return;
+		}
+		mv->watched = false;
+	}
 	if (v->n < v->count) {
 		mv->view_cap = book_cap(v->count); /* the book outgrew the room */
 		mv->view_ns = now;
 		return;
 	}
+	mv->use_journal = mv->watched;
 	free(mv->copy);
 	mv->copy = malloc(((size_t)v->n + 1) * sizeof(*mv->copy));
 	if (mv->copy == NULL) {
@@ -710,8 +829,17 @@ on_view_frozen(struct app_mgmt *m, const struct app_move_view *v, uint64_t now)
 		return;
 	}
 	if (mv->step == MV_EXPORT) {
-		if (v->n < v->count) {
+		if (mv->use_journal && !v->journal_ok) {
+			/* The journal is not the whole of the changes (it overflowed, or another
+			 * move's WATCH took it over): the whole frozen book instead. */
+			mv->use_journal = false;
 			mv->view_cap = book_cap(v->count);
+			mv->view_ns = now;
+			return;
+		}
+		uint32_t want = mv->use_journal ? v->journal : v->count;
+		if (v->n < want) {
+			mv->view_cap = book_cap(want);
 			mv->view_ns = now;
 			return;
 		}
@@ -723,7 +851,18 @@ on_view_frozen(struct app_mgmt *m, const struct app_move_view *v, uint64_t now)
 			return;
 		}
 		mv->t_book_asked = mv->t_view_sent;
-		if (diff_append(mv, (const void *)(v + 1), v->n) != 0) {
+		int rc = mv->use_journal ? diff_journal(mv, (const void *)(v + 1), v->n, v->count)
+					 : diff_append(mv, (const void *)(v + 1), v->n);
+		if (rc == -EPROTO) {
+			APP_LOG(WARNING, "symbols move: symbol %u: the journal of ME shard %u does not "
+				"add up to its frozen book (%u orders); reading the whole book",
+				mv->symbol, mv->from, v->count);
+			mv->use_journal = false;
+			mv->view_cap = book_cap(v->count);
+			mv->view_ns = now;
+			return;
+		}
+		if (rc != 0) {
 			abort_move(m, "internal", "out of memory for the book");
 			return;
 		}
@@ -868,6 +1007,17 @@ on_open(struct app_mgmt *m, const struct app_cmd *c, uint32_t tag_step, uint32_t
 	send_step(m);
 }
 
+/* WATCH answered (watched: F journals for this move): read the book to copy. */
+static void
+copy_start(struct app_move *mv, bool watched, uint64_t now)
+{
+	mv->watched = watched;
+	mv->watch_wait_ns = now + WATCH_WAIT_NS;
+	mv->step = MV_COPY;
+	mv->view_cap = book_cap(4096);
+	mv->view_ns = now;
+}
+
 static void
 on_step(struct app_mgmt *m, const struct app_cmd *c, uint32_t step, uint32_t n)
 {
@@ -879,6 +1029,12 @@ on_step(struct app_mgmt *m, const struct app_cmd *c, uint32_t step, uint32_t n)
 	}
 	if (step != mv->step)
 		return; /* a late answer of a step already over */
+	if (step == MV_WATCH && transient(c) && ++mv->watch_tries >= 2) {
+		/* No answer twice: go on without the journal (a node of an older build drops a
+		 * WATCH as malformed and never answers; the journal only saves time). */
+		copy_start(mv, false, now);
+		return;
+	}
 	if (transient(c)) {
 		mv->resends++;
 		mv->retry_ns = now + RETRY_NS;
@@ -886,6 +1042,22 @@ on_step(struct app_mgmt *m, const struct app_cmd *c, uint32_t step, uint32_t n)
 	}
 	char msg[512];
 	switch (step) {
+	case MV_WATCH:
+		if (c->status == APP_CMD_REJECTED && c->reason == WIRE_REASON_CONFLICT &&
+		    c->value != 0) {
+			/* F has this symbol frozen by an earlier run: finish that move (see
+			 * MV_OUT). */
+			mv->move_id = c->value;
+			mv->resumed = true;
+			mv->t_out_ok = now;
+			mv->step = MV_RESUME;
+			send_step(m);
+			return;
+		}
+		/* Any other refusal: no journal (an ME before WATCH refuses it BAD_REQUEST);
+		 * the copy's view names a symbol F does not own. */
+		copy_start(mv, c->status == APP_CMD_OK, now);
+		return;
 	case MV_PREP:
 		if (c->status == APP_CMD_OK) {
 			mv->step = MV_COPY_CHUNKS;
@@ -926,6 +1098,7 @@ on_step(struct app_mgmt *m, const struct app_cmd *c, uint32_t step, uint32_t n)
 		return;
 	case MV_RESUME:
 		ops_clear(mv);
+		mv->use_journal = false; /* the frozen book is copied whole */
 		mv->step = MV_EXPORT;
 		mv->view_cap = book_cap(1024);
 		mv->view_ns = now;
@@ -950,7 +1123,7 @@ on_step(struct app_mgmt *m, const struct app_cmd *c, uint32_t step, uint32_t n)
 		return;
 	case MV_ABORT_M:
 		if (c->status == APP_CMD_OK) {
-			if (mv->t_out_ok == 0) { /* F was never frozen */
+			if (mv->t_out_ok == 0 && !mv->watched) { /* F was never frozen */
 				reply_err(m, mv->err_code, mv->err);
 				return;
 			}
@@ -963,7 +1136,8 @@ on_step(struct app_mgmt *m, const struct app_cmd *c, uint32_t step, uint32_t n)
 		reply_err(m, mv->err_code, msg);
 		return;
 	case MV_ABORT_F:
-		if (c->status == APP_CMD_OK) {
+		if (c->status == APP_CMD_OK || mv->t_out_ok == 0) {
+			/* (never frozen: only the journal is dropped, or a later WATCH took it) */
 			reply_err(m, mv->err_code, mv->err);
 			return;
 		}
@@ -1156,9 +1330,7 @@ app_mgmt_symbols_move(struct app_mgmt_call *a, uint32_t variant)
 	app_mgmt_targets_oms(app, &mv->oms);
 	mv->t_begin = dp_clock_ns();
 	mv->deadline_ns = mv->t_begin + tmo * 1000000;
-	mv->step = MV_COPY;
-	mv->view_cap = book_cap(4096);
-	mv->view_ns = mv->t_begin;
-	send_view(m);
+	mv->step = MV_WATCH;
+	send_step(m);
 	return MGMT_PENDING;
 }

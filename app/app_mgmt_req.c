@@ -342,6 +342,7 @@ fill_view(struct app_cmd *c, uint16_t shard, const void *ctx)
 	c->user = q->user;
 	c->cursor = q->cursor;
 	c->limit = q->limit;
+	c->flags = q->flags;
 	return 0;
 }
 

@@ -526,18 +526,6 @@ view_move(struct app_shard *s, struct app_cmd *c)
 		v->band_bps = y.band_bps;
 	}
 	struct me_move_info mi;
-	if (v->known && c->user == 0) {
-		/* The book as it is (it may be trading): the copy made before the freeze. */
-		v->count = y.resting;
-		size_t room = (c->out_cap - sizeof(*v)) / sizeof(struct wire_book_order);
-		if (room >= y.resting) {
-			int n = me_move_export(s->svc, symbol, 0, 0, (void *)(v + 1), y.resting);
-			v->n = n > 0 ? (uint32_t)n : 0;
-		}
-		c->out_len = sizeof(*v) + (size_t)v->n * sizeof(struct wire_book_order);
-		app_cmd_give(s, c, APP_CMD_OK);
-		return;
-	}
 	if (v->known && me_move_info(s->svc, symbol, &mi) == 0) {
 		v->move_id = mi.move_id;
 		v->hash = mi.hash;
@@ -546,12 +534,32 @@ view_move(struct app_shard *s, struct app_cmd *c)
 		v->role = mi.role;
 		v->phase = mi.phase;
 		v->ready = mi.ready;
+		v->journal = mi.journal;
+		v->journal_ok = mi.journal_ok;
 	}
 	size_t room = (c->out_cap - sizeof(*v)) / sizeof(struct wire_book_order);
+	if (v->known && (c->flags & APP_VIEW_MOVE_LIVE)) {
+		/* The book as it is (it may be trading): the copy made before the freeze. The
+		 * move reported is the newest one (the copy's WATCH, once applied here). */
+		v->count = y.resting;
+		if (room >= y.resting) {
+			int n = me_move_export(s->svc, symbol, 0, 0, (void *)(v + 1), y.resting);
+			v->n = n > 0 ? (uint32_t)n : 0;
+		}
+		c->out_len = sizeof(*v) + (size_t)v->n * sizeof(struct wire_book_order);
+		app_cmd_give(s, c, APP_CMD_OK);
+		return;
+	}
 	uint32_t want = c->limit < room ? c->limit : (uint32_t)room;
 	if (v->move_id != 0 && v->move_id == c->user && v->role == ME_MOVE_SOURCE &&
 	    v->phase == ME_MOVE_FROZEN && want > 0) {
-		int n = me_move_export(s->svc, symbol, c->user, c->cursor, (void *)(v + 1), want);
+		int n = (c->flags & APP_VIEW_MOVE_JOURNAL)
+				? me_move_journal_export(s->svc, symbol, c->user, c->cursor,
+							 (void *)(v + 1), want)
+				: me_move_export(s->svc, symbol, c->user, c->cursor,
+						 (void *)(v + 1), want);
+		if (n == -EOVERFLOW)
+			v->journal_ok = 0; /* the caller reads the whole book instead */
 		v->n = n > 0 ? (uint32_t)n : 0;
 	}
 	c->out_len = sizeof(*v) + (size_t)v->n * sizeof(struct wire_book_order);

@@ -538,7 +538,7 @@ body_check(const struct wire_msg_hdr *h, int depth)
 			return WIRE_E_BAD_RESERVED;
 		if (m->move_id == 0 || m->symbol == 0)
 			return WIRE_E_BAD_VALUE;
-		ok = in_range(m->phase, WIRE_MOVE_OUT, WIRE_MOVE_ABORT) && m->killed <= 1 &&
+		ok = in_range(m->phase, WIRE_MOVE_OUT, WIRE_MOVE_WATCH) && m->killed <= 1 &&
 		     (m->status == 0 || in_range(m->status, WIRE_SYM_TRADING, WIRE_SYM_HALTED));
 		break;
 	}

@@ -873,7 +873,8 @@ struct wire_symbol_config {
 static_assert(sizeof(struct wire_symbol_config) == 88, "wire_symbol_config");
 
 /* Admin (ME shards): one step of a live symbol move (docs/me.md "Moving a symbol with its
- * book"). The source shard freezes the book (OUT), the chunks carry it into the target's
+ * book"). The source shard may first journal the book's changes (WATCH) while the book is
+ * copied as it trades, then freezes the book (OUT); the chunks carry it into the target's
  * log (BOOK_CHUNK), the target opens it once what it installed matches (IN), the source
  * drops its frozen copy (DONE); ABORT undoes either side before IN. Each step is
  * idempotent on move_id, so a driver that lost its answer sends it again. */
@@ -882,6 +883,8 @@ enum wire_move_phase {
 	WIRE_MOVE_IN = 2,    /* target: the installed book matches count and hash: own it, open */
 	WIRE_MOVE_DONE = 3,  /* source: drop the frozen book (it lives on the target now) */
 	WIRE_MOVE_ABORT = 4, /* source: unfreeze; target: drop what was installed */
+	WIRE_MOVE_WATCH = 5, /* source: journal the orderIds of the symbol's book changes from
+			      * here, for the difference read after OUT */
 };
 
 struct wire_symbol_move {

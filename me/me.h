@@ -177,7 +177,15 @@ const char *me_counter_label(enum me_counter c);
  * is modified there (SYMBOL_MOVING), and the book is counted and hashed in export order.
  * BOOK_CHUNKs carry it into the target's log, which installs it inert (the target does not
  * own the symbol yet); IN checks count and hash and opens it there; DONE drops the frozen
- * copy on the source and gives the symbol up; ABORT undoes either side before IN. */
+ * copy on the source and gives the symbol up; ABORT undoes either side before IN.
+ * WATCH, before a copy of the trading book is read, makes the source journal the orderId of
+ * every change to that book (an order rests, leaves, fills, is amended or rebound) until
+ * OUT, so that after the freeze only the journaled orders need reading
+ * (me_move_journal_export) instead of the whole book. */
+
+/* Journal entries one WATCH holds (the engine's region has room for them, 16 bytes each);
+ * a move with more changes between its WATCH and OUT loses its journal (journal_ok 0). */
+#define ME_JOURNAL_MAX 65536
 
 enum me_move_role {
 	ME_MOVE_SOURCE = 1,
@@ -188,6 +196,7 @@ enum me_move_phase {
 	ME_MOVE_FROZEN = 1,     /* source: the book is frozen, waiting to be dropped (DONE) */
 	ME_MOVE_INSTALLING = 2, /* target: chunks are being installed, the symbol not owned */
 	ME_MOVE_FINISHED = 3,   /* either: done (kept so a repeated step is answered again) */
+	ME_MOVE_WATCHING = 4,   /* source: trading, the book's changes journaled (WATCH) */
 };
 
 /* The move of one symbol as this engine knows it. */
@@ -196,12 +205,16 @@ struct me_move_info {
 	uint64_t hash;          /* source: the frozen book's; target: what is installed so far */
 	uint32_t count;         /* source: frozen orders; target: orders installed so far */
 	uint32_t next_chunk;    /* target: the chunk seq it takes next */
+	uint32_t journal;       /* source, watching or frozen: entries journaled for this move
+				 * (duplicates included) */
 	uint16_t peer;          /* source: the target shard; target: the source shard */
 	uint8_t role;           /* enum me_move_role */
 	uint8_t phase;          /* enum me_move_phase */
 	uint8_t ready;          /* source, frozen: every event about the frozen orders is
 				 * acknowledged by its OMS shard (the target may open it) */
-	uint8_t reserved[7];
+	uint8_t journal_ok;     /* 1: the journal of this move is complete (it belongs to this
+				 * move_id since its WATCH and never overflowed) */
+	uint8_t reserved[6];
 };
 
 /* The newest move of `symbol` this engine knows: 0, or -ENOENT. */
@@ -213,6 +226,20 @@ int me_move_info(const struct me *me, uint32_t symbol, struct me_move_info *out)
  * move_id 0: the book as it is, frozen or not (the copy a move makes while it trades). */
 int me_move_export(const struct me *me, uint32_t symbol, uint64_t move_id, uint32_t from,
 		   struct wire_book_order *out, uint32_t n);
+
+/* Source: the journal of the move frozen on `symbol` by move_id, entries [from, from + n)
+ * in the order the changes happened (an order may appear more than once). Each entry is
+ * what me_move_export writes for that order with op WIRE_BOOK_UPDATE when the order rests
+ * on the frozen book, else only its oid with op WIRE_BOOK_REMOVE (every other field zero).
+ * Starting from a copy of the book read after WATCH, REMOVEs delete, UPDATEs replace in
+ * place or, for orders not in the copy, append at the tail of their level in the order of
+ * their first entries: that gives the frozen book in export order. Read-only. Returns the
+ * entries written (0 past the end), -ENOENT when the book is not frozen here by move_id,
+ * -EOVERFLOW when its journal is not complete (no WATCH of this move_id before OUT, another
+ * move's WATCH replaced it, or it overflowed ME_JOURNAL_MAX): read the whole book with
+ * me_move_export then. */
+int me_move_journal_export(const struct me *me, uint32_t symbol, uint64_t move_id,
+			   uint32_t from, struct wire_book_order *out, uint32_t n);
 
 /* The hash the two sides compute over a book, order by order in export order, from
  * me_move_hash_init(symbol): both sides call the same function. */

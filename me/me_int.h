@@ -25,7 +25,8 @@
 #define ME_NIL UINT32_MAX          /* no record / no level */
 #define ME_MAGIC UINT64_C(0x315f454d5f44534f) /* "OSD_ME_1" */
 #define ME_SNAP_MAGIC UINT64_C(0x50414e53454d4f4d) /* "MOMESNAP" */
-#define ME_SNAP_VERSION 4          /* 4: live symbol moves (struct me_move) */
+#define ME_SNAP_VERSION 5          /* 4: live symbol moves (struct me_move); 5: the move
+				    * journal (WATCH) */
 #define ME_RT_SIZE 128             /* runtime header, excluded from snapshot and hash */
 #define ME_STREAM_MAP_SIZE 65536   /* one entry per possible OMS shard id */
 #define ME_EV_MATCH_ROOM 6         /* taker-stream slots a match step may need */
@@ -171,8 +172,10 @@ static_assert(sizeof(struct me_stream) == 40, "me_stream");
 
 /* One live symbol move as this engine takes part in it (me_move.c; docs/me.md "Moving a
  * symbol with its book"). A FROZEN (source) or INSTALLING (target) move holds its book: no
- * order of it enters, trades, expires, is modified or bulk-cancelled here. A FINISHED one
- * is kept only to answer a repeated step; its slot is recycled oldest first. */
+ * order of it enters, trades, expires, is modified or bulk-cancelled here. A WATCHING
+ * (source) one holds nothing: the book trades, its changes are journaled (me_journal.c).
+ * A FINISHED one is kept only to answer a repeated step; its slot is recycled oldest
+ * first. */
 struct me_move {
 	uint64_t move_id;    /* the driver's id, the same in every step; 0: free (all zero) */
 	uint64_t hash;       /* source: the frozen book's (export order); target: installed */
@@ -204,7 +207,8 @@ struct me_rt {
 	void *p_off_streams;
 	void *p_off_stream_map;
 	void *p_off_events;
-	uint8_t pad[ME_RT_SIZE - 12 * sizeof(void *)];
+	void *p_off_journal;
+	uint8_t pad[ME_RT_SIZE - 13 * sizeof(void *)];
 };
 static_assert(sizeof(struct me_rt) == ME_RT_SIZE, "me_rt");
 
@@ -227,6 +231,7 @@ struct me {
 	uint64_t off_streams;        /* struct me_stream[streams_max] */
 	uint64_t off_stream_map;     /* uint16_t[65536]: OMS shard → stream index + 1 */
 	uint64_t off_events;         /* struct wire_me_event[streams_max * events_max] */
+	uint64_t off_journal;        /* struct wire_oid[ME_JOURNAL_MAX]: the move journal */
 	uint32_t index_mask;         /* index_size - 1 */
 	uint32_t user_mask;          /* user_slots - 1 */
 	uint32_t sym_mask;           /* sym_slots - 1 */
@@ -251,6 +256,13 @@ struct me {
 	uint32_t moves_active;       /* moves FROZEN or INSTALLING (hot paths test it first) */
 	uint32_t gtd_held;           /* GTD orders of held books kept off the heap: room in it
 				      * stays theirs until their move ends (me_move.c) */
+	/* The move journal (me_journal.c): one per engine, so one book watched at a time. */
+	uint32_t watch_si;           /* symbol index whose book changes are journaled, ME_NIL
+				      * none: the symbol of the WATCHING move */
+	uint32_t journal_slot;       /* index in moves[] of the move the journal belongs to (a
+				      * WATCHING or FROZEN source), ME_NIL none */
+	uint32_t journal_n;          /* entries journaled: [journal_n, ME_JOURNAL_MAX) all zero */
+	uint32_t journal_overflow;   /* 1: a change found the journal full and was lost */
 	struct me_move moves[ME_MOVES_MAX]; /* free slots all zero */
 };
 /* The state is hashed byte for byte: no implicit padding may sit between its fields. */
@@ -285,6 +297,7 @@ me_rt_bind(struct me *me)
 	me->rt.p_off_streams = b + me->off_streams;
 	me->rt.p_off_stream_map = b + me->off_stream_map;
 	me->rt.p_off_events = b + me->off_events;
+	me->rt.p_off_journal = b + me->off_journal;
 }
 
 static inline struct me_order *
@@ -401,6 +414,16 @@ uint8_t me_bulk_doomed(struct me *me, uint32_t oi);
 /* ---- me_move.c: live symbol moves ---- */
 void me_symbol_move(struct me *me, const struct wire_symbol_move *m);  /* SYMBOL_MOVE */
 void me_book_chunk(struct me *me, const struct wire_book_chunk *m);    /* BOOK_CHUNK */
+/* The move (move_id, symbol index si) this engine knows, in any phase, or NULL. */
+struct me_move *me_move_find(struct me *me, uint64_t move_id, uint32_t si);
+/* Live order oi as a move carries it (op WIRE_BOOK_ADD). */
+void me_move_order_export(struct me *me, uint32_t oi, struct wire_book_order *w);
+/* Does move mv hold its book (FROZEN or INSTALLING)? A WATCHING move does not. */
+static inline bool
+me_move_holds(const struct me_move *mv)
+{
+	return mv->phase == ME_MOVE_FROZEN || mv->phase == ME_MOVE_INSTALLING;
+}
 /* The phase (ME_MOVE_FROZEN or ME_MOVE_INSTALLING) of the move that holds book si here, or
  * 0. A held book's orders are neither traded, modified, expired nor bulk-cancelled. One
  * load when no move is active, the common case. */
@@ -411,7 +434,7 @@ me_move_hold(const struct me *me, uint32_t si)
 		return 0;
 	for (uint32_t i = 0; i < ME_MOVES_MAX; i++) {
 		const struct me_move *mv = &me->moves[i];
-		if (mv->move_id != 0 && mv->symbol == si && mv->phase != ME_MOVE_FINISHED)
+		if (mv->move_id != 0 && mv->symbol == si && me_move_holds(mv))
 			return mv->phase;
 	}
 	return 0;
@@ -425,6 +448,24 @@ me_move_hold_order(struct me *me, uint32_t oi)
 	const struct me_order *o = me_ord(me, oi);
 	DCHECK(o->state == ME_ST_LIVE);
 	return me_move_hold(me, me_lvl(me, o->level)->symbol);
+}
+
+/* ---- me_journal.c: the orderIds of a watched book's changes (WATCH) ---- */
+/* Append live order oi's oid (its book is the watched one); on a full journal, mark it
+ * overflowed instead. */
+void me_journal_append(struct me *me, uint32_t oi);
+/* The journal belongs to moves[slot] from now, empty; slot's symbol is watched. */
+void me_journal_start(struct me *me, uint32_t slot);
+/* Forget the journal: no book watched, no entries (zeroed), no owner. */
+void me_journal_reset(struct me *me);
+/* Order oi of book si rested, left the book, or changed a field a wire_book_order carries
+ * (leaves, cum, stream) while resting: journal it when si is the watched book. The whole
+ * cost on the matching path is this one compare, false but for a moving symbol. */
+static inline void
+me_move_touch(struct me *me, uint32_t si, uint32_t oi)
+{
+	if (__builtin_expect(si == me->watch_si, 0))
+		me_journal_append(me, oi);
 }
 
 /* ---- me_book.c: levels ---- */

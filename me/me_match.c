@@ -475,6 +475,8 @@ match(struct me *me, uint32_t si, uint32_t ti, int64_t budget)
 			me_user_unlink(me, mi);
 			emit_done(me, mi);
 			me_order_finish(me, mi);
+		} else {
+			me_move_touch(me, si, mi); /* a partial fill: leaves and cum changed */
 		}
 	}
 }
@@ -744,6 +746,8 @@ me_modify(struct me *me, const struct wire_modify *m)
 			me_user_unlink(me, ti);
 			emit_done(me, ti);
 			me_order_finish(me, ti);
+		} else {
+			me_move_touch(me, si, ti);
 		}
 		record_request(me, m, fp, kind, ti);
 		return;

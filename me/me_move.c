@@ -6,8 +6,13 @@
  * step is an admin entry in one shard's log, answered with an ADMIN_REPLY, and idempotent on
  * its move_id, so a driver that lost an answer sends the step again:
  *
+ *   WATCH  (F) optional, before the driver reads its copy of the trading book: journal the
+ *              orderId of every change to the book from here (me_journal.c). Nothing else
+ *              changes: the book trades on.
  *   OUT    (F) freeze the book: count and hash it in export order. From here nothing of it
- *              enters, trades, expires, is modified or bulk-cancelled (SYMBOL_MOVING).
+ *              enters, trades, expires, is modified or bulk-cancelled (SYMBOL_MOVING). A
+ *              move that WATCHed keeps its journal: the driver reads the orders it names
+ *              (me_move_journal_export), not the whole book, to make the difference.
  *   CHUNK  (M) install the next chunk, inert (M does not own the symbol yet); a chunk
  *              applies whole or not at all. Its orders are ADDs (to the tail of their
  *              level), or, for a copy made while the book still traded, the difference to
@@ -16,18 +21,26 @@
  *              symbol and opens the book with F's status, kill-switch, trade number and
  *              last price.
  *   DONE   (F) drop the frozen copy, silently; F no longer owns the symbol.
- *   ABORT  (F, M) before DONE / IN: F trades the book again; M drops what it installed.
+ *   ABORT  (F, M) before DONE / IN: F trades the book again (or stops watching it); M drops
+ *              what it installed.
+ *
+ * One journal per engine, so one move WATCHes at a time: a WATCH of another move (a driver
+ * that died after its WATCH) ends the watching one, or takes the journal from a frozen
+ * move that kept one; an OUT of another move of the watched book ends the watch too (that
+ * move freezes without a journal). A move that did not WATCH, or whose journal is gone or
+ * overflowed, is moved by reading the whole frozen book (me_move_export), as before.
  *
  * Export order: bids best level first, then asks best level first, oldest first within a
  * level. M appends each added order at the tail of its level; a copy's orders come in export
  * order and the difference adds only orders newer than every copied one, so time priority
  * survives the move, and IN proves it: the hash walks M's book in export order.
  *
- * Everything is state in struct me (moves[], moves_active, gtd_held): snapshotted, hashed,
- * the same on every replica. A held book's GTD orders have no heap entries (OUT takes them
- * off on F, M pushes none while installing); the room they need in the heap stays theirs
- * (me->gtd_held, me_gtd_fits) until the move ends and pushes them. A held book's orders
- * are skipped by user kill-switch jobs; ending the move starts those jobs again.
+ * Everything is state in struct me (moves[], moves_active, gtd_held, the journal):
+ * snapshotted, hashed, the same on every replica. A held book's GTD orders have no heap
+ * entries (OUT takes them off on F, M pushes none while installing); the room they need in
+ * the heap stays theirs (me->gtd_held, me_gtd_fits) until the move ends and pushes them. A
+ * held book's orders are skipped by user kill-switch jobs; ending the move starts those
+ * jobs again.
  */
 #include <errno.h>
 #include <string.h>
@@ -83,8 +96,8 @@ book_walk(struct me *me, uint32_t si, book_visit_fn *fn, void *ctx)
 }
 
 /* A live order as it travels (wire.h struct wire_book_order). */
-static void
-order_export(struct me *me, uint32_t oi, struct wire_book_order *w)
+void
+me_move_order_export(struct me *me, uint32_t oi, struct wire_book_order *w)
 {
 	const struct me_order *o = me_ord(me, oi);
 	DCHECK(o->state == ME_ST_LIVE);
@@ -112,7 +125,7 @@ hash_visit(struct me *me, uint32_t oi, void *ctx)
 {
 	struct hash_ctx *c = ctx;
 	struct wire_book_order w;
-	order_export(me, oi, &w);
+	me_move_order_export(me, oi, &w);
 	c->hash = me_move_hash_step(c->hash, &w);
 	c->gtd += w.tif == WIRE_TIF_GTD;
 	return true;
@@ -137,8 +150,8 @@ book_drop(struct me *me, uint32_t si)
 
 /* ---- move slots ---- */
 
-static struct me_move *
-move_find(struct me *me, uint64_t move_id, uint32_t si)
+struct me_move *
+me_move_find(struct me *me, uint64_t move_id, uint32_t si)
 {
 	for (uint32_t i = 0; i < ME_MOVES_MAX; i++) {
 		struct me_move *mv = &me->moves[i];
@@ -154,14 +167,31 @@ move_holding(struct me *me, uint32_t si)
 {
 	for (uint32_t i = 0; i < ME_MOVES_MAX; i++) {
 		struct me_move *mv = &me->moves[i];
-		if (mv->move_id != 0 && mv->symbol == si && mv->phase != ME_MOVE_FINISHED)
+		if (mv->move_id != 0 && mv->symbol == si && me_move_holds(mv))
 			return mv;
 	}
 	return NULL;
 }
 
+static uint32_t
+slot_of(const struct me *me, const struct me_move *mv)
+{
+	DCHECK(mv >= me->moves && mv < me->moves + ME_MOVES_MAX);
+	return (uint32_t)(mv - me->moves);
+}
+
+/* The WATCHING move (at most one: it owns the engine's journal), or NULL. */
+static struct me_move *
+move_watching(struct me *me)
+{
+	if (me->journal_slot == ME_NIL)
+		return NULL;
+	struct me_move *mv = &me->moves[me->journal_slot];
+	return mv->phase == ME_MOVE_WATCHING ? mv : NULL;
+}
+
 /* The slot a new move takes: a free one, else the oldest FINISHED one; NULL when every
- * slot holds a book. */
+ * slot holds or watches a book. */
 static struct me_move *
 move_slot(struct me *me)
 {
@@ -178,30 +208,47 @@ move_slot(struct me *me)
 	return oldest;
 }
 
+/* Record a new move in slot mv: a source FROZEN or WATCHING, a target INSTALLING. */
 static void
 move_start(struct me *me, struct me_move *mv, uint64_t move_id, uint32_t si, uint16_t peer,
-	   uint8_t role)
+	   uint8_t role, uint8_t phase)
 {
 	DCHECK(move_holding(me, si) == NULL);
+	CHECK((role == ME_MOVE_SOURCE) == (phase != ME_MOVE_INSTALLING));
 	memset(mv, 0, sizeof(*mv));
 	mv->move_id = move_id;
 	mv->created = ++me->moves_created;
 	mv->symbol = si;
 	mv->peer = peer;
 	mv->role = role;
-	mv->phase = role == ME_MOVE_SOURCE ? ME_MOVE_FROZEN : ME_MOVE_INSTALLING;
-	me->moves_active++;
+	mv->phase = phase;
+	if (me_move_holds(mv))
+		me->moves_active++;
 	CHECK(me->moves_active <= ME_MOVES_MAX);
 }
 
+/* A WATCHING move ends without freezing (ABORT, or replaced): its slot is freed, the
+ * journal forgotten; the book traded all along, so nothing else changes. */
+static void
+watch_end(struct me *me, struct me_move *mv)
+{
+	CHECK(mv->phase == ME_MOVE_WATCHING);
+	CHECK(me->journal_slot == slot_of(me, mv));
+	me_journal_reset(me);
+	memset(mv, 0, sizeof(*mv));
+}
+
 /* The move no longer holds its book: FINISHED (kept to answer repeats) or freed (ABORT).
- * The heap room its GTD orders were owed is released to the caller, who pushes them. */
+ * The heap room its GTD orders were owed is released to the caller, who pushes them. Its
+ * journal, if it kept one, is no longer anybody's. */
 static void
 move_end(struct me *me, struct me_move *mv, bool keep)
 {
-	CHECK(mv->phase != ME_MOVE_FINISHED);
+	CHECK(me_move_holds(mv));
 	CHECK(me->moves_active > 0);
 	CHECK(me->gtd_held >= mv->gtd_held);
+	if (me->journal_slot == slot_of(me, mv))
+		me_journal_reset(me);
 	me->moves_active--;
 	me->gtd_held -= mv->gtd_held;
 	if (keep) {
@@ -296,14 +343,14 @@ move_out(struct me *me, const struct wire_symbol_move *m, uint32_t si)
 		me_admin_reply(me, WIRE_REASON_BAD_REQUEST, m->symbol);
 		return;
 	}
-	struct me_move *mv = move_find(me, m->move_id, si);
+	struct me_move *mv = me_move_find(me, m->move_id, si);
 	if (mv != NULL && (mv->role != ME_MOVE_SOURCE || mv->peer != m->peer)) {
 		/* The id of a move this shard was the target of, or the same move to another
 		 * target: a move id names one move. */
 		me_admin_reply(me, WIRE_REASON_BAD_REQUEST, m->symbol);
 		return;
 	}
-	if (mv != NULL) {
+	if (mv != NULL && mv->phase != ME_MOVE_WATCHING) {
 		/* A repeat: frozen (or already dropped) by this very move. */
 		me_admin_reply(me, WIRE_REASON_NONE, mv->count);
 		return;
@@ -325,22 +372,90 @@ move_out(struct me *me, const struct wire_symbol_move *m, uint32_t si)
 		me_admin_reply(me, WIRE_REASON_BACKPRESSURE, m->symbol);
 		return;
 	}
-	mv = move_slot(me);
-	if (mv == NULL) {
+	/* Another move watching this book (its driver gave up after WATCH) ends: the book
+	 * freezes for this one, without a journal. Its slot is free for this move then. */
+	struct me_move *w = move_watching(me);
+	bool drop = w != NULL && w != mv && w->symbol == si;
+	if (mv == NULL && move_slot(me) == NULL && !drop) {
 		me_admin_reply(me, WIRE_REASON_CAPACITY, m->symbol);
 		return;
 	}
+	if (drop)
+		watch_end(me, w);
 	struct hash_ctx c = {.hash = me_move_hash_init(s->symbol), .gtd = 0};
 	uint32_t count = book_walk(me, si, hash_visit, &c);
 	CHECK(count == s->resting);
 	/* Frozen orders never expire here: off the heap, their room held (me_gtd_fits). */
 	me_gtd_drop_book(me, si);
-	move_start(me, mv, m->move_id, si, m->peer, ME_MOVE_SOURCE);
+	if (mv != NULL) {
+		/* WATCHING → FROZEN: the journal stays this move's, complete up to here; nothing
+		 * changes on a frozen book, so nothing more is journaled. */
+		CHECK(me->journal_slot == slot_of(me, mv));
+		mv->phase = ME_MOVE_FROZEN;
+		me->watch_si = ME_NIL;
+		me->moves_active++;
+		CHECK(me->moves_active <= ME_MOVES_MAX);
+	} else {
+		mv = move_slot(me);
+		CHECK(mv != NULL); /* checked above */
+		move_start(me, mv, m->move_id, si, m->peer, ME_MOVE_SOURCE, ME_MOVE_FROZEN);
+	}
 	mv->count = count;
 	mv->hash = c.hash;
 	mv->gtd_held = c.gtd;
 	me->gtd_held += c.gtd;
 	me_admin_reply(me, WIRE_REASON_NONE, count);
+}
+
+/* WATCH: journal book si's changes for this move from here (me_journal.c); the book trades
+ * on. Answered NONE with the entries journaled so far (0 for a new watch). */
+static void
+move_watch(struct me *me, const struct wire_symbol_move *m, uint32_t si)
+{
+	if (m->peer == me->limits.shard) {
+		me_admin_reply(me, WIRE_REASON_BAD_REQUEST, m->symbol);
+		return;
+	}
+	struct me_move *mv = me_move_find(me, m->move_id, si);
+	if (mv != NULL && (mv->role != ME_MOVE_SOURCE || mv->peer != m->peer)) {
+		me_admin_reply(me, WIRE_REASON_BAD_REQUEST, m->symbol); /* one id, one move */
+		return;
+	}
+	if (mv != NULL && mv->phase == ME_MOVE_WATCHING) {
+		/* A repeat: nothing changes. */
+		me_admin_reply(me, WIRE_REASON_NONE, me->journal_n);
+		return;
+	}
+	struct me_move *h = move_holding(me, si);
+	if (h != NULL && h->role == ME_MOVE_SOURCE) {
+		/* Frozen already, by this move (too late to watch) or by another. */
+		me_admin_reply(me, WIRE_REASON_CONFLICT, h->move_id);
+		return;
+	}
+	if (mv != NULL) {
+		/* This move is over (FINISHED): its id is not started again. */
+		me_admin_reply(me, WIRE_REASON_TOO_LATE, m->symbol);
+		return;
+	}
+	if (me_sym(me, si)->me_shard != me->limits.shard) {
+		me_admin_reply(me, WIRE_REASON_SYMBOL_NOT_OWNED, m->symbol);
+		return;
+	}
+	DCHECK(h == NULL);
+	/* One journal per engine: a move watching any book (its driver gave up) ends. A
+	 * frozen move keeping its journal loses it to this one (it reads its whole book). */
+	struct me_move *w = move_watching(me);
+	if (w == NULL && move_slot(me) == NULL) {
+		me_admin_reply(me, WIRE_REASON_CAPACITY, m->symbol);
+		return;
+	}
+	if (w != NULL)
+		watch_end(me, w);
+	mv = move_slot(me);
+	CHECK(mv != NULL); /* checked above, or the slot watch_end freed */
+	move_start(me, mv, m->move_id, si, m->peer, ME_MOVE_SOURCE, ME_MOVE_WATCHING);
+	me_journal_start(me, slot_of(me, mv));
+	me_admin_reply(me, WIRE_REASON_NONE, 0);
 }
 
 /* Refuse a step that names no move of ours: CONFLICT with the id of the move holding the
@@ -355,8 +470,9 @@ refuse_unknown(struct me *me, uint32_t si)
 static void
 move_done(struct me *me, const struct wire_symbol_move *m, uint32_t si)
 {
-	struct me_move *mv = move_find(me, m->move_id, si);
-	if (mv == NULL || mv->role != ME_MOVE_SOURCE) {
+	struct me_move *mv = me_move_find(me, m->move_id, si);
+	if (mv == NULL || mv->role != ME_MOVE_SOURCE || mv->phase == ME_MOVE_WATCHING) {
+		/* No move of ours, or one that never froze the book. */
 		refuse_unknown(me, si);
 		return;
 	}
@@ -379,7 +495,7 @@ move_done(struct me *me, const struct wire_symbol_move *m, uint32_t si)
 static void
 move_in(struct me *me, const struct wire_symbol_move *m, uint32_t si)
 {
-	struct me_move *mv = move_find(me, m->move_id, si);
+	struct me_move *mv = me_move_find(me, m->move_id, si);
 	if (mv == NULL || mv->role != ME_MOVE_TARGET) {
 		refuse_unknown(me, si);
 		return;
@@ -422,7 +538,7 @@ move_in(struct me *me, const struct wire_symbol_move *m, uint32_t si)
 static void
 move_abort(struct me *me, const struct wire_symbol_move *m, uint32_t si)
 {
-	struct me_move *mv = si != ME_NIL ? move_find(me, m->move_id, si) : NULL;
+	struct me_move *mv = si != ME_NIL ? me_move_find(me, m->move_id, si) : NULL;
 	if (mv == NULL) {
 		/* Never started here, or aborted already. */
 		me_admin_reply(me, WIRE_REASON_NONE, 0);
@@ -431,6 +547,12 @@ move_abort(struct me *me, const struct wire_symbol_move *m, uint32_t si)
 	uint32_t count = mv->count;
 	if (mv->phase == ME_MOVE_FINISHED) {
 		me_admin_reply(me, WIRE_REASON_TOO_LATE, m->symbol);
+		return;
+	}
+	if (mv->phase == ME_MOVE_WATCHING) {
+		/* Never frozen: the book traded all along, only the journal goes. */
+		watch_end(me, mv);
+		me_admin_reply(me, WIRE_REASON_NONE, count);
 		return;
 	}
 	if (mv->phase == ME_MOVE_INSTALLING) {
@@ -459,7 +581,7 @@ me_symbol_move(struct me *me, const struct wire_symbol_move *m)
 		me_admin_reply(me, WIRE_REASON_BAD_REQUEST, m->symbol);
 		return;
 	}
-	if (m->phase < WIRE_MOVE_OUT || m->phase > WIRE_MOVE_ABORT) {
+	if (m->phase < WIRE_MOVE_OUT || m->phase > WIRE_MOVE_WATCH) {
 		me_admin_reply(me, WIRE_REASON_BAD_REQUEST, m->symbol);
 		return;
 	}
@@ -474,6 +596,8 @@ me_symbol_move(struct me *me, const struct wire_symbol_move *m)
 	}
 	if (m->phase == WIRE_MOVE_OUT)
 		move_out(me, m, si);
+	else if (m->phase == WIRE_MOVE_WATCH)
+		move_watch(me, m, si);
 	else if (m->phase == WIRE_MOVE_IN)
 		move_in(me, m, si);
 	else
@@ -605,6 +729,9 @@ chunk_check(struct me *me, uint32_t si, const struct wire_book_chunk *m)
 static void
 chunk_install(struct me *me, struct me_move *mv, uint32_t si, const struct wire_book_chunk *m)
 {
+	/* Not a book this engine watches (WATCH needs an owned symbol): its UPDATEs below are
+	 * no change to journal. */
+	DCHECK(si != me->watch_si);
 	for (uint32_t k = 0; k < m->count; k++) {
 		struct wire_book_order w;
 		chunk_order(m, k, &w);
@@ -702,7 +829,7 @@ me_book_chunk(struct me *me, const struct wire_book_chunk *m)
 		return;
 	}
 	uint32_t si = me_symbol_find(me, m->symbol);
-	struct me_move *mv = si != ME_NIL ? move_find(me, m->move_id, si) : NULL;
+	struct me_move *mv = si != ME_NIL ? me_move_find(me, m->move_id, si) : NULL;
 	if (mv != NULL && mv->role != ME_MOVE_TARGET) {
 		me_admin_reply(me, WIRE_REASON_BAD_REQUEST, m->seq); /* we are its source */
 		return;
@@ -734,7 +861,7 @@ me_book_chunk(struct me *me, const struct wire_book_chunk *m)
 	if (mv == NULL) {
 		mv = move_slot(me);
 		CHECK(mv != NULL); /* open_check found one */
-		move_start(me, mv, m->move_id, si, m->source, ME_MOVE_TARGET);
+		move_start(me, mv, m->move_id, si, m->source, ME_MOVE_TARGET, ME_MOVE_INSTALLING);
 		mv->hash = me_move_hash_init(m->symbol); /* IN hashes the installed book */
 	}
 	DCHECK(m->seq == mv->next_chunk);
@@ -784,6 +911,10 @@ me_move_info(const struct me *cme, uint32_t symbol, struct me_move_info *out)
 	out->peer = mv->peer;
 	out->role = mv->role;
 	out->phase = mv->phase;
+	if (me->journal_slot == slot_of(me, mv)) {
+		out->journal = me->journal_n;
+		out->journal_ok = me->journal_overflow == 0;
+	}
 	if (mv->role == ME_MOVE_TARGET && mv->phase == ME_MOVE_INSTALLING) {
 		/* What IN will compare: the installed book hashed in export order. */
 		struct hash_ctx hc = {.hash = me_move_hash_init(symbol), .gtd = 0};
@@ -815,7 +946,7 @@ export_visit(struct me *me, uint32_t oi, void *ctx)
 	struct export_ctx *c = ctx;
 	if (c->seen++ < c->from)
 		return true;
-	order_export(me, oi, &c->out[c->written++]);
+	me_move_order_export(me, oi, &c->out[c->written++]);
 	return c->written < c->n;
 }
 
@@ -829,7 +960,7 @@ me_move_export(const struct me *cme, uint32_t symbol, uint64_t move_id, uint32_t
 	uint32_t si = me_symbol_find(me, symbol);
 	if (si == ME_NIL)
 		return -ENOENT;
-	const struct me_move *mv = move_id != 0 ? move_find(me, move_id, si) : NULL;
+	const struct me_move *mv = move_id != 0 ? me_move_find(me, move_id, si) : NULL;
 	if (move_id != 0 &&
 	    (mv == NULL || mv->role != ME_MOVE_SOURCE || mv->phase != ME_MOVE_FROZEN))
 		return -ENOENT;

@@ -17,10 +17,11 @@
  * Format: struct me_snap_hdr | state header | records[0, orders_hwm) | oid index | users |
  * levels[0, levels_hwm) | symbols[0, symbols_used) | per book side: lrefs[0, side_count) |
  * gtd[0, gtd_count) | symbol index | streams[0, streams_used) | stream map |
- * per stream: events[0, min(next_seq - 1, events_max)).
- * Pending bulk cancel jobs (me_bulk.c) and symbol moves (me_move.c) are part of the state
- * header, so a replica restored in the middle of a halt or of a move goes on with it
- * exactly where the log says.
+ * per stream: events[0, min(next_seq - 1, events_max)) | move journal[0, journal_n).
+ * Pending bulk cancel jobs (me_bulk.c), symbol moves (me_move.c) and the journal's owner
+ * and length (me_journal.c) are part of the state header, so a replica restored in the
+ * middle of a halt or of a move goes on with it exactly where the log says. The journal's
+ * entries past journal_n are zero, as init leaves them.
  * The header carries the limits and an XXH3 checksum of everything after it; restore refuses
  * (-EINVAL, leaving an empty engine) a snapshot whose checksum, limits, layout or counts do
  * not match this instance.
@@ -110,6 +111,10 @@ sections(struct me *me, section_fn *fn, void *ctx)
 		if (!fn(ctx, ring, ring_written(me, s) * sizeof(struct wire_me_event)))
 			return false;
 	}
+	if (me->journal_n > ME_JOURNAL_MAX)
+		return false;
+	if (!fn(ctx, b + me->off_journal, (size_t)me->journal_n * sizeof(struct wire_oid)))
+		return false;
 	return true;
 }
 
@@ -213,8 +218,9 @@ bulk_ok(const struct me *probe)
 }
 
 /* Symbol moves (me_move.c) are read as indices and phases: each slot must be one a running
- * engine could hold (free ones all zero, at most one move holding a book), and the counts
- * the hot paths trust must agree with the slots. */
+ * engine could hold (free ones all zero, at most one move holding or watching a book, a
+ * WATCHING one holding nothing yet), and the counts the hot paths trust must agree with the
+ * slots. */
 static bool
 moves_ok(const struct me *probe)
 {
@@ -239,18 +245,52 @@ moves_ok(const struct me *probe)
 				return false;
 			continue;
 		}
-		if (mv->phase != (mv->role == ME_MOVE_SOURCE ? ME_MOVE_FROZEN : ME_MOVE_INSTALLING))
+		if (mv->role == ME_MOVE_SOURCE ? mv->phase != ME_MOVE_FROZEN &&
+							 mv->phase != ME_MOVE_WATCHING
+					       : mv->phase != ME_MOVE_INSTALLING)
 			return false;
 		for (uint32_t k = 0; k < i; k++) {
 			const struct me_move *o = &probe->moves[k];
 			if (o->move_id != 0 && o->phase != ME_MOVE_FINISHED && o->symbol == mv->symbol)
 				return false;
 		}
+		if (mv->phase == ME_MOVE_WATCHING) {
+			if (mv->gtd_held != 0 || mv->count != 0 || mv->hash != 0 || mv->next_chunk != 0)
+				return false;
+			continue;
+		}
 		active++;
 		held += mv->gtd_held;
 	}
 	return active == probe->moves_active && held == probe->gtd_held &&
 	       held <= probe->limits.gtd_max;
+}
+
+/* The move journal (me_journal.c): no owner and empty, or owned by a source move WATCHING
+ * (whose book is the watched one) or FROZEN (nothing watched); every WATCHING move owns it;
+ * its length within the region (restore reads that many entries). */
+static bool
+journal_ok(const struct me *probe)
+{
+	if (probe->journal_n > ME_JOURNAL_MAX || probe->journal_overflow > 1)
+		return false;
+	if (probe->journal_overflow != 0 && probe->journal_n != ME_JOURNAL_MAX)
+		return false;
+	for (uint32_t i = 0; i < ME_MOVES_MAX; i++)
+		if (probe->moves[i].move_id != 0 && probe->moves[i].phase == ME_MOVE_WATCHING &&
+		    probe->journal_slot != i)
+			return false;
+	if (probe->journal_slot == ME_NIL)
+		return probe->watch_si == ME_NIL && probe->journal_n == 0 &&
+		       probe->journal_overflow == 0;
+	if (probe->journal_slot >= ME_MOVES_MAX)
+		return false;
+	const struct me_move *mv = &probe->moves[probe->journal_slot];
+	if (mv->move_id == 0 || mv->role != ME_MOVE_SOURCE)
+		return false;
+	if (mv->phase == ME_MOVE_WATCHING)
+		return probe->watch_si == mv->symbol;
+	return mv->phase == ME_MOVE_FROZEN && probe->watch_si == ME_NIL;
 }
 
 /* The snapshot's state header must describe an engine laid out exactly like this one, with
@@ -268,7 +308,7 @@ state_hdr_ok(const struct me *me, const struct me *probe)
 	    probe->off_lrefs != me->off_lrefs || probe->off_symbols != me->off_symbols ||
 	    probe->off_symidx != me->off_symidx || probe->off_gtd != me->off_gtd ||
 	    probe->off_streams != me->off_streams || probe->off_stream_map != me->off_stream_map ||
-	    probe->off_events != me->off_events)
+	    probe->off_events != me->off_events || probe->off_journal != me->off_journal)
 		return false;
 	if (probe->index_mask != me->index_mask || probe->user_mask != me->user_mask ||
 	    probe->sym_mask != me->sym_mask || probe->events_mask != me->events_mask)
@@ -276,6 +316,8 @@ state_hdr_ok(const struct me *me, const struct me *probe)
 	if (!bulk_ok(probe))
 		return false;
 	if (!moves_ok(probe))
+		return false;
+	if (!journal_ok(probe))
 		return false;
 	return probe->orders_hwm <= l->orders_max && probe->levels_hwm <= l->levels_max &&
 	       probe->symbols_used <= l->symbols_max && probe->streams_used <= l->streams_max &&

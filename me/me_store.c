@@ -91,6 +91,8 @@ layout(struct me *me, const struct me_limits *l)
 	me->off_events = off;
 	off = align64(off + (uint64_t)l->streams_max * l->events_max *
 				    sizeof(struct wire_me_event));
+	me->off_journal = off;
+	off = align64(off + ME_JOURNAL_MAX * sizeof(struct wire_oid));
 	me->index_mask = index_size - 1;
 	me->user_mask = user_slots - 1;
 	me->sym_mask = sym_slots - 1;
@@ -148,6 +150,8 @@ me_init(struct me **out, void *memory, const struct me_limits *limits)
 	for (uint32_t i = 0; i < limits->levels_max; i++)
 		lv[i].count = i + 1 < limits->levels_max ? i + 1 : ME_NIL;
 	me->level_free = 0;
+	me->watch_si = ME_NIL;
+	me->journal_slot = ME_NIL;
 	*out = me;
 	CHECK(me->footprint == me_footprint(limits));
 	return 0;

@@ -294,6 +294,7 @@ me_rebind(struct me *me, const struct wire_rebind *m)
 	ev->qty = o->cum;
 	me_ev_emit(me, oi, ev);
 	o->stream = (uint16_t)to;
+	me_move_touch(me, me_lvl(me, o->level)->symbol, oi); /* a field the move carries */
 	ev = me_ev_begin(me, oi, WIRE_EV_ADOPTED);
 	ev->px = o->px;
 	ev->qty = o->cum;

@@ -141,11 +141,13 @@ wire_seeds(char **argv)
 	wire_builder_add_tail(&b, &fa, &lt, sizeof(lt));
 	save(argv[1], "forwarded", wire_builder_finish(&b, NULL));
 
-	/* A live symbol move's steps (docs/me.md "Moving a symbol with its book"): OUT, a chunk
-	 * of two orders (an ADD and a REMOVE), IN. */
+	/* A live symbol move's steps (docs/me.md "Moving a symbol with its book"): WATCH, OUT, a
+	 * chunk of two orders (an ADD and a REMOVE), IN. */
 	struct wire_symbol_move sm = {0};
 	wire_hdr_init(&sm.hdr, WIRE_SYMBOL_MOVE, 2);
-	sm.move_id = 9, sm.symbol = 1, sm.peer = 3, sm.phase = WIRE_MOVE_OUT;
+	sm.move_id = 9, sm.symbol = 1, sm.peer = 3, sm.phase = WIRE_MOVE_WATCH;
+	struct wire_symbol_move watch = sm;
+	sm.phase = WIRE_MOVE_OUT;
 	struct wire_book_order bo[2];
 	memset(bo, 0, sizeof(bo));
 	bo[0].oid = wire_oid_make(1, 7, 1), bo[0].px = 100, bo[0].leaves = 2;
@@ -158,6 +160,7 @@ wire_seeds(char **argv)
 	bc.move_id = 9, bc.symbol = 1, bc.seq = 0, bc.source = 2, bc.count = 2;
 	bc.tail_len = sizeof(bo);
 	wire_builder_init(&b, buf, sizeof(buf), 3);
+	wire_builder_add(&b, &watch);
 	wire_builder_add(&b, &sm);
 	wire_builder_add_tail(&b, &bc, bo, sizeof(bo));
 	sm.phase = WIRE_MOVE_IN, sm.count = 1, sm.hash = 1, sm.status = WIRE_SYM_TRADING;

@@ -668,6 +668,25 @@ Test(wire, admin_column)
 	cr_assert(not(wire_type_is_admin(UINT16_MAX)));
 }
 
+/* Goal: a SYMBOL_MOVE's phase is one of OUT..WATCH; anything else is refused before it could
+ * reach a log. Method: every phase value 0..7 through wire_msg_check. */
+Test(wire, symbol_move_phases)
+{
+	for (uint8_t ph = 0; ph <= 7; ph++) {
+		struct wire_symbol_move m;
+		memset(&m, 0, sizeof(m));
+		wire_hdr_init(&m.hdr, WIRE_SYMBOL_MOVE, 3);
+		m.move_id = 9;
+		m.symbol = 1;
+		m.peer = 4;
+		m.phase = ph;
+		uint16_t len = 0;
+		bool want = ph >= WIRE_MOVE_OUT && ph <= WIRE_MOVE_WATCH;
+		cr_assert(eq(int, wire_msg_check(&m, sizeof(m), &len) == WIRE_E_OK, want), "phase %u",
+			  ph);
+	}
+}
+
 /* Goal: one hex key parser for the config, the client library and the tools: 32 hex digits
  * in either case, bytes in order, k0/k1 their little-endian halves; anything else refused
  * with -EINVAL and the key untouched. Method: a known key, then one bad input per rule. */

@@ -160,6 +160,29 @@ fx_check_invariants(void)
 		cr_assert(o->state != ME_ST_ACTIVE);
 	}
 	cr_assert(used == me->records_used);
+	/* The move journal: owned by a WATCHING source (its book the watched one) or by a
+	 * FROZEN one (nothing watched), else empty; every WATCHING move owns it; the entries
+	 * past its length are zero (a look at the next few). */
+	cr_assert(me->journal_n <= ME_JOURNAL_MAX);
+	for (uint32_t i = 0; i < ME_MOVES_MAX; i++)
+		if (me->moves[i].move_id != 0 && me->moves[i].phase == ME_MOVE_WATCHING)
+			cr_assert_eq(me->journal_slot, i);
+	if (me->journal_slot == ME_NIL) {
+		cr_assert_eq(me->watch_si, ME_NIL);
+		cr_assert_eq(me->journal_n, 0);
+		cr_assert_eq(me->journal_overflow, 0);
+	} else {
+		cr_assert(me->journal_slot < ME_MOVES_MAX);
+		const struct me_move *mv = &me->moves[me->journal_slot];
+		cr_assert_eq(mv->role, ME_MOVE_SOURCE);
+		if (mv->phase == ME_MOVE_WATCHING)
+			cr_assert_eq(me->watch_si, mv->symbol);
+		else
+			cr_assert(mv->phase == ME_MOVE_FROZEN && me->watch_si == ME_NIL);
+	}
+	const struct wire_oid *j = ME_CARR(me, off_journal, struct wire_oid);
+	for (uint32_t k = me->journal_n; k < ME_JOURNAL_MAX && k < me->journal_n + 256; k++)
+		cr_assert(j[k].user == 0 && j[k].shard_seq == 0, "journal entry %u past the end", k);
 }
 
 void
@@ -456,4 +479,94 @@ fx_rec(uint64_t user, uint64_t seq)
 {
 	uint32_t oi = me_order_find(fx_me, fx_oid(user, seq));
 	return oi == ME_NIL ? NULL : me_ord(fx_me, oi);
+}
+
+/* Does book entry a come before b's level in export order (bids best first, then asks best
+ * first)? */
+static bool
+level_before(const struct wire_book_order *a, const struct wire_book_order *b)
+{
+	if (a->side != b->side)
+		return a->side == WIRE_SIDE_BUY;
+	return a->side == WIRE_SIDE_BUY ? a->px > b->px : a->px < b->px;
+}
+
+uint32_t
+fx_journal_apply(struct wire_book_order *book, uint32_t n, uint32_t cap,
+		 const struct wire_book_order *jr, uint32_t nj)
+{
+	for (uint32_t i = 0; i < nj; i++) {
+		const struct wire_book_order *r = &jr[i];
+		uint32_t k = 0;
+		while (k < n && !wire_oid_eq(book[k].oid, r->oid))
+			k++;
+		if (r->op == WIRE_BOOK_REMOVE) {
+			struct wire_book_order z;
+			memset(&z, 0, sizeof(z));
+			z.oid = r->oid;
+			z.op = WIRE_BOOK_REMOVE;
+			cr_assert(memcmp(r, &z, sizeof(z)) == 0, "entry %u: a REMOVE is its oid only", i);
+			if (k < n) {
+				memmove(&book[k], &book[k + 1], (size_t)(n - k - 1) * sizeof(*book));
+				n--;
+			}
+			continue;
+		}
+		cr_assert_eq(r->op, WIRE_BOOK_UPDATE, "entry %u: op %u", i, r->op);
+		struct wire_book_order w = *r;
+		w.op = WIRE_BOOK_ADD; /* as me_move_export writes every order */
+		if (k < n) {
+			cr_assert_eq(book[k].side, w.side);
+			cr_assert_eq(book[k].px, w.px);
+			book[k] = w;
+			continue;
+		}
+		/* New here: behind every order of its level, ahead of the levels after it. */
+		uint32_t at = 0;
+		while (at < n && !level_before(&w, &book[at]))
+			at++;
+		cr_assert_lt(n, cap);
+		memmove(&book[at + 1], &book[at], (size_t)(n - at) * sizeof(*book));
+		book[at] = w;
+		n++;
+	}
+	return n;
+}
+
+uint32_t
+fx_check_journal(struct me *e, uint32_t sym, uint64_t move_id,
+		 const struct wire_book_order *copy, uint32_t nc)
+{
+	struct me_move_info mi;
+	cr_assert_eq(me_move_info(e, sym, &mi), 0);
+	cr_assert_eq(mi.move_id, move_id);
+	cr_assert_eq(mi.role, ME_MOVE_SOURCE);
+	cr_assert_eq(mi.phase, ME_MOVE_FROZEN);
+	cr_assert_eq(mi.journal_ok, 1);
+	uint32_t nj = mi.journal;
+	struct wire_book_order *jr = calloc((size_t)nj + 1, sizeof(*jr));
+	struct wire_book_order *book = calloc((size_t)nc + nj + 1, sizeof(*book));
+	struct wire_book_order *frozen = calloc((size_t)mi.count + 1, sizeof(*frozen));
+	cr_assert(jr != NULL && book != NULL && frozen != NULL);
+	/* Read in uneven pieces, as a driver limited by its frame would. */
+	for (uint32_t from = 0; from < nj;) {
+		uint32_t want = nj - from < 97 ? nj - from : 97;
+		int got = me_move_journal_export(e, sym, move_id, from, jr + from, want);
+		cr_assert_eq(got, (int)want, "journal from %u: %d", from, got);
+		from += want;
+	}
+	cr_assert_eq(me_move_journal_export(e, sym, move_id, nj, jr + nj, 1), 0, "past the end");
+	memcpy(book, copy, (size_t)nc * sizeof(*book));
+	uint32_t n = fx_journal_apply(book, nc, nc + nj + 1, jr, nj);
+	cr_assert_eq(me_move_export(e, sym, move_id, 0, frozen, mi.count), (int)mi.count);
+	cr_assert_eq(n, mi.count, "copy and journal give %u orders, the frozen book %u", n,
+		     mi.count);
+	for (uint32_t k = 0; k < n; k++)
+		cr_assert(memcmp(&book[k], &frozen[k], sizeof(book[k])) == 0,
+			  "order %u of the frozen book differs (oid %lu/%lu)", k,
+			  (unsigned long)frozen[k].oid.user, (unsigned long)frozen[k].oid.shard_seq);
+	free(jr);
+	free(book);
+	free(frozen);
+	return nj;
 }

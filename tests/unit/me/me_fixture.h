@@ -82,6 +82,19 @@ const struct wire_admin_reply *fx_admin(void);         /* last ADMIN_REPLY, or N
 /* Reason of the REJECTED / CANCEL_REJECTED event about (user, seq), or -1 if none. */
 int fx_reject_reason(uint64_t user, uint64_t seq);
 
+/* Symbol moves: the move journal (me_journal.c). */
+/* Apply journal entries jr[0, nj) (me_move_journal_export) to book[0, n), a copy in export
+ * order: a REMOVE deletes its order if present, an UPDATE replaces it in place, or, for an
+ * order not in the book, appends it at the tail of its level (levels in export order).
+ * Returns the new count; the book has room for cap orders. */
+uint32_t fx_journal_apply(struct wire_book_order *book, uint32_t n, uint32_t cap,
+			  const struct wire_book_order *jr, uint32_t nj);
+/* Engine e's move move_id is FROZEN on `sym` with a complete journal, and copy[0, nc) (the
+ * book exported any time after its WATCH, before the next apply) with the journal applied
+ * is exactly the frozen book's export, order by order. Returns the journal's length. */
+uint32_t fx_check_journal(struct me *e, uint32_t sym, uint64_t move_id,
+			  const struct wire_book_order *copy, uint32_t nc);
+
 /* Book. */
 int64_t fx_best(uint8_t side);                          /* 0 if empty */
 int64_t fx_depth_qty(uint8_t side, int64_t px);         /* qty at px */

@@ -1422,3 +1422,567 @@ Test(me_move, copy_then_difference)
 	cr_assert_eq(o8->next, ME_NIL, "the newest order is the level's tail");
 	cr_assert_eq(me_lvl(M, o8->level)->tail, me_order_find(M, fx_oid(8, 7000)));
 }
+
+/* ---- the journal: WATCH, then the difference read from it (me_journal.c) ---- */
+
+#define WATCH(id) step(fx_me, WIRE_MOVE_WATCH, (id), M_SHARD)
+#define ABORT(id) step(fx_me, WIRE_MOVE_ABORT, (id), M_SHARD)
+
+/* A REBIND_TO_ME of F's order (user, seq) of OMS shard `from` to `to`. */
+static void
+rebind(uint64_t user, uint64_t seq, uint16_t from, uint16_t to)
+{
+	struct wire_rebind m;
+	memset(&m, 0, sizeof(m));
+	wire_hdr_init(&m.hdr, WIRE_REBIND_TO_ME, 0);
+	m.oid = wire_oid_make(from, user, seq);
+	m.from_shard = from;
+	m.to_shard = to;
+	m.symbol = FX_SYM;
+	fx_apply(&m);
+}
+
+/* The book as it is (move_id 0) into copy (room for `cap`); returns its size. */
+static uint32_t
+copy_book(struct me *e, struct wire_book_order *copy, uint32_t cap)
+{
+	int n = me_move_export(e, FX_SYM, 0, 0, copy, cap);
+	cr_assert_geq(n, 0);
+	cr_assert_eq((uint32_t)n, me_sym(e, sym_index(e, FX_SYM))->resting);
+	return (uint32_t)n;
+}
+
+/* Trading on a populated book, every way its orders change: new orders (behind copied
+ * ones at a shared level, at new levels), partial and full fills of copied and new orders,
+ * cancels, an amend, a replace, an order that comes and goes, a rebind to another OMS
+ * stream, GTD expiries (a copied and a new order) and a user kill-switch's bulk cancel.
+ * `base` is fx_now when the book was populated (its GTD times). On fx_me. */
+static void
+trade_every_way(uint64_t base)
+{
+	fx_gtc(8, 7000, B, 10000, 2);                  /* behind the best bid's copied order */
+	fx_gtc(8, 7001, S, 9990 + 10 * 200, 1);       /* a new ask level */
+	fx_gtc(8, 7002, B, 10000 - 10 * 160, 3);       /* a new bid level */
+	fx_cancel(big_user(0), 5000, 1000);            /* the copied order at the best bid */
+	fx_amend(big_user(6), 5001, 1006, 1);          /* leaves down, priority kept */
+	fx_market_buy(9, 6000, 10010 * 3);             /* eats into the best ask level */
+	fx_limit(9, 6001, S, 10000, 1, WIRE_TIF_IOC);   /* fills 7000 in part */
+	fx_limit(9, 6002, S, 9990, 2, WIRE_TIF_IOC);    /* the rest of 7000, a copied bid in part */
+	fx_gtc(8, 7003, B, 5000, 1);                   /* comes and goes */
+	fx_cancel(8, 7004, 7003);
+	fx_replace(big_user(9), 5002, 1009, 10100, 4);  /* leaves, a new order rests */
+	fx_oms_shard = 0;
+	rebind(big_user(12), 1012, 0, 2);              /* its stream changes */
+	struct wire_submit s = fx_order(8, 7005, B, WIRE_ORD_LIMIT, WIRE_TIF_GTD, 9000, 1);
+	s.expire_ns = fx_now + 100;
+	fx_submit(&s);
+	fx_tick(base + T_GTD + 15);                    /* 7005 and copied order 10 expire */
+	cr_assert_eq(fx_count(8, 7005, WIRE_EV_CANCELLED), 1);
+	cr_assert_eq(fx_kill(WIRE_KILL_USER, 5, 1), WIRE_REASON_NONE); /* bulk cancel */
+	fx_gtc(8, 7006, S, 10010, 2);                  /* where the ask level was eaten */
+	cr_assert_eq(me_bulk_pending(fx_me, ME_BULK_USER, 5), false);
+	fx_limit(9, 6003, B, 10010, 1, WIRE_TIF_IOC);   /* fills 7006 in part */
+	cr_assert_eq(fx_find(9, 6002, WIRE_EV_FILL, 1)->px, 9990);
+	cr_assert_eq(fx_count(9, 6002, WIRE_EV_FILL), 2);
+	fx_reset();
+}
+
+/* The difference the driver sends M after OUT, made from the journal (app/app_mgmt_move.c
+ * does the same): the first entry of each order decides; a copied order gone is a REMOVE
+ * (with its copy's fields, which M checks), a copied one changed an UPDATE, a new one an
+ * ADD, in the order of first entries. Returns the operations written to diff. */
+static uint32_t
+journal_diff(const struct wire_book_order *copy, uint32_t nc, const struct wire_book_order *jr,
+	     uint32_t nj, struct wire_book_order *diff)
+{
+	uint32_t nd = 0;
+	for (uint32_t i = 0; i < nj; i++) {
+		bool seen = false;
+		for (uint32_t p = 0; p < i && !seen; p++)
+			seen = wire_oid_eq(jr[p].oid, jr[i].oid);
+		if (seen)
+			continue;
+		int k = index_of(copy, (int)nc, jr[i].oid);
+		if (k >= 0 && jr[i].op == WIRE_BOOK_REMOVE) {
+			diff[nd] = copy[k];
+			diff[nd++].op = WIRE_BOOK_REMOVE;
+		} else if (k >= 0) {
+			struct wire_book_order w = jr[i];
+			w.op = copy[k].op;
+			if (memcmp(&w, &copy[k], sizeof(w)) != 0) {
+				diff[nd] = jr[i];
+				diff[nd++].op = WIRE_BOOK_UPDATE;
+			}
+		} else if (jr[i].op == WIRE_BOOK_UPDATE) {
+			diff[nd] = jr[i];
+			diff[nd++].op = WIRE_BOOK_ADD;
+		}
+	}
+	return nd;
+}
+
+/* Goal: after WATCH the source journals every change of the book, so that the copy read
+ * right after WATCH plus the journal read after OUT is exactly the frozen book, order by
+ * order and in time priority; and the difference a driver makes from it carries the book
+ * to M, which IN accepts (count and hash). DONE forgets the journal.
+ * Method: populate 300, WATCH, copy, trade every way, OUT; check the journal against the
+ * frozen export (fx_check_journal); send the copy and the difference to M; IN; DONE. */
+Test(me_move, journal_gives_the_frozen_book)
+{
+	uint64_t base = fx_now;
+	populate(300);
+	struct wire_admin_reply r = WATCH(70);
+	cr_assert_eq(r.reason, WIRE_REASON_NONE);
+	cr_assert_eq(r.value, 0);
+	static struct wire_book_order copy[512], jr[1024], diff[1024];
+	uint32_t nc = copy_book(fx_me, copy, 512);
+	cr_assert_eq(nc, 300);
+	trade_every_way(base);
+	struct me_move_info mi;
+	cr_assert_eq(me_move_info(fx_me, FX_SYM, &mi), 0);
+	cr_assert_eq(mi.phase, ME_MOVE_WATCHING);
+	cr_assert_eq(mi.journal, fx_me->journal_n);
+	cr_assert_gt(mi.journal, 40, "every change journaled: %u", mi.journal);
+	cr_assert_eq(mi.journal_ok, 1);
+	cr_assert_eq(me_move_journal_export(fx_me, FX_SYM, 70, 0, jr, 1), -ENOENT,
+		     "not frozen yet");
+	r = OUT(70);
+	cr_assert_eq(r.reason, WIRE_REASON_NONE);
+	uint32_t frozen = (uint32_t)r.value;
+	cr_assert_eq(fx_me->watch_si, ME_NIL, "a frozen book is not watched");
+	uint32_t nj = fx_check_journal(fx_me, FX_SYM, 70, copy, nc);
+	cr_assert_eq(nj, mi.journal, "nothing journaled by the freeze");
+	cr_assert_lt(nj, 1024);
+	cr_assert_eq(me_move_journal_export(fx_me, FX_SYM, 70, 0, jr, nj), (int)nj);
+	uint32_t removes = 0, updates = 0;
+	for (uint32_t i = 0; i < nj; i++) {
+		removes += jr[i].op == WIRE_BOOK_REMOVE;
+		updates += jr[i].op == WIRE_BOOK_UPDATE;
+	}
+	cr_assert_eq(removes + updates, nj);
+	cr_assert_gt(removes, 0);
+	cr_assert_gt(updates, 0);
+	/* Another move, move_id 0, a symbol not frozen, the target: nothing to read. */
+	cr_assert_eq(me_move_journal_export(fx_me, FX_SYM, 71, 0, jr, 1), -ENOENT);
+	cr_assert_eq(me_move_journal_export(fx_me, FX_SYM, 0, 0, jr, 1), -ENOENT);
+	cr_assert_eq(me_move_journal_export(fx_me, 99, 70, 0, jr, 1), -ENOENT);
+	cr_assert_eq(me_move_journal_export(M, FX_SYM, 70, 0, jr, 1), -ENOENT);
+	cr_assert_eq(me_move_journal_export(fx_me, FX_SYM, 70, 0, NULL, 0), 0);
+
+	/* The move itself, as the driver makes it: the copy, then the difference. */
+	uint32_t seq = send_ops(70, 0, copy, nc, CHUNK_MAX);
+	uint32_t nd = journal_diff(copy, nc, jr, nj, diff);
+	cr_assert_gt(nd, 0);
+	send_ops(70, seq, diff, nd, 7);
+	ack_all_on(fx_me);
+	fx_reset();
+	struct wire_symbol_move in = in_msg(70);
+	r = step_msg(M, &in);
+	cr_assert_eq(r.reason, WIRE_REASON_NONE, "IN: reason %u", r.reason);
+	cr_assert_eq(r.value, frozen);
+	cr_assert_eq(me_orders_resting(M), frozen);
+	cr_assert_eq(DONE(70).reason, WIRE_REASON_NONE);
+	cr_assert_eq(fx_me->journal_slot, ME_NIL, "DONE forgets the journal");
+	cr_assert_eq(fx_me->journal_n, 0);
+	cr_assert_eq(me_move_journal_export(fx_me, FX_SYM, 70, 0, jr, 1), -ENOENT);
+	cr_assert_eq(me_move_info(fx_me, FX_SYM, &mi), 0);
+	cr_assert_eq(mi.phase, ME_MOVE_FINISHED);
+	cr_assert_eq(mi.journal, 0);
+	cr_assert_eq(mi.journal_ok, 0);
+}
+
+/* Goal: WATCH is idempotent on move_id and emits nothing to the OMS streams; it refuses a
+ * target of itself, the same move to another target, and a DONE or IN naming a move that
+ * only watches; after OUT a WATCH of the move is a CONFLICT naming it, after DONE TOO_LATE.
+ * Method: WATCH, a change, repeats and wrong steps with the state hash compared. */
+Test(me_move, watch_answers)
+{
+	fx_gtc(1, 1, B, 100, 5);
+	struct me_stream_info before;
+	cr_assert_eq(me_stream_info_at(fx_me, 0, &before), 0);
+	fx_reset();
+	struct wire_admin_reply r = WATCH(5);
+	cr_assert_eq(r.reason, WIRE_REASON_NONE);
+	cr_assert_eq(r.value, 0);
+	cr_assert_eq(fx_cap_count, 1, "only the answer");
+	cr_assert_eq(fx_events(), 0);
+	struct me_stream_info after;
+	cr_assert_eq(me_stream_info_at(fx_me, 0, &after), 0);
+	cr_assert(memcmp(&before, &after, sizeof(after)) == 0, "no stream event");
+	cr_assert_eq(me_orders_resting(fx_me), 1);
+	cr_assert_eq(fx_me->moves_active, 0, "a watch holds no book");
+	struct me_move_info mi;
+	cr_assert_eq(me_move_info(fx_me, FX_SYM, &mi), 0);
+	cr_assert_eq(mi.move_id, 5);
+	cr_assert_eq(mi.role, ME_MOVE_SOURCE);
+	cr_assert_eq(mi.phase, ME_MOVE_WATCHING);
+	cr_assert_eq(mi.peer, M_SHARD);
+	cr_assert_eq(mi.count, 0);
+	cr_assert_eq(mi.journal, 0);
+	cr_assert_eq(mi.journal_ok, 1);
+	cr_assert_eq(mi.ready, 0);
+	/* The book trades: two changes (a new order, the old one filled whole). */
+	fx_gtc(2, 1, S, 110, 3);
+	fx_gtc(3, 1, S, 100, 5);
+	cr_assert_eq(fx_count(1, 1, WIRE_EV_DONE), 1);
+	cr_assert_eq(fx_me->journal_n, 2);
+
+	fx_reset();
+	uint64_t h = me_state_hash(fx_me);
+	r = WATCH(5);
+	cr_assert_eq(r.reason, WIRE_REASON_NONE);
+	cr_assert_eq(r.value, 2, "a repeat answers the entries so far");
+	cr_assert_eq(fx_events(), 0);
+	cr_assert_eq(me_state_hash(fx_me), h, "a repeat changes nothing");
+	r = step(fx_me, WIRE_MOVE_WATCH, 5, F_SHARD);
+	cr_assert_eq(r.reason, WIRE_REASON_BAD_REQUEST, "itself as the target");
+	r = step(fx_me, WIRE_MOVE_WATCH, 5, 3);
+	cr_assert_eq(r.reason, WIRE_REASON_BAD_REQUEST, "the same move to another target");
+	r = DONE(5);
+	cr_assert_eq(r.reason, WIRE_REASON_CONFLICT, "DONE of a book never frozen");
+	cr_assert_eq(r.value, 0);
+	r = step(fx_me, WIRE_MOVE_IN, 5, M_SHARD);
+	cr_assert_eq(r.reason, WIRE_REASON_CONFLICT);
+	fx_me->counters[ME_C_CONFIG_REJECTED] -= 4;
+	cr_assert_eq(me_state_hash(fx_me), h, "refusals change nothing else");
+
+	cr_assert_eq(OUT(5).reason, WIRE_REASON_NONE);
+	cr_assert_eq(me_move_info(fx_me, FX_SYM, &mi), 0);
+	cr_assert_eq(mi.phase, ME_MOVE_FROZEN);
+	cr_assert_eq(mi.count, 1);
+	cr_assert_eq(mi.journal, 2);
+	cr_assert_eq(mi.journal_ok, 1);
+	cr_assert_eq(fx_me->moves_active, 1);
+	h = me_state_hash(fx_me);
+	r = OUT(5);
+	cr_assert_eq(r.reason, WIRE_REASON_NONE, "OUT repeats");
+	cr_assert_eq(r.value, 1);
+	cr_assert_eq(me_state_hash(fx_me), h);
+	r = WATCH(5);
+	cr_assert_eq(r.reason, WIRE_REASON_CONFLICT, "frozen already");
+	cr_assert_eq(r.value, 5);
+	r = WATCH(6);
+	cr_assert_eq(r.reason, WIRE_REASON_CONFLICT, "frozen by another move");
+	cr_assert_eq(r.value, 5);
+	fx_me->counters[ME_C_CONFIG_REJECTED] -= 2;
+	cr_assert_eq(me_state_hash(fx_me), h);
+
+	/* To the end: a WATCH of the finished move is too late. */
+	transfer(5, 0, CHUNK_MAX);
+	ack_all_on(fx_me);
+	struct wire_symbol_move in = in_msg(5);
+	cr_assert_eq(step_msg(M, &in).reason, WIRE_REASON_NONE);
+	cr_assert_eq(DONE(5).reason, WIRE_REASON_NONE);
+	r = WATCH(5);
+	cr_assert_eq(r.reason, WIRE_REASON_TOO_LATE);
+	r = WATCH(7);
+	cr_assert_eq(r.reason, WIRE_REASON_SYMBOL_NOT_OWNED, "the symbol is M's now");
+}
+
+/* Goal: WATCH refuses a symbol this shard does not own or does not know, and a book frozen
+ * by another move (CONFLICT naming it); with every move slot holding a book there is no
+ * slot to watch with (CAPACITY). None of them changes anything.
+ * Method: each case on F or M, state hashes compared. */
+Test(me_move, watch_refusals)
+{
+	uint64_t h = me_state_hash(M);
+	struct wire_admin_reply r = step(M, WIRE_MOVE_WATCH, 1, 2);
+	cr_assert_eq(r.reason, WIRE_REASON_SYMBOL_NOT_OWNED);
+	cr_assert_eq(r.value, FX_SYM);
+	M->counters[ME_C_CONFIG_REJECTED]--;
+	cr_assert_eq(me_state_hash(M), h);
+	struct wire_symbol_move m = move_msg(WIRE_MOVE_WATCH, 1, M_SHARD);
+	m.symbol = 99;
+	cr_assert_eq(step_msg(fx_me, &m).reason, WIRE_REASON_UNKNOWN_SYMBOL);
+	m = move_msg(WIRE_MOVE_WATCH + 1, 1, M_SHARD);
+	cr_assert_eq(step_msg(fx_me, &m).reason, WIRE_REASON_BAD_REQUEST, "no phase 6");
+
+	fx_gtc(1, 1, B, 100, 1);
+	cr_assert_eq(OUT(8).reason, WIRE_REASON_NONE);
+	h = me_state_hash(fx_me);
+	r = WATCH(9);
+	cr_assert_eq(r.reason, WIRE_REASON_CONFLICT);
+	cr_assert_eq(r.value, 8);
+	fx_me->counters[ME_C_CONFIG_REJECTED]--;
+	cr_assert_eq(me_state_hash(fx_me), h);
+	cr_assert_eq(fx_me->journal_slot, ME_NIL);
+	cr_assert_eq(ABORT(8).reason, WIRE_REASON_NONE);
+
+	/* Every slot holding a book: no room to watch a ninth symbol. */
+	struct me_limits l = move_limits;
+	l.symbols_max = 16;
+	struct me *e = fx_new_engine(&l);
+	for (uint32_t sym = 1; sym <= ME_MOVES_MAX + 1; sym++)
+		cr_assert_eq(config_on(e, sym, F_SHARD), WIRE_REASON_NONE);
+	for (uint32_t sym = 1; sym <= ME_MOVES_MAX; sym++) {
+		m = move_msg(WIRE_MOVE_OUT, 100 + sym, M_SHARD);
+		m.symbol = sym;
+		cr_assert_eq(step_msg(e, &m).reason, WIRE_REASON_NONE);
+	}
+	m = move_msg(WIRE_MOVE_WATCH, 200, M_SHARD);
+	m.symbol = ME_MOVES_MAX + 1;
+	cr_assert_eq(step_msg(e, &m).reason, WIRE_REASON_CAPACITY);
+	cr_assert_eq(e->journal_slot, ME_NIL);
+	check_on(e);
+}
+
+/* Goal: one journal per engine. A WATCH of another move (its driver died after WATCH)
+ * ends the watching one, on the same or another symbol, and takes the journal over from a
+ * frozen move too (which then reads its whole book: -EOVERFLOW). An OUT of another move
+ * while one watches the book ends that watch: the book freezes without a journal
+ * (-EOVERFLOW), and the watching move's later steps meet the frozen one (CONFLICT).
+ * Method: WATCH 1, WATCH 2, OUT 1; then watches across two symbols. */
+Test(me_move, watch_replaced)
+{
+	cr_assert_eq(config_on(fx_me, SYM2, F_SHARD), WIRE_REASON_NONE);
+	fx_gtc(1, 1, B, 100, 5);
+	cr_assert_eq(WATCH(1).reason, WIRE_REASON_NONE);
+	fx_gtc(1, 2, B, 90, 5);
+	cr_assert_eq(fx_me->journal_n, 1);
+	struct wire_admin_reply r = WATCH(2);
+	cr_assert_eq(r.reason, WIRE_REASON_NONE);
+	cr_assert_eq(r.value, 0, "a fresh journal");
+	cr_assert_eq(fx_me->journal_n, 0);
+	struct me_move_info mi;
+	cr_assert_eq(me_move_info(fx_me, FX_SYM, &mi), 0);
+	cr_assert_eq(mi.move_id, 2);
+	cr_assert_eq(mi.phase, ME_MOVE_WATCHING);
+	uint32_t used = 0;
+	for (uint32_t i = 0; i < ME_MOVES_MAX; i++)
+		used += fx_me->moves[i].move_id != 0;
+	cr_assert_eq(used, 1, "move 1's slot is free");
+	fx_gtc(1, 3, B, 80, 5);
+	cr_assert_eq(fx_me->journal_n, 1);
+
+	/* Move 1's driver goes on with OUT: the book freezes for it, with no journal. */
+	r = OUT(1);
+	cr_assert_eq(r.reason, WIRE_REASON_NONE);
+	cr_assert_eq(r.value, 3);
+	cr_assert_eq(fx_me->journal_slot, ME_NIL);
+	cr_assert_eq(fx_me->watch_si, ME_NIL);
+	cr_assert_eq(fx_me->journal_n, 0);
+	cr_assert_eq(me_move_info(fx_me, FX_SYM, &mi), 0);
+	cr_assert_eq(mi.move_id, 1);
+	cr_assert_eq(mi.phase, ME_MOVE_FROZEN);
+	cr_assert_eq(mi.journal, 0);
+	cr_assert_eq(mi.journal_ok, 0);
+	struct wire_book_order o[4];
+	cr_assert_eq(me_move_journal_export(fx_me, FX_SYM, 1, 0, o, 4), -EOVERFLOW);
+	cr_assert_eq(me_move_export(fx_me, FX_SYM, 1, 0, o, 4), 3, "the whole book instead");
+	r = OUT(2);
+	cr_assert_eq(r.reason, WIRE_REASON_CONFLICT);
+	cr_assert_eq(r.value, 1);
+	r = WATCH(2);
+	cr_assert_eq(r.reason, WIRE_REASON_CONFLICT);
+	cr_assert_eq(r.value, 1);
+	cr_assert_eq(ABORT(2).reason, WIRE_REASON_NONE, "never started here any more");
+	cr_assert_eq(ABORT(1).reason, WIRE_REASON_NONE);
+
+	/* Across symbols: a WATCH of SYM2 ends the watch of FX_SYM, whose changes are then
+	 * not journaled; a frozen move loses its journal to a new WATCH. */
+	cr_assert_eq(WATCH(3).reason, WIRE_REASON_NONE);
+	struct wire_symbol_move w = move_msg(WIRE_MOVE_WATCH, 4, M_SHARD);
+	w.symbol = SYM2;
+	cr_assert_eq(step_msg(fx_me, &w).reason, WIRE_REASON_NONE);
+	cr_assert_eq(fx_me->watch_si, sym_index(fx_me, SYM2));
+	cr_assert_eq(me_move_info(fx_me, FX_SYM, &mi), -ENOENT, "move 3 is gone");
+	fx_gtc(1, 4, B, 70, 5);
+	cr_assert_eq(fx_me->journal_n, 0, "FX_SYM is not watched");
+	struct wire_submit s = fx_order(2, 1, B, WIRE_ORD_LIMIT, WIRE_TIF_GTC, 100, 1);
+	s.symbol = SYM2;
+	fx_submit(&s);
+	cr_assert_eq(fx_me->journal_n, 1);
+	w.phase = WIRE_MOVE_OUT;
+	cr_assert_eq(step_msg(fx_me, &w).reason, WIRE_REASON_NONE);
+	cr_assert_eq(me_move_info(fx_me, SYM2, &mi), 0);
+	cr_assert_eq(mi.journal_ok, 1);
+	cr_assert_eq(mi.journal, 1);
+	cr_assert_eq(WATCH(5).reason, WIRE_REASON_NONE);
+	cr_assert_eq(me_move_info(fx_me, SYM2, &mi), 0);
+	cr_assert_eq(mi.phase, ME_MOVE_FROZEN);
+	cr_assert_eq(mi.journal_ok, 0, "the journal went to move 5");
+	cr_assert_eq(me_move_journal_export(fx_me, SYM2, 4, 0, o, 4), -EOVERFLOW);
+	cr_assert_eq(me_move_export(fx_me, SYM2, 4, 0, o, 4), 1);
+}
+
+/* Goal: a journal that fills up overflows: the change that finds it full is lost, the
+ * move's journal is no longer complete (journal_ok 0, the export -EOVERFLOW), and the move
+ * goes on by reading the whole book. Full but not overflowed is still complete.
+ * Method: one big resting sell filled one lot at a time by IOC buys, ME_JOURNAL_MAX of
+ * them, then one more; acks keep the records and streams recycling. */
+Test(me_move, journal_overflow)
+{
+	fx_gtc(1, 1, S, 10010, (int64_t)ME_JOURNAL_MAX * 2);
+	cr_assert_eq(WATCH(12).reason, WIRE_REASON_NONE);
+	fx_reset();
+	for (uint32_t i = 0; i <= ME_JOURNAL_MAX; i++) {
+		if (i == ME_JOURNAL_MAX) {
+			struct me_move_info mi;
+			cr_assert_eq(me_move_info(fx_me, FX_SYM, &mi), 0);
+			cr_assert_eq(mi.journal, ME_JOURNAL_MAX);
+			cr_assert_eq(mi.journal_ok, 1, "full, nothing lost yet");
+		}
+		fx_limit(2, 10 + i, B, 10010, 1, WIRE_TIF_IOC);
+		if (i % 1024 == 1023) {
+			cr_assert_eq(fx_count(2, 10 + i, WIRE_EV_FILL), 1);
+			ack_all_on(fx_me);
+			fx_reset();
+		}
+	}
+	struct me_move_info mi;
+	cr_assert_eq(me_move_info(fx_me, FX_SYM, &mi), 0);
+	cr_assert_eq(mi.journal, ME_JOURNAL_MAX);
+	cr_assert_eq(mi.journal_ok, 0);
+	cr_assert_eq(fx_me->journal_overflow, 1);
+	cr_assert_eq(fx_rec(1, 1)->cum, ME_JOURNAL_MAX + 1);
+	cr_assert_eq(OUT(12).reason, WIRE_REASON_NONE);
+	struct wire_book_order o[2];
+	cr_assert_eq(me_move_journal_export(fx_me, FX_SYM, 12, 0, o, 2), -EOVERFLOW);
+	cr_assert_eq(me_move_info(fx_me, FX_SYM, &mi), 0);
+	cr_assert_eq(mi.journal_ok, 0);
+	/* The whole book instead, and the move completes. */
+	transfer(12, 0, CHUNK_MAX);
+	ack_all_on(fx_me);
+	struct wire_symbol_move in = in_msg(12);
+	cr_assert_eq(step_msg(M, &in).reason, WIRE_REASON_NONE);
+	cr_assert_eq(DONE(12).reason, WIRE_REASON_NONE);
+	cr_assert_eq(rec_on(M, fx_oid(1, 1))->leaves, ME_JOURNAL_MAX - 1);
+	cr_assert_eq(fx_me->journal_overflow, 0, "DONE resets the journal");
+	cr_assert_eq(fx_me->journal_n, 0);
+}
+
+/* Goal: ABORT of a watching move frees its slot and stops the journal (the book traded all
+ * along: nothing else changes); ABORT of a frozen move that kept a journal forgets it too.
+ * Method: WATCH, a change, ABORT, more trading; WATCH, OUT, ABORT. */
+Test(me_move, abort_of_a_watch)
+{
+	fx_gtc(1, 1, B, 100, 5);
+	cr_assert_eq(WATCH(7).reason, WIRE_REASON_NONE);
+	fx_gtc(1, 2, B, 90, 5);
+	cr_assert_eq(fx_me->journal_n, 1);
+	fx_reset();
+	struct wire_admin_reply r = ABORT(7);
+	cr_assert_eq(r.reason, WIRE_REASON_NONE);
+	cr_assert_eq(r.value, 0);
+	cr_assert_eq(fx_events(), 0);
+	cr_assert_eq(me_move_info(fx_me, FX_SYM, &(struct me_move_info){0}), -ENOENT);
+	cr_assert_eq(fx_me->watch_si, ME_NIL);
+	cr_assert_eq(fx_me->journal_slot, ME_NIL);
+	cr_assert_eq(fx_me->journal_n, 0);
+	fx_gtc(1, 3, B, 80, 5);
+	cr_assert_eq(fx_me->journal_n, 0, "no longer journaled");
+	cr_assert_eq(ABORT(7).reason, WIRE_REASON_NONE, "ABORT repeats");
+	cr_assert_eq(me_orders_resting(fx_me), 3);
+
+	cr_assert_eq(WATCH(8).reason, WIRE_REASON_NONE);
+	fx_gtc(1, 4, B, 70, 5);
+	cr_assert_eq(OUT(8).reason, WIRE_REASON_NONE);
+	r = ABORT(8);
+	cr_assert_eq(r.reason, WIRE_REASON_NONE);
+	cr_assert_eq(r.value, 4);
+	cr_assert_eq(fx_me->journal_slot, ME_NIL);
+	cr_assert_eq(fx_me->journal_n, 0);
+	struct wire_book_order o[1];
+	cr_assert_eq(me_move_journal_export(fx_me, FX_SYM, 8, 0, o, 1), -ENOENT);
+	/* The book trades again, unwatched. */
+	fx_gtc(2, 1, S, 100, 5);
+	cr_assert_eq(fx_count(1, 1, WIRE_EV_DONE), 1);
+	cr_assert_eq(fx_me->journal_n, 0);
+}
+
+/* Run fn on engine e (the fixture's requests go to fx_me). */
+static void
+on_engine(struct me *e, void (*fn)(void))
+{
+	struct me *keep = fx_me;
+	fx_me = e;
+	fn();
+	fx_me = keep;
+}
+
+static uint32_t more_round; /* trade_more's requests: new ids and targets each round */
+
+/* Round more_round of some trading on a populated book: a new bid, a market buy into the
+ * asks, a cancel and an amend of copied orders (OMS shard 0's). */
+static void
+trade_more(void)
+{
+	uint64_t q = 8000 + 100 * more_round;
+	uint32_t c = 3 + 6 * more_round, a = 18 + 6 * more_round;
+	fx_gtc(8, q, B, 10000, 2);
+	fx_market_buy(9, q + 1, 10010 * 4);
+	fx_cancel(big_user(c), q + 2, 1000 + c);
+	fx_amend(big_user(a), q + 3, 1000 + a, 1);
+	cr_assert_eq(fx_reject_reason(big_user(c), q + 2), -1);
+	cr_assert_eq(fx_reject_reason(big_user(a), q + 3), -1);
+	fx_reset();
+}
+
+/* Goal: the journal is replicated state: a snapshot taken while a move watches, and one
+ * taken after OUT, restore to engines with the same state hash (entries past the journal's
+ * length zero even after a longer journal was forgotten), which journal the same changes
+ * and export the same journal; restore refuses a journal no engine could hold.
+ * Method: a longer journal forgotten (ABORT); WATCH; trade; snapshot; trade on both; OUT
+ * on both; compare; snapshot again; forge the journal's owner in a snapshot. */
+Test(me_move, journal_survives_snapshot)
+{
+	populate(200);
+	cr_assert_eq(WATCH(79).reason, WIRE_REASON_NONE);
+	more_round = 0;
+	trade_more();
+	uint32_t longer = fx_me->journal_n;
+	cr_assert_eq(ABORT(79).reason, WIRE_REASON_NONE);
+	cr_assert_eq(WATCH(80).reason, WIRE_REASON_NONE);
+	static struct wire_book_order copy[512], ja[1024], jb[1024];
+	uint32_t nc = copy_book(fx_me, copy, 512);
+	fx_gtc(8, 8100, S, 10020, 1);
+	cr_assert_lt(fx_me->journal_n, longer);
+	struct me *F2 = snap_copy(fx_me, F_SHARD);
+	struct me_move_info a, b;
+	cr_assert_eq(me_move_info(F2, FX_SYM, &a), 0);
+	cr_assert_eq(me_move_info(fx_me, FX_SYM, &b), 0);
+	cr_assert(memcmp(&a, &b, sizeof(a)) == 0);
+	cr_assert_eq(a.phase, ME_MOVE_WATCHING);
+	more_round = 1;
+	on_engine(fx_me, trade_more);
+	on_engine(F2, trade_more);
+	cr_assert_eq(me_state_hash(F2), me_state_hash(fx_me));
+	cr_assert_eq(OUT(80).reason, WIRE_REASON_NONE);
+	cr_assert_eq(step(F2, WIRE_MOVE_OUT, 80, M_SHARD).reason, WIRE_REASON_NONE);
+	cr_assert_eq(me_state_hash(F2), me_state_hash(fx_me));
+	uint32_t nj = fx_check_journal(fx_me, FX_SYM, 80, copy, nc);
+	cr_assert_eq(fx_check_journal(F2, FX_SYM, 80, copy, nc), nj);
+	cr_assert_eq(me_move_journal_export(fx_me, FX_SYM, 80, 0, ja, 1024), (int)nj);
+	cr_assert_eq(me_move_journal_export(F2, FX_SYM, 80, 0, jb, 1024), (int)nj);
+	cr_assert(memcmp(ja, jb, nj * sizeof(*ja)) == 0);
+	struct me *F3 = snap_copy(fx_me, F_SHARD);
+	cr_assert_eq(fx_check_journal(F3, FX_SYM, 80, copy, nc), nj);
+	check_on(F2);
+	check_on(F3);
+
+	/* A forged journal: a frozen book watched, an owner past the slots, an overflow of a
+	 * journal not full. The snapshot is refused; the true bytes restore. */
+	size_t len = me_snapshot_size(fx_me);
+	uint8_t *buf = malloc(len);
+	cr_assert(buf != NULL);
+	cr_assert_eq(me_snapshot(fx_me, buf, len), len);
+	size_t hdr = 88;
+	static const size_t offs[] = {offsetof(struct me, watch_si), offsetof(struct me, journal_slot),
+				      offsetof(struct me, journal_overflow)};
+	for (uint32_t k = 0; k < 3; k++) {
+		size_t off = hdr + offs[k] - ME_RT_SIZE;
+		uint32_t keep, bad;
+		memcpy(&keep, buf + off, sizeof(keep));
+		bad = k == 0 ? 0 : k == 1 ? ME_MOVES_MAX : 1;
+		memcpy(buf + off, &bad, sizeof(bad));
+		uint64_t sum = XXH3_64bits(buf + hdr, len - hdr);
+		memcpy(buf + 24, &sum, sizeof(sum));
+		cr_assert_eq(me_restore(F3, buf, len), -EINVAL, "case %u", k);
+		memcpy(buf + off, &keep, sizeof(keep));
+	}
+	uint64_t sum = XXH3_64bits(buf + hdr, len - hdr);
+	memcpy(buf + 24, &sum, sizeof(sum));
+	cr_assert_eq(me_restore(F3, buf, len), 0);
+	cr_assert_eq(me_state_hash(F3), me_state_hash(fx_me));
+	free(buf);
+}
