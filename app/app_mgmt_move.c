@@ -76,6 +76,15 @@ enum mv_step {
 	MV_ABORT_F,
 };
 
+/* A drill (`--stop-after`): the driver stops half-way as if its node had died, leaving the
+ * cluster as such a death would, for the operator to practise (and the tests to check) the
+ * run that finishes or undoes it. */
+enum mv_stop {
+	MV_STOP_NONE = 0,
+	MV_STOP_COPY,   /* once M took half the copy's chunks: nothing frozen */
+	MV_STOP_FREEZE, /* once OUT is answered: the book frozen on F, M holding the copy */
+};
+
 /* Tags of the driver's commands: the step, and the chunk's seq or the OMS target index. */
 #define TAG(step, n) (((uint64_t)(step) << 32) | (uint32_t)(n))
 #define TAG_STEP(t) ((uint32_t)((t) >> 32))
@@ -96,6 +105,7 @@ struct app_move {
 	uint64_t watch_wait_ns;   /* the copy waits this long for the replica to apply WATCH */
 	uint32_t journal_recs;    /* journal records the difference was made from */
 	uint32_t watch_tries;     /* WATCHes that had no answer */
+	uint8_t stop_after;       /* a drill: stop as a dead driver would (enum mv_stop) */
 	bool to_switch;           /* resumed past IN: read the config, then switch */
 	enum mv_step step;
 	uint32_t out_cmds;        /* commands of ours not yet back */
@@ -128,6 +138,7 @@ struct app_move {
 	uint32_t chunks_out;
 	uint32_t delta_add, delta_update, delta_remove;
 	bool stale_aborted;       /* M held another move's install: aborted once */
+	bool prep_again;          /* M refused the config for that install: put it after */
 	/* Switch. */
 	struct app_mgmt_targets oms;
 	bool oms_ok[APP_MGMT_TARGETS_MAX];
@@ -714,6 +725,19 @@ reply_err(struct app_mgmt *m, const char *code, const char *msg)
 	mv->active = false;
 }
 
+/* The drill's stop: the answer says what is left behind; the commands still out drain. */
+static void
+drill_stop(struct app_mgmt *m, const char *where)
+{
+	struct app_move *mv = m->move;
+	char msg[320];
+	snprintf(msg, sizeof(msg), "drill: the driver stopped %s (move %" PRIu64 ", %u of %u "
+		 "chunks taken), as if its node had died; run the command again to %s", where,
+		 mv->move_id, mv->m_next, mv->chunks,
+		 mv->stop_after == MV_STOP_FREEZE ? "finish the move" : "move the symbol");
+	reply_err(m, "stopped", msg);
+}
+
 /* A refusal before IN: undo (M first: what it installed; then F, if frozen: trade
  * again). */
 static void
@@ -1059,7 +1083,13 @@ on_step(struct app_mgmt *m, const struct app_cmd *c, uint32_t step, uint32_t n)
 		copy_start(mv, c->status == APP_CMD_OK, now);
 		return;
 	case MV_PREP:
-		if (c->status == APP_CMD_OK) {
+		if (c->status == APP_CMD_OK || (c->status == APP_CMD_REJECTED &&
+						 c->reason == WIRE_REASON_BACKPRESSURE &&
+						 !mv->stale_aborted)) {
+			/* BACKPRESSURE: M holds the install of a move a driver left (it knows the
+			 * symbol then); chunk 0 names that move, whose install is dropped, and the
+			 * config is put again after it (mv_done, MV_STALE). */
+			mv->prep_again = c->status != APP_CMD_OK;
 			mv->step = MV_COPY_CHUNKS;
 			send_chunks(m);
 			return;
@@ -1069,6 +1099,10 @@ on_step(struct app_mgmt *m, const struct app_cmd *c, uint32_t step, uint32_t n)
 		reply_err(m, "rejected", msg);
 		return;
 	case MV_OUT:
+		if (c->status == APP_CMD_OK && mv->stop_after == MV_STOP_FREEZE) {
+			drill_stop(m, "once the book was frozen on the source");
+			return;
+		}
 		if (c->status == APP_CMD_OK) {
 			mv->t_out_ok = now;
 			mv->step = MV_EXPORT;
@@ -1164,8 +1198,14 @@ mv_done(struct app_mgmt *m, const struct app_cmd *c, void *owner, uint64_t tag)
 		on_view(m, c, TAG_N(tag));
 	else if (step == MV_CHUNK)
 		on_chunk(m, c, TAG_N(tag));
-	else if (step == MV_STALE)
+	else if (step == MV_STALE) {
 		mv->chunks_out--; /* the stale install's abort; chunks start again */
+		if (mv->prep_again && mv->step == MV_COPY_CHUNKS) {
+			mv->prep_again = false;
+			mv->step = MV_PREP; /* then the chunks from 0 */
+			send_step(m);
+		}
+	}
 	else
 		on_step(m, c, step, TAG_N(tag));
 	/* The next step goes out with this answer, not at the next poll. */
@@ -1215,6 +1255,11 @@ app_mgmt_move_poll(struct app_mgmt *m)
 				mv->sent_next = mv->m_next; /* answers lost: from M's next */
 			send_chunks(m);
 		}
+		if (mv->step == MV_COPY_CHUNKS && mv->stop_after == MV_STOP_COPY &&
+		    mv->m_next >= mv->chunks / 2) {
+			drill_stop(m, "half-way through the copy, nothing frozen");
+			return;
+		}
 		if (mv->m_next < mv->chunks || mv->chunks_out > 0)
 			return;
 		if (mv->step == MV_COPY_CHUNKS) {
@@ -1246,7 +1291,7 @@ int
 app_mgmt_symbols_move(struct app_mgmt_call *a, uint32_t variant)
 {
 	(void)variant;
-	static const char *const names[] = {"symbol", "to", "from", NULL};
+	static const char *const names[] = {"symbol", "to", "from", "stop_after", NULL};
 	struct app_mgmt *m = a->mgmt;
 	const struct app *app = m->app;
 	uint64_t sym, to, from, tmo = MOVE_TIMEOUT_MS;
@@ -1284,6 +1329,15 @@ app_mgmt_symbols_move(struct app_mgmt_call *a, uint32_t variant)
 	bool local = false;
 	if (app_mgmt_arg_bool(a, "local", &local) != 0)
 		return -EINVAL;
+	char stop[16] = "";
+	int src = mgmt_json_get_str(a->req->json, a->req->args, "stop_after", stop, sizeof(stop));
+	uint8_t stop_after = strcmp(stop, "copy") == 0	  ? MV_STOP_COPY
+			     : strcmp(stop, "freeze") == 0 ? MV_STOP_FREEZE
+							   : MV_STOP_NONE;
+	if ((src != 0 && src != -ENOENT) || (src == 0 && stop_after == MV_STOP_NONE)) {
+		snprintf(a->err, a->cap, "bad_argument: --stop-after (a drill) is copy or freeze");
+		return -EINVAL;
+	}
 	if (local) {
 		snprintf(a->err, a->cap, "bad_argument: a move spans shards led anywhere; --local "
 			 "does not apply");
@@ -1321,6 +1375,7 @@ app_mgmt_symbols_move(struct app_mgmt_call *a, uint32_t variant)
 	mv->from = old;
 	mv->to = (uint16_t)to;
 	mv->move_id = app_mgmt_fwd_id_next(m);
+	mv->stop_after = stop_after;
 	mv->per_chunk = orders_per_chunk(app);
 	if (mv->per_chunk == 0) {
 		mv->active = false;

@@ -13,9 +13,12 @@
 # doubled or overfilled. Then the symbol moves back to shard 3 while omsload trades symbol 1
 # itself (its orders rest, fill against the book and are cancelled between the copy and the
 # freeze, so the difference goes over as REMOVE, UPDATE and ADD): shard 3 owns the book on
-# every replica, shard 4 none of it, that load's ledger is clean too. After a halt with
-# cancel every user's money is exact and nothing is reserved. Prints the pause as the node measured it (OUT proposed to the last
-# OMS switch committed) and as the probe saw it:
+# every replica, shard 4 none of it, that load's ledger is clean too. Then two drills
+# (--stop-after): a driver stopped half-way through the copy leaves the symbol trading on
+# shard 3; one stopped once the book is frozen is resumed by the command run on another node
+# and the book arrives whole on every replica. After a halt with cancel every user's money is
+# exact and nothing is reserved. Prints the pause as the node measured it (OUT proposed to
+# the last OMS switch committed) and as the probe saw it:
 #   bench: symbol_move_live orders=N chunks=N pause_ms=N probe_pause_ms=N ...
 # (a figure, not asserted: wall-clock time on a shared host is not a test result).
 # Method: three omsd processes, omsload and a python probe in the client namespace, omsctl.
@@ -233,11 +236,57 @@ PY
 done
 log "moved back under trading on symbol 1: $(grep -o '"delta_[a-z]*":[0-9]*' <<<"$BACK" | tr '\n' ' ')"
 
-# 5. Money: cancel the book (halt with cancel on its owner), then every user's balances sum
-# to the deposits and nothing is reserved.
-ctl "$MOVER" symbols halt --symbol 1 --me-shard 3 --cancel-resting
+# 5. A driver that stops half-way (--stop-after, a drill: what the death of the driving node
+# leaves behind). Stopped during the copy: nothing is frozen, symbol 1 stays on ME shard 3,
+# and the next move drops what ME shard 4 holds of it. Stopped once the book is frozen: the
+# command run again on another node resumes that move (the frozen book copied whole, no
+# journal) and finishes it; the book arrives as it was, on every replica.
+drill() { # NODE STOP
+	local rc=0
+	OUT=$("$OMSCTL" --socket "$TMP/$1/omsd.sock" --timeout-ms 20000 --json symbols move \
+		--symbol 1 --from 3 --to 4 --stop-after "$2" 2>&1) || rc=$?
+	[ "$rc" -ne 0 ] && grep -q "stopped" <<<"$OUT" || fail "drill $2 on node $1: exit $rc: $OUT"
+	log "drill $2 on node $1: $OUT"
+}
+drill "$MOVER" copy
+book "$MOVER" 3 "$TMP/book-drill.json"
+"$PY" - "$TMP/book-drill.json" "$TMP/book-back-$MOVER.json" <<'PY' || fail "after the copy drill"
+import json, sys
+now, back = (json.load(open(f)) for f in sys.argv[1:3])
+assert now["me_shard"] == 3 and now["resting"] == back["resting"], (now["resting"], back["resting"])
+PY
+drill "$MOVER" freeze
+OTHER=$((MOVER % 3 + 1))
+OUT=$("$OMSCTL" --socket "$TMP/$OTHER/omsd.sock" --timeout-ms 20000 --json symbols move \
+	--symbol 1 --from 3 --to 4 2>&1) || { OMSD_LOG=$TMP/$OTHER/omsd.log; fail "resume: $OUT"; }
+log "resumed on node $OTHER: $OUT"
+"$PY" - "$OUT" "$TMP/book-back-$MOVER.json" <<'PY' || fail "resume: $OUT"
+import json, sys
+m = json.loads(sys.argv[1])["result"]
+back = json.load(open(sys.argv[2]))
+assert m["resumed"] and not m["journal"] and m["orders"] == back["resting"], m
+assert m["copied"] == 0 and m["delta_add"] == m["orders"], m
+PY
+e2e_quiesce 50 1 2 3 4
+for n in 1 2 3; do
+	book "$n" 4 "$TMP/book-resumed-$n.json"
+	book "$n" 3 "$TMP/book-left-$n.json"
+	"$PY" - "$TMP/book-resumed-$n.json" "$TMP/book-left-$n.json" "$TMP/book-back-$n.json" \
+		<<'PY' || fail "node $n: books after the resumed move"
+import json, sys
+now, left, back = (json.load(open(f)) for f in sys.argv[1:4])
+assert now["me_shard"] == 4 and now["resting"] == back["resting"], (now["resting"], back["resting"])
+assert now["bids"] == back["bids"] and now["asks"] == back["asks"], "levels differ"
+assert left["me_shard"] == 4 and left["resting"] == 0, left["resting"]
+PY
+done
+log "drills: a copy stopped half-way left symbol 1 on ME shard 3; a frozen move resumed from node $OTHER"
+
+# 6. Money: cancel the book (halt with cancel on its owner, ME shard 4 now), then every
+# user's balances sum to the deposits and nothing is reserved.
+ctl "$MOVER" symbols halt --symbol 1 --me-shard 4 --cancel-resting
 for _ in $(seq 100); do
-	book "$MOVER" 3 "$TMP/book-end.json"
+	book "$MOVER" 4 "$TMP/book-end.json"
 	"$PY" -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["resting"] == 0 else 1)' \
 		"$TMP/book-end.json" && break
 	sleep 0.2
