@@ -174,7 +174,7 @@ const char *me_counter_label(enum me_counter c);
 
 /* ---- live symbol moves (me_move.c; docs/me.md "Moving a symbol with its book") ----
  * SYMBOL_MOVE OUT freezes a book on its source shard: no order enters, trades, expires or
- * is modified there (SYMBOL_MOVING), and the book is counted and hashed in export order.
+ * is modified there (SYMBOL_MOVING), and the book is counted and hashed (me_move_order_hash).
  * BOOK_CHUNKs carry it into the target's log, which installs it inert (the target does not
  * own the symbol yet); IN checks count and hash and opens it there; DONE drops the frozen
  * copy on the source and gives the symbol up; ABORT undoes either side before IN.
@@ -202,7 +202,8 @@ enum me_move_phase {
 /* The move of one symbol as this engine knows it. */
 struct me_move_info {
 	uint64_t move_id;
-	uint64_t hash;          /* source: the frozen book's; target: what is installed so far */
+	uint64_t hash;          /* source: the frozen book's (watching: the book's as it trades);
+				 * target: what is installed so far */
 	uint32_t count;         /* source: frozen orders; target: orders installed so far */
 	uint32_t next_chunk;    /* target: the chunk seq it takes next */
 	uint32_t journal;       /* source, watching or frozen: entries journaled for this move
@@ -241,10 +242,19 @@ int me_move_export(const struct me *me, uint32_t symbol, uint64_t move_id, uint3
 int me_move_journal_export(const struct me *me, uint32_t symbol, uint64_t move_id,
 			   uint32_t from, struct wire_book_order *out, uint32_t n);
 
-/* The hash the two sides compute over a book, order by order in export order, from
- * me_move_hash_init(symbol): both sides call the same function. */
+/* The move hash both sides compute over a book: H = sum of me_move_order_hash(symbol, rec,
+ * pred) over its orders, mod 2^64, where rec is the order as me_move_export writes it (op
+ * WIRE_BOOK_ADD, i.e. 0) and pred the oid of the order before it on its level (all zero for
+ * the oldest order of a level). The term of one order is
+ *   XXH3_64bits_withSeed(rec, sizeof *rec, me_move_hash_init(symbol) ^ XXH3_64bits(&pred, 16))
+ * with me_move_hash_init(symbol) = fmix64(0x45564f4d4b4f4f42 ^ symbol) (MurmurHash3's
+ * finaliser). Since each term names its predecessor, two books with the same sum hold the
+ * same records in the same sequence on every level (time priority kept); the sum lets both
+ * sides keep it up to date change by change instead of walking the book. An empty book
+ * hashes 0. */
 uint64_t me_move_hash_init(uint32_t symbol);
-uint64_t me_move_hash_step(uint64_t h, const struct wire_book_order *o);
+uint64_t me_move_order_hash(uint32_t symbol, const struct wire_book_order *rec,
+			    struct wire_oid pred);
 
 /* Snapshot/restore: the whole state, byte-exact and deterministic (svc_ops semantics). */
 size_t me_snapshot_size(const struct me *me);

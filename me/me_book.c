@@ -122,7 +122,7 @@ me_book_rest(struct me *me, uint32_t si, uint32_t oi)
 	o->state = ME_ST_LIVE;
 	s->resting++;
 	me->resting++;
-	me_move_touch(me, si, oi);
+	me_move_rest(me, si, oi); /* journal, running hash: after the append */
 	DCHECK(l->qty > 0);
 }
 
@@ -133,7 +133,7 @@ me_book_remove(struct me *me, uint32_t si, uint32_t oi)
 	struct me_symbol *s = me_sym(me, si);
 	uint32_t li = o->level;
 	CHECK(li != ME_NIL);
-	me_move_touch(me, si, oi);
+	me_move_leave(me, si, oi); /* journal, running hash: while it is still linked */
 	struct me_level *l = me_lvl(me, li);
 	if (o->prev != ME_NIL)
 		me_ord(me, o->prev)->next = o->next;

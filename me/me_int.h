@@ -25,8 +25,10 @@
 #define ME_NIL UINT32_MAX          /* no record / no level */
 #define ME_MAGIC UINT64_C(0x315f454d5f44534f) /* "OSD_ME_1" */
 #define ME_SNAP_MAGIC UINT64_C(0x50414e53454d4f4d) /* "MOMESNAP" */
-#define ME_SNAP_VERSION 5          /* 4: live symbol moves (struct me_move); 5: the move
-				    * journal (WATCH) */
+#define ME_SNAP_VERSION 6          /* 4: live symbol moves (struct me_move); 5: the move
+				    * journal (WATCH); 6: the move hash is a sum kept running
+				    * (a WATCHING move's hash and gtd_held, an INSTALLING one's
+				    * hash) */
 #define ME_RT_SIZE 128             /* runtime header, excluded from snapshot and hash */
 #define ME_STREAM_MAP_SIZE 65536   /* one entry per possible OMS shard id */
 #define ME_EV_MATCH_ROOM 6         /* taker-stream slots a match step may need */
@@ -178,12 +180,15 @@ static_assert(sizeof(struct me_stream) == 40, "me_stream");
  * first. */
 struct me_move {
 	uint64_t move_id;    /* the driver's id, the same in every step; 0: free (all zero) */
-	uint64_t hash;       /* source: the frozen book's (export order); target: installed */
+	uint64_t hash;       /* the move hash (me_move.c) of the book: source WATCHING, kept
+			      * running; FROZEN, at OUT; target, of what is installed, kept
+			      * running (0 for the empty book) */
 	uint64_t created;    /* me->moves_created when recorded (1, 2, ...): recycling order */
 	uint32_t symbol;     /* symbol index */
 	uint32_t count;      /* source: frozen orders; target: orders installed so far */
 	uint32_t next_chunk; /* target: the BOOK_CHUNK seq it takes next */
-	uint32_t gtd_held;   /* the book's GTD orders kept off the heap (part of me->gtd_held) */
+	uint32_t gtd_held;   /* the book's GTD orders kept off the heap (part of me->gtd_held);
+			      * WATCHING: the book's GTD orders (on the heap until OUT) */
 	uint16_t peer;       /* source: the target ME shard; target: the source */
 	uint8_t role;        /* enum me_move_role */
 	uint8_t phase;       /* enum me_move_phase */
@@ -257,7 +262,7 @@ struct me {
 	uint32_t gtd_held;           /* GTD orders of held books kept off the heap: room in it
 				      * stays theirs until their move ends (me_move.c) */
 	/* The move journal (me_journal.c): one per engine, so one book watched at a time. */
-	uint32_t watch_si;           /* symbol index whose book changes are journaled, ME_NIL
+	uint32_t watch_si;           /* symbol index whose book changes are journaled and hashed, ME_NIL
 				      * none: the symbol of the WATCHING move */
 	uint32_t journal_slot;       /* index in moves[] of the move the journal belongs to (a
 				      * WATCHING or FROZEN source), ME_NIL none */
@@ -458,14 +463,56 @@ void me_journal_append(struct me *me, uint32_t oi);
 void me_journal_start(struct me *me, uint32_t slot);
 /* Forget the journal: no book watched, no entries (zeroed), no owner. */
 void me_journal_reset(struct me *me);
-/* Order oi of book si rested, left the book, or changed a field a wire_book_order carries
- * (leaves, cum, stream) while resting: journal it when si is the watched book. The whole
- * cost on the matching path is this one compare, false but for a moving symbol. */
+/* Order oi of book si changed a field a wire_book_order carries (leaves, cum, stream) while
+ * resting, and stays: journal it when si is the watched book (me_move_change took care of
+ * the hash before the change). The whole cost on the matching path is this one compare,
+ * false but for a moving symbol. */
 static inline void
 me_move_touch(struct me *me, uint32_t si, uint32_t oi)
 {
 	if (__builtin_expect(si == me->watch_si, 0))
 		me_journal_append(me, oi);
+}
+
+/* ---- me_move.c: the move hash, kept running (WATCHING source, INSTALLING target) ---- */
+/* Book si's move hash by walking it in export order (the reference computation); its
+ * orders and GTD orders to *count and *gtd when not NULL. */
+uint64_t me_move_hash_walk(struct me *me, uint32_t si, uint32_t *count, uint32_t *gtd);
+/* *hash of a book whose order oi was just appended at the tail of its level. */
+void me_move_hash_rest(struct me *me, uint64_t *hash, uint32_t oi);
+/* *hash of a book whose order oi is about to be unlinked (its links still in place). */
+void me_move_hash_leave(struct me *me, uint64_t *hash, uint32_t oi);
+/* *hash of a book whose order oi is about to take leaves, cum and stream (index) in place;
+ * if it leaves the book afterwards, me_move_hash_leave hashes it with those. */
+void me_move_hash_change(struct me *me, uint64_t *hash, uint32_t oi, int64_t leaves, int64_t cum,
+			 uint16_t stream);
+/* The watched book's journal, hash and GTD count (the WATCHING move's), for the hooks. */
+void me_watch_rested(struct me *me, uint32_t oi);
+void me_watch_leaving(struct me *me, uint32_t oi);
+void me_watch_changing(struct me *me, uint32_t oi, int64_t leaves, int64_t cum, uint16_t stream);
+/* Order oi was just appended at the tail of its level on book si (me_book_rest). */
+static inline void
+me_move_rest(struct me *me, uint32_t si, uint32_t oi)
+{
+	if (__builtin_expect(si == me->watch_si, 0))
+		me_watch_rested(me, oi);
+}
+/* Order oi of book si is about to leave it, still linked (me_book_remove). */
+static inline void
+me_move_leave(struct me *me, uint32_t si, uint32_t oi)
+{
+	if (__builtin_expect(si == me->watch_si, 0))
+		me_watch_leaving(me, oi);
+}
+/* Order oi of book si is about to take leaves, cum and stream (index) in place — whether it
+ * stays (me_move_touch follows) or leaves after (me_book_remove follows): the watched
+ * book's running hash takes the change now, while the old fields are there to subtract. */
+static inline void
+me_move_change(struct me *me, uint32_t si, uint32_t oi, int64_t leaves, int64_t cum,
+	       uint16_t stream)
+{
+	if (__builtin_expect(si == me->watch_si, 0))
+		me_watch_changing(me, oi, leaves, cum, stream);
 }
 
 /* ---- me_book.c: levels ---- */

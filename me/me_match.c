@@ -469,6 +469,8 @@ match(struct me *me, uint32_t si, uint32_t ti, int64_t budget)
 		CHECK(rc == 0); /* bounded by the maker's own validated notional */
 		if (market_buy)
 			budget -= notional;
+		/* The maker's leaves and cum change in place (a watched book's hash, me_move.c). */
+		me_move_change(me, si, mi, mk->leaves - q, mk->cum + q, mk->stream);
 		trade(me, s, ti, mi, l, q, notional);
 		if (mk->leaves == 0) {
 			me_book_remove(me, si, mi);
@@ -733,6 +735,7 @@ me_modify(struct me *me, const struct wire_modify *m)
 		if (new_leaves < 0)
 			new_leaves = 0;
 		int64_t cut = t->leaves - new_leaves;
+		me_move_change(me, si, ti, new_leaves, t->cum, t->stream);
 		me_lvl(me, t->level)->qty -= cut;
 		t->leaves = new_leaves;
 		struct wire_me_event *ev = me_ev_begin(me, ti, WIRE_EV_AMENDED);

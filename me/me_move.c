@@ -9,7 +9,7 @@
  *   WATCH  (F) optional, before the driver reads its copy of the trading book: journal the
  *              orderId of every change to the book from here (me_journal.c). Nothing else
  *              changes: the book trades on.
- *   OUT    (F) freeze the book: count and hash it in export order. From here nothing of it
+ *   OUT    (F) freeze the book: count and hash it (the move hash, below). From here nothing of it
  *              enters, trades, expires, is modified or bulk-cancelled (SYMBOL_MOVING). A
  *              move that WATCHed keeps its journal: the driver reads the orders it names
  *              (me_move_journal_export), not the whole book, to make the difference.
@@ -17,7 +17,7 @@
  *              applies whole or not at all. Its orders are ADDs (to the tail of their
  *              level), or, for a copy made while the book still traded, the difference to
  *              the frozen book: REMOVEs and UPDATEs (leaves, cum, stream) of installed ones.
- *   IN     (M) M's book, hashed in export order, matches F's count and hash: M owns the
+ *   IN     (M) M's book, hashed the same way, matches F's count and hash: M owns the
  *              symbol and opens the book with F's status, kill-switch, trade number and
  *              last price.
  *   DONE   (F) drop the frozen copy, silently; F no longer owns the symbol.
@@ -33,7 +33,20 @@
  * Export order: bids best level first, then asks best level first, oldest first within a
  * level. M appends each added order at the tail of its level; a copy's orders come in export
  * order and the difference adds only orders newer than every copied one, so time priority
- * survives the move, and IN proves it: the hash walks M's book in export order.
+ * survives the move, and IN proves it with the move hash.
+ *
+ * The move hash of a book is H = Σ h(o) mod 2^64 over its orders, with
+ *   h(o) = XXH3_64bits_withSeed(&rec, 64, me_move_hash_init(symbol) ^ XXH3_64bits(&pred, 16))
+ * where rec is o's struct wire_book_order as me_move_order_export writes it (op 0, reserved
+ * zero), symbol the symbol id, and pred the oid of the order just before o on its level (all
+ * zero for a level's head): me_move_order_hash. A sum of terms that each name their
+ * predecessor is the same for two books exactly when each level holds the same records in
+ * the same sequence, so it proves time priority, and it changes by a few terms per change
+ * of the book: both sides keep it running instead of walking the book inside the trading
+ * pause. F keeps it in the WATCHING move from its WATCH (one walk then, while the book
+ * trades) through every change (the me_move_rest/leave/change hooks, me_int.h) and takes it
+ * at OUT; M keeps it in the INSTALLING move, chunk by chunk, and compares it at IN. A book
+ * OUT freezes without a WATCH is walked (me_move_hash_walk, the reference computation).
  *
  * Everything is state in struct me (moves[], moves_active, gtd_held, the journal):
  * snapshotted, hashed, the same on every replica. A held book's GTD orders have no heap
@@ -64,10 +77,12 @@ me_move_hash_init(uint32_t symbol)
 }
 
 uint64_t
-me_move_hash_step(uint64_t h, const struct wire_book_order *o)
+me_move_order_hash(uint32_t symbol, const struct wire_book_order *rec, struct wire_oid pred)
 {
-	CHECK(o != NULL);
-	return XXH3_64bits_withSeed(o, sizeof(*o), h);
+	CHECK(rec != NULL);
+	CHECK(rec->op == WIRE_BOOK_ADD);
+	uint64_t seed = me_move_hash_init(symbol) ^ XXH3_64bits(&pred, sizeof(pred));
+	return XXH3_64bits_withSeed(rec, sizeof(*rec), seed);
 }
 
 /* ---- the book in export order ---- */
@@ -117,18 +132,152 @@ me_move_order_export(struct me *me, uint32_t oi, struct wire_book_order *w)
 
 struct hash_ctx {
 	uint64_t hash;
-	uint32_t gtd;   /* GTD orders seen */
+	uint32_t gtd;          /* GTD orders seen */
+	uint32_t level;        /* level of the order visited last, ME_NIL before the first */
+	struct wire_oid pred;  /* its oid: the predecessor of the next order on that level */
 };
 
 static bool
 hash_visit(struct me *me, uint32_t oi, void *ctx)
 {
 	struct hash_ctx *c = ctx;
+	const struct me_order *o = me_ord(me, oi);
+	if (o->level != c->level) {
+		/* The head of a level: no predecessor. */
+		c->level = o->level;
+		memset(&c->pred, 0, sizeof(c->pred));
+	}
 	struct wire_book_order w;
 	me_move_order_export(me, oi, &w);
-	c->hash = me_move_hash_step(c->hash, &w);
+	c->hash += me_move_order_hash(o->symbol, &w, c->pred);
 	c->gtd += w.tif == WIRE_TIF_GTD;
+	c->pred = o->oid;
 	return true;
+}
+
+uint64_t
+me_move_hash_walk(struct me *me, uint32_t si, uint32_t *count, uint32_t *gtd)
+{
+	CHECK(si < me->symbols_used);
+	struct hash_ctx c = {.hash = 0, .gtd = 0, .level = ME_NIL, .pred = {0, 0}};
+	uint32_t n = book_walk(me, si, hash_visit, &c);
+	CHECK(n == me_sym(me, si)->resting);
+	if (count != NULL)
+		*count = n;
+	if (gtd != NULL)
+		*gtd = c.gtd;
+	return c.hash;
+}
+
+/* ---- the running hash: the same sum, kept as the book changes ----
+ *
+ * A term h(o, p) depends on o's record and on the oid of p, its predecessor on its level.
+ * An order that rests goes to the tail: one new term. An order that changes in place
+ * (leaves, cum, stream) changes its own term only. An order that leaves takes its term,
+ * and its successor's term changes predecessor. The functions below take the terms as the
+ * book is (before an unlink, after an append), so each site calls them at the point where
+ * the prev/next links are the ones the term names. */
+
+/* h of live order oi as it rests now, or with rec's fields if rec is not NULL. */
+static uint64_t
+term(struct me *me, uint32_t oi, const struct wire_book_order *rec, struct wire_oid pred)
+{
+	struct wire_book_order w;
+	if (rec == NULL) {
+		me_move_order_export(me, oi, &w);
+		rec = &w;
+	}
+	return me_move_order_hash(me_ord(me, oi)->symbol, rec, pred);
+}
+
+/* The oid of order oi's predecessor on its level: zero for the head. */
+static struct wire_oid
+pred_oid(struct me *me, uint32_t oi)
+{
+	uint32_t p = me_ord(me, oi)->prev;
+	if (p == ME_NIL)
+		return (struct wire_oid){0, 0};
+	return me_ord(me, p)->oid;
+}
+
+void
+me_move_hash_rest(struct me *me, uint64_t *hash, uint32_t oi)
+{
+	const struct me_order *o = me_ord(me, oi);
+	DCHECK(o->state == ME_ST_LIVE);
+	DCHECK(o->next == ME_NIL); /* appended at the tail: nobody after it */
+	*hash += term(me, oi, NULL, pred_oid(me, oi));
+}
+
+void
+me_move_hash_leave(struct me *me, uint64_t *hash, uint32_t oi)
+{
+	const struct me_order *o = me_ord(me, oi);
+	DCHECK(o->state == ME_ST_LIVE);
+	struct wire_oid p = pred_oid(me, oi);
+	*hash -= term(me, oi, NULL, p);
+	if (o->next != ME_NIL) {
+		/* Its successor follows its predecessor from now. */
+		*hash -= term(me, o->next, NULL, o->oid);
+		*hash += term(me, o->next, NULL, p);
+	}
+}
+
+void
+me_move_hash_change(struct me *me, uint64_t *hash, uint32_t oi, int64_t leaves, int64_t cum,
+		    uint16_t stream)
+{
+	DCHECK(me_ord(me, oi)->state == ME_ST_LIVE);
+	DCHECK(stream < me->streams_used);
+	struct wire_oid p = pred_oid(me, oi);
+	struct wire_book_order w;
+	me_move_order_export(me, oi, &w);
+	*hash -= me_move_order_hash(me_ord(me, oi)->symbol, &w, p);
+	w.leaves = leaves;
+	w.cum = cum;
+	w.stream = me_stream_at(me, stream)->shard;
+	*hash += me_move_order_hash(me_ord(me, oi)->symbol, &w, p);
+}
+
+/* ---- the watched book (WATCH to OUT): journal, running hash, GTD orders ---- */
+
+/* The WATCHING move that owns the journal; its book is me->watch_si. */
+static struct me_move *
+watcher(struct me *me)
+{
+	DCHECK(me->journal_slot < ME_MOVES_MAX);
+	struct me_move *mv = &me->moves[me->journal_slot];
+	DCHECK(mv->phase == ME_MOVE_WATCHING);
+	DCHECK(mv->symbol == me->watch_si);
+	return mv;
+}
+
+void
+me_watch_rested(struct me *me, uint32_t oi)
+{
+	struct me_move *mv = watcher(me);
+	me_journal_append(me, oi);
+	me_move_hash_rest(me, &mv->hash, oi);
+	mv->gtd_held += me_ord(me, oi)->tif == WIRE_TIF_GTD;
+}
+
+void
+me_watch_leaving(struct me *me, uint32_t oi)
+{
+	struct me_move *mv = watcher(me);
+	me_journal_append(me, oi);
+	me_move_hash_leave(me, &mv->hash, oi);
+	if (me_ord(me, oi)->tif == WIRE_TIF_GTD) {
+		CHECK(mv->gtd_held > 0);
+		mv->gtd_held--;
+	}
+}
+
+void
+me_watch_changing(struct me *me, uint32_t oi, int64_t leaves, int64_t cum, uint16_t stream)
+{
+	struct me_move *mv = watcher(me);
+	me_move_hash_change(me, &mv->hash, oi, leaves, cum, stream);
 }
 
 /* Drop every order of book si silently: no event, the records released (their oids are
@@ -325,7 +474,8 @@ book_open(struct me *me, uint32_t si, uint32_t gtd, const struct users_ctx *c)
 	 * like one of the book's (the same expiry): drop them all, then push each once. */
 	me_gtd_drop_book(me, si);
 	uint32_t pushed = 0;
-	book_walk(me, si, push_visit, &pushed);
+	if (gtd > 0) /* a book without GTD orders (the count is kept with the book) needs no walk */
+		book_walk(me, si, push_visit, &pushed);
 	CHECK(pushed == gtd);
 	for (uint32_t k = 0; k < c->n; k++) {
 		int rc = me_bulk_add(me, ME_BULK_USER, c->user[k], WIRE_CAUSE_KILL_SWITCH);
@@ -382,9 +532,23 @@ move_out(struct me *me, const struct wire_symbol_move *m, uint32_t si)
 	}
 	if (drop)
 		watch_end(me, w);
-	struct hash_ctx c = {.hash = me_move_hash_init(s->symbol), .gtd = 0};
-	uint32_t count = book_walk(me, si, hash_visit, &c);
-	CHECK(count == s->resting);
+	/* The hash and the GTD orders: kept running since this move's WATCH (no walk inside
+	 * the pause), else counted by walking the book. */
+	uint32_t count = s->resting;
+	uint64_t hash;
+	uint32_t gtd;
+	if (mv != NULL) {
+		CHECK(mv->phase == ME_MOVE_WATCHING);
+		/* No walk here, not even under DCHECK: this is inside the pause, and e2e builds
+		 * compile DCHECK in. The unit tests check running == walk after every change
+		 * (fx_check_move_hashes), and IN compares it with M's, kept independently. */
+		hash = mv->hash;
+		gtd = mv->gtd_held;
+	} else {
+		uint32_t n;
+		hash = me_move_hash_walk(me, si, &n, &gtd);
+		CHECK(n == count);
+	}
 	/* Frozen orders never expire here: off the heap, their room held (me_gtd_fits). */
 	me_gtd_drop_book(me, si);
 	if (mv != NULL) {
@@ -401,9 +565,9 @@ move_out(struct me *me, const struct wire_symbol_move *m, uint32_t si)
 		move_start(me, mv, m->move_id, si, m->peer, ME_MOVE_SOURCE, ME_MOVE_FROZEN);
 	}
 	mv->count = count;
-	mv->hash = c.hash;
-	mv->gtd_held = c.gtd;
-	me->gtd_held += c.gtd;
+	mv->hash = hash;
+	mv->gtd_held = gtd;
+	me->gtd_held += gtd;
 	me_admin_reply(me, WIRE_REASON_NONE, count);
 }
 
@@ -455,6 +619,9 @@ move_watch(struct me *me, const struct wire_symbol_move *m, uint32_t si)
 	CHECK(mv != NULL); /* checked above, or the slot watch_end freed */
 	move_start(me, mv, m->move_id, si, m->peer, ME_MOVE_SOURCE, ME_MOVE_WATCHING);
 	me_journal_start(me, slot_of(me, mv));
+	/* The running hash and GTD count start from one walk, here where the book trades
+	 * (outside any pause); the hooks keep them from now to OUT. */
+	mv->hash = me_move_hash_walk(me, si, NULL, &mv->gtd_held);
 	me_admin_reply(me, WIRE_REASON_NONE, 0);
 }
 
@@ -510,11 +677,9 @@ move_in(struct me *me, const struct wire_symbol_move *m, uint32_t si)
 		return;
 	}
 	/* Not the book the source froze (a chunk lost or altered, time priority not kept):
-	 * the driver aborts. The whole book is hashed in export order, as the source did. */
-	struct hash_ctx hc = {.hash = me_move_hash_init(m->symbol), .gtd = 0};
-	uint32_t count = book_walk(me, si, hash_visit, &hc);
-	mv->hash = hc.hash;
-	if (m->count != mv->count || count != mv->count || m->hash != hc.hash) {
+	 * the driver aborts. The installed book's hash is kept running by chunk_install. */
+	uint32_t count = me_sym(me, si)->resting;
+	if (m->count != mv->count || count != mv->count || m->hash != mv->hash) {
 		me_admin_reply(me, WIRE_REASON_CONFLICT, mv->count);
 		return;
 	}
@@ -739,10 +904,12 @@ chunk_install(struct me *me, struct me_move *mv, uint32_t si, const struct wire_
 			uint32_t oi = installed(me, si, &w);
 			CHECK(oi != ME_NIL); /* chunk_check found it */
 			if (me_ord(me, oi)->tif == WIRE_TIF_GTD) {
-				CHECK(mv->gtd_held > 0 && me->gtd_held > 0);
+				CHECK(mv->gtd_held > 0);
+				CHECK(me->gtd_held > 0);
 				mv->gtd_held--;
 				me->gtd_held--;
 			}
+			me_move_hash_leave(me, &mv->hash, oi); /* linked still */
 			me_book_remove(me, si, oi);
 			me_user_unlink(me, oi);
 			me_order_release(me, oi);
@@ -753,6 +920,7 @@ chunk_install(struct me *me, struct me_move *mv, uint32_t si, const struct wire_
 		if (w.op == WIRE_BOOK_UPDATE) {
 			uint32_t oi = installed(me, si, &w);
 			CHECK(oi != ME_NIL);
+			me_move_hash_change(me, &mv->hash, oi, w.leaves, w.cum, (uint16_t)st);
 			struct me_order *o = me_ord(me, oi);
 			struct me_level *l = me_lvl(me, o->level);
 			l->qty += w.leaves - o->leaves;
@@ -779,6 +947,7 @@ chunk_install(struct me *me, struct me_move *mv, uint32_t si, const struct wire_
 		o->stream = (uint16_t)st;
 		o->last_seq = 0; /* no event about it in this engine's streams yet */
 		me_book_rest(me, si, oi);
+		me_move_hash_rest(me, &mv->hash, oi); /* at the tail now */
 		me_user_link(me, oi);
 		if (w.tif == WIRE_TIF_GTD) {
 			mv->gtd_held++;
@@ -862,7 +1031,7 @@ me_book_chunk(struct me *me, const struct wire_book_chunk *m)
 		mv = move_slot(me);
 		CHECK(mv != NULL); /* open_check found one */
 		move_start(me, mv, m->move_id, si, m->source, ME_MOVE_TARGET, ME_MOVE_INSTALLING);
-		mv->hash = me_move_hash_init(m->symbol); /* IN hashes the installed book */
+		DCHECK(mv->hash == 0); /* the hash of the empty book; chunk_install keeps it */
 	}
 	DCHECK(m->seq == mv->next_chunk);
 	chunk_install(me, mv, si, m);
@@ -914,12 +1083,6 @@ me_move_info(const struct me *cme, uint32_t symbol, struct me_move_info *out)
 	if (me->journal_slot == slot_of(me, mv)) {
 		out->journal = me->journal_n;
 		out->journal_ok = me->journal_overflow == 0;
-	}
-	if (mv->role == ME_MOVE_TARGET && mv->phase == ME_MOVE_INSTALLING) {
-		/* What IN will compare: the installed book hashed in export order. */
-		struct hash_ctx hc = {.hash = me_move_hash_init(symbol), .gtd = 0};
-		book_walk(me, si, hash_visit, &hc);
-		out->hash = hc.hash;
 	}
 	if (mv->role == ME_MOVE_SOURCE && mv->phase == ME_MOVE_FROZEN) {
 		/* Every event about a frozen order applied by its OMS shard: no OMS can see the

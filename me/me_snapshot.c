@@ -21,7 +21,9 @@
  * Pending bulk cancel jobs (me_bulk.c), symbol moves (me_move.c) and the journal's owner
  * and length (me_journal.c) are part of the state header, so a replica restored in the
  * middle of a halt or of a move goes on with it exactly where the log says. The journal's
- * entries past journal_n are zero, as init leaves them.
+ * entries past journal_n are zero, as init leaves them. A move's running hash (me_move.c)
+ * is in its slot, so it is carried as it is, byte for byte like the book it sums: the
+ * restored engine goes on keeping it where the snapshotted one was.
  * The header carries the limits and an XXH3 checksum of everything after it; restore refuses
  * (-EINVAL, leaving an empty engine) a snapshot whose checksum, limits, layout or counts do
  * not match this instance.
@@ -255,7 +257,9 @@ moves_ok(const struct me *probe)
 				return false;
 		}
 		if (mv->phase == ME_MOVE_WATCHING) {
-			if (mv->gtd_held != 0 || mv->count != 0 || mv->hash != 0 || mv->next_chunk != 0)
+			/* Its hash and GTD count are the book's, kept running: carried as they
+			 * are, like the book (the checksum guards both; OUT DCHECKs the hash). */
+			if (mv->count != 0 || mv->next_chunk != 0 || mv->gtd_held > probe->limits.gtd_max)
 				return false;
 			continue;
 		}

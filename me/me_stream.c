@@ -293,8 +293,10 @@ me_rebind(struct me *me, const struct wire_rebind *m)
 	ev->px = o->px;
 	ev->qty = o->cum;
 	me_ev_emit(me, oi, ev);
+	uint32_t si = me_lvl(me, o->level)->symbol;
+	me_move_change(me, si, oi, o->leaves, o->cum, (uint16_t)to); /* a field the move carries */
 	o->stream = (uint16_t)to;
-	me_move_touch(me, me_lvl(me, o->level)->symbol, oi); /* a field the move carries */
+	me_move_touch(me, si, oi);
 	ev = me_ev_begin(me, oi, WIRE_EV_ADOPTED);
 	ev->px = o->px;
 	ev->qty = o->cum;

@@ -183,6 +183,31 @@ fx_check_invariants(void)
 	const struct wire_oid *j = ME_CARR(me, off_journal, struct wire_oid);
 	for (uint32_t k = me->journal_n; k < ME_JOURNAL_MAX && k < me->journal_n + 256; k++)
 		cr_assert(j[k].user == 0 && j[k].shard_seq == 0, "journal entry %u past the end", k);
+	fx_check_move_hashes(me);
+}
+
+/* The running move hashes (me_move.c): a WATCHING move's hash and GTD count, an
+ * INSTALLING move's hash and count, are what walking the book gives. */
+void
+fx_check_move_hashes(struct me *e)
+{
+	for (uint32_t i = 0; i < ME_MOVES_MAX; i++) {
+		const struct me_move *mv = &e->moves[i];
+		if (mv->move_id == 0)
+			continue;
+		if (mv->phase != ME_MOVE_WATCHING && mv->phase != ME_MOVE_INSTALLING)
+			continue;
+		uint32_t count, gtd;
+		uint64_t walk = me_move_hash_walk(e, mv->symbol, &count, &gtd);
+		cr_assert_eq(mv->hash, walk, "move %lu (phase %u): running hash %016lx, walk %016lx",
+			     (unsigned long)mv->move_id, mv->phase, (unsigned long)mv->hash,
+			     (unsigned long)walk);
+		if (mv->phase == ME_MOVE_WATCHING)
+			cr_assert_eq(mv->gtd_held, gtd, "watched GTD orders %u, walk %u", mv->gtd_held,
+				     gtd);
+		else
+			cr_assert_eq(mv->count, count);
+	}
 }
 
 void

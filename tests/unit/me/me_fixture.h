@@ -40,6 +40,7 @@ void fx_setup(void);                 /* default limits, FX_SYM configured, tradi
 void fx_setup_limits(const struct me_limits *l);
 void fx_teardown(void);
 void fx_check_invariants(void);
+void fx_check_move_hashes(struct me *e); /* running move hashes == a walk (in invariants) */
 void fx_fini(void);                  /* .fini of every test: invariants, then teardown */
 struct me *fx_new_engine(const struct me_limits *l); /* a second engine (freed at teardown) */
 

@@ -1277,9 +1277,11 @@ Test(me_move, slots_recycle_oldest_first)
 	cr_assert_eq(e->moves_active, ME_MOVES_MAX);
 }
 
-/* Goal: both sides compute the same hash from the same orders, and it depends on every
- * field and on the order of the orders.
- * Method: hash two orders both ways round, and with one field changed. */
+/* Goal: one order's term of the move hash is the documented function of the symbol, the
+ * record and its predecessor's oid, and depends on each; the book hash is their sum, so a
+ * level's sequence matters through the predecessors.
+ * Method: hash two records with and without predecessors, with one field changed; compare
+ * with XXH3 computed here. */
 Test(me_move, hash_covers_order_and_fields)
 {
 	struct wire_book_order a, b;
@@ -1289,14 +1291,21 @@ Test(me_move, hash_covers_order_and_fields)
 	a.leaves = 5;
 	b = a;
 	b.oid.shard_seq++;
+	struct wire_oid none = {0, 0};
 	uint64_t h0 = me_move_hash_init(FX_SYM);
 	cr_assert_neq(h0, me_move_hash_init(SYM2));
-	uint64_t ab = me_move_hash_step(me_move_hash_step(h0, &a), &b);
-	uint64_t ba = me_move_hash_step(me_move_hash_step(h0, &b), &a);
+	cr_assert_eq(me_move_order_hash(FX_SYM, &a, none),
+		     XXH3_64bits_withSeed(&a, sizeof(a), h0 ^ XXH3_64bits(&none, sizeof(none))));
+	cr_assert_eq(me_move_order_hash(FX_SYM, &b, a.oid),
+		     XXH3_64bits_withSeed(&b, sizeof(b), h0 ^ XXH3_64bits(&a.oid, sizeof(a.oid))));
+	cr_assert_neq(me_move_order_hash(FX_SYM, &a, none), me_move_order_hash(SYM2, &a, none));
+	/* a then b, or b then a, on one level: the same records, another sum. */
+	uint64_t ab = me_move_order_hash(FX_SYM, &a, none) + me_move_order_hash(FX_SYM, &b, a.oid);
+	uint64_t ba = me_move_order_hash(FX_SYM, &b, none) + me_move_order_hash(FX_SYM, &a, b.oid);
 	cr_assert_neq(ab, ba);
-	b.stream = 1;
-	cr_assert_neq(me_move_hash_step(me_move_hash_step(h0, &a), &b), ab);
-	cr_assert_eq(me_move_hash_step(h0, &a), XXH3_64bits_withSeed(&a, sizeof(a), h0));
+	struct wire_book_order c = b;
+	c.stream = 1;
+	cr_assert_neq(me_move_order_hash(FX_SYM, &c, a.oid), me_move_order_hash(FX_SYM, &b, a.oid));
 }
 
 /* ---- a copy made while the book trades, then the difference ---- */
@@ -1985,4 +1994,264 @@ Test(me_move, journal_survives_snapshot)
 	cr_assert_eq(me_restore(F3, buf, len), 0);
 	cr_assert_eq(me_state_hash(F3), me_state_hash(fx_me));
 	free(buf);
+}
+
+/* ---- the move hash kept running (me_move.c) ---- */
+
+/* On fx_me: the running hashes equal a walk (fx_check_move_hashes), and the watched book
+ * is still watched. */
+#define STEP(x)                                                                            \
+	do {                                                                               \
+		x;                                                                         \
+		fx_check_move_hashes(fx_me);                                               \
+		fx_reset();                                                                \
+	} while (0)
+
+/* Goal: while a move WATCHes, the source keeps the book's hash and GTD count running
+ * through every kind of change, equal to a walk after each; OUT takes it without walking
+ * and it is the walk of the frozen book; the move opens on M (IN compares M's running
+ * hash with it).
+ * Method: populate 300 plus a level of our own orders; WATCH; rests at old and new levels,
+ * cancels of a level's head, middle and tail, partial and full fills at heads and tails,
+ * amends (head, middle, to zero), a replace, a rebind, GTD expiries, a market sweep, a
+ * kill-switch, each followed by the check; OUT; transfer; IN. */
+Test(me_move, watched_hash_follows_every_change)
+{
+	uint64_t base = fx_now;
+	populate(300);
+	for (uint32_t k = 0; k < 6; k++)
+		fx_gtc(8, 7100 + k, B, 9000, 1 + k); /* a level: a populated head, then ours */
+	fx_reset();
+	cr_assert_eq(WATCH(90).reason, WIRE_REASON_NONE);
+	fx_check_move_hashes(fx_me);
+	const struct me_move *mv = me_move_find(fx_me, 90, sym_index(fx_me, FX_SYM));
+	cr_assert_not_null(mv);
+	cr_assert_neq(mv->hash, 0);
+	STEP(fx_gtc(8, 7000, B, 10000, 2));                 /* behind a copied order */
+	STEP(fx_gtc(8, 7001, S, 9990 + 10 * 200, 1));      /* a new level */
+	STEP(fx_gtc(8, 7002, B, 10000 - 10 * 160, 3));      /* another */
+	STEP(fx_cancel(8, 7200, 7102));                     /* middle of the 9000 level */
+	STEP(fx_cancel(8, 7201, 7105));                     /* its tail */
+	STEP(fx_amend(8, 7202, 7103, 1));                   /* middle, priority kept */
+	STEP(fx_amend(big_user(0), 7203, 1000, 1));         /* head of 10000 */
+	STEP(fx_limit(9, 6001, S, 10000, 1, WIRE_TIF_IOC)); /* fills the head 1000 whole */
+	STEP(fx_limit(9, 6002, S, 10000, 1, WIRE_TIF_IOC)); /* 7000 (now head) in part */
+	STEP(fx_limit(9, 6003, S, 10000, 1, WIRE_TIF_IOC)); /* 7000, head and tail, whole */
+	STEP(fx_amend(8, 7204, 7101, 3));                   /* amend up to its qty: unchanged */
+	STEP(fx_limit(9, 6004, S, 9000, 1, WIRE_TIF_IOC)); /* sweeps levels down to 9000 */
+	STEP(fx_market_sell(9, 6005, 1));
+	STEP(fx_cancel(8, 7205, 7100));                     /* head of 9000 if still there */
+	STEP(fx_replace(big_user(9), 5002, 1009, 10100, 4)); /* leaves, a new order rests */
+	fx_oms_shard = 0;
+	STEP(rebind(big_user(12), 1012, 0, 2));             /* its stream changes */
+	struct wire_submit g = fx_order(8, 7005, B, WIRE_ORD_LIMIT, WIRE_TIF_GTD, 8600, 1);
+	g.expire_ns = fx_now + 100;
+	STEP(fx_submit(&g));
+	STEP(fx_tick(base + T_GTD + 15));                   /* 7005 and copied order 10 expire */
+	cr_assert_eq(fx_rec(8, 7005) == NULL || fx_rec(8, 7005)->state != ME_ST_LIVE, true);
+	STEP(fx_market_buy(9, 6006, 10010 * 5));            /* eats into the asks */
+	STEP(cr_assert_eq(fx_kill(WIRE_KILL_USER, 5, 1), WIRE_REASON_NONE)); /* bulk cancel */
+	STEP(fx_amend(big_user(20), 7206, 1020, 0));        /* to zero: leaves the book */
+	STEP(ack_all_on(fx_me));
+	uint32_t count, gtd;
+	uint64_t walk = me_move_hash_walk(fx_me, sym_index(fx_me, FX_SYM), &count, &gtd);
+	cr_assert_eq(mv->hash, walk);
+	cr_assert_eq(mv->gtd_held, gtd);
+	struct wire_admin_reply r = OUT(90);
+	cr_assert_eq(r.reason, WIRE_REASON_NONE);
+	cr_assert_eq(r.value, count);
+	struct me_move_info mi;
+	cr_assert_eq(me_move_info(fx_me, FX_SYM, &mi), 0);
+	cr_assert_eq(mi.phase, ME_MOVE_FROZEN);
+	cr_assert_eq(mi.hash, walk, "OUT took the running hash: the frozen book's walk");
+	cr_assert_eq(me_move_hash_walk(fx_me, sym_index(fx_me, FX_SYM), NULL, NULL), walk);
+	cr_assert_eq(mv->gtd_held, gtd);
+	transfer(90, 0, CHUNK_MAX);
+	fx_check_move_hashes(M);
+	struct wire_symbol_move in = in_msg(90);
+	r = step_msg(M, &in);
+	cr_assert_eq(r.reason, WIRE_REASON_NONE, "IN: reason %u", r.reason);
+	cr_assert_eq(r.value, count);
+}
+
+/* One chunk of ops (k of them) on M; the reply must be NONE; running hash == walk. */
+static void
+m_chunk(uint64_t id, uint32_t *seq, const struct wire_book_order *ops, uint32_t k)
+{
+	struct wire_admin_reply r = chunk_on(M, id, *seq, F_SHARD, ops, k);
+	cr_assert_eq(r.reason, WIRE_REASON_NONE, "chunk %u: reason %u", *seq, r.reason);
+	(*seq)++;
+	fx_check_move_hashes(M);
+	fx_reset();
+}
+
+/* A record of the frozen export with op set (and leaves, when not 0). */
+static struct wire_book_order
+op_of(const struct wire_book_order *book, uint32_t n, struct wire_oid oid, uint8_t op,
+      int64_t leaves)
+{
+	int k = index_of(book, (int)n, oid);
+	cr_assert_geq(k, 0);
+	struct wire_book_order w = book[k];
+	w.op = op;
+	if (leaves != 0)
+		w.leaves = leaves;
+	return w;
+}
+
+/* M's running hash (me_move_info of the INSTALLING move). */
+static uint64_t
+m_hash(void)
+{
+	struct me_move_info mi;
+	cr_assert_eq(me_move_info(M, FX_SYM, &mi), 0);
+	cr_assert_eq(mi.phase, ME_MOVE_INSTALLING);
+	return mi.hash;
+}
+
+/* Goal: while M installs, its running hash follows ADDs, UPDATEs and REMOVEs (a level's
+ * head, middle and tail) equal to a walk after each chunk; me_move_info gives it; IN
+ * accepts the source's hash once the book is the same sequence and refuses it (CONFLICT)
+ * when two orders of a level are swapped — same records, another time priority — and a
+ * wrong hash. OUT of a book no move watched walks it for the same hash.
+ * Method: populate 60 plus a level of six on F; OUT without WATCH (hash == walk); ADD all
+ * in one chunk; update one and back; remove head, middle, tail and the rest, add them in
+ * order; swap two; IN refused; put them back; IN accepted. */
+Test(me_move, installing_hash_follows_chunks)
+{
+	populate(60);
+	for (uint32_t k = 0; k < 5; k++)
+		fx_gtc(8, 7100 + k, B, 10000, 1); /* behind populated order 0 */
+	fx_reset();
+	uint32_t si = sym_index(fx_me, FX_SYM);
+	uint64_t walk = me_move_hash_walk(fx_me, si, NULL, NULL);
+	cr_assert_eq(OUT(92).reason, WIRE_REASON_NONE);
+	struct me_move_info fi;
+	cr_assert_eq(me_move_info(fx_me, FX_SYM, &fi), 0);
+	cr_assert_eq(fi.hash, walk, "an unwatched book is walked at OUT");
+	cr_assert_eq(fi.count, 65);
+	static struct wire_book_order book[65], ops[8];
+	cr_assert_eq(me_move_export(fx_me, FX_SYM, 92, 0, book, 65), 65);
+	uint32_t seq = 0;
+	m_chunk(92, &seq, book, 65);
+	cr_assert_eq(m_hash(), fi.hash, "the same book, the same hash");
+	struct wire_oid head = big_oid(0), mid = fx_oid(8, 7102), tail = fx_oid(8, 7104);
+	ops[0] = op_of(book, 65, mid, WIRE_BOOK_UPDATE, 3);
+	m_chunk(92, &seq, ops, 1);
+	cr_assert_neq(m_hash(), fi.hash);
+	ops[0] = op_of(book, 65, mid, WIRE_BOOK_UPDATE, 0);
+	m_chunk(92, &seq, ops, 1);
+	cr_assert_eq(m_hash(), fi.hash, "updated back");
+	ops[0] = op_of(book, 65, head, WIRE_BOOK_REMOVE, 0);
+	m_chunk(92, &seq, ops, 1);
+	ops[0] = op_of(book, 65, mid, WIRE_BOOK_REMOVE, 0);
+	m_chunk(92, &seq, ops, 1);
+	ops[0] = op_of(book, 65, tail, WIRE_BOOK_REMOVE, 0);
+	m_chunk(92, &seq, ops, 1);
+	ops[0] = op_of(book, 65, fx_oid(8, 7101), WIRE_BOOK_REMOVE, 0);
+	ops[1] = op_of(book, 65, fx_oid(8, 7100), WIRE_BOOK_REMOVE, 0);
+	ops[2] = op_of(book, 65, fx_oid(8, 7103), WIRE_BOOK_REMOVE, 0);
+	m_chunk(92, &seq, ops, 3);
+	cr_assert_eq(me_sym(M, si)->resting, 59);
+	ops[0] = op_of(book, 65, head, WIRE_BOOK_ADD, 0);
+	for (uint32_t k = 0; k < 5; k++)
+		ops[1 + k] = op_of(book, 65, fx_oid(8, 7100 + k), WIRE_BOOK_ADD, 0);
+	m_chunk(92, &seq, ops, 6);
+	cr_assert_eq(m_hash(), fi.hash, "the level rebuilt in its sequence");
+	/* Two orders swapped: the same records, another sequence. */
+	ops[0] = op_of(book, 65, fx_oid(8, 7102), WIRE_BOOK_REMOVE, 0);
+	ops[1] = op_of(book, 65, fx_oid(8, 7103), WIRE_BOOK_REMOVE, 0);
+	ops[2] = op_of(book, 65, tail, WIRE_BOOK_REMOVE, 0);
+	m_chunk(92, &seq, ops, 3);
+	ops[0] = op_of(book, 65, fx_oid(8, 7103), WIRE_BOOK_ADD, 0);
+	ops[1] = op_of(book, 65, fx_oid(8, 7102), WIRE_BOOK_ADD, 0);
+	ops[2] = op_of(book, 65, tail, WIRE_BOOK_ADD, 0);
+	m_chunk(92, &seq, ops, 3);
+	cr_assert_eq(me_sym(M, si)->resting, 65);
+	cr_assert_neq(m_hash(), fi.hash, "a swap changes the hash");
+	struct wire_symbol_move in = in_msg(92);
+	uint64_t before = m_hash();
+	cr_assert_eq(step_msg(M, &in).reason, WIRE_REASON_CONFLICT, "the swapped book refused");
+	cr_assert_eq(m_hash(), before, "a refused IN leaves the install as it was");
+	/* Put them back; a wrong hash is still refused, the right one opens the book. */
+	ops[0] = op_of(book, 65, fx_oid(8, 7103), WIRE_BOOK_REMOVE, 0);
+	ops[1] = op_of(book, 65, fx_oid(8, 7102), WIRE_BOOK_REMOVE, 0);
+	ops[2] = op_of(book, 65, tail, WIRE_BOOK_REMOVE, 0);
+	m_chunk(92, &seq, ops, 3);
+	ops[0] = op_of(book, 65, fx_oid(8, 7102), WIRE_BOOK_ADD, 0);
+	ops[1] = op_of(book, 65, fx_oid(8, 7103), WIRE_BOOK_ADD, 0);
+	ops[2] = op_of(book, 65, tail, WIRE_BOOK_ADD, 0);
+	m_chunk(92, &seq, ops, 3);
+	cr_assert_eq(m_hash(), fi.hash);
+	in.hash ^= 1;
+	cr_assert_eq(step_msg(M, &in).reason, WIRE_REASON_CONFLICT);
+	in.hash ^= 1;
+	ack_all_on(fx_me);
+	fx_reset();
+	struct wire_admin_reply r = step_msg(M, &in);
+	cr_assert_eq(r.reason, WIRE_REASON_NONE, "IN: reason %u", r.reason);
+	cr_assert_eq(r.value, 65);
+	struct me_move_info mi;
+	cr_assert_eq(me_move_info(M, FX_SYM, &mi), 0);
+	cr_assert_eq(mi.phase, ME_MOVE_FINISHED);
+	cr_assert_eq(mi.hash, fi.hash);
+}
+
+/* Goal: the running hashes are replicated state: a snapshot taken while F watches and one
+ * taken while M installs restore with the same state hash and the same running hash, and
+ * the restored engines keep it exactly as the originals do, to an OUT with the same hash
+ * and an IN that accepts it.
+ * Method: populate 200; WATCH; trade; snapshot F; trade on both; OUT on both; two chunks
+ * into M; snapshot M; the rest on both; IN on both. */
+Test(me_move, running_hash_survives_snapshot)
+{
+	populate(200);
+	cr_assert_eq(WATCH(93).reason, WIRE_REASON_NONE);
+	more_round = 0;
+	trade_more();
+	struct me *F2 = snap_copy(fx_me, F_SHARD);
+	uint32_t si = sym_index(fx_me, FX_SYM);
+	cr_assert_eq(me_move_find(F2, 93, si)->hash, me_move_find(fx_me, 93, si)->hash);
+	fx_check_move_hashes(F2);
+	more_round = 1;
+	on_engine(fx_me, trade_more);
+	on_engine(F2, trade_more);
+	fx_check_move_hashes(fx_me);
+	fx_check_move_hashes(F2);
+	cr_assert_eq(me_state_hash(F2), me_state_hash(fx_me));
+	cr_assert_eq(OUT(93).reason, WIRE_REASON_NONE);
+	cr_assert_eq(step(F2, WIRE_MOVE_OUT, 93, M_SHARD).reason, WIRE_REASON_NONE);
+	cr_assert_eq(me_state_hash(F2), me_state_hash(fx_me));
+	struct me_move_info a, b;
+	cr_assert_eq(me_move_info(F2, FX_SYM, &a), 0);
+	cr_assert_eq(me_move_info(fx_me, FX_SYM, &b), 0);
+	cr_assert_eq(a.hash, b.hash);
+	cr_assert_eq(b.hash, me_move_hash_walk(fx_me, si, NULL, NULL));
+	struct wire_book_order o[CHUNK_MAX];
+	uint32_t chunks = (b.count + 49) / 50;
+	cr_assert_gt(chunks, 2);
+	for (uint32_t k = 0; k < 2; k++) {
+		uint32_t n = export_chunk(93, k, 50, o);
+		cr_assert_eq(chunk_on(M, 93, k, F_SHARD, o, n).reason, WIRE_REASON_NONE);
+	}
+	fx_reset();
+	struct me *M2 = snap_copy(M, M_SHARD);
+	cr_assert_eq(me_move_find(M2, 93, si)->hash, me_move_find(M, 93, si)->hash);
+	fx_check_move_hashes(M2);
+	for (uint32_t k = 2; k < chunks; k++) {
+		uint32_t n = export_chunk(93, k, 50, o);
+		cr_assert_eq(chunk_on(M, 93, k, F_SHARD, o, n).reason, WIRE_REASON_NONE);
+		cr_assert_eq(chunk_on(M2, 93, k, F_SHARD, o, n).reason, WIRE_REASON_NONE);
+		fx_check_move_hashes(M2);
+		cr_assert_eq(me_state_hash(M2), me_state_hash(M));
+		fx_reset();
+	}
+	ack_all_on(fx_me);
+	fx_reset();
+	struct wire_symbol_move in = in_msg(93);
+	cr_assert_eq(step_msg(M, &in).reason, WIRE_REASON_NONE);
+	cr_assert_eq(step_msg(M2, &in).reason, WIRE_REASON_NONE);
+	cr_assert_eq(me_state_hash(M2), me_state_hash(M));
+	check_on(F2);
+	check_on(M2);
 }

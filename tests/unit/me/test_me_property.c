@@ -397,6 +397,12 @@ p_check_journal(uint64_t seed, uint64_t move_id, const struct wire_book_order *c
 	fx_apply(&m);
 	cr_assert_eq(fx_admin()->reason, WIRE_REASON_NONE, "seed %lu: OUT refused",
 		     (unsigned long)seed);
+	/* OUT took the hash kept running since WATCH (fx_check_invariants compared it with a
+	 * walk after every step): it is the frozen book's walk. */
+	struct me_move_info mi;
+	cr_assert_eq(me_move_info(fx_me, 1, &mi), 0);
+	cr_assert_eq(mi.hash, me_move_hash_walk(fx_me, si, NULL, NULL), "seed %lu: OUT hash",
+		     (unsigned long)seed);
 	uint32_t nj = fx_check_journal(fx_me, 1, move_id, copy, nc);
 	if (getenv("ME_PROPERTY_VERBOSE") != NULL)
 		cr_log_info("seed %lu: move %lu: journal of %u entries, copy %u orders",
