@@ -139,6 +139,7 @@ struct app_move {
 	uint32_t delta_add, delta_update, delta_remove;
 	bool stale_aborted;       /* M held another move's install: aborted once */
 	bool prep_again;          /* M refused the config for that install: put it after */
+	bool stale_out;           /* that install's abort is out: no chunk goes meanwhile */
 	/* Switch. */
 	struct app_mgmt_targets oms;
 	bool oms_ok[APP_MGMT_TARGETS_MAX];
@@ -631,7 +632,7 @@ send_chunks(struct app_mgmt *m)
 {
 	struct app_move *mv = m->move;
 	_Alignas(8) uint8_t buf[APP_CMD_MSG_MAX];
-	while (mv->chunks_out < CHUNK_WINDOW && mv->sent_next < mv->chunks) {
+	while (!mv->stale_out && mv->chunks_out < CHUNK_WINDOW && mv->sent_next < mv->chunks) {
 		uint32_t seq = mv->sent_next;
 		uint32_t first = mv->chunk_at[seq], n = mv->chunk_at[seq + 1] - first;
 		struct wire_book_chunk *c = (void *)buf;
@@ -941,8 +942,12 @@ on_chunk(struct app_mgmt *m, const struct app_cmd *c, uint32_t seq)
 		move_msg(mv, &s, WIRE_MOVE_ABORT, mv->from);
 		s.move_id = c->value;
 		mv->stale_aborted = true;
-		if (mv_propose(m, mv->to, &s, sizeof(s), 0, TAG(MV_STALE, 0)) == 0)
+		if (mv_propose(m, mv->to, &s, sizeof(s), 0, TAG(MV_STALE, 0)) == 0) {
 			mv->chunks_out++; /* counted as a chunk: the window restarts after it */
+			/* With the config still to put, nothing more goes to M until the
+			 * abort is back: the config must precede the new chunk 0. */
+			mv->stale_out = mv->prep_again;
+		}
 		mv->sent_next = 0;
 		return;
 	}
@@ -1194,20 +1199,21 @@ mv_done(struct app_mgmt *m, const struct app_cmd *c, void *owner, uint64_t tag)
 	if (!mv->active)
 		return; /* answered already (a refusal); the rest drains */
 	uint32_t step = TAG_STEP(tag);
-	if (step == MV_VIEW)
+	if (step == MV_VIEW) {
 		on_view(m, c, TAG_N(tag));
-	else if (step == MV_CHUNK)
+	} else if (step == MV_CHUNK) {
 		on_chunk(m, c, TAG_N(tag));
-	else if (step == MV_STALE) {
+	} else if (step == MV_STALE) {
 		mv->chunks_out--; /* the stale install's abort; chunks start again */
+		mv->stale_out = false;
 		if (mv->prep_again && mv->step == MV_COPY_CHUNKS) {
 			mv->prep_again = false;
 			mv->step = MV_PREP; /* then the chunks from 0 */
 			send_step(m);
 		}
-	}
-	else
+	} else {
 		on_step(m, c, step, TAG_N(tag));
+	}
 	/* The next step goes out with this answer, not at the next poll. */
 	app_mgmt_move_poll(m);
 }
