@@ -1036,6 +1036,23 @@ on_open(struct app_mgmt *m, const struct app_cmd *c, uint32_t tag_step, uint32_t
 	send_step(m);
 }
 
+/* WATCH or OUT answered CONFLICT with a move id: F has this symbol frozen by an earlier run
+ * (a driver that died half-way): finish that move. What M installed of it is dropped first
+ * and the frozen book copied whole. */
+static bool
+resume_frozen(struct app_mgmt *m, const struct app_cmd *c, uint64_t now)
+{
+	struct app_move *mv = m->move;
+	if (c->status != APP_CMD_REJECTED || c->reason != WIRE_REASON_CONFLICT || c->value == 0)
+		return false;
+	mv->move_id = c->value;
+	mv->resumed = true;
+	mv->t_out_ok = now;
+	mv->step = MV_RESUME;
+	send_step(m);
+	return true;
+}
+
 /* WATCH answered (watched: F journals for this move): read the book to copy. */
 static void
 copy_start(struct app_move *mv, bool watched, uint64_t now)
@@ -1072,17 +1089,8 @@ on_step(struct app_mgmt *m, const struct app_cmd *c, uint32_t step, uint32_t n)
 	char msg[512];
 	switch (step) {
 	case MV_WATCH:
-		if (c->status == APP_CMD_REJECTED && c->reason == WIRE_REASON_CONFLICT &&
-		    c->value != 0) {
-			/* F has this symbol frozen by an earlier run: finish that move (see
-			 * MV_OUT). */
-			mv->move_id = c->value;
-			mv->resumed = true;
-			mv->t_out_ok = now;
-			mv->step = MV_RESUME;
-			send_step(m);
+		if (resume_frozen(m, c, now))
 			return;
-		}
 		/* Any other refusal: no journal (an ME before WATCH refuses it BAD_REQUEST);
 		 * the copy's view names a symbol F does not own. */
 		copy_start(mv, c->status == APP_CMD_OK, now);
@@ -1115,17 +1123,8 @@ on_step(struct app_mgmt *m, const struct app_cmd *c, uint32_t step, uint32_t n)
 			mv->view_ns = now;
 			return;
 		}
-		if (c->status == APP_CMD_REJECTED && c->reason == WIRE_REASON_CONFLICT &&
-		    c->value != 0) {
-			/* F has this symbol frozen by an earlier run: finish that move. What M
-			 * installed of it is dropped first and the frozen book copied whole. */
-			mv->move_id = c->value;
-			mv->resumed = true;
-			mv->t_out_ok = now;
-			mv->step = MV_RESUME;
-			send_step(m);
+		if (resume_frozen(m, c, now))
 			return;
-		}
 		snprintf(msg, sizeof(msg), "ME shard %u refused to give the symbol up: %s; the move "
 			 "is undone", mv->from, status_name(c));
 		/* Nothing is frozen: only M's copy is dropped. */
