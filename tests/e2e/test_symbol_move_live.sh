@@ -145,8 +145,10 @@ assert m["from"] == 3 and m["to"] == 4 and not m["resumed"], m
 assert p["unanswered"] == 0, p
 assert p["taken"] > 0 and p["refused"] >= 0, p
 # Refused only for the move, or by the OMS for the probe's own pace (CAPACITY 12,
-# BACKPRESSURE 16), never otherwise.
-assert set(p["reasons"]) <= {"SYMBOL_MOVING", "SYMBOL_NOT_OWNED", "NAK_12", "NAK_16"}, p
+# BACKPRESSURE 16) or while an OMS shard changes leader (NOT_LEADER 15: seen when the host
+# ran other suites beside this test and a starved leader lost its lease), never otherwise.
+assert set(p["reasons"]) <= {"SYMBOL_MOVING", "SYMBOL_NOT_OWNED", "NAK_12", "NAK_15",
+                             "NAK_16"}, p
 assert p["refused"] > 0 and p["pause_ms"] > 0, p  # the probe saw the pause
 assert p["cross_filled"] == 5, p
 PY
