@@ -14,8 +14,8 @@
  *           into the target M (forwarded to its leader), a window at a time; M installs
  *           them inert, in order and once (each answer names the chunk it takes next). The
  *           symbol still trades on F. The copy is indexed by orderId now, not in the pause.
- *   OUT     SYMBOL_MOVE OUT into F: the book is frozen (SYMBOL_MOVING), counted and hashed
- *           there, in F's log. The trading pause starts here.
+ *   OUT     SYMBOL_MOVE OUT into F: the book is frozen (SYMBOL_MOVING), its count and hash
+ *           taken there, in F's log. The trading pause starts here.
  *   EXPORT  the journal read from the replica (each orderId changed since WATCH as it is
  *           now: resting or gone) — or, when the journal is not whole (it overflowed,
  *           another move took it), the whole frozen book; its difference from the copy
@@ -24,8 +24,9 @@
  *           the book's.
  *   READY   F's replica shows every event about the frozen orders acknowledged by its OMS
  *           shard, so no OMS can see M's events about an order before F's
- *   IN      SYMBOL_MOVE IN into M: M hashes its book in export order, checks count and
- *           hash against F's, owns the book and opens it
+ *   IN      SYMBOL_MOVE IN into M: M checks count and hash of its book (kept running as
+ *           the chunks installed) against F's (kept running from WATCH), owns the book
+ *           and opens it
  *   SWITCH  SYMBOL_CONFIG (me_shard M) into every OMS shard: new orders, and the moved
  *           orders' cancels, go to M; requests already sent to F are answered by F. The
  *           pause ends when the last OMS shard has switched.
