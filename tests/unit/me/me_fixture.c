@@ -360,6 +360,26 @@ fx_modify(uint16_t type, uint64_t user, uint64_t req, uint64_t target, int64_t p
 	fx_apply(&m);
 }
 
+/* A REBIND_TO_ME of order (user, seq) of OMS shard `from` to `to` (the adoption's fields
+ * filled as an OMS would). */
+void
+fx_rebind(uint64_t user, uint64_t seq, uint16_t from, uint16_t to)
+{
+	struct wire_rebind m;
+	memset(&m, 0, sizeof(m));
+	wire_hdr_init(&m.hdr, WIRE_REBIND_TO_ME, 0);
+	m.oid = wire_oid_make(from, user, seq);
+	m.from_shard = from;
+	m.to_shard = to;
+	m.symbol = FX_SYM;
+	m.cl_ord_id = 700 + seq;
+	m.qty = 5;
+	m.reserved = 503;
+	m.notional_maker = 200;
+	m.notional_taker = 0;
+	fx_apply(&m);
+}
+
 void
 fx_cancel(uint64_t user, uint64_t req, uint64_t target)
 {

@@ -66,6 +66,7 @@ void fx_market_sell(uint64_t user, uint64_t seq, int64_t qty);
 void fx_market_buy(uint64_t user, uint64_t seq, int64_t quote);
 void fx_modify(uint16_t type, uint64_t user, uint64_t req, uint64_t target, int64_t px, int64_t qty);
 void fx_cancel(uint64_t user, uint64_t req, uint64_t target);
+void fx_rebind(uint64_t user, uint64_t seq, uint16_t from, uint16_t to); /* REBIND_TO_ME */
 void fx_amend(uint64_t user, uint64_t req, uint64_t target, int64_t qty);
 void fx_replace(uint64_t user, uint64_t req, uint64_t target, int64_t px, int64_t qty);
 void fx_ack(uint16_t stream, uint64_t seq);

@@ -1443,20 +1443,6 @@ Test(me_move, copy_then_difference)
 #define WATCH(id) step(fx_me, WIRE_MOVE_WATCH, (id), M_SHARD)
 #define ABORT(id) step(fx_me, WIRE_MOVE_ABORT, (id), M_SHARD)
 
-/* A REBIND_TO_ME of F's order (user, seq) of OMS shard `from` to `to`. */
-static void
-rebind(uint64_t user, uint64_t seq, uint16_t from, uint16_t to)
-{
-	struct wire_rebind m;
-	memset(&m, 0, sizeof(m));
-	wire_hdr_init(&m.hdr, WIRE_REBIND_TO_ME, 0);
-	m.oid = wire_oid_make(from, user, seq);
-	m.from_shard = from;
-	m.to_shard = to;
-	m.symbol = FX_SYM;
-	fx_apply(&m);
-}
-
 /* The book as it is (move_id 0) into copy (room for `cap`); returns its size. */
 static uint32_t
 copy_book(struct me *e, struct wire_book_order *copy, uint32_t cap)
@@ -1487,7 +1473,7 @@ trade_every_way(uint64_t base)
 	fx_cancel(8, 7004, 7003);
 	fx_replace(big_user(9), 5002, 1009, 10100, 4);  /* leaves, a new order rests */
 	fx_oms_shard = 0;
-	rebind(big_user(12), 1012, 0, 2);              /* its stream changes */
+	fx_rebind(big_user(12), 1012, 0, 2);           /* its stream changes */
 	struct wire_submit s = fx_order(8, 7005, B, WIRE_ORD_LIMIT, WIRE_TIF_GTD, 9000, 1);
 	s.expire_ns = fx_now + 100;
 	fx_submit(&s);
@@ -2045,7 +2031,7 @@ Test(me_move, watched_hash_follows_every_change)
 	STEP(fx_cancel(8, 7205, 7100));                     /* head of 9000 if still there */
 	STEP(fx_replace(big_user(9), 5002, 1009, 10100, 4)); /* leaves, a new order rests */
 	fx_oms_shard = 0;
-	STEP(rebind(big_user(12), 1012, 0, 2));             /* its stream changes */
+	STEP(fx_rebind(big_user(12), 1012, 0, 2));          /* its stream changes */
 	struct wire_submit g = fx_order(8, 7005, B, WIRE_ORD_LIMIT, WIRE_TIF_GTD, 8600, 1);
 	g.expire_ns = fx_now + 100;
 	STEP(fx_submit(&g));
@@ -2099,6 +2085,23 @@ op_of(const struct wire_book_order *book, uint32_t n, struct wire_oid oid, uint8
 	if (leaves != 0)
 		w.leaves = leaves;
 	return w;
+}
+
+/* The last three orders of a level of the 65-order book, a, b and tail, taken off M (one
+ * chunk) and put back as first, second, tail (another): the same records, maybe another
+ * sequence. */
+static void
+level_end_as(uint32_t *seq, const struct wire_book_order *book, struct wire_oid first,
+	     struct wire_oid second, struct wire_oid tail)
+{
+	const struct wire_oid oids[3] = {first, second, tail};
+	struct wire_book_order ops[3];
+	for (int k = 0; k < 3; k++)
+		ops[k] = op_of(book, 65, oids[k], WIRE_BOOK_REMOVE, 0);
+	m_chunk(92, seq, ops, 3);
+	for (int k = 0; k < 3; k++)
+		ops[k] = op_of(book, 65, oids[k], WIRE_BOOK_ADD, 0);
+	m_chunk(92, seq, ops, 3);
 }
 
 /* M's running hash (me_move_info of the INSTALLING move). */
@@ -2161,14 +2164,7 @@ Test(me_move, installing_hash_follows_chunks)
 	m_chunk(92, &seq, ops, 6);
 	cr_assert_eq(m_hash(), fi.hash, "the level rebuilt in its sequence");
 	/* Two orders swapped: the same records, another sequence. */
-	ops[0] = op_of(book, 65, fx_oid(8, 7102), WIRE_BOOK_REMOVE, 0);
-	ops[1] = op_of(book, 65, fx_oid(8, 7103), WIRE_BOOK_REMOVE, 0);
-	ops[2] = op_of(book, 65, tail, WIRE_BOOK_REMOVE, 0);
-	m_chunk(92, &seq, ops, 3);
-	ops[0] = op_of(book, 65, fx_oid(8, 7103), WIRE_BOOK_ADD, 0);
-	ops[1] = op_of(book, 65, fx_oid(8, 7102), WIRE_BOOK_ADD, 0);
-	ops[2] = op_of(book, 65, tail, WIRE_BOOK_ADD, 0);
-	m_chunk(92, &seq, ops, 3);
+	level_end_as(&seq, book, fx_oid(8, 7103), fx_oid(8, 7102), tail);
 	cr_assert_eq(me_sym(M, si)->resting, 65);
 	cr_assert_neq(m_hash(), fi.hash, "a swap changes the hash");
 	struct wire_symbol_move in = in_msg(92);
@@ -2176,14 +2172,7 @@ Test(me_move, installing_hash_follows_chunks)
 	cr_assert_eq(step_msg(M, &in).reason, WIRE_REASON_CONFLICT, "the swapped book refused");
 	cr_assert_eq(m_hash(), before, "a refused IN leaves the install as it was");
 	/* Put them back; a wrong hash is still refused, the right one opens the book. */
-	ops[0] = op_of(book, 65, fx_oid(8, 7103), WIRE_BOOK_REMOVE, 0);
-	ops[1] = op_of(book, 65, fx_oid(8, 7102), WIRE_BOOK_REMOVE, 0);
-	ops[2] = op_of(book, 65, tail, WIRE_BOOK_REMOVE, 0);
-	m_chunk(92, &seq, ops, 3);
-	ops[0] = op_of(book, 65, fx_oid(8, 7102), WIRE_BOOK_ADD, 0);
-	ops[1] = op_of(book, 65, fx_oid(8, 7103), WIRE_BOOK_ADD, 0);
-	ops[2] = op_of(book, 65, tail, WIRE_BOOK_ADD, 0);
-	m_chunk(92, &seq, ops, 3);
+	level_end_as(&seq, book, fx_oid(8, 7102), fx_oid(8, 7103), tail);
 	cr_assert_eq(m_hash(), fi.hash);
 	in.hash ^= 1;
 	cr_assert_eq(step_msg(M, &in).reason, WIRE_REASON_CONFLICT);

@@ -316,25 +316,6 @@ Test(me_snapshot, compact_and_restores_over_dirty_state)
 	free(buf);
 }
 
-/* A REBIND_TO_ME of order (user, seq) of OMS shard `from` to `to`. */
-static void
-rebind(uint64_t user, uint64_t seq, uint16_t from, uint16_t to)
-{
-	struct wire_rebind m;
-	memset(&m, 0, sizeof(m));
-	wire_hdr_init(&m.hdr, WIRE_REBIND_TO_ME, 0);
-	m.oid = wire_oid_make(from, user, seq);
-	m.from_shard = from;
-	m.to_shard = to;
-	m.symbol = FX_SYM;
-	m.cl_ord_id = 700 + seq;
-	m.qty = 5;
-	m.reserved = 503;
-	m.notional_maker = 200;
-	m.notional_taker = 0;
-	fx_apply(&m);
-}
-
 /* The event of type `event` about oid in the captured messages (any stream), or NULL. */
 static const struct wire_me_event *
 ev_of(struct wire_oid oid, uint8_t event)
@@ -360,7 +341,7 @@ Test(me_stream, rebind_moves_a_live_order)
 	fx_gtc(2, 1, S, 100, 2);     /* stream 1: FILL 3 */
 	struct wire_oid oid = wire_oid_make(1, 1, 1);
 	fx_reset();
-	rebind(1, 1, 1, 3);
+	fx_rebind(1, 1, 1, 3);
 	cr_assert_eq(fx_events(), 2);
 	const struct wire_me_event *mv = ev_of(oid, WIRE_EV_MOVED);
 	const struct wire_me_event *ad = ev_of(oid, WIRE_EV_ADOPTED);
@@ -421,14 +402,14 @@ Test(me_stream, rebind_is_idempotent)
 	fx_oms_shard = 1;
 	fx_gtc(1, 1, B, 100, 5);
 	fx_gtc(1, 2, B, 90, 5);
-	rebind(1, 1, 1, 3);
+	fx_rebind(1, 1, 1, 3);
 	fx_reset();
-	rebind(1, 1, 1, 3); /* again: bound to shard 3 since the first */
-	rebind(1, 2, 2, 3); /* shard 2 does not hold it (nor does its orderId name shard 2) */
-	rebind(1, 7, 1, 3); /* unknown */
+	fx_rebind(1, 1, 1, 3); /* again: bound to shard 3 since the first */
+	fx_rebind(1, 2, 2, 3); /* shard 2 does not hold it (nor does its orderId name shard 2) */
+	fx_rebind(1, 7, 1, 3); /* unknown */
 	fx_cancel(1, 3, 2); /* order 2 finishes on stream 1 */
 	fx_reset();
-	rebind(1, 2, 1, 3);
+	fx_rebind(1, 2, 1, 3);
 	cr_assert_eq(fx_events(), 0);
 	cr_assert_eq(me_counter(fx_me, ME_C_REBIND_IGNORED), 4);
 	cr_assert_eq(me_counter(fx_me, ME_C_REBINDS), 1);
