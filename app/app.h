@@ -339,7 +339,10 @@ struct app {
 	 * leader. Relaxed atomics: a hint is only a hint, a wrong one costs one NAK. */
 	uint32_t leader_hint[DP_SHARDS_MAX];
 	int64_t clock_offset_ns;      /* cluster clock = dp_clock_ns + this (wall clock) */
-	struct app_persister *persister; /* NULL: no database, answered inline */
+	struct app_persister *persister; /* NULL: no [persister] lcore */
+	/* The shards' file log writers (durable mode; parallel to shards[], set by their init
+	 * before any lcore starts): with a [persister] lcore it drains them. */
+	struct app_logw *logw[APP_SHARDS_MAX];
 	uint64_t start_ns;            /* dp_clock_ns at start */
 	bool rx_open;                 /* [port] rx_start = leader: the gate has opened (io) */
 	struct rte_ring *mgmt_done;   /* shard lcores → main: answered commands (MP/SC) */

@@ -2,9 +2,12 @@
 /*
  * The durable file log store ([durability] mode = durable; docs/appliance.md): the log
  * store consensus sees is the memory log (reads, replication) with the file log (persist/)
- * following it; truncation, compaction and votes go to the files at once, appends are
- * written one batch and one fdatasync per cycle (group commit) by the duty cycle, which
- * then reports what is durable to consensus (in memory mode: all it holds). At boot the
+ * following it. What the file log must do — the entries it lacks, truncations, compactions
+ * — is handed to its writer (app_logw.c) in the order it happened to the memory log: the
+ * [persister] lcore writes them, one batch and one fdatasync per cycle (group commit), and
+ * publishes what is synced, which the duty cycle reports to consensus (in memory mode: all
+ * the memory log holds). A node without a [persister] lcore writes on the shard lcore, as
+ * the same writer drained inline. Votes are saved at once, on the shard lcore. At boot the
  * files are loaded back into the memory log.
  */
 #include <errno.h>
@@ -31,11 +34,11 @@ flog_truncate(void *st, uint64_t index)
 {
 	struct app_shard *s = st;
 	cns_memlog_ops.truncate(s->log, index);
-	if (index >= pst_log_first_index(s->plog) && index <= pst_log_last_index(s->plog) &&
-	    pst_log_truncate(s->plog, index) != 0) {
-		/* The file would keep entries Raft removed: a restart would replay them. */
-		APP_LOG(CRIT, "shard %u: file log truncate at %" PRIu64 " failed", s->id, index);
-		CHECK(0);
+	if (index <= s->flog_pushed) {
+		/* Handed over already: the writer cuts the files (and aborts the process if
+		 * they refuse: they would keep entries Raft removed). */
+		app_logw_push_truncate(s->logw, index);
+		s->flog_pushed = index - 1;
 	}
 	if (s->durable_index >= index) {
 		s->durable_index = 0;
@@ -53,12 +56,12 @@ flog_compact(void *st, uint64_t index)
 	 * file plus a replay) still finds them; the next good snapshot drops them. */
 	if (index > s->snap_file_index)
 		index = s->snap_file_index;
-	if (index < pst_log_first_index(s->plog))
+	if (index == 0)
 		return;
-	int rc = index >= pst_log_last_index(s->plog) ? pst_log_reset(s->plog, index + 1)
-						      : pst_log_compact(s->plog, index);
-	if (rc < 0)
-		sc_add(s, SC_FLOG_ERRORS, 1);
+	/* At or past what was handed over, the writer restarts the file log after it. */
+	app_logw_push_compact(s->logw, index);
+	if (index > s->flog_pushed)
+		s->flog_pushed = index;
 }
 
 static const struct wire_entry_hdr *
@@ -157,7 +160,8 @@ app_flog_snapshot_saved(void *ctx, const struct cns_snapshot_meta *meta, const v
 		.last_time_ns = meta->time_ns,
 		.length = meta->len,
 	};
-	int rc = pst_snap_write(s->snap_dir, &pm, data, s->plog);
+	/* The file log's compaction behind it comes through flog_compact, in order. */
+	int rc = pst_snap_write(s->snap_dir, &pm, data, NULL);
 	s->snap_write_rc = rc;
 	if (rc == 0) {
 		s->snap_file_index = meta->index;
@@ -240,9 +244,9 @@ disk_probe(struct app_shard *s, const struct cns_boot *boot, const char *log_dir
 }
 
 /* Open the files and load what survived into the memory log and the boot record. */
-int
-app_flog_boot(struct app_shard *s, struct cns_boot *boot, struct cns_snapshot_meta *snap,
-	      void **snap_data)
+static int
+flog_load(struct app_shard *s, struct cns_boot *boot, struct cns_snapshot_meta *snap,
+	  void **snap_data)
 {
 	const struct app_config *cfg = &s->app->cfg;
 	char log_dir[APP_STR_MAX + 32], err[PST_ERR_SIZE];
@@ -359,46 +363,76 @@ app_flog_boot(struct app_shard *s, struct cns_boot *boot, struct cns_snapshot_me
 	return 0;
 }
 
-/* Durable mode: write what the memory log holds beyond the file log, one batch and one
- * fdatasync per cycle (group commit), on this lcore (docs/appliance.md says why). */
-static void
-flog_write(struct app_shard *s)
+/* The writer's ring: a quarter of the memory log's bytes, 1-64 MiB. */
+#define FLOG_RING_MIN (UINT64_C(1) << 20)
+#define FLOG_RING_MAX (UINT64_C(64) << 20)
+
+int
+app_flog_boot(struct app_shard *s, struct cns_boot *boot, struct cns_snapshot_meta *snap,
+	      void **snap_data)
 {
-	uint64_t flast = pst_log_last_index(s->plog);
+	int rc = flog_load(s, boot, snap, snap_data);
+	if (rc != 0) {
+		if (s->plog != NULL)
+			pst_log_close(s->plog);
+		s->plog = NULL;
+		return rc;
+	}
+	const struct app_config *cfg = &s->app->cfg;
+	uint64_t ring = ((uint64_t)cfg->log_mb << 20) / 4;
+	ring = ring < FLOG_RING_MIN ? FLOG_RING_MIN : ring > FLOG_RING_MAX ? FLOG_RING_MAX : ring;
+	s->flog_inline = !cfg->persister.enabled;
+	s->flog_pushed = pst_log_last_index(s->plog);
+	rc = app_logw_create(&s->logw, s->plog, ring, s->flog_inline, app_flog_say, s);
+	if (rc != 0) {
+		pst_log_close(s->plog);
+		s->plog = NULL;
+		return rc;
+	}
+	s->plog = NULL; /* the writer's now */
+	if (s->flog_inline)
+		APP_LOG(NOTICE, "shard %u: no [persister] lcore: this shard lcore writes and syncs "
+			"its file log itself (docs/appliance.md \"Durability\")", s->id);
+	return 0;
+}
+
+/* Durable mode: hand the writer what the memory log holds beyond what it was given (copies:
+ * the memory log reuses its slots), and drain it here when this node has no persister. */
+static void
+flog_push(struct app_shard *s)
+{
 	uint64_t mfirst = cns_memlog_ops.first_index(s->log);
 	uint64_t mlast = cns_memlog_ops.last_index(s->log);
-	if (mlast <= flast)
-		return;
-	if (mfirst > flast + 1) {
-		/* Compacted behind a snapshot before we wrote it: the snapshot file covers it,
-		 * unless writing that file failed; then nothing is durable past the file log
-		 * until a snapshot file is written. */
-		if (mfirst - 1 > s->snap_file_index || pst_log_reset(s->plog, mfirst) != 0) {
-			sc_add(s, SC_FLOG_ERRORS, 1);
+	if (mlast > s->flog_pushed && mfirst > s->flog_pushed + 1) {
+		/* Compacted behind a snapshot before it was handed over: the snapshot file
+		 * covers it, unless writing that file failed; then nothing is durable past the
+		 * file log until a snapshot file is written. */
+		if (mfirst - 1 > s->snap_file_index) {
+			sc_add(s, SC_FLOG_GAP, 1);
 			return;
 		}
-		flast = mfirst - 1;
-		if (mlast <= flast)
-			return; /* an installed snapshot left the memory log empty */
+		app_logw_push_compact(s->logw, mfirst - 1);
+		s->flog_pushed = mfirst - 1;
 	}
-	uint32_t n = 0;
-	for (uint64_t i = flast + 1; i <= mlast && n < FLOG_BATCH_MAX; i++, n++) {
+	for (uint64_t i = s->flog_pushed + 1; i <= mlast; i++) {
 		const struct wire_entry_hdr *e = cns_memlog_ops.entry(s->log, i);
-		s->pbatch[n] = (struct pst_entry){
-			.index = i,
-			.term = e->term,
-			.time_ns = e->time_ns,
-			.kind = e->kind,
-			.data_len = e->data_len,
-			.data = e + 1,
-		};
+		if (!app_logw_push_entry(s->logw, i, e, e + 1))
+			break; /* the ring is full: the rest next cycle */
+		s->flog_pushed = i;
 	}
-	int rc = pst_log_append(s->plog, s->pbatch, n);
-	if (rc != 0) {
-		sc_add(s, SC_FLOG_ERRORS, 1);
-		return;
-	}
-	sc_add(s, SC_FLOG_ENTRIES, n);
+	app_logw_publish(s->logw);
+	if (s->flog_inline)
+		app_logw_drain(s->logw, s->clock_ns);
+}
+
+void
+app_flog_say(void *ctx, bool crit, const char *text)
+{
+	const struct app_shard *s = ctx;
+	if (crit)
+		APP_LOG(CRIT, "shard %u: %s", s->id, text);
+	else
+		APP_LOG(ERR, "shard %u: %s", s->id, text);
 }
 
 
@@ -408,16 +442,20 @@ void
 app_flog_durable_report(struct app_shard *s)
 {
 	uint64_t last, term;
-	if (s->plog != NULL) {
+	if (s->logw != NULL) {
 		if (vote_held(s))
 			return; /* entries of a term not on disk would outlive it */
-		flog_write(s);
-		last = pst_log_durable_index(s->plog);
-		if (last > cns_last_index(s->cns))
-			last = cns_last_index(s->cns);
+		flog_push(s);
+		/* The writer's synced (index, term): consensus takes it only while that entry
+		 * is still in its log (a truncation since makes it stale). Term 0: the point is
+		 * covered by a snapshot file, whose entries are committed and stay. */
+		PUB(s->c[SC_FLOG_ENTRIES], app_logw_counter(s->logw, APP_LOGW_ENTRIES));
+		PUB(s->c[SC_FLOG_ERRORS], app_logw_counter(s->logw, APP_LOGW_ERRORS));
+		app_logw_synced(s->logw, &last, &term);
 		if (last == 0)
 			return;
-		term = cns_term_at(s->cns, last);
+		if (term == 0)
+			term = cns_term_at(s->cns, last);
 		if (term == UINT64_MAX)
 			return;
 		if (last == s->durable_index && term == s->durable_term)

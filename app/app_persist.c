@@ -10,8 +10,12 @@
  * from a deposed leader is harmless and its completion is refused by the shard (-EPERM).
  *
  * Both rings are the wiring's (app_wire.c): the persister takes its request ring and the
- * shards' local rings at set-up and looks up none. Without [database] conninfo the lcore
- * idles and OMS shards answer inline (app_inline_persist.c).
+ * shards' local rings at set-up and looks up none. Without [database] conninfo OMS shards
+ * answer inline (app_inline_persist.c).
+ *
+ * In durable mode the persister is also the shards' file log writer (app_logw.c): every
+ * cycle it applies what each shard handed over — one append and one fdatasync per shard
+ * (group commit) — and publishes the synced point, so no shard lcore waits for the disk.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -23,6 +27,7 @@
 #include <rte_ring.h>
 
 #include "app.h"
+#include "app_logw.h"
 #include "common/hist.h"
 #include "persist/persist.h"
 
@@ -30,7 +35,7 @@
 
 struct app_persister {
 	struct app *app;
-	struct pst_db *db;
+	struct pst_db *db;           /* NULL: no database (the file log writers only) */
 	struct app_persist_wires w;  /* inbox rq (OMS shard lcores → us), outboxes reply[] */
 	struct app_outbox ob;        /* completions → the shards' local rings */
 	struct rte_mbuf *held[PERSIST_DRAIN_MAX]; /* request frames waiting for room in the
@@ -94,11 +99,24 @@ submit_frame(struct app_persister *p, struct rte_mbuf *m, uint32_t *pos, uint64_
 	}
 }
 
+/* The shards' file logs: what each handed over, one append and one sync per shard. */
+static uint32_t
+logw_do_work(struct app_persister *p, uint64_t now_ns)
+{
+	uint32_t work = 0;
+	for (uint32_t i = 0; i < p->app->cfg.shard_count; i++)
+		if (p->app->logw[i] != NULL)
+			work += app_logw_drain(p->app->logw[i], now_ns);
+	return work;
+}
+
 static uint32_t
 persist_do_work(void *arg, uint64_t now_ns)
 {
 	struct app_persister *p = arg;
-	uint32_t work = 0;
+	uint32_t work = logw_do_work(p, now_ns);
+	if (p->db == NULL)
+		return work;
 
 	/* Frames a full pool refused come first, in order; new ones are taken only once they
 	 * are all in (the requests keep their order, and none waits for the shards'
@@ -133,31 +151,25 @@ persist_do_work(void *arg, uint64_t now_ns)
 	return work;
 }
 
-static uint32_t
-idle_do_work(void *arg, uint64_t now_ns)
-{
-	(void)arg;
-	(void)now_ns;
-	return 0;
-}
-
 int
 app_persist_init(struct app *app, struct app_agent *agent, uint32_t index)
 {
 	(void)index;
-	if (app->cfg.db_conninfo[0] == '\0') {
-		APP_LOG(INFO, "persister: no database configured: the lcore idles, OMS shards "
-			"answer persistence requests inline");
-		agent->do_work = idle_do_work;
-		agent->state = NULL;
-		return 0;
-	}
 	struct app_persister *p = rte_zmalloc("app_persister", sizeof(*p), RTE_CACHE_LINE_SIZE);
 	if (p == NULL)
 		return -ENOMEM;
 	p->app = app;
+	app->persister = p;
+	agent->do_work = persist_do_work;
+	agent->state = p;
+	if (app->cfg.db_conninfo[0] == '\0') {
+		APP_LOG(INFO, "persister: no database configured: OMS shards answer persistence "
+			"requests inline; the lcore writes the file logs (durable mode)");
+		return 0;
+	}
 	app_wire_persist(app, &p->w);
 	if (p->w.rq == NULL) {
+		app->persister = NULL;
 		rte_free(p);
 		return -ENOMEM;
 	}
@@ -167,12 +179,10 @@ app_persist_init(struct app *app, struct app_agent *agent, uint32_t index)
 	int ret = pst_db_create(&p->db, &dc);
 	if (ret != 0) {
 		APP_LOG(ERR, "persister: pst_db_create: %s", strerror(-ret));
+		app->persister = NULL;
 		rte_free(p);
 		return ret;
 	}
-	app->persister = p;
-	agent->do_work = persist_do_work;
-	agent->state = p;
 	return 0;
 }
 
@@ -182,6 +192,8 @@ app_persist_fini(struct app *app, struct app_agent *agent)
 	struct app_persister *p = agent->state;
 	if (p == NULL)
 		return;
+	if (p->db == NULL)
+		goto out;
 	app_outbox_free(&p->ob);
 	for (uint32_t i = 0; i < p->held_count; i++)
 		rte_pktmbuf_free(p->held[p->held_first + i]);
@@ -190,6 +202,7 @@ app_persist_fini(struct app *app, struct app_agent *agent)
 	while (rte_ring_sc_dequeue(p->w.rq, (void **)&m) == 0)
 		rte_pktmbuf_free(m); /* the ring itself is the wiring's */
 	pst_db_destroy(p->db);
+out:
 	rte_free(p);
 	app->persister = NULL;
 	agent->state = NULL;
@@ -201,7 +214,7 @@ int
 app_persist_hist(const struct app *app, unsigned kind, unsigned part, struct hist *out)
 {
 	const struct app_persister *p = app->persister;
-	if (p == NULL || kind < 1 || kind > 4 || part > 1) {
+	if (p == NULL || p->db == NULL || kind < 1 || kind > 4 || part > 1) {
 		hist_init(out);
 		return -ENOENT;
 	}
@@ -215,7 +228,7 @@ void
 app_persist_stats_write(const struct app *app, FILE *out)
 {
 	const struct app_persister *p = app->persister;
-	if (p == NULL)
+	if (p == NULL || p->db == NULL)
 		return;
 	fprintf(out, "persister.connected %u\n", pst_db_connected(p->db) ? 1u : 0u);
 	fprintf(out, "persister.requests %" PRIu64 "\n", LOAD(p->requests));

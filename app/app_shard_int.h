@@ -36,6 +36,7 @@
 #include "app.h"
 #include "app_backoff.h"
 #include "app_gw_route.h"
+#include "app_logw.h"
 #include "app_placement.h"
 #include "consensus/cns.h"
 #include "persist/persist.h"
@@ -97,6 +98,8 @@
 	X(RAFT_HELD, "raft_held", "Raft messages dropped: the vote was not saved")          \
 	X(FLOG_ENTRIES, "flog_entries", "entries written to the file log")                \
 	X(FLOG_ERRORS, "flog_errors", "file log writes that failed (retried)")            \
+	X(FLOG_GAP, "flog_gap", "cycles the file log could not follow: entries compacted " \
+	  "from memory with no snapshot file covering them")                             \
 	X(FLOG_BOOT_ENTRIES, "flog_boot_entries", "entries recovered from the file log")    \
 	X(FLOG_TORN_BYTES, "flog_torn_bytes", "torn bytes cut from the file log at boot")   \
 	X(FLOG_TORN_REPAIRS, "flog_torn_repairs", "torn file log tails cut at boot")        \
@@ -146,7 +149,6 @@ enum shard_counter {
 #define PQ_MAX 256                /* inline persistence answers waiting to be proposed */
 #define PQ_MSG_MAX 872            /* largest answer (wire_hydrate_user) */
 #define ASSETS_WATCH 8            /* assets whose sums the stats show */
-#define FLOG_BATCH_MAX 256        /* entries written to the file log per cycle */
 #define LAT_SLOTS 4096            /* latency tracker: client requests followed at once */
 
 static_assert(sizeof(struct wire_hydrate_user) <= PQ_MSG_MAX, "PQ_MSG_MAX");
@@ -267,10 +269,12 @@ struct app_shard {
 	void *cns_mem, *log_mem, *svc_mem;
 	struct svc_sink sink;
 	/* [durability] mode = durable: the file log (persist/) behind the memory log. */
-	struct pst_log *plog;        /* NULL: memory only */
+	struct pst_log *plog;        /* at boot only; then the writer's (logw) */
+	struct app_logw *logw;       /* the file log's writer; NULL: memory only */
+	uint64_t flog_pushed;        /* the last index handed to the writer */
+	bool flog_inline;            /* no persister here: this lcore drains the writer */
 	char vote_dir[APP_STR_MAX + 32];
 	char snap_dir[APP_STR_MAX + 32];
-	struct pst_entry *pbatch;    /* FLOG_BATCH_MAX entries being written */
 	uint64_t snap_file_index;    /* newest snapshot whose file is durable */
 	int snap_write_rc;           /* the last snapshot file write: 0 or -errno */
 	bool vote_unsaved;           /* the hard state in memory is not on disk yet */
@@ -515,6 +519,7 @@ int app_flog_boot(struct app_shard *s, struct cns_boot *boot, struct cns_snapsho
 void app_flog_snapshot_saved(void *ctx, const struct cns_snapshot_meta *meta, const void *data);
 void app_flog_host_send(void *ctx, uint32_t to, const struct wire_msg_hdr *msg);
 void app_flog_durable_report(struct app_shard *s);
+void app_flog_say(void *ctx, bool crit, const char *text); /* the writer's words (any lcore) */
 
 /* app_shard.c: the duty cycle and the service adapter. */
 extern const struct svc_ops app_shard_svc_ops;

@@ -270,9 +270,6 @@ app_shard_init(struct app *app, struct app_agent *agent, uint32_t index)
 	memset(&boot, 0, sizeof(boot));
 	if (durable) {
 		cc.durability = CNS_DURABLE_DISK;
-		s->pbatch = zalloc("pbatch", s->id, sizeof(struct pst_entry) * FLOG_BATCH_MAX);
-		if (s->pbatch == NULL)
-			return -ENOMEM;
 		ret = app_flog_boot(s, &boot, &snap, &snap_data);
 		if (ret != 0) {
 			free(snap_data);
@@ -290,6 +287,7 @@ app_shard_init(struct app *app, struct app_agent *agent, uint32_t index)
 		APP_LOG(ERR, "shard %u: consensus init: %s", s->id, strerror(-ret));
 		return ret;
 	}
+	app->logw[index] = s->logw; /* the persister's to drain (durable mode, a [persister]) */
 	/* The boot snapshot is the last one taken: the next is due snapshot_entries after it. */
 	s->snap_index = boot.snapshot != NULL ? boot.snapshot->index : 0;
 
@@ -362,9 +360,15 @@ app_shard_fini(struct app *app, struct app_agent *agent)
 		rte_free(s->gwr_mem);
 		app_session_fini(s);
 		app_lat_free(s->gwlat);
-		rte_free(s->pbatch);
-		if (s->plog != NULL)
-			pst_log_close(s->plog);
+		if (s->logw != NULL) {
+			/* Every lcore has stopped: what is queued is written here. */
+			if (app_logw_flush(s->logw, 0) != 0)
+				APP_LOG(WARNING, "shard %u: %" PRIu64 " bytes of the file log were "
+					"not written at exit (never reported durable)", s->id,
+					app_logw_queued(s->logw));
+			app_logw_destroy(s->logw);
+			app->logw[i] = NULL;
+		}
 		rte_free(s);
 		app->shards[i] = NULL;
 	}

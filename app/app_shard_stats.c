@@ -124,6 +124,19 @@ app_shard_stats_write(const struct app *app, uint32_t index, FILE *out)
 	}
 	for (int c = 0; c < SC_COUNT; c++)
 		fprintf(out, "shard.%u.%s %" PRIu64 "\n", id, sc_labels[c], LOAD(s->c[c]));
+	if (s->logw != NULL) {
+		/* The file log's writer (durable mode): who writes, what waits, what it cost. */
+		fprintf(out, "shard.%u.flog_on_persister %u\n", id, s->flog_inline ? 0u : 1u);
+		fprintf(out, "shard.%u.flog_queued_bytes %" PRIu64 "\n", id,
+			app_logw_queued(s->logw));
+		static const enum app_logw_counter more[] = {
+			APP_LOGW_BATCHES, APP_LOGW_SYNC_NS, APP_LOGW_SYNC_MAX_NS,
+			APP_LOGW_TRUNCATES, APP_LOGW_COMPACTS, APP_LOGW_RESETS, APP_LOGW_FULL,
+		};
+		for (size_t k = 0; k < sizeof(more) / sizeof(more[0]); k++)
+			fprintf(out, "shard.%u.flog_%s %" PRIu64 "\n", id,
+				app_logw_counter_names[more[k]], app_logw_counter(s->logw, more[k]));
+	}
 	char prefix[32];
 	snprintf(prefix, sizeof(prefix), "shard.%u", id);
 	app_outbox_stats_write(&s->ob, prefix, out);

@@ -93,6 +93,9 @@ static const char *const gauges[] = {
 	"omsd_shard_parked_now", "omsd_shard_cache_idle", "omsd_shard_cache_open",
 	"omsd_shard_cache_inflight", "omsd_shard_cache_flushing", "omsd_shard_cache_hydrating",
 	"omsd_shard_cache_waiting", "omsd_shard_cache_cap", "omsd_shard_me_bulk_pending",
+	/* The file log's writer: where it runs, the bytes waiting, its longest append. */
+	"omsd_shard_flog_on_persister", "omsd_shard_flog_queued_bytes",
+	"omsd_shard_flog_sync_max_ns",
 	/* lcores: the longest cycle and the last window's figures. */
 	"omsd_agent_max_cycle_ns", "omsd_agent_busy_permille", "omsd_agent_ring_used",
 	"omsd_agent_ring_size", "omsd_agent_sleeps_per_s",

@@ -37,6 +37,7 @@
 	X(LOG_ENTRIES, "log entries appended")                                            \
 	X(LOG_BYTES, "log bytes written")                                                 \
 	X(LOG_SYNCS, "fdatasync calls on log segments")                                   \
+	X(LOG_SYNC_FAILED, "appends whose fdatasync (or directory sync) failed: not kept")   \
 	X(LOG_SEGMENTS_CREATED, "log segments created")                                   \
 	X(LOG_SEGMENTS_REMOVED, "log segments removed by compaction or truncation")       \
 	X(LOG_TORN_TAIL_BYTES, "bytes cut from a torn tail on open")                      \
@@ -176,7 +177,9 @@ uint64_t pst_log_durable_index(const struct pst_log *log);
  * returns (durable mode also extends the segment with written zeros 1 MiB at a time, so the
  * sync flushes data, not the file size). It blocks for the sync: call it on the persister,
  * never on a shard lcore. Returns 0 or -errno; after an error the log's indices are
- * unchanged (a partial write is cut off).
+ * unchanged (a partial write is cut off; after a failed sync the batch does not count and
+ * the next append writes over its bytes — write it again from your own copy, never trust
+ * a retried fsync alone).
  */
 int pst_log_append(struct pst_log *log, const struct pst_entry *entries, uint32_t count);
 /* fdatasync the active segment if it has unsynced writes (memory mode: no-op). 0/-errno. */

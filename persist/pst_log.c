@@ -74,6 +74,8 @@ struct pst_log {
 	uint8_t *wbuf;             /* batch assembly buffer */
 	size_t wbuf_cap;           /* its size */
 	bool ckpt_on;              /* durable mode: the checkpoint is kept */
+	bool dir_unsynced;         /* a segment was created and the directory not synced since */
+	int failed;                /* -errno: a failed batch could not be cut off; no appends */
 	struct pst_ckpt ckpt;      /* the synced checkpoint */
 	uint64_t synced;           /* open: the checkpoint's index (0: nothing claimed) */
 	uint64_t synced_term;      /* ... and its term */
@@ -88,19 +90,31 @@ active(struct pst_log *log)
 	return log->seg_count > 0 ? &log->segs[log->seg_count - 1] : NULL;
 }
 
+/* Room for `more` offsets after the ones held. 0 or -ENOMEM. */
+static int
+offsets_reserve(struct seg *s, uint64_t more)
+{
+	uint64_t need = s->last_index + 1 - s->first_index + more;
+	if (need <= s->offsets_cap)
+		return 0;
+	uint64_t cap = s->offsets_cap ? s->offsets_cap : 1024;
+	while (cap < need)
+		cap *= 2;
+	uint64_t *o = realloc(s->offsets, cap * sizeof(*o));
+	if (o == NULL)
+		return -ENOMEM;
+	s->offsets = o;
+	s->offsets_cap = cap;
+	return 0;
+}
+
 static int
 offsets_push(struct seg *s, uint64_t off)
 {
-	uint64_t n = s->last_index + 1 - s->first_index;
-	if (n == s->offsets_cap) {
-		uint64_t cap = s->offsets_cap ? s->offsets_cap * 2 : 1024;
-		uint64_t *o = realloc(s->offsets, cap * sizeof(*o));
-		if (o == NULL)
-			return -ENOMEM;
-		s->offsets = o;
-		s->offsets_cap = cap;
-	}
-	s->offsets[n] = off;
+	int rc = offsets_reserve(s, 1);
+	if (rc < 0)
+		return rc;
+	s->offsets[s->last_index + 1 - s->first_index] = off;
 	s->last_index++;
 	return 0;
 }
@@ -722,6 +736,8 @@ pst_log_append(struct pst_log *log, const struct pst_entry *entries, uint32_t co
 {
 	CHECK(log != NULL && entries != NULL);
 	CHECK(count > 0);
+	if (log->failed != 0)
+		return log->failed;
 	uint64_t total = 0;
 	for (uint32_t i = 0; i < count; i++) {
 		/* Raft appends are contiguous; anything else is a caller bug. */
@@ -732,7 +748,6 @@ pst_log_append(struct pst_log *log, const struct pst_entry *entries, uint32_t co
 	}
 
 	struct seg *s = active(log);
-	bool created = false;
 	if (s == NULL || (s->last_index >= s->first_index &&
 			  s->size + total > log->segment_size)) {
 		/* Roll: the previous segment is complete (synced already in durable mode); its
@@ -747,10 +762,14 @@ pst_log_append(struct pst_log *log, const struct pst_entry *entries, uint32_t co
 		if (rc < 0)
 			return rc;
 		s = active(log);
-		created = true;
+		/* Its name is durable once the directory is synced: after the batch's sync,
+		 * in this append or (if that fails) the next. */
+		log->dir_unsynced = log->sync == PST_SYNC_DATA;
 	}
 	size_t hdr_len = s->size == 0 ? sizeof(struct pst_seg_hdr) : 0;
 	int rc = wbuf_reserve(log, hdr_len + total);
+	if (rc == 0)
+		rc = offsets_reserve(s, count); /* after the write nothing may fail but the sync */
 	if (rc < 0)
 		return rc;
 	uint8_t *p = log->wbuf;
@@ -802,12 +821,33 @@ pst_log_append(struct pst_log *log, const struct pst_entry *entries, uint32_t co
 	}
 	if (end > s->file_size)
 		s->file_size = end;
-	/* Every record is in the file: remember where. */
+	if (log->sync == PST_SYNC_DATA) {
+		rc = fdatasync(s->fd) < 0 ? -errno : 0;
+		if (rc == 0 && log->dir_unsynced) {
+			rc = pst_dir_sync(log->dir);
+			log->dir_unsynced = rc < 0;
+		}
+		if (rc < 0) {
+			/* What reached the disk is unknown (after a failed fdatasync the kernel
+			 * may have dropped the pages and will not say so again): none of the batch
+			 * counts, and its records leave the file, so no shorter batch written
+			 * later can leave one of them behind it. The caller writes again from
+			 * its own copy and the next sync covers it. A file that cannot even be
+			 * cut takes no more appends (log->failed) until it is opened again. */
+			log->counters[PST_C_LOG_SYNC_FAILED]++;
+			if (ftruncate(s->fd, (off_t)base) == 0)
+				s->file_size = base;
+			else
+				log->failed = -errno;
+			return rc;
+		}
+		log->counters[PST_C_LOG_SYNCS]++;
+	}
+	/* Every record is in the file: remember where (the room was reserved above). */
 	uint64_t off = base + hdr_len;
 	for (uint32_t i = 0; i < count; i++) {
-		rc = offsets_push(s, off);
-		if (rc < 0)
-			return rc; /* only on ENOMEM; the log is unusable then */
+		s->offsets[s->last_index + 1 - s->first_index] = off;
+		s->last_index++;
 		off += pst_rec_size(entries[i].data_len);
 	}
 	s->size = off;
@@ -816,17 +856,6 @@ pst_log_append(struct pst_log *log, const struct pst_entry *entries, uint32_t co
 	log->counters[PST_C_LOG_BATCHES]++;
 	log->counters[PST_C_LOG_ENTRIES] += count;
 	log->counters[PST_C_LOG_BYTES] += hdr_len + total;
-
-	if (log->sync == PST_SYNC_DATA) {
-		if (fdatasync(s->fd) < 0)
-			return -errno;
-		log->counters[PST_C_LOG_SYNCS]++;
-		if (created) {
-			rc = pst_dir_sync(log->dir);
-			if (rc < 0)
-				return rc;
-		}
-	}
 	log->durable_index = log->next_index - 1;
 	ckpt_synced(log);
 	return 0;

@@ -350,6 +350,15 @@ INI
 		[ "$p" = "$i" ] && continue
 		printf '\n[peer.%s]\nip = %s\n' "$p" "$NET.1$p" >>"$file"
 	done
+	# A [persister] lcore (it writes the durable file logs, so no shard lcore waits for
+	# the disk) unless the caller gives its own or E2E_PERSISTER=0 (the shard lcores
+	# write them: the other shape, kept by the single-node tests).
+	local own=
+	for line in "$@"; do [ "$line" = "[persister]" ] && own=1; done
+	if [ -z "$own" ] && [ "${E2E_PERSISTER:-1}" = 1 ]; then
+		printf '\n[persister]\ncpu = %s\nidle = sleep\n%s\n' "$(((i + 1) % 2))" "$spins" \
+			>>"$file"
+	fi
 	for line in "$@"; do echo "$line" >>"$file"; done
 }
 

@@ -13,7 +13,9 @@
 #      E2E_FRAME (default: build/), KEEP=1 (keep the temp dir), NODES (3; 1 runs the same
 #      paced load against one node on af_packet, for comparison: `bench: pipeline1 ...`),
 #      SESSIONS (1: the capture is a logged-on session, the nodes get a key file; 0: order
-#      entry outside sessions, allow_unauthenticated).
+#      entry outside sessions, allow_unauthenticated), DURABILITY (memory, the figures of
+#      docs/perf.md; durable: file logs written and synced by each node's persister lcore
+#      before an entry counts towards a majority).
 # Last line: bench: pipeline3 orders_per_s=N p50_us=N p99_us=N final_p50_us=N ...
 # orders_per_s is bounded by RATE (an open-loop sender): raise RATE until drops or NAKs
 # appear to find the ceiling. Exit 1 when the run is not clean.
@@ -25,6 +27,8 @@ USERS=${USERS:-64}
 SEED=${SEED:-1}
 RATE=${RATE:-4000}
 NODES=${NODES:-3}
+DURABILITY=${DURABILITY:-memory}
+case "$DURABILITY" in memory | durable) ;; *) echo "pipeline3: DURABILITY is memory or durable" >&2; exit 2 ;; esac
 [ "$NODES" = 1 ] || [ "$NODES" = 3 ] || { echo "pipeline3: NODES is 1 or 3" >&2; exit 2; }
 export OMSD=${OMSD:-$ROOT/build/app/omsd}
 export E2E_FRAME=${E2E_FRAME:-$ROOT/build/tests/e2e/e2e_frame}
@@ -50,7 +54,7 @@ LINES=(
 	"orders = 32768" "log_entries = 65536" "log_mb = 32" "snapshot_mb = 8"
 	"snapshot_entries = 20000"
 	"" "[timers]" "user_ttl_ms = 86400000"
-	"" "[durability]" "mode = memory" # the same path as the figures in docs/perf.md
+	"" "[durability]" "mode = $DURABILITY"
 	"" "[symbol.1]" "base = 1" "quote = 2" "me_shard = 2" "ref_px = 10000" "band_bps = 5000"
 	"maker_fee_bps = 2" "taker_fee_bps = 7"
 )
@@ -145,7 +149,8 @@ echo "bench: pipeline$NODES orders_per_s=$ops p50_us=$(us "$(v gateway.lat_rx_ac
 	"final_p50_us=$(us "$(v gateway.lat_rx_final_ns.p50)")" \
 	"final_p99_us=$(us "$(v gateway.lat_rx_final_ns.p99)")" \
 	"orders=$NEW_ORDERS acked=$acked naked=$(v gateway.lat_naked)" \
-	"finals=$(v gateway.lat_finals) fills=$(v shard.1.oms.fills) drops=$drops rate=$RATE"
+	"finals=$(v gateway.lat_finals) fills=$(v shard.1.oms.fills) drops=$drops rate=$RATE" \
+	"durability=$DURABILITY"
 [ "$(v gateway.lat_orders)" -eq "$NEW_ORDERS" ] || fail "orders not all seen by the gateway"
 [ $(($(v gateway.lat_finals) + $(v gateway.lat_naked))) -eq "$NEW_ORDERS" ] || fail "orders unsettled"
 [ "$drops" -eq 0 ] || fail "drops"

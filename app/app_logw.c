@@ -1,0 +1,452 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The file log's writer (app_logw.h). The ring holds records of a 40-byte header and the
+ * entry's data padded to 8 bytes; a record never wraps (a WRAP record fills the end of the
+ * ring). head and tail count bytes from the start and only grow: the producer writes
+ * records past head and publishes head (release); the writer reads up to head (acquire),
+ * applies the records and publishes tail (release) once the file log no longer needs their
+ * bytes. The synced point is published under a sequence count, so a reader never sees an
+ * index with another entry's term.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "app/app_logw.h"
+#include "common/check.h"
+#include "common/wire.h"
+#include "persist/persist.h"
+
+enum rec_type {
+	REC_ENTRY = 1,
+	REC_TRUNCATE = 2,
+	REC_COMPACT = 3,
+	REC_WRAP = 4,
+};
+
+struct rec {
+	uint32_t type;
+	uint32_t data_len;
+	uint64_t index;
+	uint64_t term;
+	uint64_t time_ns;
+	uint32_t kind;
+	uint32_t pad;
+};
+_Static_assert(sizeof(struct rec) == 40, "logw record header");
+
+#define RING_MIN (UINT64_C(1) << 16)
+
+struct app_logw {
+	/* Set at create, read by both sides. */
+	uint8_t *buf;
+	uint64_t size;
+	struct pst_log *plog;
+	bool inline_writer;
+	app_logw_say_fn *say;
+	void *say_ctx;
+
+	/* The producer's line. */
+	_Alignas(64) uint64_t head;  /* published: the writer may read below it */
+	uint64_t phead;              /* pushed, not yet published */
+	uint64_t tail_seen;          /* the producer's copy of tail */
+
+	/* The writer's line. */
+	_Alignas(64) uint64_t tail;  /* published: the producer may reuse below it */
+	uint64_t retry_ns;           /* after a failure: nothing tried before this time */
+	uint64_t last_term;          /* term of the file log's last entry written here */
+	uint64_t last_index;
+	struct pst_entry batch[APP_LOGW_BATCH_MAX];
+
+	/* The synced point (seq odd while it changes). */
+	_Alignas(64) uint32_t seq;
+	uint64_t synced_index;
+	uint64_t synced_term;
+
+	uint64_t c[APP_LOGW_COUNT];
+};
+
+const char *const app_logw_counter_names[APP_LOGW_COUNT] = {
+	[APP_LOGW_ENTRIES] = "entries",
+	[APP_LOGW_BATCHES] = "batches",
+	[APP_LOGW_ERRORS] = "errors",
+	[APP_LOGW_TRUNCATES] = "truncates",
+	[APP_LOGW_COMPACTS] = "compacts",
+	[APP_LOGW_RESETS] = "resets",
+	[APP_LOGW_SYNC_NS] = "sync_ns",
+	[APP_LOGW_SYNC_MAX_NS] = "sync_max_ns",
+	[APP_LOGW_FULL] = "full",
+};
+
+static inline void
+cset(struct app_logw *w, enum app_logw_counter c, uint64_t v)
+{
+	__atomic_store_n(&w->c[c], v, __ATOMIC_RELAXED);
+}
+
+static inline void
+cadd(struct app_logw *w, enum app_logw_counter c, uint64_t n)
+{
+	cset(w, c, w->c[c] + n);
+}
+
+uint64_t
+app_logw_counter(const struct app_logw *w, enum app_logw_counter c)
+{
+	CHECK(c < APP_LOGW_COUNT);
+	return __atomic_load_n(&w->c[c], __ATOMIC_RELAXED);
+}
+
+static void
+say(struct app_logw *w, bool crit, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void
+say(struct app_logw *w, bool crit, const char *fmt, ...)
+{
+	if (w->say == NULL)
+		return;
+	char text[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	w->say(w->say_ctx, crit, text);
+}
+
+static uint64_t
+mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The file log's synced point as the writer publishes it. */
+static void
+publish_synced(struct app_logw *w)
+{
+	uint64_t idx = pst_log_durable_index(w->plog), term = 0;
+	if (idx >= pst_log_first_index(w->plog) && idx > 0) {
+		if (idx == w->last_index)
+			term = w->last_term;
+		else if (pst_log_term(w->plog, idx, &term) != 0)
+			return; /* not readable now: the next write publishes */
+	}
+	if (idx == w->synced_index && term == w->synced_term)
+		return;
+	__atomic_store_n(&w->seq, w->seq + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	__atomic_store_n(&w->synced_index, idx, __ATOMIC_RELAXED);
+	__atomic_store_n(&w->synced_term, term, __ATOMIC_RELAXED);
+	__atomic_store_n(&w->seq, w->seq + 1, __ATOMIC_RELEASE);
+}
+
+void
+app_logw_synced(const struct app_logw *w, uint64_t *index, uint64_t *term)
+{
+	for (;;) {
+		uint32_t s0 = __atomic_load_n(&w->seq, __ATOMIC_ACQUIRE);
+		uint64_t i = __atomic_load_n(&w->synced_index, __ATOMIC_RELAXED);
+		uint64_t t = __atomic_load_n(&w->synced_term, __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if ((s0 & 1) == 0 && __atomic_load_n(&w->seq, __ATOMIC_RELAXED) == s0) {
+			*index = i;
+			*term = t;
+			return;
+		}
+	}
+}
+
+int
+app_logw_create(struct app_logw **out, struct pst_log *plog, size_t bytes, bool inline_writer,
+		app_logw_say_fn *say_fn, void *say_ctx)
+{
+	CHECK(out != NULL);
+	CHECK(plog != NULL);
+	uint64_t size = ((uint64_t)bytes + 7) & ~UINT64_C(7);
+	if (size < RING_MIN)
+		size = RING_MIN;
+	struct app_logw *w = aligned_alloc(64, (sizeof(*w) + 63) & ~(size_t)63);
+	if (w == NULL)
+		return -ENOMEM;
+	memset(w, 0, sizeof(*w));
+	w->buf = aligned_alloc(64, (size_t)((size + 63) & ~UINT64_C(63)));
+	if (w->buf == NULL) {
+		free(w);
+		return -ENOMEM;
+	}
+	w->size = size;
+	w->plog = plog;
+	w->inline_writer = inline_writer;
+	w->say = say_fn;
+	w->say_ctx = say_ctx;
+	w->last_index = pst_log_last_index(plog);
+	w->last_term = pst_log_last_term(plog);
+	publish_synced(w);
+	*out = w;
+	return 0;
+}
+
+void
+app_logw_destroy(struct app_logw *w)
+{
+	if (w == NULL)
+		return;
+	pst_log_close(w->plog);
+	free(w->buf);
+	free(w);
+}
+
+uint64_t
+app_logw_queued(const struct app_logw *w)
+{
+	return __atomic_load_n(&w->head, __ATOMIC_RELAXED) -
+	       __atomic_load_n(&w->tail, __ATOMIC_RELAXED);
+}
+
+/* --- producer --------------------------------------------------------------------------- */
+
+static inline uint64_t
+rec_len(uint32_t data_len)
+{
+	return sizeof(struct rec) + (((uint64_t)data_len + 7) & ~UINT64_C(7));
+}
+
+/* Room for a record of len bytes at phead, leaving `keep` bytes free: the record's ring
+ * offset, or UINT64_MAX. Writes the WRAP record when the record does not fit before the
+ * end of the ring. */
+static uint64_t
+reserve(struct app_logw *w, uint64_t len, uint64_t keep)
+{
+	uint64_t off = w->phead % w->size, skip = 0;
+	if (w->size - off < len)
+		skip = w->size - off;
+	uint64_t need = skip + len + keep;
+	if (w->size - (w->phead - w->tail_seen) < need) {
+		w->tail_seen = __atomic_load_n(&w->tail, __ATOMIC_ACQUIRE);
+		if (w->size - (w->phead - w->tail_seen) < need)
+			return UINT64_MAX;
+	}
+	if (skip > 0) {
+		struct rec *r = (struct rec *)(w->buf + off);
+		r->type = REC_WRAP; /* at least 8 bytes remain: records are 8-aligned */
+		w->phead += skip;
+		off = 0;
+	}
+	return off;
+}
+
+bool
+app_logw_push_entry(struct app_logw *w, uint64_t index, const struct wire_entry_hdr *hdr,
+		    const void *data)
+{
+	uint64_t len = rec_len(hdr->data_len);
+	CHECK(len <= (w->size - APP_LOGW_RESERVE) / 2); /* entries are <= WIRE_TAIL_MAX */
+	uint64_t off = reserve(w, len, APP_LOGW_RESERVE);
+	if (off == UINT64_MAX) {
+		cadd(w, APP_LOGW_FULL, 1);
+		return false;
+	}
+	struct rec *r = (struct rec *)(w->buf + off);
+	*r = (struct rec){
+		.type = REC_ENTRY,
+		.data_len = hdr->data_len,
+		.index = index,
+		.term = hdr->term,
+		.time_ns = hdr->time_ns,
+		.kind = hdr->kind,
+	};
+	if (hdr->data_len > 0)
+		memcpy(r + 1, data, hdr->data_len);
+	w->phead += len;
+	return true;
+}
+
+static void
+push_ctl(struct app_logw *w, uint32_t type, uint64_t index)
+{
+	uint64_t off;
+	while ((off = reserve(w, sizeof(struct rec), 0)) == UINT64_MAX) {
+		/* Even the reserve is full: let the writer make room. */
+		app_logw_publish(w);
+		if (w->inline_writer) {
+			/* Now, whatever the retry time (the clock's zero: a failure here leaves a
+			 * retry time long past, so the next cycle's drain tries again). */
+			w->retry_ns = 0;
+			app_logw_drain(w, 0);
+		} else
+			sched_yield();
+	}
+	struct rec *r = (struct rec *)(w->buf + off);
+	*r = (struct rec){ .type = type, .index = index };
+	w->phead += sizeof(struct rec);
+}
+
+void
+app_logw_push_truncate(struct app_logw *w, uint64_t index)
+{
+	CHECK(index >= 1);
+	push_ctl(w, REC_TRUNCATE, index);
+}
+
+void
+app_logw_push_compact(struct app_logw *w, uint64_t index)
+{
+	push_ctl(w, REC_COMPACT, index);
+}
+
+void
+app_logw_publish(struct app_logw *w)
+{
+	__atomic_store_n(&w->head, w->phead, __ATOMIC_RELEASE);
+}
+
+/* --- writer ----------------------------------------------------------------------------- */
+
+static void
+fail(struct app_logw *w, uint64_t now_ns, const char *what, uint64_t index, int rc)
+{
+	cadd(w, APP_LOGW_ERRORS, 1);
+	/* Said once per failure streak, not at every retry. */
+	if (w->retry_ns == 0)
+		say(w, false, "file log %s at %" PRIu64 " failed: %s; retried every %llu ms, "
+		    "nothing past it is reported durable", what, index, strerror(-rc),
+		    APP_LOGW_RETRY_NS / 1000000);
+	w->retry_ns = now_ns + APP_LOGW_RETRY_NS;
+}
+
+/* Apply the control record r. true: done (its bytes may go); false: failed, kept. */
+static bool
+apply_ctl(struct app_logw *w, const struct rec *r, uint64_t now_ns)
+{
+	uint64_t first = pst_log_first_index(w->plog), last = pst_log_last_index(w->plog);
+	int rc;
+	if (r->type == REC_TRUNCATE) {
+		if (r->index > last)
+			return true; /* nothing held there */
+		/* Below the file's first entry lies a snapshot: committed, never truncated. */
+		CHECK(r->index >= first);
+		rc = pst_log_truncate(w->plog, r->index);
+		if (rc != 0) {
+			/* The file would keep entries Raft removed: a restart would replay them. */
+			say(w, true, "file log truncate at %" PRIu64 " failed: %s", r->index,
+			    strerror(-rc));
+			CHECK(0);
+		}
+		w->last_index = r->index - 1;
+		w->last_term = pst_log_last_term(w->plog);
+		cadd(w, APP_LOGW_TRUNCATES, 1);
+		return true;
+	}
+	/* REC_COMPACT: at or past the file's end the log restarts after the snapshot. */
+	if (r->index < first)
+		return true;
+	if (r->index >= last) {
+		rc = pst_log_reset(w->plog, r->index + 1);
+		if (rc != 0) {
+			fail(w, now_ns, "reset", r->index + 1, rc);
+			return false; /* appends after it need it: tried again */
+		}
+		w->last_index = r->index;
+		w->last_term = 0;
+		cadd(w, APP_LOGW_RESETS, 1);
+		return true;
+	}
+	rc = pst_log_compact(w->plog, r->index);
+	if (rc < 0)
+		cadd(w, APP_LOGW_ERRORS, 1); /* the segments stay; the next compaction takes them */
+	else
+		cadd(w, APP_LOGW_COMPACTS, 1);
+	return true;
+}
+
+uint32_t
+app_logw_drain(struct app_logw *w, uint64_t now_ns)
+{
+	if (w->retry_ns != 0) {
+		if (now_ns < w->retry_ns)
+			return 0;
+	}
+	uint64_t head = __atomic_load_n(&w->head, __ATOMIC_ACQUIRE);
+	uint64_t pos = w->tail, done = w->tail;
+	uint32_t n = 0, applied = 0;
+	while (pos < head) {
+		const struct rec *r = (const struct rec *)(w->buf + pos % w->size);
+		if (r->type == REC_WRAP) {
+			pos += w->size - pos % w->size;
+			if (n == 0)
+				done = pos;
+			continue;
+		}
+		if (r->type != REC_ENTRY) {
+			if (n > 0)
+				break; /* the batch first, in order */
+			if (!apply_ctl(w, r, now_ns))
+				goto out;
+			pos += sizeof(*r);
+			done = pos;
+			applied++;
+			continue;
+		}
+		if (n == APP_LOGW_BATCH_MAX)
+			break;
+		w->batch[n++] = (struct pst_entry){
+			.index = r->index,
+			.term = r->term,
+			.time_ns = r->time_ns,
+			.kind = r->kind,
+			.data_len = r->data_len,
+			.data = r + 1,
+		};
+		pos += rec_len(r->data_len);
+	}
+	if (n > 0) {
+		/* The producer keeps the order: the batch follows the file's last entry (a failed
+		 * append leaves the file as it was, and the same batch is tried again). */
+		CHECK(w->batch[0].index == pst_log_last_index(w->plog) + 1);
+		uint64_t t0 = mono_ns();
+		int rc = pst_log_append(w->plog, w->batch, n);
+		uint64_t dt = mono_ns() - t0;
+		if (rc != 0) {
+			fail(w, now_ns, "append", w->batch[0].index, rc);
+			goto out;
+		}
+		cadd(w, APP_LOGW_SYNC_NS, dt);
+		if (dt > w->c[APP_LOGW_SYNC_MAX_NS])
+			cset(w, APP_LOGW_SYNC_MAX_NS, dt);
+		cadd(w, APP_LOGW_ENTRIES, n);
+		cadd(w, APP_LOGW_BATCHES, 1);
+		w->last_index = w->batch[n - 1].index;
+		w->last_term = w->batch[n - 1].term;
+		done = pos;
+		applied += n;
+	}
+	if (w->retry_ns != 0 && applied > 0) {
+		say(w, false, "file log writes succeed again at %" PRIu64, w->last_index);
+		w->retry_ns = 0;
+	}
+out:
+	if (done != w->tail) {
+		__atomic_store_n(&w->tail, done, __ATOMIC_RELEASE);
+		publish_synced(w);
+	}
+	return applied;
+}
+
+int
+app_logw_flush(struct app_logw *w, uint64_t now_ns)
+{
+	while (app_logw_queued(w) > 0) {
+		uint64_t before = w->tail;
+		w->retry_ns = 0;
+		app_logw_drain(w, now_ns);
+		if (w->tail == before)
+			return -EIO;
+	}
+	return 0;
+}
