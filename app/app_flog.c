@@ -51,6 +51,8 @@ flog_compact(void *st, uint64_t index)
 {
 	struct app_shard *s = st;
 	cns_memlog_ops.compact(s->log, index);
+	if (index > s->flog_compact_want)
+		s->flog_compact_want = index; /* done once a snapshot file covers it */
 	/* Only what a snapshot file covers leaves the files. After a failed snapshot write the
 	 * file log keeps the entries after the last good snapshot file, so a restart (that
 	 * file plus a replay) still finds them; the next good snapshot drops them. */
@@ -150,6 +152,48 @@ const struct cns_log_ops app_flog_ops = {
 	.save_vote = flog_save_vote,
 };
 
+/* A snapshot file job ended (the writer's report): a durable file lets the file log be
+ * compacted behind it, up to what consensus compacted; a failed one keeps the file log from
+ * the last good file (flog_compact's clamp). */
+static void
+flog_snap_ended(struct app_shard *s, uint64_t index, int rc)
+{
+	bool take = s->snap_job_take;
+	s->snap_job_take = false;
+	if (rc == 0) {
+		s->snap_file_index = index;
+		if (take)
+			sc_add(s, SC_SNAPSHOTS, 1);
+		uint64_t upto = s->flog_compact_want < index ? s->flog_compact_want : index;
+		if (upto > 0) {
+			app_logw_push_compact(s->logw, upto);
+			if (upto > s->flog_pushed)
+				s->flog_pushed = upto;
+		}
+		return;
+	}
+	if (rc == -ECANCELED)
+		return; /* superseded by a snapshot installed from the leader */
+	sc_add(s, SC_SNAPSHOT_FAILED, 1);
+	APP_LOG(ERR, "shard %u: writing the snapshot at %" PRIu64 " in %s failed: %s; the file "
+		"log is kept from the last snapshot file (%" PRIu64 ")", s->id, index,
+		s->snap_dir, strerror(-rc), s->snap_file_index);
+}
+
+/* Collect what the writer finished (each cycle, and before a job is posted). */
+static void
+flog_snap_poll(struct app_shard *s)
+{
+	uint64_t index;
+	int rc;
+	if (app_logw_snap_poll(s->logw, &index, &rc))
+		flog_snap_ended(s, index, rc);
+}
+
+/* Consensus made a snapshot this member's base (taken here, or installed from the leader)
+ * and keeps its bytes unchanged until the next one: the writer writes the file in slices
+ * (the shard takes none meanwhile: app_shard_snapshot_take); an installed one supersedes
+ * a file still being written. */
 void
 app_flog_snapshot_saved(void *ctx, const struct cns_snapshot_meta *meta, const void *data)
 {
@@ -160,18 +204,21 @@ app_flog_snapshot_saved(void *ctx, const struct cns_snapshot_meta *meta, const v
 		.last_time_ns = meta->time_ns,
 		.length = meta->len,
 	};
-	/* The file log's compaction behind it comes through flog_compact, in order. */
-	int rc = pst_snap_write(s->snap_dir, &pm, data, NULL);
-	s->snap_write_rc = rc;
-	if (rc == 0) {
-		s->snap_file_index = meta->index;
-		return;
+	if (app_logw_snap_busy(s->logw)) {
+		app_logw_snap_cancel(s->logw);
+		flog_snap_poll(s);
 	}
-	/* The file log keeps what this snapshot would have covered (flog_compact). */
-	sc_add(s, SC_SNAPSHOT_FAILED, 1);
-	APP_LOG(ERR, "shard %u: writing the snapshot at %" PRIu64 " in %s failed: %s; the file "
-		"log is kept from the last snapshot file (%" PRIu64 ")", s->id, meta->index,
-		s->snap_dir, strerror(-rc), s->snap_file_index);
+	s->snap_job_take = s->snap_taking;
+	app_logw_snap_post(s->logw, s->snap_dir, &pm, data);
+}
+
+bool
+app_flog_snap_busy(struct app_shard *s)
+{
+	if (s->logw == NULL)
+		return false;
+	flog_snap_poll(s);
+	return app_logw_snap_busy(s->logw);
 }
 
 static int
@@ -445,6 +492,7 @@ app_flog_durable_report(struct app_shard *s)
 	if (s->logw != NULL) {
 		if (vote_held(s))
 			return; /* entries of a term not on disk would outlive it */
+		flog_snap_poll(s);
 		flog_push(s);
 		/* The writer's synced (index, term): consensus takes it only while that entry
 		 * is still in its log (a truncation since makes it stale). Term 0: the point is

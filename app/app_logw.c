@@ -22,6 +22,13 @@
 #include "common/wire.h"
 #include "persist/persist.h"
 
+enum snap_state {
+	SNAP_IDLE = 0,   /* no job */
+	SNAP_POSTED = 1, /* the producer posted one; the writer works on it */
+	SNAP_CANCEL = 2, /* the producer wants it stopped */
+	SNAP_DONE = 3,   /* the writer ended it; the result waits for the producer */
+};
+
 enum rec_type {
 	REC_ENTRY = 1,
 	REC_TRUNCATE = 2,
@@ -63,6 +70,17 @@ struct app_logw {
 	uint64_t last_index;
 	struct pst_entry batch[APP_LOGW_BATCH_MAX];
 
+	/* The snapshot job: state is the handshake (SNAP_*); the producer fills the request
+	 * before POSTED, the writer the result before DONE. */
+	_Alignas(64) uint32_t snap_state;
+	const char *snap_dir;
+	struct pst_snap_meta snap_meta;
+	const void *snap_data;
+	uint64_t snap_done_index;
+	int snap_done_rc;
+	bool snap_running;           /* the writer's: job below is open */
+	struct pst_snap_job snap_job;
+
 	/* The synced point (seq odd while it changes). */
 	_Alignas(64) uint32_t seq;
 	uint64_t synced_index;
@@ -81,6 +99,8 @@ const char *const app_logw_counter_names[APP_LOGW_COUNT] = {
 	[APP_LOGW_SYNC_NS] = "sync_ns",
 	[APP_LOGW_SYNC_MAX_NS] = "sync_max_ns",
 	[APP_LOGW_FULL] = "full",
+	[APP_LOGW_SNAP_SLICES] = "snap_slices",
+	[APP_LOGW_SNAP_NS] = "snap_ns",
 };
 
 static inline void
@@ -197,6 +217,8 @@ app_logw_destroy(struct app_logw *w)
 {
 	if (w == NULL)
 		return;
+	if (w->snap_running)
+		pst_snap_abort(&w->snap_job); /* the previous snapshot file stands */
 	pst_log_close(w->plog);
 	free(w->buf);
 	free(w);
@@ -365,12 +387,51 @@ apply_ctl(struct app_logw *w, const struct rec *r, uint64_t now_ns)
 	return true;
 }
 
+static void
+snap_finish(struct app_logw *w, int rc)
+{
+	w->snap_running = false;
+	w->snap_done_index = w->snap_meta.last_index;
+	w->snap_done_rc = rc;
+	__atomic_store_n(&w->snap_state, SNAP_DONE, __ATOMIC_RELEASE);
+}
+
+/* One slice of the posted snapshot job, or its end. */
+static uint32_t
+snap_work(struct app_logw *w)
+{
+	uint32_t st = __atomic_load_n(&w->snap_state, __ATOMIC_ACQUIRE);
+	if (st != SNAP_POSTED && st != SNAP_CANCEL)
+		return 0;
+	if (st == SNAP_CANCEL) {
+		if (w->snap_running)
+			pst_snap_abort(&w->snap_job);
+		snap_finish(w, -ECANCELED);
+		return 1;
+	}
+	uint64_t t0 = mono_ns();
+	int rc = 0;
+	if (!w->snap_running) {
+		rc = pst_snap_begin(&w->snap_job, w->snap_dir, &w->snap_meta, w->snap_data);
+		w->snap_running = rc == 0;
+	}
+	if (rc == 0) {
+		rc = pst_snap_step(&w->snap_job, APP_LOGW_SNAP_SLICE);
+		cadd(w, APP_LOGW_SNAP_SLICES, 1);
+	}
+	cadd(w, APP_LOGW_SNAP_NS, mono_ns() - t0);
+	if (rc != 1)
+		snap_finish(w, rc); /* 0: durable; < 0: failed, the temp file removed */
+	return 1;
+}
+
 uint32_t
 app_logw_drain(struct app_logw *w, uint64_t now_ns)
 {
+	uint32_t snap = snap_work(w);
 	if (w->retry_ns != 0) {
 		if (now_ns < w->retry_ns)
-			return 0;
+			return snap;
 	}
 	uint64_t head = __atomic_load_n(&w->head, __ATOMIC_ACQUIRE);
 	uint64_t pos = w->tail, done = w->tail;
@@ -435,7 +496,52 @@ out:
 		__atomic_store_n(&w->tail, done, __ATOMIC_RELEASE);
 		publish_synced(w);
 	}
-	return applied;
+	return applied + snap;
+}
+
+/* --- snapshot jobs, the producer's side ------------------------------------------------- */
+
+bool
+app_logw_snap_busy(const struct app_logw *w)
+{
+	return __atomic_load_n(&w->snap_state, __ATOMIC_ACQUIRE) != SNAP_IDLE;
+}
+
+void
+app_logw_snap_post(struct app_logw *w, const char *dir, const struct pst_snap_meta *meta,
+		   const void *data)
+{
+	CHECK(!app_logw_snap_busy(w));
+	w->snap_dir = dir;
+	w->snap_meta = *meta;
+	w->snap_data = data;
+	__atomic_store_n(&w->snap_state, SNAP_POSTED, __ATOMIC_RELEASE);
+}
+
+bool
+app_logw_snap_poll(struct app_logw *w, uint64_t *index, int *rc)
+{
+	if (__atomic_load_n(&w->snap_state, __ATOMIC_ACQUIRE) != SNAP_DONE)
+		return false;
+	*index = w->snap_done_index;
+	*rc = w->snap_done_rc;
+	__atomic_store_n(&w->snap_state, SNAP_IDLE, __ATOMIC_RELEASE);
+	return true;
+}
+
+void
+app_logw_snap_cancel(struct app_logw *w)
+{
+	uint32_t st = SNAP_POSTED;
+	if (!__atomic_compare_exchange_n(&w->snap_state, &st, SNAP_CANCEL, false,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return; /* idle, or ended already (DONE: collected by the next poll) */
+	if (w->inline_writer) {
+		snap_work(w); /* this lcore is the writer: it stops here */
+		return;
+	}
+	while (__atomic_load_n(&w->snap_state, __ATOMIC_ACQUIRE) != SNAP_DONE)
+		sched_yield(); /* the writer ends the slice it is in, then sees CANCEL */
 }
 
 int

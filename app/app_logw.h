@@ -36,6 +36,8 @@ enum app_logw_counter {
 	APP_LOGW_SYNC_NS,   /* wall time in appends (write + fdatasync), summed */
 	APP_LOGW_SYNC_MAX_NS, /* the longest append */
 	APP_LOGW_FULL,      /* pushes refused: the ring was full (pushed again later) */
+	APP_LOGW_SNAP_SLICES, /* snapshot slices written */
+	APP_LOGW_SNAP_NS,   /* wall time writing snapshot files (slices, fsync, rename) */
 	APP_LOGW_COUNT
 };
 
@@ -80,6 +82,28 @@ uint64_t app_logw_queued(const struct app_logw *w);
 uint32_t app_logw_drain(struct app_logw *w, uint64_t now_ns);
 /* Drain until nothing is queued or a write fails (shutdown, tests). 0 or the last -errno. */
 int app_logw_flush(struct app_logw *w, uint64_t now_ns);
+
+/* --- Snapshot files (one at a time) ----------------------------------------------------
+ * The shard hands the writer a snapshot that consensus keeps unchanged until the next one
+ * (take or install); the writer writes it in APP_LOGW_SNAP_SLICE slices between its log
+ * work (pst_snap_begin/step: temp file, fsync, rename, directory fsync) and reports the
+ * result. The shard takes no snapshot while one is being written; a snapshot installed
+ * from the leader in the meantime supersedes it (app_logw_snap_cancel). */
+#define APP_LOGW_SNAP_SLICE (4u << 20)
+
+struct pst_snap_meta;
+/* A job posted and not yet collected with app_logw_snap_poll. */
+bool app_logw_snap_busy(const struct app_logw *w);
+/* Post a job (not busy: CHECK). dir and data must stay unchanged until it is collected. */
+void app_logw_snap_post(struct app_logw *w, const char *dir, const struct pst_snap_meta *meta,
+			const void *data);
+/* The posted job ended: true with its snapshot index and result (0: durable under its name;
+ * -ECANCELED: superseded; -errno: the write failed); the writer is free again. */
+bool app_logw_snap_poll(struct app_logw *w, uint64_t *index, int *rc);
+/* Stop the posted job and wait until the writer no longer reads its data: the step it is in
+ * (a slice, or the last one: header, fsync, rename, directory fsync). A job that completed
+ * meanwhile reports 0 at the next poll. */
+void app_logw_snap_cancel(struct app_logw *w);
 
 /* Counters (single writer each; read them relaxed from anywhere). */
 uint64_t app_logw_counter(const struct app_logw *w, enum app_logw_counter c);

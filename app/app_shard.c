@@ -115,8 +115,9 @@ app_shard_do_work(void *arg, uint64_t now_ns)
 
 	uint64_t idx = cns_applied_index(s->cns);
 	if (idx - s->snap_index >= s->app->cfg.snapshot_entries) {
-		(void)app_shard_snapshot_take(s); /* counts and logs */
-		s->snap_index = idx;
+		/* Counts and logs; while the last one's file is written, tried again later. */
+		if (app_shard_snapshot_take(s) != -EBUSY)
+			s->snap_index = idx;
 	}
 	app_outbox_flush(&s->ob);
 	aggregates(s);

@@ -199,21 +199,25 @@ cmd_propose(struct app_shard *s, struct app_cmd *c)
 	s->cmd_wait[s->cmd_wait_count++] = c;
 }
 
-/* Take a snapshot at the applied index and count what happened: `snapshots` only when it
- * was taken and (durable mode) its file written, `snapshot_failed` when either failed
- * (app_flog_snapshot_saved counts and logs a failed file), nothing when nothing was applied
- * since the last one. 0, -EALREADY, -ENOSPC (too big) or the file write's -errno. */
+/* Take a snapshot at the applied index and count what happened: `snapshots` when it was
+ * taken (durable mode: once its file is durable, written by the file log's writer in the
+ * background: app_flog.c), `snapshot_failed` when either failed, nothing when nothing was
+ * applied since the last one. 0, -EALREADY, -EBUSY (the previous snapshot's file is still
+ * being written: try later) or -ENOSPC (too big). */
 int
 app_shard_snapshot_take(struct app_shard *s)
 {
 	uint64_t applied = cns_applied_index(s->cns);
-	s->snap_write_rc = 0;
+	if (app_flog_snap_busy(s))
+		return -EBUSY;
+	s->snap_taking = true;
 	int rc = cns_snapshot_take(s->cns);
+	s->snap_taking = false;
 	if (rc == -EALREADY)
 		return rc;
 	s->snap_index = applied;
-	if (rc == 0 && s->snap_write_rc != 0)
-		return s->snap_write_rc; /* counted and logged where it failed */
+	if (rc == 0 && s->logw != NULL)
+		return 0; /* counted when its file is durable, or failed */
 	sc_add(s, rc == 0 ? SC_SNAPSHOTS : SC_SNAPSHOT_FAILED, 1);
 	if (rc != 0)
 		APP_LOG(ERR, "shard %u: snapshot at %" PRIu64 " failed: %s (raise [limits] "
@@ -226,6 +230,11 @@ static void
 cmd_snapshot(struct app_shard *s, struct app_cmd *c)
 {
 	int rc = app_shard_snapshot_take(s);
+	if (rc == -EBUSY) {
+		c->err = rc;
+		app_cmd_give(s, c, APP_CMD_BUSY);
+		return;
+	}
 	if (rc != 0 && rc != -EALREADY) {
 		c->err = rc;
 		app_cmd_give(s, c, APP_CMD_FAILED);

@@ -276,7 +276,9 @@ struct app_shard {
 	char vote_dir[APP_STR_MAX + 32];
 	char snap_dir[APP_STR_MAX + 32];
 	uint64_t snap_file_index;    /* newest snapshot whose file is durable */
-	int snap_write_rc;           /* the last snapshot file write: 0 or -errno */
+	uint64_t flog_compact_want;  /* the highest compaction consensus asked of the file log */
+	bool snap_taking;            /* inside cns_snapshot_take (not an install) */
+	bool snap_job_take;          /* the snapshot file being written was taken here */
 	bool vote_unsaved;           /* the hard state in memory is not on disk yet */
 	uint64_t vote_retry_ns;      /* cluster time of the next save attempt */
 
@@ -520,6 +522,7 @@ void app_flog_snapshot_saved(void *ctx, const struct cns_snapshot_meta *meta, co
 void app_flog_host_send(void *ctx, uint32_t to, const struct wire_msg_hdr *msg);
 void app_flog_durable_report(struct app_shard *s);
 void app_flog_say(void *ctx, bool crit, const char *text); /* the writer's words (any lcore) */
+bool app_flog_snap_busy(struct app_shard *s); /* a snapshot file is still being written */
 
 /* app_shard.c: the duty cycle and the service adapter. */
 extern const struct svc_ops app_shard_svc_ops;

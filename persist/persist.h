@@ -229,6 +229,34 @@ struct pst_snap_meta {
  */
 int pst_snap_write(const char *dir, const struct pst_snap_meta *meta, const void *data,
 		   struct pst_log *log);
+
+/*
+ * The same write cut in slices, for a writer that must not be held for a whole file (the
+ * persister lcore also writes every shard's log): begin opens the temp file; each step
+ * writes up to max data bytes (computing the data CRC as it goes) and starts their
+ * write-back (sync_file_range), so the last step's fsync has little left to flush; the last
+ * step writes the header, fsyncs, renames, syncs the directory and prunes older snapshots.
+ * data must stay unchanged until the job ends. Not thread-safe; one job per directory.
+ */
+#define PST_SNAP_PATH_MAX 4096 /* PATH_MAX on Linux */
+struct pst_snap_job {
+	int fd;                  /* the temp file; -1: no job */
+	const uint8_t *data;
+	uint64_t done;           /* data bytes written */
+	uint32_t crc;            /* running data CRC */
+	struct pst_snap_meta meta;
+	char dir[PST_SNAP_PATH_MAX];
+	char tmp[PST_SNAP_PATH_MAX];
+};
+/* 0 or -errno (nothing left behind). */
+int pst_snap_begin(struct pst_snap_job *job, const char *dir, const struct pst_snap_meta *meta,
+		   const void *data);
+/* 1: more to write; 0: the snapshot is durable under its name; -errno: failed, the temp file
+ * removed, the previous snapshot untouched (but for a failed directory sync after the
+ * rename: the new file then stands, whole, under its name and may not survive a crash). */
+int pst_snap_step(struct pst_snap_job *job, size_t max);
+/* Drop an unfinished job (its temp file is removed). */
+void pst_snap_abort(struct pst_snap_job *job);
 /*
  * Load the newest valid snapshot from dir. Corrupt or truncated ones are skipped, counted in
  * *corrupt (may be NULL), renamed aside to <name>.corrupt (kept as evidence: no later load

@@ -52,7 +52,7 @@ name_parse(const char *name, struct snap_name *out)
 }
 
 static void
-hdr_fill(struct pst_snap_hdr *h, const struct pst_snap_meta *meta, const void *data)
+hdr_fill(struct pst_snap_hdr *h, const struct pst_snap_meta *meta, uint32_t data_crc)
 {
 	memset(h, 0, sizeof(*h));
 	h->magic = PST_SNAP_MAGIC;
@@ -61,7 +61,7 @@ hdr_fill(struct pst_snap_hdr *h, const struct pst_snap_meta *meta, const void *d
 	h->last_term = meta->last_term;
 	h->last_time_ns = meta->last_time_ns;
 	h->length = meta->length;
-	h->data_crc = pst_crc32c(0, data, meta->length);
+	h->data_crc = data_crc;
 	h->hdr_crc = pst_crc32c(0, h, offsetof(struct pst_snap_hdr, hdr_crc));
 }
 
@@ -82,7 +82,7 @@ prune(const char *dir, uint64_t index, uint64_t term)
 		if (!tmp && (name_parse(de->d_name, &sn) < 0 || sn.index > index ||
 			     (sn.index == index && sn.term >= term)))
 			continue;
-		char path[PATH_MAX];
+		char path[PATH_MAX + 256];
 		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
 		if (unlink(path) == 0)
 			removed = true;
@@ -93,67 +93,113 @@ prune(const char *dir, uint64_t index, uint64_t term)
 }
 
 int
-pst_snap_write(const char *dir, const struct pst_snap_meta *meta, const void *data,
-	       struct pst_log *log)
+pst_snap_begin(struct pst_snap_job *job, const char *dir, const struct pst_snap_meta *meta,
+	       const void *data)
 {
-	CHECK(dir != NULL && meta != NULL);
+	CHECK(job != NULL);
+	CHECK(dir != NULL);
+	CHECK(meta != NULL);
 	CHECK(meta->length == 0 || data != NULL);
-	if (strlen(dir) + 64 >= PATH_MAX)
+	job->fd = -1;
+	if (strlen(dir) + 64 >= sizeof(job->dir) || strlen(dir) + 64 >= PATH_MAX)
 		return -ENAMETOOLONG;
 	int rc = pst_dir_make(dir);
 	if (rc < 0)
 		return rc;
-
-	char name[64], tmp[PATH_MAX], final[PATH_MAX];
-	snprintf(name, sizeof(name), PST_SNAP_NAME_FMT, meta->last_index, meta->last_term);
-	snprintf(tmp, sizeof(tmp), "%s/" PST_SNAP_TMP_PREFIX "%020" PRIu64 "-%d", dir,
+	snprintf(job->dir, sizeof(job->dir), "%s", dir);
+	snprintf(job->tmp, sizeof(job->tmp), "%s/" PST_SNAP_TMP_PREFIX "%020" PRIu64 "-%d", dir,
 		 meta->last_index, (int)getpid());
-	snprintf(final, sizeof(final), "%s/%s", dir, name);
-
-	struct pst_snap_hdr h;
-	hdr_fill(&h, meta, data);
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
-	if (fd < 0)
+	job->fd = open(job->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+	if (job->fd < 0)
 		return -errno;
-	rc = pst_write_full(fd, &h, sizeof(h), 0);
-	if (rc < 0)
-		goto fail_write;
-	if (meta->length > 0) {
-		rc = pst_write_full(fd, data, meta->length, sizeof(h));
+	job->data = data;
+	job->meta = *meta;
+	job->done = 0;
+	job->crc = 0;
+	return 0;
+}
+
+void
+pst_snap_abort(struct pst_snap_job *job)
+{
+	if (job->fd < 0)
+		return;
+	close(job->fd);
+	job->fd = -1;
+	unlink(job->tmp);
+}
+
+static int
+job_fail(struct pst_snap_job *job, int rc)
+{
+	pst_snap_abort(job);
+	return rc;
+}
+
+int
+pst_snap_step(struct pst_snap_job *job, size_t max)
+{
+	CHECK(job->fd >= 0);
+	CHECK(max > 0);
+	uint64_t left = job->meta.length - job->done;
+	if (left > 0) {
+		uint64_t n = left < max ? left : max;
+		uint64_t at = sizeof(struct pst_snap_hdr) + job->done;
+		int rc = pst_write_full(job->fd, job->data + job->done, n, at);
 		if (rc < 0)
-			goto fail_write;
+			return job_fail(job, rc);
+		job->crc = pst_crc32c(job->crc, job->data + job->done, n);
+		job->done += n;
+		/* Start the write-back of this slice now: the final fsync has less to do. */
+		(void)sync_file_range(job->fd, (off_t)at, (off_t)n, SYNC_FILE_RANGE_WRITE);
+		if (job->done < job->meta.length)
+			return 1;
 	}
-	if (fsync(fd) < 0) {
-		rc = -errno;
-		goto fail_write;
-	}
+	struct pst_snap_hdr h;
+	hdr_fill(&h, &job->meta, job->crc);
+	int rc = pst_write_full(job->fd, &h, sizeof(h), 0);
+	if (rc < 0)
+		return job_fail(job, rc);
+	if (fsync(job->fd) < 0)
+		return job_fail(job, -errno);
+	int fd = job->fd;
+	job->fd = -1;
 	if (close(fd) < 0) {
-		fd = -1;
-		rc = -errno;
-		goto fail_write;
+		unlink(job->tmp);
+		return -errno;
 	}
-	fd = -1;
-	if (rename(tmp, final) < 0) {
+	char final[PST_SNAP_PATH_MAX + 64];
+	snprintf(final, sizeof(final), "%s/" PST_SNAP_NAME_FMT, job->dir, job->meta.last_index,
+		 job->meta.last_term);
+	if (rename(job->tmp, final) < 0) {
 		rc = -errno;
-		goto fail_write;
+		unlink(job->tmp);
+		return rc;
 	}
-	rc = pst_dir_sync(dir);
+	rc = pst_dir_sync(job->dir);
 	if (rc < 0)
 		return rc;
 	/* The new snapshot is durable: everything behind it can go. */
-	prune(dir, meta->last_index, meta->last_term);
+	prune(job->dir, job->meta.last_index, job->meta.last_term);
+	return 0;
+}
+
+int
+pst_snap_write(const char *dir, const struct pst_snap_meta *meta, const void *data,
+	       struct pst_log *log)
+{
+	struct pst_snap_job job;
+	int rc = pst_snap_begin(&job, dir, meta, data);
+	while (rc == 0 && (rc = pst_snap_step(&job, SIZE_MAX)) == 1)
+		rc = 0;
+	if (rc < 0)
+		return rc;
 	if (log != NULL) {
 		rc = pst_log_compact(log, meta->last_index);
 		if (rc < 0)
 			return rc;
 	}
 	return 0;
-
-fail_write:
-	if (fd >= 0)
-		close(fd);
-	unlink(tmp);
-	return rc;
 }
 
 static int

@@ -2,8 +2,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
@@ -269,5 +271,263 @@ Test(pst_snap, none_is_enoent)
 	cr_assert(eq(int, pst_snap_load(snapdir, &m, &data, NULL, NULL, 0), 0));
 	cr_assert(eq(u64, m.last_index, 5));
 	cr_assert(eq(u64, m.length, 0));
+	free(data);
+}
+
+/* --- Snapshots written in slices (pst_snap_begin / step / abort) ------------------------ */
+
+#define MIB (UINT64_C(1) << 20)
+
+static void
+bytes_fill(uint8_t *p, uint64_t len, uint64_t seed)
+{
+	uint64_t x = seed * UINT64_C(0x9e3779b97f4a7c15) | 1;
+	for (uint64_t k = 0; k < len; k++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		p[k] = (uint8_t)x;
+	}
+}
+
+/* Files in d whose name starts with prefix ("" counts every entry but . and ..). */
+static int
+count_prefix(const char *d, const char *prefix)
+{
+	DIR *dd = opendir(d);
+	cr_assert(dd != NULL, "%s", d);
+	int n = 0;
+	struct dirent *de;
+	while ((de = readdir(dd)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (strncmp(de->d_name, prefix, strlen(prefix)) == 0)
+			n++;
+	}
+	closedir(dd);
+	return n;
+}
+
+static void
+snap_name(char *out, size_t size, uint64_t index, uint64_t term)
+{
+	snprintf(out, size, "%s/" PST_SNAP_NAME_FMT, snapdir, index, term);
+}
+
+/* Load the newest snapshot and compare it with (meta, data). */
+static void
+load_equals(const struct pst_snap_meta *meta, const uint8_t *data)
+{
+	struct pst_snap_meta got;
+	void *buf = NULL;
+	uint32_t corrupt = 99;
+	char err[PST_ERR_SIZE];
+	cr_assert(eq(int, pst_snap_load(snapdir, &got, &buf, &corrupt, err, sizeof(err)), 0),
+		  "%s", err);
+	cr_assert(eq(u32, corrupt, 0), "%s", err);
+	cr_assert(eq(u64, got.last_index, meta->last_index));
+	cr_assert(eq(u64, got.last_term, meta->last_term));
+	cr_assert(eq(u64, got.last_time_ns, meta->last_time_ns));
+	cr_assert(eq(u64, got.length, meta->length));
+	cr_assert(meta->length == 0 || memcmp(buf, data, meta->length) == 0, "data differs");
+	free(buf);
+}
+
+/* Write (meta, data) in steps of max; returns how many steps said "more" (1) before the
+ * one that finished (0). While the job runs: the temp file exists, the final name does not,
+ * and done counts whole slices. */
+static uint32_t
+write_sliced(const struct pst_snap_meta *meta, const uint8_t *data, size_t max)
+{
+	struct pst_snap_job job;
+	char final[256];
+	snap_name(final, sizeof(final), meta->last_index, meta->last_term);
+	cr_assert(eq(int, pst_snap_begin(&job, snapdir, meta, data), 0));
+	cr_assert(ge(int, job.fd, 0));
+	uint32_t more = 0;
+	int rc;
+	while ((rc = pst_snap_step(&job, max)) == 1) {
+		more++;
+		cr_assert(eq(u64, job.done, (uint64_t)more * max));
+		cr_assert(access(job.tmp, F_OK) == 0, "no temp file after step %u", more);
+		cr_assert(access(final, F_OK) != 0, "final name before the last step");
+		cr_assert(lt(u32, more, 100000));
+	}
+	cr_assert(eq(int, rc, 0));
+	cr_assert(eq(int, job.fd, -1));
+	cr_assert(eq(u64, job.done, meta->length));
+	cr_assert(access(final, F_OK) == 0, "no final name after the last step");
+	cr_assert(eq(u64, file_size(final), sizeof(struct pst_snap_hdr) + meta->length));
+	return more;
+}
+
+/* Goal: a snapshot written in slices is the same file pst_snap_write makes; the step that
+ * writes the last data slice also finishes the file (header, fsync, rename), so a job of
+ * length L in slices of max says "more" ceil(L / max) - 1 times; older snapshots and temp
+ * files are pruned, a newer snapshot is kept.
+ * Method: a newer snapshot (2000) and an older one (5) in the directory; 10 MiB + 7 bytes at
+ * 1000 in 1 MiB steps (10 "more", then done); load it (the newer one removed first: load
+ * takes the newest); then a length that is a multiple of max (2 MiB in 1 MiB: 1 "more") and
+ * one step of SIZE_MAX (none). */
+Test(pst_snap, sliced_write_steps_and_prunes)
+{
+	const uint64_t len = 10 * MIB + 7;
+	uint8_t *data = malloc(len);
+	cr_assert(data != NULL);
+	bytes_fill(data, len, 1);
+	uint8_t small[64];
+	bytes_fill(small, sizeof(small), 2);
+	struct pst_snap_meta newer = {.last_index = 2000, .last_term = 9, .last_time_ns = 1,
+				      .length = sizeof(small)};
+	struct pst_snap_meta older = {.last_index = 5, .last_term = 1, .last_time_ns = 2,
+				      .length = sizeof(small)};
+	cr_assert(eq(int, pst_snap_write(snapdir, &newer, small, NULL), 0));
+	cr_assert(eq(int, pst_snap_write(snapdir, &older, small, NULL), 0));
+	cr_assert(eq(int, count_files(snapdir, ".snap"), 2));
+	/* A temp file a crashed writer left: pruned by the next snapshot. */
+	char stale[256];
+	snprintf(stale, sizeof(stale), "%s/" PST_SNAP_TMP_PREFIX "00000000000000000777-1", snapdir);
+	FILE *f = fopen(stale, "w");
+	cr_assert(f != NULL);
+	fclose(f);
+
+	struct pst_snap_meta meta = {.last_index = 1000, .last_term = 4, .last_time_ns = 123456,
+				     .length = len};
+	cr_assert(eq(u32, write_sliced(&meta, data, MIB), 10));
+	char name[256];
+	snap_name(name, sizeof(name), older.last_index, older.last_term);
+	cr_assert(access(name, F_OK) != 0, "the older snapshot was not pruned");
+	snap_name(name, sizeof(name), newer.last_index, newer.last_term);
+	cr_assert(access(name, F_OK) == 0, "the newer snapshot was pruned");
+	cr_assert(access(stale, F_OK) != 0, "the stale temp file was not pruned");
+	cr_assert(eq(int, count_prefix(snapdir, PST_SNAP_TMP_PREFIX), 0));
+	cr_assert(eq(int, count_prefix(snapdir, ""), 2));
+	load_equals(&newer, small);
+	cr_assert(eq(int, unlink(name), 0));
+	load_equals(&meta, data);
+
+	meta = (struct pst_snap_meta){.last_index = 1001, .last_term = 4, .length = 2 * MIB};
+	cr_assert(eq(u32, write_sliced(&meta, data, MIB), 1));
+	load_equals(&meta, data);
+	meta = (struct pst_snap_meta){.last_index = 1002, .last_term = 4, .length = 3 * MIB + 1};
+	cr_assert(eq(u32, write_sliced(&meta, data, SIZE_MAX), 0));
+	load_equals(&meta, data);
+	cr_assert(eq(int, count_prefix(snapdir, ""), 1));
+	free(data);
+}
+
+/* Goal: an empty snapshot is one step: begin, then a step that finishes at once.
+ * Method: length 0 with data NULL, step of 1 MiB returns 0; it loads back empty. */
+Test(pst_snap, sliced_write_empty)
+{
+	struct pst_snap_meta meta = {.last_index = 3, .last_term = 2, .last_time_ns = 9};
+	struct pst_snap_job job;
+	cr_assert(eq(int, pst_snap_begin(&job, snapdir, &meta, NULL), 0));
+	cr_assert(eq(int, pst_snap_step(&job, MIB), 0));
+	cr_assert(eq(int, job.fd, -1));
+	load_equals(&meta, NULL);
+	cr_assert(eq(int, count_prefix(snapdir, ""), 1));
+}
+
+/* Goal: an aborted job leaves nothing behind and the previous snapshot in use.
+ * Method: a snapshot at 100; a 3 MiB job at 200, one 1 MiB step, abort (twice: the second
+ * is a no-op); no temp file, no file for 200, 100 loads. */
+Test(pst_snap, abort_after_one_slice_keeps_previous)
+{
+	uint8_t prev[100];
+	bytes_fill(prev, sizeof(prev), 3);
+	struct pst_snap_meta old = {.last_index = 100, .last_term = 2, .last_time_ns = 5,
+				    .length = sizeof(prev)};
+	cr_assert(eq(int, pst_snap_write(snapdir, &old, prev, NULL), 0));
+	const uint64_t len = 3 * MIB;
+	uint8_t *data = malloc(len);
+	cr_assert(data != NULL);
+	bytes_fill(data, len, 4);
+	struct pst_snap_meta meta = {.last_index = 200, .last_term = 3, .length = len};
+	struct pst_snap_job job;
+	cr_assert(eq(int, pst_snap_begin(&job, snapdir, &meta, data), 0));
+	cr_assert(eq(int, pst_snap_step(&job, MIB), 1));
+	cr_assert(eq(int, count_prefix(snapdir, PST_SNAP_TMP_PREFIX), 1));
+	pst_snap_abort(&job);
+	cr_assert(eq(int, job.fd, -1));
+	pst_snap_abort(&job);
+	cr_assert(eq(int, count_prefix(snapdir, PST_SNAP_TMP_PREFIX), 0), "temp file left");
+	char name[256];
+	snap_name(name, sizeof(name), meta.last_index, meta.last_term);
+	cr_assert(access(name, F_OK) != 0, "a final name for the aborted job");
+	cr_assert(eq(int, count_prefix(snapdir, ""), 1));
+	load_equals(&old, prev);
+	free(data);
+}
+
+/* Goal: a crash in the middle of a sliced write leaves the old snapshot whole and only a
+ * temp file beside it; loading takes the old one and removes the temp file.
+ * Method: a snapshot at 100; an 8 MiB job at 200, three 1 MiB steps, then the process
+ * "dies" (the fd closed, no abort); the directory holds the old snapshot and one temp
+ * file; load returns 100 and the temp file is gone. */
+Test(pst_snap, crash_mid_sliced_write_keeps_old_snapshot)
+{
+	uint8_t prev[100];
+	bytes_fill(prev, sizeof(prev), 5);
+	struct pst_snap_meta old = {.last_index = 100, .last_term = 2, .last_time_ns = 5,
+				    .length = sizeof(prev)};
+	cr_assert(eq(int, pst_snap_write(snapdir, &old, prev, NULL), 0));
+	const uint64_t len = 8 * MIB;
+	uint8_t *data = malloc(len);
+	cr_assert(data != NULL);
+	bytes_fill(data, len, 6);
+	struct pst_snap_meta meta = {.last_index = 200, .last_term = 3, .length = len};
+	struct pst_snap_job job;
+	cr_assert(eq(int, pst_snap_begin(&job, snapdir, &meta, data), 0));
+	for (int k = 0; k < 3; k++)
+		cr_assert(eq(int, pst_snap_step(&job, MIB), 1));
+	cr_assert(eq(int, close(job.fd), 0)); /* the crash: nothing else runs */
+	cr_assert(eq(int, count_prefix(snapdir, ""), 2));
+	cr_assert(eq(int, count_prefix(snapdir, PST_SNAP_TMP_PREFIX), 1));
+	cr_assert(eq(int, count_files(snapdir, ".snap"), 1));
+	char name[256];
+	snap_name(name, sizeof(name), old.last_index, old.last_term);
+	cr_assert(access(name, F_OK) == 0);
+	cr_assert(access(job.tmp, F_OK) == 0);
+	load_equals(&old, prev);
+	cr_assert(access(job.tmp, F_OK) != 0, "load left the temp file");
+	cr_assert(eq(int, count_prefix(snapdir, ""), 1));
+	free(data);
+}
+
+/* Goal: a step the file system refuses fails the job with -errno, removes the temp file and
+ * leaves the previous snapshot in use.
+ * Method: a snapshot at 100; RLIMIT_FSIZE of 2 MiB (binds root too; SIGXFSZ ignored); a
+ * 4 MiB job in 1 MiB steps: the first step passes, one of the next fails with -EFBIG. */
+Test(pst_snap, failed_step_removes_temp)
+{
+	uint8_t prev[100];
+	bytes_fill(prev, sizeof(prev), 7);
+	struct pst_snap_meta old = {.last_index = 100, .last_term = 2, .length = sizeof(prev)};
+	cr_assert(eq(int, pst_snap_write(snapdir, &old, prev, NULL), 0));
+	const uint64_t len = 4 * MIB;
+	uint8_t *data = malloc(len);
+	cr_assert(data != NULL);
+	bytes_fill(data, len, 8);
+	struct rlimit saved, lim;
+	cr_assert(eq(int, getrlimit(RLIMIT_FSIZE, &saved), 0));
+	lim = saved;
+	lim.rlim_cur = 2 * MIB;
+	signal(SIGXFSZ, SIG_IGN);
+	cr_assert(eq(int, setrlimit(RLIMIT_FSIZE, &lim), 0));
+	struct pst_snap_meta meta = {.last_index = 200, .last_term = 3, .length = len};
+	struct pst_snap_job job;
+	cr_assert(eq(int, pst_snap_begin(&job, snapdir, &meta, data), 0));
+	cr_assert(eq(int, pst_snap_step(&job, MIB), 1));
+	int rc;
+	uint32_t steps = 1;
+	while ((rc = pst_snap_step(&job, MIB)) == 1)
+		cr_assert(lt(u32, ++steps, 4));
+	cr_assert(eq(int, setrlimit(RLIMIT_FSIZE, &saved), 0));
+	cr_assert(eq(int, rc, -EFBIG));
+	cr_assert(eq(int, job.fd, -1));
+	cr_assert(eq(int, count_prefix(snapdir, PST_SNAP_TMP_PREFIX), 0), "temp file left");
+	cr_assert(eq(int, count_prefix(snapdir, ""), 1));
+	load_equals(&old, prev);
 	free(data);
 }

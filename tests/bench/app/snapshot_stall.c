@@ -1,0 +1,1014 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * snapshot_stall: how long a shard lcore stalls when it snapshots a big state (issue 18).
+ *
+ * On a shard lcore a snapshot is taken inside the duty cycle: cns_snapshot_take asks the
+ * service for snapshot_size, serialises the whole state into consensus's snapshot buffer
+ * (svc_ops.snapshot), and the host's snapshot_saved (app_flog_snapshot_saved) writes it with
+ * pst_snap_write: temp file, fsync, rename, directory fsync, older snapshots removed. Since
+ * the file log's writer (app_logw.c) the [persister] lcore writes the file in slices, so the
+ * shard lcore's stall is the serialisation only (--writer persister, the default: the file
+ * is still written and timed here, after the cycle's clock stops); --writer lcore counts the
+ * write in the cycle, as a node without a [persister] does (slice by slice there).
+ *
+ * Method, per service, without DPDK (the pure cores and persist only):
+ *   me   --orders N (1,000,000) resting limits over 16 symbols, 64 price levels a side, 64k
+ *        users spread over 8 OMS streams; nothing crosses (bids below the mid, asks above),
+ *        so everything rests. The load is pairs of a cancel of a random resting order and a
+ *        new resting order in its place, so the book stays at N; every stream is
+ *        acknowledged after each cycle, as the OMS shards do.
+ *   oms  --residents N (1,000,000) hydrated users, each with two balances and --open (2)
+ *        open orders (NEW_ORDER, then the ME's ACCEPTED: a live order with a reservation).
+ *        The load is oms_bench's order: NEW_ORDER, ACCEPTED, FILL, DONE for a Zipf(0.99)
+ *        user.
+ * Then --cycles (10,000) cycles, each applying --batch (64) operations, timed with
+ * CLOCK_MONOTONIC (the batch is generated before the clock is read). After --warmup cycles
+ * (half of --snapshot-every unless given; not recorded) and then every --snapshot-every
+ * (2,000) cycles, the cycle also snapshots as the shard does: snapshot_size, snapshot into a
+ * buffer allocated and touched once at start-up (as consensus's is), pst_snap_write into a
+ * directory made with mkdtemp under --dir (/tmp) and removed at exit. The service's snapshot
+ * is written without consensus's small prefix (its members), which is a few hundred bytes.
+ *
+ * Checks (exit 1, never on a time): every snapshot is as long as snapshot_size said; the
+ * file pst_snap_load reads back has the meta written and the same bytes; the first snapshot
+ * restored (svc_ops.restore) into a fresh engine of the same limits has the same resting
+ * orders (me) or residents (oms) and the same state hash as the source when it was taken;
+ * the load was served (me: no reject, nothing refused; oms: no NAK, no alarm, invariants).
+ *
+ * Last lines, one per service:
+ *   bench: snapshot_stall service=me orders=N cycles=N snapshots=N snapshot_mb=N
+ *          serialize_ms=N write_ms=N max_cycle_us=N p99_cycle_us=N p99_plain_cycle_us=N
+ *   bench: snapshot_stall service=oms residents=N ... (the same fields)
+ * serialize_ms and write_ms are the largest over the snapshots (serialize includes
+ * snapshot_size, as cns_snapshot_take calls it); p99_cycle_us is over every recorded cycle,
+ * p99_plain_cycle_us over those that took no snapshot (common/hist.h: within 3.1 %).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/check.h"
+#include "common/hist.h"
+#include "common/prng.h"
+#include "me/me.h"
+#include "oms/oms.h"
+#include "persist/persist.h"
+
+#define ME_SYMBOLS 16          /* books the resting orders are spread over */
+#define ME_LEVELS 64           /* price levels a side they rest on */
+#define ME_USERS 65536         /* users owning them */
+#define ME_STREAMS 8           /* OMS shards (user % ME_STREAMS), acked after each cycle */
+#define ME_MID INT64_C(1000000) /* every book's reference price: bids below, asks above */
+#define BUILD_BATCH 1024       /* requests between stream acks while the ME is built */
+#define OMS_SYMBOL 1
+#define OMS_BASE 1             /* the symbol's base asset */
+#define OMS_QUOTE 2            /* its quote asset */
+#define OMS_OPEN_PX 900        /* open orders' price: the load's fills are at 1000 */
+#define BATCH_MAX 65536        /* --batch bound */
+#define SNAP_TERM 1            /* the term written in every snapshot's meta */
+
+/* ---- options and the run around both services ---- */
+
+struct opts {
+	bool me;                 /* run the ME */
+	bool oms;                /* run the OMS */
+	uint32_t orders;         /* ME: resting orders */
+	uint32_t residents;      /* OMS: resident users */
+	uint32_t open_per_user;  /* OMS: open orders per resident */
+	uint32_t batch;          /* operations per cycle */
+	uint32_t cycles;         /* cycles in all, warm-up included */
+	uint32_t snapshot_every; /* cycles between snapshots */
+	uint32_t warmup;         /* cycles before the first snapshot, not recorded */
+	uint64_t seed;           /* prng seed of the load */
+	const char *dir_parent;  /* where the snapshot directory is made */
+	bool write_on_lcore;     /* --writer lcore: the file write counts in the cycle */
+	bool quiet;              /* only the bench: lines */
+};
+
+static struct opts O;
+static char snap_root[PATH_MAX]; /* mkdtemp'ed; removed at exit */
+
+/* Remove the files in dir, then dir. */
+static void
+dir_drop(const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (d != NULL) {
+		struct dirent *de;
+		while ((de = readdir(d)) != NULL) {
+			if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+				continue;
+			char path[PATH_MAX + 256];
+			snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+			unlink(path);
+		}
+		closedir(d);
+	}
+	rmdir(dir);
+}
+
+/* Each service's snapshots go to their own directory under the root, as each shard's do
+ * (pst_snap_write keeps only the newest snapshot of a directory). */
+static const char *const SERVICE_DIRS[] = { "me", "oms" };
+
+static void
+root_remove(void)
+{
+	if (snap_root[0] == '\0')
+		return;
+	for (size_t i = 0; i < sizeof(SERVICE_DIRS) / sizeof(SERVICE_DIRS[0]); i++) {
+		char dir[PATH_MAX + 16];
+		snprintf(dir, sizeof(dir), "%s/%s", snap_root, SERVICE_DIRS[i]);
+		dir_drop(dir);
+	}
+	dir_drop(snap_root);
+	snap_root[0] = '\0';
+}
+
+/* A failed check: say which, exit 1 (the temp directory goes through atexit). */
+__attribute__((noreturn, format(printf, 1, 2))) static void
+fail(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "snapshot_stall: ");
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "\n");
+	va_end(ap);
+	exit(1);
+}
+
+static void
+note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void
+note(const char *fmt, ...)
+{
+	if (O.quiet)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	fflush(stdout);
+}
+
+static uint64_t
+clock_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void *
+region_alloc(size_t size)
+{
+	void *p = aligned_alloc(64, (size + 63) & ~(size_t)63);
+	if (p == NULL)
+		fail("no memory for %zu bytes", size);
+	return p;
+}
+
+/*
+ * One service under test. The driver behind ctx builds the state, generates a batch (not
+ * timed) and applies it (timed); the snapshot goes through svc_ops like the shard's.
+ */
+typedef void(gen_fn)(void *ctx);
+typedef void(apply_fn)(void *ctx);
+typedef uint32_t(count_fn)(const void *svc);
+/* A fresh engine with the source's limits: the engine, its memory in *memory (free it). */
+typedef void *(twin_fn)(void *ctx, void **memory);
+typedef uint64_t(now_fn)(const void *ctx);
+
+struct target {
+	const char *name;          /* "me" or "oms" */
+	const char *count_label;   /* "orders" or "residents" */
+	const struct svc_ops *ops; /* the service's table, as consensus holds it */
+	void *svc;                 /* the engine */
+	void *ctx;                 /* its driver */
+	gen_fn *gen;               /* build the next batch */
+	apply_fn *apply;           /* apply it */
+	count_fn *count;           /* resting orders / residents */
+	twin_fn *twin;             /* an empty engine for the restore check */
+	now_fn *now;               /* the driver's cluster time */
+	char dir[PATH_MAX + 16];   /* its snapshot directory: <root>/<name> */
+};
+
+struct result {
+	uint32_t cycles;           /* recorded (after the warm-up) */
+	uint32_t snapshots;        /* taken */
+	size_t snapshot_bytes;     /* the largest */
+	uint64_t size_ns_max;      /* snapshot_size alone */
+	uint64_t serialize_ns_max; /* snapshot_size + snapshot */
+	uint64_t write_ns_max;     /* pst_snap_write */
+	struct hist all;           /* every recorded cycle, ns */
+	struct hist plain;         /* those without a snapshot, ns */
+};
+
+/* Outside the timing, right after the first snapshot (the state is still the one it holds):
+ * restored into a fresh engine it has the same count and hash as the source. */
+static void
+check_restore(const struct target *t, const void *buf, size_t len)
+{
+	void *memory;
+	void *fresh = t->twin(t->ctx, &memory);
+	int rc = t->ops->restore(fresh, buf, len);
+	if (rc != 0)
+		fail("%s: restoring the first snapshot failed: %d", t->name, rc);
+	uint32_t want = t->count(t->svc), got = t->count(fresh);
+	if (got != want)
+		fail("%s: restored %s %u, the source held %u", t->name, t->count_label, got, want);
+	uint64_t hash_want = t->ops->state_hash(t->svc);
+	uint64_t hash_got = t->ops->state_hash(fresh);
+	if (hash_got != hash_want)
+		fail("%s: restored state hash %016lx, the source's %016lx", t->name,
+		     (unsigned long)hash_got, (unsigned long)hash_want);
+	free(memory);
+}
+
+/* Outside the timing: the newest file in the directory is this snapshot, whole. */
+static void
+check_file(const struct target *t, const struct pst_snap_meta *meta, const void *buf)
+{
+	struct pst_snap_meta got;
+	void *data = NULL;
+	uint32_t corrupt = 0;
+	char err[256];
+	int rc = pst_snap_load(t->dir, &got, &data, &corrupt, err, sizeof(err));
+	if (rc != 0)
+		fail("%s: pst_snap_load: %s (%s)", t->name, strerror(-rc), err);
+	if (corrupt != 0)
+		fail("%s: pst_snap_load found %u corrupt snapshots: %s", t->name, corrupt, err);
+	if (got.length != meta->length)
+		fail("%s: the file holds %lu bytes, %lu were written", t->name,
+		     (unsigned long)got.length, (unsigned long)meta->length);
+	if (got.last_index != meta->last_index || got.last_term != meta->last_term ||
+	    got.last_time_ns != meta->last_time_ns)
+		fail("%s: the file's meta (%lu, %lu, %lu) is not the one written (%lu, %lu, %lu)",
+		     t->name, (unsigned long)got.last_index, (unsigned long)got.last_term,
+		     (unsigned long)got.last_time_ns, (unsigned long)meta->last_index,
+		     (unsigned long)meta->last_term, (unsigned long)meta->last_time_ns);
+	if (memcmp(data, buf, (size_t)meta->length) != 0)
+		fail("%s: the file's bytes differ from the snapshot's", t->name);
+	free(data);
+}
+
+static bool
+snapshot_due(uint32_t cycle)
+{
+	return cycle >= O.warmup && (cycle - O.warmup) % O.snapshot_every == 0;
+}
+
+static void
+run(struct target *t, struct result *r)
+{
+	/* Consensus's snapshot buffer is sized once at start-up (snapshot_mb); this one holds
+	 * the state as built plus a quarter for what the load adds, and is touched now so the
+	 * snapshots do not count its first page faults. */
+	snprintf(t->dir, sizeof(t->dir), "%s/%s", snap_root, t->name);
+	size_t size0 = t->ops->snapshot_size(t->svc);
+	size_t cap = size0 + size0 / 4 + (1u << 20);
+	uint8_t *buf = malloc(cap);
+	if (buf == NULL)
+		fail("no memory for a %zu-byte snapshot buffer", cap);
+	memset(buf, 0, cap);
+	memset(r, 0, sizeof(*r));
+	hist_init(&r->all);
+	hist_init(&r->plain);
+	note("snapshot_stall: %s: snapshot_bytes=%zu at start, buffer %zu\n", t->name, size0,
+	     cap);
+
+	for (uint32_t c = 0; c < O.cycles; c++) {
+		bool snap = snapshot_due(c);
+		t->gen(t->ctx);
+		uint64_t t0 = clock_ns();
+		t->apply(t->ctx);
+		size_t size = 0, written = 0;
+		int rc = 0;
+		uint64_t size_ns = 0, serialize_ns = 0, write_ns = 0, t_end = 0;
+		struct pst_snap_meta meta = { 0 };
+		if (snap) {
+			/* cns_snapshot_take, then app_flog_snapshot_saved. */
+			uint64_t a = clock_ns();
+			size = t->ops->snapshot_size(t->svc);
+			uint64_t b = clock_ns();
+			written = size <= cap ? t->ops->snapshot(t->svc, buf, cap) : 0;
+			uint64_t c2 = clock_ns();
+			if (!O.write_on_lcore)
+				t_end = c2; /* the persister writes the file, not the shard lcore */
+			meta.last_index = (uint64_t)c + 1;
+			meta.last_term = SNAP_TERM;
+			meta.last_time_ns = t->now(t->ctx);
+			meta.length = written;
+			if (written != 0)
+				rc = pst_snap_write(t->dir, &meta, buf, NULL);
+			uint64_t d = clock_ns();
+			size_ns = b - a;
+			serialize_ns = c2 - a;
+			write_ns = d - c2;
+		}
+		uint64_t cycle_ns = (t_end != 0 ? t_end : clock_ns()) - t0;
+
+		if (c >= O.warmup) {
+			r->cycles++;
+			hist_record(&r->all, cycle_ns);
+			if (!snap)
+				hist_record(&r->plain, cycle_ns);
+		}
+		if (!snap)
+			continue;
+		/* The state is still the one snapshotted: check it before the next cycle. */
+		if (size > cap)
+			fail("%s: snapshot_size %zu outgrew the %zu-byte buffer", t->name, size,
+			     cap);
+		if (written != size)
+			fail("%s: snapshot wrote %zu bytes, snapshot_size said %zu", t->name,
+			     written, size);
+		if (rc != 0)
+			fail("%s: pst_snap_write into %s: %s", t->name, t->dir, strerror(-rc));
+		r->snapshots++;
+		if (size > r->snapshot_bytes)
+			r->snapshot_bytes = size;
+		if (size_ns > r->size_ns_max)
+			r->size_ns_max = size_ns;
+		if (serialize_ns > r->serialize_ns_max)
+			r->serialize_ns_max = serialize_ns;
+		if (write_ns > r->write_ns_max)
+			r->write_ns_max = write_ns;
+		note("snapshot_stall: %s: snapshot %u at cycle %u: bytes=%zu size_ms=%.1f "
+		     "serialize_ms=%.1f write_ms=%.1f cycle_us=%lu\n",
+		     t->name, r->snapshots, c, size, (double)size_ns / 1e6,
+		     (double)serialize_ns / 1e6, (double)write_ns / 1e6, (unsigned long)(cycle_ns / 1000));
+		check_file(t, &meta, buf);
+		if (r->snapshots == 1)
+			check_restore(t, buf, size);
+	}
+	free(buf);
+	if (r->snapshots == 0)
+		fail("%s: no snapshot was taken (--warmup %u, --cycles %u)", t->name, O.warmup,
+		     O.cycles);
+}
+
+static void
+report(const struct target *t, const struct result *r, uint32_t count, double build_s)
+{
+	note("snapshot_stall: %s: %s=%u build_s=%.1f cycles=%u snapshots=%u snapshot_bytes=%zu "
+	     "size_ms=%.1f serialize_ms=%.1f write_ms=%.1f p50_plain_cycle_us=%.1f "
+	     "max_plain_cycle_us=%.1f dir=%s\n",
+	     t->name, t->count_label, count, build_s, r->cycles, r->snapshots, r->snapshot_bytes,
+	     (double)r->size_ns_max / 1e6, (double)r->serialize_ns_max / 1e6,
+	     (double)r->write_ns_max / 1e6, (double)hist_percentile(&r->plain, 50) / 1e3,
+	     (double)r->plain.max / 1e3, O.dir_parent);
+	printf("bench: snapshot_stall service=%s %s=%u cycles=%u snapshots=%u snapshot_mb=%.1f "
+	       "serialize_ms=%.1f write_ms=%.1f max_cycle_us=%lu p99_cycle_us=%lu "
+	       "p99_plain_cycle_us=%lu writer=%s\n",
+	       t->name, t->count_label, count, r->cycles, r->snapshots,
+	       (double)r->snapshot_bytes / 1048576.0, (double)r->serialize_ns_max / 1e6,
+	       (double)r->write_ns_max / 1e6, (unsigned long)(r->all.max / 1000),
+	       (unsigned long)(hist_percentile(&r->all, 99) / 1000),
+	       (unsigned long)(hist_percentile(&r->plain, 99) / 1000),
+	       O.write_on_lcore ? "lcore" : "persister");
+	fflush(stdout);
+}
+
+/* ---- the matching engine ---- */
+
+struct live_order {
+	uint64_t user;   /* owner */
+	uint64_t seq;    /* its orderId's user_seq */
+	uint32_t symbol; /* book */
+	uint32_t reserved;
+};
+
+union book_req {
+	struct wire_submit submit; /* a new resting order */
+	struct wire_modify modify; /* a cancel */
+};
+
+struct book_driver {
+	struct me *me;
+	void *memory;                     /* me_footprint bytes */
+	struct me_limits limits;
+	struct prng prng;
+	uint64_t now_ns;                  /* cluster time */
+	uint64_t next_seq;                /* orderId user_seq, one counter for every user */
+	uint64_t last_seq[ME_STREAMS];    /* newest event seq per stream, acked each cycle */
+	struct live_order *live;             /* the resting orders, O.orders of them */
+	union book_req *batch;              /* the next cycle's requests */
+	struct svc_sink sink;
+};
+
+static void
+book_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
+{
+	struct book_driver *d = ctx;
+	(void)dest;
+	if (msg->type != WIRE_ME_EVENT)
+		return;
+	const struct wire_me_event *e = (const struct wire_me_event *)(const void *)msg;
+	CHECK(e->hdr.shard < ME_STREAMS);
+	d->last_seq[e->hdr.shard] = e->seq;
+}
+
+/* A new resting order in live slot i: bids 1..ME_LEVELS ticks below the mid, asks above. */
+static void
+rest_gen(struct book_driver *d, struct wire_submit *s, uint32_t i)
+{
+	uint64_t user = 1 + prng_below(&d->prng, ME_USERS);
+	uint32_t symbol = 1 + (uint32_t)prng_below(&d->prng, ME_SYMBOLS);
+	bool buy = prng_chance(&d->prng, 1, 2);
+	int64_t away = 1 + (int64_t)prng_below(&d->prng, ME_LEVELS);
+	memset(s, 0, sizeof(*s));
+	wire_hdr_init(&s->hdr, WIRE_SUBMIT, 0);
+	s->oid = wire_oid_make((uint16_t)(user % ME_STREAMS), user, ++d->next_seq);
+	s->symbol = symbol;
+	s->side = buy ? WIRE_SIDE_BUY : WIRE_SIDE_SELL;
+	s->ord_type = WIRE_ORD_LIMIT;
+	s->tif = WIRE_TIF_GTC;
+	s->px = buy ? ME_MID - away : ME_MID + away;
+	s->qty = 1 + (int64_t)prng_below(&d->prng, 10);
+	d->live[i] = (struct live_order){ .user = user, .seq = d->next_seq, .symbol = symbol };
+}
+
+static void
+cancel_gen(struct book_driver *d, struct wire_modify *m, uint32_t i)
+{
+	const struct live_order *l = &d->live[i];
+	uint16_t stream = (uint16_t)(l->user % ME_STREAMS);
+	memset(m, 0, sizeof(*m));
+	wire_hdr_init(&m->hdr, WIRE_CANCEL_TO_ME, 0);
+	m->req = wire_oid_make(stream, l->user, ++d->next_seq);
+	m->target = wire_oid_make(stream, l->user, l->seq);
+	m->symbol = l->symbol;
+}
+
+static void
+acks_send(struct book_driver *d)
+{
+	for (uint16_t s = 0; s < ME_STREAMS; s++) {
+		struct wire_stream_ack a;
+		memset(&a, 0, sizeof(a));
+		wire_hdr_init(&a.hdr, WIRE_STREAM_ACK, 0);
+		a.stream = s;
+		a.seq = d->last_seq[s];
+		me_apply(d->me, d->now_ns, &a.hdr, &d->sink);
+	}
+}
+
+/* Pairs: cancel a random resting order, rest a new one in its slot (the book stays at N). */
+static void
+book_gen(void *ctx)
+{
+	struct book_driver *d = ctx;
+	for (uint32_t k = 0; k + 1 < O.batch; k += 2) {
+		uint32_t i = (uint32_t)prng_below(&d->prng, O.orders);
+		cancel_gen(d, &d->batch[k].modify, i);
+		rest_gen(d, &d->batch[k + 1].submit, i);
+	}
+}
+
+static void
+book_apply(void *ctx)
+{
+	struct book_driver *d = ctx;
+	for (uint32_t k = 0; k < O.batch; k++) {
+		d->now_ns += 100;
+		me_apply(d->me, d->now_ns, &d->batch[k].submit.hdr, &d->sink);
+	}
+	acks_send(d);
+}
+
+static uint32_t
+book_count(const void *svc)
+{
+	return me_orders_resting(svc);
+}
+
+static void *
+book_twin(void *ctx, void **memory)
+{
+	struct book_driver *d = ctx;
+	struct me *me;
+	*memory = region_alloc(me_footprint(&d->limits));
+	if (me_init(&me, *memory, &d->limits) != 0)
+		fail("me: me_init of the restore twin failed");
+	return me;
+}
+
+static uint64_t
+book_now(const void *ctx)
+{
+	return ((const struct book_driver *)ctx)->now_ns;
+}
+
+static void
+book_build(struct book_driver *d)
+{
+	memset(d, 0, sizeof(*d));
+	d->limits = (struct me_limits){
+		.shard = 0,
+		.streams_max = ME_STREAMS,
+		.symbols_max = ME_SYMBOLS,
+		/* Resting orders, plus the finished orders and cancel requests of one build
+		 * batch or cycle until the ack that follows releases them. */
+		.orders_max = O.orders + 2 * BUILD_BATCH + 2 * O.batch + 1024,
+		.users_max = ME_USERS,
+		.levels_max = ME_SYMBOLS * 2 * ME_LEVELS,
+		.levels_side_max = ME_LEVELS,
+		.gtd_max = 16,
+		.events_max = 4096,   /* a build batch makes ~2 events a request over 8 streams */
+		.events_reserve = 512,
+	};
+	size_t fp = me_footprint(&d->limits);
+	if (fp == 0)
+		fail("me: limits refused for %u orders", O.orders);
+	d->memory = region_alloc(fp);
+	if (me_init(&d->me, d->memory, &d->limits) != 0)
+		fail("me: me_init failed");
+	prng_seed(&d->prng, O.seed);
+	d->sink = (struct svc_sink){ .ctx = d, .emit = book_emit };
+	d->now_ns = 1000000000;
+	d->live = calloc(O.orders, sizeof(*d->live));
+	d->batch = calloc(BUILD_BATCH > O.batch ? BUILD_BATCH : O.batch, sizeof(*d->batch));
+	if (d->live == NULL || d->batch == NULL)
+		fail("me: no memory for the driver");
+	for (uint32_t s = 1; s <= ME_SYMBOLS; s++) {
+		struct wire_symbol_config c;
+		memset(&c, 0, sizeof(c));
+		wire_hdr_init(&c.hdr, WIRE_SYMBOL_CONFIG, 0);
+		c.symbol = s;
+		c.base_asset = s;
+		c.quote_asset = 1000;
+		c.status = WIRE_SYM_TRADING;
+		c.tick = 1;
+		c.lot = 1;
+		c.min_qty = 1;
+		c.base_unit = 1;
+		c.ref_px = ME_MID;
+		c.band_bps = 1000;
+		me_apply(d->me, d->now_ns, &c.hdr, &d->sink);
+	}
+	for (uint32_t done = 0; done < O.orders;) {
+		uint32_t n = O.orders - done < BUILD_BATCH ? O.orders - done : BUILD_BATCH;
+		for (uint32_t k = 0; k < n; k++)
+			rest_gen(d, &d->batch[k].submit, done + k);
+		for (uint32_t k = 0; k < n; k++) {
+			d->now_ns += 100;
+			me_apply(d->me, d->now_ns, &d->batch[k].submit.hdr, &d->sink);
+		}
+		acks_send(d);
+		done += n;
+	}
+	if (me_orders_resting(d->me) != O.orders)
+		fail("me: %u orders resting after the build, want %u", me_orders_resting(d->me),
+		     O.orders);
+	note("snapshot_stall: me: footprint_mb=%.1f records=%u\n", (double)fp / 1048576.0,
+	     me_records_used(d->me));
+}
+
+/* The load was served: nothing refused, rejected or dropped, and the book is still N. */
+static void
+book_check(const struct book_driver *d)
+{
+	static const enum me_counter never[] = {
+		ME_C_REJECTED,     ME_C_MODIFY_REJECTED, ME_C_BACKPRESSURE,
+		ME_C_RETENTION_STOP, ME_C_EVENTS_OVERRUN, ME_C_CONFIG_REJECTED,
+		ME_C_IGNORED,      ME_C_STALE_REQUESTS,  ME_C_TRADES,
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(never); i++)
+		if (me_counter(d->me, never[i]) != 0)
+			fail("me: %s: %lu, want 0", me_counter_label(never[i]),
+			     (unsigned long)me_counter(d->me, never[i]));
+	uint64_t cancels = (uint64_t)O.cycles * (O.batch / 2);
+	if (me_counter(d->me, ME_C_MODIFIES) != cancels)
+		fail("me: %lu cancels applied, want %lu",
+		     (unsigned long)me_counter(d->me, ME_C_MODIFIES), (unsigned long)cancels);
+	if (me_orders_resting(d->me) != O.orders)
+		fail("me: %u orders resting after the load, want %u", me_orders_resting(d->me),
+		     O.orders);
+}
+
+static void
+bench_me(void)
+{
+	static struct book_driver d;
+	static struct result r;
+	uint64_t a = clock_ns();
+	book_build(&d);
+	double build_s = (double)(clock_ns() - a) / 1e9;
+	struct target t = {
+		.name = "me",
+		.count_label = "orders",
+		.ops = &me_svc_ops,
+		.svc = d.me,
+		.ctx = &d,
+		.gen = book_gen,
+		.apply = book_apply,
+		.count = book_count,
+		.twin = book_twin,
+		.now = book_now,
+	};
+	run(&t, &r);
+	book_check(&d);
+	report(&t, &r, O.orders, build_s);
+	free(d.batch);
+	free(d.live);
+	free(d.memory);
+}
+
+/* ---- the OMS ---- */
+
+struct order_msgs {
+	struct wire_new_order no;  /* the client's order */
+	struct wire_me_event acc;  /* the ME's answers to it */
+	struct wire_me_event fill;
+	struct wire_me_event done;
+};
+
+struct users_driver {
+	struct oms *oms;
+	void *memory;              /* oms_footprint bytes */
+	struct oms_limits limits;
+	struct prng prng;
+	double *zipf_cdf;          /* Zipf(0.99) over the residents, cumulative, unnormalised */
+	uint64_t now_ns;           /* cluster time */
+	uint64_t me_seq;           /* ME stream seq of the events we feed */
+	uint64_t cl_ord_id;        /* client order ids, one counter for every user */
+	uint64_t orders;           /* load orders applied */
+	struct wire_oid oid;       /* the last SUBMIT's orderId */
+	uint64_t *users;           /* the next cycle's users */
+	struct order_msgs m;
+	struct svc_sink sink;
+};
+
+static void
+users_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
+{
+	struct users_driver *d = ctx;
+	(void)dest;
+	if (msg->type == WIRE_SUBMIT)
+		d->oid = ((const struct wire_submit *)(const void *)msg)->oid;
+}
+
+static void
+msgs_init(struct order_msgs *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->no.hdr.type = WIRE_NEW_ORDER;
+	m->no.hdr.length = sizeof(m->no);
+	m->no.symbol = OMS_SYMBOL;
+	m->no.ord_type = WIRE_ORD_LIMIT;
+	m->no.tif = WIRE_TIF_GTC;
+	m->no.px = 1000;
+	m->no.qty = 10;
+	struct wire_me_event *evs[3] = { &m->acc, &m->fill, &m->done };
+	uint8_t kinds[3] = { WIRE_EV_ACCEPTED, WIRE_EV_FILL, WIRE_EV_DONE };
+	for (int i = 0; i < 3; i++) {
+		evs[i]->hdr.type = WIRE_ME_EVENT;
+		evs[i]->hdr.length = sizeof(*evs[i]);
+		evs[i]->symbol = OMS_SYMBOL;
+		evs[i]->event = kinds[i];
+	}
+	m->fill.px = 1000;
+	m->fill.qty = 10;
+	m->fill.notional = 10000;
+	m->fill.liquidity = 2;
+}
+
+/* NEW_ORDER and the ME's ACCEPTED: the order is live, its reservation held. */
+static void
+order_open(struct users_driver *d, uint64_t user, uint8_t side, int64_t px)
+{
+	struct order_msgs *m = &d->m;
+	d->now_ns += 250;
+	m->no.user = user;
+	m->no.cl_ord_id = ++d->cl_ord_id;
+	m->no.side = side;
+	m->no.px = px;
+	oms_apply(d->oms, d->now_ns, &m->no.hdr, &d->sink);
+	m->acc.oid = m->fill.oid = m->done.oid = d->oid;
+	m->acc.side = m->fill.side = m->done.side = side;
+	m->acc.seq = ++d->me_seq;
+	oms_apply(d->oms, d->now_ns, &m->acc.hdr, &d->sink);
+}
+
+/* oms_bench's order: opened, filled whole at 1000 as taker, done. */
+static void
+order_one(struct users_driver *d, uint64_t user, uint8_t side)
+{
+	order_open(d, user, side, 1000);
+	d->m.fill.seq = ++d->me_seq;
+	oms_apply(d->oms, d->now_ns, &d->m.fill.hdr, &d->sink);
+	d->m.done.seq = ++d->me_seq;
+	oms_apply(d->oms, d->now_ns, &d->m.done.hdr, &d->sink);
+}
+
+static uint64_t
+zipf_user(struct users_driver *d)
+{
+	uint32_t n = O.residents;
+	double x = (double)(prng_next(&d->prng) >> 11) * 0x1.0p-53 * d->zipf_cdf[n - 1];
+	uint32_t lo = 0, hi = n - 1;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (d->zipf_cdf[mid] < x)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* oms_bench's fixed permutation, so the hot users are spread over the table. */
+	return 1 + ((uint64_t)lo * 48271u) % n;
+}
+
+static void
+users_gen(void *ctx)
+{
+	struct users_driver *d = ctx;
+	for (uint32_t k = 0; k < O.batch; k++)
+		d->users[k] = zipf_user(d);
+}
+
+static void
+users_apply(void *ctx)
+{
+	struct users_driver *d = ctx;
+	for (uint32_t k = 0; k < O.batch; k++) {
+		order_one(d, d->users[k], (d->orders & 1) ? WIRE_SIDE_SELL : WIRE_SIDE_BUY);
+		d->orders++;
+	}
+}
+
+static uint32_t
+users_count(const void *svc)
+{
+	return oms_resident_count(svc);
+}
+
+static void *
+users_twin(void *ctx, void **memory)
+{
+	struct users_driver *d = ctx;
+	size_t fp = oms_footprint(&d->limits);
+	struct oms *oms;
+	*memory = region_alloc(fp);
+	memset(*memory, 0, fp);
+	if (oms_init(&oms, *memory, &d->limits) != 0)
+		fail("oms: oms_init of the restore twin failed");
+	return oms;
+}
+
+static uint64_t
+users_now(const void *ctx)
+{
+	return ((const struct users_driver *)ctx)->now_ns;
+}
+
+static void
+users_build(struct users_driver *d)
+{
+	memset(d, 0, sizeof(*d));
+	struct oms_limits *l = &d->limits;
+	oms_limits_default(l);
+	l->users_max = O.residents;
+	l->flush_headroom = 1024;
+	l->assets_per_user = 2;
+	l->orders_max = O.residents * O.open_per_user + 65536;
+	l->orders_per_user = O.open_per_user + 64;
+	l->inflight_max = 65536;
+	l->dedup_per_user = 8;
+	l->me_shards_max = 1;
+	l->ttl_ns = UINT64_C(3600) * 1000000000u; /* nobody is evicted during the run */
+	l->reconcile_interval_ns = 0;
+	l->writeback_interval_ns = 0;
+	l->stream_ack_every = 256;
+	for (int t = 0; t < OMS_TIERS_MAX; t++)
+		l->tiers[t] = (struct oms_tier){ 0, 0 };
+	size_t fp = oms_footprint(l);
+	if (fp == 0)
+		fail("oms: limits refused for %u residents", O.residents);
+	d->memory = region_alloc(fp);
+	memset(d->memory, 0, fp);
+	if (oms_init(&d->oms, d->memory, l) != 0)
+		fail("oms: oms_init failed");
+	prng_seed(&d->prng, O.seed);
+	d->sink = (struct svc_sink){ .ctx = d, .emit = users_emit };
+	d->now_ns = 1000000000;
+	d->users = calloc(O.batch, sizeof(*d->users));
+	d->zipf_cdf = malloc(sizeof(double) * O.residents);
+	if (d->users == NULL || d->zipf_cdf == NULL)
+		fail("oms: no memory for the driver");
+	double sum = 0;
+	for (uint32_t k = 0; k < O.residents; k++) {
+		sum += 1.0 / pow((double)(k + 1), 0.99);
+		d->zipf_cdf[k] = sum;
+	}
+	msgs_init(&d->m);
+
+	struct wire_symbol_config sc;
+	memset(&sc, 0, sizeof(sc));
+	sc.hdr.type = WIRE_SYMBOL_CONFIG;
+	sc.hdr.length = sizeof(sc);
+	sc.symbol = OMS_SYMBOL;
+	sc.base_asset = OMS_BASE;
+	sc.quote_asset = OMS_QUOTE;
+	sc.status = WIRE_SYM_TRADING;
+	sc.tick = 1;
+	sc.lot = 1;
+	sc.base_unit = 1;
+	sc.maker_fee_bps = 2;
+	sc.taker_fee_bps = 5;
+	oms_apply(d->oms, d->now_ns, &sc.hdr, &d->sink);
+	struct wire_hydrate_user hu;
+	memset(&hu, 0, sizeof(hu));
+	hu.hdr.type = WIRE_HYDRATE_USER;
+	hu.hdr.length = sizeof(hu);
+	hu.status = WIRE_HYD_OK;
+	hu.state.version = 1;
+	hu.state.balance_count = 2;
+	hu.state.balances[0] = (struct wire_balance){ OMS_BASE, 0, INT64_C(1) << 50 };
+	hu.state.balances[1] = (struct wire_balance){ OMS_QUOTE, 0, INT64_C(1) << 50 };
+	/* Each is a hydrate-ahead, whose claim epoch must be fresh (docs/fencing.md). */
+	for (uint64_t u = 1; u <= O.residents; u++) {
+		hu.state.user = u;
+		hu.epoch = u;
+		oms_apply(d->oms, d->now_ns, &hu.hdr, &d->sink);
+		for (uint32_t k = 0; k < O.open_per_user; k++)
+			order_open(d, u, (k & 1) ? WIRE_SIDE_SELL : WIRE_SIDE_BUY, OMS_OPEN_PX);
+	}
+	if (oms_resident_count(d->oms) != O.residents)
+		fail("oms: %u users resident after hydration, want %u",
+		     oms_resident_count(d->oms), O.residents);
+	if (oms_counter_get(d->oms, OMS_C_NAKS) != 0 || oms_inflight_count(d->oms) != 0)
+		fail("oms: the open orders were not all accepted (naks %lu, in flight %u)",
+		     (unsigned long)oms_counter_get(d->oms, OMS_C_NAKS),
+		     oms_inflight_count(d->oms));
+	note("snapshot_stall: oms: footprint_mb=%.1f open_orders=%lu\n", (double)fp / 1048576.0,
+	     (unsigned long)O.residents * O.open_per_user);
+}
+
+/* The load was served: every order filled, no NAK, no alarm, residents and invariants. */
+static void
+users_check(const struct users_driver *d)
+{
+	if (oms_check_invariants(d->oms) != 0)
+		fail("oms: invariants broken");
+	if (oms_inflight_count(d->oms) != 0)
+		fail("oms: %u sagas still in flight", oms_inflight_count(d->oms));
+	if (oms_counter_get(d->oms, OMS_C_NAKS) != 0)
+		fail("oms: %lu NAKs", (unsigned long)oms_counter_get(d->oms, OMS_C_NAKS));
+	if (oms_counter_get(d->oms, OMS_C_FILLS) != d->orders)
+		fail("oms: %lu fills, want %lu",
+		     (unsigned long)oms_counter_get(d->oms, OMS_C_FILLS), (unsigned long)d->orders);
+	for (uint32_t c = 0; c < OMS_C_COUNT; c++) {
+		const char *name = oms_counter_name((enum oms_counter)c);
+		uint64_t v = oms_counter_get(d->oms, (enum oms_counter)c);
+		if (strncmp(name, "alarm_", 6) == 0 && v != 0)
+			fail("oms: %s: %lu, want 0", name, (unsigned long)v);
+	}
+	if (oms_resident_count(d->oms) != O.residents)
+		fail("oms: %u residents after the load, want %u", oms_resident_count(d->oms),
+		     O.residents);
+}
+
+static void
+bench_oms(void)
+{
+	static struct users_driver d;
+	static struct result r;
+	uint64_t a = clock_ns();
+	users_build(&d);
+	double build_s = (double)(clock_ns() - a) / 1e9;
+	struct target t = {
+		.name = "oms",
+		.count_label = "residents",
+		.ops = &oms_svc_ops,
+		.svc = d.oms,
+		.ctx = &d,
+		.gen = users_gen,
+		.apply = users_apply,
+		.count = users_count,
+		.twin = users_twin,
+		.now = users_now,
+	};
+	run(&t, &r);
+	users_check(&d);
+	report(&t, &r, O.residents, build_s);
+	free(d.zipf_cdf);
+	free(d.users);
+	free(d.memory);
+}
+
+/* ---- main ---- */
+
+static void
+usage(void)
+{
+	fprintf(stderr,
+		"usage: snapshot_stall [--service me|oms|both] [--orders N] [--residents N]\n"
+		"                      [--open N] [--batch N (even)] [--cycles N]\n"
+		"                      [--snapshot-every N] [--warmup N] [--seed N] [--dir DIR]\n"
+		"                      [--writer persister|lcore] [--quiet]\n");
+	exit(2);
+}
+
+static uint32_t
+arg_u32(const char *s, uint32_t lo, uint32_t hi)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi)
+		usage();
+	return (uint32_t)v;
+}
+
+int
+main(int argc, char **argv)
+{
+	O = (struct opts){
+		.me = true,
+		.oms = true,
+		.orders = 1000000,
+		.residents = 1000000,
+		.open_per_user = 2,
+		.batch = 64,
+		.cycles = 10000,
+		.snapshot_every = 2000,
+		.warmup = UINT32_MAX, /* half of snapshot_every unless given */
+		.seed = 1,
+		.dir_parent = "/tmp",
+	};
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (strcmp(a, "--quiet") == 0) {
+			O.quiet = true;
+			continue;
+		}
+		if (v == NULL)
+			usage();
+		i++;
+		if (strcmp(a, "--service") == 0) {
+			O.me = strcmp(v, "me") == 0 || strcmp(v, "both") == 0;
+			O.oms = strcmp(v, "oms") == 0 || strcmp(v, "both") == 0;
+			if (!O.me && !O.oms)
+				usage();
+		} else if (strcmp(a, "--orders") == 0) {
+			O.orders = arg_u32(v, 1, 1u << 28);
+		} else if (strcmp(a, "--residents") == 0) {
+			O.residents = arg_u32(v, 1, 1u << 26);
+		} else if (strcmp(a, "--open") == 0) {
+			O.open_per_user = arg_u32(v, 0, 32);
+		} else if (strcmp(a, "--batch") == 0) {
+			O.batch = arg_u32(v, 2, BATCH_MAX);
+		} else if (strcmp(a, "--cycles") == 0) {
+			O.cycles = arg_u32(v, 1, UINT32_MAX - 1);
+		} else if (strcmp(a, "--snapshot-every") == 0) {
+			O.snapshot_every = arg_u32(v, 1, UINT32_MAX - 1);
+		} else if (strcmp(a, "--warmup") == 0) {
+			O.warmup = arg_u32(v, 0, UINT32_MAX - 1);
+		} else if (strcmp(a, "--seed") == 0) {
+			O.seed = arg_u32(v, 0, UINT32_MAX);
+		} else if (strcmp(a, "--dir") == 0) {
+			O.dir_parent = v;
+		} else if (strcmp(a, "--writer") == 0) {
+			if (strcmp(v, "lcore") != 0 && strcmp(v, "persister") != 0)
+				usage();
+			O.write_on_lcore = strcmp(v, "lcore") == 0;
+		} else {
+			usage();
+		}
+	}
+	if (O.warmup == UINT32_MAX)
+		O.warmup = O.snapshot_every / 2;
+	/* The ME's load is pairs (cancel, rest); at least one snapshot must be taken. */
+	if (O.batch % 2 != 0 || O.warmup >= O.cycles)
+		usage();
+	if ((uint64_t)O.residents * O.open_per_user + 65536 > (UINT64_C(1) << 28))
+		usage();
+
+	int w = snprintf(snap_root, sizeof(snap_root), "%s/snapshot_stall.XXXXXX", O.dir_parent);
+	if (w < 0 || (size_t)w >= sizeof(snap_root))
+		usage();
+	if (mkdtemp(snap_root) == NULL) {
+		fprintf(stderr, "snapshot_stall: mkdtemp %s: %s\n", snap_root, strerror(errno));
+		return 1;
+	}
+	atexit(root_remove);
+	note("snapshot_stall: batch=%u cycles=%u warmup=%u snapshot_every=%u dir=%s\n", O.batch,
+	     O.cycles, O.warmup, O.snapshot_every, snap_root);
+	if (O.me)
+		bench_me();
+	if (O.oms)
+		bench_oms();
+	return 0;
+}
