@@ -27,7 +27,8 @@ struct ser {
 	uint8_t *buf;  /* NULL: measure / hash only */
 	size_t cap;    /* buf size */
 	size_t pos;    /* bytes produced */
-	uint64_t hash; /* running hash of every byte */
+	uint64_t hash; /* running hash of every byte (oms_state_hash only) */
+	bool hashing;  /* compute it: the snapshot and its size need no hash */
 	bool full;     /* cap was too small */
 };
 
@@ -40,6 +41,10 @@ put(struct ser *s, const void *p, size_t n)
 			s->full = true;
 		else
 			memcpy(s->buf + s->pos, p, n);
+	}
+	if (!s->hashing) {
+		s->pos += n;
+		return;
 	}
 	uint64_t h = s->hash;
 	size_t i = 0;
@@ -130,7 +135,7 @@ oms_snapshot(const struct oms *oms, void *buf, size_t cap)
 uint64_t
 oms_state_hash(const struct oms *oms)
 {
-	struct ser s = { .hash = UINT64_C(0xcbf29ce484222325) };
+	struct ser s = { .hash = UINT64_C(0xcbf29ce484222325), .hashing = true };
 	serialise(oms, &s);
 	return s.hash ^ s.pos;
 }
