@@ -34,7 +34,14 @@ flog_truncate(void *st, uint64_t index)
 {
 	struct app_shard *s = st;
 	cns_memlog_ops.truncate(s->log, index);
-	if (index <= s->flog_pushed) {
+	if (s->cns != NULL && index <= cns_commit_index(s->cns)) {
+		/* Committed entries leave the log only when a snapshot installed from the leader
+		 * replaces all of it (Raft §7: cns_log_reset_to truncates, then compacts to the
+		 * snapshot's index). This member may have reported them durable, and the
+		 * snapshot's file is not written yet: the files keep them until it is
+		 * (flog_compact, flog_snap_ended). */
+		s->flog_discard = true;
+	} else if (index <= s->flog_pushed) {
 		/* Handed over already: the writer cuts the files (and aborts the process if
 		 * they refuse: they would keep entries Raft removed). */
 		app_logw_push_truncate(s->logw, index);
@@ -53,6 +60,18 @@ flog_compact(void *st, uint64_t index)
 	cns_memlog_ops.compact(s->log, index);
 	if (index > s->flog_compact_want)
 		s->flog_compact_want = index; /* done once a snapshot file covers it */
+	if (s->flog_discard) {
+		/* The log was replaced by a snapshot at index: what the files hold past it
+		 * conflicts with it and goes now; nothing more is handed over until the
+		 * snapshot's file is durable and the file log restarts after it, so the files
+		 * never hold new entries after a prefix the snapshot replaced. */
+		s->flog_discard = false;
+		if (index + 1 <= s->flog_pushed) {
+			app_logw_push_truncate(s->logw, index + 1);
+			s->flog_pushed = index;
+		}
+		s->flog_await = index;
+	}
 	/* Only what a snapshot file covers leaves the files. After a failed snapshot write the
 	 * file log keeps the entries after the last good snapshot file, so a restart (that
 	 * file plus a replay) still finds them; the next good snapshot drops them. */
@@ -164,6 +183,8 @@ flog_snap_ended(struct app_shard *s, uint64_t index, int rc)
 		s->snap_file_index = index;
 		if (take)
 			sc_add(s, SC_SNAPSHOTS, 1);
+		if (s->flog_await != 0 && index >= s->flog_await)
+			s->flog_await = 0; /* the compaction below restarts the file log after it */
 		uint64_t upto = s->flog_compact_want < index ? s->flog_compact_want : index;
 		if (upto > 0) {
 			app_logw_push_compact(s->logw, upto);
@@ -450,6 +471,10 @@ flog_push(struct app_shard *s)
 {
 	uint64_t mfirst = cns_memlog_ops.first_index(s->log);
 	uint64_t mlast = cns_memlog_ops.last_index(s->log);
+	if (s->flog_await != 0) {
+		mlast = 0; /* a replacing snapshot's file is not durable yet (flog_compact) */
+		sc_add(s, SC_FLOG_AWAIT, 1);
+	}
 	if (mlast > s->flog_pushed && mfirst > s->flog_pushed + 1) {
 		/* Compacted behind a snapshot before it was handed over: the snapshot file
 		 * covers it, unless writing that file failed; then nothing is durable past the

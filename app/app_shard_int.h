@@ -100,6 +100,8 @@
 	X(FLOG_ERRORS, "flog_errors", "file log writes that failed (retried)")            \
 	X(FLOG_GAP, "flog_gap", "cycles the file log could not follow: entries compacted " \
 	  "from memory with no snapshot file covering them")                             \
+	X(FLOG_AWAIT, "flog_await", "cycles the file log waited for an installed "          \
+	  "snapshot's file before taking new entries")                                   \
 	X(FLOG_BOOT_ENTRIES, "flog_boot_entries", "entries recovered from the file log")    \
 	X(FLOG_TORN_BYTES, "flog_torn_bytes", "torn bytes cut from the file log at boot")   \
 	X(FLOG_TORN_REPAIRS, "flog_torn_repairs", "torn file log tails cut at boot")        \
@@ -277,6 +279,9 @@ struct app_shard {
 	char snap_dir[APP_STR_MAX + 32];
 	uint64_t snap_file_index;    /* newest snapshot whose file is durable */
 	uint64_t flog_compact_want;  /* the highest compaction consensus asked of the file log */
+	uint64_t flog_await;         /* a snapshot replaced the log at this index: nothing is
+					handed over until its file is durable (0: none) */
+	bool flog_discard;           /* the log is being replaced (truncate, then compact) */
 	bool snap_taking;            /* inside cns_snapshot_take (not an install) */
 	bool snap_job_take;          /* the snapshot file being written was taken here */
 	bool vote_unsaved;           /* the hard state in memory is not on disk yet */
