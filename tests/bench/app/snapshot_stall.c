@@ -61,6 +61,7 @@
 #include "me/me.h"
 #include "oms/oms.h"
 #include "persist/persist.h"
+#include "tests/bench/oms/oms_bench_msgs.h"
 
 #define ME_SYMBOLS 16          /* books the resting orders are spread over */
 #define ME_LEVELS 64           /* price levels a side they rest on */
@@ -627,12 +628,6 @@ bench_me(void)
 
 /* ---- the OMS ---- */
 
-struct order_msgs {
-	struct wire_new_order no;  /* the client's order */
-	struct wire_me_event acc;  /* the ME's answers to it */
-	struct wire_me_event fill;
-	struct wire_me_event done;
-};
 
 struct users_driver {
 	struct oms *oms;
@@ -646,7 +641,7 @@ struct users_driver {
 	uint64_t orders;           /* load orders applied */
 	struct wire_oid oid;       /* the last SUBMIT's orderId */
 	uint64_t *users;           /* the next cycle's users */
-	struct order_msgs m;
+	struct oms_bench_msgs m;
 	struct svc_sink sink;
 };
 
@@ -659,36 +654,12 @@ users_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 		d->oid = ((const struct wire_submit *)(const void *)msg)->oid;
 }
 
-static void
-msgs_init(struct order_msgs *m)
-{
-	memset(m, 0, sizeof(*m));
-	m->no.hdr.type = WIRE_NEW_ORDER;
-	m->no.hdr.length = sizeof(m->no);
-	m->no.symbol = OMS_SYMBOL;
-	m->no.ord_type = WIRE_ORD_LIMIT;
-	m->no.tif = WIRE_TIF_GTC;
-	m->no.px = 1000;
-	m->no.qty = 10;
-	struct wire_me_event *evs[3] = { &m->acc, &m->fill, &m->done };
-	uint8_t kinds[3] = { WIRE_EV_ACCEPTED, WIRE_EV_FILL, WIRE_EV_DONE };
-	for (int i = 0; i < 3; i++) {
-		evs[i]->hdr.type = WIRE_ME_EVENT;
-		evs[i]->hdr.length = sizeof(*evs[i]);
-		evs[i]->symbol = OMS_SYMBOL;
-		evs[i]->event = kinds[i];
-	}
-	m->fill.px = 1000;
-	m->fill.qty = 10;
-	m->fill.notional = 10000;
-	m->fill.liquidity = 2;
-}
 
 /* NEW_ORDER and the ME's ACCEPTED: the order is live, its reservation held. */
 static void
 order_open(struct users_driver *d, uint64_t user, uint8_t side, int64_t px)
 {
-	struct order_msgs *m = &d->m;
+	struct oms_bench_msgs *m = &d->m;
 	d->now_ns += 250;
 	m->no.user = user;
 	m->no.cl_ord_id = ++d->cl_ord_id;
@@ -811,7 +782,7 @@ users_build(struct users_driver *d)
 		sum += 1.0 / pow((double)(k + 1), 0.99);
 		d->zipf_cdf[k] = sum;
 	}
-	msgs_init(&d->m);
+	oms_bench_msgs_init(&d->m, OMS_SYMBOL);
 
 	struct wire_symbol_config sc;
 	memset(&sc, 0, sizeof(sc));

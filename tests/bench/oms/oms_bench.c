@@ -24,6 +24,7 @@
 #include "common/hist.h"
 #include "common/prng.h"
 #include "oms/oms_int.h"
+#include "oms_bench_msgs.h"
 
 static uint32_t USERS = 100000; /* --users */
 #define SYMBOL 1
@@ -129,39 +130,9 @@ zipf_users(uint64_t count, double s, uint64_t seed)
 	return out;
 }
 
-struct msgs {
-	struct wire_new_order no;
-	struct wire_me_event acc, fill, done;
-};
-
-static void
-msgs_init(struct msgs *m)
-{
-	memset(m, 0, sizeof(*m));
-	m->no.hdr.type = WIRE_NEW_ORDER;
-	m->no.hdr.length = sizeof(m->no);
-	m->no.symbol = SYMBOL;
-	m->no.ord_type = WIRE_ORD_LIMIT;
-	m->no.tif = WIRE_TIF_GTC;
-	m->no.px = 1000;
-	m->no.qty = 10;
-	struct wire_me_event *evs[3] = { &m->acc, &m->fill, &m->done };
-	uint8_t kinds[3] = { WIRE_EV_ACCEPTED, WIRE_EV_FILL, WIRE_EV_DONE };
-	for (int i = 0; i < 3; i++) {
-		evs[i]->hdr.type = WIRE_ME_EVENT;
-		evs[i]->hdr.length = sizeof(*evs[i]);
-		evs[i]->symbol = SYMBOL;
-		evs[i]->event = kinds[i];
-	}
-	m->fill.px = 1000;
-	m->fill.qty = 10;
-	m->fill.notional = 10000;
-	m->fill.liquidity = 2;
-}
-
 /* One order through the whole path. */
 static inline void
-one(struct bench *b, struct msgs *m, struct svc_sink *sink, uint64_t user, uint64_t i)
+one(struct bench *b, struct oms_bench_msgs *m, struct svc_sink *sink, uint64_t user, uint64_t i)
 {
 	b->now += 250;
 	m->no.user = user;
@@ -225,8 +196,8 @@ main(int argc, char **argv)
 			oms_resident_count(b.oms), USERS);
 		return 1;
 	}
-	struct msgs m;
-	msgs_init(&m);
+	struct oms_bench_msgs m;
+	oms_bench_msgs_init(&m, SYMBOL);
 	uint64_t *users = zipf_users(ops, 0.99, 42);
 
 	/* Phase 1: throughput. */

@@ -5,10 +5,11 @@
  * and compaction in ring order, an inline writer draining itself for control records, one
  * producer and one writer thread, an append the file system refuses (RLIMIT_FSIZE, which
  * binds root too), and an fdatasync that fails (the linker's --wrap=fdatasync sends the
- * persist library's calls to __wrap_fdatasync below). Every test ends by closing the writer and reading the directory back with
- * pst_log_open / pst_log_read, comparing each entry with what was pushed. Snapshot jobs
- * (one APP_LOGW_SNAP_SLICE per drain beside the log work, canceled inline and from a writer
- * thread, failing at mkdir and mid-file) are read back with pst_snap_load.
+ * persist library's calls to __wrap_fdatasync below). Every test ends by closing the writer
+ * and reading the directory back with pst_log_open / pst_log_read, comparing each entry
+ * with what was pushed. Snapshot jobs (one APP_LOGW_SNAP_SLICE per drain beside the log
+ * work, canceled inline and from a writer thread, failing at mkdir and mid-file) are read
+ * back with pst_snap_load.
  */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
