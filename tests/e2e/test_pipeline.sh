@@ -20,7 +20,7 @@ trap 'rm -rf /var/run/dpdk/e2e-obp-$$-*; if [ $ok = 1 ]; then rm -rf "$TMP"; els
 fail() { echo "FAIL: $*" >&2; tail -n 20 "$TMP/gate/omsd.log" >&2 2>/dev/null || true; exit 1; }
 log() { echo "[$(date +%H:%M:%S)] $*"; }
 
-out=$(ORDERS=600 USERS=8 SEED=7 BENCH_DIR=$TMP/gate PREFIX=e2e-obp-$$-gate \
+out=$(ORDERS=600 USERS=8 SEED=7 ME_BENCH_OPS=100000 BENCH_DIR=$TMP/gate PREFIX=e2e-obp-$$-gate \
 	"$SRC/tests/bench/app/pipeline.sh" 2>&1) || { echo "$out"; fail "pipeline.sh (rx_start = leader)"; }
 echo "$out"
 S=$TMP/gate/stats
@@ -51,7 +51,7 @@ grep -q "drops=0" <<<"$out" || fail "drops"
 log "gate: $orders orders acked and settled, $(v shard.1.oms.fills) fills, money conserved"
 
 # Without the gate the replay arrives before the election: NOT_LEADER.
-out=$(ORDERS=600 USERS=8 SEED=7 RX_START=now BENCH_DIR=$TMP/now PREFIX=e2e-obp-$$-now \
+out=$(ORDERS=600 USERS=8 SEED=7 ME_BENCH_OPS=100000 RX_START=now BENCH_DIR=$TMP/now PREFIX=e2e-obp-$$-now \
 	"$SRC/tests/bench/app/pipeline.sh" 2>&1) || true
 echo "$out" | tail -3
 nl=$(show_out "$TMP/now" | awk '$1 == "nak" && $2 == "NOT_LEADER" { print $3 }')

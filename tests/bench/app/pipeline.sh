@@ -19,10 +19,19 @@
 #      BENCH_DIR (kept when set; else a temp dir removed at exit), QUIET=1 (less output),
 #      PREFIX (DPDK --file-prefix, default bench-pipeline-$$), OMSD_WRAP (run omsd under
 #      this command, e.g. valgrind), READY_S (start-up timeout, 30), DRAIN_S (drain timeout,
-#      300).
+#      300),
+#      ME_BENCH (me_bench of omsd's tree: tests/bench/me/me_bench beside its app/; run
+#      after the replay, once the node has stopped, for the same-run comparison of issue 18;
+#      not run when OMSD_WRAP is set and ME_BENCH is not), ME_BENCH_OPS (me_bench --ops;
+#      default its own, the standard 2M requests).
 # Last line: bench: pipeline orders_per_s=N p50_us=N p99_us=N final_p50_us=N ...
+#     drops=N me_bench_ops_per_s=N ratio=N.NN
 #   orders_per_s: NEW_ORDERs acked / (last final report egress − first order RX);
-#   p50_us, p99_us: RX → provisional ACK; final_*: RX → OPEN | DONE | REJECTED.
+#   p50_us, p99_us: RX → provisional ACK; final_*: RX → OPEN | DONE | REJECTED;
+#   me_bench_ops_per_s: the matching engine alone on the standard mix (me_bench
+#   --no-small-book --no-latency, wall-clock), ratio: orders_per_s / me_bench_ops_per_s
+#   (issue 18 asks at least a third); both 0 when me_bench is missing or failed (said on
+#   stderr; the run does not fail for it).
 # Exit 1 when the run is not clean (an order unanswered, a drop counter moved, decode errors).
 set -euo pipefail
 
@@ -37,6 +46,8 @@ OMSPCAP=${OMSPCAP:-$ROOT/build/tools/omspcap}
 PREFIX=${PREFIX:-bench-pipeline-$$}
 [ -x "$OMSD" ] || { echo "pipeline: no omsd at $OMSD (ninja -C build app/omsd)" >&2; exit 2; }
 [ -x "$OMSPCAP" ] || { echo "pipeline: no omspcap at $OMSPCAP" >&2; exit 2; }
+ME_BENCH_GIVEN=${ME_BENCH:+1}
+ME_BENCH=${ME_BENCH:-$(cd "$(dirname "$OMSD")/.." && pwd)/tests/bench/me/me_bench}
 
 if [ -n "${BENCH_DIR:-}" ]; then
 	DIR=$BENCH_DIR
@@ -190,6 +201,28 @@ kill -TERM "$PID"
 wait "$PID" || { echo "pipeline: omsd exit $?" >&2; exit 1; }
 PID=
 
+# The engine alone, same tree, now that the node's lcores have stopped: the pipeline's
+# orders/s against me_bench's ops/s on the standard mix (issue 18: at least a third).
+me_ops=0
+if [ -n "${OMSD_WRAP:-}" ] && [ -z "$ME_BENCH_GIVEN" ]; then
+	echo "pipeline: omsd ran under OMSD_WRAP: me_bench not run (set ME_BENCH to run it):" \
+		"me_bench_ops_per_s=0 ratio=0" >&2
+elif [ ! -x "$ME_BENCH" ]; then
+	echo "pipeline: no me_bench at $ME_BENCH (ninja -C <tree> tests/bench/me/me_bench):" \
+		"me_bench_ops_per_s=0 ratio=0" >&2
+else
+	me_out=$("$ME_BENCH" --no-small-book --no-latency ${ME_BENCH_OPS:+--ops "$ME_BENCH_OPS"} \
+		2>&1) || true
+	me_ops=$(sed -n 's/^bench: me ops_per_s=\([0-9]*\) .*/\1/p' <<<"$me_out" | tail -1)
+	if [ -z "$me_ops" ]; then
+		tail -5 <<<"$me_out" >&2
+		echo "pipeline: $ME_BENCH failed: me_bench_ops_per_s=0 ratio=0" >&2
+		me_ops=0
+	else
+		say "$(grep '^me_bench: wall' <<<"$me_out") ($ME_BENCH)"
+	fi
+fi
+
 S=$DIR/stats
 v() { awk -v k="$1" '$1 == k { print $2; f = 1 } END { if (!f) print 0 }' "$S"; }
 acked=$(v gateway.lat_acked)
@@ -197,6 +230,7 @@ span=$(v gateway.lat_span_ns)
 ops=0
 [ "$span" -gt 0 ] && ops=$((acked * 1000000000 / span))
 us() { awk -v n="$1" 'BEGIN { printf "%.1f", n / 1000 }'; }
+ratio=$(awk -v a="$ops" -v b="$me_ops" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print 0 }')
 # The answers are MAC'd under the session's key: show derives it from the input's LOGON.
 [ "$SESSIONS" = 1 ] && KEYARG+=(--logon-from "$DIR/in.pcap")
 show=$("$OMSPCAP" show "$DIR/out.pcap" "${KEYARG[@]}" 2>&1 || true)
@@ -225,7 +259,8 @@ echo "bench: pipeline orders_per_s=$ops p50_us=$(us "$(v gateway.lat_rx_ack_ns.p
 	"final_p50_us=$(us "$(v gateway.lat_rx_final_ns.p50)")" \
 	"final_p99_us=$(us "$(v gateway.lat_rx_final_ns.p99)")" \
 	"orders=$NEW_ORDERS acked=$acked naked=$(v gateway.lat_naked)" \
-	"finals=$(v gateway.lat_finals) fills=$fills drops=$drops"
+	"finals=$(v gateway.lat_finals) fills=$fills drops=$drops" \
+	"me_bench_ops_per_s=$me_ops ratio=$ratio"
 clean=1
 [ "$(v gateway.lat_orders)" -eq "$NEW_ORDERS" ] || clean=0
 [ $(($(v gateway.lat_finals) + $(v gateway.lat_naked))) -eq "$NEW_ORDERS" ] || clean=0

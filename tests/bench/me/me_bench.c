@@ -18,9 +18,30 @@
  * Requests are generated a batch at a time outside the timed region. Phase 1 times whole
  * batches (throughput); phase 2 times each request with clock_gettime (latency percentiles,
  * which therefore include ~20 ns of clock overhead). --no-timing runs phase 1 without clock
- * reads, for callgrind (tests/bench/me/callgrind.sh).
+ * reads, for callgrind (tests/bench/me/callgrind.sh); --no-latency skips phase 2 (its p*_ns
+ * print 0; tests/bench/app/pipeline.sh wants the throughput only).
  *
- * Last line: bench: me ops_per_s=N p50_ns=N p99_ns=N p999_ns=N bytes_per_order=N
+ * Small-book phase (issue 18: what a big capacity costs a small book), run first: the same
+ * mix on one symbol, the book steered to --book resting orders (1,000), in two engines of one
+ * process, same seed and --ops requests each: one with the standard run's limits (262,144
+ * order records, "default_cap") and one with the tables that grow with the book at 1/32 of
+ * that and one symbol (8,192 records, "small_cap": limits_small). The two engines take
+ * turns every 16 batches, so the host's load falls on both alike; time_ratio is
+ * default_cap's time over small_cap's. Both must do the same work (every counter equal) and
+ * keep the book about its target.
+ * --no-timing skips the phase unless --small-book asks for it (the standard callgrind run
+ * counts the standard mix only). me_bench_small_book (meson.build) is this file with the
+ * small-book phase at the default capacity alone, for callgrind.sh's small-book figure.
+ *
+ * Options: --ops N (requests per run, 2,000,000), --warm N, --book N, --seed N, --no-timing,
+ * --no-latency, --small-book / --no-small-book / --small-book-only, --caps default|small|both.
+ * Lines: when the small-book phase ran,
+ *   bench: me_small book=N ops_per_s_default_cap=N ops_per_s_small_cap=N time_ratio=N.NN
+ *     cpu_time_ratio=N.NN p50_ns=N p99_ns=N small_cap_p50_ns=N small_cap_p99_ns=N
+ *     orders_max_default=N orders_max_small=N
+ * (p50_ns, p99_ns: default_cap's; a figure of an engine not run is 0), then, last unless
+ * --small-book-only,
+ *   bench: me ops_per_s=N p50_ns=N p99_ns=N p999_ns=N bytes_per_order=N
  */
 #include <errno.h>
 #include <math.h>
@@ -38,61 +59,124 @@
 #define USERS 100000
 #define OMS_SHARDS 8
 #define BATCH 1024
+#define TURN_BATCHES 16 /* small-book engines take turns after this many batches each */
 #define MID INT64_C(1000000)
 
-struct live {
-	uint64_t user;
-	uint64_t seq;
-	uint32_t symbol;
-	uint32_t pos_unused;
+/* The small-book phase's engines (--caps). */
+enum { CAP_DEFAULT = 1, CAP_SMALL = 2 };
+
+/* me_bench_small_book: the small-book phase alone, at the default capacity, timing or not. */
+#ifdef ME_BENCH_SMALL_BOOK_ONLY
+#define DEFAULT_STANDARD false
+#define DEFAULT_CAPS CAP_DEFAULT
+#else
+#define DEFAULT_STANDARD true
+#define DEFAULT_CAPS (CAP_DEFAULT | CAP_SMALL)
+#endif
+
+/* The standard run's limits, also the small-book phase's default capacity. */
+static const struct me_limits limits_default = {
+	.shard = 0,
+	.streams_max = OMS_SHARDS,
+	.symbols_max = SYMBOLS,
+	.orders_max = 262144,
+	.users_max = 65536,
+	.levels_max = 32768,
+	.levels_side_max = 1024,
+	.gtd_max = 16384,
+	.events_max = 2048,    /* acks come every 1024 requests: ~330 events/stream */
+	.events_reserve = 512,
 };
 
+/* The small capacity: the tables that grow with the book at 1/32 of the default, one symbol.
+ * A side keeps 128 levels: the mix rests 1..48 ticks behind the mid and 1..4 through it.
+ * Stream retention stays as it is: it follows the ack cadence, not the book. */
+static const struct me_limits limits_small = {
+	.shard = 0,
+	.streams_max = OMS_SHARDS,
+	.symbols_max = 1,
+	.orders_max = 8192,
+	.users_max = 2048,
+	.levels_max = 1024,
+	.levels_side_max = 128,
+	.gtd_max = 512,
+	.events_max = 2048,
+	.events_reserve = 512,
+};
+
+struct live {
+	uint64_t user;        /* owner */
+	uint64_t seq;         /* its orderId's sequence */
+	uint32_t symbol;      /* book it rests on */
+	uint32_t pos_unused;  /* padding */
+};
+
+/* Captured by the sink during a batch: what the bench must learn about live orders. */
+struct ev {
+	uint64_t user;        /* order owner */
+	uint64_t seq;         /* order sequence */
+	uint32_t symbol;      /* its book */
+	uint8_t event;        /* WIRE_EV_RESTED or WIRE_EV_DONE */
+};
+
+/* One engine and the request generator that drives it. */
 struct bench {
-	struct prng prng;
-	double zipf_sym[SYMBOLS];
-	double *zipf_user;
-	uint64_t next_seq;
-	uint64_t now;
-	struct live *live;       /* resting orders as seen from RESTED/DONE events */
-	uint32_t live_count;
-	uint32_t live_max;
-	uint32_t *live_pos;      /* seq → index in live[] + 1 (0: not live) */
-	uint64_t seq_cap;
-	uint64_t last_seq[OMS_SHARDS];
-	/* events captured by the sink during a batch */
-	struct { uint64_t user, seq; uint32_t symbol; uint8_t event; } *ev;
-	uint32_t ev_count;
-	uint32_t ev_max;
+	const char *name;            /* for messages */
+	struct me_limits limits;     /* the engine's */
+	size_t footprint;            /* me_footprint(limits) */
+	void *mem;                   /* the engine's memory */
+	struct me *me;               /* the engine */
+	struct svc_sink sink;        /* emit: sink_emit, ctx: this bench */
+	struct prng prng;            /* the mix's draws */
+	uint32_t symbols;            /* symbols configured and traded (1..SYMBOLS) */
+	uint32_t book_target;        /* resting orders the passive share steers to */
+	double zipf_sym[SYMBOLS];    /* Zipf(1.0) CDF over the symbols */
+	uint64_t next_seq;           /* last orderId sequence used */
+	uint64_t now;                /* cluster time */
+	struct live *live;           /* resting orders as seen from RESTED/DONE events */
+	uint32_t live_count;         /* entries in live[] */
+	uint32_t live_max;           /* capacity of live[] */
+	uint32_t *live_pos;          /* seq → index in live[] + 1 (0: not live) */
+	uint64_t seq_cap;            /* entries of live_pos[] */
+	uint64_t last_seq[OMS_SHARDS]; /* last event seq per stream, acked after each batch */
+	struct ev *ev;               /* events captured during a batch */
+	uint32_t ev_count;           /* entries in ev[] */
+	uint32_t ev_max;             /* capacity of ev[] */
 	union {
 		struct wire_submit submit;
 		struct wire_modify modify;
-	} *batch;
-	struct me *me;
+	} *batch;                    /* the requests of one batch */
+	uint64_t ops_done;           /* requests applied after the warm-up */
+	uint64_t wall_ns;            /* wall time of the throughput batches */
+	uint64_t cpu_ns;             /* thread CPU time of the throughput batches */
+	uint32_t resting_warm;       /* resting orders after the warm-up */
+	uint32_t resting_min;        /* fewest resting orders after a batch */
+	uint32_t resting_max;        /* most resting orders after a batch */
+	struct hist lat;             /* per-request latency (phase 2) */
 };
 
-static struct bench B;
+/* Zipf(1.0) CDF over the users, shared by every bench (read-only after main's start). */
+static double zipf_user[USERS];
 
 static void
 sink_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 {
-	(void)ctx;
+	struct bench *b = ctx;
 	(void)dest;
 	if (msg->type != WIRE_ME_EVENT)
 		return;
 	const struct wire_me_event *e = (const struct wire_me_event *)msg;
-	B.last_seq[e->hdr.shard] = e->seq;
+	b->last_seq[e->hdr.shard] = e->seq;
 	if (e->event != WIRE_EV_RESTED && e->event != WIRE_EV_DONE)
 		return;
-	if (B.ev_count < B.ev_max) {
-		B.ev[B.ev_count].user = e->oid.user;
-		B.ev[B.ev_count].seq = wire_oid_seq(e->oid);
-		B.ev[B.ev_count].symbol = e->symbol;
-		B.ev[B.ev_count].event = e->event;
-		B.ev_count++;
+	if (b->ev_count < b->ev_max) {
+		b->ev[b->ev_count].user = e->oid.user;
+		b->ev[b->ev_count].seq = wire_oid_seq(e->oid);
+		b->ev[b->ev_count].symbol = e->symbol;
+		b->ev[b->ev_count].event = e->event;
+		b->ev_count++;
 	}
 }
-
-static struct svc_sink sink = {.ctx = NULL, .emit = sink_emit};
 
 static void
 zipf_init(double *cdf, uint32_t n, double s)
@@ -109,9 +193,9 @@ zipf_init(double *cdf, uint32_t n, double s)
 }
 
 static uint32_t
-zipf_draw(const double *cdf, uint32_t n)
+zipf_draw(struct prng *prng, const double *cdf, uint32_t n)
 {
-	double u = (double)(prng_next(&B.prng) >> 11) * 0x1.0p-53;
+	double u = (double)(prng_next(prng) >> 11) * 0x1.0p-53;
 	uint32_t lo = 0, hi = n - 1;
 	while (lo < hi) {
 		uint32_t mid = (lo + hi) / 2;
@@ -124,61 +208,62 @@ zipf_draw(const double *cdf, uint32_t n)
 }
 
 static void
-live_add(uint64_t user, uint64_t seq, uint32_t symbol)
+live_add(struct bench *b, uint64_t user, uint64_t seq, uint32_t symbol)
 {
-	if (seq >= B.seq_cap || B.live_pos[seq] != 0 || B.live_count >= B.live_max)
+	if (seq >= b->seq_cap || b->live_pos[seq] != 0 || b->live_count >= b->live_max)
 		return;
-	B.live[B.live_count] = (struct live){.user = user, .seq = seq, .symbol = symbol};
-	B.live_pos[seq] = ++B.live_count;
+	b->live[b->live_count] = (struct live){.user = user, .seq = seq, .symbol = symbol};
+	b->live_pos[seq] = ++b->live_count;
 }
 
 static void
-live_del(uint64_t seq)
+live_del(struct bench *b, uint64_t seq)
 {
-	if (seq >= B.seq_cap || B.live_pos[seq] == 0)
+	if (seq >= b->seq_cap || b->live_pos[seq] == 0)
 		return;
-	uint32_t i = B.live_pos[seq] - 1;
-	B.live_pos[seq] = 0;
-	B.live_count--;
-	if (i != B.live_count) {
-		B.live[i] = B.live[B.live_count];
-		B.live_pos[B.live[i].seq] = i + 1;
+	uint32_t i = b->live_pos[seq] - 1;
+	b->live_pos[seq] = 0;
+	b->live_count--;
+	if (i != b->live_count) {
+		b->live[i] = b->live[b->live_count];
+		b->live_pos[b->live[i].seq] = i + 1;
 	}
 }
 
 static void
-absorb_events(void)
+absorb_events(struct bench *b)
 {
-	for (uint32_t i = 0; i < B.ev_count; i++) {
-		if (B.ev[i].event == WIRE_EV_RESTED)
-			live_add(B.ev[i].user, B.ev[i].seq, B.ev[i].symbol);
+	for (uint32_t i = 0; i < b->ev_count; i++) {
+		if (b->ev[i].event == WIRE_EV_RESTED)
+			live_add(b, b->ev[i].user, b->ev[i].seq, b->ev[i].symbol);
 		else
-			live_del(B.ev[i].seq);
+			live_del(b, b->ev[i].seq);
 	}
-	B.ev_count = 0;
+	b->ev_count = 0;
 }
 
 static void
-ack_all(void)
+ack_all(struct bench *b)
 {
 	for (uint16_t sh = 0; sh < OMS_SHARDS; sh++) {
 		struct wire_stream_ack a;
 		memset(&a, 0, sizeof(a));
 		wire_hdr_init(&a.hdr, WIRE_STREAM_ACK, 0);
 		a.stream = sh;
-		a.seq = B.last_seq[sh];
-		me_apply(B.me, B.now, &a.hdr, &sink);
+		a.seq = b->last_seq[sh];
+		me_apply(b->me, b->now, &a.hdr, &b->sink);
 	}
 }
 
 static struct wire_submit *
-new_submit(uint32_t sym, uint8_t side, uint8_t type, uint8_t tif, int64_t px, int64_t qty)
+new_submit(struct bench *b, uint32_t sym, uint8_t side, uint8_t type, uint8_t tif, int64_t px,
+	   int64_t qty)
 {
 	static struct wire_submit s;
-	uint64_t user = 1 + zipf_draw(B.zipf_user, USERS);
+	uint64_t user = 1 + zipf_draw(&b->prng, zipf_user, USERS);
 	memset(&s, 0, sizeof(s));
 	wire_hdr_init(&s.hdr, WIRE_SUBMIT, 0);
-	s.oid = wire_oid_make((uint16_t)(user % OMS_SHARDS), user, ++B.next_seq);
+	s.oid = wire_oid_make((uint16_t)(user % OMS_SHARDS), user, ++b->next_seq);
 	s.symbol = sym;
 	s.side = side;
 	s.ord_type = type;
@@ -190,55 +275,56 @@ new_submit(uint32_t sym, uint8_t side, uint8_t type, uint8_t tif, int64_t px, in
 
 /* Distance behind the touch: 0..63 ticks, skewed to 0. */
 static int64_t
-behind(void)
+behind(struct bench *b)
 {
-	uint64_t r = prng_next(&B.prng);
+	uint64_t r = prng_next(&b->prng);
 	return (int64_t)(__builtin_ctzll(r | (UINT64_C(1) << 5)) * 8 + (int64_t)((r >> 58) & 7));
 }
 
-/* Build one request of the mix into slot i. Returns false if it had nothing to cancel. */
+/* Build one request of the mix into slot i: passive limits only while warming. */
 static void
-gen(uint32_t i, bool warm_only, uint32_t warm_target)
+gen(struct bench *b, uint32_t i, bool warm_only)
 {
-	uint32_t sym = 1 + zipf_draw(B.zipf_sym, SYMBOLS);
-	uint64_t r = prng_below(&B.prng, 100);
-	uint32_t passive = B.live_count < warm_target ? 50 : 40;
-	uint8_t side = prng_chance(&B.prng, 1, 2) ? WIRE_SIDE_BUY : WIRE_SIDE_SELL;
-	int64_t qty = prng_range(&B.prng, 1, 10);
+	uint32_t sym = 1 + zipf_draw(&b->prng, b->zipf_sym, b->symbols);
+	uint64_t r = prng_below(&b->prng, 100);
+	uint32_t passive = b->live_count < b->book_target ? 50 : 40;
+	uint8_t side = prng_chance(&b->prng, 1, 2) ? WIRE_SIDE_BUY : WIRE_SIDE_SELL;
+	int64_t qty = prng_range(&b->prng, 1, 10);
 	int64_t sign = side == WIRE_SIDE_BUY ? 1 : -1;
 	struct wire_submit *s;
 	if (warm_only || r < passive) {
-		int64_t px = MID - sign * (1 + behind());
-		bool gtd = prng_chance(&B.prng, 1, 10);
-		s = new_submit(sym, side, WIRE_ORD_LIMIT, gtd ? WIRE_TIF_GTD : WIRE_TIF_GTC, px, qty);
+		int64_t px = MID - sign * (1 + behind(b));
+		bool gtd = prng_chance(&b->prng, 1, 10);
+		s = new_submit(b, sym, side, WIRE_ORD_LIMIT, gtd ? WIRE_TIF_GTD : WIRE_TIF_GTC, px,
+			       qty);
 		if (gtd)
-			s->expire_ns = B.now + 1000000 + prng_below(&B.prng, 100000000);
-	} else if (r < 85 && B.live_count > 0) {
-		const struct live *l = &B.live[prng_below(&B.prng, B.live_count)];
-		struct wire_modify *m = &B.batch[i].modify;
+			s->expire_ns = b->now + 1000000 + prng_below(&b->prng, 100000000);
+	} else if (r < 85 && b->live_count > 0) {
+		const struct live *l = &b->live[prng_below(&b->prng, b->live_count)];
+		struct wire_modify *m = &b->batch[i].modify;
 		memset(m, 0, sizeof(*m));
 		wire_hdr_init(&m->hdr, WIRE_CANCEL_TO_ME, 0);
 		uint16_t sh = (uint16_t)(l->user % OMS_SHARDS);
-		m->req = wire_oid_make(sh, l->user, ++B.next_seq);
+		m->req = wire_oid_make(sh, l->user, ++b->next_seq);
 		m->target = wire_oid_make(sh, l->user, l->seq);
 		m->symbol = l->symbol;
 		return;
 	} else if (r < 92) {
-		s = new_submit(sym, side, WIRE_ORD_LIMIT, WIRE_TIF_GTC,
-			       MID + sign * (1 + prng_range(&B.prng, 0, 3)), qty);
+		s = new_submit(b, sym, side, WIRE_ORD_LIMIT, WIRE_TIF_GTC,
+			       MID + sign * (1 + prng_range(&b->prng, 0, 3)), qty);
 	} else if (r < 95) {
 		if (side == WIRE_SIDE_SELL) {
-			s = new_submit(sym, side, WIRE_ORD_MARKET, WIRE_TIF_IOC, 0, qty);
+			s = new_submit(b, sym, side, WIRE_ORD_MARKET, WIRE_TIF_IOC, 0, qty);
 		} else {
-			s = new_submit(sym, side, WIRE_ORD_MARKET, WIRE_TIF_IOC, 0, 0);
+			s = new_submit(b, sym, side, WIRE_ORD_MARKET, WIRE_TIF_IOC, 0, 0);
 			s->quote_qty = MID * qty;
 		}
 	} else {
-		s = new_submit(sym, side, WIRE_ORD_LIMIT,
-			       prng_chance(&B.prng, 1, 2) ? WIRE_TIF_IOC : WIRE_TIF_FOK,
-			       MID + sign * prng_range(&B.prng, 1, 2), qty);
+		s = new_submit(b, sym, side, WIRE_ORD_LIMIT,
+			       prng_chance(&b->prng, 1, 2) ? WIRE_TIF_IOC : WIRE_TIF_FOK,
+			       MID + sign * prng_range(&b->prng, 1, 2), qty);
 	}
-	B.batch[i].submit = *s;
+	b->batch[i].submit = *s;
 }
 
 static uint64_t
@@ -255,65 +341,41 @@ now_ns(void)
 	return clock_ns(CLOCK_MONOTONIC);
 }
 
-static void
-usage(void)
+/* An engine with `limits` and `symbols` symbols configured, its generator seeded, room for
+ * a book of book_target and 2 × ops requests after the warm-up. Returns 0 or -ENOMEM/-EINVAL. */
+static int
+bench_open(struct bench *b, const char *name, const struct me_limits *limits, uint32_t symbols,
+	   uint32_t book_target, uint64_t ops, uint64_t seed)
 {
-	fprintf(stderr, "usage: me_bench [--ops N] [--warm N] [--seed N] [--no-timing]\n");
-	exit(2);
-}
-
-int
-main(int argc, char **argv)
-{
-	uint64_t ops = 2000000;
-	uint32_t warm = 100000;
-	uint64_t seed = 1;
-	bool timing = true;
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--ops") == 0 && i + 1 < argc)
-			ops = strtoull(argv[++i], NULL, 10);
-		else if (strcmp(argv[i], "--warm") == 0 && i + 1 < argc)
-			warm = (uint32_t)strtoul(argv[++i], NULL, 10);
-		else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
-			seed = strtoull(argv[++i], NULL, 10);
-		else if (strcmp(argv[i], "--no-timing") == 0)
-			timing = false;
-		else
-			usage();
-	}
-
-	struct me_limits limits = {
-		.shard = 0,
-		.streams_max = OMS_SHARDS,
-		.symbols_max = SYMBOLS,
-		.orders_max = 262144,
-		.users_max = 65536,
-		.levels_max = 32768,
-		.levels_side_max = 1024,
-		.gtd_max = 16384,
-		.events_max = 2048,    /* acks come every 1024 requests: ~330 events/stream */
-		.events_reserve = 512,
-	};
-	size_t fp = me_footprint(&limits);
-	void *mem = aligned_alloc(64, (fp + 63) & ~(size_t)63);
-	if (mem == NULL || me_init(&B.me, mem, &limits) != 0) {
-		fprintf(stderr, "me_bench: init failed\n");
-		return 1;
-	}
-	memset(mem, 0, 0); /* pages are touched by me_init */
-	prng_seed(&B.prng, seed);
-	zipf_init(B.zipf_sym, SYMBOLS, 1.0);
-	B.zipf_user = malloc(USERS * sizeof(double));
-	zipf_init(B.zipf_user, USERS, 1.0);
-	B.live_max = limits.orders_max;
-	B.live = calloc(B.live_max, sizeof(*B.live));
-	B.seq_cap = (uint64_t)warm * 4 + ops * 4 + 1024;
-	B.live_pos = calloc(B.seq_cap, sizeof(*B.live_pos));
-	B.ev_max = BATCH * 64;
-	B.ev = calloc(B.ev_max, sizeof(*B.ev));
-	B.batch = calloc(BATCH, sizeof(*B.batch));
-	B.now = 1000000000;
-	for (uint32_t s = 1; s <= SYMBOLS; s++) {
+	memset(b, 0, sizeof(*b));
+	b->name = name;
+	b->limits = *limits;
+	b->footprint = me_footprint(limits);
+	if (b->footprint == 0 || symbols == 0 || symbols > limits->symbols_max || symbols > SYMBOLS)
+		return -EINVAL;
+	b->mem = aligned_alloc(64, (b->footprint + 63) & ~(size_t)63);
+	if (b->mem == NULL)
+		return -ENOMEM;
+	if (me_init(&b->me, b->mem, limits) != 0) /* touches every page */
+		return -EINVAL;
+	b->sink = (struct svc_sink){.ctx = b, .emit = sink_emit};
+	prng_seed(&b->prng, seed);
+	b->symbols = symbols;
+	b->book_target = book_target;
+	zipf_init(b->zipf_sym, symbols, 1.0);
+	b->live_max = limits->orders_max;
+	b->live = calloc(b->live_max, sizeof(*b->live));
+	b->seq_cap = (uint64_t)book_target * 4 + ops * 4 + 1024;
+	b->live_pos = calloc(b->seq_cap, sizeof(*b->live_pos));
+	b->ev_max = BATCH * 64;
+	b->ev = calloc(b->ev_max, sizeof(*b->ev));
+	b->batch = calloc(BATCH, sizeof(*b->batch));
+	if (b->live == NULL || b->live_pos == NULL || b->ev == NULL || b->batch == NULL)
+		return -ENOMEM;
+	b->now = 1000000000;
+	b->resting_min = UINT32_MAX;
+	hist_init(&b->lat);
+	for (uint32_t s = 1; s <= symbols; s++) {
 		struct wire_symbol_config c;
 		memset(&c, 0, sizeof(c));
 		wire_hdr_init(&c.hdr, WIRE_SYMBOL_CONFIG, 0);
@@ -327,108 +389,354 @@ main(int argc, char **argv)
 		c.base_unit = 1;
 		c.ref_px = MID;
 		c.band_bps = 1000;
-		me_apply(B.me, B.now, &c.hdr, &sink);
+		me_apply(b->me, b->now, &c.hdr, &b->sink);
 	}
+	return 0;
+}
 
-	/* Warm-up: passive limits until the book holds `warm` resting orders. */
-	while (me_orders_resting(B.me) < warm) {
+static void
+bench_close(struct bench *b)
+{
+	free(b->batch);
+	free(b->ev);
+	free(b->live_pos);
+	free(b->live);
+	free(b->mem);
+	memset(b, 0, sizeof(*b));
+}
+
+/* Warm-up: passive limits until the book holds book_target resting orders. */
+static void
+bench_warm(struct bench *b)
+{
+	while (me_orders_resting(b->me) < b->book_target) {
 		for (uint32_t i = 0; i < BATCH; i++)
-			gen(i, true, warm);
+			gen(b, i, true);
 		for (uint32_t i = 0; i < BATCH; i++)
-			me_apply(B.me, B.now, &B.batch[i].submit.hdr, &sink);
-		B.now += 1000000;
-		ack_all();
-		absorb_events();
-		if (B.next_seq > B.seq_cap / 2)
+			me_apply(b->me, b->now, &b->batch[i].submit.hdr, &b->sink);
+		b->now += 1000000;
+		ack_all(b);
+		absorb_events(b);
+		if (b->next_seq > b->seq_cap / 2)
 			break;
 	}
-	uint32_t resting_warm = me_orders_resting(B.me);
+	b->resting_warm = me_orders_resting(b->me);
+}
 
-	/* Phase 1: throughput over whole batches. */
-	uint64_t done = 0, t_total = 0, cpu_total = 0;
-	while (done < ops) {
-		uint32_t n = ops - done < BATCH ? (uint32_t)(ops - done) : BATCH;
-		for (uint32_t i = 0; i < n; i++)
-			gen(i, false, warm);
-		uint64_t t0 = timing ? now_ns() : 0;
-		uint64_t c0 = timing ? clock_ns(CLOCK_THREAD_CPUTIME_ID) : 0;
-		for (uint32_t i = 0; i < n; i++) {
-			B.now += 100;
-			me_apply(B.me, B.now, &B.batch[i].submit.hdr, &sink);
-		}
-		ack_all();
-		if (timing) {
-			cpu_total += clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
-			t_total += now_ns() - t0;
-		}
-		absorb_events();
-		done += n;
-	}
+enum batch_timing {
+	TIME_NONE,     /* no clock reads (callgrind) */
+	TIME_BATCH,    /* wall and CPU time of the whole batch: throughput */
+	TIME_REQUEST,  /* each request into the latency histogram */
+};
 
-	/* Phase 2: per-request latency. */
-	static struct hist h;
-	hist_init(&h);
-	if (timing) {
-		done = 0;
-		while (done < ops) {
-			uint32_t n = ops - done < BATCH ? (uint32_t)(ops - done) : BATCH;
-			for (uint32_t i = 0; i < n; i++)
-				gen(i, false, warm);
-			for (uint32_t i = 0; i < n; i++) {
-				B.now += 100;
-				uint64_t t0 = now_ns();
-				me_apply(B.me, B.now, &B.batch[i].submit.hdr, &sink);
-				hist_record(&h, now_ns() - t0);
-			}
-			ack_all();
-			absorb_events();
-			done += n;
+/* Generate and apply one batch of n requests of the mix, then ack every stream. */
+static void
+bench_batch(struct bench *b, uint32_t n, enum batch_timing timing)
+{
+	for (uint32_t i = 0; i < n; i++)
+		gen(b, i, false);
+	uint64_t t0 = timing == TIME_BATCH ? now_ns() : 0;
+	uint64_t c0 = timing == TIME_BATCH ? clock_ns(CLOCK_THREAD_CPUTIME_ID) : 0;
+	for (uint32_t i = 0; i < n; i++) {
+		b->now += 100;
+		if (timing == TIME_REQUEST) {
+			uint64_t r0 = now_ns();
+			me_apply(b->me, b->now, &b->batch[i].submit.hdr, &b->sink);
+			hist_record(&b->lat, now_ns() - r0);
+		} else {
+			me_apply(b->me, b->now, &b->batch[i].submit.hdr, &b->sink);
 		}
 	}
+	ack_all(b);
+	if (timing == TIME_BATCH) {
+		b->cpu_ns += clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+		b->wall_ns += now_ns() - t0;
+	}
+	absorb_events(b);
+	b->ops_done += n;
+	uint32_t resting = me_orders_resting(b->me);
+	if (resting < b->resting_min)
+		b->resting_min = resting;
+	if (resting > b->resting_max)
+		b->resting_max = resting;
+}
 
-	/* Sanity: the mix must be served, not refused. Streams are acknowledged every batch, so
-	 * no retention bound is ever reached; every message is one the engine handles. */
+/* The requests of the next batch of a run of `ops` requests that has done `done`. */
+static uint32_t
+batch_size(uint64_t ops, uint64_t done)
+{
+	return ops - done < BATCH ? (uint32_t)(ops - done) : BATCH;
+}
+
+/* Sanity: the mix must be served, not refused. Streams are acknowledged every batch, so
+ * no retention bound is ever reached; every message is one the engine handles. Returns 0 or 1. */
+static int
+bench_check(const struct bench *b)
+{
 	static const enum me_counter never[] = { ME_C_BACKPRESSURE, ME_C_RETENTION_STOP,
 						 ME_C_EVENTS_OVERRUN, ME_C_CONFIG_REJECTED,
 						 ME_C_IGNORED };
 	int bad = 0;
 	for (size_t i = 0; i < sizeof(never) / sizeof(never[0]); i++)
-		if (me_counter(B.me, never[i]) != 0) {
-			fprintf(stderr, "me_bench: %s: %lu, want 0\n", me_counter_label(never[i]),
-				(unsigned long)me_counter(B.me, never[i]));
+		if (me_counter(b->me, never[i]) != 0) {
+			fprintf(stderr, "me_bench: %s: %s: %lu, want 0\n", b->name,
+				me_counter_label(never[i]), (unsigned long)me_counter(b->me, never[i]));
 			bad = 1;
 		}
-	if (ops >= BATCH && (me_counter(B.me, ME_C_TRADES) == 0 ||
-			     me_counter(B.me, ME_C_MODIFIES) == 0 ||
-			     me_counter(B.me, ME_C_ACCEPTED) < me_counter(B.me, ME_C_SUBMITS) / 2)) {
-		fprintf(stderr, "me_bench: the mix did not trade, cancel and rest as it should\n");
+	if (b->ops_done >= BATCH && (me_counter(b->me, ME_C_TRADES) == 0 ||
+				     me_counter(b->me, ME_C_MODIFIES) == 0 ||
+				     me_counter(b->me, ME_C_ACCEPTED) <
+					     me_counter(b->me, ME_C_SUBMITS) / 2)) {
+		fprintf(stderr, "me_bench: %s: the mix did not trade, cancel and rest as it should\n",
+			b->name);
 		bad = 1;
 	}
-	if (bad)
-		return 1;
+	return bad;
+}
 
-	uint64_t ops_per_s = t_total ? (uint64_t)((double)ops * 1e9 / (double)t_total) : 0;
+/* The small book must stay about its target once warm: within half and twice of it. */
+static int
+bench_check_book(const struct bench *b)
+{
+	if (b->ops_done == 0)
+		return 0;
+	if (b->resting_warm < b->book_target || b->resting_min < b->book_target / 2 ||
+	    b->resting_max > b->book_target * 2) {
+		fprintf(stderr, "me_bench: %s: book of %u resting orders (warm %u, min %u, max %u), "
+			"want about %u\n", b->name, me_orders_resting(b->me), b->resting_warm,
+			b->resting_min, b->resting_max, b->book_target);
+		return 1;
+	}
+	return 0;
+}
+
+/* Same seed and requests: a capacity that never binds changes no outcome. Returns 0 or 1. */
+static int
+bench_check_same(const struct bench *a, const struct bench *b)
+{
+	int bad = 0;
+	for (uint32_t c = 0; c < ME_C_COUNT; c++)
+		if (me_counter(a->me, (enum me_counter)c) != me_counter(b->me, (enum me_counter)c)) {
+			fprintf(stderr, "me_bench: %s %lu, %s %lu: %s\n", a->name,
+				(unsigned long)me_counter(a->me, (enum me_counter)c), b->name,
+				(unsigned long)me_counter(b->me, (enum me_counter)c),
+				me_counter_label((enum me_counter)c));
+			bad = 1;
+		}
+	if (me_orders_resting(a->me) != me_orders_resting(b->me) ||
+	    me_records_used(a->me) != me_records_used(b->me)) {
+		fprintf(stderr, "me_bench: %s and %s hold different books\n", a->name, b->name);
+		bad = 1;
+	}
+	return bad;
+}
+
+static uint64_t
+per_s(uint64_t ops, uint64_t ns)
+{
+	return ns ? (uint64_t)((double)ops * 1e9 / (double)ns) : 0;
+}
+
+/* The small-book phase: the runs of `caps` take turns, TURN_BATCHES batches at a time, first
+ * through the throughput phase and then (timing and latency) the latency phase. Returns 0 or 1. */
+static int
+small_book_phase(unsigned caps, uint32_t book, uint64_t ops, uint64_t seed, bool timing,
+		 bool latency)
+{
+	static struct bench runs[2];
+	struct bench *def = NULL, *sml = NULL;
+	uint32_t n = 0;
+	int bad = 0;
+	if (caps & CAP_DEFAULT) {
+		def = &runs[n++];
+		if (bench_open(def, "small_book default_cap", &limits_default, 1, book, ops, seed)) {
+			fprintf(stderr, "me_bench: small book: default capacity: init failed\n");
+			return 1;
+		}
+	}
+	if (caps & CAP_SMALL) {
+		sml = &runs[n++];
+		if (bench_open(sml, "small_book small_cap", &limits_small, 1, book, ops, seed)) {
+			fprintf(stderr, "me_bench: small book: small capacity: init failed\n");
+			return 1;
+		}
+	}
+	for (uint32_t r = 0; r < n; r++)
+		bench_warm(&runs[r]);
+	for (int phase = 0; phase < (timing && latency ? 2 : 1); phase++) {
+		enum batch_timing t = !timing ? TIME_NONE : phase == 0 ? TIME_BATCH : TIME_REQUEST;
+		uint64_t done = 0;
+		while (done < ops) {
+			uint64_t next = done;
+			for (uint32_t r = 0; r < n; r++) {
+				next = done;
+				for (uint32_t k = 0; k < TURN_BATCHES && next < ops; k++) {
+					uint32_t m = batch_size(ops, next);
+					bench_batch(&runs[r], m, t);
+					next += m;
+				}
+			}
+			done = next;
+		}
+	}
+	for (uint32_t r = 0; r < n; r++) {
+		bad |= bench_check(&runs[r]);
+		bad |= bench_check_book(&runs[r]);
+	}
+	if (def != NULL && sml != NULL)
+		bad |= bench_check_same(def, sml);
+	if (bad == 0) {
+		for (uint32_t r = 0; r < n; r++) {
+			const struct bench *b = &runs[r];
+			printf("me_bench: %s orders_max=%u footprint=%zu warm_resting=%u "
+			       "resting_min=%u resting_max=%u resting=%u ops=%lu wall ops_per_s=%lu "
+			       "cpu ops_per_s=%lu trades=%lu\n",
+			       b->name, b->limits.orders_max, b->footprint, b->resting_warm,
+			       b->resting_min == UINT32_MAX ? 0 : b->resting_min, b->resting_max,
+			       me_orders_resting(b->me), (unsigned long)ops,
+			       (unsigned long)per_s(ops, b->wall_ns), (unsigned long)per_s(ops, b->cpu_ns),
+			       (unsigned long)me_counter(b->me, ME_C_TRADES));
+		}
+		/* Same requests on both: the ratio of their times is the inverse of their rates. */
+		double time_ratio = def && sml && sml->wall_ns ? (double)def->wall_ns / (double)sml->wall_ns
+							       : 0;
+		double cpu_ratio = def && sml && sml->cpu_ns ? (double)def->cpu_ns / (double)sml->cpu_ns
+							     : 0;
+		printf("bench: me_small book=%u ops_per_s_default_cap=%lu ops_per_s_small_cap=%lu "
+		       "time_ratio=%.2f cpu_time_ratio=%.2f p50_ns=%lu p99_ns=%lu "
+		       "small_cap_p50_ns=%lu small_cap_p99_ns=%lu orders_max_default=%u "
+		       "orders_max_small=%u\n",
+		       book, (unsigned long)(def ? per_s(ops, def->wall_ns) : 0),
+		       (unsigned long)(sml ? per_s(ops, sml->wall_ns) : 0), time_ratio, cpu_ratio,
+		       (unsigned long)(def ? hist_percentile(&def->lat, 50.0) : 0),
+		       (unsigned long)(def ? hist_percentile(&def->lat, 99.0) : 0),
+		       (unsigned long)(sml ? hist_percentile(&sml->lat, 50.0) : 0),
+		       (unsigned long)(sml ? hist_percentile(&sml->lat, 99.0) : 0),
+		       limits_default.orders_max, limits_small.orders_max);
+	}
+	for (uint32_t r = 0; r < n; r++)
+		bench_close(&runs[r]);
+	return bad;
+}
+
+/* The standard run: 16 symbols, the book warmed to `warm`, ops requests per phase. */
+static int
+standard_run(uint32_t warm, uint64_t ops, uint64_t seed, bool timing, bool latency)
+{
+	static struct bench std;
+	struct bench *b = &std;
+	if (bench_open(b, "standard", &limits_default, SYMBOLS, warm, ops, seed) != 0) {
+		fprintf(stderr, "me_bench: init failed\n");
+		return 1;
+	}
+	bench_warm(b);
+
+	/* Phase 1: throughput over whole batches. */
+	for (uint64_t done = 0; done < ops;) {
+		uint32_t n = batch_size(ops, done);
+		bench_batch(b, n, timing ? TIME_BATCH : TIME_NONE);
+		done += n;
+	}
+	/* Phase 2: per-request latency. */
+	if (timing && latency)
+		for (uint64_t done = 0; done < ops;) {
+			uint32_t n = batch_size(ops, done);
+			bench_batch(b, n, TIME_REQUEST);
+			done += n;
+		}
+	if (bench_check(b)) {
+		bench_close(b);
+		return 1;
+	}
+
+	uint64_t ops_per_s = per_s(ops, b->wall_ns);
 	printf("me_bench: seed=%lu warm_resting=%u resting=%u records=%u ops=%lu\n",
-	       (unsigned long)seed, resting_warm, me_orders_resting(B.me), me_records_used(B.me),
-	       (unsigned long)ops);
+	       (unsigned long)seed, b->resting_warm, me_orders_resting(b->me),
+	       me_records_used(b->me), (unsigned long)ops);
 	for (uint32_t c = 0; c < ME_C_COUNT; c++)
 		printf("me_bench: counter %-60s %lu\n", me_counter_label((enum me_counter)c),
-		       (unsigned long)me_counter(B.me, (enum me_counter)c));
+		       (unsigned long)me_counter(b->me, (enum me_counter)c));
 	printf("me_bench: footprint=%zu bytes (streams %u x %u events retained) snapshot=%zu bytes\n",
-	       fp, limits.streams_max, limits.events_max, me_snapshot_size(B.me));
+	       b->footprint, b->limits.streams_max, b->limits.events_max,
+	       me_snapshot_size(b->me));
 	/* Wall-clock throughput is the headline; CPU-time throughput says what one core does
 	 * when the host is shared (it excludes time the thread was not scheduled). */
 	printf("me_bench: wall ops_per_s=%lu cpu ops_per_s=%lu\n", (unsigned long)ops_per_s,
-	       (unsigned long)(cpu_total ? (uint64_t)((double)ops * 1e9 / (double)cpu_total) : 0));
+	       (unsigned long)per_s(ops, b->cpu_ns));
 	printf("bench: me ops_per_s=%lu p50_ns=%lu p99_ns=%lu p999_ns=%lu bytes_per_order=%zu\n",
-	       (unsigned long)ops_per_s, (unsigned long)hist_percentile(&h, 50.0),
-	       (unsigned long)hist_percentile(&h, 99.0), (unsigned long)hist_percentile(&h, 99.9),
-	       me_bytes_per_order(&limits));
-	free(B.batch);
-	free(B.ev);
-	free(B.live_pos);
-	free(B.live);
-	free(B.zipf_user);
-	free(mem);
+	       (unsigned long)ops_per_s, (unsigned long)hist_percentile(&b->lat, 50.0),
+	       (unsigned long)hist_percentile(&b->lat, 99.0),
+	       (unsigned long)hist_percentile(&b->lat, 99.9), me_bytes_per_order(&b->limits));
+	bench_close(b);
+	return 0;
+}
+
+static void
+usage(void)
+{
+	fprintf(stderr, "usage: me_bench [--ops N] [--warm N] [--book N] [--seed N] [--no-timing]\n"
+			"                [--no-latency]\n"
+			"                [--small-book | --no-small-book | --small-book-only]\n"
+			"                [--caps default|small|both]\n");
+	exit(2);
+}
+
+int
+main(int argc, char **argv)
+{
+	uint64_t ops = 2000000;
+	uint32_t warm = 100000;
+	uint32_t book = 1000;
+	uint64_t seed = 1;
+	bool timing = true;
+	bool latency = true;
+	int small = -1; /* -1: with timing only; 0: no; 1: yes */
+	bool standard = DEFAULT_STANDARD;
+	unsigned caps = DEFAULT_CAPS;
+#ifdef ME_BENCH_SMALL_BOOK_ONLY
+	small = 1;
+#endif
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--ops") == 0 && i + 1 < argc)
+			ops = strtoull(argv[++i], NULL, 10);
+		else if (strcmp(argv[i], "--warm") == 0 && i + 1 < argc)
+			warm = (uint32_t)strtoul(argv[++i], NULL, 10);
+		else if (strcmp(argv[i], "--book") == 0 && i + 1 < argc)
+			book = (uint32_t)strtoul(argv[++i], NULL, 10);
+		else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
+			seed = strtoull(argv[++i], NULL, 10);
+		else if (strcmp(argv[i], "--no-timing") == 0)
+			timing = false;
+		else if (strcmp(argv[i], "--no-latency") == 0)
+			latency = false;
+		else if (strcmp(argv[i], "--small-book") == 0)
+			small = 1;
+		else if (strcmp(argv[i], "--no-small-book") == 0)
+			small = 0;
+		else if (strcmp(argv[i], "--small-book-only") == 0) {
+			small = 1;
+			standard = false;
+		} else if (strcmp(argv[i], "--caps") == 0 && i + 1 < argc) {
+			const char *c = argv[++i];
+			caps = strcmp(c, "default") == 0 ? CAP_DEFAULT
+			       : strcmp(c, "small") == 0 ? CAP_SMALL
+			       : strcmp(c, "both") == 0	 ? CAP_DEFAULT | CAP_SMALL
+							 : 0;
+			if (caps == 0)
+				usage();
+		} else
+			usage();
+	}
+	/* The small book must fit the small capacity with room for the unacked records. */
+	if (book == 0 || book > limits_small.orders_max / 4) {
+		fprintf(stderr, "me_bench: --book must be 1..%u\n", limits_small.orders_max / 4);
+		return 2;
+	}
+	zipf_init(zipf_user, USERS, 1.0);
+	if (small == 1 || (small == -1 && timing))
+		if (small_book_phase(caps, book, ops, seed, timing, latency) != 0)
+			return 1;
+	if (standard && standard_run(warm, ops, seed, timing, latency) != 0)
+		return 1;
 	return 0;
 }
