@@ -785,28 +785,10 @@ users_build(struct users_driver *d)
 	oms_bench_msgs_init(&d->m, OMS_SYMBOL);
 
 	struct wire_symbol_config sc;
-	memset(&sc, 0, sizeof(sc));
-	sc.hdr.type = WIRE_SYMBOL_CONFIG;
-	sc.hdr.length = sizeof(sc);
-	sc.symbol = OMS_SYMBOL;
-	sc.base_asset = OMS_BASE;
-	sc.quote_asset = OMS_QUOTE;
-	sc.status = WIRE_SYM_TRADING;
-	sc.tick = 1;
-	sc.lot = 1;
-	sc.base_unit = 1;
-	sc.maker_fee_bps = 2;
-	sc.taker_fee_bps = 5;
+	oms_bench_symbol_init(&sc, OMS_SYMBOL, OMS_BASE, OMS_QUOTE);
 	oms_apply(d->oms, d->now_ns, &sc.hdr, &d->sink);
 	struct wire_hydrate_user hu;
-	memset(&hu, 0, sizeof(hu));
-	hu.hdr.type = WIRE_HYDRATE_USER;
-	hu.hdr.length = sizeof(hu);
-	hu.status = WIRE_HYD_OK;
-	hu.state.version = 1;
-	hu.state.balance_count = 2;
-	hu.state.balances[0] = (struct wire_balance){ OMS_BASE, 0, INT64_C(1) << 50 };
-	hu.state.balances[1] = (struct wire_balance){ OMS_QUOTE, 0, INT64_C(1) << 50 };
+	oms_bench_hydrate_init(&hu, OMS_BASE, OMS_QUOTE);
 	/* Each is a hydrate-ahead, whose claim epoch must be fresh (docs/fencing.md). */
 	for (uint64_t u = 1; u <= O.residents; u++) {
 		hu.state.user = u;

@@ -68,28 +68,10 @@ static void
 setup(struct bench *b, struct svc_sink *sink)
 {
 	struct wire_symbol_config sc;
-	memset(&sc, 0, sizeof(sc));
-	sc.hdr.type = WIRE_SYMBOL_CONFIG;
-	sc.hdr.length = sizeof(sc);
-	sc.symbol = SYMBOL;
-	sc.base_asset = A_BASE;
-	sc.quote_asset = A_QUOTE;
-	sc.status = WIRE_SYM_TRADING;
-	sc.tick = 1;
-	sc.lot = 1;
-	sc.base_unit = 1;
-	sc.maker_fee_bps = 2;
-	sc.taker_fee_bps = 5;
+	oms_bench_symbol_init(&sc, SYMBOL, A_BASE, A_QUOTE);
 	oms_apply(b->oms, b->now, &sc.hdr, sink);
 	struct wire_hydrate_user hu;
-	memset(&hu, 0, sizeof(hu));
-	hu.hdr.type = WIRE_HYDRATE_USER;
-	hu.hdr.length = sizeof(hu);
-	hu.status = WIRE_HYD_OK;
-	hu.state.version = 1;
-	hu.state.balance_count = 2;
-	hu.state.balances[0] = (struct wire_balance){ A_BASE, 0, INT64_C(1) << 50 };
-	hu.state.balances[1] = (struct wire_balance){ A_QUOTE, 0, INT64_C(1) << 50 };
+	oms_bench_hydrate_init(&hu, A_BASE, A_QUOTE);
 	/* Each is a hydrate-ahead, whose claim epoch must be fresh: an epoch at or below one the
 	 * shard has seen is a late answer to a hydration it gave up, released, not installed
 	 * (docs/fencing.md). */

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * One order's life as the OMS benches drive it (oms_bench, app/snapshot_stall): the
- * client's NEW_ORDER (a GTC limit of 10 at 1000) and the ME's ACCEPTED, FILL (all of it,
- * maker side) and DONE. The caller sets user, clientOrderId and orderId per order.
+ * The messages the OMS benches drive (oms_bench, app/snapshot_stall): the symbol they
+ * trade (base, quote, fees 2 and 5 bps), a user's hydration with both assets funded, and
+ * one order's life: the client's NEW_ORDER (a GTC limit of 10 at 1000) and the ME's
+ * ACCEPTED, FILL (all of it, maker side) and DONE. The caller sets the user (and for a
+ * hydrate-ahead a fresh claim epoch: docs/fencing.md), clientOrderId and orderId.
  */
 #ifndef OMSD_BENCH_OMS_MSGS_H
 #define OMSD_BENCH_OMS_MSGS_H
@@ -42,6 +44,37 @@ oms_bench_msgs_init(struct oms_bench_msgs *m, uint32_t symbol)
 	m->fill.qty = 10;
 	m->fill.notional = 10000;
 	m->fill.liquidity = 2;
+}
+
+static inline void
+oms_bench_symbol_init(struct wire_symbol_config *sc, uint32_t symbol, uint32_t base,
+		      uint32_t quote)
+{
+	memset(sc, 0, sizeof(*sc));
+	sc->hdr.type = WIRE_SYMBOL_CONFIG;
+	sc->hdr.length = sizeof(*sc);
+	sc->symbol = symbol;
+	sc->base_asset = base;
+	sc->quote_asset = quote;
+	sc->status = WIRE_SYM_TRADING;
+	sc->tick = 1;
+	sc->lot = 1;
+	sc->base_unit = 1;
+	sc->maker_fee_bps = 2;
+	sc->taker_fee_bps = 5;
+}
+
+static inline void
+oms_bench_hydrate_init(struct wire_hydrate_user *hu, uint32_t base, uint32_t quote)
+{
+	memset(hu, 0, sizeof(*hu));
+	hu->hdr.type = WIRE_HYDRATE_USER;
+	hu->hdr.length = sizeof(*hu);
+	hu->status = WIRE_HYD_OK;
+	hu->state.version = 1;
+	hu->state.balance_count = 2;
+	hu->state.balances[0] = (struct wire_balance){ base, 0, INT64_C(1) << 50 };
+	hu->state.balances[1] = (struct wire_balance){ quote, 0, INT64_C(1) << 50 };
 }
 
 #endif /* OMSD_BENCH_OMS_MSGS_H */
