@@ -30,6 +30,7 @@
 #include "app/app_logw.h"
 #include "common/wire.h"
 #include "persist/persist.h"
+#include "tests/unit/persist/helpers.h"
 
 #define DATA_MAX 8192u       /* the largest entry the tests push */
 #define MODEL_MAX 100000u    /* the highest index a test pushes */
@@ -64,14 +65,6 @@ __wrap_fdatasync(int fd)
 	return __real_fdatasync(fd);
 }
 
-static uint64_t
-now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void
 say_rec(void *ctx, bool crit, const char *text)
 {
@@ -79,13 +72,6 @@ say_rec(void *ctx, bool crit, const char *text)
 	says++;
 	say_crit = crit;
 	snprintf(say_text, sizeof(say_text), "%s", text);
-}
-
-static int
-rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st, (void)flag, (void)ftw;
-	return remove(path);
 }
 
 static void
@@ -106,7 +92,7 @@ teardown(void)
 {
 	app_logw_destroy(w);
 	pst_log_close(rlog);
-	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	test_rmdir(dir);
 }
 
 TestSuite(logw, .init = setup, .fini = teardown, .timeout = 55);
@@ -165,7 +151,7 @@ publish_drain(void)
 {
 	app_logw_publish(w);
 	for (uint32_t k = 0; k < 10000 && app_logw_queued(w) > 0; k++)
-		app_logw_drain(w, now_ns());
+		app_logw_drain(w, test_now_ns());
 	cr_assert(eq(u64, app_logw_queued(w), 0));
 }
 
@@ -227,16 +213,16 @@ one_batch(uint32_t sync)
 	writer_new(0, 0, false);
 	assert_synced(0, 0);
 	push_range(1, 100, 3);
-	cr_assert(eq(u32, app_logw_drain(w, now_ns()), 0));
+	cr_assert(eq(u32, app_logw_drain(w, test_now_ns()), 0));
 	cr_assert(eq(u64, app_logw_queued(w), 0));
 	app_logw_publish(w);
 	cr_assert(gt(u64, app_logw_queued(w), 0));
-	cr_assert(eq(u32, app_logw_drain(w, now_ns()), 100));
+	cr_assert(eq(u32, app_logw_drain(w, test_now_ns()), 100));
 	cr_assert(eq(u64, counter(APP_LOGW_BATCHES), 1));
 	cr_assert(eq(u64, counter(APP_LOGW_ENTRIES), 100));
 	cr_assert(eq(u64, app_logw_queued(w), 0));
 	assert_synced(100, 3);
-	cr_assert(eq(u32, app_logw_drain(w, now_ns()), 0));
+	cr_assert(eq(u32, app_logw_drain(w, test_now_ns()), 0));
 	check_file(1, 100);
 }
 
@@ -252,11 +238,11 @@ Test(logw, batch_max_splits)
 	for (uint64_t i = 1; i <= n; i++)
 		cr_assert(push(i, 2, 16));
 	app_logw_publish(w);
-	cr_assert(eq(u32, app_logw_drain(w, now_ns()), APP_LOGW_BATCH_MAX));
+	cr_assert(eq(u32, app_logw_drain(w, test_now_ns()), APP_LOGW_BATCH_MAX));
 	assert_synced(APP_LOGW_BATCH_MAX, 2);
 	cr_assert(gt(u64, app_logw_queued(w), 0));
-	cr_assert(eq(u32, app_logw_drain(w, now_ns()), APP_LOGW_BATCH_MAX));
-	cr_assert(eq(u32, app_logw_drain(w, now_ns()), 10));
+	cr_assert(eq(u32, app_logw_drain(w, test_now_ns()), APP_LOGW_BATCH_MAX));
+	cr_assert(eq(u32, app_logw_drain(w, test_now_ns()), 10));
 	cr_assert(eq(u64, app_logw_queued(w), 0));
 	cr_assert(eq(u64, counter(APP_LOGW_BATCHES), 3));
 	cr_assert(eq(u64, counter(APP_LOGW_ENTRIES), n));
@@ -298,7 +284,7 @@ Test(logw, ring_wraps)
 			len = rnd() % 4 == 0 ? 0 : rnd() % (DATA_MAX + 1);
 		}
 		app_logw_publish(w);
-		app_logw_drain(w, now_ns());
+		app_logw_drain(w, test_now_ns());
 	}
 	publish_drain();
 	cr_assert(gt(u64, fulls, 10), "seed %" PRIx64, seed);
@@ -359,7 +345,7 @@ Test(logw, compact_below_last)
 	publish_drain();
 	app_logw_push_compact(w, 50);
 	app_logw_publish(w);
-	cr_assert(eq(u32, app_logw_drain(w, now_ns()), 1));
+	cr_assert(eq(u32, app_logw_drain(w, test_now_ns()), 1));
 	cr_assert(eq(u64, counter(APP_LOGW_COMPACTS), 1));
 	cr_assert(eq(u64, counter(APP_LOGW_RESETS), 0));
 	assert_synced(100, 1);
@@ -381,7 +367,7 @@ Test(logw, compact_at_last_resets)
 	cr_assert(eq(u64, counter(APP_LOGW_RESETS), 1));
 	assert_synced(20, 0);
 	cr_assert(push(21, 2, 7));
-	cr_assert(eq(u32, app_logw_drain(w, now_ns()), 0)); /* not published */
+	cr_assert(eq(u32, app_logw_drain(w, test_now_ns()), 0)); /* not published */
 	assert_synced(20, 0);
 	push_range(22, 25, 2);
 	publish_drain();
@@ -468,8 +454,8 @@ static void *
 conc_writer(void *arg)
 {
 	(void)arg;
-	uint64_t deadline = now_ns() + 45ull * 1000000000ull, now;
-	while (app_logw_counter(w, APP_LOGW_ENTRIES) < CONC_N && (now = now_ns()) < deadline) {
+	uint64_t deadline = test_now_ns() + 45ull * 1000000000ull, now;
+	while (app_logw_counter(w, APP_LOGW_ENTRIES) < CONC_N && (now = test_now_ns()) < deadline) {
 		if (app_logw_drain(w, now) == 0)
 			sched_yield();
 	}
@@ -645,24 +631,6 @@ dir_entries(const char *d)
 	return n;
 }
 
-/* The newest snapshot in snapdir is (meta, data). */
-static void
-snap_loads(const struct pst_snap_meta *meta, const uint8_t *data)
-{
-	struct pst_snap_meta got;
-	void *buf = NULL;
-	uint32_t corrupt = 99;
-	char err[PST_ERR_SIZE];
-	cr_assert(eq(int, pst_snap_load(snapdir, &got, &buf, &corrupt, err, sizeof(err)), 0),
-		  "%s", err);
-	cr_assert(eq(u32, corrupt, 0), "%s", err);
-	cr_assert(eq(u64, got.last_index, meta->last_index));
-	cr_assert(eq(u64, got.last_term, meta->last_term));
-	cr_assert(eq(u64, got.last_time_ns, meta->last_time_ns));
-	cr_assert(eq(u64, got.length, meta->length));
-	cr_assert(meta->length == 0 || memcmp(buf, data, meta->length) == 0, "data differs");
-	free(buf);
-}
 
 /* Drain until the posted job ends (at most `drains` drains); returns its rc. */
 static int
@@ -671,7 +639,7 @@ snap_run(uint64_t index, uint32_t drains)
 	uint64_t i = 0;
 	int rc = 1;
 	for (uint32_t k = 0; k < drains; k++) {
-		app_logw_drain(w, now_ns());
+		app_logw_drain(w, test_now_ns());
 		if (app_logw_snap_poll(w, &i, &rc)) {
 			cr_assert(eq(u64, i, index));
 			cr_assert(not(app_logw_snap_busy(w)));
@@ -708,7 +676,7 @@ Test(logw, snap_job_in_slices_beside_the_log)
 		push_range(next, next + 4, 2);
 		next += 5;
 		app_logw_publish(w);
-		cr_assert(eq(u32, app_logw_drain(w, now_ns()), 5 + 1));
+		cr_assert(eq(u32, app_logw_drain(w, test_now_ns()), 5 + 1));
 		drains++;
 		assert_synced(next - 1, 2);
 		cr_assert(eq(u64, app_logw_queued(w), 0));
@@ -724,11 +692,11 @@ Test(logw, snap_job_in_slices_beside_the_log)
 	cr_assert(eq(int, rc, 0));
 	cr_assert(not(app_logw_snap_busy(w)));
 	cr_assert(not(app_logw_snap_poll(w, &idx, &rc)), "the result was given twice");
-	cr_assert(eq(u32, app_logw_drain(w, now_ns()), 0), "work after the job ended");
+	cr_assert(eq(u32, app_logw_drain(w, test_now_ns()), 0), "work after the job ended");
 	cr_assert(eq(u64, counter(APP_LOGW_SNAP_SLICES), drains));
 	cr_assert(gt(u64, counter(APP_LOGW_SNAP_NS), 0));
 	cr_assert(eq(int, dir_entries(snapdir), 1));
-	snap_loads(&meta, data);
+	test_snap_equals(snapdir, &meta, data);
 	free(data);
 	check_file(1, next - 1);
 }
@@ -752,7 +720,7 @@ Test(logw, snap_cancel_inline)
 	uint8_t *data = snap_data(len, 2);
 	struct pst_snap_meta meta = {.last_index = 20, .last_term = 2, .length = len};
 	app_logw_snap_post(w, snapdir, &meta, data);
-	cr_assert(eq(u32, app_logw_drain(w, now_ns()), 1));
+	cr_assert(eq(u32, app_logw_drain(w, test_now_ns()), 1));
 	cr_assert(eq(u64, counter(APP_LOGW_SNAP_SLICES), 1));
 	uint64_t idx = 0;
 	int rc = 1;
@@ -764,14 +732,14 @@ Test(logw, snap_cancel_inline)
 	cr_assert(eq(int, rc, -ECANCELED));
 	cr_assert(not(app_logw_snap_busy(w)));
 	cr_assert(eq(int, dir_entries(snapdir), 1), "the canceled job left a file");
-	snap_loads(&old, prev);
-	cr_assert(eq(u32, app_logw_drain(w, now_ns()), 0));
+	test_snap_equals(snapdir, &old, prev);
+	cr_assert(eq(u32, app_logw_drain(w, test_now_ns()), 0));
 	cr_assert(eq(u64, counter(APP_LOGW_SNAP_SLICES), 1));
 
 	app_logw_snap_post(w, snapdir, &meta, data);
 	cr_assert(eq(int, snap_run(20, 10), 0));
 	cr_assert(eq(int, dir_entries(snapdir), 1));
-	snap_loads(&meta, data);
+	test_snap_equals(snapdir, &meta, data);
 	free(data);
 }
 
@@ -786,7 +754,7 @@ Test(logw, snap_cancel_after_end_reports_success)
 	uint8_t *data = snap_data(len, 3);
 	struct pst_snap_meta meta = {.last_index = 7, .last_term = 1, .length = len};
 	app_logw_snap_post(w, snapdir, &meta, data);
-	cr_assert(eq(u32, app_logw_drain(w, now_ns()), 1));
+	cr_assert(eq(u32, app_logw_drain(w, test_now_ns()), 1));
 	cr_assert(app_logw_snap_busy(w));
 	app_logw_snap_cancel(w);
 	uint64_t idx = 0;
@@ -794,7 +762,7 @@ Test(logw, snap_cancel_after_end_reports_success)
 	cr_assert(app_logw_snap_poll(w, &idx, &rc));
 	cr_assert(eq(u64, idx, 7));
 	cr_assert(eq(int, rc, 0));
-	snap_loads(&meta, data);
+	test_snap_equals(snapdir, &meta, data);
 	free(data);
 }
 
@@ -806,9 +774,9 @@ static void *
 snap_writer(void *arg)
 {
 	(void)arg;
-	uint64_t deadline = now_ns() + 45ull * 1000000000ull;
-	while (!__atomic_load_n(&snap_thread_stop, __ATOMIC_ACQUIRE) && now_ns() < deadline)
-		if (app_logw_drain(w, now_ns()) == 0)
+	uint64_t deadline = test_now_ns() + 45ull * 1000000000ull;
+	while (!__atomic_load_n(&snap_thread_stop, __ATOMIC_ACQUIRE) && test_now_ns() < deadline)
+		if (app_logw_drain(w, test_now_ns()) == 0)
 			sched_yield();
 	return NULL;
 }
@@ -854,10 +822,10 @@ Test(logw, snap_cancel_with_writer_thread, .fini = snap_thread_fini)
 	for (uint32_t k = 0; k < rounds; k++) {
 		struct pst_snap_meta meta = {.last_index = 100 + k, .last_term = 3,
 					     .last_time_ns = k, .length = len};
-		uint64_t base = counter(APP_LOGW_SNAP_SLICES), t0 = now_ns();
+		uint64_t base = counter(APP_LOGW_SNAP_SLICES), t0 = test_now_ns();
 		app_logw_snap_post(w, snapdir, &meta, data);
 		while (counter(APP_LOGW_SNAP_SLICES) < base + after[k] &&
-		       now_ns() - t0 < 20ull * 1000000000ull)
+		       test_now_ns() - t0 < 20ull * 1000000000ull)
 			sched_yield();
 		app_logw_snap_cancel(w);
 		memset(data, 0xee, len); /* the writer must no longer read it */
@@ -876,7 +844,7 @@ Test(logw, snap_cancel_with_writer_thread, .fini = snap_thread_fini)
 			cr_assert(eq(u64, counter(APP_LOGW_SNAP_SLICES) - base,
 				     len / APP_LOGW_SNAP_SLICE));
 			cr_assert(eq(int, dir_entries(snapdir), 1));
-			snap_loads(&meta, want);
+			test_snap_equals(snapdir, &meta, want);
 		}
 		memcpy(data, want, len);
 	}
@@ -887,17 +855,17 @@ Test(logw, snap_cancel_with_writer_thread, .fini = snap_thread_fini)
 	uint8_t *data2 = snap_data(len2, 5);
 	struct pst_snap_meta meta2 = {.last_index = 200, .last_term = 4, .length = len2};
 	app_logw_snap_post(w, snapdir, &meta2, data2);
-	uint64_t idx = 0, t0 = now_ns();
+	uint64_t idx = 0, t0 = test_now_ns();
 	int rc = 1;
 	while (!app_logw_snap_poll(w, &idx, &rc)) {
-		cr_assert(lt(u64, now_ns() - t0, 30ull * 1000000000ull), "the job never ended");
+		cr_assert(lt(u64, test_now_ns() - t0, 30ull * 1000000000ull), "the job never ended");
 		sched_yield();
 	}
 	snap_thread_join();
 	cr_assert(eq(u64, idx, 200));
 	cr_assert(eq(int, rc, 0));
 	cr_assert(eq(int, dir_entries(snapdir), 1));
-	snap_loads(&meta2, data2);
+	test_snap_equals(snapdir, &meta2, data2);
 	free(data);
 	free(want);
 	free(data2);
@@ -918,7 +886,7 @@ Test(logw, snap_dir_unusable_fails_job)
 	uint8_t data[64] = {1, 2, 3};
 	struct pst_snap_meta meta = {.last_index = 9, .last_term = 1, .length = sizeof(data)};
 	app_logw_snap_post(w, snapdir, &meta, data);
-	cr_assert(eq(u32, app_logw_drain(w, now_ns()), 1));
+	cr_assert(eq(u32, app_logw_drain(w, test_now_ns()), 1));
 	cr_assert(app_logw_snap_busy(w), "busy until polled");
 	uint64_t idx = 0;
 	int rc = 1;
@@ -961,7 +929,7 @@ Test(logw, snap_write_fails_midway)
 	cr_assert(eq(int, rc, -EFBIG));
 	cr_assert(eq(u64, counter(APP_LOGW_SNAP_SLICES), 2));
 	cr_assert(eq(int, dir_entries(snapdir), 1), "the failed job left a file");
-	snap_loads(&old, prev);
+	test_snap_equals(snapdir, &old, prev);
 	free(data);
 }
 
@@ -980,12 +948,12 @@ Test(logw, snap_destroy_mid_job)
 	uint8_t *data = snap_data(len, 7);
 	struct pst_snap_meta meta = {.last_index = 20, .last_term = 2, .length = len};
 	app_logw_snap_post(w, snapdir, &meta, data);
-	cr_assert(eq(u32, app_logw_drain(w, now_ns()), 1));
+	cr_assert(eq(u32, app_logw_drain(w, test_now_ns()), 1));
 	cr_assert(eq(int, dir_entries(snapdir), 2));
 	app_logw_destroy(w);
 	w = NULL;
 	cr_assert(eq(int, dir_entries(snapdir), 1), "the temp file outlived the writer");
-	snap_loads(&old, prev);
+	test_snap_equals(snapdir, &old, prev);
 	free(data);
 }
 

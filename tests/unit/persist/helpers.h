@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Shared by the persist suites: temp directories, a clock, file pokes. */
+/* Shared by the persist suites (and app_logw's): temp directories, a clock, file pokes, a
+ * snapshot read back. */
 #ifndef OMSD_TESTS_PERSIST_HELPERS_H
 #define OMSD_TESTS_PERSIST_HELPERS_H
 
@@ -16,6 +17,8 @@
 
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
+
+#include "persist/persist.h"
 
 static inline uint64_t
 test_now_ns(void)
@@ -72,6 +75,25 @@ static inline void
 file_cut(const char *path, uint64_t size)
 {
 	cr_assert(truncate(path, (off_t)size) == 0);
+}
+
+/* The newest snapshot in dir is (meta, data): it loads, whole, with nothing corrupt. */
+static inline void
+test_snap_equals(const char *dir, const struct pst_snap_meta *meta, const uint8_t *data)
+{
+	struct pst_snap_meta got;
+	void *buf = NULL;
+	uint32_t corrupt = 99;
+	char err[PST_ERR_SIZE];
+	cr_assert(eq(int, pst_snap_load(dir, &got, &buf, &corrupt, err, sizeof(err)), 0),
+		  "%s", err);
+	cr_assert(eq(u32, corrupt, 0), "%s", err);
+	cr_assert(eq(u64, got.last_index, meta->last_index));
+	cr_assert(eq(u64, got.last_term, meta->last_term));
+	cr_assert(eq(u64, got.last_time_ns, meta->last_time_ns));
+	cr_assert(eq(u64, got.length, meta->length));
+	cr_assert(meta->length == 0 || memcmp(buf, data, meta->length) == 0, "data differs");
+	free(buf);
 }
 
 #endif

@@ -314,24 +314,6 @@ snap_name(char *out, size_t size, uint64_t index, uint64_t term)
 	snprintf(out, size, "%s/" PST_SNAP_NAME_FMT, snapdir, index, term);
 }
 
-/* Load the newest snapshot and compare it with (meta, data). */
-static void
-load_equals(const struct pst_snap_meta *meta, const uint8_t *data)
-{
-	struct pst_snap_meta got;
-	void *buf = NULL;
-	uint32_t corrupt = 99;
-	char err[PST_ERR_SIZE];
-	cr_assert(eq(int, pst_snap_load(snapdir, &got, &buf, &corrupt, err, sizeof(err)), 0),
-		  "%s", err);
-	cr_assert(eq(u32, corrupt, 0), "%s", err);
-	cr_assert(eq(u64, got.last_index, meta->last_index));
-	cr_assert(eq(u64, got.last_term, meta->last_term));
-	cr_assert(eq(u64, got.last_time_ns, meta->last_time_ns));
-	cr_assert(eq(u64, got.length, meta->length));
-	cr_assert(meta->length == 0 || memcmp(buf, data, meta->length) == 0, "data differs");
-	free(buf);
-}
 
 /* Write (meta, data) in steps of max; returns how many steps said "more" (1) before the
  * one that finished (0). While the job runs: the temp file exists, the final name does not,
@@ -402,16 +384,16 @@ Test(pst_snap, sliced_write_steps_and_prunes)
 	cr_assert(access(stale, F_OK) != 0, "the stale temp file was not pruned");
 	cr_assert(eq(int, count_prefix(snapdir, PST_SNAP_TMP_PREFIX), 0));
 	cr_assert(eq(int, count_prefix(snapdir, ""), 2));
-	load_equals(&newer, small);
+	test_snap_equals(snapdir, &newer, small);
 	cr_assert(eq(int, unlink(name), 0));
-	load_equals(&meta, data);
+	test_snap_equals(snapdir, &meta, data);
 
 	meta = (struct pst_snap_meta){.last_index = 1001, .last_term = 4, .length = 2 * MIB};
 	cr_assert(eq(u32, write_sliced(&meta, data, MIB), 1));
-	load_equals(&meta, data);
+	test_snap_equals(snapdir, &meta, data);
 	meta = (struct pst_snap_meta){.last_index = 1002, .last_term = 4, .length = 3 * MIB + 1};
 	cr_assert(eq(u32, write_sliced(&meta, data, SIZE_MAX), 0));
-	load_equals(&meta, data);
+	test_snap_equals(snapdir, &meta, data);
 	cr_assert(eq(int, count_prefix(snapdir, ""), 1));
 	free(data);
 }
@@ -425,7 +407,7 @@ Test(pst_snap, sliced_write_empty)
 	cr_assert(eq(int, pst_snap_begin(&job, snapdir, &meta, NULL), 0));
 	cr_assert(eq(int, pst_snap_step(&job, MIB), 0));
 	cr_assert(eq(int, job.fd, -1));
-	load_equals(&meta, NULL);
+	test_snap_equals(snapdir, &meta, NULL);
 	cr_assert(eq(int, count_prefix(snapdir, ""), 1));
 }
 
@@ -456,7 +438,7 @@ Test(pst_snap, abort_after_one_slice_keeps_previous)
 	snap_name(name, sizeof(name), meta.last_index, meta.last_term);
 	cr_assert(access(name, F_OK) != 0, "a final name for the aborted job");
 	cr_assert(eq(int, count_prefix(snapdir, ""), 1));
-	load_equals(&old, prev);
+	test_snap_equals(snapdir, &old, prev);
 	free(data);
 }
 
@@ -489,7 +471,7 @@ Test(pst_snap, crash_mid_sliced_write_keeps_old_snapshot)
 	snap_name(name, sizeof(name), old.last_index, old.last_term);
 	cr_assert(access(name, F_OK) == 0);
 	cr_assert(access(job.tmp, F_OK) == 0);
-	load_equals(&old, prev);
+	test_snap_equals(snapdir, &old, prev);
 	cr_assert(access(job.tmp, F_OK) != 0, "load left the temp file");
 	cr_assert(eq(int, count_prefix(snapdir, ""), 1));
 	free(data);
@@ -528,6 +510,6 @@ Test(pst_snap, failed_step_removes_temp)
 	cr_assert(eq(int, job.fd, -1));
 	cr_assert(eq(int, count_prefix(snapdir, PST_SNAP_TMP_PREFIX), 0), "temp file left");
 	cr_assert(eq(int, count_prefix(snapdir, ""), 1));
-	load_equals(&old, prev);
+	test_snap_equals(snapdir, &old, prev);
 	free(data);
 }
