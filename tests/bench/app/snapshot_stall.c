@@ -61,6 +61,7 @@
 #include "me/me.h"
 #include "oms/oms.h"
 #include "persist/persist.h"
+#include "tests/bench/me/me_bench_symbol.h"
 #include "tests/bench/oms/oms_bench_msgs.h"
 
 #define ME_SYMBOLS 16          /* books the resting orders are spread over */
@@ -544,18 +545,7 @@ book_build(struct book_driver *d)
 		fail("me: no memory for the driver");
 	for (uint32_t s = 1; s <= ME_SYMBOLS; s++) {
 		struct wire_symbol_config c;
-		memset(&c, 0, sizeof(c));
-		wire_hdr_init(&c.hdr, WIRE_SYMBOL_CONFIG, 0);
-		c.symbol = s;
-		c.base_asset = s;
-		c.quote_asset = 1000;
-		c.status = WIRE_SYM_TRADING;
-		c.tick = 1;
-		c.lot = 1;
-		c.min_qty = 1;
-		c.base_unit = 1;
-		c.ref_px = ME_MID;
-		c.band_bps = 1000;
+		me_bench_symbol_init(&c, s, ME_MID);
 		me_apply(d->me, d->now_ns, &c.hdr, &d->sink);
 	}
 	for (uint32_t done = 0; done < O.orders;) {

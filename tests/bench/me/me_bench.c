@@ -54,6 +54,7 @@
 #include "common/hist.h"
 #include "common/prng.h"
 #include "me/me.h"
+#include "me_bench_symbol.h"
 
 #define SYMBOLS 16
 #define USERS 100000
@@ -377,18 +378,7 @@ bench_open(struct bench *b, const char *name, const struct me_limits *limits, ui
 	hist_init(&b->lat);
 	for (uint32_t s = 1; s <= symbols; s++) {
 		struct wire_symbol_config c;
-		memset(&c, 0, sizeof(c));
-		wire_hdr_init(&c.hdr, WIRE_SYMBOL_CONFIG, 0);
-		c.symbol = s;
-		c.base_asset = s;
-		c.quote_asset = 1000;
-		c.status = WIRE_SYM_TRADING;
-		c.tick = 1;
-		c.lot = 1;
-		c.min_qty = 1;
-		c.base_unit = 1;
-		c.ref_px = MID;
-		c.band_bps = 1000;
+		me_bench_symbol_init(&c, s, MID);
 		me_apply(b->me, b->now, &c.hdr, &b->sink);
 	}
 	return 0;
