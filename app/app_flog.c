@@ -53,6 +53,24 @@ flog_truncate(void *st, uint64_t index)
 	}
 }
 
+/* Compact the files up to what consensus compacted and a durable snapshot file covers (the
+ * two moves: a compaction, a snapshot file written). Only what such a file covers leaves
+ * them: after a failed snapshot write the file log keeps the entries after the last good
+ * snapshot file, so a restart (that file plus a replay) still finds them. At or past what
+ * was handed over, the writer restarts the file log after it. */
+static void
+flog_compact_files(struct app_shard *s)
+{
+	uint64_t upto = s->flog_compact_want < s->snap_file_index ? s->flog_compact_want
+								   : s->snap_file_index;
+	if (upto <= s->flog_compacted)
+		return; /* asked already */
+	s->flog_compacted = upto;
+	app_logw_push_compact(s->logw, upto);
+	if (upto > s->flog_pushed)
+		s->flog_pushed = upto;
+}
+
 static void
 flog_compact(void *st, uint64_t index)
 {
@@ -72,17 +90,7 @@ flog_compact(void *st, uint64_t index)
 		}
 		s->flog_await = index;
 	}
-	/* Only what a snapshot file covers leaves the files. After a failed snapshot write the
-	 * file log keeps the entries after the last good snapshot file, so a restart (that
-	 * file plus a replay) still finds them; the next good snapshot drops them. */
-	if (index > s->snap_file_index)
-		index = s->snap_file_index;
-	if (index == 0)
-		return;
-	/* At or past what was handed over, the writer restarts the file log after it. */
-	app_logw_push_compact(s->logw, index);
-	if (index > s->flog_pushed)
-		s->flog_pushed = index;
+	flog_compact_files(s);
 }
 
 static const struct wire_entry_hdr *
@@ -185,12 +193,7 @@ flog_snap_ended(struct app_shard *s, uint64_t index, int rc)
 			sc_add(s, SC_SNAPSHOTS, 1);
 		if (s->flog_await != 0 && index >= s->flog_await)
 			s->flog_await = 0; /* the compaction below restarts the file log after it */
-		uint64_t upto = s->flog_compact_want < index ? s->flog_compact_want : index;
-		if (upto > 0) {
-			app_logw_push_compact(s->logw, upto);
-			if (upto > s->flog_pushed)
-				s->flog_pushed = upto;
-		}
+		flog_compact_files(s);
 		return;
 	}
 	if (rc == -ECANCELED)
@@ -485,6 +488,8 @@ flog_push(struct app_shard *s)
 		}
 		app_logw_push_compact(s->logw, mfirst - 1);
 		s->flog_pushed = mfirst - 1;
+		if (mfirst - 1 > s->flog_compacted)
+			s->flog_compacted = mfirst - 1;
 	}
 	for (uint64_t i = s->flog_pushed + 1; i <= mlast; i++) {
 		const struct wire_entry_hdr *e = cns_memlog_ops.entry(s->log, i);
@@ -522,8 +527,6 @@ app_flog_durable_report(struct app_shard *s)
 		/* The writer's synced (index, term): consensus takes it only while that entry
 		 * is still in its log (a truncation since makes it stale). Term 0: the point is
 		 * covered by a snapshot file, whose entries are committed and stay. */
-		PUB(s->c[SC_FLOG_ENTRIES], app_logw_counter(s->logw, APP_LOGW_ENTRIES));
-		PUB(s->c[SC_FLOG_ERRORS], app_logw_counter(s->logw, APP_LOGW_ERRORS));
 		app_logw_synced(s->logw, &last, &term);
 		if (last == 0)
 			return;

@@ -96,8 +96,6 @@
 	X(SNAPSHOT_CORRUPT, "snapshot_corrupt", "corrupt snapshot files set aside at boot") \
 	X(VOTE_SAVE_FAILED, "vote_save_failed", "Raft vote (term) saves that failed")       \
 	X(RAFT_HELD, "raft_held", "Raft messages dropped: the vote was not saved")          \
-	X(FLOG_ENTRIES, "flog_entries", "entries written to the file log")                \
-	X(FLOG_ERRORS, "flog_errors", "file log writes that failed (retried)")            \
 	X(FLOG_GAP, "flog_gap", "cycles the file log could not follow: entries compacted " \
 	  "from memory with no snapshot file covering them")                             \
 	X(FLOG_AWAIT, "flog_await", "cycles the file log waited for an installed "          \
@@ -279,6 +277,7 @@ struct app_shard {
 	char snap_dir[APP_STR_MAX + 32];
 	uint64_t snap_file_index;    /* newest snapshot whose file is durable */
 	uint64_t flog_compact_want;  /* the highest compaction consensus asked of the file log */
+	uint64_t flog_compacted;     /* the highest compaction handed to the writer */
 	uint64_t flog_await;         /* a snapshot replaced the log at this index: nothing is
 					handed over until its file is durable (0: none) */
 	bool flog_discard;           /* the log is being replaced (truncate, then compact) */

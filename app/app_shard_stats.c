@@ -130,7 +130,7 @@ app_shard_stats_write(const struct app *app, uint32_t index, FILE *out)
 		fprintf(out, "shard.%u.flog_queued_bytes %" PRIu64 "\n", id,
 			app_logw_queued(s->logw));
 		static const enum app_logw_counter more[] = {
-			APP_LOGW_BATCHES, APP_LOGW_SYNC_NS, APP_LOGW_SYNC_MAX_NS,
+			APP_LOGW_ENTRIES, APP_LOGW_ERRORS, APP_LOGW_BATCHES, APP_LOGW_SYNC_NS, APP_LOGW_SYNC_MAX_NS,
 			APP_LOGW_TRUNCATES, APP_LOGW_COMPACTS, APP_LOGW_RESETS, APP_LOGW_FULL,
 			APP_LOGW_SNAP_SLICES, APP_LOGW_SNAP_NS,
 		};

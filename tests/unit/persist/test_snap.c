@@ -411,20 +411,37 @@ Test(pst_snap, sliced_write_empty)
 	cr_assert(eq(int, count_prefix(snapdir, ""), 1));
 }
 
+/* The snapshot a sliced job must leave in use: len bytes of prev (filled from seed) at
+ * index 100, term 2, written whole. */
+static struct pst_snap_meta
+previous_written(uint8_t *prev, uint64_t len, uint64_t seed)
+{
+	bytes_fill(prev, len, seed);
+	struct pst_snap_meta old = {.last_index = 100, .last_term = 2, .last_time_ns = 5,
+				    .length = len};
+	cr_assert(eq(int, pst_snap_write(snapdir, &old, prev, NULL), 0));
+	return old;
+}
+
+/* len bytes filled from seed (free them). */
+static uint8_t *
+data_new(uint64_t len, uint64_t seed)
+{
+	uint8_t *data = malloc(len);
+	cr_assert(data != NULL);
+	bytes_fill(data, len, seed);
+	return data;
+}
+
 /* Goal: an aborted job leaves nothing behind and the previous snapshot in use.
  * Method: a snapshot at 100; a 3 MiB job at 200, one 1 MiB step, abort (twice: the second
  * is a no-op); no temp file, no file for 200, 100 loads. */
 Test(pst_snap, abort_after_one_slice_keeps_previous)
 {
 	uint8_t prev[100];
-	bytes_fill(prev, sizeof(prev), 3);
-	struct pst_snap_meta old = {.last_index = 100, .last_term = 2, .last_time_ns = 5,
-				    .length = sizeof(prev)};
-	cr_assert(eq(int, pst_snap_write(snapdir, &old, prev, NULL), 0));
+	struct pst_snap_meta old = previous_written(prev, sizeof(prev), 3);
 	const uint64_t len = 3 * MIB;
-	uint8_t *data = malloc(len);
-	cr_assert(data != NULL);
-	bytes_fill(data, len, 4);
+	uint8_t *data = data_new(len, 4);
 	struct pst_snap_meta meta = {.last_index = 200, .last_term = 3, .length = len};
 	struct pst_snap_job job;
 	cr_assert(eq(int, pst_snap_begin(&job, snapdir, &meta, data), 0));
@@ -450,14 +467,9 @@ Test(pst_snap, abort_after_one_slice_keeps_previous)
 Test(pst_snap, crash_mid_sliced_write_keeps_old_snapshot)
 {
 	uint8_t prev[100];
-	bytes_fill(prev, sizeof(prev), 5);
-	struct pst_snap_meta old = {.last_index = 100, .last_term = 2, .last_time_ns = 5,
-				    .length = sizeof(prev)};
-	cr_assert(eq(int, pst_snap_write(snapdir, &old, prev, NULL), 0));
+	struct pst_snap_meta old = previous_written(prev, sizeof(prev), 5);
 	const uint64_t len = 8 * MIB;
-	uint8_t *data = malloc(len);
-	cr_assert(data != NULL);
-	bytes_fill(data, len, 6);
+	uint8_t *data = data_new(len, 6);
 	struct pst_snap_meta meta = {.last_index = 200, .last_term = 3, .length = len};
 	struct pst_snap_job job;
 	cr_assert(eq(int, pst_snap_begin(&job, snapdir, &meta, data), 0));
@@ -484,13 +496,9 @@ Test(pst_snap, crash_mid_sliced_write_keeps_old_snapshot)
 Test(pst_snap, failed_step_removes_temp)
 {
 	uint8_t prev[100];
-	bytes_fill(prev, sizeof(prev), 7);
-	struct pst_snap_meta old = {.last_index = 100, .last_term = 2, .length = sizeof(prev)};
-	cr_assert(eq(int, pst_snap_write(snapdir, &old, prev, NULL), 0));
+	struct pst_snap_meta old = previous_written(prev, sizeof(prev), 7);
 	const uint64_t len = 4 * MIB;
-	uint8_t *data = malloc(len);
-	cr_assert(data != NULL);
-	bytes_fill(data, len, 8);
+	uint8_t *data = data_new(len, 8);
 	struct rlimit saved, lim;
 	cr_assert(eq(int, getrlimit(RLIMIT_FSIZE, &saved), 0));
 	lim = saved;
