@@ -66,6 +66,7 @@ struct app_agent {
 	app_do_work_fn *do_work;      /* the role's work, bounded per call */
 	void *state;                  /* its argument */
 	struct dp_idle idle;          /* back-off state (policy from config) */
+	struct dp_bell bell;          /* rung by whoever hands this lcore work (dp.h) */
 	struct dp_duty duty;          /* cycle statistics */
 	int stop;                     /* set by main (atomic); the loop exits */
 	bool launched;                /* remote-launched, must be waited for */
@@ -340,6 +341,10 @@ struct app {
 	uint32_t leader_hint[DP_SHARDS_MAX];
 	int64_t clock_offset_ns;      /* cluster clock = dp_clock_ns + this (wall clock) */
 	struct app_persister *persister; /* NULL: no [persister] lcore */
+	/* The lcores' bells (agents_plan): each shard's (parallel to shards[]) and the
+	 * persister's (NULL: none). Whoever hands one of them work rings it. */
+	struct dp_bell *shard_bell[APP_SHARDS_MAX];
+	struct dp_bell *persist_bell;
 	/* The shards' file log writers (durable mode; parallel to shards[], set by their init
 	 * before any lcore starts): with a [persister] lcore it drains them. */
 	struct app_logw *logw[APP_SHARDS_MAX];
@@ -390,6 +395,7 @@ void app_wire_fini(struct app *app);
 /* The rings of shard index (in cfg.shards) and of the persister, as their stages take them. */
 void app_wire_shard(const struct app *app, uint32_t index, struct app_shard_wires *out);
 void app_wire_persist(const struct app *app, struct app_persist_wires *out);
+struct dp_bell *app_ring_bell(const struct app *app, const struct rte_ring *ring);
 
 /* app_shard_setup.c: the shard role for oms and me shards (echo shards stay in
  * app_lcore.c); app_shard_stats.c: what other lcores read of it. */

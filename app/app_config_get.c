@@ -210,6 +210,7 @@ cfg_get_lcore(struct cfg_ctx *c, const char *sec, struct app_lcore_conf *l)
 	CFG_GET_UINT(c, sec, "idle_spins", false, 0, UINT32_MAX, l->idle.spins);
 	CFG_GET_UINT(c, sec, "idle_sleep_us", false, 1, 1000000, l->idle.sleep_us_max);
 	CFG_GET_UINT(c, sec, "idle_sleep_min_us", false, 1, 1000000, l->idle.sleep_us_min);
+	CFG_GET_UINT(c, sec, "idle_wait_us", false, 1, 1000000, l->idle.wait_us_max);
 }
 
 /* Parse "1,2,3" into ids. Returns the count, or -1 (reported). */

@@ -23,6 +23,7 @@ static const struct dp_idle_policy idle_default = {
 	.spins = 200,
 	.sleep_us_max = 200,
 	.sleep_us_min = 50,
+	.wait_us_max = 1000,
 };
 
 void

@@ -438,6 +438,13 @@ flog_load(struct app_shard *s, struct cns_boot *boot, struct cns_snapshot_meta *
 #define FLOG_RING_MIN (UINT64_C(1) << 20)
 #define FLOG_RING_MAX (UINT64_C(64) << 20)
 
+/* The persister sleeps on its bell: what the shard hands it wakes it. */
+static void
+flog_wake(void *bell)
+{
+	dp_bell_ring(bell);
+}
+
 int
 app_flog_boot(struct app_shard *s, struct cns_boot *boot, struct cns_snapshot_meta *snap,
 	      void **snap_data)
@@ -461,6 +468,8 @@ app_flog_boot(struct app_shard *s, struct cns_boot *boot, struct cns_snapshot_me
 		return rc;
 	}
 	s->plog = NULL; /* the writer's now */
+	if (!s->flog_inline)
+		app_logw_set_wake(s->logw, flog_wake, s->app->persist_bell);
 	if (s->flog_inline)
 		APP_LOG(NOTICE, "shard %u: no [persister] lcore: this shard lcore writes and syncs "
 			"its file log itself (docs/appliance.md \"Durability\")", s->id);

@@ -24,6 +24,7 @@ app_agent_main(void *arg)
 	APP_LOG(INFO, "lcore %u (cpu %u): %s, idle %s", a->lcore_id, a->cpu, a->name,
 		dp_idle_mode_name(a->idle.policy.mode));
 	while (!__atomic_load_n(&a->stop, __ATOMIC_ACQUIRE)) {
+		dp_idle_arm(&a->idle); /* before the cycle looks at its inputs */
 		uint64_t now_ns = dp_clock_ns(); /* once per cycle */
 		uint32_t work = a->do_work(a->state, now_ns);
 		dp_duty_record(&a->duty, now_ns, work ? dp_clock_ns() : now_ns, work);
@@ -193,6 +194,8 @@ app_stats_write(const struct app *app, FILE *out)
 		fprintf(out, "agent.%s.over_threshold %" PRIu64 "\n", a->name,
 			LOAD(a->duty.over_count));
 		fprintf(out, "agent.%s.sleeps %" PRIu64 "\n", a->name, LOAD(a->idle.sleeps));
+		fprintf(out, "agent.%s.sleeps_rung %" PRIu64 "\n", a->name, LOAD(a->idle.rung));
+		fprintf(out, "agent.%s.bell_wakes %" PRIu64 "\n", a->name, LOAD(a->bell.wakes));
 	}
 	app_persist_stats_write(app, out);
 	for (uint32_t i = 0; i < app->cfg.shard_count; i++) {

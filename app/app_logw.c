@@ -57,6 +57,8 @@ struct app_logw {
 	bool inline_writer;
 	app_logw_say_fn *say;
 	void *say_ctx;
+	app_logw_wake_fn *wake;      /* wakes a sleeping writer (app_logw_set_wake) */
+	void *wake_arg;
 
 	/* The producer's line. */
 	_Alignas(64) uint64_t head;  /* published: the writer may read below it */
@@ -323,9 +325,26 @@ app_logw_push_compact(struct app_logw *w, uint64_t index)
 }
 
 void
+app_logw_set_wake(struct app_logw *w, app_logw_wake_fn *fn, void *arg)
+{
+	w->wake = fn;
+	w->wake_arg = arg;
+}
+
+static void
+wake_writer(struct app_logw *w)
+{
+	if (w->wake != NULL)
+		w->wake(w->wake_arg);
+}
+
+void
 app_logw_publish(struct app_logw *w)
 {
+	if (w->phead == w->head)
+		return; /* nothing new: a sleeping writer sleeps on */
 	__atomic_store_n(&w->head, w->phead, __ATOMIC_RELEASE);
+	wake_writer(w);
 }
 
 /* --- writer ----------------------------------------------------------------------------- */
@@ -516,6 +535,7 @@ app_logw_snap_post(struct app_logw *w, const char *dir, const struct pst_snap_me
 	w->snap_meta = *meta;
 	w->snap_data = data;
 	__atomic_store_n(&w->snap_state, SNAP_POSTED, __ATOMIC_RELEASE);
+	wake_writer(w);
 }
 
 bool
@@ -540,6 +560,7 @@ app_logw_snap_cancel(struct app_logw *w)
 		snap_work(w); /* this lcore is the writer: it stops here */
 		return;
 	}
+	wake_writer(w);
 	while (__atomic_load_n(&w->snap_state, __ATOMIC_ACQUIRE) != SNAP_DONE)
 		sched_yield(); /* the writer ends the slice it is in, then sees CANCEL */
 }

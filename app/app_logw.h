@@ -54,6 +54,12 @@ int app_logw_create(struct app_logw **out, struct pst_log *plog, size_t bytes,
 /* Close the log and free the ring. Apply what is queued first with app_logw_drain. */
 void app_logw_destroy(struct app_logw *w);
 
+/* A writer on another thread that sleeps when idle: fn(arg) wakes it, called by the
+ * producer after it publishes something new and after it posts or cancels a snapshot job.
+ * Set before the writer runs. */
+typedef void app_logw_wake_fn(void *arg);
+void app_logw_set_wake(struct app_logw *w, app_logw_wake_fn *fn, void *arg);
+
 /* --- The producer (the shard lcore) ------------------------------------------------------
  * Pushes are seen by the writer at the next app_logw_publish. */
 
@@ -67,7 +73,8 @@ void app_logw_push_truncate(struct app_logw *w, uint64_t index);
 /* Drop what a snapshot file up to index covers; a compaction at or past the file's last
  * entry resets the file log to start at index + 1. Uses the reserve (waits as above). */
 void app_logw_push_compact(struct app_logw *w, uint64_t index);
-/* Make everything pushed so far visible to the writer. */
+/* Make everything pushed so far visible to the writer (and wake it, when there is something
+ * new and a wake is set). */
 void app_logw_publish(struct app_logw *w);
 /* The writer's last synced point: *index (0: nothing) and its *term (0: the entry is
  * covered by a snapshot file, take the memory log's term). */

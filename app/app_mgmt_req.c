@@ -272,6 +272,7 @@ step_enqueue(struct app_mgmt *m, struct app_mgmt_req *r, const struct app_mgmt_t
 			r->done_count++;
 			continue;
 		}
+		dp_bell_ring(app->shard_bell[idx]);
 		m->cmds_out++;
 	}
 	return 0;

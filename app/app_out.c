@@ -42,6 +42,7 @@ offer(struct app_outbox *ob, struct rte_mbuf *m, struct rte_ring *ring)
 		if (rte_ring_mp_enqueue(ring, m) != 0)
 			return -ENOBUFS;
 		BUMP(ob->tx_local);
+		dp_bell_ring(app_ring_bell(ob->app, ring));
 		return 0;
 	}
 	if (dp_tx_send_burst(ob->txq, &m, 1) != 1)

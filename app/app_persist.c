@@ -104,9 +104,14 @@ static uint32_t
 logw_do_work(struct app_persister *p, uint64_t now_ns)
 {
 	uint32_t work = 0;
-	for (uint32_t i = 0; i < p->app->cfg.shard_count; i++)
-		if (p->app->logw[i] != NULL)
-			work += app_logw_drain(p->app->logw[i], now_ns);
+	for (uint32_t i = 0; i < p->app->cfg.shard_count; i++) {
+		if (p->app->logw[i] == NULL)
+			continue;
+		uint32_t n = app_logw_drain(p->app->logw[i], now_ns);
+		if (n > 0) /* synced further, room made, a snapshot slice: the shard's turn */
+			dp_bell_ring(p->app->shard_bell[i]);
+		work += n;
+	}
 	return work;
 }
 

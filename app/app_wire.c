@@ -67,7 +67,7 @@ shard_rings_make(struct app *app, uint32_t index)
 	char name[RTE_RING_NAMESIZE];
 
 	snprintf(name, sizeof(name), "shard%u_rx", sc->id);
-	r->shard_rx[index] = dp_ring_create(app->dp, name, cfg->ring_size);
+	r->shard_rx[index] = dp_ring_create(app->dp, name, cfg->ring_size, app->shard_bell[index]);
 	snprintf(name, sizeof(name), "shard%u", sc->id);
 	r->shard_txq[index] = dp_txq_create(app->dp, name, cfg->ring_size);
 	if (r->shard_rx[index] == NULL || r->shard_txq[index] == NULL)
@@ -158,6 +158,20 @@ app_wire_persist(const struct app *app, struct app_persist_wires *out)
 	out->rq = app->rings.persist_rq;
 	for (uint16_t id = 0; id < DP_SHARDS_MAX; id++)
 		out->reply[id] = local_of(app, id);
+}
+
+/* The bell of the lcore that takes from ring (a shard's local ring, the persister's
+ * requests), NULL for another. Rung by whoever puts something in it. */
+struct dp_bell *
+app_ring_bell(const struct app *app, const struct rte_ring *ring)
+{
+	const struct app_rings *r = &app->rings;
+	if (ring == NULL)
+		return NULL;
+	for (uint32_t i = 0; i < app->cfg.shard_count; i++)
+		if (r->shard_local[i] == ring || r->shard_mgmt[i] == ring)
+			return app->shard_bell[i];
+	return ring == r->persist_rq ? app->persist_bell : NULL;
 }
 
 struct rte_ring *

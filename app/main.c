@@ -194,14 +194,26 @@ agents_plan(struct app *app)
 		dp_duty_init(&a->duty, cfg->duty_threshold_ns);                            \
 	} while (0)
 
+	/* Bells (dp.h): the io lcore's port and the persister's database connection are
+	 * polled, so those two sleep no longer than idle_sleep_us; every input of a shard
+	 * lcore (and of a persister without a database) rings, so it may wait idle_wait_us. */
 	AGENT(APP_ROLE_IO, cfg->io.cpu, &cfg->io.idle, "io");
-	if (cfg->bridge.enabled)
+	dp_idle_bell(&a->idle, &a->bell, false);
+	if (cfg->bridge.enabled) {
 		AGENT(APP_ROLE_BRIDGE, cfg->bridge.cpu, &cfg->bridge.idle, "bridge");
-	if (cfg->persister.enabled)
+		dp_idle_bell(&a->idle, &a->bell, true); /* it has no input yet */
+	}
+	if (cfg->persister.enabled) {
 		AGENT(APP_ROLE_PERSISTER, cfg->persister.cpu, &cfg->persister.idle, "persister");
-	for (uint32_t i = 0; i < cfg->shard_count; i++)
+		dp_idle_bell(&a->idle, &a->bell, cfg->db_conninfo[0] == '\0');
+		app->persist_bell = &a->bell;
+	}
+	for (uint32_t i = 0; i < cfg->shard_count; i++) {
 		AGENT(APP_ROLE_SHARD, cfg->shards[i].lcore.cpu, &cfg->shards[i].lcore.idle,
 		      "shard%u", cfg->shards[i].id);
+		dp_idle_bell(&a->idle, &a->bell, true);
+		app->shard_bell[i] = &a->bell;
+	}
 #undef AGENT
 }
 
@@ -368,6 +380,7 @@ main(int argc, char **argv)
 		APP_LOG(ERR, "dataplane: %s", strerror(-ret));
 		goto fail_dp;
 	}
+	CHECK(dp_io_bell_set(app.dp, &app.agents[0].bell) == 0); /* agents_plan: io first */
 	/* Every ring between lcores, before any role takes its own (app_wire.c). */
 	ret = app_wire_init(&app);
 	if (ret != 0) {

@@ -165,19 +165,63 @@ struct dp_idle_policy {
 	uint32_t spins;        /* empty polls before sleeping (SLEEP mode) */
 	uint32_t sleep_us_max; /* longest single sleep (SLEEP mode) */
 	uint32_t sleep_us_min; /* first sleep after the spins (SLEEP mode; 0 = 1) */
+	uint32_t wait_us_max;  /* longest sleep with a bell that every input rings (SLEEP mode;
+				* 0 = sleep_us_max): work wakes the lcore, so this only bounds
+				* how late its timers run */
 };
+
+/* A doorbell: the lcore that consumes some rings sleeps on it (a futex), and a producer that
+ * handed it work rings it, so a sleeping lcore wakes when work arrives rather than at the
+ * end of its sleep. The sleeper arms it before its cycle's last look at its inputs
+ * (dp_idle_arm); a producer rings after publishing (dp_bell_ring: a fence and a load when
+ * nobody sleeps, a system call only when the owner is armed). Rings of an lcore that never
+ * sleeps (busy, pause) cost one load of `enabled`. */
+struct dp_bell {
+	uint32_t seq;          /* the futex word: bumped by each ring that found the owner armed */
+	uint32_t waiting;      /* 1: the owner is armed (asleep, or about to look and sleep) */
+	uint64_t wakes;        /* rings that found the owner armed (atomic; counter) */
+	bool enabled;          /* the owner sleeps (set before the lcores start) */
+} __rte_cache_aligned;
+
+void dp_bell_wake(struct dp_bell *bell);
+
+/* After publishing work for the bell's owner (a ring enqueue, a published index): wake it
+ * if it sleeps. NULL: no bell. Any lcore, any number of producers. */
+static inline void
+dp_bell_ring(struct dp_bell *bell)
+{
+	if (bell == NULL || !bell->enabled)
+		return;
+	/* The work's stores before the load of waiting; the owner stores waiting before it
+	 * looks at its inputs (Dekker): one of the two sees the other. */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&bell->waiting, __ATOMIC_RELAXED) != 0)
+		dp_bell_wake(bell);
+}
 
 struct dp_idle {
 	struct dp_idle_policy policy;
 	uint32_t empty;        /* consecutive empty polls */
 	uint32_t sleep_us;     /* next sleep length */
 	uint64_t sleeps;       /* sleeps taken (counter) */
+	uint64_t rung;         /* sleeps a bell ended early (counter) */
+	struct dp_bell *bell;  /* NULL: plain sleeps */
+	uint32_t armed_seq;    /* the bell's seq when armed */
+	bool armed;            /* this cycle's empty poll sleeps on the bell */
+	bool wake_on_all;      /* every input rings the bell: sleep wait_us_max at once */
 };
 
 const char *dp_idle_mode_name(enum dp_idle_mode mode);
 /* Parse "busy" | "pause" | "sleep". 0 or -EINVAL. */
 int dp_idle_mode_parse(const char *s, enum dp_idle_mode *out);
 void dp_idle_init(struct dp_idle *idle, const struct dp_idle_policy *policy);
+/* The lcore sleeps on bell (it owns it; it is enabled when the policy sleeps). Before the
+ * lcores start. wake_on_all: every input of the lcore rings it, so its sleeps may grow to
+ * wait_us_max; else (the io lcore: its port is polled) to sleep_us_max. */
+void dp_idle_bell(struct dp_idle *idle, struct dp_bell *bell, bool wake_on_all);
+/* Called before each duty cycle's work: when an empty cycle would sleep next, arm the bell,
+ * so that work handed over while the cycle looks at its inputs ends that sleep. */
+void dp_idle_arm(struct dp_idle *idle);
 /* Called once per duty cycle with the work done in it. */
 void dp_idle_run(struct dp_idle *idle, uint32_t work);
 
@@ -259,8 +303,10 @@ void dp_mac(const struct dp *dp, struct rte_ether_addr *mac);
 uint32_t dp_node_id(const struct dp *dp);
 
 /* A single-producer single-consumer ring of mbuf pointers, owned by dp (freed, with any
- * mbufs left in it, by dp_destroy). NULL on failure. */
-struct rte_ring *dp_ring_create(struct dp *dp, const char *name, uint32_t size);
+ * mbufs left in it, by dp_destroy); the io lcore rings bell (its consumer's; may be NULL)
+ * after the rx bursts that put frames in it. NULL on failure. */
+struct rte_ring *dp_ring_create(struct dp *dp, const char *name, uint32_t size,
+				struct dp_bell *bell);
 
 /* Route frames of class cls for shard (or DP_SHARD_ANY: every shard without its own route)
  * to ring. The io lcore is the ring's only producer. 0 or -EINVAL/-EEXIST. */
@@ -277,6 +323,9 @@ void dp_rx_gate_set(struct dp *dp, dp_rx_gate_fn *gate, void *arg);
 /* A tx queue for one producer lcore (single producer, the io lcore consumes). NULL on
  * failure. */
 struct dp_txq *dp_txq_create(struct dp *dp, const char *name, uint32_t size);
+/* The io lcore's bell, rung by every tx queue's producer after queueing. 0, or -EBUSY
+ * after dp_start. */
+int dp_io_bell_set(struct dp *dp, struct dp_bell *bell);
 
 /* ---------------------------------------------------------------------------------------
  * Hot path.

@@ -130,6 +130,10 @@ struct dp_txq {
 	char name[DP_NAME_MAX];
 } __rte_cache_aligned;
 
+/* Distinct bells one rx burst may ring (a node's shard lcores and its gateway's); a burst
+ * that reaches more rings the rest at once. */
+#define DP_BELLS_PENDING 16
+
 /* The io lcore's state: written only by the io lcore. */
 struct dp_io {
 	uint64_t c[DP_C_COUNT];                   /* counters */
@@ -139,6 +143,8 @@ struct dp_io {
 	uint16_t ip_id;                           /* IPv4 identification */
 	struct dp_arp_table arp;                  /* neighbours */
 	const struct wire_msg_hdr *msgs[WIRE_FRAME_MSGS_MAX]; /* decode scratch */
+	struct dp_bell *rung[DP_BELLS_PENDING];   /* bells to ring after this rx burst */
+	uint32_t rung_count;
 } __rte_cache_aligned;
 
 #define DP_RINGS_MAX (DP_CLASS_COUNT * DP_SHARDS_MAX)
@@ -154,7 +160,11 @@ struct dp {
 	const struct wire_key *client_key;         /* NULL when zero */
 	struct rte_ring *route[DP_CLASS_COUNT][DP_SHARDS_MAX]; /* per-shard routes */
 	struct rte_ring *route_any[DP_CLASS_COUNT];            /* class defaults */
+	struct dp_bell *route_bell[DP_CLASS_COUNT][DP_SHARDS_MAX]; /* their consumers' bells */
+	struct dp_bell *route_any_bell[DP_CLASS_COUNT];
 	struct rte_ring *rings[DP_RINGS_MAX];      /* rings dp created (freed at destroy) */
+	struct dp_bell *ring_bell[DP_RINGS_MAX];   /* each one's consumer's bell, or NULL */
+	struct dp_bell *io_bell;                   /* the io lcore's: rung by tx producers */
 	uint32_t ring_count;
 	struct dp_txq txq[DP_TXQ_MAX];             /* producer queues */
 	uint32_t txq_count;

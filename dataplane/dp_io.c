@@ -77,6 +77,20 @@ arp_request(struct dp *dp, uint32_t ip_be)
 }
 
 /* A validated UDP payload: align it, decode the frame, route it. */
+/* Note a bell to ring once the rx burst is routed (once per lcore and burst). */
+static void
+bell_note(struct dp_io *io, struct dp_bell *bell)
+{
+	for (uint32_t i = 0; i < io->rung_count; i++)
+		if (io->rung[i] == bell)
+			return;
+	if (io->rung_count == DP_BELLS_PENDING) {
+		dp_bell_ring(bell); /* more lcores than the list holds: this one now */
+		return;
+	}
+	io->rung[io->rung_count++] = bell;
+}
+
 static void
 frame_input(struct dp *dp, struct rte_mbuf *m, const struct dp_pkt *p, uint64_t tsc)
 {
@@ -139,11 +153,16 @@ frame_input(struct dp *dp, struct rte_mbuf *m, const struct dp_pkt *p, uint64_t 
 		}
 	}
 	struct rte_ring *ring = NULL;
+	struct dp_bell *bell = NULL;
 	if (cls != DP_CLASS_NONE) {
-		if (shard < DP_SHARDS_MAX)
+		if (shard < DP_SHARDS_MAX) {
 			ring = dp->route[cls][shard];
-		if (ring == NULL)
+			bell = dp->route_bell[cls][shard];
+		}
+		if (ring == NULL) {
 			ring = dp->route_any[cls];
+			bell = dp->route_any_bell[cls];
+		}
 	}
 	if (ring == NULL) {
 		dp_count(dp, DP_C_FRAME_NO_ROUTE, 1);
@@ -167,6 +186,8 @@ frame_input(struct dp *dp, struct rte_mbuf *m, const struct dp_pkt *p, uint64_t 
 		return;
 	}
 	dp_count(dp, DP_C_FRAME_ROUTED, 1);
+	if (bell != NULL)
+		bell_note(&dp->io, bell);
 }
 
 static void
@@ -283,6 +304,10 @@ dp_io_do_work(void *arg, uint64_t now_ns)
 				rte_prefetch0(rte_pktmbuf_mtod(rx[i + 1], void *));
 			rx_one(dp, rx[i], now_ns, tsc);
 		}
+		/* The lcores that got frames: once per burst each, after every enqueue. */
+		for (uint32_t i = 0; i < dp->io.rung_count; i++)
+			dp_bell_ring(dp->io.rung[i]);
+		dp->io.rung_count = 0;
 	}
 	work += tx_drain(dp, now_ns);
 	tx_flush(dp);
@@ -354,6 +379,8 @@ dp_tx_send_burst(struct dp_txq *txq, struct rte_mbuf **ms, uint32_t n)
 	uint32_t queued = rte_ring_sp_enqueue_burst(txq->ring, (void **)ms, n, NULL);
 	if (queued < n)
 		__atomic_store_n(&txq->full, txq->full + (n - queued), __ATOMIC_RELAXED);
+	if (queued > 0)
+		dp_bell_ring(txq->dp->io_bell);
 	return queued;
 }
 
@@ -380,6 +407,7 @@ dp_tx_send(struct dp_txq *txq, struct rte_mbuf *m, uint32_t len, const struct dp
 		rte_pktmbuf_free(m);
 		return -ENOBUFS;
 	}
+	dp_bell_ring(txq->dp->io_bell);
 	return 0;
 }
 

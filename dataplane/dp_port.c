@@ -203,7 +203,7 @@ dp_node_id(const struct dp *dp)
 }
 
 struct rte_ring *
-dp_ring_create(struct dp *dp, const char *name, uint32_t size)
+dp_ring_create(struct dp *dp, const char *name, uint32_t size, struct dp_bell *bell)
 {
 	if (dp->ring_count >= DP_RINGS_MAX || dp->port_started)
 		return NULL;
@@ -213,8 +213,18 @@ dp_ring_create(struct dp *dp, const char *name, uint32_t size)
 		DP_LOG(ERR, "ring %s (%u): %s", name, size, rte_strerror(rte_errno));
 		return NULL;
 	}
+	dp->ring_bell[dp->ring_count] = bell;
 	dp->rings[dp->ring_count++] = r;
 	return r;
+}
+
+static struct dp_bell *
+ring_bell(const struct dp *dp, const struct rte_ring *ring)
+{
+	for (uint32_t i = 0; i < dp->ring_count; i++)
+		if (dp->rings[i] == ring)
+			return dp->ring_bell[i];
+	return NULL;
 }
 
 int
@@ -223,15 +233,20 @@ dp_route_add(struct dp *dp, enum dp_class cls, uint16_t shard, struct rte_ring *
 	if (cls <= DP_CLASS_NONE || cls >= DP_CLASS_COUNT || ring == NULL || dp->port_started)
 		return -EINVAL;
 	struct rte_ring **slot;
-	if (shard == DP_SHARD_ANY)
+	struct dp_bell **bell;
+	if (shard == DP_SHARD_ANY) {
 		slot = &dp->route_any[cls];
-	else if (shard < DP_SHARDS_MAX)
+		bell = &dp->route_any_bell[cls];
+	} else if (shard < DP_SHARDS_MAX) {
 		slot = &dp->route[cls][shard];
-	else
+		bell = &dp->route_bell[cls][shard];
+	} else {
 		return -EINVAL;
+	}
 	if (*slot != NULL)
 		return -EEXIST;
 	*slot = ring;
+	*bell = ring_bell(dp, ring);
 	return 0;
 }
 
@@ -253,4 +268,13 @@ dp_txq_create(struct dp *dp, const char *name, uint32_t size)
 	snprintf(q->name, sizeof(q->name), "%s", name);
 	dp->txq_count++;
 	return q;
+}
+
+int
+dp_io_bell_set(struct dp *dp, struct dp_bell *bell)
+{
+	if (dp->port_started)
+		return -EBUSY; /* producers read it without synchronisation */
+	dp->io_bell = bell;
+	return 0;
 }
