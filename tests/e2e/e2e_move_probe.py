@@ -3,9 +3,10 @@
 client namespace while a symbol moves between ME shards.
 
   e2e_move_probe.py --nodes IP,IP,IP --user U --symbol S --px P --seconds N --every-ms M
-                    --go FILE [--cross-px X --cross-qty Q]
+                    --go FILE [--cross-px X --cross-qty Q] [--max-outstanding K]
 
-Every M ms a new IOC buy of 1 at P (below every ask: it never trades, never rests) goes to
+Every M ms (unless K of its orders are unanswered: then that tick is skipped and counted)
+a new IOC buy of 1 at P (below every ask: it never trades, never rests) goes to
 the first node's gateway (one gateway: the user's clientOrderIds arrive in order); each one ends REJECTED (SYMBOL_MOVING or SYMBOL_NOT_OWNED: the book is moving) or
 CANCELLED (expired: the book took it and it did not cross). The trading pause the client
 saw is the time from the last order taken before the first refused one to the first taken
@@ -24,7 +25,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_trade import EXEC, EXEC_REPORT, NAK, NEW_ORDER, Client, hdr  # noqa: E402
+from e2e_trade import EXEC, EXEC_REPORT, NAK, NEW_ORDER, Client, hdr, parse  # noqa: E402
 
 BUY, LIMIT, IOC = 1, 1, 2
 REASONS = {21: "SYMBOL_NOT_OWNED", 47: "SYMBOL_MOVING", 3: "HALTED"}
@@ -46,6 +47,10 @@ def main():
     p.add_argument("--go", required=True)
     p.add_argument("--cross-px", type=int, default=0)
     p.add_argument("--cross-qty", type=int, default=0)
+    # The user's open orders are bounded (64 per user; the probe's user rests about 36 of
+    # the seed's): a tick with this many orders unanswered sends nothing, so a loaded node
+    # makes the probe coarser rather than refuse it CAPACITY through the pause.
+    p.add_argument("--max-outstanding", type=int, default=16)
     a = p.parse_args()
     c = Client(a.nodes.split(","))
     # Run-unique client order ids, above the seeding run's (a user's ids only grow).
@@ -57,6 +62,7 @@ def main():
     k = 0
     node = 0
     cross_cl = None
+    skipped = 0    # ticks without a send: max_outstanding orders were unanswered
 
     def absorb(msgs):
         for m in msgs:
@@ -75,10 +81,13 @@ def main():
     while time.time() < end:
         now = time.time()
         if now >= nxt:
-            k += 1
-            cl = base + k
-            sent[cl] = now
-            c.send([ioc_buy(a.user, cl, a.symbol, a.px, 1)], node)
+            if len(sent) - len(outcome) < a.max_outstanding:
+                k += 1
+                cl = base + k
+                sent[cl] = now
+                c.send([ioc_buy(a.user, cl, a.symbol, a.px, 1)], node)
+            else:
+                skipped += 1
             nxt += a.every_ms / 1000.0
             if nxt < now:
                 nxt = now
@@ -88,8 +97,10 @@ def main():
             c.send([ioc_buy(a.user, cross_cl, a.symbol, a.cross_px, a.cross_qty)], node)
         before = len(c.got)
         r, _, _ = select.select([c.sock], [], [], max(0.0, min(nxt, end) - time.time()))
-        if r:
-            c.poll(0)
+        while r:  # everything that is there now (Client.poll(0) would read nothing)
+            data, _ = c.sock.recvfrom(65536)
+            c.got.extend(parse(data))
+            r, _, _ = select.select([c.sock], [], [], 0)
         absorb(c.got[before:])
         if len(c.got) > 200000:
             c.got = []
@@ -127,7 +138,8 @@ def main():
     print(json.dumps({"sent": len(sent), "taken": len(taken), "refused": len(refused),
                       "other_refusals": len(other),
                       "unanswered": len(sent) - len(outcome), "pause_ms": round(pause_ms, 1),
-                      "every_ms": a.every_ms, "reasons": by, "cross_filled": fills}))
+                      "every_ms": a.every_ms, "skipped": skipped, "reasons": by,
+                      "cross_filled": fills}))
 
 
 if __name__ == "__main__":
