@@ -15,13 +15,21 @@
 #define LONG_US 5000000 /* a wait no test should see the end of */
 
 static void
+bell_idle_us(struct dp_idle *idle, struct dp_bell *bell, enum dp_idle_mode mode,
+	     uint32_t spins, uint32_t sleep_min, uint32_t sleep_max, uint32_t wait_max,
+	     bool wake_on_all)
+{
+	struct dp_idle_policy pol = {.mode = mode, .spins = spins, .sleep_us_min = sleep_min,
+				     .sleep_us_max = sleep_max, .wait_us_max = wait_max};
+	dp_idle_init(idle, &pol);
+	dp_idle_bell(idle, bell, wake_on_all);
+}
+
+static void
 bell_idle(struct dp_idle *idle, struct dp_bell *bell, enum dp_idle_mode mode, uint32_t spins,
 	  bool wake_on_all)
 {
-	struct dp_idle_policy pol = {.mode = mode, .spins = spins, .sleep_us_min = 1,
-				     .sleep_us_max = LONG_US, .wait_us_max = LONG_US};
-	dp_idle_init(idle, &pol);
-	dp_idle_bell(idle, bell, wake_on_all);
+	bell_idle_us(idle, bell, mode, spins, 1, LONG_US, LONG_US, wake_on_all);
 }
 
 Test(dp_bell, enabled_only_for_sleeping_lcores)
@@ -122,10 +130,7 @@ Test(dp_bell, without_a_ring_the_sleep_runs_out)
 {
 	struct dp_idle idle;
 	struct dp_bell bell;
-	struct dp_idle_policy pol = {.mode = DP_IDLE_SLEEP, .spins = 0, .sleep_us_min = 1,
-				     .sleep_us_max = 100, .wait_us_max = 1000};
-	dp_idle_init(&idle, &pol);
-	dp_idle_bell(&idle, &bell, true);
+	bell_idle_us(&idle, &bell, DP_IDLE_SLEEP, 0, 1, 100, 1000, true);
 	dp_idle_arm(&idle);
 	dp_idle_run(&idle, 0);
 	cr_assert_eq(idle.sleeps, 1);
@@ -139,16 +144,13 @@ Test(dp_bell, wait_cap_follows_the_inputs)
 	 * (the io lcore's port) no longer than sleep_us_max. */
 	struct dp_idle idle;
 	struct dp_bell bell;
-	struct dp_idle_policy pol = {.mode = DP_IDLE_SLEEP, .spins = 0, .sleep_us_min = 50,
-				     .sleep_us_max = 200, .wait_us_max = 1000};
-	dp_idle_init(&idle, &pol);
-	dp_idle_bell(&idle, &bell, true);
+	bell_idle_us(&idle, &bell, DP_IDLE_SLEEP, 0, 50, 200, 1000, true);
 	cr_assert_eq(idle.policy.wait_us_max, 1000);
 	cr_assert(idle.wake_on_all);
-	dp_idle_init(&idle, &pol);
-	dp_idle_bell(&idle, &bell, false);
+	bell_idle_us(&idle, &bell, DP_IDLE_SLEEP, 0, 50, 200, 1000, false);
 	cr_assert_eq(idle.policy.wait_us_max, 200);
-	pol.wait_us_max = 0;
+	struct dp_idle_policy pol = {.mode = DP_IDLE_SLEEP, .sleep_us_min = 50,
+				     .sleep_us_max = 200};
 	dp_idle_init(&idle, &pol);
 	cr_assert_eq(idle.policy.wait_us_max, 200, "0: the sleep cap");
 }
