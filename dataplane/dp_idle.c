@@ -8,7 +8,6 @@
  * may be long without making anything wait for them.
  */
 #include <errno.h>
-#include <limits.h>
 #include <linux/futex.h>
 #include <string.h>
 #include <sys/syscall.h>
