@@ -413,6 +413,75 @@ Test(oms_actor, hydrate_given_up_releases_claim)
 	cr_assert(eq(u64, rc->epoch, first));
 }
 
+/* The HYDRATE_REQUESTs oms_persist_foreach re-emits (the leader's persister re-drive,
+ * app_bridge.c: on every change of leader and every PERSIST_REDRIVE_NS). */
+struct redrive {
+	uint32_t n;
+	uint64_t user, epoch;
+};
+
+static void
+redrive_fn(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
+{
+	struct redrive *r = ctx;
+	cr_assert(eq(int, dest, WIRE_DEST_PERSIST));
+	if (msg->type != WIRE_HYDRATE_REQUEST)
+		return;
+	const struct wire_hydrate_request *q = (const void *)msg;
+	r->n++;
+	r->user = q->user;
+	r->epoch = q->epoch;
+}
+
+/* Goal: a hydrating actor waits on one answer, its own request's (a->epoch), and that
+ * answer cannot be lost for good. Answers that race its retries are harmless: an OK for an
+ * earlier request that arrives after the retry went out is late (its claim released at
+ * its epoch, which a release fenced by epoch cannot take from the retry's newer claim);
+ * the actor keeps waiting, and no answer, nor the sweep, sends anything again. The
+ * persister's queue is rebuilt from state (oms_persist_foreach, re-driven by the leader)
+ * with the request under its own epoch, so a lost answer comes again and installs it: a
+ * repeat of a claim the shard holds is granted again (GREATEST keeps the stamp). */
+Test(oms_actor, hydration_racing_retries_and_lost_answers_is_not_stranded)
+{
+	h_limit(&H, 50, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	uint64_t e1 = ((const struct wire_hydrate_request *)h_get(&H, WIRE_HYDRATE_REQUEST, 0))->epoch;
+	h_hydrate_status(&H, 50, WIRE_HYD_OWNED, 3); /* the old owner has not released yet */
+	H.now += SEC;
+	h_tick(&H);
+	uint64_t e2 = ((const struct wire_hydrate_request *)h_get(&H, WIRE_HYDRATE_REQUEST, 0))->epoch;
+	cr_assert(gt(u64, e2, e1));
+	/* A re-driven copy of the first request claimed the row once it was free: late. */
+	h_hydrate(&H, 50, e1, A_USD, 1000, 0, 0);
+	cr_assert(eq(u32, h_status(&H, 50), OMS_USER_HYDRATING));
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_HYDRATE_LATE), 1));
+	const struct wire_release_claim *rc = h_get(&H, WIRE_RELEASE_CLAIM, 0);
+	cr_assert(rc != NULL && rc->epoch == e1);
+	/* The retry's answer is lost (a leader change, a dropped proposal): the service asks
+	 * nothing again by itself, the actor waits for e2. */
+	for (int i = 0; i < 5; i++) {
+		H.now += SEC;
+		h_tick(&H);
+		cr_assert(eq(u32, h_count(&H, WIRE_HYDRATE_REQUEST), 0));
+	}
+	cr_assert(eq(u32, h_status(&H, 50), OMS_USER_HYDRATING));
+	cr_assert(eq(u64, h_epoch(&H, 50), e2));
+	/* The re-drive asks again under e2, and that answer installs it. */
+	struct redrive r = { 0 };
+	oms_persist_foreach(H.oms, redrive_fn, &r);
+	cr_assert(eq(u32, r.n, 1));
+	cr_assert(eq(u64, r.user, 50));
+	cr_assert(eq(u64, r.epoch, e2));
+	h_hydrate(&H, 50, r.epoch, A_USD, 1000, 0, 0);
+	cr_assert(eq(u32, h_status(&H, 50), OMS_USER_RESIDENT));
+	cr_assert(eq(u64, h_epoch(&H, 50), e2));
+	cr_assert(eq(u32, h_count(&H, WIRE_ACK), 1), "the parked order runs");
+	/* The lost answer turning up after all is a repeat for a resident user: ignored. */
+	h_hydrate(&H, 50, e2, A_USD, 1000, 0, 0);
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_HYDRATE_DUP), 1));
+	cr_assert(eq(u32, h_count(&H, WIRE_RELEASE_CLAIM), 0));
+	cr_assert(eq(int, oms_check_invariants(H.oms), 0));
+}
+
 /* Goal: a hydrate-ahead (HydrateUser before any order) installs the actor; a second
  * HydrateUser for a resident user is ignored (RAM is newer than the row). */
 Test(oms_actor, hydrate_ahead_and_duplicate)
