@@ -345,6 +345,10 @@ struct app {
 	 * persister's (NULL: none). Whoever hands one of them work rings it. */
 	struct dp_bell *shard_bell[APP_SHARDS_MAX];
 	struct dp_bell *persist_bell;
+	/* The main lcore's, rung by a shard lcore giving a command back: while a symbol move
+	 * runs, main sleeps on it between the steps (app_mgmt_poll). */
+	struct dp_idle main_idle;
+	struct dp_bell main_bell;
 	/* The shards' file log writers (durable mode; parallel to shards[], set by their init
 	 * before any lcore starts): with a [persister] lcore it drains them. */
 	struct app_logw *logw[APP_SHARDS_MAX];
@@ -381,7 +385,7 @@ int app_keys_start(struct app *app);
 void app_keys_poll(struct app *app, uint64_t now_ns);
 void app_keys_stop(void); /* keys_source = database: the key thread ends */
 /* app_mgmt.c: the control socket on the main lcore ([paths] mgmt_socket; "" = none). */
-int app_mgmt_open(const struct app *app);
+int app_mgmt_open(const struct app *app, struct dp_idle *main_idle);
 void app_mgmt_poll(int timeout_ms);
 void app_mgmt_close(void);
 /* The control socket's own counters as "mgmt.<name> value" lines (metrics omsd_mgmt_*):

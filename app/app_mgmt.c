@@ -219,12 +219,13 @@ shard_cmd_run(void *ctx, const struct mgmt_req *req, struct mgmt_out *out, char 
 }
 
 int
-app_mgmt_open(const struct app *app)
+app_mgmt_open(const struct app *app, struct dp_idle *main_idle)
 {
 	const char *path = app->cfg.mgmt_socket;
 	if (path[0] == '\0')
 		return 0;
 	mgmt.app = app;
+	mgmt.idle = main_idle;
 	if (app_mgmt_req_init(&mgmt) != 0) {
 		app_mgmt_close();
 		return -ENOMEM;
@@ -273,15 +274,18 @@ app_mgmt_poll(int timeout_ms)
 	app_mgmt_move_poll(&mgmt);
 	if (app_mgmt_move_active(&mgmt)) {
 		/* A symbol move pauses its symbol's trading until it is done: its steps follow
-		 * each other at the pace answers come back, not at the socket's (20 µs; a
-		 * main lcore that only yields took CPU from the shard lcores on a shared host
-		 * and made the pause longer). */
+		 * each other at the pace answers come back, not at the socket's. Main sleeps
+		 * on its bell, which a shard lcore giving a command back rings (a main lcore
+		 * that only yields, or slept 20 µs a time, took CPU from the shard lcores on a
+		 * shared host and made the pause longer). */
+		struct dp_idle *idle = mgmt.idle;
 		uint64_t end = dp_clock_ns() + (uint64_t)timeout_ms * 1000000;
 		while (app_mgmt_move_active(&mgmt) && dp_clock_ns() < end) {
+			dp_idle_arm(idle); /* before looking at the answers */
 			mgmt_poll(mgmt.srv, 0);
-			app_mgmt_req_collect(&mgmt);
+			uint32_t taken = app_mgmt_req_collect(&mgmt);
 			app_mgmt_move_poll(&mgmt);
-			rte_delay_us_sleep(20);
+			dp_idle_run(idle, taken);
 		}
 		return;
 	}

@@ -36,6 +36,8 @@ struct app_mgmt {
 	char *result;                 /* a deferred answer being rendered [APP_MGMT_RESULT_MAX] */
 	uint64_t fwd_last;            /* the last forwarding id given (wall-clock ns based) */
 	struct app_move *move;        /* symbols move's driver (app_mgmt_move.c), NULL: none */
+	struct dp_idle *idle;         /* main's back-off between a move's steps (its bell is
+				       * app->main_bell, rung by the shard lcores' answers) */
 };
 
 /* One command being handled: where it came from and where a refusal is written. */
@@ -154,8 +156,9 @@ struct app_mgmt_view_query {
 int app_mgmt_req_init(struct app_mgmt *m);
 /* After the shard lcores stopped: take back what they answered, free every request. */
 void app_mgmt_req_fini(struct app_mgmt *m);
-/* Take answered commands back; answer requests that are complete or overdue. */
-void app_mgmt_req_collect(struct app_mgmt *m);
+/* Take answered commands back; answer requests that are complete or overdue. Returns the
+ * commands taken back. */
+uint32_t app_mgmt_req_collect(struct app_mgmt *m);
 
 /* Each starts a request and returns the handler's answer: MGMT_PENDING, or -errno with
  * a->err written. */

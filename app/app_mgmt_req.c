@@ -851,15 +851,17 @@ step_ok(const struct app_mgmt_req *r)
 	return true;
 }
 
-void
+uint32_t
 app_mgmt_req_collect(struct app_mgmt *m)
 {
 	if (m->app->mgmt_done == NULL)
-		return;
+		return 0;
 	struct app_cmd *cs[COLLECT_BURST];
 	unsigned n;
+	uint32_t taken = 0;
 	while ((n = rte_ring_sc_dequeue_burst(m->app->mgmt_done, (void **)cs, COLLECT_BURST,
 					      NULL)) > 0) {
+		taken += n;
 		for (unsigned i = 0; i < n; i++) {
 			struct app_mgmt_req *r = cs[i]->req;
 			CHECK(m->cmds_out > 0);
@@ -900,4 +902,5 @@ app_mgmt_req_collect(struct app_mgmt *m)
 			r->answered = true;
 		}
 	}
+	return taken;
 }

@@ -28,6 +28,7 @@ app_cmd_give(struct app_shard *s, struct app_cmd *c, enum app_cmd_status st)
 	sc_add(s, st == APP_CMD_OK ? SC_MGMT_OK : SC_MGMT_REFUSED, 1);
 	/* mgmt_done holds 2 * APP_CMDS_MAX and main never has more than APP_CMDS_MAX out. */
 	CHECK(rte_ring_mp_enqueue(s->w.mgmt_done, c) == 0);
+	dp_bell_ring(&s->app->main_bell);
 }
 
 static void

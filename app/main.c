@@ -45,6 +45,7 @@
 #define OMSD_SYSCONFDIR "/etc" /* meson: prefix / sysconfdir */
 #endif
 #define MAIN_TICK_US 20000 /* main lcore poll period for signals */
+#define MAIN_MOVE_WAIT_US 200 /* longest sleep between a symbol move's steps (a bell ends it) */
 #define EAL_ARGV_MAX (APP_EAL_ARGS_MAX * 2 + 16)
 
 int app_logtype = RTE_LOGTYPE_USER2;
@@ -215,6 +216,13 @@ agents_plan(struct app *app)
 		app->shard_bell[i] = &a->bell;
 	}
 #undef AGENT
+	/* The main lcore between a move's steps: woken by the answers; its socket and the
+	 * move's own retries (100 µs views) are looked at every MAIN_MOVE_WAIT_US. */
+	const struct dp_idle_policy main_policy = {
+		.mode = DP_IDLE_SLEEP, .sleep_us_min = MAIN_MOVE_WAIT_US,
+		.sleep_us_max = MAIN_MOVE_WAIT_US, .wait_us_max = MAIN_MOVE_WAIT_US};
+	dp_idle_init(&app->main_idle, &main_policy);
+	dp_idle_bell(&app->main_idle, &app->main_bell, true);
 }
 
 static void
@@ -443,7 +451,7 @@ main(int argc, char **argv)
 		if (vrc < 0)
 			APP_LOG(WARNING, "metrics_listen %s: %s (running without it)",
 				app.cfg.metrics_listen, strerror(-vrc));
-		int mrc = app_mgmt_open(&app);
+		int mrc = app_mgmt_open(&app, &app.main_idle);
 		if (mrc == -EPERM) {
 			/* Someone else controls the socket's directory: they could put their own
 			 * socket in its place and answer the operator. Refuse to run. */
