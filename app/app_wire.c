@@ -161,7 +161,8 @@ app_wire_persist(const struct app *app, struct app_persist_wires *out)
 }
 
 /* The bell of the lcore that takes from ring (a shard's local ring, the persister's
- * requests), NULL for another. Rung by whoever puts something in it. */
+ * requests), NULL for another. Rung by whoever puts something in it (app_out; the control
+ * socket's commands ring their shard's bell by index, app_mgmt_req.c). */
 struct dp_bell *
 app_ring_bell(const struct app *app, const struct rte_ring *ring)
 {
@@ -169,7 +170,7 @@ app_ring_bell(const struct app *app, const struct rte_ring *ring)
 	if (ring == NULL)
 		return NULL;
 	for (uint32_t i = 0; i < app->cfg.shard_count; i++)
-		if (r->shard_local[i] == ring || r->shard_mgmt[i] == ring)
+		if (r->shard_local[i] == ring)
 			return app->shard_bell[i];
 	return ring == r->persist_rq ? app->persist_bell : NULL;
 }
