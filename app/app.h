@@ -205,12 +205,22 @@ enum app_cmd_view {
 			       * limit orders of its frozen book from cursor, binary: struct
 			       * app_move_view then wire_book_order[n] (app_mgmt_move.c);
 			       * flags APP_VIEW_MOVE_LIVE, APP_VIEW_MOVE_JOURNAL */
+	APP_VIEW_STREAM = 7,  /* OMS: how far this replica applied the event stream of ME
+			       * shard `target` (binary: struct app_stream_view) */
+};
+
+/* APP_VIEW_STREAM's answer. */
+struct app_stream_view {
+	uint64_t applied; /* the replica's applied index */
+	uint64_t seq;     /* the last event of the ME shard's stream it applied (0: none) */
 };
 
 /* APP_VIEW_MOVE's flags (app_cmd.flags). */
 #define APP_VIEW_MOVE_LIVE 1u    /* the book as it is, trading or not (the copy) */
 #define APP_VIEW_MOVE_JOURNAL 2u /* the frozen move's journal from cursor (me.h
 				  * me_move_journal_export) instead of its whole book */
+#define APP_VIEW_MOVE_READY 4u   /* ready answers for the frozen orders alone (me.h
+				  * me_move_ready: a walk of the book), not for every stream */
 
 enum app_cmd_status {
 	APP_CMD_OK = 0,         /* committed and applied (value set) */
@@ -223,6 +233,7 @@ enum app_cmd_status {
 };
 
 /* APP_VIEW_MOVE's answer: what a replica of the source ME shard knows of the move. */
+#define APP_MOVE_NEED_MAX 8 /* me.h ME_MOVE_NEED_MAX */
 struct app_move_view {
 	uint64_t applied;             /* the replica's applied index */
 	uint64_t move_id;             /* 0: no move of the symbol known here */
@@ -240,7 +251,10 @@ struct app_move_view {
 	uint8_t role, phase, ready;   /* enum me_move_role, me_move_phase; ready: see me.h */
 	uint8_t status, killed;
 	uint8_t journal_ok;           /* the journal is the whole of the move's changes */
-	uint8_t pad[5];
+	uint8_t need_n, need_over;    /* not ready: what waits, per OMS shard (me.h) */
+	uint8_t pad[3];
+	uint16_t need_shard[APP_MOVE_NEED_MAX];
+	uint64_t need_seq[APP_MOVE_NEED_MAX];
 };
 
 /* Admin entries with a flag the shard lcore completes from its state before proposing. */

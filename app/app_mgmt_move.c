@@ -22,8 +22,11 @@
  *           (orders gone, orders whose leaves, cum or stream changed, new orders) goes to M
  *           as more chunks (REMOVE, UPDATE, ADD). The pause's work is the changes', not
  *           the book's.
- *   READY   F's replica shows every event about the frozen orders acknowledged by its OMS
- *           shard, so no OMS can see M's events about an order before F's
+ *   READY   every OMS shard holds, committed, every event F sent it about the frozen
+ *           orders, so no OMS can see M's events about an order before F's: this node's
+ *           replica of each OMS shard F's replica names (its stream of F not all
+ *           acknowledged) applied that stream as far as F had sent it at the freeze — or,
+ *           where that replica is not here, F's replica shows those events acknowledged
  *   IN      SYMBOL_MOVE IN into M: M checks count and hash of its book (kept running as
  *           the chunks installed) against F's (kept running from WATCH), owns the book
  *           and opens it
@@ -56,6 +59,7 @@
 					     * --timeout-ms: give it more) */
 #define RETRY_NS (20ull * 1000000)          /* a step answered busy/lost/timeout: again */
 #define VIEW_RETRY_NS (100ull * 1000)       /* F's replica behind, or not ready yet */
+#define READY_RETRY_NS (1000ull * 1000)     /* F's replica walks its book for ready */
 #define WATCH_WAIT_NS (2000ull * 1000000) /* the copy waits this long for the replica to
 					    * apply WATCH, then goes on without the journal */
 #define CHUNK_WINDOW 14                     /* chunks in flight (APP_CMD_PENDING_MAX 16) */
@@ -93,6 +97,7 @@ enum mv_stop {
 #define MV_VIEW 100 /* a view of F's replica, whatever the step */
 #define MV_CHUNK 101
 #define MV_STALE 102 /* the abort of another move's install found on M */
+#define MV_SVIEW 103 /* a view of an OMS shard's replica: how far it applied F's stream */
 
 struct app_move {
 	bool active;
@@ -118,6 +123,22 @@ struct app_move {
 	uint64_t view_ns;         /* next view at this time, 0: none due */
 	size_t view_cap;          /* answer room the next book view asks for */
 	bool ready;
+	/* Ready read from the OMS shards (their replicas here) rather than from F's
+	 * acknowledgements, which come only every 64 events or at an idle OMS leader's tick and
+	 * then take a commit of F: each OMS shard whose stream of F has events not acknowledged,
+	 * and that stream's last seq at the freeze (me.h me_move_info.need_*). An OMS replica
+	 * that applied that far holds every event about the frozen book, committed. need_n 0:
+	 * F's replica says ready. */
+	uint32_t need_n;
+	uint16_t need_shard[APP_MOVE_NEED_MAX];
+	uint64_t need_seq[APP_MOVE_NEED_MAX];
+	bool need_met[APP_MOVE_NEED_MAX];
+	bool need_out[APP_MOVE_NEED_MAX];
+	uint64_t sview_ns;        /* next round of OMS views at this time, 0: none due */
+	uint32_t sviews;          /* OMS replica views asked */
+	bool ready_oms;           /* ready came from the OMS replicas */
+	bool need_off;            /* an OMS shard that waits is not hosted here, or too many
+				   * wait: F's replica decides (APP_VIEW_MOVE_READY) */
 	/* The copy (before the freeze): every order sent as an ADD, in export order. */
 	struct wire_book_order *copy;
 	uint32_t copied;
@@ -611,6 +632,8 @@ send_view(struct app_mgmt *m)
 	uint32_t flags = mv->step == MV_COPY					? APP_VIEW_MOVE_LIVE
 			 : mv->step == MV_EXPORT && mv->use_journal ? APP_VIEW_MOVE_JOURNAL
 								    : 0;
+	if (mv->need_off)
+		flags |= APP_VIEW_MOVE_READY; /* F's acknowledgements decide: of the book alone */
 	struct app_mgmt_view_query q = {.view = APP_VIEW_MOVE, .target = mv->symbol,
 					.user = mv->move_id, .flags = flags,
 					.limit = book ? UINT32_MAX : 0,
@@ -626,6 +649,36 @@ send_view(struct app_mgmt *m)
 	mv->view_out = true;
 	mv->views++;
 	mv->t_view_sent = dp_clock_ns();
+}
+
+/* Views of this node's replica of every OMS shard that waits for F's events. A shard not
+ * hosted here: F's acknowledgements decide instead. */
+static void
+send_stream_views(struct app_mgmt *m)
+{
+	struct app_move *mv = m->move;
+	mv->sview_ns = 0;
+	for (uint32_t i = 0; i < mv->need_n; i++) {
+		if (mv->need_met[i] || mv->need_out[i])
+			continue;
+		struct app_mgmt_view_query q = {.view = APP_VIEW_STREAM, .target = mv->from,
+						.out_cap = sizeof(struct app_stream_view)};
+		int rc = app_mgmt_internal(m, mv->need_shard[i], NULL, &q, false, CMD_TIMEOUT_NS,
+					   mv_done, mv, TAG(MV_SVIEW, i));
+		if (rc == -ENOENT) {
+			mv->need_n = 0; /* answers still out are dropped (on_stream_view) */
+			mv->need_off = true;
+			mv->view_ns = dp_clock_ns();
+			return;
+		}
+		if (rc != 0) {
+			mv->sview_ns = dp_clock_ns() + RETRY_NS;
+			return;
+		}
+		mv->out_cmds++;
+		mv->need_out[i] = true;
+		mv->sviews++;
+	}
 }
 
 static void
@@ -688,6 +741,8 @@ reply_ok(struct app_mgmt *m)
 	mgmt_out_kv_u64(&o, "orders_per_chunk", mv->per_chunk);
 	mgmt_out_kv_u64(&o, "resends", mv->resends);
 	mgmt_out_kv_u64(&o, "views", mv->views);
+	mgmt_out_kv_u64(&o, "stream_views", mv->sviews);
+	mgmt_out_kv_str(&o, "ready_by", mv->ready_oms ? "oms_replicas" : "acks");
 	mgmt_out_kv_bool(&o, "journal", mv->use_journal);
 	mgmt_out_kv_u64(&o, "journal_records", mv->journal_recs);
 	/* The symbol trades nowhere from OUT to the last switch. */
@@ -900,8 +955,47 @@ on_view_frozen(struct app_mgmt *m, const struct app_move_view *v, uint64_t now)
 		mv->ready = true;
 		mv->t_ready = now;
 	}
-	if (!mv->ready)
-		mv->view_ns = now + VIEW_RETRY_NS;
+	if (mv->ready || mv->need_n > 0)
+		return;
+	if (v->need_over)
+		mv->need_off = true; /* more OMS shards wait than a view names */
+	if (v->need_n > 0 && v->need_n <= APP_MOVE_NEED_MAX && !v->need_over && !mv->need_off) {
+		/* Taken once after the freeze, they cover every event about a frozen order (none
+		 * is emitted while it is frozen): read them off the OMS replicas from here. */
+		mv->need_n = v->need_n;
+		memcpy(mv->need_shard, v->need_shard, sizeof(mv->need_shard));
+		memcpy(mv->need_seq, v->need_seq, sizeof(mv->need_seq));
+		memset(mv->need_met, 0, sizeof(mv->need_met));
+		mv->sview_ns = now;
+		return;
+	}
+	/* A walk of the frozen book each (APP_VIEW_MOVE_READY): not every 100 us. */
+	mv->view_ns = now + (mv->need_off ? READY_RETRY_NS : VIEW_RETRY_NS);
+}
+
+static void
+on_stream_view(struct app_mgmt *m, const struct app_cmd *c, uint32_t i)
+{
+	struct app_move *mv = m->move;
+	if (i < APP_MOVE_NEED_MAX)
+		mv->need_out[i] = false;
+	if (mv->ready || i >= mv->need_n || (mv->step != MV_EXPORT && mv->step != MV_CHUNKS))
+		return; /* ready already, or F's acknowledgements decide (not hosted here) */
+	uint64_t now = dp_clock_ns();
+	if (c->status == APP_CMD_OK && c->out_len >= sizeof(struct app_stream_view) &&
+	    ((const struct app_stream_view *)(const void *)c->out)->seq >= mv->need_seq[i])
+		mv->need_met[i] = true;
+	uint32_t met = 0;
+	for (uint32_t k = 0; k < mv->need_n; k++)
+		met += mv->need_met[k];
+	if (met == mv->need_n) {
+		mv->ready = true;
+		mv->ready_oms = true;
+		mv->t_ready = now;
+		return;
+	}
+	if (mv->sview_ns == 0)
+		mv->sview_ns = now + VIEW_RETRY_NS;
 }
 
 static void
@@ -1201,6 +1295,8 @@ mv_done(struct app_mgmt *m, const struct app_cmd *c, void *owner, uint64_t tag)
 	uint32_t step = TAG_STEP(tag);
 	if (step == MV_VIEW) {
 		on_view(m, c, TAG_N(tag));
+	} else if (step == MV_SVIEW) {
+		on_stream_view(m, c, TAG_N(tag));
 	} else if (step == MV_CHUNK) {
 		on_chunk(m, c, TAG_N(tag));
 	} else if (step == MV_STALE) {
@@ -1253,6 +1349,9 @@ app_mgmt_move_poll(struct app_mgmt *m)
 		       (mv->step == MV_CHUNKS && !mv->ready);
 	if (viewing && !mv->view_out && mv->view_ns != 0 && now >= mv->view_ns)
 		send_view(m);
+	if ((mv->step == MV_EXPORT || mv->step == MV_CHUNKS) && !mv->ready && mv->need_n > 0 &&
+	    mv->sview_ns != 0 && now >= mv->sview_ns)
+		send_stream_views(m);
 	if (mv->step == MV_COPY_CHUNKS || mv->step == MV_CHUNKS) {
 		if (mv->retry_ns == 0 || now >= mv->retry_ns) {
 			mv->retry_ns = 0;

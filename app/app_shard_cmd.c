@@ -546,6 +546,13 @@ view_move(struct app_shard *s, struct app_cmd *c)
 		v->ready = mi.ready;
 		v->journal = mi.journal;
 		v->journal_ok = mi.journal_ok;
+		if (c->flags & APP_VIEW_MOVE_READY)
+			v->ready = me_move_ready(s->svc, symbol) == 1;
+		v->need_n = mi.need_n;
+		v->need_over = mi.need_over;
+		static_assert(APP_MOVE_NEED_MAX == ME_MOVE_NEED_MAX, "app_move_view.need");
+		memcpy(v->need_shard, mi.need_shard, sizeof(v->need_shard));
+		memcpy(v->need_seq, mi.need_seq, sizeof(v->need_seq));
 	}
 	size_t room = (c->out_cap - sizeof(*v)) / sizeof(struct wire_book_order);
 	if (v->known && (c->flags & APP_VIEW_MOVE_LIVE)) {
@@ -626,6 +633,20 @@ cmd_view(struct app_shard *s, struct app_cmd *c)
 {
 	if (c->view == APP_VIEW_MOVE && !s->is_oms) {
 		view_move(s, c);
+		return;
+	}
+	if (c->view == APP_VIEW_STREAM && s->is_oms) {
+		struct app_stream_view *v = (void *)c->out;
+		if (c->out_cap < sizeof(*v) || c->target > UINT16_MAX) {
+			c->err = c->out_cap < sizeof(*v) ? -E2BIG : -EINVAL;
+			app_cmd_give(s, c, APP_CMD_FAILED);
+			return;
+		}
+		v->applied = cns_applied_index(s->cns);
+		uint64_t next = oms_stream_next_seq(s->svc, (uint16_t)c->target);
+		v->seq = next > 0 ? next - 1 : 0;
+		c->out_len = sizeof(*v);
+		app_cmd_give(s, c, APP_CMD_OK);
 		return;
 	}
 	if (c->view == APP_VIEW_BOOK && !s->is_oms) {

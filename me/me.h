@@ -200,6 +200,8 @@ enum me_move_phase {
 };
 
 /* The move of one symbol as this engine knows it. */
+#define ME_MOVE_NEED_MAX 8
+
 struct me_move_info {
 	uint64_t move_id;
 	uint64_t hash;          /* source: the frozen book's (watching: the book's as it trades);
@@ -211,15 +213,29 @@ struct me_move_info {
 	uint16_t peer;          /* source: the target shard; target: the source shard */
 	uint8_t role;           /* enum me_move_role */
 	uint8_t phase;          /* enum me_move_phase */
-	uint8_t ready;          /* source, frozen: every event about the frozen orders is
-				 * acknowledged by its OMS shard (the target may open it) */
+	uint8_t ready;          /* source, frozen: every event of this engine's streams is
+				 * acknowledged (so every one about the frozen orders: the
+				 * target may open it); me_move_ready answers the exact
+				 * question, walking the book */
 	uint8_t journal_ok;     /* 1: the journal of this move is complete (it belongs to this
 				 * move_id since its WATCH and never overflowed) */
-	uint8_t reserved[6];
+	/* Source, frozen and not ready: per OMS shard whose stream has events not acknowledged,
+	 * the stream's last seq. An OMS replica that applied its stream of this engine that
+	 * far holds every event about the frozen orders (none is emitted while they are
+	 * frozen), committed: what ready stands for, without waiting for the acknowledgement
+	 * and its commit in this log. Read off the streams, not the book. */
+	uint8_t need_n;         /* entries in need_shard / need_seq */
+	uint8_t need_over;      /* 1: more OMS shards than ME_MOVE_NEED_MAX wait */
+	uint8_t reserved[4];
+	uint16_t need_shard[ME_MOVE_NEED_MAX];
+	uint64_t need_seq[ME_MOVE_NEED_MAX];
 };
 
 /* The newest move of `symbol` this engine knows: 0, or -ENOENT. */
 int me_move_info(const struct me *me, uint32_t symbol, struct me_move_info *out);
+/* Source, frozen: 1 when every event about a frozen order is acknowledged by its OMS shard,
+ * else 0 (walks the frozen book); -ENOENT when the newest move of the symbol is not one. */
+int me_move_ready(const struct me *me, uint32_t symbol);
 
 /* Source: up to n orders of the frozen book of move_id, from the from-th in export order
  * (best level first, time priority within a level; bids, then asks). Returns the orders

@@ -1040,18 +1040,42 @@ me_book_chunk(struct me *me, const struct wire_book_chunk *m)
 
 /* ---- read-only views ---- */
 
-struct ready_ctx {
-	bool ready;
-};
-
 static bool
 ready_visit(struct me *me, uint32_t oi, void *ctx)
 {
 	const struct me_order *o = me_ord(me, oi);
 	if (me_stream_at(me, o->stream)->acked >= o->last_seq)
 		return true;
-	((struct ready_ctx *)ctx)->ready = false;
+	*(bool *)ctx = false;
 	return false;
+}
+
+static const struct me_move *
+newest_move(const struct me *me, uint32_t si)
+{
+	const struct me_move *mv = NULL;
+	for (uint32_t i = 0; i < ME_MOVES_MAX; i++) {
+		const struct me_move *c = &me->moves[i];
+		if (c->move_id != 0 && c->symbol == si && (mv == NULL || c->created > mv->created))
+			mv = c;
+	}
+	return mv;
+}
+
+int
+me_move_ready(const struct me *cme, uint32_t symbol)
+{
+	CHECK(cme != NULL);
+	struct me *me = (struct me *)(uintptr_t)cme; /* read only, as me_move_info */
+	uint32_t si = me_symbol_find(me, symbol);
+	if (si == ME_NIL)
+		return -ENOENT;
+	const struct me_move *mv = newest_move(me, si);
+	if (mv == NULL || mv->role != ME_MOVE_SOURCE || mv->phase != ME_MOVE_FROZEN)
+		return -ENOENT;
+	bool ready = true;
+	book_walk(me, si, ready_visit, &ready);
+	return ready ? 1 : 0;
 }
 
 int
@@ -1064,12 +1088,7 @@ me_move_info(const struct me *cme, uint32_t symbol, struct me_move_info *out)
 	uint32_t si = me_symbol_find(me, symbol);
 	if (si == ME_NIL)
 		return -ENOENT;
-	const struct me_move *mv = NULL;
-	for (uint32_t i = 0; i < ME_MOVES_MAX; i++) {
-		const struct me_move *c = &me->moves[i];
-		if (c->move_id != 0 && c->symbol == si && (mv == NULL || c->created > mv->created))
-			mv = c;
-	}
+	const struct me_move *mv = newest_move(me, si);
 	if (mv == NULL)
 		return -ENOENT;
 	memset(out, 0, sizeof(*out));
@@ -1085,11 +1104,22 @@ me_move_info(const struct me *cme, uint32_t symbol, struct me_move_info *out)
 		out->journal_ok = me->journal_overflow == 0;
 	}
 	if (mv->role == ME_MOVE_SOURCE && mv->phase == ME_MOVE_FROZEN) {
-		/* Every event about a frozen order applied by its OMS shard: no OMS can see the
-		 * target's events about an order before the source's. */
-		struct ready_ctx c = {.ready = true};
-		book_walk(me, si, ready_visit, &c);
-		out->ready = c.ready;
+		/* What an OMS shard must hold before the target opens: every event this engine
+		 * sent it so far (the frozen orders' are among them; nothing emits one about a
+		 * frozen order). A few streams, not the book: no walk in the pause. */
+		for (uint32_t st = 0; st < me->streams_used; st++) {
+			const struct me_stream *s = me_stream_at(me, st);
+			if (s->acked + 1 >= s->next_seq)
+				continue;
+			if (out->need_n == ME_MOVE_NEED_MAX) {
+				out->need_over = 1;
+				break;
+			}
+			out->need_shard[out->need_n] = s->shard;
+			out->need_seq[out->need_n] = s->next_seq - 1;
+			out->need_n++;
+		}
+		out->ready = out->need_n == 0 && out->need_over == 0;
 	}
 	DCHECK(out->move_id != 0);
 	return 0;

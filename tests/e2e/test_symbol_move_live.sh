@@ -326,19 +326,23 @@ if [ -z "$money_ok" ]; then
 fi
 log "money: $N users, deposits exact, nothing reserved"
 
-"$PY" - "$MOVE" "$PROBE" <<'PY'
+"$PY" - "$MOVE" "$PROBE" "$BACK" <<'PY'
 import json, sys
 m = json.loads(sys.argv[1])["result"]
 p = json.loads(sys.argv[2])
+b = json.loads(sys.argv[3])["result"]
 ph = m["phases_us"]
 print("bench: symbol_move_live orders=%d chunks=%d orders_per_chunk=%d pause_ms=%.1f "
       "probe_pause_ms=%.1f probe_every_ms=%g refused=%d freeze_ms=%.1f export_ms=%.1f "
       "delta=%d/%d/%d copy_ms=%.1f diff_ms=%.1f delta_ms=%.1f ready_ms=%.1f open_ms=%.1f "
-      "resends=%d" % (
+      "resends=%d ready_by=%s back_pause_ms=%.1f back_ready_ms=%.1f back_ready_by=%s "
+      "back_delta=%d/%d/%d" % (
           m["orders"], m["chunks"], m["orders_per_chunk"], m["pause_us"] / 1000.0,
           p["pause_ms"], p["every_ms"], p["refused"], ph["freeze"] / 1000.0,
           ph["export"] / 1000.0, m["delta_add"], m["delta_update"], m["delta_remove"],
           ph["copy"] / 1000.0, ph["diff"] / 1000.0, ph["delta"] / 1000.0, ph["ready"] / 1000.0,
-          ph["open"] / 1000.0, m["resends"]))
+          ph["open"] / 1000.0, m["resends"], m["ready_by"], b["pause_us"] / 1000.0,
+          b["phases_us"]["ready"] / 1000.0, b["ready_by"], b["delta_add"], b["delta_update"],
+          b["delta_remove"]))
 PY
 log "e2e_symbol_move_live ok"

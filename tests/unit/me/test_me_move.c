@@ -235,6 +235,27 @@ ack_all_on(struct me *e)
 	}
 }
 
+/* A frozen source's needs (me_move_info.need_*): one entry per OMS shard in `shards` (a
+ * bit per shard), each the last seq of that shard's stream. */
+static void
+check_needs(const struct me_move_info *fi, uint32_t shards)
+{
+	struct me_stream_info st;
+	uint32_t want = 0;
+	for (uint32_t i = 0; me_stream_info_at(fx_me, i, &st) == 0; i++)
+		if ((shards >> st.shard) & 1)
+			want++;
+	cr_assert_eq(fi->need_over, 0);
+	cr_assert_eq(fi->need_n, want, "%u OMS shards wait, want %u", fi->need_n, want);
+	for (uint32_t k = 0; k < fi->need_n; k++) {
+		cr_assert((shards >> fi->need_shard[k]) & 1, "shard %u", fi->need_shard[k]);
+		for (uint32_t i = 0; me_stream_info_at(fx_me, i, &st) == 0; i++)
+			if (st.shard == fi->need_shard[k])
+				cr_assert_eq(fi->need_seq[k], st.next_seq - 1, "shard %u",
+					     st.shard);
+	}
+}
+
 /* ---- books ---- */
 
 static uint64_t
@@ -351,6 +372,24 @@ Test(me_move, round_trip_big_book)
 	cr_assert_eq(fi.count, BIG);
 	cr_assert_eq(fi.peer, M_SHARD);
 	cr_assert_eq(fi.ready, 0, "events not acknowledged yet");
+	check_needs(&fi, 0xff);
+	/* One stream acknowledged one short of its last event about the book, another whole:
+	 * the first still waits for that event, the second no longer. */
+	struct me_stream_info st;
+	for (uint32_t i = 0; me_stream_info_at(fx_me, i, &st) == 0; i++) {
+		if (st.shard != 1 && st.shard != 2)
+			continue;
+		struct wire_stream_ack a;
+		memset(&a, 0, sizeof(a));
+		wire_hdr_init(&a.hdr, WIRE_STREAM_ACK, 0);
+		a.stream = st.shard;
+		a.seq = st.next_seq - (st.shard == 1 ? 2 : 1);
+		on(fx_me, &a);
+	}
+	cr_assert_eq(me_move_info(fx_me, FX_SYM, &fi), 0);
+	cr_assert_eq(fi.ready, 0);
+	check_needs(&fi, 1u << 0 | 1u << 1);
+	cr_assert_eq(me_move_ready(fx_me, FX_SYM), 0);
 
 	cr_assert_eq(transfer(77, 0, CHUNK_MAX), BIG / CHUNK_MAX);
 	struct me_move_info mi;
@@ -370,6 +409,8 @@ Test(me_move, round_trip_big_book)
 	ack_all_on(fx_me);
 	cr_assert_eq(me_move_info(fx_me, FX_SYM, &fi), 0);
 	cr_assert_eq(fi.ready, 1);
+	cr_assert_eq(fi.need_n, 0);
+	cr_assert_eq(me_move_ready(fx_me, FX_SYM), 1);
 
 	struct wire_symbol_move in = in_msg(77);
 	r = step_msg(M, &in);
@@ -559,6 +600,45 @@ Test(me_move, frozen_source_refuses)
 	fx_submit(&s);
 	cr_assert_eq(fx_reject_reason(4, 1), -1);
 	cr_assert_neq(me_state_hash(fx_me), hash); /* the refusals were recorded, of course */
+}
+
+/* Goal: the needs of a frozen source (me_move_info.need_*) name every OMS shard whose stream
+ * has events not acknowledged, with the stream's last seq — an event about another symbol
+ * included (reading the streams, not the book) — while me_move_ready answers for the frozen
+ * orders alone; neither changes the engine.
+ * Method: two orders of two OMS shards, OUT, acknowledge, then an order of SYM2 from one. */
+Test(me_move, needs_cover_the_streams_ready_the_book)
+{
+	cr_assert_eq(config_on(fx_me, SYM2, F_SHARD), WIRE_REASON_NONE);
+	fx_gtc(1, 1, B, 100, 5);
+	fx_oms_shard = 1;
+	fx_gtc(2, 1, S, 200, 5);
+	fx_oms_shard = 0;
+	cr_assert_eq(OUT(9).reason, WIRE_REASON_NONE);
+	struct me_move_info fi;
+	cr_assert_eq(me_move_info(fx_me, FX_SYM, &fi), 0);
+	cr_assert_eq(fi.ready, 0);
+	check_needs(&fi, 1u << 0 | 1u << 1);
+	cr_assert_eq(me_move_ready(fx_me, FX_SYM), 0);
+	ack_all_on(fx_me);
+	cr_assert_eq(me_move_info(fx_me, FX_SYM, &fi), 0);
+	cr_assert_eq(fi.ready, 1);
+	cr_assert_eq(fi.need_n, 0);
+	cr_assert_eq(me_move_ready(fx_me, FX_SYM), 1);
+	/* Another symbol trades for OMS shard 1: its stream waits again, the book does not. */
+	fx_oms_shard = 1;
+	struct wire_submit s = fx_order(4, 1, B, WIRE_ORD_LIMIT, WIRE_TIF_GTC, 100, 1);
+	s.symbol = SYM2;
+	fx_submit(&s);
+	fx_oms_shard = 0;
+	cr_assert_eq(fx_reject_reason(4, 1), -1);
+	uint64_t hash = me_state_hash(fx_me);
+	cr_assert_eq(me_move_info(fx_me, FX_SYM, &fi), 0);
+	cr_assert_eq(fi.ready, 0);
+	check_needs(&fi, 1u << 1);
+	cr_assert_eq(me_move_ready(fx_me, FX_SYM), 1);
+	cr_assert_eq(me_move_ready(fx_me, SYM2), -ENOENT, "no move of SYM2");
+	cr_assert_eq(me_state_hash(fx_me), hash);
 }
 
 /* Goal: a book being installed on M is inert: a submit or a cancel of an installed order
