@@ -18,8 +18,8 @@
 # shard 3; one stopped once the book is frozen is resumed by the command run on another node
 # and the book arrives whole on every replica. After a halt with cancel every user's money is
 # exact and nothing is reserved. Prints the pause as the node measured it (OUT proposed to
-# the last OMS switch committed) and as the probe saw it:
-#   bench: symbol_move_live orders=N chunks=N pause_ms=N probe_pause_ms=N ...
+# the last OMS switch committed) and as the probe saw it, and the move back's:
+#   bench: symbol_move_live orders=N chunks=N pause_ms=N probe_pause_ms=N ... back_pause_ms=N
 # (a figure, not asserted: wall-clock time on a shared host is not a test result).
 # Method: three omsd processes, omsload and a python probe in the client namespace, omsctl.
 source "$(dirname "$0")/lib.sh"
