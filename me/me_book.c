@@ -4,9 +4,10 @@
  *
  * Each side of a book keeps a sorted array of (price, level) with the best price at the
  * highest index: bids ascending, asks descending. Best price is the last element (no scan);
- * the touch moves by pushing or popping at the end; a level deeper in the book is found by a
- * short linear walk from the touch (most activity is near it) and then binary search, and
- * inserted or removed with one memmove of the levels better than it. The array is bounded by
+ * the touch moves by pushing or popping at the end; a level deeper in the book is found where
+ * the tick says it is when the side is dense there, else by an exponential walk back from the
+ * touch (most activity is near it) and then binary search, and inserted or removed with one
+ * memmove of the levels better than it. The array is bounded by
  * levels_side_max, so every operation is bounded.
  */
 #include <string.h>
@@ -14,13 +15,29 @@
 #include "me/me_int.h"
 
 /* First index in [0, n) whose price is better than px (entries are sorted worst → best).
- * Exponential search back from the touch (most prices are a few levels from it), then
- * binary search inside the bracket: O(log distance-from-touch). */
-#define BOOK_SEARCH(name, BETTER)                                                          \
-	static inline uint32_t name(const struct me_lref *r, uint32_t n, int64_t px)       \
+ * First a guess: the prices are distinct multiples of the tick, so when the side is dense
+ * (a level at every tick, as near the touch of a busy book) the level at px sits exactly
+ * GAP / tick entries below the touch; one division and two probes confirm it, and the
+ * answer stands only if the probes show the boundary itself (r[g] not better, r[g + 1]
+ * better), so a wrong guess (a gap in the side, a tick of 0) costs those probes and
+ * nothing else. Otherwise exponential search back from the touch (most prices are a few
+ * levels from it), then binary search inside the bracket: O(log distance-from-touch). */
+#define BOOK_SEARCH(name, BETTER, GAP)                                                     \
+	static inline uint32_t name(const struct me_lref *r, uint32_t n, int64_t px,       \
+				    int64_t tick)                                          \
 	{                                                                                  \
 		if (n == 0 || !BETTER(r[n - 1].px, px))                                    \
 			return n;                                                          \
+		if (tick > 0) {                                                            \
+			/* r[n - 1] is better: the gap is positive and fits uint64_t. */   \
+			uint64_t k = GAP(r[n - 1].px, px) / (uint64_t)tick;                \
+			if (k < n) {                                                       \
+				uint32_t g = n - 1 - (uint32_t)k;                          \
+				/* Not better means g < n - 1: r[g + 1] exists. */         \
+				if (!BETTER(r[g].px, px) && BETTER(r[g + 1].px, px))       \
+					return g + 1;                                      \
+			}                                                                  \
+		}                                                                          \
 		/* r[hi] is better than px; find lo with r[lo] not better (or lo = 0). */  \
 		uint32_t hi = n - 1, step = 1, lo;                                         \
 		for (;;) {                                                                 \
@@ -48,15 +65,20 @@
 	}
 #define BID_BETTER(a, b) ((a) > (b))
 #define ASK_BETTER(a, b) ((a) < (b))
-BOOK_SEARCH(search_bids, BID_BETTER)
-BOOK_SEARCH(search_asks, ASK_BETTER)
+/* How far touch a is from px b on each side, when a is better (modulo 2^64: exact). */
+#define BID_GAP(a, b) ((uint64_t)(a) - (uint64_t)(b))
+#define ASK_GAP(a, b) ((uint64_t)(b) - (uint64_t)(a))
+BOOK_SEARCH(search_bids, BID_BETTER, BID_GAP)
+BOOK_SEARCH(search_asks, ASK_BETTER, ASK_GAP)
 
-uint32_t
-me_book_find(struct me *me, uint32_t si, uint32_t side, int64_t px, uint32_t *pos)
+/* me_book_find, inlined into the hot callers of this file (rest, remove). */
+static inline uint32_t
+book_find(struct me *me, uint32_t si, uint32_t side, int64_t px, uint32_t *pos)
 {
 	const struct me_lref *r = me_lrefs(me, si, side);
-	uint32_t n = me_sym(me, si)->side_count[side];
-	uint32_t i = side == 0 ? search_bids(r, n, px) : search_asks(r, n, px);
+	const struct me_symbol *s = me_sym(me, si);
+	uint32_t n = s->side_count[side];
+	uint32_t i = side == 0 ? search_bids(r, n, px, s->tick) : search_asks(r, n, px, s->tick);
 	/* Entries [i, n) are better than px; entry i-1 (if any) is at or worse than px. */
 	*pos = i;
 	if (i > 0 && r[i - 1].px == px)
@@ -64,14 +86,10 @@ me_book_find(struct me *me, uint32_t si, uint32_t side, int64_t px, uint32_t *po
 	return ME_NIL;
 }
 
-bool
-me_book_can_rest(struct me *me, uint32_t si, uint32_t side, int64_t px)
+uint32_t
+me_book_find(struct me *me, uint32_t si, uint32_t side, int64_t px, uint32_t *pos)
 {
-	/* Room for a new level means room for any price; only a full side needs the search. */
-	if (me->level_free != ME_NIL && me_sym(me, si)->side_count[side] < me->limits.levels_side_max)
-		return true;
-	uint32_t pos;
-	return me_book_find(me, si, side, px, &pos) != ME_NIL;
+	return book_find(me, si, side, px, pos);
 }
 
 void
@@ -81,7 +99,7 @@ me_book_rest(struct me *me, uint32_t si, uint32_t oi)
 	struct me_symbol *s = me_sym(me, si);
 	uint32_t side = me_side_ix(o->side);
 	uint32_t pos;
-	uint32_t li = me_book_find(me, si, side, o->px, &pos);
+	uint32_t li = book_find(me, si, side, o->px, &pos);
 	struct me_level *l;
 	if (li == ME_NIL) {
 		/* New level: the caller checked me_book_can_rest. */
@@ -157,7 +175,7 @@ me_book_remove(struct me *me, uint32_t si, uint32_t oi)
 	/* Empty level: drop it from the side array (usually the touch: no move at all). */
 	uint32_t side = me_side_ix(o->side);
 	uint32_t pos;
-	uint32_t found = me_book_find(me, si, side, l->px, &pos);
+	uint32_t found = book_find(me, si, side, l->px, &pos);
 	CHECK(found == li);
 	struct me_lref *r = me_lrefs(me, si, side);
 	uint32_t n = s->side_count[side];

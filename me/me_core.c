@@ -76,7 +76,14 @@ me_apply(struct me *me, uint64_t now_ns, const struct wire_msg_hdr *msg, struct 
 	/* Fields a newer wire minor appended are not ours to read: the book is the same with or
 	 * without them, on a replica of either minor (docs/wire.md, "Versions"). */
 	union wire_msg_any known;
-	msg = wire_msg_known(msg, &known);
+	/* wire_msg_known returns a message no longer than its type's struct as it is: only a
+	 * longer one (a newer minor's) needs the call and its copy. The same size is the short
+	 * message test below (a copied message is exactly that long). */
+	uint16_t size = wire_type_size(msg->type);
+	if (__builtin_expect(msg->length > size, 0)) {
+		msg = wire_msg_known(msg, &known);
+		size = wire_type_size(msg->type);
+	}
 	me->rt.sink = sink;
 	/* Cluster time never goes backwards (consensus clamps it); tolerate it anyway. */
 	if (now_ns > me->now_ns)
@@ -89,7 +96,7 @@ me_apply(struct me *me, uint64_t now_ns, const struct wire_msg_hdr *msg, struct 
 	/* Every type handled below is read as its fixed struct: a shorter message (the decoder
 	 * refuses them, so only a broken log holds one) is counted and ignored, not read. The
 	 * size is wire.h's table, the same sizeof as the struct each case reads. */
-	if (__builtin_expect(msg->length < wire_type_size(msg->type), 0) && msg->type != WIRE_TICK) {
+	if (__builtin_expect(msg->length < size, 0) && msg->type != WIRE_TICK) {
 		me_count(me, ME_C_IGNORED);
 		return;
 	}

@@ -380,9 +380,18 @@ me_oid_hash(struct wire_oid oid)
 {
 	return me_mix64(oid.user * UINT64_C(0x9e3779b97f4a7c15) ^ oid.shard_seq);
 }
+/* The oid index's tag of an oid: the low 32 bits of its hash (struct me_slot). A request
+ * looks its id up and then records it: the tag is computed once for both. */
+static inline uint32_t
+me_oid_tag(struct wire_oid oid)
+{
+	return (uint32_t)me_oid_hash(oid);
+}
 
 /* ---- me_store.c: layout, records, tables, the GTD heap ---- */
 uint32_t me_order_alloc(struct me *me, struct wire_oid oid);     /* indexed; ME_NIL if full */
+/* The same, given tag = me_oid_tag(oid). */
+uint32_t me_order_alloc_tag(struct me *me, struct wire_oid oid, uint32_t tag);
 void me_order_release(struct me *me, uint32_t oi);              /* unindex and free */
 uint32_t me_symbol_add(struct me *me, uint32_t symbol);           /* ME_NIL if full */
 struct me_user *me_user_get(struct me *me, uint64_t user);        /* create; NULL if full */
@@ -518,9 +527,19 @@ me_move_change(struct me *me, uint32_t si, uint32_t oi, int64_t leaves, int64_t 
 /* ---- me_book.c: levels ---- */
 /* Level at px on one side, or ME_NIL; *pos gets its (or its insertion) position. */
 uint32_t me_book_find(struct me *me, uint32_t si, uint32_t side, int64_t px, uint32_t *pos);
-bool me_book_can_rest(struct me *me, uint32_t si, uint32_t side, int64_t px);
 void me_book_rest(struct me *me, uint32_t si, uint32_t oi);        /* append to its level */
 void me_book_remove(struct me *me, uint32_t si, uint32_t oi);      /* unlink from its level */
+/* Can an order rest at px on one side: a level there, or room for a new one? Room for a
+ * new level means room for any price, so only a full side needs the search. Inline: every
+ * order that may rest asks, and the answer is nearly always the first test's. */
+static inline bool
+me_book_can_rest(struct me *me, uint32_t si, uint32_t side, int64_t px)
+{
+	if (me->level_free != ME_NIL && me_sym(me, si)->side_count[side] < me->limits.levels_side_max)
+		return true;
+	uint32_t pos;
+	return me_book_find(me, si, side, px, &pos) != ME_NIL;
+}
 /* Best level of one side (ME_NIL if empty). */
 static inline uint32_t
 me_book_best(struct me *me, uint32_t si, uint32_t side)
@@ -530,7 +549,8 @@ me_book_best(struct me *me, uint32_t si, uint32_t side)
 }
 
 /* ---- me_stream.c: events ---- */
-uint32_t me_stream_get(struct me *me, uint16_t shard);           /* create; ME_NIL if full */
+/* me_stream_get (below) when the shard has no stream yet: create it; ME_NIL if full. */
+uint32_t me_stream_add(struct me *me, uint16_t shard);
 /* Move a record to FINAL and queue it for release once its stream ack covers it. */
 void me_order_finish(struct me *me, uint32_t oi);
 void me_result_emit(struct me *me, struct wire_oid oid, uint32_t oi, uint16_t reason);
@@ -560,12 +580,12 @@ void me_admin_reply(struct me *me, uint16_t reason, uint64_t value); /* ADMIN_RE
  * hash: a probe compares the tag before it touches a record (one cache miss saved per
  * collision), and deletion finds each entry's home slot from its tag alone. */
 static inline uint32_t
-me_order_find(struct me *me, struct wire_oid oid)
+me_order_find_tag(struct me *me, struct wire_oid oid, uint32_t tag)
 {
 	const struct me_slot *ix = ME_ARR(me, off_index, struct me_slot);
 	const struct me_order *o = me_orders(me);
 	uint32_t mask = me->index_mask;
-	uint32_t tag = (uint32_t)me_oid_hash(oid);
+	DCHECK(tag == me_oid_tag(oid));
 	for (uint32_t h = tag & mask;; h = (h + 1) & mask) {
 		uint32_t v = ix[h].order;
 		if (v == 0)
@@ -573,6 +593,11 @@ me_order_find(struct me *me, struct wire_oid oid)
 		if (ix[h].tag == tag && wire_oid_eq(o[v - 1].oid, oid))
 			return v - 1;
 	}
+}
+static inline uint32_t
+me_order_find(struct me *me, struct wire_oid oid)
+{
+	return me_order_find_tag(me, oid, me_oid_tag(oid));
 }
 
 /* Symbol index by id, or ME_NIL. */
@@ -612,6 +637,20 @@ me_stream_find(const struct me *me, uint16_t shard)
 	return v == 0 ? ME_NIL : (uint32_t)v - 1;
 }
 
+/* Stream index of an OMS shard, created if need be; ME_NIL if full. Inline: every request
+ * asks, and all but the first of a shard find it in the map. */
+static inline uint32_t
+me_stream_get(struct me *me, uint16_t shard)
+{
+	DCHECK(me->streams_used <= me->limits.streams_max);
+	uint32_t st = me_stream_find(me, shard);
+	if (__builtin_expect(st == ME_NIL, 0))
+		return me_stream_add(me, shard);
+	DCHECK(st < me->streams_used);
+	DCHECK(me_stream_at(me, st)->shard == shard);
+	return st;
+}
+
 /* Retention slots left in a stream. */
 static inline uint32_t
 me_stream_free(const struct me *me, uint32_t st)
@@ -628,61 +667,65 @@ me_bulk_room(const struct me *me, uint32_t st)
 	return me_stream_free(me, st) >= me->limits.events_reserve + 2;
 }
 
-/* Start an event about record oi in its stream; the caller fills event-specific fields,
- * then calls me_ev_emit. */
+/* Start an event about record oi in its stream, with its price, quantity and leaves; the
+ * caller sets any other field of its own, then calls me_ev_emit. The stream's seq and the
+ * record's last_seq advance here: between the two calls the caller only fills the event. */
 static inline struct wire_me_event *
-me_ev_begin(struct me *me, uint32_t oi, uint8_t event)
+me_ev_begin(struct me *me, uint32_t oi, uint8_t event, int64_t px, int64_t qty, int64_t leaves)
 {
 	struct me_order *o = me_ord(me, oi);
 	uint32_t st = o->stream;
 	struct me_stream *s = me_stream_at(me, st);
-	if (s->next_seq - s->oldest >= me->limits.events_max) {
+	uint64_t seq = s->next_seq;
+	if (seq - s->oldest >= me->limits.events_max) {
 		/* Retention exhausted by an ME-initiated burst (requests are refused with
 		 * BACKPRESSURE long before this): the oldest unacknowledged event is overwritten
 		 * and can no longer be replayed. Counted; sized away by events_reserve. */
 		s->oldest++;
 		me_count(me, ME_C_EVENTS_OVERRUN);
 	}
-	struct wire_me_event *ev = &(ME_ARR(me, off_events, struct wire_me_event) + (size_t)st * me->limits.events_max)[(s->next_seq - 1) & me->events_mask];
+	struct wire_me_event *ev = &(ME_ARR(me, off_events, struct wire_me_event) + (size_t)st * me->limits.events_max)[(seq - 1) & me->events_mask];
+	/* The record's fields are read before the event is written: the stores cannot alias
+	 * them then, and none is loaded twice. */
+	struct wire_oid oid = o->oid;
+	uint32_t symbol = o->symbol;
+	uint8_t side = o->side;
 	/* Every byte written, field by field (no padding in wire structs, and no rep-stos
 	 * zeroing on the hot path): replays and snapshots are exact. */
 	ev->hdr.type = WIRE_ME_EVENT;
 	ev->hdr.length = (uint16_t)sizeof(*ev);
 	ev->hdr.shard = s->shard;
 	ev->hdr.flags = 0;
-	ev->seq = s->next_seq;
+	ev->seq = seq;
 	ev->time_ns = me->now_ns;
-	ev->oid = o->oid;
+	ev->oid = oid;
 	ev->contra.user = 0;
 	ev->contra.shard_seq = 0;
 	ev->contra_user = 0;
 	ev->trade_id = 0;
-	ev->symbol = o->symbol;
+	ev->symbol = symbol;
 	ev->event = event;
-	ev->side = o->side;
+	ev->side = side;
 	ev->liquidity = 0;
 	ev->cause = 0;
 	ev->reason = 0;
 	ev->me_shard = me->limits.shard;
 	ev->reserved1 = 0;
-	ev->px = 0;
-	ev->qty = 0;
-	ev->leaves_qty = o->leaves;
+	ev->px = px;
+	ev->qty = qty;
+	ev->leaves_qty = leaves;
 	ev->notional = 0;
+	s->next_seq = seq + 1;
+	o->last_seq = seq;
+	me_count(me, ME_C_EVENTS);
 	return ev;
 }
 
+/* Hand the event me_ev_begin started to the sink. */
 static inline void
-me_ev_emit(struct me *me, uint32_t oi, struct wire_me_event *ev)
+me_ev_emit(struct me *me, const struct wire_me_event *ev)
 {
-	struct me_order *o = me_ord(me, oi);
-	struct me_stream *s = me_stream_at(me, o->stream);
-	DCHECK(ev->seq == s->next_seq);
-	s->next_seq++;
-	o->last_seq = ev->seq;
-	me_count(me, ME_C_EVENTS);
 	svc_emit(me->rt.sink, WIRE_DEST_OMS, ev);
 }
-
 
 #endif

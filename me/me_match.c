@@ -57,11 +57,8 @@ static void
 emit_done(struct me *me, uint32_t oi)
 {
 	struct me_order *o = me_ord(me, oi);
-	struct wire_me_event *ev = me_ev_begin(me, oi, WIRE_EV_DONE);
-	ev->px = o->px;
-	ev->qty = o->cum;
-	ev->leaves_qty = 0;
-	me_ev_emit(me, oi, ev);
+	struct wire_me_event *ev = me_ev_begin(me, oi, WIRE_EV_DONE, o->px, o->cum, 0);
+	me_ev_emit(me, ev);
 }
 
 /* CANCELLED for the whole remaining leaves, then leaves are 0. */
@@ -69,15 +66,12 @@ static void
 emit_cancelled(struct me *me, uint32_t oi, uint8_t cause, const struct wire_oid *contra)
 {
 	struct me_order *o = me_ord(me, oi);
-	struct wire_me_event *ev = me_ev_begin(me, oi, WIRE_EV_CANCELLED);
+	struct wire_me_event *ev = me_ev_begin(me, oi, WIRE_EV_CANCELLED, o->px, o->leaves, 0);
 	ev->cause = cause;
-	ev->px = o->px;
-	ev->qty = o->leaves;
-	ev->leaves_qty = 0;
 	if (contra != NULL)
 		ev->contra = *contra;
 	o->leaves = 0;
-	me_ev_emit(me, oi, ev);
+	me_ev_emit(me, ev);
 }
 
 void
@@ -230,11 +224,18 @@ validate(struct me *me, const struct wire_submit *m, uint32_t st, uint32_t *si_o
 		/* Band: |px - ref| <= ref * band_bps / 10000, ref = last trade, else configured. */
 		int64_t ref = s->last_px != 0 ? s->last_px : s->ref_px;
 		if (s->band_bps != 0 && ref > 0) {
-			__int128 dist = (__int128)m->px - ref;
-			if (dist < 0)
-				dist = -dist;
-			if (dist * MONEY_BPS_DENOM > (__int128)ref * s->band_bps)
+			/* px > 0 and ref > 0: their distance fits 64 bits. Both products
+			 * nearly always do too; only when one does not is the exact 128-bit
+			 * compare needed. */
+			int64_t dist = m->px > ref ? m->px - ref : ref - m->px;
+			int64_t lhs, rhs;
+			if (__builtin_mul_overflow(dist, (int64_t)MONEY_BPS_DENOM, &lhs) ||
+			    __builtin_mul_overflow(ref, (int64_t)s->band_bps, &rhs)) {
+				if ((__int128)dist * MONEY_BPS_DENOM > (__int128)ref * s->band_bps)
+					return WIRE_REASON_OUTSIDE_BAND;
+			} else if (lhs > rhs) {
 				return WIRE_REASON_OUTSIDE_BAND;
+			}
 		}
 	} else {
 		if (m->px != 0 || m->expire_ns != 0)
@@ -287,10 +288,11 @@ validate(struct me *me, const struct wire_submit *m, uint32_t st, uint32_t *si_o
 	return WIRE_REASON_NONE;
 }
 
-/* Refuse a request whose id is oid with a sequenced event (REJECTED or CANCEL_REJECTED). */
+/* Refuse a request whose id is oid (tag: me_oid_tag(oid), from its dedup lookup) with a
+ * sequenced event (REJECTED or CANCEL_REJECTED). */
 static void
-refuse(struct me *me, struct wire_oid oid, uint32_t st, uint32_t fp, enum me_kind kind,
-       uint32_t symbol, uint8_t side, uint8_t event, uint16_t reason,
+refuse(struct me *me, struct wire_oid oid, uint32_t tag, uint32_t st, uint32_t fp,
+       enum me_kind kind, uint32_t symbol, uint8_t side, uint8_t event, uint16_t reason,
        const struct wire_oid *contra)
 {
 	/* With no record to keep for dedup, or no retention left at all, answer unsequenced
@@ -300,7 +302,7 @@ refuse(struct me *me, struct wire_oid oid, uint32_t st, uint32_t fp, enum me_kin
 		me_result_emit(me, oid, ME_NIL, reason);
 		return;
 	}
-	uint32_t oi = me_order_alloc(me, oid);
+	uint32_t oi = me_order_alloc_tag(me, oid, tag);
 	CHECK(oi != ME_NIL);
 	struct me_order *o = me_ord(me, oi);
 	o->fp = fp;
@@ -311,11 +313,12 @@ refuse(struct me *me, struct wire_oid oid, uint32_t st, uint32_t fp, enum me_kin
 	o->side = side == WIRE_SIDE_SELL ? WIRE_SIDE_SELL : WIRE_SIDE_BUY;
 	o->stream = (uint16_t)st;
 	o->reason = (uint8_t)reason;
-	struct wire_me_event *ev = me_ev_begin(me, oi, event);
+	/* A fresh record: no price, quantity or leaves. */
+	struct wire_me_event *ev = me_ev_begin(me, oi, event, 0, 0, o->leaves);
 	ev->reason = reason;
 	if (contra != NULL)
 		ev->contra = *contra;
-	me_ev_emit(me, oi, ev);
+	me_ev_emit(me, ev);
 	/* A sequenced refusal always keeps its dedup record (until acked), so a re-driven
 	 * duplicate can never turn a REJECTED into an accepted order. */
 	me_order_finish(me, oi);
@@ -349,25 +352,21 @@ trade(struct me *me, struct me_symbol *s, uint32_t ti, uint32_t mi, struct me_le
 	s->last_px = mk->px;
 	me_count(me, ME_C_TRADES);
 
-	struct wire_me_event *ev = me_ev_begin(me, ti, WIRE_EV_FILL);
+	struct wire_me_event *ev = me_ev_begin(me, ti, WIRE_EV_FILL, mk->px, q, t->leaves);
 	ev->contra = mk->oid;
 	ev->contra_user = mk->oid.user;
 	ev->trade_id = trade_id;
 	ev->liquidity = 2;
-	ev->px = mk->px;
-	ev->qty = q;
 	ev->notional = notional;
-	me_ev_emit(me, ti, ev);
+	me_ev_emit(me, ev);
 
-	ev = me_ev_begin(me, mi, WIRE_EV_FILL);
+	ev = me_ev_begin(me, mi, WIRE_EV_FILL, mk->px, q, mk->leaves);
 	ev->contra = t->oid;
 	ev->contra_user = t->oid.user;
 	ev->trade_id = trade_id;
 	ev->liquidity = 1;
-	ev->px = mk->px;
-	ev->qty = q;
 	ev->notional = notional;
-	me_ev_emit(me, mi, ev);
+	me_ev_emit(me, ev);
 }
 
 /* The quantity a market buy's remaining budget pays for at px: cumulative notional stays
@@ -398,12 +397,15 @@ match(struct me *me, uint32_t si, uint32_t ti, int64_t budget)
 	bool market_buy = t->ord_type == WIRE_ORD_MARKET && t->side == WIRE_SIDE_BUY;
 	/* Limit price, or the band edge for a market order (fixed at entry). */
 	int64_t bound = price_bound(s, t->side, t->ord_type, t->px);
+	/* The opposite side's level array (me_book_best), found once: it does not move. */
+	const struct me_lref *r = me_lrefs(me, si, opp);
 	for (;;) {
 		if (!market_buy && t->leaves == 0)
 			return STOP_FILLED;
-		uint32_t li = me_book_best(me, si, opp);
-		if (li == ME_NIL)
+		uint32_t n = s->side_count[opp];
+		if (n == 0)
 			return STOP_BOOK;
+		uint32_t li = r[n - 1].level;
 		struct me_level *l = me_lvl(me, li);
 		if (!crosses(t->side, bound, l->px))
 			return STOP_BOOK;
@@ -483,12 +485,13 @@ match(struct me *me, uint32_t si, uint32_t ti, int64_t budget)
 	}
 }
 
-/* Enter an order that passed validation: ACCEPTED, match, then rest or finish. */
+/* Enter an order that passed validation: ACCEPTED, match, then rest or finish. tag is
+ * me_oid_tag(m->oid), computed for the request's dedup lookup. */
 static void
-enter(struct me *me, uint32_t si, const struct wire_submit *m, uint32_t st, uint32_t fp,
-      enum me_kind kind, const struct wire_oid *contra)
+enter(struct me *me, uint32_t si, const struct wire_submit *m, uint32_t tag, uint32_t st,
+      uint32_t fp, enum me_kind kind, const struct wire_oid *contra)
 {
-	uint32_t oi = me_order_alloc(me, m->oid);
+	uint32_t oi = me_order_alloc_tag(me, m->oid, tag);
 	CHECK(oi != ME_NIL);
 	struct me_order *o = me_ord(me, oi);
 	o->fp = fp;
@@ -504,13 +507,11 @@ enter(struct me *me, uint32_t si, const struct wire_submit *m, uint32_t st, uint
 	o->stream = (uint16_t)st;
 	me_count(me, ME_C_ACCEPTED);
 
-	struct wire_me_event *ev = me_ev_begin(me, oi, WIRE_EV_ACCEPTED);
-	ev->px = m->px;
-	ev->qty = m->qty;
+	struct wire_me_event *ev = me_ev_begin(me, oi, WIRE_EV_ACCEPTED, m->px, m->qty, m->qty);
 	ev->notional = m->quote_qty;
 	if (contra != NULL)
 		ev->contra = *contra;
-	me_ev_emit(me, oi, ev);
+	me_ev_emit(me, ev);
 
 	enum stop why = match(me, si, oi, m->quote_qty);
 	o = me_ord(me, oi);
@@ -545,10 +546,8 @@ enter(struct me *me, uint32_t si, const struct wire_submit *m, uint32_t st, uint
 			bool ok = me_gtd_push(me, oi);
 			CHECK(ok); /* validate checked me_gtd_fits */
 		}
-		ev = me_ev_begin(me, oi, WIRE_EV_RESTED);
-		ev->px = o->px;
-		ev->qty = o->leaves;
-		me_ev_emit(me, oi, ev);
+		ev = me_ev_begin(me, oi, WIRE_EV_RESTED, o->px, o->leaves, o->leaves);
+		me_ev_emit(me, ev);
 		return;
 	}
 	emit_done(me, oi);
@@ -560,7 +559,8 @@ me_submit(struct me *me, const struct wire_submit *m)
 {
 	me_count(me, ME_C_SUBMITS);
 	uint32_t fp = fp_submit(m);
-	uint32_t oi = me_order_find(me, m->oid);
+	uint32_t tag = me_oid_tag(m->oid);
+	uint32_t oi = me_order_find_tag(me, m->oid, tag);
 	if (oi != ME_NIL) {
 		duplicate(me, m->oid, oi, fp);
 		return;
@@ -576,22 +576,23 @@ me_submit(struct me *me, const struct wire_submit *m)
 	uint16_t reason = validate(me, m, st, &si, V_BOOK);
 	if (reason != WIRE_REASON_NONE) {
 		me_count(me, ME_C_REJECTED);
-		refuse(me, m->oid, st, fp, ME_KIND_SUBMIT, m->symbol, m->side, WIRE_EV_REJECTED,
+		refuse(me, m->oid, tag, st, fp, ME_KIND_SUBMIT, m->symbol, m->side, WIRE_EV_REJECTED,
 		       reason, NULL);
 		return;
 	}
-	enter(me, si, m, st, fp, ME_KIND_SUBMIT, NULL);
+	enter(me, si, m, tag, st, fp, ME_KIND_SUBMIT, NULL);
 }
 
 /* ---- modify requests ---- */
 
-/* Record a successful modify request for dedup: its last event is the target's latest. */
+/* Record a successful modify request for dedup: its last event is the target's latest.
+ * tag: me_oid_tag(m->req). */
 static void
-record_request(struct me *me, const struct wire_modify *m, uint32_t fp, enum me_kind kind,
-	       uint32_t ti)
+record_request(struct me *me, const struct wire_modify *m, uint32_t tag, uint32_t fp,
+	       enum me_kind kind, uint32_t ti)
 {
 	const struct me_order *t = me_ord(me, ti);
-	uint32_t ri = me_order_alloc(me, m->req);
+	uint32_t ri = me_order_alloc_tag(me, m->req, tag);
 	CHECK(ri != ME_NIL); /* validate_modify checked records_room */
 	struct me_order *r = me_ord(me, ri);
 	t = me_ord(me, ti);
@@ -702,7 +703,8 @@ me_modify(struct me *me, const struct wire_modify *m)
 			    : m->hdr.type == WIRE_AMEND_TO_ME ? ME_KIND_AMEND
 							      : ME_KIND_REPLACE;
 	uint32_t fp = fp_modify(m, kind);
-	uint32_t ri = me_order_find(me, m->req);
+	uint32_t tag = me_oid_tag(m->req);
+	uint32_t ri = me_order_find_tag(me, m->req, tag);
 	if (ri != ME_NIL) {
 		duplicate(me, m->req, ri, fp);
 		return;
@@ -718,15 +720,15 @@ me_modify(struct me *me, const struct wire_modify *m)
 	if (reason != WIRE_REASON_NONE) {
 		me_count(me, ME_C_MODIFY_REJECTED);
 		uint8_t side = ti != ME_NIL ? me_ord(me, ti)->side : 0;
-		refuse(me, m->req, st, fp, kind, m->symbol, side, WIRE_EV_CANCEL_REJECTED, reason,
-		       &m->target);
+		refuse(me, m->req, tag, st, fp, kind, m->symbol, side, WIRE_EV_CANCEL_REJECTED,
+		       reason, &m->target);
 		return;
 	}
 	struct me_order *t = me_ord(me, ti);
 	switch (kind) {
 	case ME_KIND_CANCEL:
 		me_cancel_live(me, ti, WIRE_CAUSE_USER, &m->req);
-		record_request(me, m, fp, kind, ti);
+		record_request(me, m, tag, fp, kind, ti);
 		return;
 	case ME_KIND_AMEND: {
 		/* Amend-down in place keeps time priority: the order stays where it is in its
@@ -738,11 +740,10 @@ me_modify(struct me *me, const struct wire_modify *m)
 		me_move_change(me, si, ti, new_leaves, t->cum, t->stream);
 		me_lvl(me, t->level)->qty -= cut;
 		t->leaves = new_leaves;
-		struct wire_me_event *ev = me_ev_begin(me, ti, WIRE_EV_AMENDED);
-		ev->px = t->px;
-		ev->qty = new_leaves;
+		struct wire_me_event *ev =
+			me_ev_begin(me, ti, WIRE_EV_AMENDED, t->px, new_leaves, new_leaves);
 		ev->contra = m->req;
-		me_ev_emit(me, ti, ev);
+		me_ev_emit(me, ev);
 		if (new_leaves == 0) {
 			/* Amended below what already filled: nothing is live any more. */
 			me_book_remove(me, si, ti);
@@ -752,7 +753,7 @@ me_modify(struct me *me, const struct wire_modify *m)
 		} else {
 			me_move_touch(me, si, ti);
 		}
-		record_request(me, m, fp, kind, ti);
+		record_request(me, m, tag, fp, kind, ti);
 		return;
 	}
 	case ME_KIND_REPLACE: {
@@ -774,11 +775,11 @@ me_modify(struct me *me, const struct wire_modify *m)
 		uint16_t r = validate(me, &sub, st, &si2, V_BOOK | V_NO_BACKPRESSURE);
 		if (r != WIRE_REASON_NONE) {
 			me_count(me, ME_C_REJECTED);
-			refuse(me, m->req, st, fp, ME_KIND_REPLACE, m->symbol, sub.side,
+			refuse(me, m->req, tag, st, fp, ME_KIND_REPLACE, m->symbol, sub.side,
 			       WIRE_EV_REJECTED, r, &m->target);
 			return;
 		}
-		enter(me, si, &sub, st, fp, ME_KIND_REPLACE, &m->target);
+		enter(me, si, &sub, tag, st, fp, ME_KIND_REPLACE, &m->target);
 		return;
 	}
 	default:

@@ -162,6 +162,13 @@ me_init(struct me **out, void *memory, const struct me_limits *limits)
 uint32_t
 me_order_alloc(struct me *me, struct wire_oid oid)
 {
+	return me_order_alloc_tag(me, oid, me_oid_tag(oid));
+}
+
+uint32_t
+me_order_alloc_tag(struct me *me, struct wire_oid oid, uint32_t tag)
+{
+	DCHECK(tag == me_oid_tag(oid));
 	uint32_t oi = me->order_free;
 	if (oi == ME_NIL)
 		return ME_NIL;
@@ -178,7 +185,6 @@ me_order_alloc(struct me *me, struct wire_oid oid)
 
 	struct me_slot *ix = ME_ARR(me, off_index, struct me_slot);
 	uint32_t mask = me->index_mask;
-	uint32_t tag = (uint32_t)me_oid_hash(oid);
 	uint32_t h = tag & mask;
 	while (ix[h].order != 0)
 		h = (h + 1) & mask;

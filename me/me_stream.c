@@ -28,16 +28,11 @@ ring(struct me *me, uint32_t st)
 }
 
 uint32_t
-me_stream_get(struct me *me, uint16_t shard)
+me_stream_add(struct me *me, uint16_t shard)
 {
 	DCHECK(me->streams_used <= me->limits.streams_max);
 	uint16_t *map = stream_map(me);
-	if (map[shard] != 0) {
-		uint32_t found = (uint32_t)map[shard] - 1;
-		DCHECK(found < me->streams_used);
-		DCHECK(me_stream_at(me, found)->shard == shard);
-		return found;
-	}
+	DCHECK(map[shard] == 0);
 	if (me->streams_used >= me->limits.streams_max)
 		return ME_NIL;
 	uint32_t st = me->streams_used++;
@@ -289,17 +284,13 @@ me_rebind(struct me *me, const struct wire_rebind *m)
 		me_count(me, ME_C_BACKPRESSURE);
 		return;
 	}
-	struct wire_me_event *ev = me_ev_begin(me, oi, WIRE_EV_MOVED);
-	ev->px = o->px;
-	ev->qty = o->cum;
-	me_ev_emit(me, oi, ev);
+	struct wire_me_event *ev = me_ev_begin(me, oi, WIRE_EV_MOVED, o->px, o->cum, o->leaves);
+	me_ev_emit(me, ev);
 	uint32_t si = me_lvl(me, o->level)->symbol;
 	me_move_change(me, si, oi, o->leaves, o->cum, (uint16_t)to); /* a field the move carries */
 	o->stream = (uint16_t)to;
 	me_move_touch(me, si, oi);
-	ev = me_ev_begin(me, oi, WIRE_EV_ADOPTED);
-	ev->px = o->px;
-	ev->qty = o->cum;
+	ev = me_ev_begin(me, oi, WIRE_EV_ADOPTED, o->px, o->cum, o->leaves);
 	ev->liquidity = o->ord_type;
 	ev->cause = o->tif;
 	ev->reason = o->stp;
@@ -308,7 +299,7 @@ me_rebind(struct me *me, const struct wire_rebind *m)
 	ev->contra_user = (uint64_t)m->reserved;
 	ev->trade_id = (uint64_t)m->notional_maker;
 	ev->notional = m->notional_taker;
-	me_ev_emit(me, oi, ev);
+	me_ev_emit(me, ev);
 	me_count(me, ME_C_REBINDS);
 }
 

@@ -34,7 +34,15 @@
  * small-book phase at the default capacity alone, for callgrind.sh's small-book figure.
  *
  * Options: --ops N (requests per run, 2,000,000), --warm N, --book N, --seed N, --no-timing,
- * --no-latency, --small-book / --no-small-book / --small-book-only, --caps default|small|both.
+ * --no-latency, --small-book / --no-small-book / --small-book-only, --caps default|small|both,
+ * --digest.
+ * --digest: an equivalence check for changes to the engine's hot path. Every message each
+ * engine emits (warm-up, acks and all) is folded, byte for byte and in order with its
+ * destination, into a 64-bit FNV-1a digest, and each run ends with a line
+ *   me_bench: digest <run> messages=N digest=0x... state_hash=0x...
+ * (state_hash: me_state_hash() after the run). Two engine builds that do the same thing
+ * print the same lines for the same arguments. The fold sits in the sink, which the
+ * callgrind figures subtract, and costs one test of a flag without --digest.
  * Lines: when the small-book phase ran,
  *   bench: me_small book=N ops_per_s_default_cap=N ops_per_s_small_cap=N time_ratio=N.NN
  *     cpu_time_ratio=N.NN p50_ns=N p99_ns=N small_cap_p50_ns=N small_cap_p99_ns=N
@@ -154,7 +162,24 @@ struct bench {
 	uint32_t resting_min;        /* fewest resting orders after a batch */
 	uint32_t resting_max;        /* most resting orders after a batch */
 	struct hist lat;             /* per-request latency (phase 2) */
+	uint64_t digest;             /* --digest: FNV-1a of every emitted message, in order */
+	uint64_t messages;           /* --digest: messages folded into it */
 };
+
+/* --digest: fold the engine's output into each bench's digest (sink_emit). */
+static bool digest_on;
+
+#define FNV_OFFSET UINT64_C(0xcbf29ce484222325)
+#define FNV_PRIME UINT64_C(0x100000001b3)
+
+static uint64_t
+fnv1a(uint64_t h, const void *p, size_t n)
+{
+	const uint8_t *c = p;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ c[i]) * FNV_PRIME;
+	return h;
+}
 
 /* Zipf(1.0) CDF over the users, shared by every bench (read-only after main's start). */
 static double zipf_user[USERS];
@@ -163,7 +188,12 @@ static void
 sink_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 {
 	struct bench *b = ctx;
-	(void)dest;
+	if (digest_on) {
+		uint32_t d = (uint32_t)dest;
+		b->digest = fnv1a(b->digest, &d, sizeof(d));
+		b->digest = fnv1a(b->digest, msg, msg->length);
+		b->messages++;
+	}
 	if (msg->type != WIRE_ME_EVENT)
 		return;
 	const struct wire_me_event *e = (const struct wire_me_event *)msg;
@@ -361,6 +391,7 @@ bench_open(struct bench *b, const char *name, const struct me_limits *limits, ui
 		return -EINVAL;
 	b->sink = (struct svc_sink){.ctx = b, .emit = sink_emit};
 	prng_seed(&b->prng, seed);
+	b->digest = FNV_OFFSET;
 	b->symbols = symbols;
 	b->book_target = book_target;
 	zipf_init(b->zipf_sym, symbols, 1.0);
@@ -382,6 +413,17 @@ bench_open(struct bench *b, const char *name, const struct me_limits *limits, ui
 		me_apply(b->me, b->now, &c.hdr, &b->sink);
 	}
 	return 0;
+}
+
+/* --digest: what the engine emitted and the state it ended in. */
+static void
+bench_digest(const struct bench *b)
+{
+	if (!digest_on)
+		return;
+	printf("me_bench: digest %s messages=%lu digest=0x%016lx state_hash=0x%016lx\n", b->name,
+	       (unsigned long)b->messages, (unsigned long)b->digest,
+	       (unsigned long)me_state_hash(b->me));
 }
 
 static void
@@ -604,8 +646,10 @@ small_book_phase(unsigned caps, uint32_t book, uint64_t ops, uint64_t seed, bool
 		       (unsigned long)(sml ? hist_percentile(&sml->lat, 99.0) : 0),
 		       limits_default.orders_max, limits_small.orders_max);
 	}
-	for (uint32_t r = 0; r < n; r++)
+	for (uint32_t r = 0; r < n; r++) {
+		bench_digest(&runs[r]);
 		bench_close(&runs[r]);
+	}
 	return bad;
 }
 
@@ -657,6 +701,7 @@ standard_run(uint32_t warm, uint64_t ops, uint64_t seed, bool timing, bool laten
 	       (unsigned long)ops_per_s, (unsigned long)hist_percentile(&b->lat, 50.0),
 	       (unsigned long)hist_percentile(&b->lat, 99.0),
 	       (unsigned long)hist_percentile(&b->lat, 99.9), me_bytes_per_order(&b->limits));
+	bench_digest(b);
 	bench_close(b);
 	return 0;
 }
@@ -667,7 +712,7 @@ usage(void)
 	fprintf(stderr, "usage: me_bench [--ops N] [--warm N] [--book N] [--seed N] [--no-timing]\n"
 			"                [--no-latency]\n"
 			"                [--small-book | --no-small-book | --small-book-only]\n"
-			"                [--caps default|small|both]\n");
+			"                [--caps default|small|both] [--digest]\n");
 	exit(2);
 }
 
@@ -699,6 +744,8 @@ main(int argc, char **argv)
 			timing = false;
 		else if (strcmp(argv[i], "--no-latency") == 0)
 			latency = false;
+		else if (strcmp(argv[i], "--digest") == 0)
+			digest_on = true;
 		else if (strcmp(argv[i], "--small-book") == 0)
 			small = 1;
 		else if (strcmp(argv[i], "--no-small-book") == 0)

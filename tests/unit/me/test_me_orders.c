@@ -331,3 +331,45 @@ Test(me_orders, market_respects_band)
 	cr_assert_eq(fx_count(3, 1, WIRE_EV_FILL), 0);
 	cr_assert_eq(fx_find(3, 1, WIRE_EV_CANCELLED, 0)->cause, WIRE_CAUSE_NO_LIQUIDITY);
 }
+
+/* Reference for me_book_find: a linear scan of the side's sorted array. */
+static uint32_t
+book_find_linear(uint32_t si, uint32_t side, int64_t px, uint32_t *pos)
+{
+	const struct me_lref *r = me_lrefs(fx_me, si, side);
+	uint32_t n = me_sym(fx_me, si)->side_count[side];
+	uint32_t i = n;
+	while (i > 0 && (side == 0 ? r[i - 1].px > px : r[i - 1].px < px))
+		i--;
+	*pos = i;
+	return i > 0 && r[i - 1].px == px ? r[i - 1].level : ME_NIL;
+}
+
+/* Goal: me_book_find's guess from the tick (the level at px sits (touch - px) / tick entries
+ * from the touch when the side is dense there) never changes its answer, on dense runs, on
+ * gaps, at the ends and off the tick. Method: rest bids and asks in dense runs with gaps
+ * between them (tick 10), then compare level and position with a linear scan for every
+ * price around the book. */
+Test(me_orders, book_find_guess_agrees_with_scan)
+{
+	uint64_t seq = 0;
+	for (int64_t k = 0; k < 60; k++) {
+		if (k % 7 == 3 || k % 11 == 5 || (k > 20 && k < 26))
+			continue; /* gaps of one tick and a longer one */
+		fx_gtc(1, ++seq, B, 1000 - 10 * k, 1);
+		fx_gtc(2, ++seq, S, 1010 + 10 * k, 1);
+	}
+	uint32_t si = me_symbol_find(fx_me, FX_SYM);
+	cr_assert_neq(si, ME_NIL);
+	cr_assert_gt(me_sym(fx_me, si)->side_count[0], 40);
+	for (uint32_t side = 0; side < 2; side++)
+		for (int64_t px = 300; px <= 1700; px++) {
+			uint32_t pos, want_pos;
+			uint32_t got = me_book_find(fx_me, si, side, px, &pos);
+			uint32_t want = book_find_linear(si, side, px, &want_pos);
+			cr_assert_eq(got, want, "side %u px %ld: level %u, want %u", side, (long)px,
+				     got, want);
+			cr_assert_eq(pos, want_pos, "side %u px %ld: pos %u, want %u", side,
+				     (long)px, pos, want_pos);
+		}
+}

@@ -147,6 +147,32 @@ Test(me_reject, outside_band)
 	assert_rejected(1, 4, WIRE_REASON_OUTSIDE_BAND);
 }
 
+/* Goal: the band holds exactly where |px - ref| * 10000 or ref * band_bps does not fit 64
+ * bits (validate then compares in 128 bits). Method: ref 4e18, band 10%: 4e17 away is
+ * inside, one tick further is out, on both sides. */
+Test(me_reject, outside_band_huge_prices)
+{
+	const int64_t ref = INT64_C(4000000000000000000);
+	const int64_t dist = ref / 10;
+	cr_assert_eq(fx_config(2, 1, 1, 1, 0, 1, ref, 1000, 0), WIRE_REASON_NONE);
+	struct wire_submit s = fx_order(1, 1, B, WIRE_ORD_LIMIT, WIRE_TIF_GTC, ref + dist + 1, 1);
+	s.symbol = 2;
+	fx_submit(&s);
+	assert_rejected(1, 1, WIRE_REASON_OUTSIDE_BAND);
+	s = fx_order(1, 2, S, WIRE_ORD_LIMIT, WIRE_TIF_GTC, ref - dist - 1, 1);
+	s.symbol = 2;
+	fx_submit(&s);
+	assert_rejected(1, 2, WIRE_REASON_OUTSIDE_BAND);
+	s = fx_order(1, 3, S, WIRE_ORD_LIMIT, WIRE_TIF_GTC, ref + dist, 1);
+	s.symbol = 2;
+	fx_submit(&s);
+	cr_assert_eq(fx_count(1, 3, WIRE_EV_RESTED), 1);
+	s = fx_order(1, 4, B, WIRE_ORD_LIMIT, WIRE_TIF_GTC, ref - dist, 1);
+	s.symbol = 2;
+	fx_submit(&s);
+	cr_assert_eq(fx_count(1, 4, WIRE_EV_RESTED), 1);
+}
+
 /* Goal: POST_ONLY_WOULD_CROSS. Method: post-only bid through a resting ask. */
 Test(me_reject, post_only_would_cross)
 {
