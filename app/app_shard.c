@@ -25,6 +25,7 @@
 #include "oms/oms.h"
 
 #define AGG_EVERY_NS (200 * 1000000ull) /* aggregate refresh for the stats */
+#define AGG_SLICE 2048u                 /* actor slots an asset pass reads per cycle */
 #define READY_EVERY_NS (1000000ull)     /* pub_ready refresh (the RX gate's view) */
 
 static void
@@ -45,13 +46,51 @@ aggregates(struct app_shard *s)
 					    ci.hydrating, ci.waiting, ci.cap };
 		for (int i = 0; i < 7; i++)
 			PUB(s->pub_cache[i], (uint64_t)cache[i]);
-		for (uint32_t i = 0; i < s->asset_count; i++) {
-			PUB(s->pub_asset_sum[i], oms_asset_sum(oms, s->assets[i]));
-			PUB(s->pub_asset_fees[i], oms_fees_get(oms, s->assets[i]));
-		}
 	} else {
 		PUB(s->pub_resting, (uint64_t)me_orders_resting(s->svc));
 	}
+}
+
+/* OMS: the money held (every resident user's balances and the fee account, per watched
+ * asset) for the stats and the conservation checks that read them. A walk of every actor
+ * slot — a million in the production config, most of a second of this lcore's time at once
+ * — so it goes AGG_SLICE slots a cycle, every AGG_EVERY_NS. A sum over state that changes
+ * under it would be no sum: the pass starts over whenever the service applied a message
+ * since it began (balances, fees and the resident set change only by messages: a user
+ * leaves it on its FLUSH_OK, joins on its HYDRATE; the timers only start flushes, which
+ * keep it counted), and only a whole pass is published, with the applied index it ended
+ * at. Tick entries (an idle leader's, every tick_ms) do not restart it. Under steady load
+ * the figures are those of the last quiet moment. */
+static void
+asset_pass(struct app_shard *s)
+{
+	if (!s->is_oms || s->asset_count == 0)
+		return;
+	const struct oms *oms = s->svc;
+	uint64_t msgs = oms_counter_get(oms, OMS_C_MSGS);
+	if (!s->agg_pass) {
+		if (s->now - s->last_pass < AGG_EVERY_NS)
+			return;
+		s->last_pass = s->now;
+		s->agg_pass = true;
+		s->agg_cursor = UINT32_MAX; /* (re)start below */
+	}
+	if (s->agg_cursor == UINT32_MAX || msgs != s->agg_msgs) {
+		s->agg_cursor = 0;
+		s->agg_msgs = msgs;
+		memset(s->agg_sum, 0, sizeof(s->agg_sum));
+	}
+	s->agg_cursor = oms_asset_sums_slice(oms, s->assets, s->asset_count, s->agg_cursor,
+					     AGG_SLICE, s->agg_sum);
+	if (s->agg_cursor < oms_actor_slots(oms))
+		return;
+	for (uint32_t i = 0; i < s->asset_count; i++) {
+		int64_t fees = oms_fees_get(oms, s->assets[i]);
+		PUB(s->pub_asset_sum[i], s->agg_sum[i] + fees);
+		PUB(s->pub_asset_fees[i], fees);
+	}
+	PUB(s->pub_asset_applied, cns_applied_index(s->cns));
+	s->agg_pass = false;
 }
 
 /* Ready to take client load ([port] rx_start = leader): a leader is known; this replica has
@@ -121,6 +160,7 @@ app_shard_do_work(void *arg, uint64_t now_ns)
 	}
 	app_outbox_flush(&s->ob);
 	aggregates(s);
+	asset_pass(s);
 
 	PUB(s->pub_role, (uint32_t)cns_role(s->cns));
 	if (s->now - s->last_ready >= READY_EVERY_NS) {

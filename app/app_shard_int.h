@@ -303,6 +303,13 @@ struct app_shard {
 	struct app_gw_sess *sess;    /* gateway: client sessions (app_session.c) */
 	void *gwr_mem;
 	uint64_t last_agg;           /* cluster time of the last stats aggregate */
+	/* OMS: the asset sums of the stats, an exact pass over the actor slots AGG_SLICE a
+	 * cycle, kept only if nothing was applied meanwhile (app_shard.c asset_pass). */
+	bool agg_pass;               /* a pass is under way */
+	uint32_t agg_cursor;         /* its next actor slot */
+	uint64_t agg_msgs;           /* the service's messages applied when it (re)started */
+	uint64_t last_pass;          /* cluster time the last pass started */
+	int64_t agg_sum[ASSETS_WATCH];
 	uint64_t last_ready;         /* cluster time pub_ready was last computed */
 
 	uint32_t oms_node[DP_SHARDS_MAX]; /* ME: node that last sent for OMS shard i */
@@ -368,6 +375,7 @@ struct app_shard {
 	uint32_t asset_count;
 	int64_t pub_asset_sum[ASSETS_WATCH];
 	int64_t pub_asset_fees[ASSETS_WATCH];
+	uint64_t pub_asset_applied;  /* the applied index pub_asset_sum/fees are exact at */
 	uint64_t c[SC_COUNT];
 } __rte_cache_aligned;
 

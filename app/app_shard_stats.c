@@ -164,6 +164,9 @@ app_shard_stats_write(const struct app *app, uint32_t index, FILE *out)
 		fprintf(out, "shard.%u.sagas_old %" PRIu64 "\n", id, LOAD(s->pub_sagas_old));
 		fprintf(out, "shard.%u.saga_oldest_age_ms %" PRIu64 "\n", id,
 			LOAD(s->pub_saga_oldest_ns) / 1000000);
+		/* The sums below are exact at this applied index (app_shard.c asset_pass). */
+		fprintf(out, "shard.%u.asset_applied %" PRIu64 "\n", id,
+			LOAD(s->pub_asset_applied));
 		for (uint32_t i = 0; i < s->asset_count; i++) {
 			fprintf(out, "shard.%u.asset.%u.sum %" PRId64 "\n", id, s->assets[i],
 				LOAD(s->pub_asset_sum[i]));

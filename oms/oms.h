@@ -151,8 +151,17 @@ int oms_balance_get(const struct oms *oms, uint64_t user, uint32_t asset, int64_
 		    int64_t *reserved);
 /* Fees collected in asset (may be negative with rebates). */
 int64_t oms_fees_get(const struct oms *oms, uint32_t asset);
-/* Σ total of asset over resident users plus the fee account (conservation checks). */
+/* Σ total of asset over resident users plus the fee account (conservation checks). A walk of
+ * every actor slot: in tests and tools, not on an lcore with a large cache. */
 int64_t oms_asset_sum(const struct oms *oms, uint32_t asset);
+/* The same in slices, for a host that must bound each step: adds to sums[k] the total of
+ * assets[k] (k < n) over the resident actors in slots [from, from + count), and returns the
+ * next slot (oms_actor_slots() once past the last). The fee account is not included
+ * (oms_fees_get). A whole pass equals oms_asset_sum less the fees only if nothing was
+ * applied in between: the caller checks. */
+uint32_t oms_asset_sums_slice(const struct oms *oms, const uint32_t *assets, uint32_t n,
+			      uint32_t from, uint32_t count, int64_t *sums);
+uint32_t oms_actor_slots(const struct oms *oms);
 uint32_t oms_resident_count(const struct oms *oms); /* resident + flushing + hydrating */
 uint32_t oms_waiting_count(const struct oms *oms);  /* cold users waiting for room */
 

@@ -107,6 +107,33 @@ oms_asset_sum(const struct oms *oms, uint32_t asset)
 }
 
 uint32_t
+oms_asset_sums_slice(const struct oms *oms, const uint32_t *assets, uint32_t n, uint32_t from,
+		     uint32_t count, int64_t *sums)
+{
+	CHECK(n == 0 || (assets != NULL && sums != NULL));
+	uint32_t end = from < oms->actor_slots && count < oms->actor_slots - from
+			       ? from + count
+			       : oms->actor_slots;
+	for (uint32_t i = from; i < end; i++) {
+		const struct oms_actor *a = &oms->actors[i];
+		if (a->state != OMS_A_RESIDENT && a->state != OMS_A_FLUSHING)
+			continue; /* the same actors as oms_asset_sum */
+		for (uint32_t k = 0; k < n; k++) {
+			const struct oms_balance *b = oms_balance_find(oms, a, assets[k]);
+			if (b != NULL)
+				sums[k] += b->total;
+		}
+	}
+	return end;
+}
+
+uint32_t
+oms_actor_slots(const struct oms *oms)
+{
+	return oms->actor_slots;
+}
+
+uint32_t
 oms_resident_count(const struct oms *oms)
 {
 	return oms->c.lru.count + oms->c.flushing.count + oms->c.hydrating.count;
