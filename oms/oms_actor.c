@@ -312,7 +312,7 @@ actor_restamp(struct oms *oms, struct oms_actor *a)
 /* Activity: every caller goes on to change the flushed state, or may (an order takes a
  * user_seq, an event settles, a transfer moves money), so the actor is dirty from here. */
 void
-oms_actor_touch(struct oms *oms, struct oms_actor *a)
+oms_actor_touch_slow(struct oms *oms, struct oms_actor *a)
 {
 	if (a->state == OMS_A_FLUSHING) {
 		/* Seed: "Order arrives during the flush window → cancel-on-activity ... The actor

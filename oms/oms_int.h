@@ -654,9 +654,20 @@ oms_notional(int64_t px, int64_t qty, int64_t base_unit, int64_t *out)
 }
 
 /* ---- oms_reply.c: replies to clients and operators ---- */
-/* Set msg's header (type, size, destination shard) and hand it to the sink. */
-void oms_emit(struct svc_sink *sink, enum wire_dest dest, void *msg, enum wire_type type,
-	      uint16_t shard, size_t size);
+/* Set msg's header (type, size, destination shard) and hand it to the sink. Inline: every
+ * reply and egress message ends here, and the header's stores fold into its builder's. */
+static inline void
+oms_emit(struct svc_sink *sink, enum wire_dest dest, void *msg, enum wire_type type,
+	 uint16_t shard, size_t size)
+{
+	struct wire_msg_hdr *h = msg;
+	DCHECK(size <= UINT16_MAX);
+	h->type = (uint16_t)type;
+	h->length = (uint16_t)size;
+	h->shard = shard;
+	h->flags = 0;
+	sink->emit(sink->ctx, dest, h);
+}
 #define OMS_EMIT(sink, dest, m, type, shard) oms_emit(sink, dest, &(m), type, shard, sizeof(m))
 /* NAK to the client; a (may be NULL) supplies the per-user egress sequence. owner is set
  * for NOT_OWNER. */
@@ -675,7 +686,13 @@ void oms_exec_report(struct oms *oms, struct oms_actor *a, const struct oms_orde
 struct oms_balance *oms_balance_find(const struct oms *oms, const struct oms_actor *a,
 				     uint32_t asset);
 struct oms_balance *oms_balance_get_or_add(struct oms *oms, struct oms_actor *a, uint32_t asset);
-struct oms_order *oms_order_find(const struct oms *oms, uint64_t user, uint64_t user_seq);
+/* Inline, like oms_actor_find: every ME event looks its order up (and its symbol). */
+static inline struct oms_order *
+oms_order_find(const struct oms *oms, uint64_t user, uint64_t user_seq)
+{
+	uint32_t i = oms_tab_find(oms, OMS_TAG_ORDER, user, user_seq);
+	return i == OMS_NIL ? NULL : &oms->orders[i];
+}
 /* A zeroed PENDING record for a's order user_seq, at the end of a's list (a slot must be
  * free: callers check order_free_count). */
 struct oms_order *oms_order_alloc(struct oms *oms, struct oms_actor *a, uint64_t user_seq);
@@ -709,14 +726,37 @@ uint32_t oms_lookups_foreach(const struct oms *oms, oms_msg_fn *fn, void *ctx);
 void oms_lookups_orphan(struct oms *oms, uint64_t user);
 void oms_lookup_emit(const struct oms *oms, uint64_t user, uint64_t transfer_id, uint64_t epoch,
 		     struct svc_sink *sink, oms_msg_fn *fn, void *ctx);
-struct oms_symbol *oms_symbol_find(const struct oms *oms, uint32_t symbol);
+static inline struct oms_symbol *
+oms_symbol_find(const struct oms *oms, uint32_t symbol)
+{
+	uint32_t idx = oms_tab_find(oms, OMS_TAG_SYMBOL, symbol, 0);
+	return idx == OMS_NIL ? NULL : &oms->symbols[idx];
+}
 uint16_t oms_route_owner(const struct oms *oms, uint64_t user);
 bool oms_route_owns(const struct oms *oms, uint64_t user, uint16_t *owner);
 
 /* ---- oms_actor.c: lists, hydration, parking, dehydration, sweep, drain ---- */
 bool oms_actor_flat(const struct oms_actor *a);
-/* Activity on a resident actor: cancel an in-window flush (epoch bump), splice to MRU. */
-void oms_actor_touch(struct oms *oms, struct oms_actor *a);
+/* Activity on a resident actor: cancel an in-window flush (epoch bump), splice to MRU.
+ * oms_actor_touch_slow does all of it; oms_actor_touch inlines the common case. */
+void oms_actor_touch_slow(struct oms *oms, struct oms_actor *a);
+
+/* The common case of oms_actor_touch: a resident actor already at the MRU end (every ME
+ * event of an order follows its admission's touch) and already on the dirty list, so all
+ * that changes is its stamp and change generation — what the slow path does for it
+ * (actor_restamp, then oms_actor_changed finding it listed and still oms_wb_wanted). */
+static inline void
+oms_actor_touch(struct oms *oms, struct oms_actor *a)
+{
+	if (a->state == OMS_A_RESIDENT && a->prev == OMS_NIL && (a->flags & OMS_AF_DIRTY) != 0 &&
+	    a->flush_epoch == 0 && (a->flags & OMS_AF_CONFLICT) == 0 &&
+	    a->change_gen + 1 != a->clean_gen) {
+		a->last_active_ns = oms->c.now_ns;
+		a->change_gen++;
+		return;
+	}
+	oms_actor_touch_slow(oms, a);
+}
 /* A message for user who is not RESIDENT/FLUSHING: park it (hydrating on a miss).
  * Returns 0 (parked), or a NAK reason (client messages) / -1 (an event that cannot be
  * parked now: the caller must not consume it). */

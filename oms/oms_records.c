@@ -44,13 +44,6 @@ oms_balance_get_or_add(struct oms *oms, struct oms_actor *a, uint32_t asset)
 }
 
 struct oms_order *
-oms_order_find(const struct oms *oms, uint64_t user, uint64_t user_seq)
-{
-	uint32_t i = oms_tab_find(oms, OMS_TAG_ORDER, user, user_seq);
-	return i == OMS_NIL ? NULL : &oms->orders[i];
-}
-
-struct oms_order *
 oms_order_alloc(struct oms *oms, struct oms_actor *a, uint64_t seq)
 {
 	CHECK(oms->c.order_free_count > 0);
@@ -313,13 +306,6 @@ oms_lookups_foreach(const struct oms *oms, oms_msg_fn *fn, void *ctx)
 		n++;
 	}
 	return n;
-}
-
-struct oms_symbol *
-oms_symbol_find(const struct oms *oms, uint32_t symbol)
-{
-	uint32_t idx = oms_tab_find(oms, OMS_TAG_SYMBOL, symbol, 0);
-	return idx == OMS_NIL ? NULL : &oms->symbols[idx];
 }
 
 uint16_t

@@ -11,19 +11,6 @@
 #include "oms/oms_int.h"
 
 void
-oms_emit(struct svc_sink *sink, enum wire_dest dest, void *msg, enum wire_type type,
-	 uint16_t shard, size_t size)
-{
-	struct wire_msg_hdr *h = msg;
-	DCHECK(size <= UINT16_MAX);
-	h->type = (uint16_t)type;
-	h->length = (uint16_t)size;
-	h->shard = shard;
-	h->flags = 0;
-	sink->emit(sink->ctx, dest, h);
-}
-
-void
 oms_nak(struct oms *oms, struct svc_sink *sink, struct oms_actor *a, uint64_t user,
 	uint64_t cl_ord_id, uint16_t reason, uint16_t owner)
 {

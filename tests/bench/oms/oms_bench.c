@@ -12,10 +12,20 @@
  * development VM is shared); phase 2 times
  * each order with clock_gettime (so the percentiles include ~20 ns of clock overhead).
  * --no-timing runs phase 1 only and prints no figures (for callgrind.sh).
+ * Options: --ops N (orders per phase, 2,000,000), --users N (100,000), --seed N (the Zipf
+ * draw's, 42), --no-timing, --digest.
+ * --digest: an equivalence check for changes to the OMS hot path. Every message the service
+ * emits (hydration and all) is folded, byte for byte and in order with its destination, into
+ * a 64-bit FNV-1a digest, and each phase ends with a line
+ *   oms_bench: digest <phase> messages=N digest=0x... state_hash=0x...
+ * (state_hash: oms_state_hash() after the phase). Two builds that do the same thing print the
+ * same lines for the same arguments. The fold sits in the sink, which the callgrind figures
+ * subtract, and costs one test of a flag without --digest.
  * Last line: bench: oms ops_per_s=N p50_ns=N p99_ns=N p999_ns=N bytes_per_actor=N
  */
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,13 +48,33 @@ struct bench {
 	struct wire_oid oid; /* the last SUBMIT's orderId */
 	uint64_t emitted;
 	uint64_t cl;
+	uint64_t digest; /* --digest: FNV-1a of every emitted message, in order */
 };
+
+/* --digest: fold the service's output into the bench's digest (sink_emit). */
+static bool digest_on;
+
+#define FNV_OFFSET UINT64_C(0xcbf29ce484222325)
+#define FNV_PRIME UINT64_C(0x100000001b3)
+
+static uint64_t
+fnv1a(uint64_t h, const void *p, size_t n)
+{
+	const uint8_t *c = p;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ c[i]) * FNV_PRIME;
+	return h;
+}
 
 static void
 sink_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 {
 	struct bench *b = ctx;
-	(void)dest;
+	if (digest_on) {
+		uint32_t d = (uint32_t)dest;
+		b->digest = fnv1a(b->digest, &d, sizeof(d));
+		b->digest = fnv1a(b->digest, msg, msg->length);
+	}
 	b->emitted++;
 	if (msg->type == WIRE_SUBMIT)
 		b->oid = ((const struct wire_submit *)(const void *)msg)->oid;
@@ -112,6 +142,17 @@ zipf_users(uint64_t count, double s, uint64_t seed)
 	return out;
 }
 
+/* --digest: what the service emitted so far and the state it is in. */
+static void
+bench_digest(const struct bench *b, const char *phase)
+{
+	if (!digest_on)
+		return;
+	printf("oms_bench: digest %s messages=%lu digest=0x%016lx state_hash=0x%016lx\n", phase,
+	       (unsigned long)b->emitted, (unsigned long)b->digest,
+	       (unsigned long)oms_state_hash(b->oms));
+}
+
 /* One order through the whole path. */
 static inline void
 one(struct bench *b, struct oms_bench_msgs *m, struct svc_sink *sink, uint64_t user, uint64_t i)
@@ -135,16 +176,22 @@ int
 main(int argc, char **argv)
 {
 	uint64_t ops = 2000000;
+	uint64_t seed = 42;
 	int timing = 1;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--ops") == 0 && i + 1 < argc)
 			ops = strtoull(argv[++i], NULL, 10);
 		else if (strcmp(argv[i], "--users") == 0 && i + 1 < argc)
 			USERS = (uint32_t)strtoul(argv[++i], NULL, 10);
+		else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
+			seed = strtoull(argv[++i], NULL, 10);
 		else if (strcmp(argv[i], "--no-timing") == 0)
 			timing = 0;
+		else if (strcmp(argv[i], "--digest") == 0)
+			digest_on = true;
 		else {
-			fprintf(stderr, "usage: oms_bench [--ops N] [--users N] [--no-timing]\n");
+			fprintf(stderr, "usage: oms_bench [--ops N] [--users N] [--seed N] "
+					"[--no-timing] [--digest]\n");
 			return 2;
 		}
 	}
@@ -168,7 +215,7 @@ main(int argc, char **argv)
 	if (mem == NULL)
 		return 1;
 	memset(mem, 0, fp);
-	struct bench b = { .now = 1000000000 };
+	struct bench b = { .now = 1000000000, .digest = FNV_OFFSET };
 	if (oms_init(&b.oms, mem, &l) != 0)
 		return 1;
 	struct svc_sink sink = { .ctx = &b, .emit = sink_emit };
@@ -180,7 +227,7 @@ main(int argc, char **argv)
 	}
 	struct oms_bench_msgs m;
 	oms_bench_msgs_init(&m, SYMBOL);
-	uint64_t *users = zipf_users(ops, 0.99, 42);
+	uint64_t *users = zipf_users(ops, 0.99, seed);
 
 	/* Phase 1: throughput. */
 	uint64_t t0 = timing ? clock_ns() : 0;
@@ -199,6 +246,7 @@ main(int argc, char **argv)
 			(unsigned long)oms_counter_get(b.oms, OMS_C_NAKS));
 		return 1;
 	}
+	bench_digest(&b, "throughput");
 	if (!timing) {
 		printf("bench: oms ops=%lu\n", (unsigned long)ops);
 		return 0;
@@ -216,6 +264,7 @@ main(int argc, char **argv)
 		one(&b, &m, &sink, users[i], i);
 		hist_record(h, clock_ns() - a);
 	}
+	bench_digest(&b, "latency");
 	/* Per resident user: the actor, its balance slots, its free-list slot, its dedup
 	 * window (dedup_per_user outcomes) and its share
 	 * of the hash table (kept at most half full: two entries per key). */
