@@ -61,6 +61,7 @@
 
 #include "common/hist.h"
 #include "common/prng.h"
+#include "tests/bench/bench_digest.h"
 #include "me/me.h"
 #include "me_bench_symbol.h"
 
@@ -169,18 +170,6 @@ struct bench {
 /* --digest: fold the engine's output into each bench's digest (sink_emit). */
 static bool digest_on;
 
-#define FNV_OFFSET UINT64_C(0xcbf29ce484222325)
-#define FNV_PRIME UINT64_C(0x100000001b3)
-
-static uint64_t
-fnv1a(uint64_t h, const void *p, size_t n)
-{
-	const uint8_t *c = p;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ c[i]) * FNV_PRIME;
-	return h;
-}
-
 /* Zipf(1.0) CDF over the users, shared by every bench (read-only after main's start). */
 static double zipf_user[USERS];
 
@@ -189,9 +178,7 @@ sink_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 {
 	struct bench *b = ctx;
 	if (digest_on) {
-		uint32_t d = (uint32_t)dest;
-		b->digest = fnv1a(b->digest, &d, sizeof(d));
-		b->digest = fnv1a(b->digest, msg, msg->length);
+		b->digest = bench_digest_add(b->digest, (uint32_t)dest, msg);
 		b->messages++;
 	}
 	if (msg->type != WIRE_ME_EVENT)
@@ -391,7 +378,7 @@ bench_open(struct bench *b, const char *name, const struct me_limits *limits, ui
 		return -EINVAL;
 	b->sink = (struct svc_sink){.ctx = b, .emit = sink_emit};
 	prng_seed(&b->prng, seed);
-	b->digest = FNV_OFFSET;
+	b->digest = BENCH_DIGEST_INIT;
 	b->symbols = symbols;
 	b->book_target = book_target;
 	zipf_init(b->zipf_sym, symbols, 1.0);

@@ -33,6 +33,7 @@
 
 #include "common/hist.h"
 #include "common/prng.h"
+#include "tests/bench/bench_digest.h"
 #include "oms/oms_int.h"
 #include "oms_bench_msgs.h"
 
@@ -54,26 +55,12 @@ struct bench {
 /* --digest: fold the service's output into the bench's digest (sink_emit). */
 static bool digest_on;
 
-#define FNV_OFFSET UINT64_C(0xcbf29ce484222325)
-#define FNV_PRIME UINT64_C(0x100000001b3)
-
-static uint64_t
-fnv1a(uint64_t h, const void *p, size_t n)
-{
-	const uint8_t *c = p;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ c[i]) * FNV_PRIME;
-	return h;
-}
-
 static void
 sink_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 {
 	struct bench *b = ctx;
 	if (digest_on) {
-		uint32_t d = (uint32_t)dest;
-		b->digest = fnv1a(b->digest, &d, sizeof(d));
-		b->digest = fnv1a(b->digest, msg, msg->length);
+		b->digest = bench_digest_add(b->digest, (uint32_t)dest, msg);
 	}
 	b->emitted++;
 	if (msg->type == WIRE_SUBMIT)
@@ -215,7 +202,7 @@ main(int argc, char **argv)
 	if (mem == NULL)
 		return 1;
 	memset(mem, 0, fp);
-	struct bench b = { .now = 1000000000, .digest = FNV_OFFSET };
+	struct bench b = { .now = 1000000000, .digest = BENCH_DIGEST_INIT };
 	if (oms_init(&b.oms, mem, &l) != 0)
 		return 1;
 	struct svc_sink sink = { .ctx = &b, .emit = sink_emit };
