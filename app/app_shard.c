@@ -53,14 +53,15 @@ aggregates(struct app_shard *s)
 
 /* OMS: the money held (every resident user's balances and the fee account, per watched
  * asset) for the stats and the conservation checks that read them. A walk of every actor
- * slot — a million in the production config, most of a second of this lcore's time at once
- * — so it goes AGG_SLICE slots a cycle, every AGG_EVERY_NS. A sum over state that changes
- * under it would be no sum: the pass starts over whenever the service applied a message
- * since it began (balances, fees and the resident set change only by messages: a user
- * leaves it on its FLUSH_OK, joins on its HYDRATE; the timers only start flushes, which
- * keep it counted), and only a whole pass is published, with the applied index it ended
- * at. Tick entries (an idle leader's, every tick_ms) do not restart it. Under steady load
- * the figures are those of the last quiet moment. */
+ * slot — a million in the production config, tens of milliseconds of this lcore at once
+ * (docs/perf.md) — so a pass goes AGG_SLICE slots a cycle, one pass every AGG_EVERY_NS. A
+ * sum over state that changes under it would be no sum: a pass is dropped (until the next
+ * period, so a loaded lcore pays at most a slice or two a period) when the service applies
+ * a message before it ends — balances, fees and the resident set change only by messages
+ * (a user leaves it on its FLUSH_OK, joins on its HYDRATE; the timers only start flushes,
+ * which keep it counted); tick entries (an idle leader's, every tick_ms) do not drop it.
+ * Only a whole pass is published, with the applied index it ended at: with more slots than
+ * one slice, under steady load the figures are those of the last quiet moment. */
 static void
 asset_pass(struct app_shard *s)
 {
@@ -73,12 +74,12 @@ asset_pass(struct app_shard *s)
 			return;
 		s->last_pass = s->now;
 		s->agg_pass = true;
-		s->agg_cursor = UINT32_MAX; /* (re)start below */
-	}
-	if (s->agg_cursor == UINT32_MAX || msgs != s->agg_msgs) {
 		s->agg_cursor = 0;
 		s->agg_msgs = msgs;
 		memset(s->agg_sum, 0, sizeof(s->agg_sum));
+	} else if (msgs != s->agg_msgs) {
+		s->agg_pass = false; /* the money moved under it: next period */
+		return;
 	}
 	s->agg_cursor = oms_asset_sums_slice(oms, s->assets, s->asset_count, s->agg_cursor,
 					     AGG_SLICE, s->agg_sum);
