@@ -94,16 +94,9 @@ oms_fees_get(const struct oms *oms, uint32_t asset)
 int64_t
 oms_asset_sum(const struct oms *oms, uint32_t asset)
 {
-	int64_t sum = oms_fees_get(oms, asset);
-	for (uint32_t i = 0; i < oms->actor_slots; i++) {
-		const struct oms_actor *a = &oms->actors[i];
-		if (a->state != OMS_A_RESIDENT && a->state != OMS_A_FLUSHING)
-			continue;
-		const struct oms_balance *b = oms_balance_find(oms, a, asset);
-		if (b != NULL)
-			sum += b->total;
-	}
-	return sum;
+	int64_t sum = 0;
+	oms_asset_sums_slice(oms, &asset, 1, 0, oms->actor_slots, &sum);
+	return sum + oms_fees_get(oms, asset);
 }
 
 uint32_t
@@ -117,7 +110,7 @@ oms_asset_sums_slice(const struct oms *oms, const uint32_t *assets, uint32_t n, 
 	for (uint32_t i = from; i < end; i++) {
 		const struct oms_actor *a = &oms->actors[i];
 		if (a->state != OMS_A_RESIDENT && a->state != OMS_A_FLUSHING)
-			continue; /* the same actors as oms_asset_sum */
+			continue; /* not holding the user's money here */
 		for (uint32_t k = 0; k < n; k++) {
 			const struct oms_balance *b = oms_balance_find(oms, a, assets[k]);
 			if (b != NULL)
