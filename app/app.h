@@ -144,10 +144,16 @@ struct app_lat {
 };
 int app_lat_init(struct app_lat **out, unsigned socket);
 void app_lat_free(struct app_lat *l);
+/* ns from tsc (an rx burst's dp_meta.rx_tsc) to now. */
+uint64_t app_lat_since_ns(const struct app_lat *l, uint64_t tsc);
 /* Gateway: a client message arrived (rx_tsc from its dp_meta); only NEW_ORDERs are timed. */
-void app_lat_rx(struct app_lat *l, const struct wire_msg_hdr *msg, uint64_t rx_tsc);
-/* Gateway: an answer is being queued to its client. */
-void app_lat_tx(struct app_lat *l, const struct wire_msg_hdr *msg);
+void app_lat_rx(struct app_lat *l, const struct wire_msg_hdr *msg, uint64_t rx_tsc,
+		uint16_t shard);
+/* Gateway: an answer is being queued to its client. True when it is a timed new order's
+ * first answer (its ACK, or a NAK instead), with *answer_ns the time since its rx burst and
+ * *shard the OMS shard app_lat_rx was told it went to. */
+bool app_lat_tx(struct app_lat *l, const struct wire_msg_hdr *msg, uint64_t *answer_ns,
+		uint16_t *shard);
 /* "<prefix>.lat_* value" lines, percentiles of both histograms included. */
 void app_lat_stats_write(const struct app_lat *l, const char *prefix, FILE *out);
 /* "<name>.count", ".p50_ns", ".p99_ns", ".max_ns" of h (read while its owner may record:

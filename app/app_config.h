@@ -144,6 +144,10 @@ struct app_config {
 
 	/* [timers] */
 	uint64_t admit_wait_ms;               /* OMS: longest a cold user waits for room */
+	uint64_t shed_ack_us;                 /* gateway: a standing queue's least RX → ACK
+					       * time; new orders refused past it (0 = off) */
+	uint64_t shed_window_us;              /* gateway: the window that least is taken over */
+	uint64_t shed_wait_us;                /* gateway: longest wait before it (0 = off) */
 	uint64_t user_ttl_ms;                 /* idle time before an actor may be evicted */
 	uint64_t sweep_ms;                    /* TTL/reconciliation sweep cadence */
 	uint64_t sweep_evict_max;             /* evictions per sweep */

@@ -54,6 +54,9 @@ cfg_defaults(struct app_config *cfg)
 	cfg->report_ring = 65536;
 	cfg->evictions_max = 1024;
 	cfg->admit_wait_ms = 1000;
+	cfg->shed_ack_us = 0; /* off unless the file sets it: see docs/appliance.md "Overload" */
+	cfg->shed_window_us = 5000;
+	cfg->shed_wait_us = 0;
 	cfg->inflight_sagas_max = 10000;
 	cfg->user_ttl_ms = 600000;
 	cfg->sweep_ms = 1000;

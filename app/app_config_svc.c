@@ -28,6 +28,9 @@ cfg_sec_rest(struct cfg_ctx *c, struct app_config *cfg)
 			   cfg->report_ring);
 	cfg_get_u64(c, "limits", "evictions_in_flight", false, 1, 1u << 20, &cfg->evictions_max);
 	cfg_get_u64(c, "timers", "admit_wait_ms", false, 1, 600000, &cfg->admit_wait_ms);
+	cfg_get_u64(c, "timers", "shed_ack_us", false, 0, 10000000, &cfg->shed_ack_us);
+	cfg_get_u64(c, "timers", "shed_window_us", false, 100, 10000000, &cfg->shed_window_us);
+	cfg_get_u64(c, "timers", "shed_wait_us", false, 0, 10000000, &cfg->shed_wait_us);
 
 	cfg_get_u64(c, "timers", "user_ttl_ms", false, 1, UINT32_MAX, &cfg->user_ttl_ms);
 	cfg_get_u64(c, "timers", "sweep_ms", false, 1, UINT32_MAX, &cfg->sweep_ms);

@@ -25,6 +25,7 @@
 #define GW_REQUESTS_MAX 4096      /* order-entry messages followed until their ACK or NAK */
 
 static_assert(sizeof(struct wire_new_order) <= APP_GWR_MSG_MAX, "APP_GWR_MSG_MAX");
+static_assert(APP_SHED_SHARDS == DP_SHARDS_MAX, "app_shed.h covers every shard id");
 static_assert(sizeof(struct wire_cancel) <= APP_GWR_MSG_MAX, "APP_GWR_MSG_MAX");
 static_assert(sizeof(struct wire_amend) <= APP_GWR_MSG_MAX, "APP_GWR_MSG_MAX");
 static_assert(sizeof(struct wire_cancel_replace) <= APP_GWR_MSG_MAX, "APP_GWR_MSG_MAX");
@@ -135,9 +136,27 @@ app_gw_init(struct app_shard *s, void *mem)
 	return app_gwr_init(&s->gwr, mem, GW_OVERRIDES_MAX, GW_REQUESTS_MAX, GW_HOPS_MAX);
 }
 
+/* Past saturation a new order is refused rather than queued behind the others (app_shed.h);
+ * every other message passes (a cancel is never shed). */
+static uint16_t
+gw_shed(struct app_shard *s, const struct dp_meta *meta, uint16_t shard)
+{
+	switch (app_shed_admit(&s->shed, shard, s->clock_ns,
+			       app_lat_since_ns(s->gwlat, meta->rx_tsc))) {
+	case APP_SHED_QUEUE:
+		sc_add(s, SC_GW_SHED_QUEUE, 1);
+		return WIRE_REASON_BACKPRESSURE;
+	case APP_SHED_WAIT:
+		sc_add(s, SC_GW_SHED_WAIT, 1);
+		return WIRE_REASON_BACKPRESSURE;
+	default:
+		return 0;
+	}
+}
+
 /* Client order entry (and routed transfers): remember where the user is, wrap, send to the
  * owner's leader: the override a NOT_OWNER taught, else the routing. */
-void
+uint16_t
 app_gw_order(struct app_shard *s, const struct dp_meta *meta, const struct wire_msg_hdr *msg,
 	     uint32_t session)
 {
@@ -153,9 +172,14 @@ app_gw_order(struct app_shard *s, const struct dp_meta *meta, const struct wire_
 		shard = gw_owner(s, user);
 	if (msg->type == WIRE_REPORT_REPLAY) {
 		gw_replay(s, shard, msg);
-		return;
+		return 0;
 	}
-	app_lat_rx(s->gwlat, msg, meta->rx_tsc);
+	if (msg->type == WIRE_NEW_ORDER) {
+		uint16_t why = gw_shed(s, meta, shard);
+		if (why != 0)
+			return why;
+	}
+	app_lat_rx(s->gwlat, msg, meta->rx_tsc, shard);
 	if (msg->type == WIRE_TRANSFER) {
 		const struct wire_transfer *t = (const void *)msg;
 		struct xfer_ent *x = app_xfer_slot(s->xfers, t->transfer_id, true);
@@ -171,6 +195,7 @@ app_gw_order(struct app_shard *s, const struct dp_meta *meta, const struct wire_
 		sc_add(s, SC_GW_IN, 1);
 	}
 	gw_forward(s, shard, msg);
+	return 0;
 }
 
 /* Send an answer to the client: a logged-on session's go where the session is now, under
@@ -316,7 +341,10 @@ app_gw_client(struct app_shard *s, const struct wire_msg_hdr *msg)
 		return;
 	}
 	sc_add(s, SC_GW_OUT, 1);
-	app_lat_tx(s->gwlat, msg);
+	uint64_t answer_ns;
+	uint16_t to;
+	if (app_lat_tx(s->gwlat, msg, &answer_ns, &to))
+		app_shed_sample(&s->shed, to, s->clock_ns, answer_ns);
 	gw_send_client(s, e->authed, e->session, &e->addr, msg);
 }
 

@@ -34,7 +34,8 @@ struct app_lat_ent {
 	uint64_t user;      /* 0: free */
 	uint64_t cl_ord_id; /* the NEW_ORDER's id */
 	uint64_t rx_tsc;    /* io lcore TSC of its rx burst */
-	uint64_t acked;     /* the ACK was timed */
+	uint32_t acked;     /* the ACK was timed */
+	uint32_t shard;     /* the OMS shard the gateway sent it to */
 };
 
 #define BUMP(x) __atomic_store_n(&(x), (x) + 1, __ATOMIC_RELAXED)
@@ -94,8 +95,15 @@ tsc_to_ns(const struct app_lat *l, uint64_t tsc)
 	return tsc / l->tsc_hz * 1000000000u + tsc % l->tsc_hz * 1000000000u / l->tsc_hz;
 }
 
+uint64_t
+app_lat_since_ns(const struct app_lat *l, uint64_t tsc)
+{
+	uint64_t now = rte_rdtsc();
+	return now > tsc ? tsc_to_ns(l, now - tsc) : 0;
+}
+
 void
-app_lat_rx(struct app_lat *l, const struct wire_msg_hdr *msg, uint64_t rx_tsc)
+app_lat_rx(struct app_lat *l, const struct wire_msg_hdr *msg, uint64_t rx_tsc, uint16_t shard)
 {
 	if (l == NULL || msg->type != WIRE_NEW_ORDER)
 		return;
@@ -122,19 +130,21 @@ app_lat_rx(struct app_lat *l, const struct wire_msg_hdr *msg, uint64_t rx_tsc)
 	e->cl_ord_id = o->cl_ord_id;
 	e->rx_tsc = rx_tsc;
 	e->acked = 0;
+	e->shard = shard;
 	if (l->orders == 0)
 		__atomic_store_n(&l->first_rx_tsc, rx_tsc, __ATOMIC_RELAXED);
 	BUMP(l->orders);
 }
 
-void
-app_lat_tx(struct app_lat *l, const struct wire_msg_hdr *msg)
+bool
+app_lat_tx(struct app_lat *l, const struct wire_msg_hdr *msg, uint64_t *answer_ns,
+	   uint16_t *shard)
 {
 	uint64_t user, cl_ord_id;
 	bool final;
 
 	if (l == NULL)
-		return;
+		return false;
 	switch (msg->type) {
 	case WIRE_ACK: {
 		const struct wire_ack *a = (const void *)msg;
@@ -146,44 +156,52 @@ app_lat_tx(struct app_lat *l, const struct wire_msg_hdr *msg)
 	case WIRE_NAK: {
 		const struct wire_nak *n = (const void *)msg;
 		struct app_lat_ent *e = find(l, n->user, n->cl_ord_id);
-		if (e != NULL && n->user != 0) {
-			BUMP(l->naked);
-			e->user = 0;
-		}
-		return;
+		if (e == NULL || n->user == 0)
+			return false;
+		BUMP(l->naked);
+		e->user = 0;
+		if (e->acked != 0)
+			return false;
+		uint64_t now = rte_rdtsc();
+		*answer_ns = now > e->rx_tsc ? tsc_to_ns(l, now - e->rx_tsc) : 0;
+		*shard = (uint16_t)e->shard;
+		return true; /* an answer all the same: its time says how long the queue is */
 	}
 	case WIRE_EXEC_REPORT: {
 		const struct wire_exec_report *r = (const void *)msg;
 		if (r->exec != WIRE_EXEC_OPEN && r->exec != WIRE_EXEC_DONE &&
 		    r->exec != WIRE_EXEC_REJECTED)
-			return;
+			return false;
 		user = r->user;
 		cl_ord_id = r->cl_ord_id;
 		final = true;
 		break;
 	}
 	default:
-		return;
+		return false;
 	}
 	if (user == 0)
-		return;
+		return false;
 	struct app_lat_ent *e = find(l, user, cl_ord_id);
 	if (e == NULL)
-		return;
+		return false;
 	uint64_t now = rte_rdtsc();
 	uint64_t ns = now > e->rx_tsc ? tsc_to_ns(l, now - e->rx_tsc) : 0;
 	if (!final) {
-		if (e->acked == 0) {
-			hist_record(&l->ack, ns);
-			BUMP(l->acked);
-			e->acked = 1;
-		}
-		return;
+		if (e->acked != 0)
+			return false;
+		hist_record(&l->ack, ns);
+		BUMP(l->acked);
+		e->acked = 1;
+		*answer_ns = ns;
+		*shard = (uint16_t)e->shard;
+		return true;
 	}
 	hist_record(&l->final, ns);
 	BUMP(l->finals);
 	__atomic_store_n(&l->last_final_tsc, now, __ATOMIC_RELAXED);
 	e->user = 0;
+	return false;
 }
 
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)

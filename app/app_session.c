@@ -54,11 +54,16 @@ peer_unpack(uint64_t p)
 	return a;
 }
 
+/* key NULL: the way answers outside a session go (allow_unauthenticated: the [keys]
+ * client key of the destination, app_out.c); &no_mac: no MAC. */
 static void
 send_to(struct app_shard *s, const struct dp_addr *to, const struct wire_key *key,
 	const struct wire_msg_hdr *msg)
 {
-	(void)app_outbox_add_keyed(&s->ob, to, key, msg);
+	if (key == NULL)
+		(void)app_outbox_add(&s->ob, NULL, to, DP_CLASS_CLIENT, 0, msg, NULL, 0);
+	else
+		(void)app_outbox_add_keyed(&s->ob, to, key, msg);
 }
 
 int
@@ -263,11 +268,10 @@ session_frame(struct app_shard *s, struct rte_mbuf *m, const struct dp_meta *met
 		uint16_t why = auth_check_msg(&g->auth, ss, msg, routed ? app_msg_user(msg) : 0);
 		if (why == 0 && !routed)
 			why = WIRE_REASON_NO_PERMISSION; /* e.g. a TRANSFER not marked for routing */
-		if (why != 0) {
+		if (why == 0)
+			why = app_gw_order(s, meta, msg, ss->id);
+		if (why != 0)
 			refuse_msg(s, &meta->src, &ss->frame_key, msg, why);
-			continue;
-		}
-		app_gw_order(s, meta, msg, ss->id);
 	}
 }
 
@@ -292,7 +296,9 @@ app_session_frame(struct app_shard *s, struct rte_mbuf *m, const struct dp_meta 
 		if (!app_is_routed_type(msg))
 			continue;
 		if (s->app->cfg.allow_unauthenticated) {
-			app_gw_order(s, meta, msg, 0);
+			uint16_t why = app_gw_order(s, meta, msg, 0);
+			if (why != 0)
+				refuse_msg(s, &meta->src, NULL, msg, why);
 			continue;
 		}
 		sc_add(s, SC_GW_NO_SESSION, 1);

@@ -38,6 +38,7 @@
 #include "app_gw_route.h"
 #include "app_logw.h"
 #include "app_placement.h"
+#include "app_shed.h"
 #include "consensus/cns.h"
 #include "persist/persist.h"
 
@@ -64,6 +65,10 @@
 	X(GW_OUT, "gw_out", "answers forwarded to clients")                               \
 	X(GW_NO_CLIENT, "gw_no_client", "answers for a user this gateway does not know")   \
 	X(GW_NO_SESSION, "gw_no_session", "client messages refused: outside a session")     \
+	X(GW_SHED_QUEUE, "gw_shed_queue",                                                  \
+	  "new orders refused BACKPRESSURE: a standing queue behind the gateway (app_shed.h)") \
+	X(GW_SHED_WAIT, "gw_shed_wait",                                                    \
+	  "new orders refused BACKPRESSURE: they waited too long before the gateway")       \
 	X(GW_SESSION_GONE, "gw_session_gone",                                              \
 	  "answers dropped: their session ended (the client replays them after a logon)")   \
 	X(NO_SESSION_SHARD, "no_session_shard",                                            \
@@ -329,6 +334,7 @@ struct app_shard {
 					two) */
 	struct report_head *report_heads; /* [report_ring]: sets of REPORT_WAYS */
 	struct app_lat *gwlat;       /* gateway: RX → answer latency of new orders */
+	struct app_shed shed;        /* gateway: new orders refused past saturation */
 	struct app_outbox ob;         /* frames being built */
 	/* Control socket (docs/appliance.md): commands waiting for commit (from w.mgmt_rx). */
 	struct app_cmd *cmd_wait[APP_CMD_PENDING_MAX];
@@ -434,9 +440,11 @@ int app_shard_propose(struct app_shard *s, const struct wire_msg_hdr *msg);
 void app_shard_host_send(void *ctx, uint32_t to, const struct wire_msg_hdr *msg);
 
 /* app_gateway.c: client order entry in, answers out to clients. session: the logged-on
- * session the message came in (its answers go there, under its key), 0 outside one. */
-void app_gw_order(struct app_shard *s, const struct dp_meta *meta,
-		  const struct wire_msg_hdr *msg, uint32_t session);
+ * session the message came in (its answers go there, under its key), 0 outside one.
+ * app_gw_order returns 0 (routed) or the reason the client is answered with (a new order
+ * shed past saturation: WIRE_REASON_BACKPRESSURE, app_shed.h). */
+uint16_t app_gw_order(struct app_shard *s, const struct dp_meta *meta,
+		      const struct wire_msg_hdr *msg, uint32_t session);
 void app_gw_client(struct app_shard *s, const struct wire_msg_hdr *msg);
 void app_gw_to_gateway(struct app_shard *s, uint32_t node, const struct wire_msg_hdr *msg);
 size_t app_gw_footprint(void);                 /* bytes app_gw_init needs */

@@ -208,6 +208,13 @@ app_shard_init(struct app *app, struct app_agent *agent, uint32_t index)
 		s->xfers = zalloc("xfers", s->id, sizeof(struct xfer_ent) * XFER_SLOTS);
 		if (app_lat_init(&s->gwlat, rte_socket_id()) != 0)
 			return -ENOMEM;
+		const struct app_shed_conf shed = {
+			.target_ns = app->cfg.shed_ack_us * 1000,
+			.window_ns = app->cfg.shed_window_us * 1000,
+			.wait_ns = app->cfg.shed_wait_us * 1000,
+			.min_samples = APP_SHED_MIN_SAMPLES,
+		};
+		app_shed_init(&s->shed, &shed);
 		s->gwr_mem = zalloc("gwroute", s->id, app_gw_footprint());
 		if (s->gwr_mem == NULL || app_gw_init(s, s->gwr_mem) != 0)
 			return -ENOMEM;

@@ -313,7 +313,7 @@ args = --no-huge --no-pci -m 256 --log-level=user.omsd.*:info
 main_cpu = 0
 
 [port]
-dev = net_af_packet0,iface=${TAG}${i}n
+dev = net_af_packet0,iface=${TAG}${i}n${E2E_AFP_ARGS:+,$E2E_AFP_ARGS}
 
 [memory]
 mbufs = 2047

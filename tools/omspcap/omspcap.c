@@ -29,7 +29,8 @@
  * and the exit status is 1 when a frame did not decode. Session frames are decoded with the
  * session decoder, and their MACs checked when --key-file names the LOGON's key.
  * send replays the UDP payloads of a capture from a kernel UDP socket to one node, paced at
- * --rate frames per second, and counts the answers (docs/tools.md).
+ * --rate frames per second, and counts the answers; a logged-on session's frames are sent
+ * again from the one a SEQ_GAP reject names (docs/tools.md).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -741,6 +742,7 @@ struct answers {
 	uint64_t frames, msgs, errors;
 	uint64_t per_type[WIRE_TYPE_LIMIT];
 	uint64_t per_reason[WIRE_REASON_MAX];
+	uint64_t rewind_seq; /* a SEQ_GAP / SEQ_REPEAT reject's expected seq, not yet acted on */
 };
 
 /* Read every answer waiting on fd (non-blocking). Returns how many frames were read. */
@@ -770,6 +772,13 @@ answers_read(int fd, struct answers *a)
 				if (r < WIRE_REASON_MAX)
 					a->per_reason[r]++;
 			}
+			if (m[i]->type == WIRE_SESSION_REJECT) {
+				const struct wire_session_reject *j = (const void *)m[i];
+				if ((j->hdr.flags & WIRE_SESSION_REJECT_F_WARN) == 0 &&
+				    (j->reason == WIRE_REASON_SEQ_GAP ||
+				     j->reason == WIRE_REASON_SEQ_REPEAT))
+					a->rewind_seq = j->expected_seq;
+			}
 		}
 	}
 }
@@ -787,6 +796,46 @@ answers_wait(int fd, struct answers *a, uint64_t deadline_ns)
 		ppoll(&p, 1, &ts, NULL);
 	}
 	return answers_read(fd, a);
+}
+
+/* A frame of the capture, kept for sending again. */
+struct sframe {
+	size_t off;       /* in the payload buffer */
+	uint32_t len;
+	uint64_t seq;     /* its session seq; 0: not a session frame */
+};
+
+/* Echoes of one SEQ_GAP (the frames already on their way) name the same seq for about a
+ * round trip: not a reason to go back again within this. */
+#define REWIND_ECHO_NS (20 * 1000000ull)
+
+/* The session seq of a frame (its first message a SESSION_HDR), else 0. */
+static uint64_t
+frame_seq(const uint8_t *p, uint32_t len)
+{
+	struct wire_frame_hdr fh;
+	struct wire_session_hdr sh;
+	if (len < sizeof(fh) + sizeof(sh))
+		return 0;
+	memcpy(&fh, p, sizeof(fh));
+	memcpy(&sh, p + sizeof(fh), sizeof(sh));
+	if ((fh.flags & WIRE_FRAME_F_SESSION) == 0 || sh.hdr.type != WIRE_SESSION_HDR)
+		return 0;
+	return sh.seq;
+}
+
+/* The index of the frame with session seq `seq` (seqs ascend by one from the first session
+ * frame), or n when there is none. */
+static uint64_t
+seq_find(const struct sframe *f, uint64_t n, uint64_t seq)
+{
+	uint64_t first = 0;
+	while (first < n && f[first].seq == 0)
+		first++;
+	if (first == n || seq < f[first].seq)
+		return n;
+	uint64_t k = first + (seq - f[first].seq);
+	return k < n && f[k].seq == seq ? k : n;
 }
 
 static int
@@ -851,8 +900,11 @@ send_cmd(int argc, char **argv)
 		return 1;
 	}
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
-	uint64_t frames = 0, sent = 0, send_errors = 0, non_udp = 0;
-	uint64_t start = mono_ns(), gap = rate > 0 ? 1000000000u / rate : 0;
+	/* The payloads, in order, with each session frame's seq (0: not a session frame). */
+	struct sframe *fr = NULL;
+	uint8_t *data = NULL;
+	uint64_t frames = 0, cap = 0, non_udp = 0;
+	size_t used = 0, data_cap = 0;
 	struct pcap_pkthdr *ph;
 	const u_char *pkt;
 	int rc;
@@ -868,28 +920,82 @@ send_cmd(int argc, char **argv)
 			memcpy(pl, pkt + off, len);
 			(void)logon_key(pl, len, api.key_id, api.secret, &a->key);
 		}
-		/* Frame i leaves at start + i / rate; answers are read while waiting. */
-		uint64_t due = start + frames * gap;
-		while (gap > 0 && mono_ns() < due)
-			answers_wait(fd, a, due);
+		if (frames == cap) {
+			cap = cap ? 2 * cap : 4096;
+			struct sframe *n = realloc(fr, cap * sizeof(*fr));
+			if (n == NULL)
+				break;
+			fr = n;
+		}
+		if (used + len > data_cap) {
+			data_cap = data_cap ? 2 * data_cap : (size_t)1 << 20;
+			while (used + len > data_cap)
+				data_cap *= 2;
+			uint8_t *n = realloc(data, data_cap);
+			if (n == NULL)
+				break;
+			data = n;
+		}
+		memcpy(data + used, pkt + off, len);
+		fr[frames] = (struct sframe){.off = used, .len = len, .seq = frame_seq(pkt + off, len)};
+		used += len;
 		frames++;
-		if (sendto(fd, pkt + off, len, 0, (const struct sockaddr *)&dst, sizeof(dst)) ==
-		    (ssize_t)len)
-			sent++;
-		else
-			send_errors++;
-		answers_read(fd, a);
 	}
 	if (rc == PCAP_ERROR)
 		fprintf(stderr, "omspcap: %s: %s\n", file, pcap_geterr(pd));
 	pcap_close(pd);
-	uint64_t sent_ns = mono_ns() - start;
-	/* Drain: until no answer came for idle_ms, at most drain_ms. */
-	uint64_t end = mono_ns() + drain_ms * 1000000u, last = mono_ns();
-	while (mono_ns() < end && mono_ns() - last < idle_ms * 1000000u) {
-		if (answers_wait(fd, a, mono_ns() + 50000000u) > 0)
-			last = mono_ns();
+
+	/* Frame after frame at --rate (every send paced, re-sends included), answers read while
+	 * waiting. A session refuses every frame after a lost one (SEQ_GAP, naming the seq it
+	 * expects): as a client does, send again from that frame. The frames sent before the
+	 * first reject came back are refused naming the same seq: those echoes are not taken
+	 * again within REWIND_ECHO_NS. Then drain: until no answer came for idle_ms (at most
+	 * drain_ms), sending again if a late reject asks for it. */
+	uint64_t sent = 0, send_errors = 0, resent = 0, rewinds = 0, next = 0, sends = 0;
+	uint64_t last_rewind = 0, last_rewind_ns = 0;
+	uint64_t start = mono_ns(), gap = rate > 0 ? 1000000000u / rate : 0;
+	uint64_t sent_ns = 0, drain_end = 0, last_answer = 0;
+	for (;;) {
+		if (a->rewind_seq != 0) {
+			uint64_t want = a->rewind_seq, now = mono_ns();
+			a->rewind_seq = 0;
+			uint64_t k = seq_find(fr, frames, want);
+			if (k < next && (want != last_rewind || now - last_rewind_ns > REWIND_ECHO_NS)) {
+				resent += next - k;
+				rewinds++;
+				next = k;
+				last_rewind = want;
+				last_rewind_ns = now;
+			}
+		}
+		if (next < frames) {
+			uint64_t due = start + sends * gap;
+			while (gap > 0 && mono_ns() < due)
+				answers_wait(fd, a, due);
+			sends++;
+			const struct sframe *f = &fr[next++];
+			if (sendto(fd, data + f->off, f->len, 0, (const struct sockaddr *)&dst,
+				   sizeof(dst)) == (ssize_t)f->len)
+				sent++;
+			else
+				send_errors++;
+			answers_read(fd, a);
+			drain_end = 0;
+			continue;
+		}
+		uint64_t now = mono_ns();
+		if (drain_end == 0) {
+			sent_ns = now - start;
+			drain_end = now + drain_ms * 1000000u;
+			last_answer = now;
+		}
+		if (now >= drain_end || now - last_answer >= idle_ms * 1000000u)
+			break;
+		if (answers_wait(fd, a, now + 50000000u) > 0)
+			last_answer = mono_ns();
 	}
+	free(fr);
+	free(data);
 	close(fd);
 	for (uint16_t r = 0; r < WIRE_REASON_MAX; r++)
 		if (a->per_reason[r] != 0)
@@ -897,10 +1003,10 @@ send_cmd(int argc, char **argv)
 	printf("send: frames=%" PRIu64 " sent=%" PRIu64 " send_errors=%" PRIu64 " non_udp=%" PRIu64
 	       " send_ms=%" PRIu64 " rx_frames=%" PRIu64 " rx_msgs=%" PRIu64 " ACK=%" PRIu64
 	       " NAK=%" PRIu64 " EXEC_REPORT=%" PRIu64 " ADMIN_REPLY=%" PRIu64
-	       " decode_errors=%" PRIu64 "\n",
+	       " decode_errors=%" PRIu64 " resent=%" PRIu64 " rewinds=%" PRIu64 "\n",
 	       frames, sent, send_errors, non_udp, sent_ns / 1000000, a->frames, a->msgs,
 	       a->per_type[WIRE_ACK], a->per_type[WIRE_NAK], a->per_type[WIRE_EXEC_REPORT],
-	       a->per_type[WIRE_ADMIN_REPLY], a->errors);
+	       a->per_type[WIRE_ADMIN_REPLY], a->errors, resent, rewinds);
 	free(a);
 	return rc == PCAP_ERROR || send_errors != 0 ? 1 : 0;
 bad:

@@ -36,7 +36,8 @@ if [ -z "${OMSD:-}" ] || [ -z "${OMSPCAP:-}" ]; then
 	export OMSD=${OMSD:-$tree/app/omsd} OMSPCAP=${OMSPCAP:-$tree/tools/omspcap}
 fi
 DIR=$(mktemp -d /tmp/omsd-bench-callgrind.XXXXXX)
-trap 'rm -rf "$DIR"' EXIT
+# KEEP=1 keeps the runs' files (cg.out, stats, logs) and names the directory on stderr.
+trap 'if [ -n "${KEEP:-}" ]; then echo "callgrind: kept $DIR" >&2; else rm -rf "$DIR"; fi' EXIT
 
 # run NAME ORDERS USERS: pipeline.sh under callgrind; leaves $DIR/NAME/{cg.out,stats}.
 run() {
