@@ -165,7 +165,9 @@ uint32_t oms_actor_slots(const struct oms *oms);
 uint32_t oms_resident_count(const struct oms *oms); /* resident + flushing + hydrating */
 uint32_t oms_waiting_count(const struct oms *oms);  /* cold users waiting for room */
 
-/* The cache by state (gauges; one pass over the actor slots, for stats, not per message). */
+/* The cache by state (gauges). O(1): idle, open and inflight are kept as actors change, not
+ * counted by a walk of the resident list (the host reads them every 200 ms on the lcore that
+ * serves orders, with up to a million residents). */
 struct oms_cache_info {
 	uint32_t idle;       /* resident, flat: evictable once idle for the TTL or under pressure */
 	uint32_t open;       /* resident with open orders or reservations, nothing in flight */
@@ -227,7 +229,8 @@ uint32_t oms_users_list(const struct oms *oms, uint32_t *cursor, uint64_t *users
 /* A user kill-switch is engaged on this shard. */
 bool oms_user_killed(const struct oms *oms, uint64_t user);
 
-/* Check the internal invariants (flat counters, Σ reservations, lists). 0 or -EFAULT. */
+/* Check the internal invariants (flat counters, Σ reservations, lists, the cache's gauges
+ * against a walk). A walk of every slot: tests and tools. 0 or -EFAULT. */
 int oms_check_invariants(const struct oms *oms);
 
 /* Counters: single-writer, part of the state (hence the snapshot). ALARM_* are impossible

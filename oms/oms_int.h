@@ -383,6 +383,12 @@ struct oms {
 	struct oms_core c;            /* scalar state */
 	uint32_t actor_slots;         /* users_max + flush_headroom + wait_max */
 	uint32_t table_mask;          /* index table size - 1 (users, orders, symbols, kills) */
+	/* The cache's gauges kept as the actors change (oms_cache_info: idle, open, inflight
+	 * without a walk of the resident list). Derived, not state: outside oms_core, so not
+	 * in the snapshot or the hash; oms_reset zeroes them, restore recounts them, and
+	 * oms_check_invariants recounts them from the records. */
+	uint32_t users_ordered;       /* actors holding an order record (order_count > 0) */
+	uint32_t users_in_saga;       /* actors with a saga in flight (sagas > 0) */
 	struct oms_actor *actors;     /* [actor_slots] */
 	struct oms_balance *balances; /* [actor_slots * assets_per_user] */
 	uint32_t *actor_free;         /* free-slot stack [actor_slots] */
@@ -696,6 +702,21 @@ oms_order_find(const struct oms *oms, uint64_t user, uint64_t user_seq)
 /* A zeroed PENDING record for a's order user_seq, at the end of a's list (a slot must be
  * free: callers check order_free_count). */
 struct oms_order *oms_order_alloc(struct oms *oms, struct oms_actor *a, uint64_t user_seq);
+/* One of a's sagas ended (its record left PENDING: promoted to LIVE, or freed). With
+ * oms_order_alloc, which begins one, this is every change of an actor's sagas: the actor's
+ * and the shard's in-flight counts and the cache's users with a saga (oms_cache_info). */
+static inline void
+oms_saga_end(struct oms *oms, struct oms_actor *a)
+{
+	DCHECK(a->sagas > 0);
+	DCHECK(oms->c.inflight > 0);
+	a->sagas--;
+	oms->c.inflight--;
+	if (a->sagas == 0) {
+		DCHECK(oms->users_in_saga > 0);
+		oms->users_in_saga--;
+	}
+}
 /* Set an order's remaining reservation (adjusting the balance and the actor's count). */
 void oms_order_reserve_set(struct oms *oms, struct oms_actor *a, struct oms_order *o,
 			   int64_t reserved);

@@ -61,6 +61,12 @@ oms_order_alloc(struct oms *oms, struct oms_actor *a, uint64_t seq)
 	else
 		a->order_head = idx;
 	a->order_tail = idx;
+	/* The cache's gauges (oms_cache_info): a user's first record makes it not flat, its
+	 * first saga in flight. */
+	if (a->order_count == 0)
+		oms->users_ordered++;
+	if (a->sagas == 0)
+		oms->users_in_saga++;
 	a->order_count++;
 	oms->c.order_used++;
 	o->state = OMS_O_PENDING;
@@ -97,8 +103,7 @@ oms_order_free(struct oms *oms, struct oms_actor *a, struct oms_order *o)
 	/* Release the remainder (seed: release on cancel/reject/expiry and at the end). */
 	oms_order_reserve_set(oms, a, o, 0);
 	if (o->state == OMS_O_PENDING) {
-		a->sagas--;
-		oms->c.inflight--;
+		oms_saga_end(oms, a);
 	} else if (o->state == OMS_O_LIVE && o->kind == OMS_K_ORDER) {
 		a->live--;
 	}
@@ -114,8 +119,14 @@ oms_order_free(struct oms *oms, struct oms_actor *a, struct oms_order *o)
 		oms->orders[o->next].prev = o->prev;
 	else
 		a->order_tail = o->prev;
+	DCHECK(a->order_count > 0);
 	a->order_count--;
 	oms->c.order_used--;
+	if (a->order_count == 0) {
+		/* Its last record: flat again (oms_actor_flat; oms_cache_info counts it idle). */
+		DCHECK(oms->users_ordered > 0);
+		oms->users_ordered--;
+	}
 	oms_tab_remove(oms, OMS_TAG_ORDER, a->user, o->user_seq);
 	memset(o, 0, sizeof(*o));
 	oms->order_free[oms->c.order_free_count++] = idx;

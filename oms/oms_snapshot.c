@@ -333,6 +333,10 @@ deserialise(struct oms *oms, struct des *d)
 		if (oms_tab_find(oms, OMS_TAG_USER, a->user, 0) != OMS_NIL)
 			return -EINVAL;
 		oms_tab_insert(oms, OMS_TAG_USER, a->user, 0, i);
+		/* The cache's gauges are not in the snapshot: counted from the actors here, and
+		 * their counters from the records by oms_check_invariants below. */
+		oms->users_ordered += a->order_count > 0;
+		oms->users_in_saga += a->sagas > 0;
 	}
 	if (!get_free_stack(oms, d, SLAB_ACTORS, oms->actor_free, c->actor_free_count,
 			    oms->actor_slots))

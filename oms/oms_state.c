@@ -166,6 +166,8 @@ oms_reset(struct oms *oms)
 	memset(base + head, 0, total - head);
 	memset(&oms->c, 0, sizeof(oms->c));
 	oms->c.limits = keep;
+	oms->users_ordered = 0; /* no actor, no record */
+	oms->users_in_saga = 0;
 	oms->c.lru = (struct oms_list){ OMS_NIL, OMS_NIL, 0, 0 };
 	oms->c.flushing = oms->c.lru;
 	oms->c.hydrating = oms->c.lru;

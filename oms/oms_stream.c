@@ -17,11 +17,8 @@ promote(struct oms *oms, struct oms_actor *a, struct oms_order *o)
 {
 	if (o->state != OMS_O_PENDING || o->kind != OMS_K_ORDER)
 		return;
-	DCHECK(a->sagas > 0);
-	DCHECK(oms->c.inflight > 0);
 	o->state = OMS_O_LIVE;
-	a->sagas--;
-	oms->c.inflight--;
+	oms_saga_end(oms, a);
 	a->live++;
 	DCHECK(a->live <= a->order_count);
 }
@@ -218,8 +215,7 @@ adopt(struct oms *oms, struct oms_actor *a, const struct wire_me_event *ev,
 	o->last_seq = ev->seq;
 	/* The saga ended long ago on the old owner: the record is live from the start. */
 	o->state = OMS_O_LIVE;
-	a->sagas--;
-	oms->c.inflight--;
+	oms_saga_end(oms, a);
 	a->live++;
 	oms_order_reserve_set(oms, a, o, reserved);
 	oms_count(oms, OMS_C_ORDERS_ADOPTED);

@@ -162,16 +162,18 @@ oms_waiting_count(const struct oms *oms)
 	return oms->c.waiting.count;
 }
 
-void
-oms_cache_info(const struct oms *oms, struct oms_cache_info *out)
+/* The gauges of struct oms_cache_info that are not list counts, by their rule: a walk of the
+ * resident (LRU) list, each actor in the first class it fits — a saga in flight, else flat
+ * (idle), else open. What oms_cache_info keeps without the walk; oms_check_invariants
+ * compares the two. -EFAULT if the list is longer than its count. */
+static int
+cache_walk(const struct oms *oms, struct oms_cache_info *out)
 {
 	memset(out, 0, sizeof(*out));
-	out->cap = oms->c.limits.users_max;
-	out->flushing = oms->c.flushing.count;
-	out->hydrating = oms->c.hydrating.count;
-	out->waiting = oms->c.waiting.count;
-	out->parked = oms->c.parked_used;
+	uint32_t n = 0;
 	for (uint32_t i = oms->c.lru.head; i != OMS_NIL; i = oms->actors[i].next) {
+		if (i >= oms->actor_slots || n++ == oms->c.lru.count)
+			return -EFAULT;
 		const struct oms_actor *a = &oms->actors[i];
 		if (a->sagas > 0)
 			out->inflight++;
@@ -180,6 +182,37 @@ oms_cache_info(const struct oms *oms, struct oms_cache_info *out)
 		else
 			out->open++;
 	}
+	return n == oms->c.lru.count ? 0 : -EFAULT;
+}
+
+/* O(1) (the host reads it every 200 ms on the shard lcore; a walk of a full cache of a
+ * million residents stalled it for tens of milliseconds, docs/perf.md). Only a resident
+ * actor holds order records, and one without a record is flat (its sagas, live orders and
+ * reservations are counts of its records): so of the LRU list, those with a saga are
+ * inflight, the others with a record open, the rest idle. Both counts change only where a
+ * record or a saga begins or ends (oms_order_alloc, oms_saga_end, oms_order_free);
+ * oms_check_invariants recounts them and compares this with cache_walk. */
+void
+oms_cache_info(const struct oms *oms, struct oms_cache_info *out)
+{
+	/* DCHECKs, not CHECKs: a gauge gone wrong must not stop the lcore that serves orders
+	 * (the tests and simulators catch it, oms_check_invariants after every step); the
+	 * figures are clamped instead of wrapping. */
+	DCHECK(oms->users_in_saga <= oms->users_ordered);
+	DCHECK(oms->users_ordered <= oms->c.lru.count);
+	uint32_t in_saga = oms->users_in_saga, ordered = oms->users_ordered;
+	ordered = ordered < oms->c.lru.count ? ordered : oms->c.lru.count;
+	in_saga = in_saga < ordered ? in_saga : ordered;
+	memset(out, 0, sizeof(*out));
+	out->cap = oms->c.limits.users_max;
+	out->flushing = oms->c.flushing.count;
+	out->hydrating = oms->c.hydrating.count;
+	out->waiting = oms->c.waiting.count;
+	out->parked = oms->c.parked_used;
+	out->inflight = in_saga;
+	out->open = ordered - in_saga;
+	out->idle = oms->c.lru.count - ordered;
+	DCHECK(out->idle + out->open + out->inflight == oms->c.lru.count);
 }
 
 uint32_t
@@ -217,7 +250,7 @@ int
 oms_check_invariants(const struct oms *oms)
 {
 	const struct oms_limits *l = &oms->c.limits;
-	uint32_t inflight = 0, used = 0, parked = 0, moving = 0;
+	uint32_t inflight = 0, used = 0, parked = 0, moving = 0, ordered = 0, in_saga = 0;
 	for (uint32_t i = 0; i < oms->actor_slots; i++) {
 		const struct oms_actor *a = &oms->actors[i];
 		if (a->state == OMS_A_FREE)
@@ -264,6 +297,12 @@ oms_check_invariants(const struct oms *oms)
 		}
 		if (a->state == OMS_A_FLUSHING && !oms_actor_flat(a))
 			return -EFAULT;
+		/* Only a resident actor holds records (a flush starts flat; a hydrating or
+		 * waiting user has run nothing yet): oms_cache_info counts them on the LRU list. */
+		if (count != 0 && a->state != OMS_A_RESIDENT)
+			return -EFAULT;
+		ordered += count > 0;
+		in_saga += sagas > 0;
 		if (oms_dedup_pinned(oms, a) > oms_xfer_pinned_max(l))
 			return -EFAULT;
 		inflight += sagas;
@@ -276,6 +315,18 @@ oms_check_invariants(const struct oms *oms)
 		return -EFAULT;
 	if (oms_resident_count(oms) + oms->c.waiting.count + oms->c.actor_free_count !=
 	    oms->actor_slots)
+		return -EFAULT;
+	/* The cache's gauges: the kept counts against the records (a change of a record or a
+	 * saga that missed them), then oms_cache_info against a walk by the rule itself. */
+	if (ordered != oms->users_ordered || in_saga != oms->users_in_saga)
+		return -EFAULT;
+	struct oms_cache_info walked, kept;
+	if (cache_walk(oms, &walked) != 0)
+		return -EFAULT;
+	if (walked.inflight != in_saga || walked.open + walked.inflight != ordered)
+		return -EFAULT;
+	oms_cache_info(oms, &kept);
+	if (kept.idle != walked.idle || kept.open != walked.open || kept.inflight != walked.inflight)
 		return -EFAULT;
 	/* A waiting user holds no orders, and waits only while the cap is full (the pump
 	 * promotes it the moment there is room, or the queue is behind one that waits). */

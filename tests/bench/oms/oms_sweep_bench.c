@@ -7,7 +7,13 @@
  * expired, so both figures should be close: O(expired), not O(resident).
  * Each figure is the median over ROUNDS sweeps of the oms_tick that runs it (EXPIRE
  * BeginDehydrates emitted into a no-op sink).
- * Last line: bench: oms_sweep resident_1k_ns=N resident_1m_ns=N
+ * Before the sweeps, with the cache full (every user resident), it times oms_cache_info, the
+ * host's gauges every 200 ms on the shard lcore: the median of CACHE_CALLS calls, after a
+ * check that the call counts every resident idle.
+ * Lines: bench: oms_cache_info residents=N ns=N (1k, then 1M), then
+ *        bench: oms_sweep resident_1k_ns=N resident_1m_ns=N
+ * --cache-info: only the 1M cache and its oms_cache_info figure, no sweeps (for callgrind:
+ * valgrind --tool=callgrind --toggle-collect=oms_cache_info oms_sweep_bench --cache-info).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +24,7 @@
 
 #define EXPIRE 256u
 #define ROUNDS 3u
+#define CACHE_CALLS 5u
 #define MS UINT64_C(1000000)
 #define TTL (UINT64_C(3600) * 1000 * MS)
 
@@ -47,6 +54,30 @@ cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* oms_cache_info with every user resident and idle: the median of CACHE_CALLS calls. */
+static void
+cache_info_time(const struct oms *oms, uint32_t residents)
+{
+	uint64_t t[CACHE_CALLS];
+	for (uint32_t k = 0; k < CACHE_CALLS; k++) {
+		struct oms_cache_info ci;
+		uint64_t a = clock_ns();
+		oms_cache_info(oms, &ci);
+		t[k] = clock_ns() - a;
+		if (ci.idle != residents || ci.open != 0 || ci.inflight != 0 ||
+		    ci.cap != residents) {
+			fprintf(stderr, "oms_sweep_bench: cache_info idle=%u open=%u inflight=%u "
+					"cap=%u, want idle=cap=%u\n",
+				ci.idle, ci.open, ci.inflight, ci.cap, residents);
+			exit(1);
+		}
+	}
+	qsort(t, CACHE_CALLS, sizeof(t[0]), cmp_u64);
+	printf("bench: oms_cache_info residents=%u ns=%lu\n", residents,
+	       (unsigned long)t[CACHE_CALLS / 2]);
+}
+
+/* rounds 0: build the cache and time oms_cache_info only. */
 static uint64_t
 run(uint32_t residents, int rounds)
 {
@@ -93,6 +124,11 @@ run(uint32_t residents, int rounds)
 			oms_resident_count(oms), residents);
 		exit(1);
 	}
+	cache_info_time(oms, residents);
+	if (rounds == 0) {
+		free(mem);
+		return 0;
+	}
 	uint64_t t[ROUNDS];
 	for (int r = 0; r < rounds; r++) {
 		uint64_t before = oms_counter_get(oms, OMS_C_DEHYDRATES);
@@ -116,8 +152,16 @@ run(uint32_t residents, int rounds)
 }
 
 int
-main(void)
+main(int argc, char **argv)
 {
+	if (argc == 2 && strcmp(argv[1], "--cache-info") == 0) {
+		run(1000000, 0);
+		return 0;
+	}
+	if (argc != 1) {
+		fprintf(stderr, "usage: oms_sweep_bench [--cache-info]\n");
+		return 2;
+	}
 	/* 1k residents hold 3 full batches of 256 (+ a partial one), so 3 rounds fit both. */
 	uint64_t small = run(1000, ROUNDS);
 	uint64_t big = run(1000000, ROUNDS);
