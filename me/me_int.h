@@ -25,10 +25,12 @@
 #define ME_NIL UINT32_MAX          /* no record / no level */
 #define ME_MAGIC UINT64_C(0x315f454d5f44534f) /* "OSD_ME_1" */
 #define ME_SNAP_MAGIC UINT64_C(0x50414e53454d4f4d) /* "MOMESNAP" */
-#define ME_SNAP_VERSION 6          /* 4: live symbol moves (struct me_move); 5: the move
+#define ME_SNAP_VERSION 7          /* 4: live symbol moves (struct me_move); 5: the move
 				    * journal (WATCH); 6: the move hash is a sum kept running
 				    * (a WATCHING move's hash and gtd_held, an INSTALLING one's
-				    * hash) */
+				    * hash); 7: the oid index and the user table are chained
+				    * hash tables that grow and shrink with their entries
+				    * (struct me_lhash), a user slab with a free list */
 #define ME_RT_SIZE 128             /* runtime header, excluded from snapshot and hash */
 #define ME_STREAM_MAP_SIZE 65536   /* one entry per possible OMS shard id */
 #define ME_EV_MATCH_ROOM 6         /* taker-stream slots a match step may need */
@@ -36,6 +38,7 @@
 #define ME_BULK_JOBS_MAX 32        /* bulk cancel jobs waiting for retention (me_bulk.c) */
 #define ME_BULK_STEP_MAX 256       /* orders one bulk step cancels (bounded apply time) */
 #define ME_MOVES_MAX 8             /* symbol moves remembered (me_move.c) */
+#define ME_LH_BUCKETS_MIN 64       /* a chained hash table never shrinks below this */
 
 enum me_state {
 	ME_ST_FREE = 0,   /* on the free list */
@@ -85,12 +88,37 @@ struct me_order {
 static_assert(WIRE_REASON_MAX <= UINT8_MAX, "reasons fit a byte");
 static_assert(sizeof(struct me_order) == 96, "me_order is 96 bytes");
 
-/* One slot of the oid index (open addressing, linear probing). */
-struct me_slot {
-	uint32_t order;    /* record index + 1; 0 = empty */
-	uint32_t tag;      /* low 32 bits of the oid hash (home slot = tag & mask) */
+/*
+ * The chained hash tables (the oid index, the user table) are linear hashing (Litwin 1980):
+ * an array of bucket heads of which only [0, low + split) is in use, grown one bucket per
+ * insert and shrunk one or two per removal, so the buckets a lookup can touch are about as
+ * many as there are entries — not as many as the capacity. A table sized for 262,144 orders
+ * that holds 3,000 keeps them in ~3,000 buckets (12 KB), where a table sized by capacity
+ * spread them over all of it and every lookup of a new id missed the cache. Each entry
+ * carries its link: its hash (the key's bucket in any round, and a tag compared before the
+ * key) and the next entry of its chain. Entries are slab slots (records, users) handed out
+ * LIFO, so the links a small table touches are few and hot too.
+ */
+struct me_link {
+	uint32_t hash;     /* low 32 bits of the key's hash (zeroed with a freed entry) */
+	uint32_t next;     /* next entry of its bucket's chain, index + 1; 0 ends it */
 };
-static_assert(sizeof(struct me_slot) == 8, "me_slot");
+static_assert(sizeof(struct me_link) == 8, "me_link");
+
+/* Linear hashing state of one chained table. A round starts with low buckets (a power of
+ * two) and splits buckets 0, 1, ... in turn (split = buckets - low of them so far), each into
+ * itself and its buddy + low; so the bucket of hash h is h mod 2 low, unless that bucket is
+ * not in use yet, then h mod low (me_lh_bucket). shrink_below is derived from buckets
+ * (me_lhash_derive), kept so that a removal decides with one compare. */
+struct me_lhash {
+	uint32_t mask;         /* 2 low - 1 */
+	uint32_t low;          /* buckets at the start of this round: a power of two >= min */
+	uint32_t buckets;      /* in use, [low, 2 low): more entries than buckets split one */
+	uint32_t shrink_below; /* fewer entries merge one: ceil(buckets / 4); 0 at min */
+	uint32_t max;          /* bucket array length: a power of two >= the table's capacity */
+	uint32_t min;          /* never fewer buckets: min(ME_LH_BUCKETS_MIN, max) */
+};
+static_assert(sizeof(struct me_lhash) == 24, "me_lhash");
 
 /* One price level: an intrusive FIFO of live orders at one price. */
 struct me_level {
@@ -123,13 +151,16 @@ static_assert(sizeof(struct me_symbol) == 96, "me_symbol");
 static_assert(offsetof(struct me_symbol, trade_seq) == offsetof(struct me_symbol_info, band_bps),
 	      "the shared fields end at the same offset in the record and its view");
 
-/* A user with live orders on this shard, or an engaged kill-switch. */
+/* A user with live orders on this shard, or an engaged kill-switch: a slot of the user slab
+ * (free list LIFO, fresh slots from users_hwm), chained in the user table by link. */
 struct me_user {
-	uint64_t user;     /* account id; 0 marks an empty slot */
+	uint64_t user;     /* account id; 0 in a free slot */
 	uint32_t head;     /* oldest live order (circular list via uprev/unext), ME_NIL if none */
 	uint32_t count;    /* live orders (low 30 bits); ME_USER_KILLED; ME_USER_USED */
+	struct me_link link; /* chain in the user table (hash: me_user_hash); free: next is
+			      * the free list's next slot + 1 */
 };
-static_assert(sizeof(struct me_user) == 16, "me_user");
+static_assert(sizeof(struct me_user) == 24, "me_user");
 #define ME_USER_KILLED 0x80000000u /* kill-switch engaged */
 #define ME_USER_USED 0x40000000u   /* slot occupied */
 #define ME_USER_COUNT 0x3fffffffu  /* live orders */
@@ -202,8 +233,10 @@ static_assert(sizeof(struct me_move) == 48, "me_move");
 struct me_rt {
 	struct svc_sink *sink;   /* sink of the current call */
 	void *p_off_orders;
+	void *p_off_links;
 	void *p_off_index;
 	void *p_off_users;
+	void *p_off_user_heads;
 	void *p_off_levels;
 	void *p_off_lrefs;
 	void *p_off_symbols;
@@ -213,7 +246,7 @@ struct me_rt {
 	void *p_off_stream_map;
 	void *p_off_events;
 	void *p_off_journal;
-	uint8_t pad[ME_RT_SIZE - 13 * sizeof(void *)];
+	uint8_t pad[ME_RT_SIZE - 15 * sizeof(void *)];
 };
 static_assert(sizeof(struct me_rt) == ME_RT_SIZE, "me_rt");
 
@@ -226,8 +259,10 @@ struct me {
 	uint64_t now_ns;             /* cluster time of the last call */
 	/* Region layout: byte offsets from the start of struct me. */
 	uint64_t off_orders;         /* struct me_order[orders_max] */
-	uint64_t off_index;          /* struct me_slot[index_size]: oid hash → order index */
-	uint64_t off_users;          /* struct me_user[user_slots] */
+	uint64_t off_links;          /* struct me_link[orders_max]: record i's oid index chain */
+	uint64_t off_index;          /* uint32_t[oid_lh.max]: oid index bucket → record + 1 */
+	uint64_t off_users;          /* struct me_user[users_max]: the user slab */
+	uint64_t off_user_heads;     /* uint32_t[user_lh.max]: user bucket → slab slot + 1 */
 	uint64_t off_levels;         /* struct me_level[levels_max] */
 	uint64_t off_lrefs;          /* struct me_lref[symbols_max * 2 * levels_side_max] */
 	uint64_t off_symbols;        /* struct me_symbol[symbols_max] */
@@ -237,8 +272,8 @@ struct me {
 	uint64_t off_stream_map;     /* uint16_t[65536]: OMS shard → stream index + 1 */
 	uint64_t off_events;         /* struct wire_me_event[streams_max * events_max] */
 	uint64_t off_journal;        /* struct wire_oid[ME_JOURNAL_MAX]: the move journal */
-	uint32_t index_mask;         /* index_size - 1 */
-	uint32_t user_mask;          /* user_slots - 1 */
+	uint32_t user_free;          /* free user slot list head, slot + 1; 0 none */
+	uint32_t users_hwm;          /* user slots ever used: [hwm, max) are as init left them */
 	uint32_t sym_mask;           /* sym_slots - 1 */
 	uint32_t events_mask;        /* events_max - 1 */
 	uint32_t order_free;         /* free record list head */
@@ -255,6 +290,8 @@ struct me {
 	uint32_t levels_hwm;         /* levels ever allocated: likewise */
 	uint32_t bulk_count;         /* bulk jobs pending: bulk[0, bulk_count), oldest first */
 	uint32_t bulk_reserved;
+	struct me_lhash oid_lh;      /* the oid index's buckets (off_index, off_links) */
+	struct me_lhash user_lh;     /* the user table's buckets (off_user_heads, users' links) */
 	struct me_bulk_job bulk[ME_BULK_JOBS_MAX]; /* unused slots all zero */
 	uint64_t counters[ME_C_COUNT];
 	uint64_t moves_created;      /* moves ever recorded: the creation number of the last */
@@ -292,8 +329,10 @@ me_rt_bind(struct me *me)
 {
 	uint8_t *b = (uint8_t *)me;
 	me->rt.p_off_orders = b + me->off_orders;
+	me->rt.p_off_links = b + me->off_links;
 	me->rt.p_off_index = b + me->off_index;
 	me->rt.p_off_users = b + me->off_users;
+	me->rt.p_off_user_heads = b + me->off_user_heads;
 	me->rt.p_off_levels = b + me->off_levels;
 	me->rt.p_off_lrefs = b + me->off_lrefs;
 	me->rt.p_off_symbols = b + me->off_symbols;
@@ -375,17 +414,25 @@ me_mix64(uint64_t k)
 	k ^= k >> 33;
 	return k;
 }
-static inline uint64_t
-me_oid_hash(struct wire_oid oid)
+/* 32 bits of a 64-bit key for the chained tables: one multiply by an odd constant, the
+ * product's halves folded. The low bits that pick a bucket get the key's low bits spread by
+ * the multiply (consecutive ids land in distinct buckets) and every higher key bit through
+ * the high half. A chained table needs spread, not avalanche (me_mix64 costs twice the
+ * instructions, and every request hashes an id or two). */
+static inline uint32_t
+me_fold32(uint64_t k)
 {
-	return me_mix64(oid.user * UINT64_C(0x9e3779b97f4a7c15) ^ oid.shard_seq);
+	uint64_t p = k * UINT64_C(0x9e3779b97f4a7c15);
+	return (uint32_t)(p ^ (p >> 32));
 }
-/* The oid index's tag of an oid: the low 32 bits of its hash (struct me_slot). A request
- * looks its id up and then records it: the tag is computed once for both. */
+
+/* The oid index's tag of an oid (struct me_link's hash): both halves of the id through
+ * me_fold32. A request looks its id up and then records it: the tag is computed once for
+ * both. */
 static inline uint32_t
 me_oid_tag(struct wire_oid oid)
 {
-	return (uint32_t)me_oid_hash(oid);
+	return me_fold32(oid.user * UINT64_C(0xd6e8feb86659fd93) ^ oid.shard_seq);
 }
 
 /* ---- me_store.c: layout, records, tables, the GTD heap ---- */
@@ -393,11 +440,14 @@ uint32_t me_order_alloc(struct me *me, struct wire_oid oid);     /* indexed; ME_
 /* The same, given tag = me_oid_tag(oid). */
 uint32_t me_order_alloc_tag(struct me *me, struct wire_oid oid, uint32_t tag);
 void me_order_release(struct me *me, uint32_t oi);              /* unindex and free */
+void me_lhash_derive(struct me_lhash *lh);        /* mask, shrink_below from low, buckets */
 uint32_t me_symbol_add(struct me *me, uint32_t symbol);           /* ME_NIL if full */
 struct me_user *me_user_get(struct me *me, uint64_t user);        /* create; NULL if full */
 void me_user_put(struct me *me, struct me_user *u);               /* drop if empty */
-void me_user_link(struct me *me, uint32_t oi);                    /* order became live */
-void me_user_unlink(struct me *me, uint32_t oi);                  /* order stopped being live */
+/* Order oi became live: on its user's list (the user created, the caller checked room). */
+void me_user_link(struct me *me, uint32_t oi);
+/* Order oi stopped being live: off its user's list (the user dropped if empty). */
+void me_user_unlink(struct me *me, uint32_t oi);
 bool me_gtd_push(struct me *me, uint32_t oi);                     /* false if full */
 uint32_t me_gtd_pop_due(struct me *me);          /* next valid order due at now_ns, or ME_NIL */
 
@@ -575,24 +625,36 @@ void me_admin_reply(struct me *me, uint16_t reason, uint64_t value); /* ADMIN_RE
 
 /* ---- hot lookups and event emission, inline (no LTO across the part's files) ---- */
 
+/* The bucket of hash h in a chained table (struct me_lhash): h mod 2 low when that bucket
+ * is in use (split this round, or its buddy was), else h mod low. */
+static inline uint32_t
+me_lh_bucket(const struct me_lhash *lh, uint32_t h)
+{
+	uint32_t b = h & lh->mask;
+	if (b >= lh->buckets)
+		b -= lh->low;
+	DCHECK(b < lh->buckets);
+	return b;
+}
+
 /* Order record by oid: index or ME_NIL. */
-/* The oid index stores, per slot, the record index + 1 and the low 32 bits of the oid's
- * hash: a probe compares the tag before it touches a record (one cache miss saved per
- * collision), and deletion finds each entry's home slot from its tag alone. */
+/* The oid index chains records through their links (off_links, parallel to the records),
+ * each with the low 32 bits of its oid's hash: a probe compares that tag before it touches a
+ * record (one cache miss saved per collision), and a split or a removal finds an entry's
+ * bucket from its tag alone. */
 static inline uint32_t
 me_order_find_tag(struct me *me, struct wire_oid oid, uint32_t tag)
 {
-	const struct me_slot *ix = ME_ARR(me, off_index, struct me_slot);
+	const uint32_t *heads = ME_ARR(me, off_index, uint32_t);
+	const struct me_link *lk = ME_ARR(me, off_links, struct me_link);
 	const struct me_order *o = me_orders(me);
-	uint32_t mask = me->index_mask;
 	DCHECK(tag == me_oid_tag(oid));
-	for (uint32_t h = tag & mask;; h = (h + 1) & mask) {
-		uint32_t v = ix[h].order;
-		if (v == 0)
-			return ME_NIL;
-		if (ix[h].tag == tag && wire_oid_eq(o[v - 1].oid, oid))
+	for (uint32_t v = heads[me_lh_bucket(&me->oid_lh, tag)]; v != 0; v = lk[v - 1].next) {
+		DCHECK(v <= me->orders_hwm);
+		if (lk[v - 1].hash == tag && wire_oid_eq(o[v - 1].oid, oid))
 			return v - 1;
 	}
+	return ME_NIL;
 }
 static inline uint32_t
 me_order_find(struct me *me, struct wire_oid oid)
@@ -615,18 +677,31 @@ me_symbol_find(struct me *me, uint32_t symbol)
 	}
 }
 
-/* User slot, or NULL if absent. */
+/* The user table's hash of an account id. */
+static inline uint32_t
+me_user_hash(uint64_t user)
+{
+	return me_fold32(user);
+}
+
+/* User slot, or NULL if absent; h = me_user_hash(user). */
+static inline struct me_user *
+me_user_find_hash(struct me *me, uint64_t user, uint32_t h)
+{
+	struct me_user *u = ME_ARR(me, off_users, struct me_user);
+	const uint32_t *heads = ME_ARR(me, off_user_heads, uint32_t);
+	DCHECK(h == me_user_hash(user));
+	for (uint32_t v = heads[me_lh_bucket(&me->user_lh, h)]; v != 0; v = u[v - 1].link.next) {
+		DCHECK(v <= me->users_hwm);
+		if (u[v - 1].user == user)
+			return &u[v - 1];
+	}
+	return NULL;
+}
 static inline struct me_user *
 me_user_find(struct me *me, uint64_t user)
 {
-	struct me_user *u = ME_ARR(me, off_users, struct me_user);
-	uint32_t mask = me->user_mask;
-	for (uint32_t h = (uint32_t)me_mix64(user) & mask;; h = (h + 1) & mask) {
-		if ((u[h].count & ME_USER_USED) == 0)
-			return NULL;
-		if (u[h].user == user)
-			return &u[h];
-	}
+	return me_user_find_hash(me, user, me_user_hash(user));
 }
 
 /* Stream index of an OMS shard, or ME_NIL. */

@@ -10,11 +10,15 @@
  * leave as they are. Records and levels are handed out in index order from fresh free lists,
  * so everything at or above their high-water marks is still as init wrote it; sorted level
  * arrays, the GTD heap, symbols and streams are used from the front; a stream's ring is
- * written from slot 0. Hash tables (oid index, users, symbols, stream map) are copied whole.
+ * written from slot 0; the user slab is used below its high-water mark, and the chained
+ * tables (oid index, users) below their buckets in use (the rest stay zero). The symbol
+ * index and the stream map are copied whole.
  * Restore initialises a fresh engine and copies the parts back, which rebuilds the region
  * byte for byte: restore(snapshot(x)) hashes equal to x.
  *
- * Format: struct me_snap_hdr | state header | records[0, orders_hwm) | oid index | users |
+ * Format: struct me_snap_hdr | state header | records[0, orders_hwm) |
+ * record links[0, orders_hwm) | oid index buckets[0, buckets) | users[0, users_hwm) |
+ * user buckets[0, buckets) |
  * levels[0, levels_hwm) | symbols[0, symbols_used) | per book side: lrefs[0, side_count) |
  * gtd[0, gtd_count) | symbol index | streams[0, streams_used) | stream map |
  * per stream: events[0, min(next_seq - 1, events_max)) | move journal[0, journal_n).
@@ -80,9 +84,15 @@ sections(struct me *me, section_fn *fn, void *ctx)
 		return false;
 	if (!fn(ctx, b + me->off_orders, (size_t)me->orders_hwm * sizeof(struct me_order)))
 		return false;
-	if (!fn(ctx, b + me->off_index, ((size_t)me->index_mask + 1) * sizeof(struct me_slot)))
+	if (!fn(ctx, b + me->off_links, (size_t)me->orders_hwm * sizeof(struct me_link)))
 		return false;
-	if (!fn(ctx, b + me->off_users, ((size_t)me->user_mask + 1) * sizeof(struct me_user)))
+	if (!fn(ctx, b + me->off_index,
+		(size_t)me->oid_lh.buckets * sizeof(uint32_t)))
+		return false;
+	if (!fn(ctx, b + me->off_users, (size_t)me->users_hwm * sizeof(struct me_user)))
+		return false;
+	if (!fn(ctx, b + me->off_user_heads,
+		(size_t)me->user_lh.buckets * sizeof(uint32_t)))
 		return false;
 	if (!fn(ctx, b + me->off_levels, (size_t)me->levels_hwm * sizeof(struct me_level)))
 		return false;
@@ -297,6 +307,23 @@ journal_ok(const struct me *probe)
 	return mv->phase == ME_MOVE_FROZEN && probe->watch_si == ME_NIL;
 }
 
+/* A chained table's state as linear hashing leaves it (struct me_lhash), with this engine's
+ * size and floor (the layout's, the same in any state): its buckets in use are a length. */
+static bool
+lhash_ok(const struct me_lhash *probe, const struct me_lhash *fresh)
+{
+	if (probe->max != fresh->max || probe->min != fresh->min)
+		return false;
+	uint32_t low = probe->low;
+	if (low == 0 || (low & (low - 1)) != 0 || low < probe->min)
+		return false;
+	if (probe->buckets < low || probe->buckets - low >= low || probe->buckets > probe->max)
+		return false;
+	struct me_lhash derived = *probe;
+	me_lhash_derive(&derived);
+	return derived.mask == probe->mask && derived.shrink_below == probe->shrink_below;
+}
+
 /* The snapshot's state header must describe an engine laid out exactly like this one, with
  * every count within its limit: they are used as lengths while reading the rest. */
 static bool
@@ -307,15 +334,17 @@ state_hdr_ok(const struct me *me, const struct me *probe)
 		return false;
 	if (memcmp(&probe->limits, l, sizeof(*l)) != 0)
 		return false;
-	if (probe->off_orders != me->off_orders || probe->off_index != me->off_index ||
-	    probe->off_users != me->off_users || probe->off_levels != me->off_levels ||
+	if (probe->off_orders != me->off_orders || probe->off_links != me->off_links ||
+	    probe->off_index != me->off_index || probe->off_users != me->off_users ||
+	    probe->off_user_heads != me->off_user_heads || probe->off_levels != me->off_levels ||
 	    probe->off_lrefs != me->off_lrefs || probe->off_symbols != me->off_symbols ||
 	    probe->off_symidx != me->off_symidx || probe->off_gtd != me->off_gtd ||
 	    probe->off_streams != me->off_streams || probe->off_stream_map != me->off_stream_map ||
 	    probe->off_events != me->off_events || probe->off_journal != me->off_journal)
 		return false;
-	if (probe->index_mask != me->index_mask || probe->user_mask != me->user_mask ||
-	    probe->sym_mask != me->sym_mask || probe->events_mask != me->events_mask)
+	if (probe->sym_mask != me->sym_mask || probe->events_mask != me->events_mask)
+		return false;
+	if (!lhash_ok(&probe->oid_lh, &me->oid_lh) || !lhash_ok(&probe->user_lh, &me->user_lh))
 		return false;
 	if (!bulk_ok(probe))
 		return false;
@@ -326,7 +355,8 @@ state_hdr_ok(const struct me *me, const struct me *probe)
 	return probe->orders_hwm <= l->orders_max && probe->levels_hwm <= l->levels_max &&
 	       probe->symbols_used <= l->symbols_max && probe->streams_used <= l->streams_max &&
 	       probe->gtd_count <= l->gtd_max && probe->records_used <= probe->orders_hwm &&
-	       probe->levels_used <= probe->levels_hwm;
+	       probe->levels_used <= probe->levels_hwm && probe->users_hwm <= l->users_max &&
+	       probe->users_used <= probe->users_hwm && probe->user_free <= probe->users_hwm;
 }
 
 int

@@ -5,10 +5,14 @@
  * event and matches nothing, so matching, streams and admin all build on it and it calls
  * none of them.
  *
- * Hash tables are open addressing with linear probing and backward-shift deletion (no
- * tombstones), sized to a power of two at least twice their capacity, so a probe is short
- * and a delete leaves the table as if the key had never been inserted: table contents depend
- * only on the set of keys and their insertion order, which the log fixes.
+ * The oid index and the user table are chained hash tables under linear hashing (struct
+ * me_lhash in me_int.h): the buckets in use follow the number of entries, one split per
+ * insert and at most two merges per removal, so a small book's lookups stay within a few
+ * cache lines' worth of buckets whatever the capacity, and no insert or removal does more
+ * than walk a chain or two. Their entries are slab slots (records, users) handed out LIFO
+ * from a free list, the most recently freed — the hottest — first. The symbol index is
+ * open addressing (symbols are never removed). Every table's contents are a function of the
+ * sequence of inserts and removals, which the log fixes.
  */
 #include <errno.h>
 #include <string.h>
@@ -58,21 +62,42 @@ limits_valid(const struct me_limits *l)
 	return true;
 }
 
-/* Compute the layout into `me` (offsets and masks). Returns the footprint. */
+void
+me_lhash_derive(struct me_lhash *lh)
+{
+	lh->mask = 2 * lh->low - 1;
+	lh->shrink_below = lh->buckets > lh->min ? (lh->buckets + 3) / 4 : 0;
+}
+
+/* A chained table with max buckets, holding nothing: its minimum in use. */
+static struct me_lhash
+lhash_empty(uint32_t max)
+{
+	uint32_t min = max < ME_LH_BUCKETS_MIN ? max : ME_LH_BUCKETS_MIN;
+	struct me_lhash lh = {.low = min, .buckets = min, .max = max, .min = min};
+	me_lhash_derive(&lh);
+	return lh;
+}
+
+/* Compute the layout into `me` (offsets, masks, empty tables). Returns the footprint. */
 static uint64_t
 layout(struct me *me, const struct me_limits *l)
 {
 	uint64_t off = align64(sizeof(struct me));
-	uint32_t index_size = pow2_at_least((uint64_t)l->orders_max * 2);
-	uint32_t user_slots = pow2_at_least((uint64_t)l->users_max * 2);
+	uint32_t index_buckets = pow2_at_least(l->orders_max);
+	uint32_t user_buckets = pow2_at_least(l->users_max);
 	uint32_t sym_slots = pow2_at_least((uint64_t)l->symbols_max * 2);
 
 	me->off_orders = off;
 	off = align64(off + (uint64_t)l->orders_max * sizeof(struct me_order));
+	me->off_links = off;
+	off = align64(off + (uint64_t)l->orders_max * sizeof(struct me_link));
 	me->off_index = off;
-	off = align64(off + (uint64_t)index_size * sizeof(struct me_slot));
+	off = align64(off + (uint64_t)index_buckets * sizeof(uint32_t));
 	me->off_users = off;
-	off = align64(off + (uint64_t)user_slots * sizeof(struct me_user));
+	off = align64(off + (uint64_t)l->users_max * sizeof(struct me_user));
+	me->off_user_heads = off;
+	off = align64(off + (uint64_t)user_buckets * sizeof(uint32_t));
 	me->off_levels = off;
 	off = align64(off + (uint64_t)l->levels_max * sizeof(struct me_level));
 	me->off_lrefs = off;
@@ -93,8 +118,8 @@ layout(struct me *me, const struct me_limits *l)
 				    sizeof(struct wire_me_event));
 	me->off_journal = off;
 	off = align64(off + ME_JOURNAL_MAX * sizeof(struct wire_oid));
-	me->index_mask = index_size - 1;
-	me->user_mask = user_slots - 1;
+	me->oid_lh = lhash_empty(index_buckets);
+	me->user_lh = lhash_empty(user_buckets);
 	me->sym_mask = sym_slots - 1;
 	me->events_mask = l->events_max - 1;
 	return off;
@@ -116,8 +141,9 @@ me_bytes_per_order(const struct me_limits *limits)
 	if (!limits_valid(limits))
 		return 0;
 	layout(&tmp, limits);
-	/* Everything from the record pool up to (not including) the symbol table: records, oid
-	 * index, users, levels, sorted level arrays, GTD heap. Streams are per OMS shard, not
+	/* Everything from the record pool up to (not including) the symbol table: records and
+	 * their oid index links, the index's buckets, the user slab and its buckets, levels,
+	 * sorted level arrays, GTD heap. Streams are per OMS shard, not
 	 * per order, and are reported separately. */
 	return (size_t)((tmp.off_symbols - tmp.off_orders + limits->orders_max - 1) /
 			limits->orders_max);
@@ -157,6 +183,127 @@ me_init(struct me **out, void *memory, const struct me_limits *limits)
 	return 0;
 }
 
+/* ---- chained tables (linear hashing) ---- */
+
+/* The link of entry i of a slab whose links are stride bytes apart from base. */
+static inline struct me_link *
+lh_link(uint8_t *base, size_t stride, uint32_t i)
+{
+	return (struct me_link *)(void *)(base + (size_t)i * stride);
+}
+
+/* Split the next bucket of the round (buckets - low) into itself and its buddy + low: the
+ * entries whose hash has the bit `low` move, in chain order (both chains keep their relative
+ * order). Out of line, like lh_shrink_slow: inlined, they cost the insert and removal paths
+ * that do not need them a stack frame. */
+__attribute__((noinline)) static void
+lh_split(struct me_lhash *lh, uint32_t *heads, uint8_t *base, size_t stride)
+{
+	uint32_t low = lh->low, hi = lh->buckets, lo = hi - low;
+	CHECK(hi < lh->max);
+	DCHECK(heads[hi] == 0);
+	uint32_t *keep = &heads[lo], *move = &heads[hi];
+	for (uint32_t v = heads[lo]; v != 0;) {
+		struct me_link *l = lh_link(base, stride, v - 1);
+		uint32_t next = l->next;
+		if ((l->hash & low) != 0) {
+			*move = v;
+			move = &l->next;
+		} else {
+			*keep = v;
+			keep = &l->next;
+		}
+		v = next;
+	}
+	*keep = 0;
+	*move = 0;
+	if (++lh->buckets == 2 * low)
+		lh->low = 2 * low; /* a new round */
+	me_lhash_derive(lh);
+	DCHECK(lh->buckets <= lh->max);
+}
+
+/* Undo the last split: the last bucket's chain goes to the tail of its buddy's. */
+static void
+lh_merge(struct me_lhash *lh, uint32_t *heads, uint8_t *base, size_t stride)
+{
+	CHECK(lh->buckets > lh->min);
+	if (lh->buckets == lh->low)
+		lh->low /= 2; /* back into the previous round, every bucket split */
+	uint32_t hi = --lh->buckets, lo = hi - lh->low;
+	uint32_t *tail = &heads[lo];
+	while (*tail != 0)
+		tail = &lh_link(base, stride, *tail - 1)->next;
+	*tail = heads[hi];
+	heads[hi] = 0;
+	me_lhash_derive(lh);
+	DCHECK(lh->low >= lh->min);
+}
+
+/* Put entry i (hash h) at the head of its chain, bucket b = me_lh_bucket(lh, h); count: the
+ * table's entries, i included. Keeps the load at most one entry per bucket by one split (the
+ * table's capacity is at most max, so there is always a bucket left to split when it is
+ * over). */
+static inline void
+lh_insert(struct me_lhash *lh, uint32_t *heads, uint8_t *base, size_t stride, uint32_t i,
+	  uint32_t h, uint32_t b, uint32_t count)
+{
+	struct me_link *l = lh_link(base, stride, i);
+	DCHECK(b == me_lh_bucket(lh, h));
+	l->hash = h;
+	l->next = heads[b];
+	heads[b] = i + 1;
+	if (count > lh->buckets)
+		lh_split(lh, heads, base, stride);
+	DCHECK(count <= lh->buckets);
+}
+
+/* Merge while fewer than a quarter of the buckets would be filled, two at most per removal
+ * (count: the entries left), so a table that held a burst comes back to its book's size over
+ * the removals that follow. The quarter (splits come at one entry per bucket) keeps a table
+ * whose entries come and go in waves — dedup records released a stream ack at a time — from
+ * splitting and merging every wave. */
+__attribute__((noinline)) static void
+lh_shrink_slow(struct me_lhash *lh, uint32_t *heads, uint8_t *base, size_t stride,
+	       uint32_t count)
+{
+	for (uint32_t k = 0; k < 2 && count < lh->shrink_below; k++)
+		lh_merge(lh, heads, base, stride);
+}
+static inline void
+lh_shrink(struct me_lhash *lh, uint32_t *heads, uint8_t *base, size_t stride, uint32_t count)
+{
+	if (__builtin_expect(count < lh->shrink_below, 0))
+		lh_shrink_slow(lh, heads, base, stride, count);
+}
+
+/* Unchain entry i, whose predecessor's link is *p (&heads[bucket] for the first), zero its
+ * link and shrink the table; count: the entries left. */
+static inline void
+lh_unchain(struct me_lhash *lh, uint32_t *heads, uint8_t *base, size_t stride, uint32_t *p,
+	   uint32_t i, uint32_t count)
+{
+	struct me_link *l = lh_link(base, stride, i);
+	DCHECK(*p == i + 1);
+	*p = l->next;
+	l->hash = 0;
+	l->next = 0;
+	lh_shrink(lh, heads, base, stride, count);
+}
+
+/* Unchain entry i (its bucket from its hash) as lh_unchain does. */
+static inline void
+lh_remove(struct me_lhash *lh, uint32_t *heads, uint8_t *base, size_t stride, uint32_t i,
+	  uint32_t count)
+{
+	uint32_t *p = &heads[me_lh_bucket(lh, lh_link(base, stride, i)->hash)];
+	while (*p != i + 1) {
+		CHECK(*p != 0); /* an entry being removed is always chained */
+		p = &lh_link(base, stride, *p - 1)->next;
+	}
+	lh_unchain(lh, heads, base, stride, p, i, count);
+}
+
 /* ---- order records and the oid index ---- */
 
 uint32_t
@@ -182,14 +329,8 @@ me_order_alloc_tag(struct me *me, struct wire_oid oid, uint32_t tag)
 	o->prev = o->next = o->uprev = o->unext = o->level = ME_NIL;
 	o->state = ME_ST_ACTIVE;
 	me->records_used++;
-
-	struct me_slot *ix = ME_ARR(me, off_index, struct me_slot);
-	uint32_t mask = me->index_mask;
-	uint32_t h = tag & mask;
-	while (ix[h].order != 0)
-		h = (h + 1) & mask;
-	ix[h].order = oi + 1;
-	ix[h].tag = tag;
+	lh_insert(&me->oid_lh, ME_ARR(me, off_index, uint32_t), ME_ARR(me, off_links, uint8_t),
+		  sizeof(struct me_link), oi, tag, me_lh_bucket(&me->oid_lh, tag), me->records_used);
 	DCHECK(me->records_used <= me->limits.orders_max);
 	return oi;
 }
@@ -198,35 +339,15 @@ void
 me_order_release(struct me *me, uint32_t oi)
 {
 	DCHECK(oi < me->limits.orders_max);
-	DCHECK(me_ord(me, oi)->state != ME_ST_FREE);
-	struct me_slot *ix = ME_ARR(me, off_index, struct me_slot);
-	struct me_order *o = me_orders(me);
-	uint32_t mask = me->index_mask;
-	uint32_t i = (uint32_t)me_oid_hash(o[oi].oid) & mask;
-	while (ix[i].order != oi + 1) {
-		CHECK(ix[i].order != 0); /* a record being released is always indexed */
-		i = (i + 1) & mask;
-	}
-	/* Backward-shift deletion (Knuth 6.4 Algorithm R). */
-	for (uint32_t j = (i + 1) & mask;; j = (j + 1) & mask) {
-		if (ix[j].order == 0)
-			break;
-		uint32_t home = ix[j].tag & mask;
-		/* Move j into the hole at i unless its home lies cyclically in (i, j]. */
-		bool in_range = i <= j ? (home > i && home <= j) : (home > i || home <= j);
-		if (!in_range) {
-			ix[i] = ix[j];
-			i = j;
-		}
-	}
-	ix[i].order = 0;
-	ix[i].tag = 0;
-	struct me_order *r = &o[oi];
+	struct me_order *r = me_ord(me, oi);
+	DCHECK(r->state != ME_ST_FREE);
+	CHECK(me->records_used > 0);
+	me->records_used--;
+	lh_remove(&me->oid_lh, ME_ARR(me, off_index, uint32_t), ME_ARR(me, off_links, uint8_t),
+		  sizeof(struct me_link), oi, me->records_used);
 	r->state = ME_ST_FREE;
 	r->next = me->order_free;
 	me->order_free = oi;
-	CHECK(me->records_used > 0);
-	me->records_used--;
 }
 
 /* ---- symbols ---- */
@@ -257,90 +378,150 @@ users(struct me *me)
 	return ME_ARR(me, off_users, struct me_user);
 }
 
-struct me_user *
-me_user_get(struct me *me, uint64_t user)
+static uint8_t *
+user_links(struct me *me)
 {
-	struct me_user *f = me_user_find(me, user);
-	if (f != NULL)
-		return f;
+	return (uint8_t *)users(me) + offsetof(struct me_user, link);
+}
+
+/* Create user `user` (hash h, bucket b, not in the table): the most recently freed slot
+ * first (hot), else a fresh one; NULL when users_max are in use. */
+static inline struct me_user *
+user_add(struct me *me, uint64_t user, uint32_t h, uint32_t b)
+{
 	if (me->users_used >= me->limits.users_max)
 		return NULL;
 	struct me_user *u = users(me);
-	uint32_t mask = me->user_mask;
-	uint32_t h = (uint32_t)me_mix64(user) & mask;
-	while ((u[h].count & ME_USER_USED) != 0)
-		h = (h + 1) & mask;
-	u[h].user = user;
-	u[h].head = ME_NIL;
-	u[h].count = ME_USER_USED;
+	uint32_t i = me->user_free;
+	if (i != 0)
+		me->user_free = u[--i].link.next;
+	else
+		i = me->users_hwm++;
+	DCHECK(i < me->limits.users_max); /* users_used < users_max: a slot is free */
+	struct me_user *e = &u[i];
+	DCHECK(e->count == 0);
+	e->user = user;
+	e->head = ME_NIL;
+	e->count = ME_USER_USED;
 	me->users_used++;
-	DCHECK(me->users_used <= me->limits.users_max);
-	return &u[h];
+	lh_insert(&me->user_lh, ME_ARR(me, off_user_heads, uint32_t), user_links(me),
+		  sizeof(struct me_user), i, h, b, me->users_used);
+	DCHECK(me->users_used <= me->users_hwm);
+	return e;
 }
 
-/* Drop a user slot that has no live orders and no kill-switch (backward-shift deletion). */
+/* Drop user slot i, whose predecessor's chain link is *p: unchained, zeroed, on the free
+ * list. */
+static inline void
+user_drop(struct me *me, uint32_t i, uint32_t *p)
+{
+	struct me_user *e = &users(me)[i];
+	DCHECK(e->count == ME_USER_USED);
+	DCHECK(i < me->users_hwm);
+	DCHECK(*p == i + 1);
+	CHECK(me->users_used > 0);
+	me->users_used--;
+	*p = e->link.next;
+	e->user = 0;
+	e->head = 0;
+	e->count = 0;
+	e->link.hash = 0;
+	e->link.next = me->user_free;
+	me->user_free = i + 1;
+	lh_shrink(&me->user_lh, ME_ARR(me, off_user_heads, uint32_t), user_links(me),
+		  sizeof(struct me_user), me->users_used);
+}
+
+struct me_user *
+me_user_get(struct me *me, uint64_t user)
+{
+	uint32_t h = me_user_hash(user);
+	uint32_t b = me_lh_bucket(&me->user_lh, h);
+	struct me_user *u = users(me);
+	for (uint32_t v = ME_ARR(me, off_user_heads, uint32_t)[b]; v != 0; v = u[v - 1].link.next) {
+		DCHECK(v <= me->users_hwm);
+		if (u[v - 1].user == user)
+			return &u[v - 1];
+	}
+	return user_add(me, user, h, b);
+}
+
+/* Drop a user slot that has no live orders and no kill-switch. */
 void
 me_user_put(struct me *me, struct me_user *e)
 {
 	DCHECK((e->count & ME_USER_USED) != 0);
-	if ((e->count & ~ME_USER_USED) != 0)
+	if (e->count != ME_USER_USED)
 		return;
-	struct me_user *u = users(me);
-	uint32_t mask = me->user_mask;
-	uint32_t i = (uint32_t)(e - u);
-	for (uint32_t j = (i + 1) & mask;; j = (j + 1) & mask) {
-		if ((u[j].count & ME_USER_USED) == 0)
-			break;
-		uint32_t home = (uint32_t)me_mix64(u[j].user) & mask;
-		bool in_range = i <= j ? (home > i && home <= j) : (home > i || home <= j);
-		if (!in_range) {
-			u[i] = u[j];
-			i = j;
-		}
+	uint32_t i = (uint32_t)(e - users(me));
+	uint32_t *p = &ME_ARR(me, off_user_heads, uint32_t)[me_lh_bucket(&me->user_lh, e->link.hash)];
+	while (*p != i + 1) {
+		CHECK(*p != 0); /* a slot in use is always chained */
+		p = &users(me)[*p - 1].link.next;
 	}
-	memset(&u[i], 0, sizeof(u[i]));
-	CHECK(me->users_used > 0);
-	me->users_used--;
+	user_drop(me, i, p);
 }
 
 void
 me_user_link(struct me *me, uint32_t oi)
 {
 	struct me_order *o = me_ord(me, oi);
-	struct me_user *u = me_user_get(me, o->oid.user);
-	CHECK(u != NULL); /* the caller reserved a slot (submit checks capacity first) */
-	if ((u->count & ME_USER_COUNT) == 0) {
-		u->head = oi;
+	uint64_t user = o->oid.user;
+	uint32_t h = me_user_hash(user);
+	uint32_t b = me_lh_bucket(&me->user_lh, h);
+	struct me_user *u = users(me), *e = NULL;
+	for (uint32_t v = ME_ARR(me, off_user_heads, uint32_t)[b]; v != 0; v = u[v - 1].link.next) {
+		DCHECK(v <= me->users_hwm);
+		if (u[v - 1].user == user) {
+			e = &u[v - 1];
+			break;
+		}
+	}
+	if (e == NULL || (e->count & ME_USER_COUNT) == 0) {
+		if (e == NULL)
+			e = user_add(me, user, h, b);
+		CHECK(e != NULL); /* the caller reserved a slot (submit checks capacity first) */
+		e->head = oi;
 		o->uprev = o->unext = oi;
 	} else {
-		struct me_order *h = me_ord(me, u->head);
-		uint32_t ti = h->uprev;
+		struct me_order *hd = me_ord(me, e->head);
+		uint32_t ti = hd->uprev;
 		o->uprev = ti;
-		o->unext = u->head;
+		o->unext = e->head;
 		me_ord(me, ti)->unext = oi;
-		h->uprev = oi;
+		hd->uprev = oi;
 	}
-	u->count++;
+	e->count++;
 }
 
 void
 me_user_unlink(struct me *me, uint32_t oi)
 {
 	struct me_order *o = me_ord(me, oi);
-	struct me_user *u = me_user_find(me, o->oid.user);
-	CHECK(u != NULL);
-	CHECK((u->count & ME_USER_COUNT) > 0);
+	uint64_t user = o->oid.user;
+	struct me_user *u = users(me);
+	/* Found with its predecessor's link, so that dropping it walks the chain once. */
+	uint32_t *p = &ME_ARR(me, off_user_heads, uint32_t)[me_lh_bucket(&me->user_lh,
+									 me_user_hash(user))];
+	for (;;) {
+		CHECK(*p != 0); /* a live order's user is in the table */
+		if (u[*p - 1].user == user)
+			break;
+		p = &u[*p - 1].link.next;
+	}
+	struct me_user *e = &u[*p - 1];
+	CHECK((e->count & ME_USER_COUNT) > 0);
 	if (o->unext == oi) {
-		u->head = ME_NIL;
+		e->head = ME_NIL;
 	} else {
 		me_ord(me, o->uprev)->unext = o->unext;
 		me_ord(me, o->unext)->uprev = o->uprev;
-		if (u->head == oi)
-			u->head = o->unext;
+		if (e->head == oi)
+			e->head = o->unext;
 	}
 	o->uprev = o->unext = ME_NIL;
-	u->count--;
-	me_user_put(me, u);
+	if (--e->count == ME_USER_USED)
+		user_drop(me, *p - 1, p);
 }
 
 /* ---- GTD expiry heap (min-heap on expire_ns, then order index: a total order) ---- */

@@ -160,6 +160,7 @@ fx_check_invariants(void)
 		cr_assert(o->state != ME_ST_ACTIVE);
 	}
 	cr_assert(used == me->records_used);
+	fx_check_tables(me);
 	/* The move journal: owned by a WATCHING source (its book the watched one) or by a
 	 * FROZEN one (nothing watched), else empty; every WATCHING move owns it; the entries
 	 * past its length are zero (a look at the next few). */
@@ -184,6 +185,93 @@ fx_check_invariants(void)
 	for (uint32_t k = me->journal_n; k < ME_JOURNAL_MAX && k < me->journal_n + 256; k++)
 		cr_assert(j[k].user == 0 && j[k].shard_seq == 0, "journal entry %u past the end", k);
 	fx_check_move_hashes(me);
+}
+
+/* A chained table's linear hashing state (struct me_lhash) is one a round can be in. */
+static void
+check_lhash(const struct me_lhash *lh, uint32_t entries)
+{
+	cr_assert(lh->low >= lh->min);
+	cr_assert_eq(lh->low & (lh->low - 1), 0);
+	cr_assert(lh->buckets >= lh->low && lh->buckets < 2 * lh->low);
+	cr_assert(lh->buckets <= lh->max);
+	cr_assert_eq(lh->mask, 2 * lh->low - 1);
+	cr_assert_eq(lh->shrink_below, lh->buckets > lh->min ? (lh->buckets + 3) / 4 : 0);
+	/* Splits keep at most one entry per bucket. */
+	cr_assert(entries <= lh->buckets, "%u entries in %u buckets", entries, lh->buckets);
+}
+
+void
+fx_check_tables(struct me *e)
+{
+	const struct me_lhash *lh = &e->oid_lh;
+	check_lhash(lh, e->records_used);
+	const uint32_t *heads = ME_CARR(e, off_index, uint32_t);
+	const struct me_link *lk = ME_CARR(e, off_links, struct me_link);
+	uint32_t chained = 0;
+	for (uint32_t b = 0; b < lh->buckets; b++) {
+		for (uint32_t v = heads[b]; v != 0; v = lk[v - 1].next) {
+			cr_assert(v <= e->orders_hwm, "bucket %u: record %u past the high-water mark", b,
+				  v - 1);
+			cr_assert(++chained <= e->records_used, "bucket %u: more entries than records", b);
+			const struct me_order *o = me_ord(e, v - 1);
+			cr_assert(o->state != ME_ST_FREE);
+			cr_assert_eq(lk[v - 1].hash, me_oid_tag(o->oid));
+			cr_assert_eq(me_lh_bucket(lh, lk[v - 1].hash), b, "record %u chained in bucket %u",
+				     v - 1, b);
+		}
+	}
+	cr_assert_eq(chained, e->records_used);
+	for (uint32_t b = lh->buckets; b < lh->max; b++)
+		cr_assert_eq(heads[b], 0, "bucket %u past the %u in use", b, lh->buckets);
+	for (uint32_t i = 0; i < e->limits.orders_max; i++)
+		if (i >= e->orders_hwm || me_ord(e, i)->state == ME_ST_FREE)
+			cr_assert(lk[i].hash == 0 && lk[i].next == 0, "free record %u keeps a link", i);
+
+	/* Users: the chained ones in use, the rest zero and on the free list. */
+	lh = &e->user_lh;
+	check_lhash(lh, e->users_used);
+	heads = ME_CARR(e, off_user_heads, uint32_t);
+	const struct me_user *u = ME_CARR(e, off_users, struct me_user);
+	chained = 0;
+	for (uint32_t b = 0; b < lh->buckets; b++) {
+		for (uint32_t v = heads[b]; v != 0; v = u[v - 1].link.next) {
+			cr_assert(v <= e->users_hwm);
+			cr_assert(++chained <= e->users_used);
+			const struct me_user *x = &u[v - 1];
+			cr_assert((x->count & ME_USER_USED) != 0);
+			cr_assert((x->count & ~ME_USER_USED) != 0, "user %lu: no orders, no kill, kept",
+				  (unsigned long)x->user);
+			cr_assert_eq(x->link.hash, me_user_hash(x->user));
+			cr_assert_eq(me_lh_bucket(lh, x->link.hash), b);
+			cr_assert_eq(me_user_find(e, x->user), x);
+			/* Its count is its live orders, on its circular list. */
+			uint32_t n = 0;
+			if (x->head != ME_NIL) {
+				uint32_t oi = x->head;
+				do {
+					const struct me_order *o = me_ord(e, oi);
+					cr_assert_eq(o->state, ME_ST_LIVE);
+					cr_assert_eq(o->oid.user, x->user);
+					cr_assert(++n <= e->records_used);
+					oi = o->unext;
+				} while (oi != x->head);
+			}
+			cr_assert_eq(n, x->count & ME_USER_COUNT);
+		}
+	}
+	cr_assert_eq(chained, e->users_used);
+	for (uint32_t b = lh->buckets; b < lh->max; b++)
+		cr_assert_eq(heads[b], 0);
+	uint32_t free_n = 0;
+	for (uint32_t v = e->user_free; v != 0; v = u[v - 1].link.next) {
+		cr_assert(v <= e->users_hwm);
+		cr_assert(++free_n <= e->users_hwm);
+		cr_assert(u[v - 1].user == 0 && u[v - 1].count == 0 && u[v - 1].link.hash == 0);
+	}
+	cr_assert_eq(free_n + e->users_used, e->users_hwm);
+	for (uint32_t i = e->users_hwm; i < e->limits.users_max; i++)
+		cr_assert(u[i].user == 0 && u[i].count == 0 && u[i].link.next == 0);
 }
 
 /* The running move hashes (me_move.c): a WATCHING move's hash and GTD count, an

@@ -41,6 +41,10 @@ void fx_setup_limits(const struct me_limits *l);
 void fx_teardown(void);
 void fx_check_invariants(void);
 void fx_check_move_hashes(struct me *e); /* running move hashes == a walk (in invariants) */
+/* The oid index and the user table of e as linear hashing keeps them (in invariants): every
+ * entry in use chained once, in its bucket, no bucket past those in use, free slots zeroed
+ * and on their free lists, one entry per bucket at most, each user's count its orders. */
+void fx_check_tables(struct me *e);
 void fx_fini(void);                  /* .fini of every test: invariants, then teardown */
 struct me *fx_new_engine(const struct me_limits *l); /* a second engine (freed at teardown) */
 
