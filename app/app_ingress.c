@@ -28,11 +28,19 @@ nak(struct app_shard *s, uint32_t origin, const struct wire_msg_hdr *in, uint16_
 	app_gw_to_gateway(s, origin, &n.hdr);
 }
 
+/* The symbol bridge_heard last marked in this frame (one sender, one cycle: marking the
+ * same symbol's ME shard again changes nothing). */
+struct heard {
+	uint32_t sym;
+	bool valid;
+};
+
 /* An ME shard's egress comes from its leader: the node that sent it is the one to send
  * that shard's requests to (the bridge's guess for a shard this node does not host is
  * otherwise only corrected by rotating, app_bridge.c), and the shard is alive. */
 static void
-bridge_heard(struct app_shard *s, uint32_t sender, const struct wire_msg_hdr *msg)
+bridge_heard(struct app_shard *s, uint32_t sender, const struct wire_msg_hdr *msg,
+	     struct heard *h)
 {
 	uint32_t sym;
 	if (msg->type == WIRE_ME_EVENT && msg->length >= sizeof(struct wire_me_event))
@@ -41,6 +49,10 @@ bridge_heard(struct app_shard *s, uint32_t sender, const struct wire_msg_hdr *ms
 		sym = ((const struct wire_me_result *)msg)->symbol;
 	else
 		return;
+	if (h->valid && h->sym == sym)
+		return;
+	h->sym = sym;
+	h->valid = true;
 	struct oms_symbol_info y;
 	if (oms_symbol_get(s->svc, sym, &y) != 0 || y.me_shard >= DP_SHARDS_MAX ||
 	    !app_node_known(s->app, sender))
@@ -190,9 +202,9 @@ app_ingress_frame(struct app_shard *s, struct rte_mbuf *m)
 	const struct dp_meta *meta = dp_meta(m);
 	const uint8_t *buf;
 	uint32_t len, pos = 0;
-	enum wire_err err;
 	const struct wire_msg_hdr *msg;
 	bool hinted = false;
+	struct heard heard = { 0, false };
 
 	dp_rx_msgs(m, &buf, &len);
 	sc_add(s, SC_FRAMES, 1);
@@ -215,7 +227,9 @@ app_ingress_frame(struct app_shard *s, struct rte_mbuf *m)
 		rte_pktmbuf_free(m);
 		return;
 	}
-	while ((msg = wire_msgs_next(buf, len, &pos, &err)) != NULL) {
+	/* Decoded by the io lcore, or built by a local lcore: the framing is walked, not every
+	 * field again (wire_msgs_next_decoded). An INGRESS's inner messages are checked. */
+	while ((msg = wire_msgs_next_decoded(buf, len, &pos)) != NULL) {
 		sc_add(s, SC_MSGS, 1);
 		switch (meta->cls) {
 		case DP_CLASS_SHARD:
@@ -235,7 +249,7 @@ app_ingress_frame(struct app_shard *s, struct rte_mbuf *m)
 			/* ME results and events for this OMS shard: into its log. Refused ones
 			 * are dropped; the bridge's replay requests bring them back. */
 			if (s->is_oms) {
-				bridge_heard(s, meta->sender_id, msg);
+				bridge_heard(s, meta->sender_id, msg, &heard);
 				app_shard_propose(s, msg);
 			}
 			break;

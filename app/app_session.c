@@ -223,9 +223,8 @@ session_frame(struct app_shard *s, struct rte_mbuf *m, const struct dp_meta *met
 	struct app_gw_sess *g = s->sess;
 	const struct wire_frame_hdr *fh = rte_pktmbuf_mtod(m, const struct wire_frame_hdr *);
 	uint32_t pos = 0;
-	enum wire_err err;
 	/* The io lcore decoded it: SESSION_HDR first, every message valid. */
-	const struct wire_session_hdr *sh = (const void *)wire_msgs_next(buf, len, &pos, &err);
+	const struct wire_session_hdr *sh = (const void *)wire_msgs_next_decoded(buf, len, &pos);
 	struct auth_session *ss = NULL;
 	bool warn = false;
 	uint16_t r = auth_frame(&g->auth, fh, fh->length, sh, (uint32_t)meta->msg_count - 1,
@@ -244,7 +243,7 @@ session_frame(struct app_shard *s, struct rte_mbuf *m, const struct dp_meta *met
 		reject(s, &meta->src, &ss->frame_key, sh, WIRE_REASON_MSG_RATE, ss->next_seq,
 		       WIRE_SESSION_REJECT_F_WARN);
 	const struct wire_msg_hdr *msg;
-	while ((msg = wire_msgs_next(buf, len, &pos, &err)) != NULL) {
+	while ((msg = wire_msgs_next_decoded(buf, len, &pos)) != NULL) {
 		if (msg->type == WIRE_HEARTBEAT) {
 			struct wire_heartbeat hb;
 			memset(&hb, 0, sizeof(hb));
@@ -280,7 +279,6 @@ app_session_frame(struct app_shard *s, struct rte_mbuf *m, const struct dp_meta 
 {
 	const uint8_t *buf;
 	uint32_t len, pos = 0;
-	enum wire_err err;
 	const struct wire_msg_hdr *msg;
 
 	dp_rx_msgs(m, &buf, &len);
@@ -288,7 +286,7 @@ app_session_frame(struct app_shard *s, struct rte_mbuf *m, const struct dp_meta 
 		session_frame(s, m, meta, buf, len);
 		return;
 	}
-	while ((msg = wire_msgs_next(buf, len, &pos, &err)) != NULL) {
+	while ((msg = wire_msgs_next_decoded(buf, len, &pos)) != NULL) {
 		if (msg->type == WIRE_LOGON) {
 			logon(s, meta, (const struct wire_logon *)(const void *)msg);
 			continue;

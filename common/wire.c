@@ -1038,6 +1038,22 @@ wire_builder_finish(struct wire_builder *b, const struct wire_key *key)
 }
 
 const struct wire_msg_hdr *
+wire_msgs_next_decoded(const uint8_t *buf, uint32_t len, uint32_t *pos)
+{
+	if (*pos >= len || len - *pos < sizeof(struct wire_msg_hdr))
+		return NULL;
+	const struct wire_msg_hdr *h = (const struct wire_msg_hdr *)(buf + *pos);
+	if (h->length < sizeof(*h) || (h->length & 7u) != 0 || h->length > len - *pos)
+		return NULL;
+#ifdef OMSD_DCHECK
+	uint16_t checked = 0;
+	DCHECK(wire_msg_check(h, len - *pos, &checked) == WIRE_E_OK && checked == h->length);
+#endif
+	*pos += h->length;
+	return h;
+}
+
+const struct wire_msg_hdr *
 wire_msgs_next(const uint8_t *buf, uint32_t len, uint32_t *pos, enum wire_err *err)
 {
 	*err = WIRE_E_OK;

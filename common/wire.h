@@ -1509,6 +1509,13 @@ void wire_builder_session(struct wire_builder *b);
  * NULL at the end; sets *err on a malformed one (and returns NULL). */
 const struct wire_msg_hdr *wire_msgs_next(const uint8_t *buf, uint32_t len, uint32_t *pos,
 					  enum wire_err *err);
+/* The same over messages already checked: a frame wire_frame_decode or
+ * wire_session_frame_decode took (the io lcore decodes every frame it routes), or one this
+ * process built with wire_builder. Only the framing is walked — each message's length, 8-byte
+ * multiple, within the buffer — not every field again (a DCHECK build checks each in full).
+ * NULL at the end, or where the framing does not hold. */
+const struct wire_msg_hdr *wire_msgs_next_decoded(const uint8_t *buf, uint32_t len,
+						  uint32_t *pos);
 
 /* Initialise a message header for a fixed-size type. */
 static inline void

@@ -887,3 +887,37 @@ Test(wire, session_message_fields)
 	cr_assert(eq(int, wire_msg_check(&r, sizeof(r), &n), WIRE_E_BAD_ENUM));
 	cr_assert(eq(str, (char *)wire_reason_name(WIRE_REASON_NOT_ENTITLED), "NOT_ENTITLED"));
 }
+
+/* Goal: the walk over messages already decoded (wire_msgs_next_decoded) yields what the
+ * builder put in and stops where the framing breaks — a length of 0, under a header, not a
+ * multiple of 8, or past the buffer — never reading beyond the buffer. */
+Test(wire, decoded_walk_follows_the_framing_only)
+{
+	struct wire_new_order a = new_order(1, 1), b2 = new_order(2, 7);
+	_Alignas(8) uint8_t buf[2 * sizeof(a)];
+	memcpy(buf, &a, sizeof(a));
+	memcpy(buf + sizeof(a), &b2, sizeof(b2));
+	uint32_t pos = 0, len = sizeof(buf);
+	const struct wire_msg_hdr *m = wire_msgs_next_decoded(buf, len, &pos);
+	cr_assert(m != NULL && m->type == WIRE_NEW_ORDER && pos == sizeof(a));
+	m = wire_msgs_next_decoded(buf, len, &pos);
+	cr_assert(m != NULL && ((const struct wire_new_order *)m)->user == 2 && pos == len);
+	cr_assert(wire_msgs_next_decoded(buf, len, &pos) == NULL, "the end");
+	/* A buffer cut inside the second message: its length runs past the end. */
+	pos = sizeof(a);
+	cr_assert(wire_msgs_next_decoded(buf, len - 8, &pos) == NULL);
+	cr_assert(pos == sizeof(a), "nothing consumed");
+	/* Fewer bytes left than a header. */
+	pos = 0;
+	cr_assert(wire_msgs_next_decoded(buf, 4, &pos) == NULL);
+	/* Lengths that are no framing: 0 (would never advance), under a header, not 8-aligned. */
+	static const uint16_t bad[] = { 0, 4, sizeof(a) - 4 };
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct wire_new_order c = a;
+		c.hdr.length = bad[i];
+		memcpy(buf, &c, sizeof(c));
+		pos = 0;
+		cr_assert(wire_msgs_next_decoded(buf, len, &pos) == NULL, "length %u", bad[i]);
+		cr_assert(pos == 0);
+	}
+}
