@@ -743,6 +743,7 @@ struct answers {
 	uint64_t per_type[WIRE_TYPE_LIMIT];
 	uint64_t per_reason[WIRE_REASON_MAX];
 	uint64_t rewind_seq; /* a SEQ_GAP / SEQ_REPEAT reject's expected seq, not yet acted on */
+	bool rewind_repeat;  /* ... and it was a SEQ_REPEAT */
 };
 
 /* Read every answer waiting on fd (non-blocking). Returns how many frames were read. */
@@ -776,8 +777,10 @@ answers_read(int fd, struct answers *a)
 				const struct wire_session_reject *j = (const void *)m[i];
 				if ((j->hdr.flags & WIRE_SESSION_REJECT_F_WARN) == 0 &&
 				    (j->reason == WIRE_REASON_SEQ_GAP ||
-				     j->reason == WIRE_REASON_SEQ_REPEAT))
+				     j->reason == WIRE_REASON_SEQ_REPEAT)) {
 					a->rewind_seq = j->expected_seq;
+					a->rewind_repeat = j->reason == WIRE_REASON_SEQ_REPEAT;
+				}
 			}
 		}
 	}
@@ -949,9 +952,12 @@ send_cmd(int argc, char **argv)
 	 * waiting. A session refuses every frame after a lost one (SEQ_GAP, naming the seq it
 	 * expects): as a client does, send again from that frame. The frames sent before the
 	 * first reject came back are refused naming the same seq: those echoes are not taken
-	 * again within REWIND_ECHO_NS. Then drain: until no answer came for idle_ms (at most
-	 * drain_ms), sending again if a late reject asks for it. */
-	uint64_t sent = 0, send_errors = 0, resent = 0, rewinds = 0, next = 0, sends = 0;
+	 * again within REWIND_ECHO_NS. An echo taken late sends frames the node has: it refuses
+	 * them SEQ_REPEAT naming the seq it expects, and the send skips ahead to that frame. Then
+	 * drain: until no answer came for idle_ms (at most drain_ms), sending again if a late
+	 * reject asks for it. */
+	uint64_t sent = 0, send_errors = 0, resent = 0, rewinds = 0, skipped = 0, next = 0;
+	uint64_t sends = 0;
 	uint64_t last_rewind = 0, last_rewind_ns = 0;
 	uint64_t start = mono_ns(), gap = rate > 0 ? 1000000000u / rate : 0;
 	uint64_t sent_ns = 0, drain_end = 0, last_answer = 0;
@@ -960,12 +966,17 @@ send_cmd(int argc, char **argv)
 			uint64_t want = a->rewind_seq, now = mono_ns();
 			a->rewind_seq = 0;
 			uint64_t k = seq_find(fr, frames, want);
-			if (k < next && (want != last_rewind || now - last_rewind_ns > REWIND_ECHO_NS)) {
+			bool repeat = a->rewind_repeat;
+			if (!repeat && k < next &&
+			    (want != last_rewind || now - last_rewind_ns > REWIND_ECHO_NS)) {
 				resent += next - k;
 				rewinds++;
 				next = k;
 				last_rewind = want;
 				last_rewind_ns = now;
+			} else if (repeat && k < frames && k > next) {
+				skipped += k - next; /* the node has every frame below k */
+				next = k;
 			}
 		}
 		if (next < frames) {
@@ -1003,10 +1014,11 @@ send_cmd(int argc, char **argv)
 	printf("send: frames=%" PRIu64 " sent=%" PRIu64 " send_errors=%" PRIu64 " non_udp=%" PRIu64
 	       " send_ms=%" PRIu64 " rx_frames=%" PRIu64 " rx_msgs=%" PRIu64 " ACK=%" PRIu64
 	       " NAK=%" PRIu64 " EXEC_REPORT=%" PRIu64 " ADMIN_REPLY=%" PRIu64
-	       " decode_errors=%" PRIu64 " resent=%" PRIu64 " rewinds=%" PRIu64 "\n",
+	       " decode_errors=%" PRIu64 " resent=%" PRIu64 " rewinds=%" PRIu64
+	       " skipped=%" PRIu64 "\n",
 	       frames, sent, send_errors, non_udp, sent_ns / 1000000, a->frames, a->msgs,
 	       a->per_type[WIRE_ACK], a->per_type[WIRE_NAK], a->per_type[WIRE_EXEC_REPORT],
-	       a->per_type[WIRE_ADMIN_REPLY], a->errors, resent, rewinds);
+	       a->per_type[WIRE_ADMIN_REPLY], a->errors, resent, rewinds, skipped);
 	free(a);
 	return rc == PCAP_ERROR || send_errors != 0 ? 1 : 0;
 bad:
