@@ -105,7 +105,7 @@ PY
 		--rate 2000 --idle-ms 500) || fail "send: $out"
 	kill "$echo_pid" 2>/dev/null || true
 	echo "$out"
-	grep -q "^send: frames=$frames sent=$frames send_errors=0 non_udp=0 .* rx_frames=$frames rx_msgs=2000 .* decode_errors=0 resent=0 rewinds=0 skipped=0$" <<<"$out" ||
+	grep -q "^send: frames=$frames sent=$frames send_errors=0 non_udp=0 .* rx_frames=$frames rx_msgs=2000 .* decode_errors=0 resent=0 rewinds=0 skipped=0 probes=0$" <<<"$out" ||
 		fail "send did not deliver and count every frame"
 	if "$OMSPCAP" send "$TMP/a.pcap" >/dev/null 2>&1; then fail "send without --to"; fi
 else

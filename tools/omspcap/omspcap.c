@@ -811,6 +811,8 @@ struct sframe {
 /* Echoes of one SEQ_GAP (the frames already on their way) name the same seq for about a
  * round trip: not a reason to go back again within this. */
 #define REWIND_ECHO_NS (20 * 1000000ull)
+#define PROBES 3                         /* heartbeats probing for a lost last frame */
+#define PROBE_GAP_NS (100 * 1000000ull)  /* ... this far apart */
 
 /* The session seq of a frame (its first message a SESSION_HDR), else 0. */
 static uint64_t
@@ -825,6 +827,31 @@ frame_seq(const uint8_t *p, uint32_t len)
 	if ((fh.flags & WIRE_FRAME_F_SESSION) == 0 || sh.hdr.type != WIRE_SESSION_HDR)
 		return 0;
 	return sh.seq;
+}
+
+/* A session frame of session `session` carrying one HEARTBEAT, numbered seq, MAC'd under the
+ * session key: the length, or 0. */
+static uint32_t
+probe_frame(uint8_t *buf, const struct wire_key *key, uint32_t session, uint64_t seq)
+{
+	struct wire_builder b;
+	wire_builder_init(&b, buf, PAYLOAD_MAX, session);
+	struct wire_session_hdr sh;
+	memset(&sh, 0, sizeof(sh));
+	wire_hdr_init(&sh.hdr, WIRE_SESSION_HDR, 0);
+	sh.session_id = session;
+	sh.seq = seq;
+	wire_builder_session(&b);
+	struct wire_heartbeat hb;
+	memset(&hb, 0, sizeof(hb));
+	wire_hdr_init(&hb.hdr, WIRE_HEARTBEAT, 0);
+	hb.session_id = session;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	hb.ts_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	if (wire_builder_add(&b, &sh) != 0 || wire_builder_add(&b, &hb) != 0)
+		return 0;
+	return wire_builder_finish(&b, key);
 }
 
 /* The index of the frame with session seq `seq` (seqs ascend by one from the first session
@@ -955,12 +982,24 @@ send_cmd(int argc, char **argv)
 	 * again within REWIND_ECHO_NS. An echo taken late sends frames the node has: it refuses
 	 * them SEQ_REPEAT naming the seq it expects, and the send skips ahead to that frame. Then
 	 * drain: until no answer came for idle_ms (at most drain_ms), sending again if a late
-	 * reject asks for it. */
+	 * reject asks for it. A lost last frame leaves no later frame to draw its SEQ_GAP: once
+	 * everything is sent, a HEARTBEAT numbered one past the capture's last frame probes for
+	 * it (up to PROBES times, PROBE_GAP_NS apart, again after every pass). */
 	uint64_t sent = 0, send_errors = 0, resent = 0, rewinds = 0, skipped = 0, next = 0;
 	uint64_t sends = 0;
 	uint64_t last_rewind = 0, last_rewind_ns = 0;
 	uint64_t start = mono_ns(), gap = rate > 0 ? 1000000000u / rate : 0;
-	uint64_t sent_ns = 0, drain_end = 0, last_answer = 0;
+	uint64_t sent_ns = 0, drain_end = 0, last_answer = 0, probes = 0, last_probe = 0;
+	uint32_t probes_left = PROBES, session = 0;
+	uint64_t last_seq = 0;
+	for (uint64_t k = 0; k < frames; k++) {
+		if (fr[k].seq != 0) {
+			struct wire_frame_hdr fh;
+			memcpy(&fh, data + fr[k].off, sizeof(fh));
+			session = fh.sender_id;
+			last_seq = fr[k].seq;
+		}
+	}
 	for (;;) {
 		if (a->rewind_seq != 0) {
 			uint64_t want = a->rewind_seq, now = mono_ns();
@@ -974,6 +1013,7 @@ send_cmd(int argc, char **argv)
 				next = k;
 				last_rewind = want;
 				last_rewind_ns = now;
+				probes_left = PROBES;
 			} else if (repeat && k < frames && k > next) {
 				skipped += k - next; /* the node has every frame below k */
 				next = k;
@@ -1002,6 +1042,16 @@ send_cmd(int argc, char **argv)
 		}
 		if (now >= drain_end || now - last_answer >= idle_ms * 1000000u)
 			break;
+		if (last_seq != 0 && api.key_id != 0 && probes_left > 0 &&
+		    now - last_probe >= PROBE_GAP_NS) {
+			static uint64_t pb[WIRE_FRAME_MAX / 8 + 1];
+			uint32_t plen = probe_frame((uint8_t *)pb, &a->key, session, last_seq + 1);
+			if (plen != 0 && sendto(fd, pb, plen, 0, (const struct sockaddr *)&dst,
+						sizeof(dst)) == (ssize_t)plen)
+				probes++;
+			probes_left--;
+			last_probe = now;
+		}
 		if (answers_wait(fd, a, now + 50000000u) > 0)
 			last_answer = mono_ns();
 	}
@@ -1015,10 +1065,10 @@ send_cmd(int argc, char **argv)
 	       " send_ms=%" PRIu64 " rx_frames=%" PRIu64 " rx_msgs=%" PRIu64 " ACK=%" PRIu64
 	       " NAK=%" PRIu64 " EXEC_REPORT=%" PRIu64 " ADMIN_REPLY=%" PRIu64
 	       " decode_errors=%" PRIu64 " resent=%" PRIu64 " rewinds=%" PRIu64
-	       " skipped=%" PRIu64 "\n",
+	       " skipped=%" PRIu64 " probes=%" PRIu64 "\n",
 	       frames, sent, send_errors, non_udp, sent_ns / 1000000, a->frames, a->msgs,
 	       a->per_type[WIRE_ACK], a->per_type[WIRE_NAK], a->per_type[WIRE_EXEC_REPORT],
-	       a->per_type[WIRE_ADMIN_REPLY], a->errors, resent, rewinds, skipped);
+	       a->per_type[WIRE_ADMIN_REPLY], a->errors, resent, rewinds, skipped, probes);
 	free(a);
 	return rc == PCAP_ERROR || send_errors != 0 ? 1 : 0;
 bad:

@@ -24,6 +24,9 @@
 #      come back (omspcap send goes back to the frame a SEQ_GAP names); what still fails
 #      the run is an order not seen or not settled. STATS_OUT=FILE: a copy of the entry
 #      node's stats after the run, OMSPCAP_OUT=FILE: omspcap send's output (for tests).
+#      CLIENT_DROP_EVERY=N: the switch drops every N-th frame from the client to the nodes
+#      (nftables netdev at the client's port), so the session sees gaps and the replay sends
+#      again (tests/e2e/test_replay_gaps.sh).
 # Last line: bench: pipeline3 orders_per_s=N p50_us=N p99_us=N final_p50_us=N ...
 # orders_per_s is bounded by RATE (an open-loop sender): raise RATE until drops or NAKs
 # appear to find the ceiling. Exit 1 when the run is not clean.
@@ -49,6 +52,13 @@ export E2E_AFP_ARGS=${AFP_ARGS:-}
 e2e_cluster_init ob3 22 "$NODES"
 if [ "${KEEP:-0}" = 1 ]; then e2e_cleanup_hook() { cp -r "$TMP" "$TMP.kept"; echo "kept $TMP.kept"; }; fi
 e2e_cluster_net_up
+if [ -n "${CLIENT_DROP_EVERY:-}" ]; then
+	sw() { ip netns exec "$NS_SW" nft "$@"; }
+	sw add table netdev cdrop || fail "nftables netdev unavailable"
+	sw add chain netdev cdrop cin "{ type filter hook ingress device ${TAG}cs priority 0; }"
+	sw add rule netdev cdrop cin udp dport 7400 numgen inc mod "$CLIENT_DROP_EVERY" == \
+		$((CLIENT_DROP_EVERY - 1)) counter drop
+fi
 SESSIONS=${SESSIONS:-1}
 KEYARG=()
 if [ "$SESSIONS" = 1 ]; then
