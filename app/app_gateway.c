@@ -25,10 +25,10 @@
 #define GW_REQUESTS_MAX 4096      /* order-entry messages followed until their ACK or NAK */
 
 static_assert(sizeof(struct wire_new_order) <= APP_GWR_MSG_MAX, "APP_GWR_MSG_MAX");
-static_assert(APP_SHED_SHARDS == DP_SHARDS_MAX, "app_shed.h covers every shard id");
 static_assert(sizeof(struct wire_cancel) <= APP_GWR_MSG_MAX, "APP_GWR_MSG_MAX");
 static_assert(sizeof(struct wire_amend) <= APP_GWR_MSG_MAX, "APP_GWR_MSG_MAX");
 static_assert(sizeof(struct wire_cancel_replace) <= APP_GWR_MSG_MAX, "APP_GWR_MSG_MAX");
+static_assert(APP_SHED_SHARDS == DP_SHARDS_MAX, "app_shed.h covers every shard id");
 
 /* The owner of user: the routing this node's OMS replica applied (routes and pins change
  * at run time through the control socket), else the configured routing. The gateway runs

@@ -28,7 +28,6 @@ roll(struct app_shed *s, struct app_shed_shard *h, uint64_t now_ns)
 		      h->win_min > s->conf.target_ns;
 	if (h->shedding)
 		s->windows_shed++;
-	h->last_n = ended_now ? h->win_n : 0;
 	h->win_start = now_ns != 0 ? now_ns : 1;
 	h->win_min = UINT64_MAX;
 	h->win_n = 0;

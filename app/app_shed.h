@@ -18,8 +18,9 @@
  *     a standing queue from a burst — without its drop schedule: an exchange gateway refuses
  *     at admission, where a refusal costs nothing, rather than dropping a fraction.)
  *   - the queue before it: a new order that already waited more than wait_ns between the
- *     io lcore's rx burst and the gateway, while the shard is loaded (the last window had
- *     at least min_samples ACKs), is refused at once.
+ *     io lcore's rx burst and the gateway (the io → gateway ring) is refused at once: by the
+ *     time the first signal sees such a wait in the answers, the ring holds a window's
+ *     worth more. Each signal works alone (0 turns it off).
  *
  * Pure: no DPDK, no clock (times are the caller's), no allocation. Unit-tested in
  * tests/unit/app (test_shed.c). Single writer: the gateway lcore.
@@ -44,7 +45,6 @@ struct app_shed_shard {
 	uint64_t win_start;    /* the current window began (caller's ns); 0: none yet */
 	uint64_t win_min;      /* its fastest ACK */
 	uint32_t win_n;        /* its ACKs */
-	uint32_t last_n;       /* ACKs of the window before */
 	bool shedding;         /* the window before showed a standing queue */
 };
 
