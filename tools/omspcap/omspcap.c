@@ -953,8 +953,10 @@ send_cmd(int argc, char **argv)
 		if (frames == cap) {
 			cap = cap ? 2 * cap : 4096;
 			struct sframe *n = realloc(fr, cap * sizeof(*fr));
-			if (n == NULL)
+			if (n == NULL) {
+				rc = -ENOMEM;
 				break;
+			}
 			fr = n;
 		}
 		if (used + len > data_cap) {
@@ -962,8 +964,10 @@ send_cmd(int argc, char **argv)
 			while (used + len > data_cap)
 				data_cap *= 2;
 			uint8_t *n = realloc(data, data_cap);
-			if (n == NULL)
+			if (n == NULL) {
+				rc = -ENOMEM;
 				break;
+			}
 			data = n;
 		}
 		memcpy(data + used, pkt + off, len);
@@ -974,6 +978,14 @@ send_cmd(int argc, char **argv)
 	if (rc == PCAP_ERROR)
 		fprintf(stderr, "omspcap: %s: %s\n", file, pcap_geterr(pd));
 	pcap_close(pd);
+	if (rc == -ENOMEM) {
+		fprintf(stderr, "omspcap: %s: out of memory holding the capture\n", file);
+		free(fr);
+		free(data);
+		close(fd);
+		free(a);
+		return 1;
+	}
 
 	/* Frame after frame at --rate (every send paced, re-sends included), answers read while
 	 * waiting. A session refuses every frame after a lost one (SEQ_GAP, naming the seq it
@@ -1014,9 +1026,14 @@ send_cmd(int argc, char **argv)
 				last_rewind = want;
 				last_rewind_ns = now;
 				probes_left = PROBES;
-			} else if (repeat && k < frames && k > next) {
-				skipped += k - next; /* the node has every frame below k */
-				next = k;
+			} else if (repeat) {
+				/* The node has every frame below the one it expects (all of them
+				 * when it expects one past the capture: the probe's). */
+				uint64_t ahead = want > last_seq ? frames : k;
+				if (ahead <= frames && ahead > next) {
+					skipped += ahead - next;
+					next = ahead;
+				}
 			}
 		}
 		if (next < frames) {
