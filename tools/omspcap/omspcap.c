@@ -332,6 +332,19 @@ next_message(const struct opts *o, struct prng *p, struct user_state *users, uin
 	}
 }
 
+/* Open a session frame being built: mark it and put its SESSION_HDR (seq) first. */
+static int
+session_hdr_add(struct wire_builder *b, uint32_t session, uint64_t seq)
+{
+	struct wire_session_hdr sh;
+	memset(&sh, 0, sizeof(sh));
+	wire_hdr_init(&sh.hdr, WIRE_SESSION_HDR, 0);
+	sh.session_id = session;
+	sh.seq = seq;
+	wire_builder_session(b);
+	return wire_builder_add(b, &sh);
+}
+
 static int
 gen(int argc, char **argv)
 {
@@ -469,15 +482,8 @@ gen(int argc, char **argv)
 			want = o.count - written;
 		struct wire_builder b;
 		wire_builder_init(&b, frame, PAYLOAD_MAX, o.session);
-		if (o.logon) {
-			struct wire_session_hdr sh;
-			memset(&sh, 0, sizeof(sh));
-			wire_hdr_init(&sh.hdr, WIRE_SESSION_HDR, 0);
-			sh.session_id = o.session;
-			sh.seq = seq++;
-			wire_builder_session(&b);
-			(void)wire_builder_add(&b, &sh);
-		}
+		if (o.logon)
+			(void)session_hdr_add(&b, o.session, seq++);
 		bool first_transfer = false;
 		for (uint64_t k = 0; k < want; k++) {
 			if (!held)
@@ -836,12 +842,6 @@ probe_frame(uint8_t *buf, const struct wire_key *key, uint32_t session, uint64_t
 {
 	struct wire_builder b;
 	wire_builder_init(&b, buf, PAYLOAD_MAX, session);
-	struct wire_session_hdr sh;
-	memset(&sh, 0, sizeof(sh));
-	wire_hdr_init(&sh.hdr, WIRE_SESSION_HDR, 0);
-	sh.session_id = session;
-	sh.seq = seq;
-	wire_builder_session(&b);
 	struct wire_heartbeat hb;
 	memset(&hb, 0, sizeof(hb));
 	wire_hdr_init(&hb.hdr, WIRE_HEARTBEAT, 0);
@@ -849,7 +849,7 @@ probe_frame(uint8_t *buf, const struct wire_key *key, uint32_t session, uint64_t
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	hb.ts_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-	if (wire_builder_add(&b, &sh) != 0 || wire_builder_add(&b, &hb) != 0)
+	if (session_hdr_add(&b, session, seq) != 0 || wire_builder_add(&b, &hb) != 0)
 		return 0;
 	return wire_builder_finish(&b, key);
 }
