@@ -156,7 +156,11 @@ struct cns_host {
 /* Sizes the caller's memory. */
 struct cns_limits {
 	uint32_t snapshot_bytes_max; /* largest service snapshot (two buffers are kept) */
+	uint32_t flags;              /* CNS_LIM_* */
 };
+
+/* cns_limits.flags */
+#define CNS_LIM_SNAP_ASYNC 0x1u /* a third snapshot buffer, for cns_snapshot_begin/end */
 
 /* cns_config.flags */
 #define CNS_CFG_JOIN 0x1u /* a new node: no configuration of its own; it waits for a leader
@@ -245,6 +249,28 @@ uint32_t cns_apply(struct cns *c, uint32_t max);
 /* Snapshot the service at the applied index, hand it to host.snapshot_saved, compact the
  * log behind it. 0, -EALREADY (nothing applied since the last one), -ENOSPC (too big). */
 int cns_snapshot_take(struct cns *c);
+/*
+ * A snapshot serialised somewhere else while the node goes on (CNS_LIM_SNAP_ASYNC): the
+ * host of a big service hands the state as it is now to another process (a fork's
+ * copy-on-write image) instead of stalling the node while it serialises.
+ *
+ * cns_snapshot_begin fixes the snapshot's index (the applied one), term, cluster time and
+ * configuration and gives the buffer the service's bytes go to (*buf, *cap: the third
+ * buffer, past the configuration prefix, which begin writes). The host must write there
+ * svc_ops.snapshot of the state at exactly that index — before it applies anything more —
+ * and then call cns_snapshot_end with the bytes written (0: it failed). Between the two
+ * the node applies, replicates, votes and installs snapshots as usual; the log keeps
+ * everything after the current base until end compacts it. begin: 0, -EALREADY (nothing
+ * applied since the base), -EBUSY (one is pending), -ENOTSUP (no third buffer).
+ * end: 0 (the snapshot is the base now: host.snapshot_saved, the log compacted behind it),
+ * -ESTALE (a snapshot installed meanwhile covers more: this one is dropped), -ENOSPC (len
+ * 0: the service did not fit, or the host's serialisation failed), -EINVAL (none pending
+ * or len beyond the buffer). Either way nothing is pending afterwards.
+ */
+int cns_snapshot_begin(struct cns *c, void **buf, size_t *cap);
+int cns_snapshot_end(struct cns *c, size_t len);
+/* The index of the pending asynchronous snapshot, 0 when none is. */
+uint64_t cns_snapshot_pending(const struct cns *c);
 /* Leader: transfer leadership to member `target` (thesis §3.10). 0, -EPERM, -EINVAL. */
 int cns_transfer(struct cns *c, uint64_t now_ns, uint32_t target);
 

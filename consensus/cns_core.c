@@ -30,7 +30,8 @@ cns_footprint(const struct cns_limits *limits)
 	CHECK(limits != NULL);
 	/* Snapshot buffers: the configuration prefix, then the service's bytes. */
 	size_t snap = align64(limits->snapshot_bytes_max + sizeof(struct cns_snap_prefix));
-	return align64(sizeof(struct cns)) + align64(CNS_ENTRY_DATA_MAX) + 2 * snap +
+	size_t bufs = (limits->flags & CNS_LIM_SNAP_ASYNC) ? 3 : 2;
+	return align64(sizeof(struct cns)) + align64(CNS_ENTRY_DATA_MAX) + bufs * snap +
 	       align64(CNS_SEND_BUF_SIZE);
 }
 
@@ -123,7 +124,7 @@ cns_init(struct cns **out, void *memory, const struct cns_limits *limits,
 		return -EINVAL;
 	if (env->log_ops == NULL || env->svc_ops == NULL || env->host.send == NULL)
 		return -EINVAL;
-	if (limits->snapshot_bytes_max == 0)
+	if (limits->snapshot_bytes_max == 0 || (limits->flags & ~CNS_LIM_SNAP_ASYNC) != 0)
 		return -EINVAL;
 
 	memset(memory, 0, sizeof(struct cns));
@@ -136,6 +137,10 @@ cns_init(struct cns **out, void *memory, const struct cns_limits *limits,
 	p += snap_bytes;
 	c->recv_buf = p;
 	p += snap_bytes;
+	if (limits->flags & CNS_LIM_SNAP_ASYNC) {
+		c->take_buf = p;
+		p += snap_bytes;
+	}
 	c->send_buf = p;
 	p += align64(CNS_SEND_BUF_SIZE);
 	CHECK((size_t)(p - (uint8_t *)memory) == cns_footprint(limits));

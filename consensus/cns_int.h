@@ -125,6 +125,9 @@ struct cns {
 	struct cns_snapshot_meta recv;   /* snapshot being received (len = total) */
 	uint64_t recv_offset;            /* bytes received so far */
 	uint8_t *recv_buf;
+	/* An asynchronous snapshot being written by the host (cns_snapshot_begin/end). */
+	struct cns_snapshot_meta take;   /* index 0: none pending */
+	uint8_t *take_buf;               /* NULL without CNS_LIM_SNAP_ASYNC */
 
 	uint8_t *send_buf;           /* outgoing message with a tail */
 	/* Snapshot buffers hold the configuration prefix and the service's bytes. */

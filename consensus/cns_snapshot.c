@@ -16,30 +16,27 @@ keep_compacting(struct cns *c)
 		cns_log_compact(c, c->snap.index - keep);
 }
 
-int
-cns_snapshot_take(struct cns *c)
+/* The configuration prefix of a snapshot taken now (Raft §7: the snapshot carries the
+ * configuration as of its index), and the meta of the applied index. */
+static void
+take_prefix(struct cns *c, uint8_t *buf, struct cns_snapshot_meta *meta)
 {
-	CHECK(c != NULL);
-	if (c->applied <= c->snap.index)
-		return -EALREADY;
-	const struct svc_ops *ops = c->env.svc_ops;
-	size_t size = ops->snapshot_size(c->env.svc);
-	if (size > c->lim.snapshot_bytes_max)
-		return -ENOSPC;
-	/* Raft §7: the snapshot carries the configuration as of its index. */
 	struct cns_snap_prefix pre;
 	pre.magic = CNS_SNAP_MAGIC;
 	cns_members_encode(&c->mem_applied, &pre.config);
-	memcpy(c->snap_buf, &pre, sizeof(pre));
-	size_t written = ops->snapshot(c->env.svc, c->snap_buf + sizeof(pre),
-				       c->lim.snapshot_bytes_max);
-	CHECK(written == size);
+	memcpy(buf, &pre, sizeof(pre));
 	uint64_t term = cns_log_term(c, c->applied);
 	CHECK(term != CNS_TERM_UNKNOWN);
-	c->snap.index = c->applied;
-	c->snap.term = term;
-	c->snap.time_ns = c->applied_time_ns;
-	c->snap.len = sizeof(pre) + size;
+	meta->index = c->applied;
+	meta->term = term;
+	meta->time_ns = c->applied_time_ns;
+	meta->len = sizeof(pre);
+}
+
+/* A snapshot taken here is the base now: tell the host, compact behind it. */
+static void
+taken(struct cns *c)
+{
 	CNS_COUNT(c, SNAPSHOTS_TAKEN);
 	if (c->env.host.snapshot_saved != NULL)
 		c->env.host.snapshot_saved(c->env.host.ctx, &c->snap, c->snap_buf);
@@ -48,7 +45,79 @@ cns_snapshot_take(struct cns *c)
 		c->durable = c->snap.index;
 	keep_compacting(c);
 	CHECK(c->base_index <= c->snap.index);
+}
+
+int
+cns_snapshot_take(struct cns *c)
+{
+	CHECK(c != NULL);
+	if (c->take.index != 0)
+		return -EBUSY;
+	if (c->applied <= c->snap.index)
+		return -EALREADY;
+	const struct svc_ops *ops = c->env.svc_ops;
+	size_t size = ops->snapshot_size(c->env.svc);
+	if (size > c->lim.snapshot_bytes_max)
+		return -ENOSPC;
+	struct cns_snapshot_meta meta;
+	take_prefix(c, c->snap_buf, &meta);
+	size_t written = ops->snapshot(c->env.svc, c->snap_buf + meta.len,
+				       c->lim.snapshot_bytes_max);
+	CHECK(written == size);
+	meta.len += size;
+	c->snap = meta;
+	taken(c);
 	return 0;
+}
+
+int
+cns_snapshot_begin(struct cns *c, void **buf, size_t *cap)
+{
+	CHECK(c != NULL && buf != NULL && cap != NULL);
+	if (c->take_buf == NULL)
+		return -ENOTSUP;
+	if (c->take.index != 0)
+		return -EBUSY;
+	if (c->applied <= c->snap.index)
+		return -EALREADY;
+	take_prefix(c, c->take_buf, &c->take);
+	*buf = c->take_buf + c->take.len;
+	*cap = c->lim.snapshot_bytes_max;
+	return 0;
+}
+
+int
+cns_snapshot_end(struct cns *c, size_t len)
+{
+	CHECK(c != NULL);
+	if (c->take.index == 0)
+		return -EINVAL;
+	struct cns_snapshot_meta meta = c->take;
+	memset(&c->take, 0, sizeof(c->take));
+	if (len > c->lim.snapshot_bytes_max)
+		return -EINVAL;
+	if (len == 0)
+		return -ENOSPC;
+	/* Installed meanwhile: the base covers this one's index, or is at it (a leader's
+	 * snapshot of the same entry). Only an install moves the base while one is pending. */
+	if (meta.index <= c->snap.index)
+		return -ESTALE;
+	/* The base is before the pending index and nothing compacts past the base, and what
+	 * was applied is committed, never truncated: the log still holds the entry. */
+	CHECK(cns_log_term(c, meta.index) == meta.term);
+	meta.len += len;
+	uint8_t *t = c->snap_buf;
+	c->snap_buf = c->take_buf;
+	c->take_buf = t;
+	c->snap = meta;
+	taken(c);
+	return 0;
+}
+
+uint64_t
+cns_snapshot_pending(const struct cns *c)
+{
+	return c->take.index;
 }
 
 static void
