@@ -257,6 +257,65 @@ int pst_snap_begin(struct pst_snap_job *job, const char *dir, const struct pst_s
 int pst_snap_step(struct pst_snap_job *job, size_t max);
 /* Drop an unfinished job (its temp file is removed). */
 void pst_snap_abort(struct pst_snap_job *job);
+/* ---------------------------------------------------------------------------------------
+ * Snapshots serialised by a forked child (pst_fork.c, docs/persist.md "Snapshots without a
+ * stall"): fork() gives the child a copy-on-write image of the state as it is at that
+ * instant, the child serialises it into memory both share and exits, and the parent goes on
+ * at once; the parent's stall is the fork itself (copying page tables).
+ * ------------------------------------------------------------------------------------- */
+
+/* Memory for state a child serialises: private (fork copies it on write), zeroed, every
+ * page touched now, transparent huge pages asked for (madvise: fewer page-table entries for
+ * fork to copy). NULL and errno on failure. */
+void *pst_mem_private(size_t size);
+/* Memory the child writes and the parent reads (the snapshot buffers): shared, zeroed,
+ * populated. NULL and errno on failure. */
+void *pst_mem_shared(size_t size);
+/* Either of them, with the size it was made with. */
+void pst_mem_free(void *p, size_t size);
+
+/* The service's serialiser (svc_ops.snapshot): bytes written, 0 when cap is too small. */
+typedef size_t(pst_serialize_fn)(const void *svc, void *buf, size_t cap);
+
+struct pst_fork_slot; /* a shared page: the child's result */
+struct pst_fork {
+	int pid;                     /* the child; 0: none (running or not yet reaped) */
+	bool result;                 /* its result was collected; the child is not reaped yet */
+	struct pst_fork_slot *slot;
+	uint64_t started_ns;         /* CLOCK_MONOTONIC at fork */
+	uint64_t fork_ns;            /* how long the last fork() held the caller */
+	uint64_t fork_ns_max;        /* the longest */
+	uint64_t child_ns;           /* the last child's serialisation time */
+	uint64_t next_wait_ns;       /* next waitpid while the child runs */
+	uint64_t forks, failures;    /* children started; failed (fork, crash, no result) */
+};
+
+/* 0 or -errno (the slot could not be mapped). */
+int pst_fork_init(struct pst_fork *f);
+/* Kill a child still running, reap it, unmap the slot. */
+void pst_fork_fini(struct pst_fork *f);
+/*
+ * Fork a child that runs fn(svc, buf, cap) on its image and reports the length. buf must be
+ * shared memory (pst_mem_shared) and svc's state private (pst_mem_private or the heap). In
+ * the child: PR_SET_PDEATHSIG, the CPU set cpus (a cpu_set_t of cpus_size bytes; NULL: the
+ * caller's), nice `nice`, then
+ * only fn and _exit (no allocation, no lock: other threads' locks are not the child's).
+ * 0; -EBUSY (a child is running or not reaped yet); -errno of fork (nothing started).
+ */
+int pst_fork_start(struct pst_fork *f, pst_serialize_fn *fn, const void *svc, void *buf,
+		   size_t cap, const void *cpus, size_t cpus_size, int nice);
+enum pst_fork_state {
+	PST_FORK_IDLE,    /* nothing to collect (none running, or it was collected) */
+	PST_FORK_RUNNING, /* the child is still serialising */
+	PST_FORK_DONE,    /* *len bytes are in buf (0: they did not fit in cap) */
+	PST_FORK_FAILED,  /* the child died without a result (*status: waitpid's status) */
+};
+/* Cheap when nothing changed (a load of the slot's flag; waitpid at most every 10 ms);
+ * never blocks. Reaps a child whose result was collected. */
+enum pst_fork_state pst_fork_poll(struct pst_fork *f, size_t *len, int *status);
+/* Kill the child (SIGKILL) and reap it: its result is dropped. Blocks until it is gone. */
+void pst_fork_kill(struct pst_fork *f);
+
 /*
  * Load the newest valid snapshot from dir. Corrupt or truncated ones are skipped, counted in
  * *corrupt (may be NULL), renamed aside to <name>.corrupt (kept as evidence: no later load
