@@ -28,6 +28,7 @@
 #ifndef OMSD_APP_APP_H
 #define OMSD_APP_APP_H
 
+#include <sched.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -373,6 +374,11 @@ struct app {
 	 * before any lcore starts): with a [persister] lcore it drains them. */
 	struct app_logw *logw[APP_SHARDS_MAX];
 	uint64_t start_ns;            /* dp_clock_ns at start */
+	/* Where a snapshot child runs ([limits] snapshot_by = fork): the CPUs the process was
+	 * started on but those of the io, bridge, persister and shard lcores (all of them when
+	 * that leaves none). Set before EAL pins the main thread. */
+	cpu_set_t snap_cpus;
+	bool snap_cpus_ok;
 	bool rx_open;                 /* [port] rx_start = leader: the gate has opened (io) */
 	struct rte_ring *mgmt_done;   /* shard lcores → main: answered commands (MP/SC) */
 	struct app_rings rings;       /* every other ring between lcores (app_wire.c) */

@@ -132,8 +132,12 @@ struct app_config {
 	uint64_t orders_max;                  /* OMS and ME: order records */
 	uint64_t log_entries_max;             /* in-memory Raft log: entries per shard */
 	uint64_t log_mb;                      /* in-memory Raft log: MiB per shard */
-	uint64_t snapshot_mb;                 /* largest snapshot (two buffers per shard) */
+	uint64_t snapshot_mb;                 /* largest snapshot (two buffers per shard, three
+					       * with snapshot_by = fork) */
 	uint64_t snapshot_entries;            /* applied entries between snapshots */
+	bool snapshot_fork;                   /* [limits] snapshot_by = fork (the default): a
+					       * forked child serialises a copy-on-write image;
+					       * lcore: the shard lcore serialises in its cycle */
 	uint64_t dedup_window_ms;             /* ME: a finished order's dedup record outlives
 					       * its ack this long (docs/me-contract.md) */
 	uint64_t me_events_max;               /* ME: events retained per OMS stream until acked

@@ -60,6 +60,15 @@ cfg_sec_rest(struct cfg_ctx *c, struct app_config *cfg)
 		    &cfg->bridge_redrive_max_ms);
 	cfg_get_u64(c, "timers", "saga_old_ms", false, 1, UINT32_MAX, &cfg->saga_old_ms);
 
+	v = cfg_get(c, "limits", "snapshot_by");
+	if (v != NULL) {
+		if (strcmp(v, "fork") == 0)
+			cfg->snapshot_fork = true;
+		else if (strcmp(v, "lcore") == 0)
+			cfg->snapshot_fork = false;
+		else
+			cfg_report(c, "limits", "snapshot_by", "'%s' is not one of fork|lcore", v);
+	}
 	v = cfg_get(c, "durability", "mode");
 	if (v != NULL) {
 		if (strcmp(v, "memory") == 0)

@@ -154,6 +154,7 @@ app_shard_do_work(void *arg, uint64_t now_ns)
 	work += app_cmd_work(s);
 
 	uint64_t idx = cns_applied_index(s->cns);
+	app_shard_snapshot_poll(s);
 	if (idx - s->snap_index >= s->app->cfg.snapshot_entries) {
 		/* Counts and logs; while the last one's file is written, tried again later. */
 		if (app_shard_snapshot_take(s) != -EBUSY)

@@ -200,17 +200,130 @@ cmd_propose(struct app_shard *s, struct app_cmd *c)
 	s->cmd_wait[s->cmd_wait_count++] = c;
 }
 
+#define SNAP_CHILD_MAX_NS (300ull * 1000000000ull) /* a child this late is stuck: killed */
+#define SNAP_CHILD_NICE 10 /* below the lcores when it shares their CPUs */
+
+static void snap_cmd_answer(struct app_shard *s, int rc);
+
+/* An asynchronous snapshot's bytes are in consensus's buffer (len 0: none): make it the
+ * base, and count. */
+static void
+snap_end(struct app_shard *s, size_t len, bool child_failed)
+{
+	uint64_t index = cns_snapshot_pending(s->cns);
+	s->snap_taking = true;
+	int rc = cns_snapshot_end(s->cns, len);
+	s->snap_taking = false;
+	if (rc == 0) {
+		if (s->logw == NULL)
+			sc_add(s, SC_SNAPSHOTS, 1); /* else once its file is durable (app_flog.c) */
+	} else if (rc == -ESTALE) {
+		sc_add(s, SC_SNAPSHOT_STALE, 1);
+	} else {
+		sc_add(s, SC_SNAPSHOT_FAILED, 1);
+		if (child_failed)
+			APP_LOG(ERR, "shard %u: the snapshot child for %" PRIu64 " died without a "
+				"result: the log is not compacted; the next snapshot is due in "
+				"[limits] snapshot_entries", s->id, index);
+		else
+			APP_LOG(ERR, "shard %u: snapshot at %" PRIu64 " failed: %s (raise "
+				"[limits] snapshot_mb): the log is not compacted and will fill",
+				s->id, index, strerror(-rc));
+	}
+	snap_cmd_answer(s, rc);
+}
+
+/* Max-type counters only grow: add the difference. */
+static void
+sc_max(struct app_shard *s, enum shard_counter c, uint64_t v)
+{
+	if (v > s->c[c])
+		sc_add(s, c, v - s->c[c]);
+}
+
+void
+app_shard_snapshot_poll(struct app_shard *s)
+{
+	if (!s->snapfork_ok || s->snapfork.pid == 0)
+		return;
+	bool pending = cns_snapshot_pending(s->cns) != 0;
+	size_t len = 0;
+	int status = 0;
+	switch (pst_fork_poll(&s->snapfork, &len, &status)) {
+	case PST_FORK_DONE:
+		sc_max(s, SC_SNAPSHOT_CHILD_MS_MAX, s->snapfork.child_ns / 1000000);
+		if (pending)
+			snap_end(s, len, false);
+		return;
+	case PST_FORK_FAILED:
+		APP_LOG(ERR, "shard %u: snapshot child exited with status %d", s->id, status);
+		if (pending)
+			snap_end(s, 0, true);
+		return;
+	case PST_FORK_RUNNING:
+		if (s->now - s->snapfork.started_ns < SNAP_CHILD_MAX_NS || !pending)
+			return;
+		APP_LOG(ERR, "shard %u: the snapshot child (pid %d) has run for %llu s: killed",
+			s->id, s->snapfork.pid, SNAP_CHILD_MAX_NS / 1000000000ull);
+		pst_fork_kill(&s->snapfork);
+		snap_end(s, 0, true);
+		return;
+	case PST_FORK_IDLE:
+		return;
+	}
+}
+
+/* [limits] snapshot_by = fork: consensus fixes the snapshot's index, a child serialises the
+ * state as it is at this instant (copy-on-write) into consensus's third buffer, and this
+ * lcore goes on; app_shard_snapshot_poll ends it. If fork fails, the serialisation is done
+ * here (the stall of snapshot_by = lcore) rather than not at all. -EINPROGRESS, or what
+ * app_shard_snapshot_take returns. */
+static int
+snapshot_fork(struct app_shard *s)
+{
+	if (s->snapfork.pid != 0)
+		return -EBUSY; /* the last child is not reaped yet */
+	void *buf;
+	size_t cap;
+	int rc = cns_snapshot_begin(s->cns, &buf, &cap);
+	if (rc != 0)
+		return rc;
+	const struct svc_ops *ops = s->is_oms ? &oms_svc_ops : &me_svc_ops;
+	const struct app *app = s->app;
+	rc = pst_fork_start(&s->snapfork, ops->snapshot, s->svc, buf, cap,
+			    app->snap_cpus_ok ? &app->snap_cpus : NULL, sizeof(app->snap_cpus),
+			    SNAP_CHILD_NICE);
+	if (rc == 0) {
+		/* The cluster clock and CLOCK_MONOTONIC both count ns: the timeout uses ours. */
+		s->snapfork.started_ns = s->now;
+		sc_add(s, SC_SNAPSHOT_FORKS, 1);
+		sc_max(s, SC_SNAPSHOT_FORK_US_MAX, s->snapfork.fork_ns / 1000);
+		return -EINPROGRESS;
+	}
+	APP_LOG(WARNING, "shard %u: cannot fork a snapshot child (%s): serialising on the "
+		"shard lcore", s->id, strerror(-rc));
+	snap_end(s, ops->snapshot(s->svc, buf, cap), false);
+	return 0;
+}
+
 /* Take a snapshot at the applied index and count what happened: `snapshots` when it was
  * taken (durable mode: once its file is durable, written by the file log's writer in the
  * background: app_flog.c), `snapshot_failed` when either failed, nothing when nothing was
- * applied since the last one. 0, -EALREADY, -EBUSY (the previous snapshot's file is still
- * being written: try later) or -ENOSPC (too big). */
+ * applied since the last one. 0, -EINPROGRESS (a child is serialising it:
+ * app_shard_snapshot_poll ends it), -EALREADY, -EBUSY (the previous snapshot's file is still
+ * being written, or its child still runs: try later) or -ENOSPC (too big). */
 int
 app_shard_snapshot_take(struct app_shard *s)
 {
 	uint64_t applied = cns_applied_index(s->cns);
-	if (app_flog_snap_busy(s))
+	if (app_flog_snap_busy(s) || cns_snapshot_pending(s->cns) != 0)
 		return -EBUSY;
+	if (s->snapfork_ok) {
+		int rc = snapshot_fork(s);
+		if (rc != -EALREADY && rc != -EBUSY)
+			s->snap_index = applied;
+		return rc;
+	}
 	s->snap_taking = true;
 	int rc = cns_snapshot_take(s->cns);
 	s->snap_taking = false;
@@ -227,15 +340,11 @@ app_shard_snapshot_take(struct app_shard *s)
 	return rc;
 }
 
+/* The snapshot command's answer: the base's index once the snapshot is taken (or was
+ * already: nothing applied since), FAILED with the error otherwise. */
 static void
-cmd_snapshot(struct app_shard *s, struct app_cmd *c)
+snap_cmd_give(struct app_shard *s, struct app_cmd *c, int rc)
 {
-	int rc = app_shard_snapshot_take(s);
-	if (rc == -EBUSY) {
-		c->err = rc;
-		app_cmd_give(s, c, APP_CMD_BUSY);
-		return;
-	}
 	if (rc != 0 && rc != -EALREADY) {
 		c->err = rc;
 		app_cmd_give(s, c, APP_CMD_FAILED);
@@ -246,6 +355,34 @@ cmd_snapshot(struct app_shard *s, struct app_cmd *c)
 	c->value = c->index;
 	c->term = meta != NULL ? meta->term : 0;
 	app_cmd_give(s, c, APP_CMD_OK);
+}
+
+static void
+snap_cmd_answer(struct app_shard *s, int rc)
+{
+	struct app_cmd *c = s->snap_cmd;
+	if (c == NULL)
+		return;
+	s->snap_cmd = NULL;
+	/* Dropped because a leader's snapshot covering it was installed: that one is the
+	 * base, and it covers what was asked. */
+	snap_cmd_give(s, c, rc == -ESTALE ? 0 : rc);
+}
+
+static void
+cmd_snapshot(struct app_shard *s, struct app_cmd *c)
+{
+	int rc = app_shard_snapshot_take(s);
+	if (rc == -EBUSY) {
+		c->err = rc;
+		app_cmd_give(s, c, APP_CMD_BUSY);
+		return;
+	}
+	if (rc == -EINPROGRESS) {
+		s->snap_cmd = c; /* answered when the child is done (snap_end) */
+		return;
+	}
+	snap_cmd_give(s, c, rc);
 }
 
 /* A membership change (thesis §4.1): the leader appends the configuration entry and the

@@ -98,6 +98,14 @@
 	X(PERSIST_DROPPED, "persist_dropped", "persistence answers dropped (queue full)")  \
 	X(SNAPSHOTS, "snapshots", "snapshots taken")                                       \
 	X(SNAPSHOT_FAILED, "snapshot_failed", "snapshots that failed")                   \
+	X(SNAPSHOT_FORKS, "snapshot_forks", "snapshot children forked ([limits] snapshot_by " \
+	  "= fork)")                                                                     \
+	X(SNAPSHOT_STALE, "snapshot_stale", "snapshots a child wrote that a snapshot "      \
+	  "installed from the leader meanwhile made useless")                            \
+	X(SNAPSHOT_FORK_US_MAX, "snapshot_fork_us_max", "the longest fork() of a snapshot " \
+	  "child, microseconds (the shard lcore's stall)")                               \
+	X(SNAPSHOT_CHILD_MS_MAX, "snapshot_child_ms_max", "the longest a snapshot child "   \
+	  "took to serialise, milliseconds")                                             \
 	X(SNAPSHOT_CORRUPT, "snapshot_corrupt", "corrupt snapshot files set aside at boot") \
 	X(VOTE_SAVE_FAILED, "vote_save_failed", "Raft vote (term) saves that failed")       \
 	X(RAFT_HELD, "raft_held", "Raft messages dropped: the vote was not saved")          \
@@ -286,7 +294,13 @@ struct app_shard {
 	uint64_t flog_await;         /* a snapshot replaced the log at this index: nothing is
 					handed over until its file is durable (0: none) */
 	bool flog_discard;           /* the log is being replaced (truncate, then compact) */
-	bool snap_taking;            /* inside cns_snapshot_take (not an install) */
+	bool snap_taking;            /* inside cns_snapshot_take/end (not an install) */
+	/* [limits] snapshot_by = fork: the child serialising the state at the pending index
+	 * (app_shard_cmd.c), and a control-socket snapshot waiting for it. */
+	struct pst_fork snapfork;
+	bool snapfork_ok;            /* snapfork was initialised */
+	struct app_cmd *snap_cmd;
+	size_t svc_size, cns_size;   /* svc_mem and cns_mem sizes (pst_mem_*) */
 	bool snap_job_take;          /* the snapshot file being written was taken here */
 	bool vote_unsaved;           /* the hard state in memory is not on disk yet */
 	uint64_t vote_retry_ns;      /* cluster time of the next save attempt */
@@ -475,6 +489,8 @@ uint32_t app_inline_persist_drain(struct app_shard *s);
 void app_cmd_admin_reply(struct app_shard *s, const struct wire_admin_reply *r);
 uint32_t app_cmd_work(struct app_shard *s);
 int app_shard_snapshot_take(struct app_shard *s);
+/* Collect a snapshot child's result (each cycle; cheap while it runs). */
+void app_shard_snapshot_poll(struct app_shard *s);
 /* Publish the configuration in effect and the leader's match indexes (app_shard_stats.c). */
 void app_shard_pub_members(struct app_shard *s);
 /* Give c back to main, answered st (counted). */

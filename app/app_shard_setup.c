@@ -185,7 +185,8 @@ app_shard_init(struct app *app, struct app_agent *agent, uint32_t index)
 			return -EINVAL;
 		}
 	}
-	struct cns_limits cl = { .snapshot_bytes_max = (uint32_t)(cfg->snapshot_mb << 20) };
+	struct cns_limits cl = { .snapshot_bytes_max = (uint32_t)(cfg->snapshot_mb << 20),
+				 .flags = cfg->snapshot_fork ? CNS_LIM_SNAP_ASYNC : 0 };
 	struct cns_memlog_limits ll = {
 		.entries_max = (uint32_t)cfg->log_entries_max,
 		.bytes_max = (uint32_t)(cfg->log_mb << 20),
@@ -197,8 +198,27 @@ app_shard_init(struct app *app, struct app_agent *agent, uint32_t index)
 		APP_LOG(WARNING, "shard %u: snapshots are limited to %" PRIu64 " MiB, the service "
 			"can grow to %zu MiB: a snapshot of a full shard would fail ([limits] "
 			"snapshot_mb)", s->id, cfg->snapshot_mb, svc_size >> 20);
-	s->svc_mem = zalloc("svc", s->id, svc_size);
-	s->cns_mem = zalloc("cns", s->id, cns_size);
+	/* Outside DPDK's memory, which is shared (hugetlbfs) on a production host: a snapshot
+	 * child's copy-on-write image of the service must be private memory, and the buffer
+	 * it writes consensus's snapshot into must be shared with it (persist/pst_fork.c). */
+	s->svc_size = svc_size;
+	s->cns_size = cns_size;
+	s->svc_mem = pst_mem_private(svc_size);
+	if (s->svc_mem == NULL)
+		APP_LOG(ERR, "shard %u: cannot map %zu bytes for the service: %s", s->id,
+			svc_size, strerror(errno));
+	s->cns_mem = pst_mem_shared(cns_size);
+	if (s->cns_mem == NULL)
+		APP_LOG(ERR, "shard %u: cannot map %zu bytes for consensus: %s", s->id, cns_size,
+			strerror(errno));
+	if (cfg->snapshot_fork) {
+		ret = pst_fork_init(&s->snapfork);
+		if (ret != 0) {
+			APP_LOG(ERR, "shard %u: snapshot child slot: %s", s->id, strerror(-ret));
+			return ret;
+		}
+		s->snapfork_ok = true;
+	}
 	s->log_mem = zalloc("log", s->id, log_size);
 	s->pq = zalloc("pq", s->id, sizeof(struct pq_ent) * PQ_MAX);
 	if (s->is_oms)
@@ -352,8 +372,12 @@ app_shard_fini(struct app *app, struct app_agent *agent)
 		for (uint32_t k = 0; k < s->cmd_wait_count; k++)
 			free(s->cmd_wait[k]);
 		s->cmd_wait_count = 0;
-		rte_free(s->svc_mem);
-		rte_free(s->cns_mem);
+		if (s->snapfork_ok)
+			pst_fork_fini(&s->snapfork); /* a child still serialising is killed */
+		free(s->snap_cmd);
+		s->snap_cmd = NULL;
+		pst_mem_free(s->svc_mem, s->svc_size);
+		pst_mem_free(s->cns_mem, s->cns_size);
 		rte_free(s->log_mem);
 		rte_free(s->pq);
 		rte_free(s->users);

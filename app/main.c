@@ -336,6 +336,21 @@ main(int argc, char **argv)
 		if (app.cfg.shards[i].service != APP_SERVICE_ECHO)
 			app.gateway_index = (int)i;
 
+	/* A snapshot child's CPUs, from the set we were started with (EAL pins us next). */
+	if (sched_getaffinity(0, sizeof(app.snap_cpus), &app.snap_cpus) == 0) {
+		cpu_set_t spare = app.snap_cpus;
+		CPU_CLR(app.cfg.io.cpu, &spare);
+		if (app.cfg.bridge.enabled)
+			CPU_CLR(app.cfg.bridge.cpu, &spare);
+		if (app.cfg.persister.enabled)
+			CPU_CLR(app.cfg.persister.cpu, &spare);
+		for (uint32_t i = 0; i < app.cfg.shard_count; i++)
+			CPU_CLR(app.cfg.shards[i].lcore.cpu, &spare);
+		if (CPU_COUNT(&spare) > 0)
+			app.snap_cpus = spare;
+		app.snap_cpus_ok = true;
+	}
+
 	/* 2. EAL. */
 	app_notify_status("starting: EAL, dataplane, shards");
 	char *eal_argv[EAL_ARGV_MAX];

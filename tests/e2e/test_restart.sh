@@ -6,7 +6,9 @@
 # entries so the restart goes through a snapshot and the log after it. Phase a: deposits,
 # a sell of 4 rests, a buy of 1 fills. kill -9, start again on the same data_dir. Phase b:
 # a buy of 3 fills against the rested remainder; the buyer can sell exactly the 4 base it
-# holds; the pre-kill clientOrderId is answered DUPLICATE_REQUEST.
+# holds; the pre-kill clientOrderId is answered DUPLICATE_REQUEST. The snapshots are
+# serialised by forked children (the default [limits] snapshot_by = fork): they must have
+# run, and the restart reads their files.
 source "$(dirname "$0")/lib.sh"
 need_root
 e2e_init oer 18
@@ -20,6 +22,14 @@ ip netns exec "$NS_C" "$PY" "$E2E_DIR/e2e_trade.py" restart --phase a --nodes "$
 sleep 1 # a few tick entries, a snapshot
 e2e_stats
 log "before the kill: applied $(e2e_stat shard.1.applied), snapshots $(e2e_stat shard.1.snapshots), file log entries $(e2e_stat shard.1.flog_entries)"
+# The shipped default: a forked child serialises each snapshot ([limits] snapshot_by).
+for sh in 1 2; do
+	forks=$(e2e_stat shard.$sh.snapshot_forks)
+	log "shard $sh: snapshot children $forks, longest fork $(e2e_stat shard.$sh.snapshot_fork_us_max) us, failed $(e2e_stat shard.$sh.snapshot_failed)"
+	[ "${forks:-0}" -ge 1 ] || fail "shard $sh: no snapshot child was forked"
+	[ "$(e2e_stat shard.$sh.snapshot_failed)" = 0 ] || fail "shard $sh: a snapshot failed"
+	[ "$(e2e_stat shard.$sh.snapshots)" -ge 1 ] || fail "shard $sh: no snapshot file is durable"
+done
 kill -KILL "$OMSD_PID"
 wait "$OMSD_PID" 2>/dev/null || true
 OMSD_PID=

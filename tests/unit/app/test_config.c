@@ -203,6 +203,7 @@ static const struct bad bads[] = {
 	{ "limits", "log_mb", "4096", "out of range" },
 	{ "limits", "snapshot_mb", "0", "out of range" },
 	{ "limits", "snapshot_entries", "1", "out of range" },
+	{ "limits", "snapshot_by", "thread", "not one of fork|lcore" },
 	{ "limits", "dedup_window_ms", "0", "out of range" },
 	{ "limits", "writeback_max", "0", "out of range" },
 	{ "timers", "flush_ms", "3600001", "out of range" },
@@ -501,6 +502,18 @@ Test(app_config, durability_mode, .init = setup, .fini = teardown)
 	cr_assert(eq(int, cfg.durability, APP_DURABILITY_DURABLE));
 	cr_assert(eq(int, load_minimal("[durability]\nmode = memory\n"), 0), "%s", errs);
 	cr_assert(eq(int, cfg.durability, APP_DURABILITY_MEMORY));
+}
+
+/* Goal: snapshots are serialised by a forked child unless the file says lcore.
+ * Method: the minimal file, then each value. */
+Test(app_config, snapshot_by, .init = setup, .fini = teardown)
+{
+	cr_assert(eq(int, load_minimal(""), 0), "%s", errs);
+	cr_assert(cfg.snapshot_fork);
+	cr_assert(eq(int, load_minimal("[limits]\nsnapshot_by = lcore\n"), 0), "%s", errs);
+	cr_assert(not(cfg.snapshot_fork));
+	cr_assert(eq(int, load_minimal("[limits]\nsnapshot_by = fork\n"), 0), "%s", errs);
+	cr_assert(cfg.snapshot_fork);
 }
 
 /* Goal: [placement] loads with its documented defaults and every value it names.
