@@ -2,16 +2,26 @@
 /*
  * snapshot_stall: how long a shard lcore stalls when it snapshots a big state (issue 18).
  *
- * On a shard lcore a snapshot is taken inside the duty cycle: cns_snapshot_take asks the
- * service for snapshot_size, serialises the whole state into consensus's snapshot buffer
- * (svc_ops.snapshot), and the host's snapshot_saved (app_flog_snapshot_saved) writes it with
+ * Two takers (--taker):
+ *   fork   (the default: the shard's way, persist/pst_fork.c) the snapshot cycle only forks
+ *          (pst_fork_start): the child serialises a copy-on-write image of the state
+ *          (svc_ops.snapshot) into shared memory while the parent goes on; every later cycle
+ *          polls it (pst_fork_poll), as the shard will. The parent's cost is the fork (page
+ *          tables copied) and, in the cycles after it, a copy-on-write fault on the first
+ *          write to each page it still shares with the child (the notes count them).
+ *   lcore  the cycle serialises: cns_snapshot_take asks the service for snapshot_size and
+ *          serialises the whole state into consensus's snapshot buffer (svc_ops.snapshot).
+ * Either way the host's snapshot_saved (app_flog_snapshot_saved) writes it with
  * pst_snap_write: temp file, fsync, rename, directory fsync, older snapshots removed. Since
- * the file log's writer (app_logw.c) the [persister] lcore writes the file in slices, so the
- * shard lcore's stall is the serialisation only (--writer persister, the default: the file
- * is still written and timed here, after the cycle's clock stops); --writer lcore counts the
- * write in the cycle, as a node without a [persister] does (slice by slice there).
+ * the file log's writer (app_logw.c) the [persister] lcore writes the file in slices, so it
+ * is written and timed here after the cycle's clock stops (--writer persister, the default);
+ * --writer lcore counts the write in the cycle (the one that serialised, or with fork the
+ * one that collected the child's result), as a node without a [persister] does (slice by
+ * slice there).
  *
- * Method, per service, without DPDK (the pure cores and persist only):
+ * Method, per service, without DPDK (the pure cores and persist only); the engines' memory
+ * is pst_mem_private (private, populated, transparent huge pages asked for: --thp off
+ * refuses them to the process), the snapshot buffer pst_mem_shared, in both takers:
  *   me   --orders N (1,000,000) resting limits over 16 symbols, 64 price levels a side, 64k
  *        users spread over 8 OMS streams; nothing crosses (bids below the mid, asks above),
  *        so everything rests. The load is pairs of a cancel of a random resting order and a
@@ -24,24 +34,35 @@
  * Then --cycles (10,000) cycles, each applying --batch (64) operations, timed with
  * CLOCK_MONOTONIC (the batch is generated before the clock is read). After --warmup cycles
  * (half of --snapshot-every unless given; not recorded) and then every --snapshot-every
- * (2,000) cycles, the cycle also snapshots as the shard does: snapshot_size, snapshot into a
- * buffer allocated and touched once at start-up (as consensus's is), pst_snap_write into a
- * directory made with mkdtemp under --dir (/tmp) and removed at exit. The service's snapshot
- * is written without consensus's small prefix (its members), which is a few hundred bytes.
+ * (2,000) cycles, the cycle also takes a snapshot as the shard does, into a buffer mapped
+ * once at start-up (as consensus's is); the file goes into a directory made with mkdtemp
+ * under --dir (/tmp) and removed at exit. The service's snapshot is written without
+ * consensus's small prefix (its members), which is a few hundred bytes. With fork, a
+ * snapshot due while the last child is still running or not reaped waits for the first
+ * cycle after (delayed_cycles counts those waits; merged, due snapshots folded into one
+ * still waiting), and the last child is waited for after the cycles.
  *
- * Checks (exit 1, never on a time): every snapshot is as long as snapshot_size said; the
- * file pst_snap_load reads back has the meta written and the same bytes; the first snapshot
- * restored (svc_ops.restore) into a fresh engine of the same limits has the same resting
- * orders (me) or residents (oms) and the same state hash as the source when it was taken;
- * the load was served (me: no reject, nothing refused; oms: no NAK, no alarm, invariants).
+ * Checks (exit 1, never on a time): every snapshot is as long as snapshot_size said of the
+ * state it holds (fork: asked right after the fork, before the next apply); the child
+ * neither failed nor found the buffer too small; the file pst_snap_load reads back has the
+ * meta written and the same bytes; the first snapshot restored (svc_ops.restore) into a
+ * fresh engine of the same limits has the resting orders (me) or residents (oms) and the
+ * state hash the source had when it was taken (recorded after that cycle: fork, right after
+ * pst_fork_start, before the next apply); the load was served (me: no reject, nothing
+ * refused; oms: no NAK, no alarm, invariants).
  *
  * Last lines, one per service:
  *   bench: snapshot_stall service=me orders=N cycles=N snapshots=N snapshot_mb=N
  *          serialize_ms=N write_ms=N max_cycle_us=N p99_cycle_us=N p99_plain_cycle_us=N
+ *          writer=persister|lcore taker=fork|lcore fork_us=N child_ms=N
  *   bench: snapshot_stall service=oms residents=N ... (the same fields)
- * serialize_ms and write_ms are the largest over the snapshots (serialize includes
- * snapshot_size, as cns_snapshot_take calls it); p99_cycle_us is over every recorded cycle,
- * p99_plain_cycle_us over those that took no snapshot (common/hist.h: within 3.1 %).
+ * serialize_ms and write_ms are the largest over the snapshots (lcore: serialize includes
+ * snapshot_size, as cns_snapshot_take calls it; fork: the child's time, which also asks
+ * snapshot_size, = child_ms); fork_us is the longest fork (0 with lcore); p99_cycle_us is
+ * over every recorded cycle, p99_plain_cycle_us over those that took no snapshot (with fork
+ * they include the cycles after a fork, and their copy-on-write faults; common/hist.h:
+ * within 3.1 %). Per-snapshot notes (not with --quiet) give each fork's time, the minor
+ * faults of the cycles after it and the memory still mapped by huge pages.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -52,6 +73,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -76,6 +99,7 @@
 #define OMS_OPEN_PX 900        /* open orders' price: the load's fills are at 1000 */
 #define BATCH_MAX 65536        /* --batch bound */
 #define SNAP_TERM 1            /* the term written in every snapshot's meta */
+#define CHILD_WAIT_NS (UINT64_C(600) * 1000000000u) /* the last child's bound, after the cycles */
 
 /* ---- options and the run around both services ---- */
 
@@ -92,6 +116,8 @@ struct opts {
 	uint64_t seed;           /* prng seed of the load */
 	const char *dir_parent;  /* where the snapshot directory is made */
 	bool write_on_lcore;     /* --writer lcore: the file write counts in the cycle */
+	bool fork;               /* --taker fork: a forked child serialises (pst_fork) */
+	bool thp_off;            /* --thp off: no transparent huge pages for this process */
 	bool quiet;              /* only the bench: lines */
 };
 
@@ -171,13 +197,55 @@ clock_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* The engines' memory, as the app keeps service state: private (a forked child gets a
+ * copy-on-write image of it), zeroed, populated, transparent huge pages asked for. Free it
+ * with pst_mem_free and the same size. */
 static void *
 region_alloc(size_t size)
 {
-	void *p = aligned_alloc(64, (size + 63) & ~(size_t)63);
+	void *p = pst_mem_private(size);
 	if (p == NULL)
-		fail("no memory for %zu bytes", size);
+		fail("no memory for %zu bytes: %s", size, strerror(errno));
 	return p;
+}
+
+/* The calling thread's minor page faults so far: after a fork, the parent's first write to
+ * each page it shares with the child is one (a copy-on-write copy). */
+static uint64_t
+minflt_now(void)
+{
+	struct rusage ru;
+	if (getrusage(RUSAGE_THREAD, &ru) != 0)
+		return 0;
+	return (uint64_t)ru.ru_minflt;
+}
+
+/* The reaped children's minor faults so far: fork does not copy the page-table entries of
+ * shared mappings, so a child faults on each page of the snapshot buffer it writes. */
+static uint64_t
+minflt_children(void)
+{
+	struct rusage ru;
+	if (getrusage(RUSAGE_CHILDREN, &ru) != 0)
+		return 0;
+	return (uint64_t)ru.ru_minflt;
+}
+
+/* Anonymous memory mapped by PMD-sized transparent huge pages (kB): a copy-on-write fault
+ * on one splits it into 4 KiB entries, which the next fork then copies one by one. */
+static uint64_t
+anon_huge_kb(void)
+{
+	FILE *f = fopen("/proc/self/smaps_rollup", "r");
+	if (f == NULL)
+		return 0;
+	char line[256];
+	unsigned long long kb = 0;
+	while (fgets(line, sizeof(line), f) != NULL)
+		if (sscanf(line, "AnonHugePages: %llu kB", &kb) == 1)
+			break;
+	fclose(f);
+	return (uint64_t)kb;
 }
 
 /*
@@ -187,8 +255,9 @@ region_alloc(size_t size)
 typedef void(gen_fn)(void *ctx);
 typedef void(apply_fn)(void *ctx);
 typedef uint32_t(count_fn)(const void *svc);
-/* A fresh engine with the source's limits: the engine, its memory in *memory (free it). */
-typedef void *(twin_fn)(void *ctx, void **memory);
+/* A fresh engine with the source's limits: the engine, its region_alloc memory in *memory and
+ * its size in *size (pst_mem_free them). */
+typedef void *(twin_fn)(void *ctx, void **memory, size_t *size);
 typedef uint64_t(now_fn)(const void *ctx);
 
 struct target {
@@ -207,34 +276,70 @@ struct target {
 
 struct result {
 	uint32_t cycles;           /* recorded (after the warm-up) */
-	uint32_t snapshots;        /* taken */
+	uint32_t snapshots;        /* taken and checked */
+	uint32_t delayed_cycles;   /* fork: cycles a due snapshot waited for the last child */
+	uint32_t merged;           /* fork: due snapshots folded into one still waiting */
+	uint64_t children_minflt;  /* fork: the children's minor faults, all together */
 	size_t snapshot_bytes;     /* the largest */
 	uint64_t size_ns_max;      /* snapshot_size alone */
-	uint64_t serialize_ns_max; /* snapshot_size + snapshot */
+	uint64_t serialize_ns_max; /* lcore: snapshot_size + snapshot; fork: the child's */
 	uint64_t write_ns_max;     /* pst_snap_write */
+	uint64_t fork_ns_max;      /* fork: pst_fork_start, the shard's stall */
 	struct hist all;           /* every recorded cycle, ns */
 	struct hist plain;         /* those without a snapshot, ns */
 };
 
-/* Outside the timing, right after the first snapshot (the state is still the one it holds):
- * restored into a fresh engine it has the same count and hash as the source. */
+/* One snapshot, from the cycle that took it to its checks. */
+struct snap {
+	uint32_t number;           /* 1, 2, ... */
+	uint32_t cycle;            /* the cycle that took it */
+	struct pst_snap_meta meta; /* that cycle's index, term and cluster time; the length */
+	size_t size;               /* snapshot_size of the state it holds */
+	uint32_t count;            /* the source's orders / residents then */
+	uint64_t hash;             /* its state hash then */
+	uint64_t size_ns;          /* snapshot_size alone */
+	uint64_t serialize_ns;     /* lcore: snapshot_size + snapshot; fork: the child's time */
+	uint64_t write_ns;         /* pst_snap_write */
+	bool written;              /* --writer lcore, --taker lcore: written inside the cycle */
+	int write_rc;              /* its result */
+	uint64_t fork_ns;          /* fork: pst_fork_start */
+	uint64_t cycle_ns;         /* the cycle that took it */
+	uint64_t cycle_minflt;     /* the parent's minor faults in it */
+	uint32_t child_cycles;     /* fork: cycles the child's life spanned */
+};
+
+/* The cycles from one snapshot to the next (the next one's cycle excluded): where the
+ * copy-on-write faults of a fork land. */
+struct epoch {
+	uint32_t cycles;           /* cycles after the snapshot's */
+	uint64_t first_ns;         /* the first of them */
+	uint64_t first_minflt;     /* its minor faults */
+	uint64_t max_ns;           /* the longest */
+	uint32_t max_at;           /* how many cycles after the snapshot's */
+	uint64_t max_minflt;       /* its minor faults */
+	uint64_t minflt;           /* minor faults in all of them */
+};
+
+/* Outside the timing, after a snapshot is serialised: restored into a fresh engine it has the
+ * count and hash the source had when it was taken. */
 static void
-check_restore(const struct target *t, const void *buf, size_t len)
+check_restore(const struct target *t, const struct snap *s, const void *buf)
 {
 	void *memory;
-	void *fresh = t->twin(t->ctx, &memory);
-	int rc = t->ops->restore(fresh, buf, len);
+	size_t memory_size;
+	void *fresh = t->twin(t->ctx, &memory, &memory_size);
+	int rc = t->ops->restore(fresh, buf, (size_t)s->meta.length);
 	if (rc != 0)
-		fail("%s: restoring the first snapshot failed: %d", t->name, rc);
-	uint32_t want = t->count(t->svc), got = t->count(fresh);
-	if (got != want)
-		fail("%s: restored %s %u, the source held %u", t->name, t->count_label, got, want);
-	uint64_t hash_want = t->ops->state_hash(t->svc);
+		fail("%s: restoring snapshot %u failed: %d", t->name, s->number, rc);
+	uint32_t got = t->count(fresh);
+	if (got != s->count)
+		fail("%s: restored %s %u, the source held %u", t->name, t->count_label, got,
+		     s->count);
 	uint64_t hash_got = t->ops->state_hash(fresh);
-	if (hash_got != hash_want)
-		fail("%s: restored state hash %016lx, the source's %016lx", t->name,
-		     (unsigned long)hash_got, (unsigned long)hash_want);
-	free(memory);
+	if (hash_got != s->hash)
+		fail("%s: restored state hash %016lx, the source's %016lx at cycle %u", t->name,
+		     (unsigned long)hash_got, (unsigned long)s->hash, s->cycle);
+	pst_mem_free(memory, memory_size);
 }
 
 /* Outside the timing: the newest file in the directory is this snapshot, whole. */
@@ -270,55 +375,169 @@ snapshot_due(uint32_t cycle)
 	return cycle >= O.warmup && (cycle - O.warmup) % O.snapshot_every == 0;
 }
 
+/* Outside the timing, right after the cycle that took the snapshot (the state is still the
+ * one it holds, whichever the taker): what the checks compare with. */
+static void
+snap_record(const struct target *t, struct snap *s, uint32_t number, uint32_t cycle)
+{
+	s->number = number;
+	s->cycle = cycle;
+	s->count = t->count(t->svc);
+	s->hash = t->ops->state_hash(t->svc);
+}
+
+/* Outside the timing: the snapshot's len bytes are in buf; write the file unless the cycle
+ * did, check it, restore the first one, count it. */
+static void
+snap_finish(const struct target *t, struct result *r, struct snap *s, const uint8_t *buf,
+	    size_t cap, size_t len)
+{
+	if (s->size > cap)
+		fail("%s: snapshot_size %zu outgrew the %zu-byte buffer", t->name, s->size, cap);
+	if (len != s->size)
+		fail("%s: snapshot %u wrote %zu bytes, snapshot_size said %zu", t->name, s->number,
+		     len, s->size);
+	s->meta.length = len;
+	if (!s->written) {
+		uint64_t a = clock_ns();
+		s->write_rc = pst_snap_write(t->dir, &s->meta, buf, NULL);
+		s->write_ns = clock_ns() - a;
+	}
+	if (s->write_rc != 0)
+		fail("%s: pst_snap_write into %s: %s", t->name, t->dir, strerror(-s->write_rc));
+	r->snapshots++;
+	if (len > r->snapshot_bytes)
+		r->snapshot_bytes = len;
+	if (s->size_ns > r->size_ns_max)
+		r->size_ns_max = s->size_ns;
+	if (s->serialize_ns > r->serialize_ns_max)
+		r->serialize_ns_max = s->serialize_ns;
+	if (s->write_ns > r->write_ns_max)
+		r->write_ns_max = s->write_ns;
+	if (s->fork_ns > r->fork_ns_max)
+		r->fork_ns_max = s->fork_ns;
+	note("snapshot_stall: %s: snapshot %u at cycle %u: bytes=%zu size_ms=%.1f "
+	     "serialize_ms=%.1f write_ms=%.1f cycle_us=%lu minflt=%lu fork_us=%.1f "
+	     "child_cycles=%u\n",
+	     t->name, s->number, s->cycle, len, (double)s->size_ns / 1e6,
+	     (double)s->serialize_ns / 1e6, (double)s->write_ns / 1e6,
+	     (unsigned long)(s->cycle_ns / 1000), (unsigned long)s->cycle_minflt,
+	     (double)s->fork_ns / 1e3, s->child_cycles);
+	check_file(t, &s->meta, buf);
+	if (s->number == 1)
+		check_restore(t, s, buf);
+}
+
+static void
+epoch_note(const struct target *t, uint32_t number, const struct epoch *e)
+{
+	note("snapshot_stall: %s: after snapshot %u: cycles=%u first_cycle_us=%.1f "
+	     "first_minflt=%lu max_cycle_us=%.1f at=+%u max_minflt=%lu minflt=%lu\n",
+	     t->name, number, e->cycles, (double)e->first_ns / 1e3,
+	     (unsigned long)e->first_minflt, (double)e->max_ns / 1e3, e->max_at,
+	     (unsigned long)e->max_minflt, (unsigned long)e->minflt);
+}
+
+/* Fork: the child's result for s, outside the timing; FAILED ends the run. */
+static void
+child_collected(const struct target *t, struct result *r, struct snap *s,
+		const struct pst_fork *f, enum pst_fork_state st, int status, const uint8_t *buf,
+		size_t cap, size_t len)
+{
+	if (st == PST_FORK_FAILED)
+		fail("%s: the child serialising snapshot %u failed (waitpid status %#x, %lu "
+		     "failures)",
+		     t->name, s->number, (unsigned)status, (unsigned long)f->failures);
+	CHECK(st == PST_FORK_DONE);
+	if (len == 0)
+		fail("%s: snapshot %u did not fit the %zu-byte buffer (snapshot_size %zu)", t->name,
+		     s->number, cap, s->size);
+	s->serialize_ns = f->child_ns;
+	snap_finish(t, r, s, buf, cap, len);
+}
+
 static void
 run(struct target *t, struct result *r)
 {
 	/* Consensus's snapshot buffer is sized once at start-up (snapshot_mb); this one holds
-	 * the state as built plus a quarter for what the load adds, and is touched now so the
-	 * snapshots do not count its first page faults. */
+	 * the state as built plus a quarter for what the load adds. It is shared memory, as the
+	 * child writes it, and populated now so the snapshots do not count its first faults. */
 	snprintf(t->dir, sizeof(t->dir), "%s/%s", snap_root, t->name);
 	size_t size0 = t->ops->snapshot_size(t->svc);
 	size_t cap = size0 + size0 / 4 + (1u << 20);
-	uint8_t *buf = malloc(cap);
+	uint8_t *buf = pst_mem_shared(cap);
 	if (buf == NULL)
-		fail("no memory for a %zu-byte snapshot buffer", cap);
-	memset(buf, 0, cap);
+		fail("no memory for a %zu-byte snapshot buffer: %s", cap, strerror(errno));
 	memset(r, 0, sizeof(*r));
 	hist_init(&r->all);
 	hist_init(&r->plain);
+	uint64_t children_minflt0 = minflt_children();
+	struct pst_fork f;
+	int rc = pst_fork_init(&f);
+	if (rc != 0)
+		fail("pst_fork_init: %s", strerror(-rc));
 	note("snapshot_stall: %s: snapshot_bytes=%zu at start, buffer %zu\n", t->name, size0,
 	     cap);
 
+	struct snap s = { 0 };   /* the last snapshot taken */
+	struct epoch e = { 0 };  /* the cycles since */
+	bool child = false;      /* fork: s's child has not been collected yet */
+	bool want = false;       /* a snapshot is due and not taken yet */
+	uint32_t taken = 0;
 	for (uint32_t c = 0; c < O.cycles; c++) {
-		bool snap = snapshot_due(c);
+		if (snapshot_due(c)) {
+			if (want)
+				r->merged++;
+			want = true;
+		}
 		t->gen(t->ctx);
+		uint64_t flt0 = minflt_now();
 		uint64_t t0 = clock_ns();
 		t->apply(t->ctx);
-		size_t size = 0, written = 0;
-		int rc = 0;
-		uint64_t size_ns = 0, serialize_ns = 0, write_ns = 0, t_end = 0;
-		struct pst_snap_meta meta = { 0 };
-		if (snap) {
+		enum pst_fork_state st = PST_FORK_IDLE;
+		size_t len = 0;
+		int status = 0;
+		bool snap = false;
+		if (O.fork) {
+			/* As the shard: collect the last child's result; a new child only once
+			 * that one is reaped and its buffer written (after this cycle). */
+			st = pst_fork_poll(&f, &len, &status);
+			CHECK(!child || st != PST_FORK_IDLE); /* a result is never lost */
+			if (st == PST_FORK_DONE && O.write_on_lcore && len == s.size) {
+				/* A node without a [persister] writes on the lcore (app_logw). */
+				s.meta.length = len;
+				uint64_t a = clock_ns();
+				s.write_rc = pst_snap_write(t->dir, &s.meta, buf, NULL);
+				s.write_ns = clock_ns() - a;
+				s.written = true;
+			}
+			snap = want && f.pid == 0 && st != PST_FORK_DONE && st != PST_FORK_FAILED;
+			if (snap)
+				rc = pst_fork_start(&f, t->ops->snapshot, t->svc, buf, cap, NULL, 0, 0);
+		} else if (want) {
 			/* cns_snapshot_take, then app_flog_snapshot_saved. */
+			snap = true;
+			struct snap n = { 0 };
 			uint64_t a = clock_ns();
-			size = t->ops->snapshot_size(t->svc);
+			n.size = t->ops->snapshot_size(t->svc);
 			uint64_t b = clock_ns();
-			written = size <= cap ? t->ops->snapshot(t->svc, buf, cap) : 0;
+			len = n.size <= cap ? t->ops->snapshot(t->svc, buf, cap) : 0;
 			uint64_t c2 = clock_ns();
-			if (!O.write_on_lcore)
-				t_end = c2; /* the persister writes the file, not the shard lcore */
-			meta.last_index = (uint64_t)c + 1;
-			meta.last_term = SNAP_TERM;
-			meta.last_time_ns = t->now(t->ctx);
-			meta.length = written;
-			if (written != 0)
-				rc = pst_snap_write(t->dir, &meta, buf, NULL);
-			uint64_t d = clock_ns();
-			size_ns = b - a;
-			serialize_ns = c2 - a;
-			write_ns = d - c2;
+			n.size_ns = b - a;
+			n.serialize_ns = c2 - a;
+			n.meta.last_index = (uint64_t)c + 1;
+			n.meta.last_term = SNAP_TERM;
+			n.meta.last_time_ns = t->now(t->ctx);
+			n.meta.length = len;
+			if (O.write_on_lcore && len != 0) {
+				n.write_rc = pst_snap_write(t->dir, &n.meta, buf, NULL);
+				n.write_ns = clock_ns() - c2;
+				n.written = true;
+			}
+			s = n;
 		}
-		uint64_t cycle_ns = (t_end != 0 ? t_end : clock_ns()) - t0;
+		uint64_t cycle_ns = clock_ns() - t0;
+		uint64_t cycle_minflt = minflt_now() - flt0;
 
 		if (c >= O.warmup) {
 			r->cycles++;
@@ -326,38 +545,90 @@ run(struct target *t, struct result *r)
 			if (!snap)
 				hist_record(&r->plain, cycle_ns);
 		}
+		if (want && !snap)
+			r->delayed_cycles++;
+		if (!snap && taken > 0) {
+			if (e.cycles == 0) {
+				e.first_ns = cycle_ns;
+				e.first_minflt = cycle_minflt;
+			}
+			e.cycles++;
+			e.minflt += cycle_minflt;
+			if (cycle_ns > e.max_ns) {
+				e.max_ns = cycle_ns;
+				e.max_at = e.cycles;
+				e.max_minflt = cycle_minflt;
+			}
+		}
+		if (child) {
+			s.child_cycles++;
+			if (st == PST_FORK_DONE || st == PST_FORK_FAILED) {
+				child = false;
+				child_collected(t, r, &s, &f, st, status, buf, cap, len);
+			}
+		}
 		if (!snap)
 			continue;
-		/* The state is still the one snapshotted: check it before the next cycle. */
-		if (size > cap)
-			fail("%s: snapshot_size %zu outgrew the %zu-byte buffer", t->name, size,
-			     cap);
-		if (written != size)
-			fail("%s: snapshot wrote %zu bytes, snapshot_size said %zu", t->name,
-			     written, size);
-		if (rc != 0)
-			fail("%s: pst_snap_write into %s: %s", t->name, t->dir, strerror(-rc));
-		r->snapshots++;
-		if (size > r->snapshot_bytes)
-			r->snapshot_bytes = size;
-		if (size_ns > r->size_ns_max)
-			r->size_ns_max = size_ns;
-		if (serialize_ns > r->serialize_ns_max)
-			r->serialize_ns_max = serialize_ns;
-		if (write_ns > r->write_ns_max)
-			r->write_ns_max = write_ns;
-		note("snapshot_stall: %s: snapshot %u at cycle %u: bytes=%zu size_ms=%.1f "
-		     "serialize_ms=%.1f write_ms=%.1f cycle_us=%lu\n",
-		     t->name, r->snapshots, c, size, (double)size_ns / 1e6,
-		     (double)serialize_ns / 1e6, (double)write_ns / 1e6, (unsigned long)(cycle_ns / 1000));
-		check_file(t, &meta, buf);
-		if (r->snapshots == 1)
-			check_restore(t, buf, size);
+		if (taken > 0)
+			epoch_note(t, taken, &e);
+		e = (struct epoch){ 0 };
+		want = false;
+		taken++;
+		if (O.fork) {
+			if (rc != 0)
+				fail("%s: pst_fork_start: %s", t->name, strerror(-rc));
+			/* Before the next apply: the state the child's image holds. */
+			s = (struct snap){ 0 };
+			s.fork_ns = f.fork_ns;
+			s.meta.last_index = (uint64_t)c + 1;
+			s.meta.last_term = SNAP_TERM;
+			s.meta.last_time_ns = t->now(t->ctx);
+			uint64_t a = clock_ns();
+			s.size = t->ops->snapshot_size(t->svc);
+			s.size_ns = clock_ns() - a;
+			child = true;
+		}
+		s.cycle_ns = cycle_ns;
+		s.cycle_minflt = cycle_minflt;
+		snap_record(t, &s, taken, c);
+		if (O.fork)
+			note("snapshot_stall: %s: fork %u at cycle %u: fork_us=%.1f cycle_us=%.1f "
+			     "minflt=%lu anon_huge_mb=%lu\n",
+			     t->name, taken, c, (double)s.fork_ns / 1e3, (double)cycle_ns / 1e3,
+			     (unsigned long)cycle_minflt,
+			     (unsigned long)(O.quiet ? 0 : anon_huge_kb() / 1024));
+		else
+			snap_finish(t, r, &s, buf, cap, len);
 	}
-	free(buf);
+	/* The last child may still be serialising: its snapshot is checked like the others. */
+	uint64_t end = clock_ns() + CHILD_WAIT_NS;
+	while (child) {
+		size_t len = 0;
+		int status = 0;
+		enum pst_fork_state st = pst_fork_poll(&f, &len, &status);
+		if (st == PST_FORK_DONE || st == PST_FORK_FAILED) {
+			child = false;
+			child_collected(t, r, &s, &f, st, status, buf, cap, len);
+		} else {
+			if (clock_ns() > end)
+				fail("%s: the child serialising snapshot %u still runs after %u s",
+				     t->name, s.number, (unsigned)(CHILD_WAIT_NS / 1000000000u));
+			struct timespec ts = { .tv_sec = 0, .tv_nsec = 1000000 };
+			nanosleep(&ts, NULL);
+		}
+	}
+	if (taken > 0)
+		epoch_note(t, taken, &e);
+	if (f.failures != 0)
+		fail("%s: %lu children failed", t->name, (unsigned long)f.failures);
+	pst_fork_fini(&f); /* reaps the last child */
+	r->children_minflt = minflt_children() - children_minflt0;
+	pst_mem_free(buf, cap);
 	if (r->snapshots == 0)
 		fail("%s: no snapshot was taken (--warmup %u, --cycles %u)", t->name, O.warmup,
 		     O.cycles);
+	if (r->snapshots != taken)
+		fail("%s: %u snapshots taken, %u checked", t->name, taken, r->snapshots);
 }
 
 static void
@@ -365,20 +636,23 @@ report(const struct target *t, const struct result *r, uint32_t count, double bu
 {
 	note("snapshot_stall: %s: %s=%u build_s=%.1f cycles=%u snapshots=%u snapshot_bytes=%zu "
 	     "size_ms=%.1f serialize_ms=%.1f write_ms=%.1f p50_plain_cycle_us=%.1f "
-	     "max_plain_cycle_us=%.1f dir=%s\n",
+	     "max_plain_cycle_us=%.1f delayed_cycles=%u merged=%u children_minflt=%lu dir=%s\n",
 	     t->name, t->count_label, count, build_s, r->cycles, r->snapshots, r->snapshot_bytes,
 	     (double)r->size_ns_max / 1e6, (double)r->serialize_ns_max / 1e6,
 	     (double)r->write_ns_max / 1e6, (double)hist_percentile(&r->plain, 50) / 1e3,
-	     (double)r->plain.max / 1e3, O.dir_parent);
+	     (double)r->plain.max / 1e3, r->delayed_cycles, r->merged,
+	     (unsigned long)r->children_minflt, O.dir_parent);
 	printf("bench: snapshot_stall service=%s %s=%u cycles=%u snapshots=%u snapshot_mb=%.1f "
 	       "serialize_ms=%.1f write_ms=%.1f max_cycle_us=%lu p99_cycle_us=%lu "
-	       "p99_plain_cycle_us=%lu writer=%s\n",
+	       "p99_plain_cycle_us=%lu writer=%s taker=%s fork_us=%lu child_ms=%.1f\n",
 	       t->name, t->count_label, count, r->cycles, r->snapshots,
 	       (double)r->snapshot_bytes / 1048576.0, (double)r->serialize_ns_max / 1e6,
 	       (double)r->write_ns_max / 1e6, (unsigned long)(r->all.max / 1000),
 	       (unsigned long)(hist_percentile(&r->all, 99) / 1000),
 	       (unsigned long)(hist_percentile(&r->plain, 99) / 1000),
-	       O.write_on_lcore ? "lcore" : "persister");
+	       O.write_on_lcore ? "lcore" : "persister", O.fork ? "fork" : "lcore",
+	       (unsigned long)(r->fork_ns_max / 1000),
+	       O.fork ? (double)r->serialize_ns_max / 1e6 : 0.0);
 	fflush(stdout);
 }
 
@@ -398,7 +672,8 @@ union book_req {
 
 struct book_driver {
 	struct me *me;
-	void *memory;                     /* me_footprint bytes */
+	void *memory;                     /* region_alloc'ed */
+	size_t memory_size;               /* me_footprint bytes */
 	struct me_limits limits;
 	struct prng prng;
 	uint64_t now_ns;                  /* cluster time */
@@ -496,11 +771,12 @@ book_count(const void *svc)
 }
 
 static void *
-book_twin(void *ctx, void **memory)
+book_twin(void *ctx, void **memory, size_t *size)
 {
 	struct book_driver *d = ctx;
 	struct me *me;
-	*memory = region_alloc(me_footprint(&d->limits));
+	*size = me_footprint(&d->limits);
+	*memory = region_alloc(*size);
 	if (me_init(&me, *memory, &d->limits) != 0)
 		fail("me: me_init of the restore twin failed");
 	return me;
@@ -533,6 +809,7 @@ book_build(struct book_driver *d)
 	size_t fp = me_footprint(&d->limits);
 	if (fp == 0)
 		fail("me: limits refused for %u orders", O.orders);
+	d->memory_size = fp;
 	d->memory = region_alloc(fp);
 	if (me_init(&d->me, d->memory, &d->limits) != 0)
 		fail("me: me_init failed");
@@ -613,7 +890,7 @@ bench_me(void)
 	report(&t, &r, O.orders, build_s);
 	free(d.batch);
 	free(d.live);
-	free(d.memory);
+	pst_mem_free(d.memory, d.memory_size);
 }
 
 /* ---- the OMS ---- */
@@ -621,7 +898,8 @@ bench_me(void)
 
 struct users_driver {
 	struct oms *oms;
-	void *memory;              /* oms_footprint bytes */
+	void *memory;              /* region_alloc'ed */
+	size_t memory_size;        /* oms_footprint bytes */
 	struct oms_limits limits;
 	struct prng prng;
 	double *zipf_cdf;          /* Zipf(0.99) over the residents, cumulative, unnormalised */
@@ -715,13 +993,12 @@ users_count(const void *svc)
 }
 
 static void *
-users_twin(void *ctx, void **memory)
+users_twin(void *ctx, void **memory, size_t *size)
 {
 	struct users_driver *d = ctx;
-	size_t fp = oms_footprint(&d->limits);
 	struct oms *oms;
-	*memory = region_alloc(fp);
-	memset(*memory, 0, fp);
+	*size = oms_footprint(&d->limits);
+	*memory = region_alloc(*size); /* zeroed */
 	if (oms_init(&oms, *memory, &d->limits) != 0)
 		fail("oms: oms_init of the restore twin failed");
 	return oms;
@@ -756,8 +1033,8 @@ users_build(struct users_driver *d)
 	size_t fp = oms_footprint(l);
 	if (fp == 0)
 		fail("oms: limits refused for %u residents", O.residents);
-	d->memory = region_alloc(fp);
-	memset(d->memory, 0, fp);
+	d->memory_size = fp;
+	d->memory = region_alloc(fp); /* zeroed */
 	if (oms_init(&d->oms, d->memory, l) != 0)
 		fail("oms: oms_init failed");
 	prng_seed(&d->prng, O.seed);
@@ -847,7 +1124,7 @@ bench_oms(void)
 	report(&t, &r, O.residents, build_s);
 	free(d.zipf_cdf);
 	free(d.users);
-	free(d.memory);
+	pst_mem_free(d.memory, d.memory_size);
 }
 
 /* ---- main ---- */
@@ -859,7 +1136,8 @@ usage(void)
 		"usage: snapshot_stall [--service me|oms|both] [--orders N] [--residents N]\n"
 		"                      [--open N] [--batch N (even)] [--cycles N]\n"
 		"                      [--snapshot-every N] [--warmup N] [--seed N] [--dir DIR]\n"
-		"                      [--writer persister|lcore] [--quiet]\n");
+		"                      [--writer persister|lcore] [--taker fork|lcore]\n"
+		"                      [--thp on|off] [--quiet]\n");
 	exit(2);
 }
 
@@ -889,6 +1167,7 @@ main(int argc, char **argv)
 		.warmup = UINT32_MAX, /* half of snapshot_every unless given */
 		.seed = 1,
 		.dir_parent = "/tmp",
+		.fork = true, /* the shard's way (pst_fork) */
 	};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -927,6 +1206,14 @@ main(int argc, char **argv)
 			if (strcmp(v, "lcore") != 0 && strcmp(v, "persister") != 0)
 				usage();
 			O.write_on_lcore = strcmp(v, "lcore") == 0;
+		} else if (strcmp(a, "--taker") == 0) {
+			if (strcmp(v, "fork") != 0 && strcmp(v, "lcore") != 0)
+				usage();
+			O.fork = strcmp(v, "fork") == 0;
+		} else if (strcmp(a, "--thp") == 0) {
+			if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0)
+				usage();
+			O.thp_off = strcmp(v, "off") == 0;
 		} else {
 			usage();
 		}
@@ -947,8 +1234,14 @@ main(int argc, char **argv)
 		return 1;
 	}
 	atexit(root_remove);
-	note("snapshot_stall: batch=%u cycles=%u warmup=%u snapshot_every=%u dir=%s\n", O.batch,
-	     O.cycles, O.warmup, O.snapshot_every, snap_root);
+	/* Before any region is mapped: pst_mem_private's MADV_HUGEPAGE is then ignored, as on
+	 * a host whose transparent huge pages are off (fork copies 4 KiB entries). */
+	if (O.thp_off && prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0)
+		fail("prctl(PR_SET_THP_DISABLE): %s", strerror(errno));
+	note("snapshot_stall: batch=%u cycles=%u warmup=%u snapshot_every=%u taker=%s thp=%s "
+	     "dir=%s\n",
+	     O.batch, O.cycles, O.warmup, O.snapshot_every, O.fork ? "fork" : "lcore",
+	     O.thp_off ? "off" : "on", snap_root);
 	if (O.me)
 		bench_me();
 	if (O.oms)
