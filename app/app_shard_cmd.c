@@ -290,6 +290,10 @@ snapshot_fork(struct app_shard *s)
 		return rc;
 	const struct svc_ops *ops = s->is_oms ? &oms_svc_ops : &me_svc_ops;
 	const struct app *app = s->app;
+	/* The child maps what the last snapshot took and an eighth more in one go (the size
+	 * itself would be a pass over the state here). */
+	uint64_t last = cns_snapshot(s->cns, NULL)->len;
+	s->snapfork.populate = last != 0 ? (size_t)(last + last / 8) : cap;
 	rc = pst_fork_start(&s->snapfork, ops->snapshot, s->svc, buf, cap,
 			    app->snap_cpus_ok ? &app->snap_cpus : NULL, sizeof(app->snap_cpus),
 			    SNAP_CHILD_NICE);

@@ -243,6 +243,11 @@ cns_snapshot_probe(struct cns *c, struct cns_peer *p, uint64_t offset)
 {
 	CHECK(c->role == CNS_LEADER);
 	CHECK(c->snap.index > 0);
+	/* The base changed since the offset was taken (a snapshot taken, or an asynchronous
+	 * one ended, mid-transfer): the offset was into the old one, which may have been
+	 * longer; the follower starts the new one from its beginning. */
+	if (p->snap_index != c->snap.index)
+		offset = 0;
 	cns_snapshot_follow(c, p);
 	CHECK(offset <= c->snap.len);
 	p->state = CNS_PEER_SNAPSHOT;

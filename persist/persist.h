@@ -288,6 +288,12 @@ struct pst_fork {
 	uint64_t child_ns;           /* the last child's serialisation time */
 	uint64_t next_wait_ns;       /* next waitpid while the child runs */
 	uint64_t forks, failures;    /* children started; failed (fork, crash, no result) */
+	/* Set by the caller: bytes of buf the child maps in one madvise before it serialises
+	 * (the length expected; 0: none). fork copies no page-table entry of shared memory, so
+	 * without it the child faults once per page it writes, and while it runs every page the
+	 * parent writes costs the parent a copy-on-write fault: the shorter its life the
+	 * better. */
+	size_t populate;
 };
 
 /* 0 or -errno (the slot could not be mapped). */

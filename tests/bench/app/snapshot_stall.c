@@ -118,6 +118,7 @@ struct opts {
 	bool write_on_lcore;     /* --writer lcore: the file write counts in the cycle */
 	bool fork;               /* --taker fork: a forked child serialises (pst_fork) */
 	bool thp_off;            /* --thp off: no transparent huge pages for this process */
+	bool populate;           /* --populate on: the child maps the buffer in one madvise */
 	bool quiet;              /* only the bench: lines */
 };
 
@@ -476,6 +477,7 @@ run(struct target *t, struct result *r)
 	int rc = pst_fork_init(&f);
 	if (rc != 0)
 		fail("pst_fork_init: %s", strerror(-rc));
+	f.populate = O.populate ? cap : 0; /* as the shard: the child maps the buffer at once */
 	note("snapshot_stall: %s: snapshot_bytes=%zu at start, buffer %zu\n", t->name, size0,
 	     cap);
 
@@ -1137,7 +1139,7 @@ usage(void)
 		"                      [--open N] [--batch N (even)] [--cycles N]\n"
 		"                      [--snapshot-every N] [--warmup N] [--seed N] [--dir DIR]\n"
 		"                      [--writer persister|lcore] [--taker fork|lcore]\n"
-		"                      [--thp on|off] [--quiet]\n");
+		"                      [--thp on|off] [--populate on|off] [--quiet]\n");
 	exit(2);
 }
 
@@ -1168,6 +1170,7 @@ main(int argc, char **argv)
 		.seed = 1,
 		.dir_parent = "/tmp",
 		.fork = true, /* the shard's way (pst_fork) */
+		.populate = true, /* the shard's way too */
 	};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -1214,6 +1217,10 @@ main(int argc, char **argv)
 			if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0)
 				usage();
 			O.thp_off = strcmp(v, "off") == 0;
+		} else if (strcmp(a, "--populate") == 0) {
+			if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0)
+				usage();
+			O.populate = strcmp(v, "on") == 0;
 		} else {
 			usage();
 		}

@@ -9,6 +9,11 @@
  *   - crashes and restarts (durable mode: what was not durable is lost, the write in
  *     progress is torn and discarded; memory mode: a process crash keeps the page cache);
  *   - per-node clock offset and drift; leadership transfers; snapshots and compaction;
+ *   - asynchronous snapshots (CNS_LIM_SNAP_ASYNC): a share of the host's snapshots, drawn
+ *     per seed, go through cns_snapshot_begin, the service written into the buffer at once
+ *     (the forked child's copy-on-write image of that moment) and cns_snapshot_end called a
+ *     drawn number of drive steps later while the node applies, replicates and installs
+ *     snapshots meanwhile; a crash drops the one pending (the process and its child die);
  *   - with --members, spare hosts (7 in all) and membership changes drawn by the seed:
  *     learners added (fresh spares, removed hosts wiped and re-joined, or re-added with
  *     their old state), promoted once caught up, voters removed (the leader itself too),
@@ -24,8 +29,15 @@
  * never becomes leader. After the faults heal: a leader of the final configuration exists,
  * commits progress and every live member of that configuration applies everything.
  *
- *   sim-raft --seed N [--steps M] [--members] [--trace]   one seed, exactly reproducible
- *   sim-raft --seeds A-B [--steps M] [--members]          a range (stops at the first failure)
+ * Every snapshot saved restores to the state hash recorded at its index; end returns 0 (the
+ * base is then the image written at begin, byte for byte) or -ESTALE (only when a snapshot
+ * installed meanwhile covers its index); begin and take are refused while one is pending.
+ *
+ *   sim-raft --seed N [--steps M] [--members] [--async PM] [--trace]   one seed, reproducible
+ *   sim-raft --seeds A-B [--steps M] [--members] [--async PM]  a range (stops at the first failure)
+ *
+ * --async PM forces the share of asynchronous snapshots (per mille) for every seed; --async 0
+ * runs each seed exactly as before asynchronous snapshots existed.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -120,6 +132,11 @@ struct node {
 	bool booted;                   /* has been booted (spares start unbooted) */
 	bool join;                     /* boots with CNS_CFG_JOIN: a spare, or a wiped host */
 	uint64_t log_cfg;              /* latest CONFIG entry in its log store (0: none) */
+	/* The asynchronous snapshot being written (cns_snapshot_begin .. end). */
+	uint64_t async_index;          /* its index; 0: none pending */
+	uint32_t async_left;           /* drive steps until the host calls end */
+	uint32_t async_len;            /* service bytes written at begin */
+	uint8_t async_img[SNAP_MAX];   /* those bytes, to compare with the base after end */
 };
 
 /* A committed configuration entry (the checker's record). */
@@ -167,6 +184,7 @@ static struct {
 	bool verbose;
 	uint32_t chunk_opt;   /* --chunk: InstallSnapshot chunk bytes for every seed (0: per seed) */
 	bool members_mode;    /* --members: spare hosts and membership changes */
+	int32_t async_opt;    /* --async: per mille of asynchronous snapshots (-1: per seed) */
 	struct prng rng;
 	uint64_t now;
 	uint64_t seq;
@@ -205,6 +223,12 @@ static struct {
 	uint64_t fault_min_ns, fault_max_ns; /* time between faults */
 	uint64_t events;
 	uint64_t crashes, torn, transfers, partitions, snapshots;
+	/* asynchronous snapshots: draws from their own generator, so a seed without them runs
+	 * exactly as before they existed */
+	struct prng arng;
+	uint32_t async_pm;                  /* per mille of host snapshots begun asynchronously */
+	uint32_t async_steps_max;           /* drive steps between begin and end, at most */
+	uint64_t async_begun, async_based, async_stale, async_dropped;
 	/* membership */
 	struct ccfg ccfg[CFGS_MAX];         /* committed configurations, by index */
 	uint32_t ccfg_count;
@@ -254,8 +278,12 @@ trace_dump(void)
 	char chunk[32] = "";
 	if (S.chunk_opt != 0)
 		snprintf(chunk, sizeof(chunk), " --chunk %u", S.chunk_opt);
-	fprintf(stderr, "--- replay: sim-raft --seed %" PRIu64 " --steps %" PRIu64 "%s%s --trace\n",
-		S.seed, S.steps, chunk, S.members_mode ? " --members" : "");
+	char async[32] = "";
+	if (S.async_opt >= 0)
+		snprintf(async, sizeof(async), " --async %d", S.async_opt);
+	fprintf(stderr,
+		"--- replay: sim-raft --seed %" PRIu64 " --steps %" PRIu64 "%s%s%s --trace\n",
+		S.seed, S.steps, chunk, S.members_mode ? " --members" : "", async);
 }
 
 __attribute__((format(printf, 2, 3), noreturn)) static void
@@ -741,6 +769,21 @@ host_snapshot_saved(void *ctx, const struct cns_snapshot_meta *meta, const void 
 	SIM_ASSERT("snapshot configuration", want != NULL && cfg_equal(&pm, &want->m),
 		   "n%u snapshot at %" PRIu64 " carries %s, committed there: %s", n->id,
 		   meta->index, cfg_text(&pm), want ? cfg_text(&want->m) : "none");
+	/* The service bytes are the state at its index, whoever wrote them and when (an
+	 * asynchronous one is written at begin and saved at end, entries later): restored, they
+	 * hash as every member's state did when it had applied that index. */
+	static struct bank img;
+	uint64_t want_hash = S.hash_at[meta->index];
+	SIM_ASSERT("snapshot content", want_hash != 0,
+		   "n%u snapshot at %" PRIu64 ": no member was seen at that applied index", n->id,
+		   meta->index);
+	const uint8_t *svc_bytes = (const uint8_t *)data + sizeof(pre);
+	int rc = bank_ops.restore(&img, svc_bytes, meta->len - sizeof(pre));
+	SIM_ASSERT("snapshot content", rc == 0, "n%u snapshot at %" PRIu64 " does not restore: %d",
+		   n->id, meta->index, rc);
+	SIM_ASSERT("snapshot content", bank_ops.state_hash(&img) == want_hash,
+		   "n%u snapshot at %" PRIu64 " holds another state than the one applied there",
+		   n->id, meta->index);
 	if (n->chain[meta->index] != S.committed_chain[meta->index]) {
 		/* Installed from the leader: this node's base is the committed entry. */
 		n->chain[meta->index] = S.committed_chain[meta->index];
@@ -794,6 +837,10 @@ node_boot(struct node *n)
 	};
 	int rc = cns_init(&n->c, n->cmem, &S.limits, &cfg, &env, &boot);
 	SIM_ASSERT("sim", rc == 0, "cns_init node %u: %d", n->id, rc);
+	SIM_ASSERT("async snapshot", n->async_index == 0, "n%u's host kept a pending snapshot",
+		   n->id);
+	SIM_ASSERT("async snapshot", cns_snapshot_pending(n->c) == 0,
+		   "n%u boots with a snapshot pending", n->id);
 	n->up = true;
 	n->booted = true;
 	n->seen_commit = cns_commit_index(n->c);
@@ -804,12 +851,26 @@ node_boot(struct node *n)
 	ev_push(S.now + rnd(0, 3 * MS), EV_TICK, n->idx, n->gen);
 }
 
+/* The host process died: its child writing an asynchronous snapshot dies with it (the
+ * snapshot never becomes a base; the core's record of it goes with the process memory). */
+static void
+async_drop(struct node *n)
+{
+	if (n->async_index == 0)
+		return;
+	trace("n%u async snapshot at %" PRIu64 " dropped", n->id, n->async_index);
+	n->async_index = 0;
+	n->async_left = 0;
+	S.async_dropped++;
+}
+
 static void
 node_crash(struct node *n)
 {
 	n->up = false;
 	n->gen++;
 	S.crashes++;
+	async_drop(n);
 	if (S.durability == CNS_DURABLE_DISK) {
 		/* A host crash: only what the disk completed survives. The write in progress (if
 		 * any) is torn; the store's recovery discards a torn record, which leaves the log
@@ -864,6 +925,7 @@ node_wipe(struct node *n)
 		n->up = false;
 		n->gen++;
 	}
+	async_drop(n);
 	int rc = cns_memlog_init(&n->log, n->logmem, &S.log_limits);
 	SIM_ASSERT("sim", rc == 0, "memlog init");
 	n->has_snap = false;
@@ -1105,6 +1167,104 @@ observe(struct node *n)
 	}
 }
 
+/* Begin an asynchronous snapshot on n and write the service into the buffer at once: the
+ * forked child's image is the state at this moment, whatever the node applies after. */
+static void
+async_begin(struct node *n)
+{
+	void *buf = NULL;
+	size_t cap = 0;
+	int rc = cns_snapshot_begin(n->c, &buf, &cap);
+	if (rc == -EALREADY)
+		return; /* nothing applied since the base, as take would say */
+	SIM_ASSERT("async snapshot", rc == 0, "n%u cns_snapshot_begin: %d", n->id, rc);
+	uint64_t index = cns_snapshot_pending(n->c);
+	SIM_ASSERT("async snapshot", index == cns_applied_index(n->c),
+		   "n%u begun at %" PRIu64 ", applied %" PRIu64, n->id, index,
+		   cns_applied_index(n->c));
+	SIM_ASSERT("async snapshot", cap >= SNAP_MAX, "n%u buffer of %zu bytes", n->id, cap);
+	size_t len = bank_ops.snapshot(&n->bank, buf, cap);
+	SIM_ASSERT("async snapshot", len > 0, "n%u image did not fit %zu bytes", n->id, cap);
+	SIM_ASSERT("async snapshot", len <= SNAP_MAX, "n%u image of %zu bytes", n->id, len);
+	memcpy(n->async_img, buf, len);
+	n->async_len = (uint32_t)len;
+	n->async_index = index;
+	n->async_left = (uint32_t)prng_range(&S.arng, 1, S.async_steps_max);
+	S.async_begun++;
+	trace("n%u async snapshot begun index=%" PRIu64 ", end in %u steps", n->id, index,
+	      n->async_left);
+}
+
+/* One drive step of n's pending asynchronous snapshot; at the last one the host calls end.
+ * end is 0 (the image is the base now) or -ESTALE, and -ESTALE only when a snapshot
+ * installed meanwhile covers the index (only an install moves the base while one is
+ * pending). */
+static void
+async_step(struct node *n)
+{
+	if (n->async_index == 0)
+		return;
+	SIM_ASSERT("async snapshot", cns_snapshot_pending(n->c) == n->async_index,
+		   "n%u pending %" PRIu64 ", the host began %" PRIu64, n->id,
+		   cns_snapshot_pending(n->c), n->async_index);
+	if (--n->async_left > 0)
+		return;
+	uint64_t index = n->async_index;
+	n->async_index = 0;
+	int rc = cns_snapshot_end(n->c, n->async_len);
+	const void *data;
+	const struct cns_snapshot_meta *m = cns_snapshot(n->c, &data);
+	SIM_ASSERT("async snapshot", cns_snapshot_pending(n->c) == 0,
+		   "n%u still pending after end: %d", n->id, rc);
+	trace("n%u async snapshot end index=%" PRIu64 ": %d (base %" PRIu64 ")", n->id, index, rc,
+	      m->index);
+	if (rc == -ESTALE) {
+		SIM_ASSERT("async snapshot", m->index >= index,
+			   "n%u end at %" PRIu64 " stale, but its base is %" PRIu64, n->id, index,
+			   m->index);
+		S.async_stale++;
+		return;
+	}
+	SIM_ASSERT("async snapshot", rc == 0, "n%u cns_snapshot_end: %d", n->id, rc);
+	SIM_ASSERT("async snapshot", m->index == index, "n%u ended %" PRIu64 ", base %" PRIu64,
+		   n->id, index, m->index);
+	SIM_ASSERT("async snapshot", m->len == sizeof(struct cns_snap_prefix) + n->async_len,
+		   "n%u base of %" PRIu64 " bytes, %u written", n->id, m->len, n->async_len);
+	SIM_ASSERT("async snapshot",
+		   memcmp((const uint8_t *)data + sizeof(struct cns_snap_prefix), n->async_img,
+			  n->async_len) == 0,
+		   "n%u base at %" PRIu64 " is not the image written at begin", n->id, index);
+	SIM_ASSERT("async snapshot", n->has_snap, "n%u base not handed to snapshot_saved", n->id);
+	SIM_ASSERT("async snapshot", n->snap.index == index,
+		   "n%u base at %" PRIu64 ", snapshot_saved was handed %" PRIu64, n->id, index,
+		   n->snap.index);
+	S.async_based++;
+}
+
+/* Host policy: snapshot every snap_every entries, or when the log store fills up; a share
+ * of them asynchronously. While one is being written the core refuses another of either
+ * kind, and the host waits for it. */
+static void
+host_snapshot(struct node *n)
+{
+	if (n->async_index != 0) {
+		void *buf = NULL;
+		size_t cap = 0;
+		int rc = cns_snapshot_take(n->c);
+		SIM_ASSERT("async snapshot", rc == -EBUSY, "n%u take while pending: %d", n->id, rc);
+		rc = cns_snapshot_begin(n->c, &buf, &cap);
+		SIM_ASSERT("async snapshot", rc == -EBUSY, "n%u begin while pending: %d", n->id,
+			   rc);
+		return;
+	}
+	if (S.async_pm > 0 && prng_chance(&S.arng, S.async_pm, 1000)) {
+		async_begin(n);
+		return;
+	}
+	if (cns_snapshot_take(n->c) == 0)
+		S.snapshots++;
+}
+
 static void
 drive(struct node *n)
 {
@@ -1113,13 +1273,10 @@ drive(struct node *n)
 	observe(n);
 	cns_apply(n->c, 64);
 	observe(n);
-	/* Host policy: snapshot every snap_every entries, or when the log store fills up. */
+	async_step(n);
 	if (cns_applied_index(n->c) >= cns_snapshot(n->c, NULL)->index + n->snap_every ||
-	    cns_memlog_count(n->log) > S.log_limits.entries_max / 4 * 3) {
-		int rc = cns_snapshot_take(n->c);
-		if (rc == 0)
-			S.snapshots++;
-	}
+	    cns_memlog_count(n->log) > S.log_limits.entries_max / 4 * 3)
+		host_snapshot(n);
 	observe(n);
 }
 
@@ -1659,6 +1816,7 @@ step_one(void)
 static struct {
 	uint64_t adds, promotes, removes, self_removes, wipes, readds;
 	uint64_t joins_snapshot, joins_log, reverted;
+	uint64_t async_begun, async_based, async_stale, async_dropped;
 } T;
 
 static void *
@@ -1711,11 +1869,13 @@ run(uint64_t seed, uint64_t steps)
 	}
 	bool tr = S.trace, verbose = S.verbose, members_mode = S.members_mode;
 	uint32_t chunk_opt = S.chunk_opt;
+	int32_t async_opt = S.async_opt;
 	memset(&S, 0, sizeof(S));
 	S.trace = tr;
 	S.verbose = verbose;
 	S.members_mode = members_mode;
 	S.chunk_opt = chunk_opt;
+	S.async_opt = async_opt;
 	S.slots = slots;
 	S.lm = lm;
 	S.committed_chain = cc;
@@ -1741,6 +1901,7 @@ run(uint64_t seed, uint64_t steps)
 	S.n_boot = S.n;
 	S.durability = chance(500) ? CNS_DURABLE_DISK : CNS_DURABLE_MEMORY;
 	S.limits.snapshot_bytes_max = SNAP_MAX;
+	S.limits.flags = CNS_LIM_SNAP_ASYNC;
 	S.log_limits.entries_max = (uint32_t)rnd(256, 2048);
 	S.log_limits.bytes_max = 1u << 20;
 	uint32_t members[NODES_MAX];
@@ -1781,6 +1942,14 @@ run(uint64_t seed, uint64_t steps)
 	 * own generator, so the network and fault draws of a seed stay as they are. */
 	struct prng mrng;
 	prng_seed(&mrng, seed ^ UINT64_C(0x6d656d62657273));
+	/* Asynchronous snapshots: a quarter of the seeds take every snapshot synchronously, the
+	 * others begin a quarter to all of them asynchronously and end each 1 to 2..512 drive
+	 * steps later (long ones see installs, leader changes and a filling log meanwhile). */
+	prng_seed(&S.arng, seed ^ UINT64_C(0x6173796e63));
+	S.async_pm = prng_chance(&S.arng, 1, 4) ? 0 : (uint32_t)prng_range(&S.arng, 250, 1000);
+	S.async_steps_max = 1u << prng_range(&S.arng, 1, 9);
+	if (S.async_opt >= 0)
+		S.async_pm = (uint32_t)S.async_opt;
 	bool rare_snapshots = false;
 	if (S.members_mode) {
 		S.n = NODES_MAX;
@@ -1812,10 +1981,11 @@ run(uint64_t seed, uint64_t steps)
 			n->snap_every = UINT64_C(1) << 40;
 	}
 	trace("seed %" PRIu64 ": %u nodes (%u hosts), %s durability, log %u entries, batch %u B, "
-	      "window %u, snapshot chunks %u B x %u",
+	      "window %u, snapshot chunks %u B x %u, async snapshots %u/1000 within %u steps",
 	      seed, S.n_boot, S.n, S.durability == CNS_DURABLE_DISK ? "disk" : "memory",
 	      S.log_limits.entries_max, S.cfg.batch_bytes_max, S.cfg.inflight_max,
-	      S.cfg.snapshot_chunk_bytes, S.cfg.snapshot_inflight_max);
+	      S.cfg.snapshot_chunk_bytes, S.cfg.snapshot_inflight_max, S.async_pm,
+	      S.async_steps_max);
 	for (uint32_t i = 0; i < S.n_boot; i++)
 		node_boot(&S.nodes[i]);
 	S.clients_on = true;
@@ -1904,12 +2074,13 @@ run(uint64_t seed, uint64_t steps)
 		       S.plans_abandoned, cfg_text(&fin));
 	printf("seed %" PRIu64 ": ok nodes=%u %s events=%" PRIu64 " commit=%" PRIu64
 	       " proposals=%" PRIu64 " crashes=%" PRIu64 " torn=%" PRIu64 " partitions=%" PRIu64
-	       " transfers=%" PRIu64 " snapshots=%" PRIu64 " adds=%" PRIu64 " promotes=%" PRIu64
-	       " removes=%" PRIu64 " msgs=%" PRIu64 " dropped=%" PRIu64 " sim_ms=%" PRIu64 "\n",
+	       " transfers=%" PRIu64 " snapshots=%" PRIu64 " async=%" PRIu64 " async_stale=%" PRIu64
+	       " adds=%" PRIu64 " promotes=%" PRIu64 " removes=%" PRIu64 " msgs=%" PRIu64
+	       " dropped=%" PRIu64 " sim_ms=%" PRIu64 "\n",
 	       seed, S.n_boot, S.durability == CNS_DURABLE_DISK ? "disk" : "memory", S.events,
 	       S.global_commit, S.proposals_ok, S.crashes, S.torn, S.partitions, S.transfers,
-	       S.snapshots, S.adds, S.promotes, S.removes, S.msgs_sent, S.msgs_dropped,
-	       S.now / MS);
+	       S.snapshots, S.async_begun, S.async_stale, S.adds, S.promotes, S.removes,
+	       S.msgs_sent, S.msgs_dropped, S.now / MS);
 	T.adds += S.adds;
 	T.promotes += S.promotes;
 	T.removes += S.removes;
@@ -1919,6 +2090,10 @@ run(uint64_t seed, uint64_t steps)
 	T.joins_snapshot += S.joins_snapshot;
 	T.joins_log += S.joins_log;
 	T.reverted += reverted;
+	T.async_begun += S.async_begun;
+	T.async_based += S.async_based;
+	T.async_stale += S.async_stale;
+	T.async_dropped += S.async_dropped;
 	return 0;
 }
 
@@ -1926,7 +2101,7 @@ static void
 usage(void)
 {
 	fprintf(stderr, "usage: sim-raft (--seed N | --seeds A-B) [--steps M] [--chunk BYTES] "
-		"[--members] [--trace] [--verbose]\n");
+		"[--members] [--async PER_MILLE] [--trace] [--verbose]\n");
 	exit(2);
 }
 
@@ -1934,6 +2109,7 @@ int
 main(int argc, char **argv)
 {
 	uint64_t first = 1, last = 1, steps = 20000;
+	int32_t async_opt = -1;
 	bool have_seed = false;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
@@ -1954,6 +2130,11 @@ main(int argc, char **argv)
 			S.verbose = true;
 		} else if (strcmp(argv[i], "--members") == 0) {
 			S.members_mode = true;
+		} else if (strcmp(argv[i], "--async") == 0 && i + 1 < argc) {
+			unsigned long v = strtoul(argv[++i], NULL, 0);
+			if (v > 1000)
+				usage();
+			async_opt = (int32_t)v;
 		} else if (strcmp(argv[i], "--chunk") == 0 && i + 1 < argc) {
 			unsigned long v = strtoul(argv[++i], NULL, 0);
 			if (v < 8 || v > CNS_SNAPSHOT_CHUNK_MAX || v % 8 != 0)
@@ -1965,6 +2146,7 @@ main(int argc, char **argv)
 	}
 	if (!have_seed || last < first)
 		usage();
+	S.async_opt = async_opt;
 	check_hook_set(on_check_fail);
 
 	/* All memory up front; runs reuse it. */
@@ -1977,7 +2159,7 @@ main(int argc, char **argv)
 	S.committed_chain = xalloc(S.idx_max * sizeof(uint64_t));
 	S.committed_term = xalloc(S.idx_max * sizeof(uint64_t));
 	S.hash_at = xalloc(S.idx_max * sizeof(uint64_t));
-	struct cns_limits limits = {.snapshot_bytes_max = SNAP_MAX};
+	struct cns_limits limits = {.snapshot_bytes_max = SNAP_MAX, .flags = CNS_LIM_SNAP_ASYNC};
 	struct cns_memlog_limits ll = {.entries_max = 2048, .bytes_max = 1u << 20};
 	for (uint32_t i = 0; i < NODES_MAX; i++) {
 		S.nodes[i].cmem = xalloc(cns_footprint(&limits));
@@ -1995,6 +2177,8 @@ main(int argc, char **argv)
 		       ")",
 		       T.adds, T.promotes, T.removes, T.self_removes, T.wipes, T.readds,
 		       T.joins_snapshot, T.joins_log, T.reverted);
-	printf("\n");
+	printf(" (async snapshots: begun=%" PRIu64 " based=%" PRIu64 " stale=%" PRIu64
+	       " dropped=%" PRIu64 ")\n",
+	       T.async_begun, T.async_based, T.async_stale, T.async_dropped);
 	return 0;
 }

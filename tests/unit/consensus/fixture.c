@@ -101,14 +101,28 @@ sink_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 
 static struct svc_sink fx_sink = {.ctx = NULL, .emit = sink_emit};
 
-/* ---------------------------------------------------------------------------------------
- * Network.
- * ------------------------------------------------------------------------------------- */
-
 struct send_ctx {
 	struct fx *f;
 	uint32_t idx;
 };
+
+/* The host persists the new base: keep a copy, so tests can check what it was handed and
+ * boot a node from it as a restart would. */
+static void
+fx_snapshot_saved(void *ctx, const struct cns_snapshot_meta *meta, const void *data)
+{
+	const struct send_ctx *sc = ctx;
+	struct fx_node *nd = &sc->f->nodes[sc->idx];
+	cr_assert(meta->len <= sizeof(nd->saved), "snapshot of %lu bytes",
+		  (unsigned long)meta->len);
+	nd->saved_count++;
+	nd->saved_meta = *meta;
+	memcpy(nd->saved, data, meta->len);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Network.
+ * ------------------------------------------------------------------------------------- */
 
 static struct send_ctx send_ctxs[FX_NODES];
 
@@ -173,7 +187,9 @@ node_boot(struct fx *f, uint32_t i, const struct cns_snapshot_meta *snap, const 
 		.svc_ops = &fx_svc_ops,
 		.svc = &nd->svc,
 		.sink = &fx_sink,
-		.host = {.ctx = &send_ctxs[i], .send = fx_send, .snapshot_saved = NULL},
+		.host = {.ctx = &send_ctxs[i],
+			 .send = fx_send,
+			 .snapshot_saved = fx_snapshot_saved},
 	};
 	struct cns_boot boot = {.term = cns_memlog_term(nd->log),
 				.vote = cns_memlog_vote(nd->log),
@@ -226,14 +242,18 @@ fx_init_join(struct fx *f, uint32_t voters, uint32_t n, uint32_t durability)
 	cns_config_default(&f->cfg, 3, 1, voters, members);
 	f->cfg.durability = durability;
 	f->cfg.tick_entry_ns = 0; /* tests that want tick entries turn them on */
-	f->lim.snapshot_bytes_max = sizeof(struct fx_svc) + 64;
+	f->lim.snapshot_bytes_max = FX_SNAP_MAX;
 	f->ll.entries_max = 4096;
 	f->ll.bytes_max = 4u << 20;
 	f->auto_durable = true;
 	f->now = 1000000000ull;
+	/* Room for the third snapshot buffer too: tests of asynchronous snapshots turn the flag
+	 * on and reconfigure, and smaller limits fit in the larger memory. */
+	struct cns_limits room = f->lim;
+	room.flags |= CNS_LIM_SNAP_ASYNC;
 	for (uint32_t i = 0; i < n; i++) {
 		struct fx_node *nd = &f->nodes[i];
-		nd->mem = aligned_alloc(64, cns_footprint(&f->lim));
+		nd->mem = aligned_alloc(64, cns_footprint(&room));
 		nd->logmem = aligned_alloc(64, cns_memlog_footprint(&f->ll));
 		cr_assert(nd->mem != NULL && nd->logmem != NULL);
 		cr_assert(cns_memlog_init(&nd->log, nd->logmem, &f->ll) == 0);

@@ -28,6 +28,9 @@ struct fx_svc {
 	uint8_t blob[FX_BLOB]; /* state bulk */
 };
 
+/* The default cns_limits.snapshot_bytes_max: the service image with room to spare. */
+#define FX_SNAP_MAX (sizeof(struct fx_svc) + 64)
+
 struct fx_msg {
 	uint32_t from;
 	uint32_t to;
@@ -48,6 +51,10 @@ struct fx_node {
 	int64_t skew_ns;  /* local clock = fx.now + skew */
 	uint64_t durable_reported; /* disk mode: last index reported durable */
 	bool disk_stalled; /* disk mode: no durability reports (a slow disk) */
+	/* What host.snapshot_saved was handed last (the node's durable base). */
+	uint32_t saved_count;               /* snapshot_saved calls since fx_init */
+	struct cns_snapshot_meta saved_meta; /* the last one's meta */
+	uint8_t saved[FX_SNAP_MAX + sizeof(struct cns_snap_prefix)]; /* and its bytes */
 };
 
 struct fx {
@@ -71,6 +78,8 @@ struct fx {
 	uint64_t sent_entries[FX_NODES][FX_NODES]; /* entries inside AppendEntries from -> to */
 };
 
+/* n nodes, all voters. Here and in fx_init_join node memory is sized for CNS_LIM_SNAP_ASYNC
+ * whatever f->lim says, so a test may set f->lim.flags and fx_reconfigure. */
 void fx_init(struct fx *f, uint32_t n, uint32_t durability);
 /* n nodes of which the first `voters` are the bootstrap set; the others boot as joining
  * nodes (CNS_CFG_JOIN, no members) that wait for a leader to add them. */
