@@ -431,6 +431,9 @@ struct dp_bell *app_ring_bell(const struct app *app, const struct rte_ring *ring
  * app_lcore.c); app_shard_stats.c: what other lcores read of it. */
 int app_shard_init(struct app *app, struct app_agent *agent, uint32_t index);
 void app_shard_fini(struct app *app, struct app_agent *agent);
+/* Main lcore, each tick: put a shard's service memory back on huge pages after a snapshot
+ * child, a slice at a time (docs/persist.md, "Snapshots without a stall"). */
+void app_shard_collapse_tick(struct app *app);
 void app_shard_stats_write(const struct app *app, uint32_t index, FILE *out);
 /* The RX gate's view of a shard (io lcore): a leader is known, the local replica applied
  * everything committed in the current term and the bootstrap config (and, on the leader,

@@ -249,7 +249,10 @@ app_shard_snapshot_poll(struct app_shard *s)
 	bool pending = cns_snapshot_pending(s->cns) != 0;
 	size_t len = 0;
 	int status = 0;
-	switch (pst_fork_poll(&s->snapfork, &len, &status)) {
+	enum pst_fork_state st = pst_fork_poll(&s->snapfork, &len, &status);
+	if (s->snapfork.pid == 0) /* reaped: main may collapse the service's pages now */
+		PUB(s->collapse_req, s->collapse_req + 1);
+	switch (st) {
 	case PST_FORK_DONE:
 		sc_max(s, SC_SNAPSHOT_CHILD_MS_MAX, s->snapfork.child_ns / 1000000);
 		if (pending)
@@ -266,6 +269,7 @@ app_shard_snapshot_poll(struct app_shard *s)
 		APP_LOG(ERR, "shard %u: the snapshot child (pid %d) has run for %llu s: killed",
 			s->id, s->snapfork.pid, SNAP_CHILD_MAX_NS / 1000000000ull);
 		pst_fork_kill(&s->snapfork);
+		PUB(s->collapse_req, s->collapse_req + 1);
 		snap_end(s, 0, true);
 		return;
 	case PST_FORK_IDLE:

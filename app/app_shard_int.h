@@ -301,6 +301,13 @@ struct app_shard {
 	bool snapfork_ok;            /* snapfork was initialised */
 	struct app_cmd *snap_cmd;
 	size_t svc_size, cns_size;   /* svc_mem and cns_mem sizes (pst_mem_*) */
+	/* After a snapshot child is reaped the service's pages the lcore wrote meanwhile are
+	 * split into 4 KiB entries (copy-on-write), and the next fork copies each: main puts
+	 * them back on huge pages (app_shard_collapse_tick), a slice per tick. */
+	uint32_t collapse_req;       /* this lcore: children reaped (relaxed atomic) */
+	uint32_t collapse_gen;       /* main: the last request it took */
+	bool collapsing;             /* main: a pass is under way */
+	size_t collapse_off;         /* main: where it is */
 	bool snap_job_take;          /* the snapshot file being written was taken here */
 	bool vote_unsaved;           /* the hard state in memory is not on disk yet */
 	uint64_t vote_retry_ns;      /* cluster time of the next save attempt */

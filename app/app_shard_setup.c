@@ -350,6 +350,41 @@ app_shard_init(struct app *app, struct app_agent *agent, uint32_t index)
 	return 0;
 }
 
+#define COLLAPSE_SLICE (32u << 20) /* bytes a main tick collapses: a few ms of copying */
+
+void
+app_shard_collapse_tick(struct app *app)
+{
+	static bool unsupported; /* a kernel before 6.1: nothing to do, ever */
+	if (unsupported)
+		return;
+	for (uint32_t i = 0; i < app->cfg.shard_count; i++) {
+		struct app_shard *s = app->shards[i];
+		if (s == NULL || !s->snapfork_ok)
+			continue;
+		uint32_t req = __atomic_load_n(&s->collapse_req, __ATOMIC_RELAXED);
+		if (req != s->collapse_gen) {
+			s->collapse_gen = req; /* another child since: start over */
+			s->collapse_off = 0;
+			s->collapsing = true;
+		}
+		if (!s->collapsing)
+			continue;
+		size_t n = RTE_MIN((size_t)COLLAPSE_SLICE, s->svc_size - s->collapse_off);
+		int rc = pst_mem_collapse((uint8_t *)s->svc_mem + s->collapse_off, n);
+		if (rc == -EINVAL) {
+			unsupported = true;
+			APP_LOG(INFO, "no MADV_COLLAPSE (Linux 6.1): a snapshot's fork copies the "
+				"4 KiB page entries its predecessors split");
+			return;
+		}
+		s->collapse_off += n;
+		if (s->collapse_off >= s->svc_size)
+			s->collapsing = false;
+		return; /* one slice per tick, over all shards */
+	}
+}
+
 void
 app_shard_fini(struct app *app, struct app_agent *agent)
 {

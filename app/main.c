@@ -492,6 +492,7 @@ main(int argc, char **argv)
 		app_keys_poll(&app, dp_clock_ns());
 		app_http_poll();
 		app_notify_tick(&app, dp_clock_ns());
+		app_shard_collapse_tick(&app);
 		if (dump_requested) {
 			dump_requested = 0;
 			stats_dump(&app, "SIGUSR1");

@@ -273,6 +273,12 @@ void *pst_mem_private(size_t size);
 void *pst_mem_shared(size_t size);
 /* Either of them, with the size it was made with. */
 void pst_mem_free(void *p, size_t size);
+/* Put private memory back on transparent huge pages (MADV_COLLAPSE, Linux 6.1): after a
+ * fork the pages the parent wrote were split into 4 KiB entries, which the next fork copies
+ * one by one. Copies up to `size` bytes from p into fresh huge pages, synchronously: call it
+ * from a thread that may wait (not an lcore), a slice at a time. 0 or -errno (-EINVAL: the
+ * kernel has no MADV_COLLAPSE; -EAGAIN/-ENOMEM: not now). */
+int pst_mem_collapse(void *p, size_t size);
 
 /* The service's serialiser (svc_ops.snapshot): bytes written, 0 when cap is too small. */
 typedef size_t(pst_serialize_fn)(const void *svc, void *buf, size_t cap);

@@ -32,6 +32,10 @@
 
 #include "persist/persist.h"
 
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25 /* Linux 6.1; glibc 2.36's headers predate it */
+#endif
+
 #define WAIT_EVERY_NS 10000000u /* waitpid while the child runs: a crash is seen this late */
 #define SLOT_DONE 1u
 
@@ -88,6 +92,18 @@ pst_mem_free(void *p, size_t size)
 {
 	if (p != NULL)
 		munmap(p, page_round(size));
+}
+
+int
+pst_mem_collapse(void *p, size_t size)
+{
+	/* Only whole 2 MiB ranges can be huge pages. */
+	const uintptr_t huge = (uintptr_t)2 << 20;
+	uintptr_t lo = ((uintptr_t)p + huge - 1) & ~(huge - 1);
+	uintptr_t hi = ((uintptr_t)p + size) & ~(huge - 1);
+	if (hi <= lo)
+		return 0;
+	return madvise((void *)lo, hi - lo, MADV_COLLAPSE) == 0 ? 0 : -errno;
 }
 
 int

@@ -119,6 +119,7 @@ struct opts {
 	bool fork;               /* --taker fork: a forked child serialises (pst_fork) */
 	bool thp_off;            /* --thp off: no transparent huge pages for this process */
 	bool populate;           /* --populate on: the child maps the buffer in one madvise */
+	bool collapse;           /* --collapse on: huge pages back after each child */
 	bool quiet;              /* only the bench: lines */
 };
 
@@ -272,6 +273,8 @@ struct target {
 	count_fn *count;           /* resting orders / residents */
 	twin_fn *twin;             /* an empty engine for the restore check */
 	now_fn *now;               /* the driver's cluster time */
+	void *memory;              /* the engine's memory, for --collapse */
+	size_t memory_size;
 	char dir[PATH_MAX + 16];   /* its snapshot directory: <root>/<name> */
 };
 
@@ -285,6 +288,7 @@ struct result {
 	uint64_t size_ns_max;      /* snapshot_size alone */
 	uint64_t serialize_ns_max; /* lcore: snapshot_size + snapshot; fork: the child's */
 	uint64_t write_ns_max;     /* pst_snap_write */
+	uint64_t collapse_ns_max;  /* --collapse: pst_mem_collapse of the engine, untimed */
 	uint64_t fork_ns_max;      /* fork: pst_fork_start, the shard's stall */
 	struct hist all;           /* every recorded cycle, ns */
 	struct hist plain;         /* those without a snapshot, ns */
@@ -484,6 +488,7 @@ run(struct target *t, struct result *r)
 	struct snap s = { 0 };   /* the last snapshot taken */
 	struct epoch e = { 0 };  /* the cycles since */
 	bool child = false;      /* fork: s's child has not been collected yet */
+	bool collapse_want = false; /* fork: a child ran since the last collapse */
 	bool want = false;       /* a snapshot is due and not taken yet */
 	uint32_t taken = 0;
 	for (uint32_t c = 0; c < O.cycles; c++) {
@@ -569,6 +574,20 @@ run(struct target *t, struct result *r)
 				child_collected(t, r, &s, &f, st, status, buf, cap, len);
 			}
 		}
+		if (O.fork && O.collapse && collapse_want && f.pid == 0) {
+			/* The child is reaped: put the engine back on huge pages, as omsd's main
+			 * lcore does (app_shard_collapse_tick) on a thread of its own; here,
+			 * outside the cycle's clock. */
+			collapse_want = false;
+			uint64_t a = clock_ns();
+			int crc = pst_mem_collapse(t->memory, t->memory_size);
+			uint64_t ns = clock_ns() - a;
+			if (ns > r->collapse_ns_max)
+				r->collapse_ns_max = ns;
+			note("snapshot_stall: %s: collapse after snapshot %u: rc=%d ms=%.1f "
+			     "anon_huge_mb=%lu\n", t->name, taken, crc, (double)ns / 1e6,
+			     (unsigned long)(anon_huge_kb() / 1024));
+		}
 		if (!snap)
 			continue;
 		if (taken > 0)
@@ -589,6 +608,7 @@ run(struct target *t, struct result *r)
 			s.size = t->ops->snapshot_size(t->svc);
 			s.size_ns = clock_ns() - a;
 			child = true;
+			collapse_want = true;
 		}
 		s.cycle_ns = cycle_ns;
 		s.cycle_minflt = cycle_minflt;
@@ -646,7 +666,8 @@ report(const struct target *t, const struct result *r, uint32_t count, double bu
 	     (unsigned long)r->children_minflt, O.dir_parent);
 	printf("bench: snapshot_stall service=%s %s=%u cycles=%u snapshots=%u snapshot_mb=%.1f "
 	       "serialize_ms=%.1f write_ms=%.1f max_cycle_us=%lu p99_cycle_us=%lu "
-	       "p99_plain_cycle_us=%lu writer=%s taker=%s fork_us=%lu child_ms=%.1f\n",
+	       "p99_plain_cycle_us=%lu writer=%s taker=%s fork_us=%lu child_ms=%.1f "
+	       "collapse_ms=%.1f\n",
 	       t->name, t->count_label, count, r->cycles, r->snapshots,
 	       (double)r->snapshot_bytes / 1048576.0, (double)r->serialize_ns_max / 1e6,
 	       (double)r->write_ns_max / 1e6, (unsigned long)(r->all.max / 1000),
@@ -654,7 +675,8 @@ report(const struct target *t, const struct result *r, uint32_t count, double bu
 	       (unsigned long)(hist_percentile(&r->plain, 99) / 1000),
 	       O.write_on_lcore ? "lcore" : "persister", O.fork ? "fork" : "lcore",
 	       (unsigned long)(r->fork_ns_max / 1000),
-	       O.fork ? (double)r->serialize_ns_max / 1e6 : 0.0);
+	       O.fork ? (double)r->serialize_ns_max / 1e6 : 0.0,
+	       (double)r->collapse_ns_max / 1e6);
 	fflush(stdout);
 }
 
@@ -886,6 +908,8 @@ bench_me(void)
 		.count = book_count,
 		.twin = book_twin,
 		.now = book_now,
+		.memory = d.memory,
+		.memory_size = d.memory_size,
 	};
 	run(&t, &r);
 	book_check(&d);
@@ -1120,6 +1144,8 @@ bench_oms(void)
 		.count = users_count,
 		.twin = users_twin,
 		.now = users_now,
+		.memory = d.memory,
+		.memory_size = d.memory_size,
 	};
 	run(&t, &r);
 	users_check(&d);
@@ -1139,7 +1165,8 @@ usage(void)
 		"                      [--open N] [--batch N (even)] [--cycles N]\n"
 		"                      [--snapshot-every N] [--warmup N] [--seed N] [--dir DIR]\n"
 		"                      [--writer persister|lcore] [--taker fork|lcore]\n"
-		"                      [--thp on|off] [--populate on|off] [--quiet]\n");
+		"                      [--thp on|off] [--populate on|off] [--collapse on|off]\n"
+		"                      [--quiet]\n");
 	exit(2);
 }
 
@@ -1171,6 +1198,7 @@ main(int argc, char **argv)
 		.dir_parent = "/tmp",
 		.fork = true, /* the shard's way (pst_fork) */
 		.populate = true, /* the shard's way too */
+		.collapse = true, /* and this (main does it there, on its own thread) */
 	};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -1221,6 +1249,10 @@ main(int argc, char **argv)
 			if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0)
 				usage();
 			O.populate = strcmp(v, "on") == 0;
+		} else if (strcmp(a, "--collapse") == 0) {
+			if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0)
+				usage();
+			O.collapse = strcmp(v, "on") == 0;
 		} else {
 			usage();
 		}
