@@ -6,7 +6,7 @@
  *           [--users N] [--rate R] [--seconds S] [--seed S] [--symbols N] [--mid P]
  *           [--first-user U] [--drain-ms N] [--inflight N] [--transfer-shard N] [--flatten]
  *           [--history FILE] [--no-fund] [--cold-ms N] [--ioc] [--seq-from-one]
- *           [--first-symbol S] [--rest] [--drop-rx-permille N]
+ *           [--first-symbol S] [--rest] [--hist] [--drop-rx-permille N]
  *
  * 0. With --key-file (an API key: client_key_file_load) it logs on first, within
  *    LOGON_WAIT_MS, and speaks session frames; relogon is on, so a node that loses the
@@ -53,6 +53,8 @@
  *    the client: a cold order may wait for a hydration from the database):
  *      latency_cold: orders=N acked=N naked=N capacity=N ack_p50_us=N ack_p90_us=N ...
  *      latency_hot: (the same fields)
+ *    With --hist a line after the latency line gives the ACK latencies in power-of-two bins:
+ *      latency_hist: ack_us: le_1=N le_2=N le_4=N ... (values at most 1, 2, 4, ... µs)
  * Exit: 0 after a run with answers, 1 logon refused, 3 when nothing at all was answered
  * (or the logon was not), 2 usage (a bad key file too), 4 I/O.
  */
@@ -134,6 +136,28 @@ struct load {
 	struct order_class hot;  /* the other new orders */
 };
 
+/* --hist: a histogram in power-of-two bins, "le_N=count" (values at most N) from 1 up to
+ * the largest bin used, on one line. */
+static void
+hist_print_log2(const char *name, const struct hist *h)
+{
+	uint64_t bins[65] = { 0 };
+	int top = 0;
+	for (uint32_t b = 0; b < HIST_BUCKETS; b++) {
+		if (h->buckets[b] == 0)
+			continue;
+		uint64_t hi = hist_bucket_high(b);
+		int k = hi <= 1 ? 0 : 64 - __builtin_clzll(hi - 1); /* 2^k >= hi */
+		bins[k] += h->buckets[b];
+		if (k > top)
+			top = k;
+	}
+	printf("%s:", name);
+	for (int k = 0; k <= top && k < 64; k++)
+		printf(" le_%" PRIu64 "=%" PRIu64, (uint64_t)1 << k, bins[k]);
+	printf("\n");
+}
+
 static int
 usage(void)
 {
@@ -143,7 +167,7 @@ usage(void)
 	      "               [--first-user U] [--drain-ms N] [--inflight N]\n"
 	      "               [--transfer-shard N] [--flatten] [--history FILE]\n"
 	      "               [--no-fund] [--cold-ms N] [--ioc] [--seq-from-one]\n"
-	      "               [--first-symbol S] [--rest]\n"
+	      "               [--first-symbol S] [--rest] [--hist]\n"
 	      "               [--drop-rx-permille N]  (tests: lose N/1000 of the answers)\n",
 	      stderr);
 	return 2;
@@ -459,6 +483,7 @@ main(int argc, char **argv)
 	int rc;
 	uint64_t first_symbol = 1;
 	bool do_flatten = false, do_fund = true, ioc_only = false, rest_only = false;
+	bool print_hist = false;
 	const char *history_path = NULL, *key_file = NULL, *key_hex = NULL;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -480,6 +505,10 @@ main(int argc, char **argv)
 		}
 		if (strcmp(a, "--rest") == 0) {
 			rest_only = true;
+			continue;
+		}
+		if (strcmp(a, "--hist") == 0) {
+			print_hist = true;
 			continue;
 		}
 		if (strcmp(a, "--seq-from-one") == 0) {
@@ -718,6 +747,8 @@ main(int argc, char **argv)
 	       hist_percentile(&l.ack_us, 50), hist_percentile(&l.ack_us, 90),
 	       hist_percentile(&l.ack_us, 99), hist_percentile(&l.ack_us, 99.9),
 	       l.ack_us.count ? l.ack_us.max : 0);
+	if (print_hist)
+		hist_print_log2("latency_hist: ack_us", &l.ack_us);
 	if (l.cold_ns != 0) {
 		class_print("cold", &l.cold);
 		class_print("hot", &l.hot);
