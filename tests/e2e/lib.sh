@@ -421,6 +421,42 @@ e2e_cluster_trading_up() {
 	log "$NODES nodes up: ${NODE_PIDS[*]}"
 }
 
+# e2e_cluster_bench_up [extra lines...]: the benches' cluster (pipeline3.sh, paced3.sh): every
+# node with OMS shard 1 and ME shard 2 and the lines given, and the mbuf pool and rings a
+# sustained load needs, started.
+e2e_cluster_bench_up() {
+	local i
+	for i in $(seq "$NODES"); do
+		mkdir -p "$TMP/$i"
+		E2E_SERVICE_1=oms E2E_SERVICE_2=me e2e_cluster_config "$i" "$TMP/$i/omsd.ini" "$@"
+		sed -i -e 's/^mbufs = .*/mbufs = 8191/' -e 's/^mbuf_cache = .*/mbuf_cache = 128/' \
+			-e 's/^ring_size = .*/ring_size = 1024/' "$TMP/$i/omsd.ini"
+		e2e_cluster_start "$i" "$TMP/$i/omsd.ini"
+	done
+}
+
+# e2e_cluster_ready_leader: L = the node leading OMS shard 1 once it reports both shards
+# ready (shard.N.ready: leader known, bootstrap config applied, bridge rebuilt — the RX
+# gate's predicate), waiting 20 s at most (L empty: none); MEL = the ME shard 2's leader.
+e2e_cluster_ready_leader() {
+	local i
+	L=
+	for _ in $(seq 100); do
+		for i in $(seq "$NODES"); do
+			[ "$(e2e_cluster_stat "$i" shard.1.is_leader)" = 1 ] && L=$i
+		done
+		if [ -n "$L" ] && [ "$(e2e_cluster_stat "$L" shard.1.ready)" = 1 ] &&
+			[ "$(e2e_cluster_stat "$L" shard.2.ready)" = 1 ]; then
+			break
+		fi
+		L=
+		sleep 0.2
+	done
+	MEL=
+	for i in $(seq "$NODES"); do [ "$(e2e_cluster_stat "$i" shard.2.is_leader)" = 1 ] && MEL=$i; done
+	return 0
+}
+
 # e2e_cluster_wait_bootstrap: until some node's OMS shard 1 applied the bootstrap routing
 # config (both shards elected), 15 s at most.
 e2e_cluster_wait_bootstrap() {

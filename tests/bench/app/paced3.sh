@@ -60,26 +60,9 @@ LINES=(
 	"" "[symbol.1]" "base = 1" "quote = 2" "me_shard = 2" "ref_px = 100" "band_bps = 5000"
 	"maker_fee_bps = 2" "taker_fee_bps = 7"
 )
-for i in 1 2 3; do
-	mkdir -p "$TMP/$i"
-	E2E_SERVICE_1=oms E2E_SERVICE_2=me e2e_cluster_config "$i" "$TMP/$i/omsd.ini" "${LINES[@]}"
-	sed -i -e 's/^mbufs = .*/mbufs = 8191/' -e 's/^mbuf_cache = .*/mbuf_cache = 128/' \
-		-e 's/^ring_size = .*/ring_size = 1024/' "$TMP/$i/omsd.ini"
-	e2e_cluster_start "$i" "$TMP/$i/omsd.ini"
-done
-L=
-for _ in $(seq 100); do
-	for i in 1 2 3; do [ "$(e2e_cluster_stat "$i" shard.1.is_leader)" = 1 ] && L=$i; done
-	if [ -n "$L" ] && [ "$(e2e_cluster_stat "$L" shard.1.ready)" = 1 ] &&
-		[ "$(e2e_cluster_stat "$L" shard.2.ready)" = 1 ]; then
-		break
-	fi
-	L=
-	sleep 0.2
-done
+e2e_cluster_bench_up "${LINES[@]}"
+e2e_cluster_ready_leader
 [ -n "$L" ] || { OMSD_LOG=$TMP/1/omsd.log; fail "no OMS leader ready within 20 s"; }
-MEL=
-for i in 1 2 3; do [ "$(e2e_cluster_stat "$i" shard.2.is_leader)" = 1 ] && MEL=$i; done
 log "OMS leader node $L, ME leader node $MEL; omsload logs on to node $L:" \
 	"$USERS users, $RATE requests/s for ${SECONDS_RUN}s, durability $DURABILITY"
 

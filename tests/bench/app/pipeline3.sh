@@ -80,31 +80,12 @@ LINES=(
 	"" "[symbol.1]" "base = 1" "quote = 2" "me_shard = 2" "ref_px = 10000" "band_bps = 5000"
 	"maker_fee_bps = 2" "taker_fee_bps = 7"
 )
-for i in $(seq "$NODES"); do
-	mkdir -p "$TMP/$i"
-	E2E_SERVICE_1=oms E2E_SERVICE_2=me e2e_cluster_config "$i" "$TMP/$i/omsd.ini" "${LINES[@]}"
-	sed -i -e 's/^mbufs = .*/mbufs = 8191/' -e 's/^mbuf_cache = .*/mbuf_cache = 128/' \
-		-e 's/^ring_size = .*/ring_size = 1024/' \
-		"$TMP/$i/omsd.ini"
-	e2e_cluster_start "$i" "$TMP/$i/omsd.ini"
-done
+e2e_cluster_bench_up "${LINES[@]}"
 # [port] rx_start = leader is for single-member shards (it holds the whole port, Raft
 # included), so here the sender waits instead: for the OMS leader, and for that node to
-# report both shards ready (shard.N.ready: leader known, bootstrap config applied, bridge
-# rebuilt) — the same predicate the RX gate uses.
-L=
-for _ in $(seq 100); do
-	for i in $(seq "$NODES"); do [ "$(e2e_cluster_stat "$i" shard.1.is_leader)" = 1 ] && L=$i; done
-	if [ -n "$L" ] && [ "$(e2e_cluster_stat "$L" shard.1.ready)" = 1 ] &&
-		[ "$(e2e_cluster_stat "$L" shard.2.ready)" = 1 ]; then
-		break
-	fi
-	L=
-	sleep 0.2
-done
+# report both shards ready — the same predicate the RX gate uses.
+e2e_cluster_ready_leader
 [ -n "$L" ] || { OMSD_LOG=$TMP/1/omsd.log; fail "no OMS leader ready within 20 s"; }
-MEL=
-for i in $(seq "$NODES"); do [ "$(e2e_cluster_stat "$i" shard.2.is_leader)" = 1 ] && MEL=$i; done
 log "OMS leader node $L (both shards ready there), ME leader node $MEL; load enters node $L"
 
 # Drop counters before the load: the first Raft frames of a start-up go out before ARP has
