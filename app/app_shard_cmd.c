@@ -254,7 +254,7 @@ app_shard_snapshot_poll(struct app_shard *s)
 		PUB(s->collapse_req, s->collapse_req + 1);
 	switch (st) {
 	case PST_FORK_DONE:
-		sc_max(s, SC_SNAPSHOT_CHILD_MS_MAX, s->snapfork.child_ns / 1000000);
+		sc_max(s, SC_SNAPSHOT_CHILD_MAX_NS, s->snapfork.child_ns);
 		if (pending)
 			snap_end(s, len, false);
 		return;
@@ -305,7 +305,7 @@ snapshot_fork(struct app_shard *s)
 		/* The cluster clock and CLOCK_MONOTONIC both count ns: the timeout uses ours. */
 		s->snapfork.started_ns = s->now;
 		sc_add(s, SC_SNAPSHOT_FORKS, 1);
-		sc_max(s, SC_SNAPSHOT_FORK_US_MAX, s->snapfork.fork_ns / 1000);
+		sc_max(s, SC_SNAPSHOT_FORK_MAX_NS, s->snapfork.fork_ns);
 		return -EINPROGRESS;
 	}
 	APP_LOG(WARNING, "shard %u: cannot fork a snapshot child (%s): serialising on the "

@@ -102,10 +102,10 @@
 	  "= fork)")                                                                     \
 	X(SNAPSHOT_STALE, "snapshot_stale", "snapshots a child wrote that a snapshot "      \
 	  "installed from the leader meanwhile made useless")                            \
-	X(SNAPSHOT_FORK_US_MAX, "snapshot_fork_us_max", "the longest fork() of a snapshot " \
-	  "child, microseconds (the shard lcore's stall)")                               \
-	X(SNAPSHOT_CHILD_MS_MAX, "snapshot_child_ms_max", "the longest a snapshot child "   \
-	  "took to serialise, milliseconds")                                             \
+	X(SNAPSHOT_FORK_MAX_NS, "snapshot_fork_max_ns", "the longest fork() of a snapshot " \
+	  "child, ns (the shard lcore's stall; a gauge)")                                \
+	X(SNAPSHOT_CHILD_MAX_NS, "snapshot_child_max_ns", "the longest a snapshot child "   \
+	  "took to serialise, ns (a gauge)")                                             \
 	X(SNAPSHOT_CORRUPT, "snapshot_corrupt", "corrupt snapshot files set aside at boot") \
 	X(VOTE_SAVE_FAILED, "vote_save_failed", "Raft vote (term) saves that failed")       \
 	X(RAFT_HELD, "raft_held", "Raft messages dropped: the vote was not saved")          \

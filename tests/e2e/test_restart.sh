@@ -25,7 +25,7 @@ log "before the kill: applied $(e2e_stat shard.1.applied), snapshots $(e2e_stat 
 # The shipped default: a forked child serialises each snapshot ([limits] snapshot_by).
 for sh in 1 2; do
 	forks=$(e2e_stat shard.$sh.snapshot_forks)
-	log "shard $sh: snapshot children $forks, longest fork $(e2e_stat shard.$sh.snapshot_fork_us_max) us, failed $(e2e_stat shard.$sh.snapshot_failed)"
+	log "shard $sh: snapshot children $forks, longest fork $(e2e_stat shard.$sh.snapshot_fork_max_ns) ns, failed $(e2e_stat shard.$sh.snapshot_failed)"
 	[ "${forks:-0}" -ge 1 ] || fail "shard $sh: no snapshot child was forked"
 	[ "$(e2e_stat shard.$sh.snapshot_failed)" = 0 ] || fail "shard $sh: a snapshot failed"
 	[ "$(e2e_stat shard.$sh.snapshots)" -ge 1 ] || fail "shard $sh: no snapshot file is durable"

@@ -60,7 +60,7 @@ wait_both_above() {
 }
 wait_both_above snapshot_forks 0 0 || fail "no snapshot child was forked on both shards"
 forks1=$(e2e_stat shard.1.snapshot_forks) forks2=$(e2e_stat shard.2.snapshot_forks)
-log "children forked: shard 1 $forks1, shard 2 $forks2; longest fork $(e2e_stat shard.1.snapshot_fork_us_max) / $(e2e_stat shard.2.snapshot_fork_us_max) us, child $(e2e_stat shard.1.snapshot_child_ms_max) / $(e2e_stat shard.2.snapshot_child_ms_max) ms"
+log "children forked: shard 1 $forks1, shard 2 $forks2; longest fork $(e2e_stat shard.1.snapshot_fork_max_ns) / $(e2e_stat shard.2.snapshot_fork_max_ns) ns, child $(e2e_stat shard.1.snapshot_child_max_ns) / $(e2e_stat shard.2.snapshot_child_max_ns) ns"
 
 # No more tasks: fork fails.
 tasks=$(cat "$CG/pids.current")
