@@ -6,7 +6,7 @@
  *           [--users N] [--rate R] [--seconds S] [--seed S] [--symbols N] [--mid P]
  *           [--first-user U] [--drain-ms N] [--inflight N] [--transfer-shard N] [--flatten]
  *           [--history FILE] [--no-fund] [--cold-ms N] [--ioc] [--seq-from-one]
- *           [--first-symbol S] [--rest] [--hist] [--drop-rx-permille N]
+ *           [--first-symbol S] [--rest] [--hist] [--quiet-ms N] [--drop-rx-permille N]
  *
  * 0. With --key-file (an API key: client_key_file_load) it logs on first, within
  *    LOGON_WAIT_MS, and speaks session frames; relogon is on, so a node that loses the
@@ -34,7 +34,8 @@
  * 3. Drain: waits up to --drain-ms for the outstanding answers and then for the reports
  *    that follow them, asking every TAIL_REPLAY_MS for the answers never seen
  *    (client_replay_tail: a final report lost with no later seq to reveal it), until nothing
- *    new has come for QUIET_MS and TAIL_FRUITLESS tail requests in a row brought nothing
+ *    new has come for QUIET_MS (--quiet-ms: longer, for a backlog whose re-drives back off
+ *    for longer than that) and TAIL_FRUITLESS tail requests in a row brought nothing
  *    new. With --flatten it then cancels every order still resting and drains again. It prints the report, including the
  *    replay line (REPORT_REPLAYs sent, holes filled and still missing), the ledger line
  *    (ledger.h: every order sent: acked, resting, final, unreported, doubled,
@@ -131,6 +132,7 @@ struct load {
 	uint64_t fresh;          /* messages received that were not seq repeats */
 	uint64_t tail_requests;  /* REPORT_REPLAYs sent by client_replay_tail in the drains */
 	uint64_t cold_ns;        /* --cold-ms in ns; 0: orders are not classed */
+	uint64_t quiet_ms;       /* --quiet-ms: the drain's quiet that ends it (QUIET_MS) */
 	bool ioc_only;           /* --ioc: every limit order IOC (nothing rests) */
 	struct order_class cold; /* new orders whose user sent nothing for cold_ns (or never) */
 	struct order_class hot;  /* the other new orders */
@@ -167,7 +169,7 @@ usage(void)
 	      "               [--first-user U] [--drain-ms N] [--inflight N]\n"
 	      "               [--transfer-shard N] [--flatten] [--history FILE]\n"
 	      "               [--no-fund] [--cold-ms N] [--ioc] [--seq-from-one]\n"
-	      "               [--first-symbol S] [--rest] [--hist]\n"
+	      "               [--first-symbol S] [--rest] [--hist] [--quiet-ms N]\n"
 	      "               [--drop-rx-permille N]  (tests: lose N/1000 of the answers)\n",
 	      stderr);
 	return 2;
@@ -420,7 +422,7 @@ drain(struct load *l, uint64_t drain_ms)
 	uint32_t fruitless = 0; /* tail replays sent since something new came */
 	while ((now = client_now_ns()) < end) {
 		/* Quiet since the last news and since the last tail replay had its chance. */
-		if (fruitless >= TAIL_FRUITLESS && now - quiet_from >= QUIET_MS * 1000000u &&
+		if (fruitless >= TAIL_FRUITLESS && now - quiet_from >= l->quiet_ms * 1000000u &&
 		    now - tail_last >= QUIET_MS * 1000000u)
 			break;
 		if (now >= tail_next) {
@@ -484,6 +486,7 @@ main(int argc, char **argv)
 	uint64_t first_symbol = 1;
 	bool do_flatten = false, do_fund = true, ioc_only = false, rest_only = false;
 	bool print_hist = false;
+	uint64_t quiet_ms = QUIET_MS;
 	const char *history_path = NULL, *key_file = NULL, *key_hex = NULL;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -560,6 +563,8 @@ main(int argc, char **argv)
 			transfer_shard = v;
 		else if (strcmp(a, "--cold-ms") == 0 && num && v > 0 && v <= 86400000)
 			cold_ms = v;
+		else if (strcmp(a, "--quiet-ms") == 0 && num && v >= QUIET_MS && v <= 600000)
+			quiet_ms = v;
 		else if (strcmp(a, "--drop-rx-permille") == 0 && num && v < 1000)
 			cfg.drop_rx_permille = (uint32_t)v;
 		else {
@@ -610,6 +615,7 @@ main(int argc, char **argv)
 	hist_init(&l.cold.ack_us);
 	hist_init(&l.hot.ack_us);
 	l.cold_ns = cold_ms * 1000000u;
+	l.quiet_ms = quiet_ms;
 	l.ioc_only = ioc_only;
 	/* Ids must not repeat across runs (the node dedups by (user, id)): the run's start in
 	 * wall-clock milliseconds (41 bits until 2039) above a per-user counter of 22 bits. */

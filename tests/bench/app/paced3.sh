@@ -7,7 +7,7 @@
 # durability (durable: every entry on disk, synced by each node's persister lcore, before it
 # counts towards a majority) and API keys. omsload, in the client namespace, logs on to the
 # node leading OMS shard 1, funds USERS users and sends its seeded flow (limits that cross
-# and rest, cancels, markets, IOCs) at RATE requests/s for SECONDS, open loop, then drains.
+# and rest, cancels, markets, IOCs) at RATE requests/s for DURATION_S seconds, open loop, then drains.
 #
 # Two views of the latency:
 #   - the client's (omsload): first send → ACK, over the kernel's UDP stack and the veths;
@@ -15,19 +15,22 @@
 #   - the entry node's gateway (the histograms of pipeline.sh): RX → ACK and RX → the first
 #     report after the ME (OPEN, DONE or REJECTED: "final").
 #
-# Env: RATE (requests/s, 20000), SECONDS (30), USERS (1000), SEED (7), DURABILITY (durable |
+# Env: RATE (requests/s, 20000), DURATION_S (30), USERS (1000), SEED (7), DURABILITY (durable |
 #      memory), OMSD, OMSLOAD, E2E_FRAME (default: build/), PACED_TAG / PACED_NET (opc, 44:
-#      the namespaces and subnet), KEEP=1 (keep the temp dir).
+#      the namespaces and subnet), KEEP=1 (keep the temp dir), CHECK=1 (omsload writes a
+#      history and tests/chaos/checker.py judges it against the cluster's state).
 # Last line: bench: paced3 rate=N seconds=N sent=N acked=N naked=N ack_p50_us=N
 #   ack_p99_us=N ack_p999_us=N gw_ack_p50_us=N gw_ack_p99_us=N gw_final_p50_us=N
 #   gw_final_p99_us=N durability=...
 # Exit 1 when the run is not clean: omsload failed, nothing was acknowledged, or its ledger
-# found an acknowledged order unreported, doubled or over-filled. Never on a time.
+# found an acknowledged order unreported, doubled or over-filled. omsload drains until 10 s
+# pass with nothing new (--quiet-ms): past saturation the OMS leader holds a backlog of
+# sagas that its bridge re-drives with back-off. Never on a time.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
 RATE=${RATE:-20000}
-SECONDS_RUN=${SECONDS:-30}
+SECONDS_RUN=${DURATION_S:-30} # not SECONDS: bash counts the shell's own seconds in it
 USERS=${USERS:-1000}
 SEED=${SEED:-7}
 DURABILITY=${DURABILITY:-durable}
@@ -66,13 +69,37 @@ e2e_cluster_ready_leader
 log "OMS leader node $L, ME leader node $MEL; omsload logs on to node $L:" \
 	"$USERS users, $RATE requests/s for ${SECONDS_RUN}s, durability $DURABILITY"
 
+HIST=()
+[ "${CHECK:-0}" = 1 ] && mkdir -p "$TMP/check/state" && HIST=(--history "$TMP/check/history.tsv")
 rc=0
-ip netns exec "$NS_C" "$OMSLOAD" --host "$NET.1$L" --port 7400 --users "$USERS" \
+ip netns exec "$NS_C" "$OMSLOAD" "${HIST[@]}" --host "$NET.1$L" --port 7400 --users "$USERS" \
 	--key-file "$TMP/client_key" --rate "$RATE" --seconds "$SECONDS_RUN" --seed "$SEED" \
-	--symbols 1 --mid 100 --drain-ms 5000 --inflight 65536 --hist >"$TMP/load.log" 2>&1 || rc=$?
+	--symbols 1 --mid 100 --drain-ms 120000 --quiet-ms 10000 --inflight 65536 --hist \
+	>"$TMP/load.log" 2>&1 || rc=$?
 sed 's/^/  /' "$TMP/load.log"
 [ "$rc" = 0 ] || fail "omsload exit status $rc"
 
+if [ "${CHECK:-0}" = 1 ]; then
+	# The chaos checker's verdict on the history and the cluster's state (it trusts neither
+	# omsload's ledger nor one node): the nodes' stats and the OMS leader's resident users.
+	sleep 2
+	for i in 1 2 3; do
+		e2e_cluster_stat "$i" dp.rx_pkts >/dev/null
+		cp "$TMP/$i/stats" "$TMP/check/state/node$i.stats"
+	done
+	echo "1 2 3" >"$TMP/check/state/live_nodes"
+	ol=
+	for i in 1 2 3; do [ "$(e2e_cluster_stat "$i" shard.1.is_leader)" = 1 ] && ol=$i; done
+	python3 "$HERE/churn_views.py" --socket "$TMP/$ol/omsd.sock" --shard 1 \
+		--out "$TMP/check/state/users.1.jsonl" || fail "cannot read OMS shard 1's views"
+	check_rc=0
+	python3 "$ROOT/tests/chaos/checker.py" --dir "$TMP/check" --scenario paced3 \
+		--users "$USERS" --first-user 1000 --oms-shards 1 --me-shards 2 \
+		>"$TMP/check/verdict" || check_rc=$?
+	grep -v "^finding: " "$TMP/check/verdict" | sed 's/^/  /' || true
+	grep "^finding: " "$TMP/check/verdict" | head -n 20 | sed 's/^/  /' || true
+	[ "$check_rc" = 0 ] || fail "the checker: $(tail -n 1 "$TMP/check/verdict")"
+fi
 e2e_cluster_stat "$L" dp.rx_pkts >/dev/null
 cp "$TMP/$L/stats" "$TMP/entry.stats"
 v() { awk -v k="$1" '$1 == k { print $2; f = 1 } END { if (!f) print 0 }' "$TMP/entry.stats"; }
