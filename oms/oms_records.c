@@ -167,6 +167,12 @@ dedup_slot(struct oms *oms, struct oms_actor *a)
 			i = i + 1 == max ? 0 : i + 1;
 		}
 		CHECK(k < max);
+		/* The victim's outcome is forgotten: a late re-send of it must not execute. Read
+		 * before the shift below writes the pinned entries over its slot (the floor took
+		 * the head's pinned transfer instead, and a forgotten order's re-send executed
+		 * again: paced3.sh CHECK=1 at four times saturation, session 39). */
+		if (ring[i].kind == OMS_DEDUP_ORDER && ring[i].id > a->cl_ord_floor)
+			a->cl_ord_floor = ring[i].id;
 		/* Shift the k pinned entries before the victim i up by one, newest first. */
 		for (uint32_t n = 0; n < k; n++) {
 			uint32_t from = i == 0 ? max - 1 : i - 1;
@@ -175,9 +181,6 @@ dedup_slot(struct oms *oms, struct oms_actor *a)
 			i = from;
 		}
 		DCHECK(i == a->dedup_head);
-		/* The victim's outcome is forgotten: a late re-send of it must not execute. */
-		if (ring[i].kind == OMS_DEDUP_ORDER && ring[i].id > a->cl_ord_floor)
-			a->cl_ord_floor = ring[i].id;
 		a->dedup_head = a->dedup_head + 1 == max ? 0 : a->dedup_head + 1;
 		a->dedup_count--;
 	}

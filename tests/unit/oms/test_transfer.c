@@ -388,3 +388,35 @@ Test(oms_transfer, outcomes_travel_with_the_state)
 	cr_assert(eq(u32, h_count(&H, WIRE_TRANSFER_LOOKUP), 1));
 	cr_assert(eq(i64, h_total(&H, 7, A_USD), 1005));
 }
+
+/* Goal: an order outcome the window forgets raises the user's clientOrderId floor even when
+ * a pinned transfer sits before it, so a late re-send of that order is refused, never
+ * executed again. The floor was read from the slot after the pinned entries had been
+ * shifted over the victim: it took the transfer's entry, stayed where it was, and the
+ * re-send became a second order (paced3.sh CHECK=1 at 20k requests/s: "2 orderIds, filled
+ * 8 of 4"; the deposits of omsload's users are pinned until a flush).
+ * Method: a deposit (pinned), then as many admitted orders as the window holds (16): the
+ * last pushes the first order out. Re-send the first: STALE_REQUEST, no SUBMIT, nothing
+ * more reserved, and the floor is its id; the transfer is still pinned and answered. */
+Test(oms_transfer, forgotten_order_behind_pinned_transfer_is_stale)
+{
+	h_user(&H, 7, 0, 1000);
+	h_transfer(&H, 7, 100, A_USD, 5);
+	cr_assert(eq(u32, pinned(7), 1));
+	uint32_t w = H.lim.dedup_per_user;
+	for (uint64_t i = 0; i < w; i++)
+		h_limit(&H, 7, 1000 + i, S_ETHUSD, WIRE_SIDE_BUY, 10, 1);
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_SUBMITS), w));
+	cr_assert(eq(u64, oms_actor_find(H.oms, 7)->cl_ord_floor, 1000));
+	int64_t r = h_reserved(&H, 7, A_USD);
+	h_clear(&H);
+	h_limit(&H, 7, 1000, S_ETHUSD, WIRE_SIDE_BUY, 10, 1); /* executed, forgotten */
+	cr_assert(eq(u16, h_last_nak(&H), WIRE_REASON_STALE_REQUEST));
+	cr_assert(eq(u32, h_count(&H, WIRE_SUBMIT), 0));
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_SUBMITS), w));
+	cr_assert(eq(i64, h_reserved(&H, 7, A_USD), r));
+	cr_assert(eq(u32, pinned(7), 1));
+	h_transfer(&H, 7, 100, A_USD, 5); /* the pinned outcome is still answered */
+	cr_assert(eq(u16, reply(0)->reason, WIRE_REASON_NONE));
+	cr_assert(eq(i64, h_total(&H, 7, A_USD), 1005));
+}
