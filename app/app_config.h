@@ -138,6 +138,9 @@ struct app_config {
 	bool snapshot_fork;                   /* [limits] snapshot_by = fork (the default): a
 					       * forked child serialises a copy-on-write image;
 					       * lcore: the shard lcore serialises in its cycle */
+	uint64_t snapshot_fork_min_mb;        /* fork only when the last snapshot was at least
+					       * this big; smaller ones cost the lcore less than
+					       * a fork of the whole process */
 	uint64_t dedup_window_ms;             /* ME: a finished order's dedup record outlives
 					       * its ack this long (docs/me-contract.md) */
 	uint64_t me_events_max;               /* ME: events retained per OMS stream until acked

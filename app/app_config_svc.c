@@ -60,6 +60,7 @@ cfg_sec_rest(struct cfg_ctx *c, struct app_config *cfg)
 		    &cfg->bridge_redrive_max_ms);
 	cfg_get_u64(c, "timers", "saga_old_ms", false, 1, UINT32_MAX, &cfg->saga_old_ms);
 
+	cfg_get_u64(c, "limits", "snapshot_fork_min_mb", false, 0, 2047, &cfg->snapshot_fork_min_mb);
 	v = cfg_get(c, "limits", "snapshot_by");
 	if (v != NULL) {
 		if (strcmp(v, "fork") == 0)

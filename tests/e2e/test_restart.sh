@@ -7,14 +7,14 @@
 # a sell of 4 rests, a buy of 1 fills. kill -9, start again on the same data_dir. Phase b:
 # a buy of 3 fills against the rested remainder; the buyer can sell exactly the 4 base it
 # holds; the pre-kill clientOrderId is answered DUPLICATE_REQUEST. The snapshots are
-# serialised by forked children (the default [limits] snapshot_by = fork): they must have
-# run, and the restart reads their files.
+# serialised by forked children (the default [limits] snapshot_by = fork; this state is
+# small, so snapshot_fork_min_mb = 0): they must have run, and the restart reads their files.
 source "$(dirname "$0")/lib.sh"
 need_root
 e2e_init oer 18
 e2e_net_up
 e2e_trade_config "$TMP/omsd.ini" "" "[durability]" "mode = durable"
-sed -i 's/^snapshot_entries = .*/snapshot_entries = 50/' "$TMP/omsd.ini"
+sed -i 's/^snapshot_entries = .*/snapshot_entries = 50\nsnapshot_fork_min_mb = 0/' "$TMP/omsd.ini"
 e2e_start "$TMP/omsd.ini"
 e2e_wait_stat shard.1.route_epoch 1 || fail "OMS shard never applied the routing config"
 ip netns exec "$NS_C" "$PY" "$E2E_DIR/e2e_trade.py" restart --phase a --nodes "$NODE_IP" ||

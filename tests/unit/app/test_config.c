@@ -204,6 +204,7 @@ static const struct bad bads[] = {
 	{ "limits", "snapshot_mb", "0", "out of range" },
 	{ "limits", "snapshot_entries", "1", "out of range" },
 	{ "limits", "snapshot_by", "thread", "not one of fork|lcore" },
+	{ "limits", "snapshot_fork_min_mb", "2048", "out of range" },
 	{ "limits", "dedup_window_ms", "0", "out of range" },
 	{ "limits", "writeback_max", "0", "out of range" },
 	{ "timers", "flush_ms", "3600001", "out of range" },
@@ -510,6 +511,9 @@ Test(app_config, snapshot_by, .init = setup, .fini = teardown)
 {
 	cr_assert(eq(int, load_minimal(""), 0), "%s", errs);
 	cr_assert(cfg.snapshot_fork);
+	cr_assert(eq(u64, cfg.snapshot_fork_min_mb, 16));
+	cr_assert(eq(int, load_minimal("[limits]\nsnapshot_fork_min_mb = 0\n"), 0), "%s", errs);
+	cr_assert(eq(u64, cfg.snapshot_fork_min_mb, 0));
 	cr_assert(eq(int, load_minimal("[limits]\nsnapshot_by = lcore\n"), 0), "%s", errs);
 	cr_assert(not(cfg.snapshot_fork));
 	cr_assert(eq(int, load_minimal("[limits]\nsnapshot_by = fork\n"), 0), "%s", errs);
