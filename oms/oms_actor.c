@@ -1059,7 +1059,7 @@ oms_drain_step(struct oms *oms, struct svc_sink *sink)
 }
 
 bool
-oms_actor_owned(struct oms *oms, struct oms_actor *a, uint16_t *owner, struct svc_sink *sink)
+oms_actor_owned_slow(struct oms *oms, struct oms_actor *a, uint16_t *owner, struct svc_sink *sink)
 {
 	if (a->flags & OMS_AF_MOVING) {
 		/* A move under way goes to its end, wherever routing points meanwhile: some

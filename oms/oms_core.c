@@ -18,6 +18,8 @@ run_timers(struct oms *oms, uint64_t now_ns, struct svc_sink *sink)
 	if (now_ns > oms->c.now_ns)
 		oms->c.now_ns = now_ns;
 	uint64_t now = oms->c.now_ns;
+	if (now < oms->timers_due_ns)
+		return; /* no deadline passed: one test for the three timers */
 	if (now >= oms->c.next_sweep_ns) {
 		oms->c.next_sweep_ns = now + oms->c.limits.sweep_interval_ns;
 		oms_sweep(oms, sink);
@@ -32,6 +34,12 @@ run_timers(struct oms *oms, uint64_t now_ns, struct svc_sink *sink)
 		oms->c.next_wb_ns = now + oms->c.limits.writeback_interval_ns;
 		oms_writeback_pass(oms, sink);
 	}
+	uint64_t due = oms->c.next_sweep_ns;
+	if (oms->c.limits.reconcile_interval_ns != 0 && oms->c.next_recon_ns < due)
+		due = oms->c.next_recon_ns;
+	if (oms->c.limits.writeback_interval_ns != 0 && oms->c.next_wb_ns < due)
+		due = oms->c.next_wb_ns;
+	oms->timers_due_ns = due;
 }
 
 /* Every fixed-size message we accept must be exactly its schema size (oms_apply took off
@@ -61,6 +69,17 @@ parked_run(struct oms *oms, struct oms_actor *a, struct svc_sink *sink)
 		else
 			dispatch(oms, h, sink);
 	}
+}
+
+/* HYDRATE_USER installs the actor, then its parked messages run. Out of line: the buffer
+ * parked_run pops into would otherwise give dispatch a stack frame, and every message its
+ * register saves, where each other case is a tail call. */
+static __attribute__((noinline)) void
+hydrate_user(struct oms *oms, const struct wire_hydrate_user *m, struct svc_sink *sink)
+{
+	struct oms_actor *a = oms_on_hydrate_user(oms, m, sink);
+	if (a != NULL)
+		parked_run(oms, a, sink);
 }
 
 static void
@@ -93,13 +112,9 @@ dispatch(struct oms *oms, const struct wire_msg_hdr *msg, struct svc_sink *sink)
 		oms_on_open_orders_snapshot(oms, (const struct wire_open_orders_snapshot *)msg,
 					    sink);
 		break;
-	case WIRE_HYDRATE_USER: {
-		const struct wire_hydrate_user *m = (const struct wire_hydrate_user *)msg;
-		struct oms_actor *a = oms_on_hydrate_user(oms, m, sink);
-		if (a != NULL)
-			parked_run(oms, a, sink);
+	case WIRE_HYDRATE_USER:
+		hydrate_user(oms, (const struct wire_hydrate_user *)msg, sink);
 		break;
-	}
 	case WIRE_FLUSH_COMPLETE:
 		oms_on_flush_complete(oms, (const struct wire_flush_complete *)msg, sink);
 		break;

@@ -33,7 +33,7 @@ enum oms_tag {
 	OMS_TAG_ORDER = 2,  /* a = user, b = user_seq → order slot */
 	OMS_TAG_RELEASE = 3,   /* a = user, b = epoch → pending release index */
 	OMS_TAG_RESERVED4 = 4,
-	OMS_TAG_SYMBOL = 5, /* a = symbol → symbol slot */
+	OMS_TAG_RESERVED5 = 5, /* was SYMBOL: symbols have an index of their own (symbol_index) */
 	OMS_TAG_KILL = 6,   /* a = user: kill-switch engaged */
 };
 
@@ -389,6 +389,10 @@ struct oms {
 	 * oms_check_invariants recounts them from the records. */
 	uint32_t users_ordered;       /* actors holding an order record (order_count > 0) */
 	uint32_t users_in_saga;       /* actors with a saga in flight (sagas > 0) */
+	uint64_t timers_due_ns;       /* the earliest deadline of the timers that are on
+					 (next_sweep_ns, next_recon_ns, next_wb_ns): run_timers
+					 looks at them only from then on. Derived, like the two
+					 above: oms_reset sets 0, so the next message recomputes it */
 	struct oms_actor *actors;     /* [actor_slots] */
 	struct oms_balance *balances; /* [actor_slots * assets_per_user] */
 	uint32_t *actor_free;         /* free-slot stack [actor_slots] */
@@ -399,6 +403,10 @@ struct oms {
 	struct oms_dedup *dedup;      /* [actor_slots * dedup_per_user]: per-user rings */
 	uint64_t *dedup_ids;          /* the same rings' ids only: one cache line to scan */
 	struct oms_symbol *symbols;   /* [symbols_max] */
+	uint32_t *symbol_index;       /* [symbol_index_mask + 1]: symbol id → slot + 1 (0: empty),
+					 at most half full; rebuilt by restore like the table */
+	uint32_t symbol_index_mask;
+	uint32_t symbol_index_shift;  /* 32 - log2(symbol_index_mask + 1) */
 	struct oms_fee *fees;         /* [fee_assets_max] */
 	struct oms_stream *streams;   /* [me_shards_max] */
 	struct wire_me_event *held;   /* [me_shards_max * held_max] */
@@ -456,6 +464,8 @@ oms_tab_find(const struct oms *oms, uint32_t tag, uint64_t a, uint64_t b)
 void oms_tab_insert(struct oms *oms, uint32_t tag, uint64_t a, uint64_t b, uint32_t val);
 void oms_tab_remove(struct oms *oms, uint32_t tag, uint64_t a, uint64_t b);
 void oms_tab_clear(struct oms *oms);
+/* Index symbol (not indexed yet) at slot of oms->symbols. Symbols are never removed. */
+void oms_symbol_index_add(struct oms *oms, uint32_t symbol, uint32_t slot);
 
 /* The part's files stand in layers, each calling only the ones below it (docs/oms.md):
  *   oms_core.c                      dispatch, timers, parked-message replay, svc_ops
@@ -510,6 +520,34 @@ static inline struct oms_balance *
 oms_actor_balances(const struct oms *oms, const struct oms_actor *a)
 {
 	return &oms->balances[(size_t)oms_actor_index(oms, a) * oms->c.limits.assets_per_user];
+}
+
+/* a's balances of assets x and y (different, not 0) as oms_balance_find returns each (the
+ * first slot holding it, or NULL), in one look at the slots. */
+static inline void
+oms_balance_find2(const struct oms *oms, const struct oms_actor *a, uint32_t x, uint32_t y,
+		  struct oms_balance **bx, struct oms_balance **by)
+{
+	struct oms_balance *b = oms_actor_balances(oms, a);
+	struct oms_balance *px = NULL, *py = NULL;
+	DCHECK(x != y);
+	DCHECK(x != 0);
+	DCHECK(y != 0);
+	for (uint32_t k = 0; k < oms->c.limits.assets_per_user; k++) {
+		if (b[k].asset == x) {
+			if (px == NULL)
+				px = &b[k];
+		} else if (b[k].asset == y) {
+			if (py == NULL)
+				py = &b[k];
+		} else {
+			continue;
+		}
+		if (px != NULL && py != NULL)
+			break;
+	}
+	*bx = px;
+	*by = py;
 }
 
 static inline struct oms_dedup *
@@ -684,9 +722,35 @@ void oms_admin_reply(struct oms *oms, struct svc_sink *sink, uint64_t req_id, ui
 /* ACK an admission: the orderId's second word as first given (shard_seq) and its time. */
 void oms_ack(struct oms *oms, struct oms_actor *a, uint64_t cl_ord_id, uint64_t shard_seq,
 	     uint64_t time_ns, struct svc_sink *sink);
-void oms_exec_report(struct oms *oms, struct oms_actor *a, const struct oms_order *o,
-		     uint8_t exec, struct svc_sink *sink, uint8_t cause, uint16_t reason,
-		     int64_t last_px, int64_t last_qty, int64_t fee, uint8_t liquidity);
+/* The execution report of o. Inline: every order sends two at least (each fill's, DONE's),
+ * and with the constants each call site passes (zeros, mostly) the builder folds into the
+ * caller; the call and its eleven arguments cost as much as the report. */
+static inline void
+oms_exec_report(struct oms *oms, struct oms_actor *a, const struct oms_order *o, uint8_t exec,
+		struct svc_sink *sink, uint8_t cause, uint16_t reason, int64_t last_px,
+		int64_t last_qty, int64_t fee, uint8_t liquidity)
+{
+	struct wire_exec_report m = {
+		.user = a->user,
+		.cl_ord_id = o->cl_ord_id,
+		.oid = wire_oid_make(oms_order_oid_shard(oms, o), a->user, o->user_seq),
+		.seq = ++a->egress_seq,
+		.time_ns = oms->c.now_ns,
+		.symbol = o->symbol,
+		.exec = exec,
+		.side = o->side,
+		.liquidity = liquidity,
+		.cause = cause,
+		.reason = reason,
+		.last_px = last_px,
+		.last_qty = last_qty,
+		.cum_qty = o->cum_qty,
+		.leaves_qty = o->leaves,
+		.fee = fee,
+	};
+	oms_count(oms, OMS_C_EXEC_REPORTS);
+	OMS_EMIT(sink, WIRE_DEST_CLIENT, m, WIRE_EXEC_REPORT, 0);
+}
 
 /* ---- oms_records.c: balances, order records, dedup window, symbol and owner lookups ---- */
 struct oms_balance *oms_balance_find(const struct oms *oms, const struct oms_actor *a,
@@ -720,10 +784,59 @@ oms_saga_end(struct oms *oms, struct oms_actor *a)
 /* Set an order's remaining reservation (adjusting the balance and the actor's count). */
 void oms_order_reserve_set(struct oms *oms, struct oms_actor *a, struct oms_order *o,
 			   int64_t reserved);
+/* The same where the caller holds b, a's balance of o->res_asset (oms_balance_find's). */
+static inline void
+oms_order_reserve_set_in(struct oms_actor *a, struct oms_order *o, struct oms_balance *b,
+			 int64_t reserved)
+{
+	DCHECK(reserved >= 0);
+	if (reserved == o->reserved)
+		return;
+	CHECK(b != NULL);
+	DCHECK(b->asset == o->res_asset);
+	b->reserved += reserved - o->reserved;
+	/* available = total − reserved is never negative. */
+	CHECK(b->reserved >= 0);
+	CHECK(b->reserved <= b->total);
+	if (o->reserved == 0)
+		a->reservations++;
+	else if (reserved == 0)
+		a->reservations--;
+	o->reserved = reserved;
+}
 /* Release the order's reservation and free its record. */
 void oms_order_free(struct oms *oms, struct oms_actor *a, struct oms_order *o);
-const struct oms_dedup *oms_dedup_find(const struct oms *oms, const struct oms_actor *a,
-				       uint32_t kind, uint64_t id);
+/* The first of the n entries of a's ring from index i on (no wrap) that remembers (kind, id). */
+static inline const struct oms_dedup *
+oms_dedup_scan(const struct oms *oms, const struct oms_actor *a, const uint64_t *ids, uint32_t i,
+	       uint32_t n, uint32_t kind, uint64_t id)
+{
+	for (const uint64_t *p = ids + i, *end = ids + i + n; p != end; p++) {
+		if (*p == id) {
+			const struct oms_dedup *d = &oms_actor_dedup(oms, a)[p - ids];
+			if (d->kind == kind)
+				return d;
+		}
+	}
+	return NULL;
+}
+
+/* a's remembered outcome of request (kind, id), or NULL. Inline: every client request asks
+ * it first. */
+static inline const struct oms_dedup *
+oms_dedup_find(const struct oms *oms, const struct oms_actor *a, uint32_t kind, uint64_t id)
+{
+	const uint64_t *ids = oms_actor_dedup_ids(oms, a);
+	uint32_t max = oms->c.limits.dedup_per_user;
+	uint32_t head = a->dedup_head, count = a->dedup_count;
+	DCHECK(head < max);
+	DCHECK(count <= max);
+	/* Scan the dense id array, oldest first: the ring is at most two runs of it, from the
+	 * head to the end and from 0 on. The full outcome is read only on a match. */
+	uint32_t first = count < max - head ? count : max - head;
+	const struct oms_dedup *d = oms_dedup_scan(oms, a, ids, head, first, kind, id);
+	return d != NULL ? d : oms_dedup_scan(oms, a, ids, 0, count - first, kind, id);
+}
 void oms_dedup_add(struct oms *oms, struct oms_actor *a, uint32_t kind, uint64_t id,
 		   uint64_t user_seq, uint64_t content, uint16_t reason);
 /* Record a transfer's outcome (total: what its reply carried); pinned until a flush that
@@ -747,11 +860,24 @@ uint32_t oms_lookups_foreach(const struct oms *oms, oms_msg_fn *fn, void *ctx);
 void oms_lookups_orphan(struct oms *oms, uint64_t user);
 void oms_lookup_emit(const struct oms *oms, uint64_t user, uint64_t transfer_id, uint64_t epoch,
 		     struct svc_sink *sink, oms_msg_fn *fn, void *ctx);
+/* Every event and every new order looks its symbol up: an index of its own, keyed by the
+ * 32-bit id alone (Fibonacci hashing, Knuth 6.4) and holding slots only, costs less than
+ * half of a look in the shared table (oms_table.c). */
 static inline struct oms_symbol *
 oms_symbol_find(const struct oms *oms, uint32_t symbol)
 {
-	uint32_t idx = oms_tab_find(oms, OMS_TAG_SYMBOL, symbol, 0);
-	return idx == OMS_NIL ? NULL : &oms->symbols[idx];
+	uint32_t mask = oms->symbol_index_mask;
+	uint32_t i = (uint32_t)(symbol * UINT32_C(0x9e3779b1)) >> oms->symbol_index_shift;
+	/* At most half full, so an empty entry ends every probe sequence. */
+	for (uint32_t n = 0; n <= mask; n++) {
+		uint32_t k = oms->symbol_index[i];
+		if (k == 0)
+			return NULL;
+		if (oms->symbols[k - 1].symbol == symbol)
+			return &oms->symbols[k - 1];
+		i = (i + 1) & mask;
+	}
+	return NULL;
 }
 uint16_t oms_route_owner(const struct oms *oms, uint64_t user);
 bool oms_route_owns(const struct oms *oms, uint64_t user, uint16_t *owner);
@@ -803,8 +929,20 @@ void oms_on_release_done(struct oms *oms, const struct wire_release_claim *m,
  * release. */
 bool oms_actor_evictable(const struct oms *oms, const struct oms_actor *a);
 /* Does this shard still own resident user a (cached per routing epoch)? When it does not,
- * *owner is the owner and the user's move is started or continued (oms_actor_move_out). */
-bool oms_actor_owned(struct oms *oms, struct oms_actor *a, uint16_t *owner, struct svc_sink *sink);
+ * *owner is the owner and the user's move is started or continued (oms_actor_move_out).
+ * oms_actor_owned_slow does all of it; oms_actor_owned inlines the common case. */
+bool oms_actor_owned_slow(struct oms *oms, struct oms_actor *a, uint16_t *owner,
+			  struct svc_sink *sink);
+
+/* The common case of oms_actor_owned: not moving, and found ours under the current routing
+ * epoch already — where the slow path returns true and changes nothing. */
+static inline bool
+oms_actor_owned(struct oms *oms, struct oms_actor *a, uint16_t *owner, struct svc_sink *sink)
+{
+	if ((a->flags & OMS_AF_MOVING) == 0 && a->owned_epoch == oms->c.route.epoch)
+		return true;
+	return oms_actor_owned_slow(oms, a, owner, sink);
+}
 /* The move of a resident user this shard no longer owns (docs/fencing.md "Moving a user
  * with open orders"): flat, it is flushed and dropped; with open orders and no saga in
  * flight, each live order gets its REBIND_TO_ME (the user is flushed once the last MOVED

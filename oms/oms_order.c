@@ -109,7 +109,7 @@ stale(struct oms *oms, struct oms_actor *a, uint64_t cl_ord_id, struct svc_sink 
 }
 
 /* The resident actor for a client request, or NULL after parking or refusing it. */
-static struct oms_actor *
+static inline struct oms_actor *
 client_actor(struct oms *oms, uint64_t user, uint64_t cl_ord_id, const struct wire_msg_hdr *msg,
 	     struct svc_sink *sink)
 {
@@ -306,23 +306,22 @@ market_budget(int64_t spend, int16_t taker_bps)
 	return n;
 }
 
-/* Reservation a buy at px needs for leaves qty (notional + the fee bound). */
+/* Reservation a buy of notional n needs (n + the fee bound); n is what limit_check found
+ * for its price and leaves qty. */
 static int
-buy_reserve(const struct oms_symbol *s, int64_t px, int64_t qty, int64_t *out)
+buy_reserve(const struct oms_symbol *s, int64_t n, int64_t *out)
 {
-	DCHECK(px > 0); /* limit_check passed */
-	DCHECK(qty > 0);
-	int64_t n, f;
-	if (oms_notional(px, qty, s->base_unit, &n) != 0)
-		return -EOVERFLOW;
+	DCHECK(n >= 0); /* limit_check passed */
+	int64_t f;
 	if (oms_fee(n, oms_fee_bps_max(s), &f) != 0)
 		return -EOVERFLOW;
 	return money_add(n, f, out);
 }
 
-/* Validate the limit-order part shared by new orders and replacements. */
+/* Validate the limit-order part shared by new orders and replacements; when it passes,
+ * *notional is the order's (buy_reserve prices the reservation from it). */
 static uint16_t
-limit_check(const struct oms_symbol *s, int64_t px, int64_t qty)
+limit_check(const struct oms_symbol *s, int64_t px, int64_t qty, int64_t *notional)
 {
 	DCHECK(s->tick > 0); /* SYMBOL_CONFIG and restore refuse anything else */
 	DCHECK(s->lot > 0);
@@ -339,6 +338,7 @@ limit_check(const struct oms_symbol *s, int64_t px, int64_t qty)
 		return WIRE_REASON_OVERFLOW;
 	if (n < s->min_notional)
 		return WIRE_REASON_BELOW_MIN_NOTIONAL;
+	*notional = n;
 	return WIRE_REASON_NONE;
 }
 
@@ -347,6 +347,7 @@ struct admit {
 	int64_t budget;      /* market buy: notional budget for the ME */
 	uint32_t res_asset;  /* asset debited */
 	uint32_t recv_asset; /* asset a fill credits */
+	struct oms_balance *res_balance; /* funds_check: the user's balance of res_asset */
 };
 
 static uint16_t
@@ -366,7 +367,8 @@ new_order_check(const struct oms *oms, const struct oms_symbol *s, const struct 
 	if (m->ord_type == WIRE_ORD_LIMIT) {
 		if (m->quote_qty != 0)
 			return WIRE_REASON_BAD_REQUEST;
-		uint16_t r = limit_check(s, m->px, m->qty);
+		int64_t n;
+		uint16_t r = limit_check(s, m->px, m->qty, &n);
 		if (r != WIRE_REASON_NONE)
 			return r;
 		/* Limit buy = price × qty + max fee; limit sell = base qty. */
@@ -374,8 +376,8 @@ new_order_check(const struct oms *oms, const struct oms_symbol *s, const struct 
 			ad->reserve = m->qty;
 			return WIRE_REASON_NONE;
 		}
-		return buy_reserve(s, m->px, m->qty, &ad->reserve) == 0 ? WIRE_REASON_NONE
-									 : WIRE_REASON_OVERFLOW;
+		return buy_reserve(s, n, &ad->reserve) == 0 ? WIRE_REASON_NONE
+							     : WIRE_REASON_OVERFLOW;
 	}
 	if (m->ord_type != WIRE_ORD_MARKET || m->px != 0)
 		return WIRE_REASON_BAD_REQUEST;
@@ -407,16 +409,19 @@ new_order_check(const struct oms *oms, const struct oms_symbol *s, const struct 
 
 /* Funds and slots for a reservation; NONE or a reason. */
 static uint16_t
-funds_check(struct oms *oms, struct oms_actor *a, const struct admit *ad)
+funds_check(struct oms *oms, struct oms_actor *a, struct admit *ad)
 {
 	DCHECK(ad->reserve > 0);
 	DCHECK(ad->res_asset != ad->recv_asset);
-	/* The asset a fill credits must have a slot before money can arrive in it. */
-	if (oms_balance_get_or_add(oms, a, ad->recv_asset) == NULL)
+	/* The asset a fill credits must have a slot before money can arrive in it (adding one
+	 * moves no other slot: b stays what oms_balance_find would return). */
+	struct oms_balance *recv, *b;
+	oms_balance_find2(oms, a, ad->recv_asset, ad->res_asset, &recv, &b);
+	if (recv == NULL && oms_balance_get_or_add(oms, a, ad->recv_asset) == NULL)
 		return WIRE_REASON_CAPACITY;
-	struct oms_balance *b = oms_balance_find(oms, a, ad->res_asset);
 	if (b == NULL || b->total - b->reserved < ad->reserve)
 		return WIRE_REASON_INSUFFICIENT_FUNDS;
+	ad->res_balance = b; /* the slot order_open reserves in: no slot is added after this */
 	if (a->user_seq >= WIRE_USER_SEQ_MAX)
 		return WIRE_REASON_OVERFLOW;
 	return WIRE_REASON_NONE;
@@ -441,8 +446,8 @@ new_order_content(const struct wire_new_order *m)
 }
 
 /* A new order record holding its exact reservation: a new order (target_seq 0) or the
- * replacement of order target_seq. n carries the order's terms. */
-static struct oms_order *
+ * replacement of order target_seq. n carries the order's terms; ad passed funds_check. */
+static inline struct oms_order *
 order_open(struct oms *oms, struct oms_actor *a, const struct wire_new_order *n,
 	   uint64_t target_seq, uint16_t me_shard, const struct admit *ad)
 {
@@ -466,7 +471,7 @@ order_open(struct oms *oms, struct oms_actor *a, const struct wire_new_order *n,
 	o->me_shard = me_shard;
 	o->res_asset = ad->res_asset;
 	o->recv_asset = ad->recv_asset;
-	oms_order_reserve_set(oms, a, o, ad->reserve);
+	oms_order_reserve_set_in(a, o, ad->res_balance, ad->reserve);
 	DCHECK(o->reserved == ad->reserve);
 	return o;
 }
@@ -641,6 +646,7 @@ oms_on_cancel_replace(struct oms *oms, const struct wire_cancel_replace *m, stru
 	const struct oms_symbol *s = oms_symbol_find(oms, t->symbol);
 	uint16_t r = WIRE_REASON_NONE;
 	struct admit ad;
+	int64_t notional = 0;
 	memset(&ad, 0, sizeof(ad));
 	if (killed(oms, a->user))
 		r = WIRE_REASON_KILLED;
@@ -649,7 +655,7 @@ oms_on_cancel_replace(struct oms *oms, const struct wire_cancel_replace *m, stru
 	else if (t->ord_type != WIRE_ORD_LIMIT || s == NULL)
 		r = WIRE_REASON_BAD_REQUEST;
 	else
-		r = limit_check(s, m->px, m->qty);
+		r = limit_check(s, m->px, m->qty, &notional);
 	if (r == WIRE_REASON_NONE && s->status == WIRE_SYM_HALTED)
 		r = WIRE_REASON_HALTED;
 	if (r == WIRE_REASON_NONE && oms->c.inflight >= oms->c.limits.inflight_max)
@@ -663,7 +669,7 @@ oms_on_cancel_replace(struct oms *oms, const struct wire_cancel_replace *m, stru
 		ad.recv_asset = t->recv_asset;
 		if (t->side == WIRE_SIDE_SELL)
 			ad.reserve = m->qty;
-		else if (buy_reserve(s, m->px, m->qty, &ad.reserve) != 0)
+		else if (buy_reserve(s, notional, &ad.reserve) != 0)
 			r = WIRE_REASON_OVERFLOW;
 	}
 	if (r == WIRE_REASON_NONE)

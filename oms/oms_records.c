@@ -49,7 +49,7 @@ oms_order_alloc(struct oms *oms, struct oms_actor *a, uint64_t seq)
 	CHECK(oms->c.order_free_count > 0);
 	uint32_t idx = oms->order_free[--oms->c.order_free_count];
 	struct oms_order *o = &oms->orders[idx];
-	memset(o, 0, sizeof(*o));
+	memset(o, 0, sizeof(*o)); /* a freed record keeps its old contents (oms_order_free) */
 	o->user_seq = seq;
 	o->oid_shard = oms->c.limits.shard_id; /* adopt() sets the first owner's */
 	o->saga_ns = oms->c.now_ns; /* the saga's age (bridge counters) is cluster time */
@@ -83,17 +83,7 @@ oms_order_reserve_set(struct oms *oms, struct oms_actor *a, struct oms_order *o,
 	DCHECK(reserved >= 0);
 	if (reserved == o->reserved)
 		return;
-	struct oms_balance *b = oms_balance_find(oms, a, o->res_asset);
-	CHECK(b != NULL);
-	b->reserved += reserved - o->reserved;
-	/* available = total − reserved is never negative. */
-	CHECK(b->reserved >= 0);
-	CHECK(b->reserved <= b->total);
-	if (o->reserved == 0)
-		a->reservations++;
-	else if (reserved == 0)
-		a->reservations--;
-	o->reserved = reserved;
+	oms_order_reserve_set_in(a, o, oms_balance_find(oms, a, o->res_asset), reserved);
 }
 
 void
@@ -101,7 +91,8 @@ oms_order_free(struct oms *oms, struct oms_actor *a, struct oms_order *o)
 {
 	uint32_t idx = (uint32_t)(o - oms->orders);
 	/* Release the remainder (seed: release on cancel/reject/expiry and at the end). */
-	oms_order_reserve_set(oms, a, o, 0);
+	if (o->reserved != 0)
+		oms_order_reserve_set(oms, a, o, 0);
 	if (o->state == OMS_O_PENDING) {
 		oms_saga_end(oms, a);
 	} else if (o->state == OMS_O_LIVE && o->kind == OMS_K_ORDER) {
@@ -128,34 +119,19 @@ oms_order_free(struct oms *oms, struct oms_actor *a, struct oms_order *o)
 		oms->users_ordered--;
 	}
 	oms_tab_remove(oms, OMS_TAG_ORDER, a->user, o->user_seq);
-	memset(o, 0, sizeof(*o));
+	/* Only the state marks a free slot (the snapshot, restore's free-stack check and every
+	 * slab walk read nothing else of it), and oms_order_alloc zeroes the record it hands
+	 * out: zeroing it here as well cost a second pass over it. */
+	o->state = OMS_O_FREE;
 	oms->order_free[oms->c.order_free_count++] = idx;
 }
 
-const struct oms_dedup *
-oms_dedup_find(const struct oms *oms, const struct oms_actor *a, uint32_t kind, uint64_t id)
-{
-	const uint64_t *ids = oms_actor_dedup_ids(oms, a);
-	uint32_t max = oms->c.limits.dedup_per_user;
-	/* Scan the dense id array; the full outcome is read only on a match. */
-	for (uint32_t k = 0, i = a->dedup_head; k < a->dedup_count; k++) {
-		if (ids[i] == id) {
-			const struct oms_dedup *d = &oms_actor_dedup(oms, a)[i];
-			if (d->kind == kind)
-				return d;
-		}
-		if (++i == max)
-			i = 0;
-	}
-	return NULL;
-}
-
-/* Make room for one more entry at the end of a's ring and return its index. A full window
- * forgets its oldest entry that is not pinned: the entries before it (pinned transfers not
- * yet flushed) move up one place, so the ring stays oldest first. There is always one, since
- * at most oms_xfer_pinned_max (< dedup_per_user) entries are pinned. */
-static uint32_t
-dedup_slot(struct oms *oms, struct oms_actor *a)
+/* Append e to a's ring (oldest first). A full window first forgets its oldest entry that
+ * is not pinned: the entries before it (pinned transfers not yet flushed) move up one place,
+ * so the ring stays oldest first. There is always one, since at most oms_xfer_pinned_max
+ * (< dedup_per_user) entries are pinned. */
+static inline void
+dedup_put(struct oms *oms, struct oms_actor *a, struct oms_dedup e)
 {
 	struct oms_dedup *ring = oms_actor_dedup(oms, a);
 	uint64_t *ids = oms_actor_dedup_ids(oms, a);
@@ -187,24 +163,24 @@ dedup_slot(struct oms *oms, struct oms_actor *a)
 	uint32_t i = a->dedup_head + a->dedup_count;
 	if (i >= max)
 		i -= max;
-	memset(&ring[i], 0, sizeof(ring[i]));
 	a->dedup_count++;
-	return i;
+	ids[i] = e.id;
+	ring[i] = e;
 }
 
 void
 oms_dedup_add(struct oms *oms, struct oms_actor *a, uint32_t kind, uint64_t id, uint64_t user_seq,
 	      uint64_t content, uint16_t reason)
 {
-	uint32_t i = dedup_slot(oms, a);
-	struct oms_dedup *d = &oms_actor_dedup(oms, a)[i];
-	oms_actor_dedup_ids(oms, a)[i] = id;
-	d->id = id;
-	d->user_seq = user_seq;
-	d->time_ns = oms->c.now_ns;
-	d->content = content;
-	d->reason = reason;
-	d->kind = (uint8_t)kind;
+	dedup_put(oms, a,
+		  (struct oms_dedup){
+			  .id = id,
+			  .user_seq = user_seq,
+			  .time_ns = oms->c.now_ns,
+			  .content = content,
+			  .reason = reason,
+			  .kind = (uint8_t)kind,
+		  });
 	oms_actor_changed(oms, a); /* the recent window travels in the row */
 }
 
@@ -213,18 +189,18 @@ oms_dedup_add_xfer(struct oms *oms, struct oms_actor *a, uint64_t id, uint32_t a
 		   int64_t amount, int64_t total, uint16_t reason, bool pinned)
 {
 	DCHECK(!pinned || oms_dedup_pinned(oms, a) < oms_xfer_pinned_max(&oms->c.limits));
-	uint32_t i = dedup_slot(oms, a);
-	struct oms_dedup *d = &oms_actor_dedup(oms, a)[i];
-	oms_actor_dedup_ids(oms, a)[i] = id;
-	d->id = id;
-	d->user_seq = (uint64_t)total;
-	/* A flush drawn after this (epoch > the counter now) carries it. */
-	d->time_ns = oms->c.epoch_seq;
-	d->content = (uint64_t)amount;
-	d->reason = reason;
-	d->kind = OMS_DEDUP_XFER;
-	d->flags = pinned ? OMS_DEDUP_F_PINNED : 0;
-	d->asset = asset;
+	dedup_put(oms, a,
+		  (struct oms_dedup){
+			  .id = id,
+			  .user_seq = (uint64_t)total,
+			  /* A flush drawn after this (epoch > the counter now) carries it. */
+			  .time_ns = oms->c.epoch_seq,
+			  .content = (uint64_t)amount,
+			  .reason = reason,
+			  .kind = OMS_DEDUP_XFER,
+			  .flags = pinned ? OMS_DEDUP_F_PINNED : 0,
+			  .asset = asset,
+		  });
 	if (id > a->xfer_id_max)
 		a->xfer_id_max = id;
 	oms_actor_changed(oms, a); /* the window and xfer_id_max travel in the row */

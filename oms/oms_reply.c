@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Replies to clients and operators: the header every emitted message gets, NAK, ADMIN_REPLY,
- * the provisional ACK and the execution report.
+ * the provisional ACK and the execution report (the last inline in oms_int.h: every order
+ * sends two at least).
  *
  * They sit at the bottom of the part so that every handler (admission, streams,
  * reconciliation, actors, routing) answers the same way without calling another handler's
@@ -58,31 +59,4 @@ oms_ack(struct oms *oms, struct oms_actor *a, uint64_t cl_ord_id, uint64_t shard
 	m.time_ns = time_ns;
 	oms_count(oms, OMS_C_ACKS);
 	OMS_EMIT(sink, WIRE_DEST_CLIENT, m, WIRE_ACK, 0);
-}
-
-void
-oms_exec_report(struct oms *oms, struct oms_actor *a, const struct oms_order *o, uint8_t exec,
-		struct svc_sink *sink, uint8_t cause, uint16_t reason, int64_t last_px,
-		int64_t last_qty, int64_t fee, uint8_t liquidity)
-{
-	struct wire_exec_report m;
-	memset(&m, 0, sizeof(m));
-	m.user = a->user;
-	m.cl_ord_id = o->cl_ord_id;
-	m.oid = wire_oid_make(oms_order_oid_shard(oms, o), a->user, o->user_seq);
-	m.seq = ++a->egress_seq;
-	m.time_ns = oms->c.now_ns;
-	m.symbol = o->symbol;
-	m.exec = exec;
-	m.side = o->side;
-	m.liquidity = liquidity;
-	m.cause = cause;
-	m.reason = reason;
-	m.last_px = last_px;
-	m.last_qty = last_qty;
-	m.cum_qty = o->cum_qty;
-	m.leaves_qty = o->leaves;
-	m.fee = fee;
-	oms_count(oms, OMS_C_EXEC_REPORTS);
-	OMS_EMIT(sink, WIRE_DEST_CLIENT, m, WIRE_EXEC_REPORT, 0);
 }

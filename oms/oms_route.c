@@ -211,7 +211,7 @@ oms_on_symbol_config(struct oms *oms, const struct wire_symbol_config *m, struct
 	if (s == NULL) {
 		s = &oms->symbols[oms->c.symbol_count];
 		memset(s, 0, sizeof(*s));
-		oms_tab_insert(oms, OMS_TAG_SYMBOL, m->symbol, 0, oms->c.symbol_count);
+		oms_symbol_index_add(oms, m->symbol, oms->c.symbol_count);
 		oms->c.symbol_count++;
 	} else if (s->me_shard != m->me_shard) {
 		repoint(oms, m->symbol, s->me_shard, m->me_shard);

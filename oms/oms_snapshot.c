@@ -382,9 +382,9 @@ deserialise(struct oms *oms, struct des *d)
 	for (uint32_t i = 0; i < c->symbol_count && !d->bad; i++) {
 		const struct oms_symbol *s = &oms->symbols[i];
 		if (s->me_shard >= l->me_shards_max || s->fee_slot >= l->fee_assets_max ||
-		    !symbol_ok(s) || oms_tab_find(oms, OMS_TAG_SYMBOL, s->symbol, 0) != OMS_NIL)
+		    !symbol_ok(s) || oms_symbol_find(oms, s->symbol) != NULL)
 			return -EINVAL;
-		oms_tab_insert(oms, OMS_TAG_SYMBOL, s->symbol, 0, i);
+		oms_symbol_index_add(oms, s->symbol, i);
 	}
 	get(d, oms->fees, sizeof(struct oms_fee) * l->fee_assets_max);
 	get(d, oms->streams, sizeof(struct oms_stream) * l->me_shards_max);

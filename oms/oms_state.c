@@ -110,11 +110,15 @@ static size_t
 layout(const struct oms_limits *l, struct oms *oms, uint8_t *base)
 {
 	size_t slots = (size_t)l->users_max + l->flush_headroom + l->wait_max;
-	/* One table, at most half full: users, orders, symbols, kills, releases. */
-	size_t keys = slots + l->orders_max + l->symbols_max + l->kill_users_max + l->releases_max;
+	/* One table, at most half full: users, orders, kills, releases. The symbols have an
+	 * index of their own, at most half full too. */
+	size_t keys = slots + l->orders_max + l->kill_users_max + l->releases_max;
 	size_t table = 16;
 	while (table < 2 * keys)
 		table <<= 1;
+	uint32_t symbol_bits = 1;
+	while (((size_t)1 << symbol_bits) < 2 * (size_t)l->symbols_max)
+		symbol_bits++;
 	size_t off = align_up(sizeof(struct oms));
 #define REGION(field, type, n)                                                             \
 	do {                                                                               \
@@ -138,10 +142,13 @@ layout(const struct oms_limits *l, struct oms *oms, uint8_t *base)
 	REGION(kills, uint64_t, l->kill_users_max);
 	REGION(releases, struct oms_release, l->releases_max);
 	REGION(table, struct oms_entry, table);
+	REGION(symbol_index, uint32_t, (size_t)1 << symbol_bits);
 #undef REGION
 	if (oms != NULL) {
 		oms->actor_slots = (uint32_t)slots;
 		oms->table_mask = (uint32_t)(table - 1);
+		oms->symbol_index_mask = (UINT32_C(1) << symbol_bits) - 1;
+		oms->symbol_index_shift = 32 - symbol_bits;
 	}
 	return off;
 }
@@ -168,6 +175,7 @@ oms_reset(struct oms *oms)
 	oms->c.limits = keep;
 	oms->users_ordered = 0; /* no actor, no record */
 	oms->users_in_saga = 0;
+	oms->timers_due_ns = 0; /* the next message looks at every timer */
 	oms->c.lru = (struct oms_list){ OMS_NIL, OMS_NIL, 0, 0 };
 	oms->c.flushing = oms->c.lru;
 	oms->c.hydrating = oms->c.lru;

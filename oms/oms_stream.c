@@ -46,6 +46,36 @@ reserve_trim(struct oms *oms, struct oms_actor *a, struct oms_order *o, const st
 	DCHECK(o->reserved <= before);
 }
 
+/* a's balances of s's base and quote assets, a slot added for either that has none (NULL
+ * when none is free): oms_balance_get_or_add of the base, then of the quote. One look at the
+ * slots when both are there, as they are for every admitted order. */
+static void
+balances_of(struct oms *oms, struct oms_actor *a, const struct oms_symbol *s,
+	    struct oms_balance **base, struct oms_balance **quote)
+{
+	struct oms_balance *pb, *pq;
+	/* SYMBOL_CONFIG refuses a symbol whose assets are 0 or the same. */
+	oms_balance_find2(oms, a, s->base_asset, s->quote_asset, &pb, &pq);
+	if (pb == NULL || pq == NULL) {
+		pb = oms_balance_get_or_add(oms, a, s->base_asset);
+		pq = oms_balance_get_or_add(oms, a, s->quote_asset);
+	}
+	*base = pb;
+	*quote = pq;
+}
+
+/* oms_order_reserve_set, given a balance of the settlement that may be the one o reserves
+ * in (it is, for every order whose symbol is s: a symbol never changes its assets). */
+static void
+reserve_set(struct oms *oms, struct oms_actor *a, struct oms_order *o, struct oms_balance *b,
+	    int64_t reserved)
+{
+	if (b->asset == o->res_asset)
+		oms_order_reserve_set_in(a, o, b, reserved);
+	else
+		oms_order_reserve_set(oms, a, o, reserved);
+}
+
 /* Settle one fill leg at its real notional with the symbol's maker/taker fee, charged in
  * the quote asset as the growth of the order's fee (oms_order_fee: rounded once on the
  * order's cumulative maker and taker notional). Buyer pays notional + fee out of the
@@ -77,8 +107,8 @@ settle(struct oms *oms, struct oms_actor *a, struct oms_order *o, const struct o
 		return 0;
 	}
 	fee = f1 - f0;
-	struct oms_balance *base = oms_balance_get_or_add(oms, a, s->base_asset);
-	struct oms_balance *quote = oms_balance_get_or_add(oms, a, s->quote_asset);
+	struct oms_balance *base, *quote;
+	balances_of(oms, a, s, &base, &quote);
 	if (base == NULL || quote == NULL) {
 		oms_count(oms, OMS_C_ALARM_SETTLE_SHORTFALL);
 		return 0;
@@ -107,7 +137,7 @@ settle(struct oms *oms, struct oms_actor *a, struct oms_order *o, const struct o
 			oms_count(oms, OMS_C_ALARM_OVERFLOW);
 			return 0;
 		}
-		oms_order_reserve_set(oms, a, o, o->reserved - from_res);
+		reserve_set(oms, a, o, quote, o->reserved - from_res);
 		quote->total -= from_res + extra;
 		base->total += qty;
 		*fees += fee;
@@ -124,7 +154,7 @@ settle(struct oms *oms, struct oms_actor *a, struct oms_order *o, const struct o
 			oms_count(oms, OMS_C_ALARM_OVERFLOW);
 			return 0;
 		}
-		oms_order_reserve_set(oms, a, o, o->reserved - from_res);
+		reserve_set(oms, a, o, base, o->reserved - from_res);
 		base->total -= from_res + extra;
 		quote->total += notional - fee;
 		*fees += fee;
@@ -254,21 +284,14 @@ modify_refused(struct oms *oms, struct oms_actor *a, struct oms_order *m,
 	oms_order_free(oms, a, m); /* a replacement's reservation is released here */
 }
 
-void
-oms_event_apply(struct oms *oms, struct oms_actor *a, const struct wire_me_event *ev,
-		const struct oms_symbol *sym, struct svc_sink *sink)
+/* Apply event ev (not ADOPTED) to a, touched already, whose record for the event's user_seq
+ * is o (NULL: none). */
+static void
+order_event(struct oms *oms, struct oms_actor *a, struct oms_order *o,
+	    const struct wire_me_event *ev, const struct oms_symbol *sym, struct svc_sink *sink)
 {
-	DCHECK(a->state == OMS_A_RESIDENT || a->state == OMS_A_FLUSHING);
-	/* oms_on_me_event refused any other event type before it was sequenced or parked. */
-	DCHECK(ev->event >= WIRE_EV_ACCEPTED);
-	DCHECK(ev->event < WIRE_EV_MAX);
-	oms_actor_touch(oms, a);
-	DCHECK(a->state == OMS_A_RESIDENT); /* activity cancels an in-window flush */
-	if (ev->event == WIRE_EV_ADOPTED) {
-		adopt(oms, a, ev, sym);
-		return;
-	}
-	struct oms_order *o = oms_order_find(oms, a->user, wire_oid_seq(ev->oid));
+	DCHECK(a->state == OMS_A_RESIDENT);
+	DCHECK(ev->event != WIRE_EV_ADOPTED);
 	if (o == NULL || oms_order_oid_shard(oms, o) != wire_oid_shard(ev->oid)) {
 		event_unknown(oms, a, ev);
 		return;
@@ -390,6 +413,23 @@ oms_event_apply(struct oms *oms, struct oms_actor *a, const struct wire_me_event
 	}
 }
 
+void
+oms_event_apply(struct oms *oms, struct oms_actor *a, const struct wire_me_event *ev,
+		const struct oms_symbol *sym, struct svc_sink *sink)
+{
+	DCHECK(a->state == OMS_A_RESIDENT || a->state == OMS_A_FLUSHING);
+	/* oms_on_me_event refused any other event type before it was sequenced or parked. */
+	DCHECK(ev->event >= WIRE_EV_ACCEPTED);
+	DCHECK(ev->event < WIRE_EV_MAX);
+	oms_actor_touch(oms, a);
+	DCHECK(a->state == OMS_A_RESIDENT); /* activity cancels an in-window flush */
+	if (ev->event == WIRE_EV_ADOPTED) {
+		adopt(oms, a, ev, sym);
+		return;
+	}
+	order_event(oms, a, oms_order_find(oms, a->user, wire_oid_seq(ev->oid)), ev, sym, sink);
+}
+
 /* ---- stream sequencing ---- */
 
 static struct wire_me_event *
@@ -459,7 +499,7 @@ hold(struct oms *oms, uint16_t ms, const struct wire_me_event *ev)
 
 /* Consume one in-sequence event. False: it cannot be taken now (no slot to park it for a
  * hydrate-on-miss); the stream stays at this seq and the replay brings it again. */
-static bool
+static inline bool
 consume(struct oms *oms, const struct wire_me_event *ev, const struct oms_symbol *s,
 	struct svc_sink *sink)
 {
@@ -470,6 +510,21 @@ consume(struct oms *oms, const struct wire_me_event *ev, const struct oms_symbol
 	if (ev->oid.user == 0) {
 		oms_count(oms, OMS_C_EVENTS_FOREIGN);
 		return true;
+	}
+	/* Most events are about an order we hold. Its record names its actor, which is resident
+	 * (only a resident actor holds records: a flushing one is flat, a hydrating or waiting
+	 * one has run nothing yet), so the user needs no lookup of its own. What oms_event_apply
+	 * does then, in the same order: touch, find the record, apply. */
+	if (ev->event != WIRE_EV_ADOPTED) {
+		struct oms_order *o = oms_order_find(oms, ev->oid.user, wire_oid_seq(ev->oid));
+		if (o != NULL) {
+			struct oms_actor *a = &oms->actors[o->actor];
+			DCHECK(a->user == ev->oid.user);
+			DCHECK(a->state == OMS_A_RESIDENT);
+			oms_actor_touch(oms, a);
+			order_event(oms, a, o, ev, s, sink);
+			return true;
+		}
 	}
 	struct oms_actor *a = oms_actor_find(oms, ev->oid.user);
 	if (a != NULL && oms_actor_serving(a)) {
@@ -528,8 +583,10 @@ oms_on_me_event(struct oms *oms, const struct wire_me_event *m, struct svc_sink 
 	}
 	st->next_seq++;
 	/* Later events held behind a gap now run in order. */
-	struct wire_me_event *h = held_of(oms, ms);
-	while (st->held_count > 0 && h[0].seq <= st->next_seq) {
+	while (st->held_count > 0) {
+		struct wire_me_event *h = held_of(oms, ms);
+		if (h[0].seq > st->next_seq)
+			break;
 		if (h[0].seq == st->next_seq) {
 			if (!consume(oms, &h[0], oms_symbol_find(oms, h[0].symbol), sink)) {
 				oms_count(oms, OMS_C_EVENTS_BLOCKED);
@@ -541,7 +598,7 @@ oms_on_me_event(struct oms *oms, const struct wire_me_event *m, struct svc_sink 
 		memmove(&h[0], &h[1], sizeof(h[0]) * st->held_count);
 	}
 	/* Whatever is still held lies beyond the next expected seq (or is blocked at it). */
-	DCHECK(st->held_count == 0 || h[0].seq >= st->next_seq);
+	DCHECK(st->held_count == 0 || held_of(oms, ms)[0].seq >= st->next_seq);
 	if (st->next_seq - 1 - st->acked_seq >= oms->c.limits.stream_ack_every)
 		stream_ack(oms, ms, sink);
 }
