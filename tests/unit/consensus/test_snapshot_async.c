@@ -89,6 +89,28 @@ restore_base(uint32_t i)
 		&scratch, (const uint8_t *)data + sizeof(pre), m->len - sizeof(pre));
 }
 
+/* Restart node i from the snapshot its host saved last: it boots at that index with the
+ * state hashed h. */
+static void
+restart_from_saved(uint32_t i, uint64_t index, uint64_t h)
+{
+	struct fx_node *n = &F.nodes[i];
+	cr_assert(eq(int, fx_restart(&F, i, &n->saved_meta, n->saved), 0));
+	cr_assert(eq(u64, cns_applied_index(n->c), index));
+	cr_assert(eq(u64, hash_of(&n->svc), h));
+}
+
+/* 50 ms on: node i applied what node 0 (the leader) did and holds the same state. */
+static void
+caught_up(uint32_t i, uint64_t sum)
+{
+	struct fx_node *n = &F.nodes[i];
+	fx_run_ms(&F, 50);
+	cr_assert(eq(u64, cns_applied_index(n->c), cns_applied_index(F.nodes[0].c)));
+	cr_assert(eq(u64, n->svc.sum, sum));
+	cr_assert(eq(u64, hash_of(&n->svc), hash_of(&F.nodes[0].svc)));
+}
+
 /* Goal: begin fixes index, term and time at the applied index; end makes the bytes the
  * host wrote the base, hands them to host.snapshot_saved, compacts behind it keeping
  * log_keep_entries; a restart from what was saved restores the state it describes.
@@ -146,16 +168,11 @@ Test(cns_snapshot_async, begin_end_makes_the_base, .fini = fini)
 	cr_assert(eq(int, cns_snapshot_take(c), -EALREADY));
 
 	/* A restart from the saved snapshot over the compacted log. */
-	cr_assert(eq(int, fx_restart(&F, 1, &n2->saved_meta, n2->saved), 0));
-	cr_assert(eq(u64, cns_applied_index(n2->c), applied));
+	restart_from_saved(1, applied, h);
 	cr_assert(eq(u64, cns_applied_time(n2->c), time_ns));
-	cr_assert(eq(u64, hash_of(&n2->svc), h));
 	cr_assert(eq(u64, cns_snapshot_pending(n2->c), 0));
 	propose_entries(0, 100, 2);
-	fx_run_ms(&F, 50);
-	cr_assert(eq(u64, cns_applied_index(n2->c), cns_applied_index(F.nodes[0].c)));
-	cr_assert(eq(u64, n2->svc.sum, 1275 + 201));
-	cr_assert(eq(u64, hash_of(&n2->svc), hash_of(&F.nodes[0].svc)));
+	caught_up(1, 1275 + 201);
 }
 
 /* Goal: the node applies between begin and end, and the snapshot still holds the state at
@@ -195,13 +212,8 @@ Test(cns_snapshot_async, applies_between_begin_and_end, .fini = fini)
 	cr_assert(eq(u64, scratch.last_index, a));
 
 	/* The entries applied meanwhile are still in the log after the new base. */
-	cr_assert(eq(int, fx_restart(&F, 1, &n2->saved_meta, n2->saved), 0));
-	cr_assert(eq(u64, cns_applied_index(n2->c), a));
-	cr_assert(eq(u64, hash_of(&n2->svc), h_a));
-	fx_run_ms(&F, 50);
-	cr_assert(eq(u64, cns_applied_index(n2->c), cns_applied_index(F.nodes[0].c)));
-	cr_assert(eq(u64, n2->svc.sum, 465 + 2190));
-	cr_assert(eq(u64, hash_of(&n2->svc), hash_of(&F.nodes[0].svc)));
+	restart_from_saved(1, a, h_a);
+	caught_up(1, 465 + 2190);
 }
 
 /* Goal: while one is pending, neither another begin nor a synchronous take runs; they do
