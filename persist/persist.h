@@ -322,8 +322,9 @@ enum pst_fork_state {
 	PST_FORK_DONE,    /* *len bytes are in buf (0: they did not fit in cap) */
 	PST_FORK_FAILED,  /* the child died without a result (*status: waitpid's status) */
 };
-/* Cheap when nothing changed (a load of the slot's flag; waitpid at most every 10 ms);
- * never blocks. Reaps a child whose result was collected. */
+/* Cheap when nothing changed (a load of the slot's flag and a coarse clock; waitpid at most
+ * every 10 ms while the child runs); never blocks. Reaps a child whose result was collected
+ * (asking at most every millisecond). */
 enum pst_fork_state pst_fork_poll(struct pst_fork *f, size_t *len, int *status);
 /* Kill the child (SIGKILL) and reap it: its result is dropped. Blocks until it is gone. */
 void pst_fork_kill(struct pst_fork *f);

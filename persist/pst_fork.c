@@ -37,6 +37,7 @@
 #endif
 
 #define WAIT_EVERY_NS 10000000u /* waitpid while the child runs: a crash is seen this late */
+#define REAP_EVERY_NS 1000000u  /* waitpid for a child whose result was collected */
 #define SLOT_DONE 1u
 
 struct pst_fork_slot {
@@ -218,20 +219,25 @@ pst_fork_poll(struct pst_fork *f, size_t *len, int *status)
 {
 	if (f->pid <= 0)
 		return PST_FORK_IDLE;
+	uint64_t now = mono_ns(CLOCK_MONOTONIC_COARSE);
 	if (f->result) {
-		/* Collected: only the reaping is left (a big image takes the child a while to
-		 * tear down; never wait for it). */
-		reap(f, false);
+		/* Collected: only the reaping is left. A big image takes the child a while to
+		 * tear down: never wait for it, and ask at most every REAP_EVERY_NS (the caller
+		 * polls every cycle; a system call each time would be a cost on its hot path). */
+		if (now >= f->next_wait_ns) {
+			f->next_wait_ns = now + REAP_EVERY_NS;
+			reap(f, false);
+		}
 		return PST_FORK_IDLE;
 	}
 	if (atomic_load_explicit(&f->slot->done, memory_order_acquire) == SLOT_DONE) {
 		*len = (size_t)f->slot->len;
 		f->child_ns = f->slot->child_ns;
 		f->result = true;
+		f->next_wait_ns = now + REAP_EVERY_NS;
 		reap(f, false);
 		return PST_FORK_DONE;
 	}
-	uint64_t now = mono_ns(CLOCK_MONOTONIC_COARSE);
 	if (now < f->next_wait_ns)
 		return PST_FORK_RUNNING;
 	f->next_wait_ns = now + WAIT_EVERY_NS;
