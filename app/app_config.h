@@ -141,6 +141,10 @@ struct app_config {
 	uint64_t snapshot_fork_min_mb;        /* fork only when the last snapshot was at least
 					       * this big; smaller ones cost the lcore less than
 					       * a fork of the whole process */
+	bool snapshot_shadow;                 /* [limits] snapshot_by = shadow: a copy of the
+					       * service on a thread of its own serialises
+					       * (app_shadow.h); fork as above when it is lost */
+	uint64_t shadow_ring_mb;              /* the shadow's ring: how far it may fall behind */
 	uint64_t dedup_window_ms;             /* ME: a finished order's dedup record outlives
 					       * its ack this long (docs/me-contract.md) */
 	uint64_t me_events_max;               /* ME: events retained per OMS stream until acked

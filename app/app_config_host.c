@@ -73,6 +73,7 @@ cfg_defaults(struct app_config *cfg)
 	cfg->snapshot_entries = 20000;
 	cfg->snapshot_fork = true; /* the shard never stalls for a whole serialisation */
 	cfg->snapshot_fork_min_mb = 16;
+	cfg->shadow_ring_mb = 64;
 	cfg->dedup_window_ms = 0; /* derived from the timers (app_config_check.c) */
 	cfg->me_events_max = 8192;
 	cfg->flush_ms = 1000;

@@ -61,14 +61,17 @@ cfg_sec_rest(struct cfg_ctx *c, struct app_config *cfg)
 	cfg_get_u64(c, "timers", "saga_old_ms", false, 1, UINT32_MAX, &cfg->saga_old_ms);
 
 	cfg_get_u64(c, "limits", "snapshot_fork_min_mb", false, 0, 2047, &cfg->snapshot_fork_min_mb);
+	cfg_get_u64(c, "limits", "shadow_ring_mb", false, 1, 65536, &cfg->shadow_ring_mb);
 	v = cfg_get(c, "limits", "snapshot_by");
 	if (v != NULL) {
-		if (strcmp(v, "fork") == 0)
-			cfg->snapshot_fork = true;
+		cfg->snapshot_shadow = strcmp(v, "shadow") == 0;
+		if (strcmp(v, "fork") == 0 || strcmp(v, "shadow") == 0)
+			cfg->snapshot_fork = true; /* shadow: how a lost copy's snapshot is taken */
 		else if (strcmp(v, "lcore") == 0)
 			cfg->snapshot_fork = false;
 		else
-			cfg_report(c, "limits", "snapshot_by", "'%s' is not one of fork|lcore", v);
+			cfg_report(c, "limits", "snapshot_by", "'%s' is not one of "
+				   "shadow|fork|lcore", v);
 	}
 	v = cfg_get(c, "durability", "mode");
 	if (v != NULL) {

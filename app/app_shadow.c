@@ -52,6 +52,7 @@ struct app_shadow {
 	app_shadow_say_fn *say;
 	void *say_ctx;
 	bool threaded;
+	bool hash;
 	pthread_t tid;
 
 	/* The producer's line. */
@@ -84,6 +85,7 @@ struct app_shadow {
 	bool broken;                  /* that base was refused, or none came */
 	uint32_t job_done;            /* the last job answered */
 	size_t job_len;               /* its answer */
+	uint64_t job_hash;            /* the copy's state hash then (conf.hash) */
 	/* The thread's own. */
 	uint32_t my_gen;              /* the seed followed */
 	uint64_t my_pos;              /* its position */
@@ -338,6 +340,13 @@ app_shadow_snap_poll(struct app_shadow *sh, size_t *len)
 	return 0;
 }
 
+uint64_t
+app_shadow_snap_hash(const struct app_shadow *sh)
+{
+	CHECK(sh->hash && !sh->job_out);
+	return sh->job_hash;
+}
+
 /* --- the thread --------------------------------------------------------------------------- */
 
 static void
@@ -460,6 +469,8 @@ app_shadow_work(struct app_shadow *sh)
 			uint64_t t0 = mono_ns();
 			len = sh->ops->snapshot(sh->svc, sh->job_buf, sh->job_cap);
 			uint64_t ns = mono_ns() - t0;
+			if (sh->hash)
+				sh->job_hash = sh->ops->state_hash(sh->svc);
 			if (ns > sh->c[APP_SHADOW_SERIALIZE_MAX_NS])
 				cset(sh, APP_SHADOW_SERIALIZE_MAX_NS, ns);
 		}
@@ -503,6 +514,7 @@ app_shadow_create(struct app_shadow **out, const struct app_shadow_conf *conf)
 	sh->ops = conf->ops;
 	sh->svc = conf->svc;
 	sh->idle_ns = conf->idle_ns > 0 ? conf->idle_ns : 1;
+	sh->hash = conf->hash;
 	sh->say = conf->say;
 	sh->say_ctx = conf->say_ctx;
 	/* Seed 1: the copy equals the service as both stand now. */

@@ -58,6 +58,7 @@ struct app_shadow_conf {
 				    * shadow applies to it and serialises it, nothing else may */
 	size_t ring_bytes;         /* rounded up to 8, at least APP_SHADOW_RING_MIN */
 	bool thread;               /* run a thread (else the caller calls app_shadow_work) */
+	bool hash;                 /* with each snapshot, the copy's state hash (a check) */
 	uint64_t idle_ns;          /* the thread's sleep when it finds nothing to do (>= 1) */
 	const void *cpus;          /* the thread's CPU set (a cpu_set_t), NULL: inherited */
 	size_t cpus_size;          /* its size */
@@ -106,6 +107,8 @@ bool app_shadow_snap_busy(const struct app_shadow *sh);
 /* Collect the job: -EINPROGRESS, or 0 with *len the bytes written (0: failed — a seed came
  * first, the buffer was too small, the copy was broken or ahead of index). */
 int app_shadow_snap_poll(struct app_shadow *sh, size_t *len);
+/* With conf.hash: svc_ops.state_hash of the copy the last collected snapshot holds. */
+uint64_t app_shadow_snap_hash(const struct app_shadow *sh);
 
 /* --- The consumer -------------------------------------------------------------------------
  * Take a new seed, apply up to APP_SHADOW_DRAIN_MAX records, serialise a due job. Returns

@@ -161,6 +161,8 @@ app_shard_do_work(void *arg, uint64_t now_ns)
 			s->snap_index = idx;
 	}
 	app_outbox_flush(&s->ob);
+	if (s->shadow != NULL)
+		app_shadow_publish(s->shadow); /* this cycle's messages, to the copy */
 	aggregates(s);
 	asset_pass(s);
 
@@ -202,9 +204,15 @@ wrap_apply(void *svc, uint64_t index, uint64_t now_ns, const struct wire_msg_hdr
 			return; /* not a message for the service (app_admin_fwd.c) */
 		svc_real(s)->apply(s->svc, index, now_ns, inner, &fa.sink);
 		app_fwd_apply_end(&fa);
+		if (s->shadow != NULL)
+			app_shadow_push_apply(s->shadow, index, now_ns, inner);
 		return;
 	}
 	svc_real(s)->apply(s->svc, index, now_ns, msg, sink);
+	/* The copy is given what the service was given; a full ring loses it (counted in
+	 * app_shard_snapshot_take, which seeds it again). */
+	if (s->shadow != NULL)
+		app_shadow_push_apply(s->shadow, index, now_ns, msg);
 }
 
 static void
@@ -212,6 +220,8 @@ wrap_tick(void *svc, uint64_t index, uint64_t now_ns, struct svc_sink *sink)
 {
 	struct app_shard *s = svc;
 	svc_real(s)->tick(s->svc, index, now_ns, sink);
+	if (s->shadow != NULL)
+		app_shadow_push_tick(s->shadow, index, now_ns);
 }
 
 static size_t
@@ -232,7 +242,22 @@ static int
 wrap_restore(void *svc, const void *buf, size_t len)
 {
 	struct app_shard *s = svc;
-	return svc_real(s)->restore(s->svc, buf, len);
+	int rc = svc_real(s)->restore(s->svc, buf, len);
+	if (s->shadow != NULL) {
+		/* At boot, on an install and on the reload of our own base after a refused one,
+		 * consensus restores from bytes it keeps until its next snapshot or install
+		 * (which app_shard_snapshot_take holds, and which a later seed waits out):
+		 * the copy restores from them too. A refused snapshot left the service empty,
+		 * which only a reload (another restore) or a later snapshot mends. */
+		if (rc == 0) {
+			app_shadow_seed(s->shadow, buf, len);
+		} else {
+			app_shadow_seed_later(s->shadow);
+			app_shadow_seed_base(s->shadow, NULL, 0);
+		}
+		s->shadow_seeding = false; /* a snapshot taken without the copy: superseded */
+	}
+	return rc;
 }
 
 static uint64_t

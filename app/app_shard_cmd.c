@@ -205,15 +205,23 @@ cmd_propose(struct app_shard *s, struct app_cmd *c)
 
 static void snap_cmd_answer(struct app_shard *s, int rc);
 
-/* An asynchronous snapshot's bytes are in consensus's buffer (len 0: none): make it the
- * base, and count. */
+/* An asynchronous snapshot's bytes are in consensus's buffer (len 0: none; failed_by names
+ * what produced nothing, NULL: the buffer was too small): make it the base, and count. A
+ * snapshot taken while the shadow copy was lost seeds it. */
 static void
-snap_end(struct app_shard *s, size_t len, bool child_failed)
+snap_end(struct app_shard *s, size_t len, const char *failed_by)
 {
 	uint64_t index = cns_snapshot_pending(s->cns);
 	s->snap_taking = true;
 	int rc = cns_snapshot_end(s->cns, len);
 	s->snap_taking = false;
+	const struct cns_snapshot_meta *base = cns_snapshot(s->cns, NULL);
+	if (len == 0 && base != NULL && base->index >= index)
+		rc = -ESTALE; /* the shadow's job, superseded by an install that covers it */
+	if (s->shadow_seeding) {
+		s->shadow_seeding = false;
+		app_shadow_seed_base(s->shadow, rc == 0 ? s->shadow_base : NULL, len);
+	}
 	if (rc == 0) {
 		if (s->logw == NULL)
 			sc_add(s, SC_SNAPSHOTS, 1); /* else once its file is durable (app_flog.c) */
@@ -221,10 +229,10 @@ snap_end(struct app_shard *s, size_t len, bool child_failed)
 		sc_add(s, SC_SNAPSHOT_STALE, 1);
 	} else {
 		sc_add(s, SC_SNAPSHOT_FAILED, 1);
-		if (child_failed)
-			APP_LOG(ERR, "shard %u: the snapshot child for %" PRIu64 " died without a "
-				"result: the log is not compacted; the next snapshot is due in "
-				"[limits] snapshot_entries", s->id, index);
+		if (failed_by != NULL)
+			APP_LOG(ERR, "shard %u: %s for %" PRIu64 " gave no result: the log is "
+				"not compacted; the next snapshot is due in [limits] "
+				"snapshot_entries", s->id, failed_by, index);
 		else
 			APP_LOG(ERR, "shard %u: snapshot at %" PRIu64 " failed: %s (raise "
 				"[limits] snapshot_mb): the log is not compacted and will fill",
@@ -241,9 +249,42 @@ sc_max(struct app_shard *s, enum shard_counter c, uint64_t v)
 		sc_add(s, c, v - s->c[c]);
 }
 
+/* The shadow copy: its loss counted once, its snapshot collected. */
+static void
+shadow_poll(struct app_shard *s)
+{
+	bool lost = app_shadow_lost(s->shadow);
+	if (lost && !s->shadow_lost_seen) {
+		sc_add(s, SC_SNAPSHOT_SHADOW_LOST, 1);
+		APP_LOG(WARNING, "shard %u: the shadow copy is lost (it fell behind by its whole "
+			"ring, [limits] shadow_ring_mb, or refused a base): the next snapshot is "
+			"taken without it, and seeds it again", s->id);
+	}
+	s->shadow_lost_seen = lost;
+	size_t len;
+	if (!app_shadow_snap_busy(s->shadow) || app_shadow_snap_poll(s->shadow, &len) != 0)
+		return;
+	sc_max(s, SC_SNAPSHOT_SHADOW_MAX_NS,
+	       app_shadow_counter(s->shadow, APP_SHADOW_SERIALIZE_MAX_NS));
+	sc_max(s, SC_SHADOW_LAG_MAX_BYTES, app_shadow_counter(s->shadow, APP_SHADOW_LAG_MAX));
+	if (len != 0)
+		sc_add(s, SC_SNAPSHOT_SHADOWED, 1);
+#ifdef OMSD_DCHECK
+	if (len != 0 && app_shadow_snap_hash(s->shadow) != s->shadow_hash) {
+		APP_LOG(CRIT, "shard %u: the shadow copy's state at %" PRIu64 " is not the "
+			"service's", s->id, cns_snapshot_pending(s->cns));
+		CHECK(app_shadow_snap_hash(s->shadow) == s->shadow_hash);
+	}
+#endif
+	CHECK(cns_snapshot_pending(s->cns) != 0); /* only snap_end ends it, after this */
+	snap_end(s, len, len == 0 && app_shadow_lost(s->shadow) ? "the shadow copy" : NULL);
+}
+
 void
 app_shard_snapshot_poll(struct app_shard *s)
 {
+	if (s->shadow != NULL)
+		shadow_poll(s);
 	if (!s->snapfork_ok || s->snapfork.pid == 0)
 		return;
 	bool pending = cns_snapshot_pending(s->cns) != 0;
@@ -256,12 +297,12 @@ app_shard_snapshot_poll(struct app_shard *s)
 	case PST_FORK_DONE:
 		sc_max(s, SC_SNAPSHOT_CHILD_MAX_NS, s->snapfork.child_ns);
 		if (pending)
-			snap_end(s, len, false);
+			snap_end(s, len, NULL);
 		return;
 	case PST_FORK_FAILED:
 		APP_LOG(ERR, "shard %u: snapshot child exited with status %d", s->id, status);
 		if (pending)
-			snap_end(s, 0, true);
+			snap_end(s, 0, "the snapshot child");
 		return;
 	case PST_FORK_RUNNING:
 		if (s->now - s->snapfork.started_ns < SNAP_CHILD_MAX_NS || !pending)
@@ -270,20 +311,43 @@ app_shard_snapshot_poll(struct app_shard *s)
 			s->id, s->snapfork.pid, SNAP_CHILD_MAX_NS / 1000000000ull);
 		pst_fork_kill(&s->snapfork);
 		PUB(s->collapse_req, s->collapse_req + 1);
-		snap_end(s, 0, true);
+		snap_end(s, 0, "the snapshot child");
 		return;
 	case PST_FORK_IDLE:
 		return;
 	}
 }
 
+/* [limits] snapshot_by = shadow: consensus fixes the snapshot's index, the shadow copy
+ * serialises the state at it into consensus's third buffer once it has applied what this
+ * lcore applied up to now, and this lcore goes on; app_shard_snapshot_poll ends it.
+ * -EINPROGRESS, or what app_shard_snapshot_take returns. */
+static int
+snapshot_shadow(struct app_shard *s)
+{
+	void *buf;
+	size_t cap;
+	int rc = cns_snapshot_begin(s->cns, &buf, &cap);
+	if (rc != 0)
+		return rc;
+	rc = app_shadow_snap_post(s->shadow, cns_snapshot_pending(s->cns), buf, cap);
+	CHECK(rc == 0); /* ready (not lost), and no job out: none is pending in consensus */
+#ifdef OMSD_DCHECK
+	/* Every test's build checks the copy against the service (a pass over the state, so
+	 * not in a release build): the same hash at the same index. */
+	s->shadow_hash = s->is_oms ? oms_svc_ops.state_hash(s->svc) : me_svc_ops.state_hash(s->svc);
+#endif
+	return -EINPROGRESS;
+}
+
 /* [limits] snapshot_by = fork: consensus fixes the snapshot's index, a child serialises the
  * state as it is at this instant (copy-on-write) into consensus's third buffer, and this
- * lcore goes on; app_shard_snapshot_poll ends it. If fork fails, the serialisation is done
- * here (the stall of snapshot_by = lcore) rather than not at all. -EINPROGRESS, or what
- * app_shard_snapshot_take returns. */
+ * lcore goes on; app_shard_snapshot_poll ends it. If fork fails, or fork is false, the
+ * serialisation is done here (the stall of snapshot_by = lcore). With a shadow copy (lost:
+ * the snapshot is taken without it) the snapshot seeds it: the messages applied from here
+ * on follow it. -EINPROGRESS, or what app_shard_snapshot_take returns. */
 static int
-snapshot_fork(struct app_shard *s)
+snapshot_async(struct app_shard *s, bool fork)
 {
 	if (s->snapfork.pid != 0)
 		return -EBUSY; /* the last child is not reaped yet */
@@ -292,7 +356,16 @@ snapshot_fork(struct app_shard *s)
 	int rc = cns_snapshot_begin(s->cns, &buf, &cap);
 	if (rc != 0)
 		return rc;
+	if (s->shadow != NULL) {
+		app_shadow_seed_later(s->shadow);
+		s->shadow_base = buf; /* consensus's base once snap_end makes it so */
+		s->shadow_seeding = true;
+	}
 	const struct svc_ops *ops = s->is_oms ? &oms_svc_ops : &me_svc_ops;
+	if (!fork) {
+		snap_end(s, ops->snapshot(s->svc, buf, cap), NULL);
+		return 0;
+	}
 	const struct app *app = s->app;
 	/* The child maps what the last snapshot took and an eighth more in one go (the size
 	 * itself would be a pass over the state here). */
@@ -310,7 +383,7 @@ snapshot_fork(struct app_shard *s)
 	}
 	APP_LOG(WARNING, "shard %u: cannot fork a snapshot child (%s): serialising on the "
 		"shard lcore", s->id, strerror(-rc));
-	snap_end(s, ops->snapshot(s->svc, buf, cap), false);
+	snap_end(s, ops->snapshot(s->svc, buf, cap), NULL);
 	return 0;
 }
 
@@ -329,9 +402,22 @@ app_shard_snapshot_take(struct app_shard *s)
 	/* A small state is serialised here: a fork copies the page tables of the whole process
 	 * (DPDK's memory, the heaps, the log), which costs the lcore more than a few MiB of
 	 * serialising (docs/persist.md). The last snapshot's length is the estimate. */
+	if (s->shadow != NULL) {
+		if (app_shadow_ready(s->shadow)) {
+			int rc = snapshot_shadow(s);
+			if (rc != -EALREADY)
+				s->snap_index = applied;
+			return rc;
+		}
+		/* Seeded from a base consensus keeps until its next snapshot: not before the
+		 * copy has read it. Lost: taken without the copy, as below, and seeds it. */
+		if (!app_shadow_lost(s->shadow))
+			return -EBUSY;
+	}
 	uint64_t last = cns_snapshot(s->cns, NULL)->len;
-	if (s->snapfork_ok && last >= (s->app->cfg.snapshot_fork_min_mb << 20)) {
-		int rc = snapshot_fork(s);
+	bool fork = s->snapfork_ok && last >= (s->app->cfg.snapshot_fork_min_mb << 20);
+	if (fork || s->shadow != NULL) {
+		int rc = snapshot_async(s, fork);
 		if (rc != -EALREADY && rc != -EBUSY)
 			s->snap_index = applied;
 		return rc;

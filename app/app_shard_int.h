@@ -38,6 +38,7 @@
 #include "app_gw_route.h"
 #include "app_logw.h"
 #include "app_placement.h"
+#include "app_shadow.h"
 #include "app_shed.h"
 #include "consensus/cns.h"
 #include "persist/persist.h"
@@ -106,6 +107,15 @@
 	  "child, ns (the shard lcore's stall; a gauge)")                                \
 	X(SNAPSHOT_CHILD_MAX_NS, "snapshot_child_max_ns", "the longest a snapshot child "   \
 	  "took to serialise, ns (a gauge)")                                             \
+	X(SNAPSHOT_SHADOWED, "snapshot_shadowed", "snapshots the shadow copy serialised "    \
+	  "([limits] snapshot_by = shadow)")                                             \
+	X(SNAPSHOT_SHADOW_LOST, "snapshot_shadow_lost", "times the shadow copy was lost "    \
+	  "(its ring full, or a base refused): the next snapshot is taken without it and " \
+	  "seeds it again")                                                              \
+	X(SNAPSHOT_SHADOW_MAX_NS, "snapshot_shadow_max_ns", "the longest the shadow copy "  \
+	  "took to serialise, ns (a gauge)")                                             \
+	X(SHADOW_LAG_MAX_BYTES, "shadow_lag_max_bytes", "the most bytes of applied "        \
+	  "messages queued behind the shadow copy (a gauge)")                            \
 	X(SNAPSHOT_CORRUPT, "snapshot_corrupt", "corrupt snapshot files set aside at boot") \
 	X(VOTE_SAVE_FAILED, "vote_save_failed", "Raft vote (term) saves that failed")       \
 	X(RAFT_HELD, "raft_held", "Raft messages dropped: the vote was not saved")          \
@@ -301,6 +311,16 @@ struct app_shard {
 	bool snapfork_ok;            /* snapfork was initialised */
 	struct app_cmd *snap_cmd;
 	size_t svc_size, cns_size;   /* svc_mem and cns_mem sizes (pst_mem_*) */
+	/* [limits] snapshot_by = shadow: the copy of the service (app_shadow.h), fed by
+	 * wrap_apply and wrap_tick, seeded by wrap_restore and by a snapshot taken without it. */
+	struct app_shadow *shadow;
+	void *shadow_mem;            /* the copy's memory (svc_size bytes) */
+	void *shadow_svc;            /* the copy */
+	void *shadow_base;           /* a snapshot taken without the copy: its service bytes,
+					which seed the copy once it ends (shadow_seeding) */
+	bool shadow_seeding;
+	uint64_t shadow_hash;        /* DCHECK builds: the service's state hash at the post */
+	bool shadow_lost_seen;       /* the copy's loss is counted */
 	/* After a snapshot child is reaped the service's pages the lcore wrote meanwhile are
 	 * split into 4 KiB entries (copy-on-write), and the next fork copies each: main puts
 	 * them back on huge pages (app_shard_collapse_tick), a slice per tick. */

@@ -139,6 +139,52 @@ watch_asset(struct app_shard *s, uint32_t asset)
 		s->assets[s->asset_count++] = asset;
 }
 
+#define SHADOW_IDLE_NS (50 * 1000) /* the shadow's sleep when it finds nothing to do */
+
+/* [limits] snapshot_by = shadow: a second instance of the service, made as the first, on a
+ * thread of its own (the CPUs a snapshot child would take). Equal to the first as both stand
+ * now: consensus has not restored or applied anything yet, and what it does from here
+ * reaches the copy through wrap_restore, wrap_apply and wrap_tick (app_shard.c). */
+static int
+shadow_init(struct app_shard *s, const struct oms_limits *ol, const struct me_limits *ml,
+	    size_t svc_size)
+{
+	const struct app *app = s->app;
+	s->shadow_mem = pst_mem_private(svc_size);
+	if (s->shadow_mem == NULL) {
+		APP_LOG(ERR, "shard %u: cannot map %zu bytes for the shadow copy ([limits] "
+			"snapshot_by = shadow doubles the service's memory): %s", s->id, svc_size,
+			strerror(errno));
+		return -ENOMEM;
+	}
+	int ret = s->is_oms ? oms_init((struct oms **)&s->shadow_svc, s->shadow_mem, ol)
+			    : me_init((struct me **)&s->shadow_svc, s->shadow_mem, ml);
+	if (ret != 0)
+		return ret;
+	const struct app_shadow_conf conf = {
+		.ops = s->is_oms ? &oms_svc_ops : &me_svc_ops,
+		.svc = s->shadow_svc,
+		.ring_bytes = (size_t)(app->cfg.shadow_ring_mb << 20),
+		.thread = true,
+#ifdef OMSD_DCHECK
+		.hash = true, /* every test's build: each snapshot checked (app_shard_cmd.c) */
+#endif
+		.idle_ns = SHADOW_IDLE_NS,
+		.cpus = app->snap_cpus_ok ? &app->snap_cpus : NULL,
+		.cpus_size = sizeof(app->snap_cpus),
+		.say = app_flog_say,
+		.say_ctx = s,
+	};
+	ret = app_shadow_create(&s->shadow, &conf);
+	if (ret != 0) {
+		APP_LOG(ERR, "shard %u: shadow copy: %s", s->id, strerror(-ret));
+		return ret;
+	}
+	APP_LOG(INFO, "shard %u: snapshots serialised by a shadow copy (%zu MiB, ring %" PRIu64
+		" MiB)", s->id, svc_size >> 20, app->cfg.shadow_ring_mb);
+	return 0;
+}
+
 int
 app_shard_init(struct app *app, struct app_agent *agent, uint32_t index)
 {
@@ -276,6 +322,8 @@ app_shard_init(struct app *app, struct app_agent *agent, uint32_t index)
 		APP_LOG(ERR, "shard %u: service or log init: %s", s->id, strerror(-ret));
 		return ret;
 	}
+	if (cfg->snapshot_shadow && (ret = shadow_init(s, &ol, &ml, svc_size)) != 0)
+		return ret;
 
 	s->sink.ctx = s;
 	s->sink.emit = app_egress_emit;
@@ -409,6 +457,10 @@ app_shard_fini(struct app *app, struct app_agent *agent)
 		s->cmd_wait_count = 0;
 		if (s->snapfork_ok)
 			pst_fork_fini(&s->snapfork); /* a child still serialising is killed */
+		app_shadow_destroy(s->shadow); /* its thread ends what it is in */
+		s->shadow = NULL;
+		if (s->shadow_mem != NULL)
+			pst_mem_free(s->shadow_mem, s->svc_size);
 		free(s->snap_cmd);
 		s->snap_cmd = NULL;
 		pst_mem_free(s->svc_mem, s->svc_size);

@@ -96,8 +96,10 @@ static const char *const gauges[] = {
 	/* The file log's writer: where it runs, the bytes waiting, its longest append. */
 	"omsd_shard_flog_on_persister", "omsd_shard_flog_queued_bytes",
 	"omsd_shard_flog_sync_max_ns",
-	/* Snapshot children: the longest fork (the shard lcore's stall) and serialisation. */
+	/* Snapshot children: the longest fork (the shard lcore's stall) and serialisation;
+	 * the shadow copy's longest serialisation and the most it fell behind. */
 	"omsd_shard_snapshot_fork_max_ns", "omsd_shard_snapshot_child_max_ns",
+	"omsd_shard_snapshot_shadow_max_ns", "omsd_shard_shadow_lag_max_bytes",
 	/* lcores: the longest cycle and the last window's figures. */
 	"omsd_agent_max_cycle_ns", "omsd_agent_busy_permille", "omsd_agent_ring_used",
 	"omsd_agent_ring_size", "omsd_agent_sleeps_per_s",

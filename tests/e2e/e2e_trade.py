@@ -300,8 +300,25 @@ def single(a):
 
 
 def restart(a):
-    """Phase a before a kill -9 of the node, phase b after its restart from its files."""
+    """Phase a before a kill -9 of the node, phase b after its restart from its files,
+    phase c after a second one (test_restart.sh with SNAPSHOT_BY=shadow)."""
     c = Client(a.nodes.split(","))
+    if a.phase == "c":
+        # The buyer's sell of 4 at 120 (phase b) still rests and holds all its base.
+        r = c.order(BUYER, 25, SYM, SELL, 120, 1, timeout=30)
+        check(r is not None and r["type"] == NAK and r["reason"] == 18,
+              "the buyer has no base left to sell (INSUFFICIENT_FUNDS): %s" % r)
+        r = c.order(SELLER, 12, SYM, BUY, 120, 1)
+        check(r is not None and r["type"] == ACK, "the seller buys 1 at 120: %s" % r)
+        rep = c.wait_reports(SELLER, 12, ("DONE",))
+        check(rep[-2:] == ["FILL", "DONE"],
+              "it fills against the buyer's sell rested before the restart: %s" % rep)
+        # A new sell of 4 would be refused for funds (18): only the original answers.
+        r = c.order(BUYER, 23, SYM, SELL, 120, 4)
+        check(r is not None and ((r["type"] == NAK and r["reason"] == 28) or r["type"] == ACK),
+              "clientOrderId 23 is still known (its original answered): %s" % r)
+        log("PASS (phase c)")
+        return
     if a.phase == "a":
         check(c.deposit(OMS, SELLER, 1, BASE, 4), "deposit 4 base to the seller")
         check(c.deposit(OMS, BUYER, 2, QUOTE, 1000000), "deposit 1000000 quote to the buyer")
@@ -450,7 +467,7 @@ def cluster(a):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("mode", choices=["single", "cluster", "restart"])
-    p.add_argument("--phase", choices=["a", "b"], default="a")
+    p.add_argument("--phase", choices=["a", "b", "c"], default="a")
     p.add_argument("--nodes", required=True)
     p.add_argument("--pids")
     p.add_argument("--stats")

@@ -165,6 +165,8 @@ E2E_TRADE_LINES=(
 	"" "[limits]" "resident_users = 4096" "parked_orders = 1024" "inflight_sagas = 1024"
 	"orders = 8192" "log_entries = 65536" "log_mb = 32" "snapshot_mb = 4"
 	"snapshot_entries = 20000"
+	# E2E_SNAPSHOT_BY: how snapshots are serialised ([limits] snapshot_by; unset: the default).
+	${E2E_SNAPSHOT_BY:+"snapshot_by = $E2E_SNAPSHOT_BY"}
 	"" "[timers]" "tick_ms = 10" "bridge_redrive_ms = 200"
 	"" "[routing]" "epoch = 1" "oms_shards = 1"
 	"" "[symbol.1]" "base = 1" "quote = 2" "me_shard = 2" "tick = 1" "lot = 1" "min_qty = 1"

@@ -9,7 +9,10 @@
 # leaders append tick entries and compact far past the frozen node, then resume it
 # (kill -CONT). It must install snapshots (cns INSTALL counters > 0) and apply at least
 # the leaders' commit index read after the resume, as a follower; the leader sent more
-# than one chunk; tx_too_big is 0 on every node.
+# than one chunk; tx_too_big is 0 on every node. E2E_SNAPSHOT_BY=shadow (e2e_catchup_shadow):
+# the snapshots are serialised by shadow copies (app_shadow.h); the installs seed the frozen
+# node's copies, whose later snapshots (each checked against the service's state hash in
+# this build) must be theirs: none lost, none forked.
 source "$(dirname "$0")/lib.sh"
 need_root
 e2e_cluster_init ocu 24 3
@@ -100,6 +103,27 @@ log "node $victim caught up: applied oms $a1 >= $t1, me $a2 >= $t2; roles $role1
 [ "$inst1" -ge 1 ] || fail "node $victim installed no OMS snapshot"
 [ "$inst2" -ge 1 ] || fail "node $victim installed no ME snapshot"
 [ "$chunks1" -ge 2 ] || fail "OMS snapshot sent in $chunks1 chunk(s): expected several at MTU 1500"
+if [ "${E2E_SNAPSHOT_BY:-}" = shadow ]; then
+	# The frozen node's next snapshots: 16 entries after the installed ones.
+	for sh in 1 2; do
+		base=$(e2e_cluster_stat "$victim" shard.$sh.snapshot_shadowed)
+		for _ in $(seq 50); do
+			[ "$(e2e_cluster_stat "$victim" shard.$sh.snapshot_shadowed)" -gt "$base" ] && break
+			sleep 0.2
+		done
+		for i in 1 2 3; do
+			log "node $i shard $sh: shadowed $(e2e_cluster_stat "$i" shard.$sh.snapshot_shadowed), lost $(e2e_cluster_stat "$i" shard.$sh.snapshot_shadow_lost), forked $(e2e_cluster_stat "$i" shard.$sh.snapshot_forks), failed $(e2e_cluster_stat "$i" shard.$sh.snapshot_failed)"
+			[ "$(e2e_cluster_stat "$i" shard.$sh.snapshot_shadowed)" -ge 1 ] ||
+				fail "node $i shard $sh: no snapshot from the shadow copy"
+			[ "$(e2e_cluster_stat "$i" shard.$sh.snapshot_shadow_lost)" = 0 ] ||
+				fail "node $i shard $sh: the shadow copy was lost"
+			[ "$(e2e_cluster_stat "$i" shard.$sh.snapshot_forks)" = 0 ] ||
+				fail "node $i shard $sh: a snapshot was forked"
+		done
+		[ "$(e2e_cluster_stat "$victim" shard.$sh.snapshot_shadowed)" -gt "$base" ] ||
+			fail "node $victim shard $sh: no snapshot from its copy after the install"
+	done
+fi
 for i in 1 2 3; do
 	e2e_cluster_stat "$i" shard.1.commit >/dev/null
 	big=$(awk '$1 ~ /tx_too_big$/ { s += $2 } END { print s + 0 }' "$TMP/$i/stats")

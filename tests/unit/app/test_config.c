@@ -203,8 +203,10 @@ static const struct bad bads[] = {
 	{ "limits", "log_mb", "4096", "out of range" },
 	{ "limits", "snapshot_mb", "0", "out of range" },
 	{ "limits", "snapshot_entries", "1", "out of range" },
-	{ "limits", "snapshot_by", "thread", "not one of fork|lcore" },
+	{ "limits", "snapshot_by", "thread", "not one of shadow|fork|lcore" },
 	{ "limits", "snapshot_fork_min_mb", "2048", "out of range" },
+	{ "limits", "shadow_ring_mb", "0", "out of range" },
+	{ "limits", "shadow_ring_mb", "65537", "out of range" },
 	{ "limits", "dedup_window_ms", "0", "out of range" },
 	{ "limits", "writeback_max", "0", "out of range" },
 	{ "timers", "flush_ms", "3600001", "out of range" },
@@ -505,7 +507,8 @@ Test(app_config, durability_mode, .init = setup, .fini = teardown)
 	cr_assert(eq(int, cfg.durability, APP_DURABILITY_MEMORY));
 }
 
-/* Goal: snapshots are serialised by a forked child unless the file says lcore.
+/* Goal: snapshots are serialised by a forked child unless the file says lcore or shadow
+ * (a copy of the service, forking only when the copy is lost).
  * Method: the minimal file, then each value. */
 Test(app_config, snapshot_by, .init = setup, .fini = teardown)
 {
@@ -518,6 +521,15 @@ Test(app_config, snapshot_by, .init = setup, .fini = teardown)
 	cr_assert(not(cfg.snapshot_fork));
 	cr_assert(eq(int, load_minimal("[limits]\nsnapshot_by = fork\n"), 0), "%s", errs);
 	cr_assert(cfg.snapshot_fork);
+	cr_assert(not(cfg.snapshot_shadow));
+	cr_assert(eq(u64, cfg.shadow_ring_mb, 64));
+	cr_assert(eq(int, load_minimal("[limits]\nsnapshot_by = shadow\nshadow_ring_mb = 256\n"), 0),
+		  "%s", errs);
+	cr_assert(cfg.snapshot_shadow);
+	cr_assert(cfg.snapshot_fork);
+	cr_assert(eq(u64, cfg.shadow_ring_mb, 256));
+	cr_assert(eq(int, load_minimal("[limits]\nsnapshot_by = lcore\n"), 0), "%s", errs);
+	cr_assert(not(cfg.snapshot_shadow));
 }
 
 /* Goal: [placement] loads with its documented defaults and every value it names.
