@@ -41,6 +41,7 @@ struct rec {
 _Static_assert(sizeof(struct rec) == 24, "shadow record header");
 
 #define BASE_NONE SIZE_MAX /* seed_base_len: no base will come (the copy is lost) */
+#define IDLE_BACKOFF_MAX 16 /* the longest idle sleep, in idle_ns */
 
 struct app_shadow {
 	/* Set at create, read by both sides. */
@@ -484,12 +485,20 @@ static void *
 thread_main(void *arg)
 {
 	struct app_shadow *sh = arg;
+	uint64_t sleep_ns = sh->idle_ns;
 	while (!__atomic_load_n(&sh->stop, __ATOMIC_ACQUIRE)) {
-		if (app_shadow_work(sh) != 0)
+		if (app_shadow_work(sh) != 0) {
+			sleep_ns = sh->idle_ns;
 			continue;
-		struct timespec ts = { .tv_sec = (time_t)(sh->idle_ns / 1000000000u),
-				       .tv_nsec = (long)(sh->idle_ns % 1000000000u) };
+		}
+		/* Idle: sleep, longer each time up to IDLE_BACKOFF_MAX × idle_ns. The copy's
+		 * delay costs nothing but ring (what arrives meanwhile waits in it), and a
+		 * thread that wakes 20,000 times a second costs a shared CPU a lot. */
+		struct timespec ts = { .tv_sec = (time_t)(sleep_ns / 1000000000u),
+				       .tv_nsec = (long)(sleep_ns % 1000000000u) };
 		nanosleep(&ts, NULL);
+		if (sleep_ns < sh->idle_ns * IDLE_BACKOFF_MAX)
+			sleep_ns *= 2;
 	}
 	return NULL;
 }

@@ -59,7 +59,8 @@ struct app_shadow_conf {
 	size_t ring_bytes;         /* rounded up to 8, at least APP_SHADOW_RING_MIN */
 	bool thread;               /* run a thread (else the caller calls app_shadow_work) */
 	bool hash;                 /* with each snapshot, the copy's state hash (a check) */
-	uint64_t idle_ns;          /* the thread's sleep when it finds nothing to do (>= 1) */
+	uint64_t idle_ns;          /* the thread's first sleep when it finds nothing to do
+				    * (>= 1), doubled while idle up to 16 times it */
 	const void *cpus;          /* the thread's CPU set (a cpu_set_t), NULL: inherited */
 	size_t cpus_size;          /* its size */
 	app_shadow_say_fn *say;    /* may be NULL */

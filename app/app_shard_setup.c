@@ -139,7 +139,7 @@ watch_asset(struct app_shard *s, uint32_t asset)
 		s->assets[s->asset_count++] = asset;
 }
 
-#define SHADOW_IDLE_NS (50 * 1000) /* the shadow's sleep when it finds nothing to do */
+#define SHADOW_IDLE_NS (50 * 1000) /* the shadow's first sleep when idle (up to 0.8 ms) */
 
 /* [limits] snapshot_by = shadow: a second instance of the service, made as the first, on a
  * thread of its own (the CPUs a snapshot child would take). Equal to the first as both stand
