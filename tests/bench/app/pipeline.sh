@@ -17,6 +17,8 @@
 #      here, omspcap gen --key-file, the node's [sessions] keys_file; 0: order entry outside
 #      sessions with allow_unauthenticated, to measure what sessions cost),
 #      BENCH_DIR (kept when set; else a temp dir removed at exit), QUIET=1 (less output),
+#      SNAPSHOT_BY ([limits] snapshot_by: fork, the default, lcore or shadow — with shadow
+#      the shard lcores also copy each applied message into the shadow copies' rings),
 #      PREFIX (DPDK --file-prefix, default bench-pipeline-$$), OMSD_WRAP (run omsd under
 #      this command, e.g. valgrind), READY_S (start-up timeout, 30), DRAIN_S (drain timeout,
 #      300),
@@ -129,6 +131,7 @@ orders = 131072
 inflight_sagas = 65536
 log_mb = 48
 snapshot_mb = 24
+snapshot_by = ${SNAPSHOT_BY:-fork}
 
 [timers]
 ; No database: an evicted user would come back empty. The TTL outlives any run.
