@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "app/app_shadow.h"
@@ -170,7 +171,7 @@ rec_len(uint32_t len)
 static uint64_t
 reserve(struct app_shadow *sh, uint64_t len)
 {
-	uint64_t off = sh->phead % sh->size, skip = 0;
+	uint64_t off = sh->phead & (sh->size - 1), skip = 0;
 	if (sh->size - off < len)
 		skip = sh->size - off;
 	uint64_t need = skip + len;
@@ -435,7 +436,7 @@ app_shadow_work(struct app_shadow *sh)
 	struct svc_sink sink = { .ctx = NULL, .emit = null_emit };
 	uint32_t n = 0;
 	while (tail < limit && n < APP_SHADOW_DRAIN_MAX) {
-		uint64_t off = tail % sh->size;
+		uint64_t off = tail & (sh->size - 1);
 		const struct rec *r = (const struct rec *)(sh->buf + off);
 		if (r->type == REC_WRAP) {
 			tail += sh->size - off;
@@ -511,14 +512,19 @@ app_shadow_create(struct app_shadow **out, const struct app_shadow_conf *conf)
 	if (sh == NULL)
 		return -ENOMEM;
 	memset(sh, 0, sizeof(*sh));
-	uint64_t size = ((uint64_t)conf->ring_bytes + 7) & ~UINT64_C(7);
-	if (size < APP_SHADOW_RING_MIN)
-		size = APP_SHADOW_RING_MIN;
-	sh->buf = malloc(size);
-	if (sh->buf == NULL) {
+	uint64_t size = APP_SHADOW_RING_MIN; /* a power of two: offsets are masks */
+	while (size < conf->ring_bytes && size < (UINT64_C(1) << 40))
+		size <<= 1;
+	/* Mapped and populated now: a page fault on the shard lcore's first pass through the
+	 * ring would be a stall (tens of µs each on a VM). Huge pages where the host gives them. */
+	void *buf = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (buf == MAP_FAILED) {
 		free(sh);
 		return -ENOMEM;
 	}
+	(void)madvise(buf, size, MADV_HUGEPAGE);
+	memset(buf, 0, size);
+	sh->buf = buf;
 	sh->size = size;
 	sh->ops = conf->ops;
 	sh->svc = conf->svc;
@@ -537,7 +543,7 @@ app_shadow_create(struct app_shadow **out, const struct app_shadow_conf *conf)
 			rc = pthread_create(&sh->tid, &attr, thread_main, sh);
 		pthread_attr_destroy(&attr);
 		if (rc != 0) {
-			free(sh->buf);
+			munmap(sh->buf, sh->size);
 			free(sh);
 			return -rc;
 		}
@@ -557,6 +563,6 @@ app_shadow_destroy(struct app_shadow *sh)
 		__atomic_store_n(&sh->stop, 1, __ATOMIC_RELEASE);
 		pthread_join(sh->tid, NULL);
 	}
-	free(sh->buf);
+	munmap(sh->buf, sh->size);
 	free(sh);
 }

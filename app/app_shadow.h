@@ -56,7 +56,8 @@ struct app_shadow_conf {
 	const struct svc_ops *ops; /* the service's operations */
 	void *svc;                 /* the copy: initialised with the service's limits; the
 				    * shadow applies to it and serialises it, nothing else may */
-	size_t ring_bytes;         /* rounded up to 8, at least APP_SHADOW_RING_MIN */
+	size_t ring_bytes;         /* rounded up to a power of two, at least
+				    * APP_SHADOW_RING_MIN */
 	bool thread;               /* run a thread (else the caller calls app_shadow_work) */
 	bool hash;                 /* with each snapshot, the copy's state hash (a check) */
 	uint64_t idle_ns;          /* the thread's first sleep when it finds nothing to do
