@@ -11,6 +11,9 @@
  * job_done). A seed's base is read under `reading`, which the thread sets and then checks
  * the seed is still the latest (both sequentially consistent), and which a new seed waits
  * out: so a base is never read after the producer has gone past the seed that superseded it.
+ * The seed's fields are written after seed_wr, which the thread checks after reading them (a
+ * seqlock): so a base is never taken with another seed's length. A job carries the seed it
+ * was posted after (job_seed): a seed fails the jobs posted before it, even at its position.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -66,8 +69,10 @@ struct app_shadow {
 	uint32_t stop;                /* the thread ends */
 
 	/* The seed (the producer fills it, then stores seed_gen; the base may come later:
-	 * seed_base_gen == seed_gen once base and len hold it). */
+	 * seed_base_gen == seed_gen once base and len hold it). seed_wr is stored before the
+	 * fields: the thread, which may still read them for an older seed, checks it after. */
 	_Alignas(64) uint32_t seed_gen;
+	uint32_t seed_wr;
 	uint64_t seed_pos;
 	const void *seed_base;
 	size_t seed_len;
@@ -75,6 +80,7 @@ struct app_shadow {
 
 	/* The snapshot job (the producer fills it, then stores job_gen). */
 	_Alignas(64) uint32_t job_gen;
+	uint32_t job_seed;            /* the seed it was posted after (seed_gen then) */
 	uint64_t job_pos;
 	uint64_t job_index;
 	void *job_buf;
@@ -270,9 +276,11 @@ seed(struct app_shadow *sh, const void *base, size_t len, bool with_base)
 	uint32_t gen = sh->seed_gen + 1;
 	if (gen == 0)
 		gen = 1; /* 0 means "none" in `reading` */
-	sh->seed_pos = sh->phead;
-	sh->seed_base = base;
-	sh->seed_len = len;
+	__atomic_store_n(&sh->seed_wr, gen, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	__atomic_store_n(&sh->seed_pos, sh->phead, __ATOMIC_RELAXED);
+	__atomic_store_n(&sh->seed_base, base, __ATOMIC_RELAXED);
+	__atomic_store_n(&sh->seed_len, len, __ATOMIC_RELAXED);
 	if (with_base)
 		__atomic_store_n(&sh->seed_base_gen, gen, __ATOMIC_RELAXED);
 	__atomic_store_n(&sh->seed_gen, gen, __ATOMIC_SEQ_CST);
@@ -302,8 +310,8 @@ void
 app_shadow_seed_base(struct app_shadow *sh, const void *base, size_t len)
 {
 	CHECK(__atomic_load_n(&sh->seed_base_gen, __ATOMIC_RELAXED) != sh->seed_gen);
-	sh->seed_base = base;
-	sh->seed_len = base != NULL ? len : BASE_NONE;
+	__atomic_store_n(&sh->seed_base, base, __ATOMIC_RELAXED);
+	__atomic_store_n(&sh->seed_len, base != NULL ? len : BASE_NONE, __ATOMIC_RELAXED);
 	__atomic_store_n(&sh->seed_base_gen, sh->seed_gen, __ATOMIC_RELEASE);
 }
 
@@ -317,6 +325,7 @@ app_shadow_snap_post(struct app_shadow *sh, uint64_t index, void *buf, size_t ca
 		return -EAGAIN;
 	app_shadow_publish(sh);
 	sh->job_pos = sh->phead;
+	sh->job_seed = sh->seed_gen;
 	sh->job_index = index;
 	sh->job_buf = buf;
 	sh->job_cap = cap;
@@ -375,6 +384,13 @@ job_open(struct app_shadow *sh)
 	return g != sh->job_done ? g : 0;
 }
 
+/* Seed a came before seed b (numbers wrap, and skip 0). */
+static inline bool
+seed_before(uint32_t a, uint32_t b)
+{
+	return (int32_t)(a - b) < 0;
+}
+
 /* Follow a new seed: skip what was queued before it; take its base if it is there. */
 static uint32_t
 take_seed(struct app_shadow *sh)
@@ -382,25 +398,32 @@ take_seed(struct app_shadow *sh)
 	uint32_t g = __atomic_load_n(&sh->seed_gen, __ATOMIC_SEQ_CST);
 	if (g != sh->my_gen) {
 		sh->my_gen = g;
-		sh->my_pos = sh->seed_pos;
+		sh->my_pos = __atomic_load_n(&sh->seed_pos, __ATOMIC_RELAXED);
 		sh->wait_base = true;
 		sh->last_index = 0;
 		CHECK(sh->my_pos >= sh->tail);
 		__atomic_store_n(&sh->tail, sh->my_pos, __ATOMIC_RELEASE);
+		/* A job posted before this seed was asked of the state before it. Its ring
+		 * position does not tell: with no record between the post and the seed, it is
+		 * the seed's own, and the copy is about to take the seed's base. */
 		uint32_t j = job_open(sh);
-		if (j != 0 && sh->job_pos < sh->my_pos)
-			answer(sh, j, 0); /* asked of the state before this seed */
+		if (j != 0 && seed_before(sh->job_seed, g))
+			answer(sh, j, 0);
 	}
 	if (!sh->wait_base || __atomic_load_n(&sh->seed_base_gen, __ATOMIC_ACQUIRE) != g)
 		return 0;
-	const void *base = sh->seed_base;
-	size_t len = sh->seed_len;
+	const void *base = __atomic_load_n(&sh->seed_base, __ATOMIC_RELAXED);
+	size_t len = __atomic_load_n(&sh->seed_len, __ATOMIC_RELAXED);
 	bool broken = false;
 	if (len == BASE_NONE) {
 		broken = true; /* none came: the copy is lost until the next seed */
 	} else if (base != NULL) {
 		__atomic_store_n(&sh->reading, g, __ATOMIC_SEQ_CST);
-		if (__atomic_load_n(&sh->seed_gen, __ATOMIC_SEQ_CST) != g) {
+		/* A newer seed's fields may be read already, half written (one seed's base with
+		 * another's length): seed_wr, stored before them, says so once they are read. */
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&sh->seed_gen, __ATOMIC_SEQ_CST) != g ||
+		    __atomic_load_n(&sh->seed_wr, __ATOMIC_SEQ_CST) != g) {
 			/* Superseded: this base may be gone already. */
 			__atomic_store_n(&sh->reading, 0, __ATOMIC_SEQ_CST);
 			return 1;
@@ -426,12 +449,26 @@ app_shadow_work(struct app_shadow *sh)
 	uint32_t work = take_seed(sh);
 	if (sh->wait_base)
 		return work;
+	/* head before the job: a job posted after this look is at or past it (the post
+	 * publishes first), so the records up to head precede any job this call does not see.
+	 * Read the other way round, a job posted between the two looks and followed by more
+	 * records would be overtaken: its records applied past it, and it never answered. */
+	uint64_t head = __atomic_load_n(&sh->head, __ATOMIC_ACQUIRE);
 	uint32_t j = job_open(sh);
-	if (j != 0 && sh->job_pos < sh->my_pos) {
+	if (j != 0 && seed_before(sh->job_seed, sh->my_gen)) {
 		answer(sh, j, 0); /* asked of the state before the seed */
 		j = 0;
+		work++;
 	}
-	uint64_t limit = j != 0 ? sh->job_pos : __atomic_load_n(&sh->head, __ATOMIC_ACQUIRE);
+	uint64_t limit = j != 0 ? sh->job_pos : head;
+	/* The producer may have seeded since take_seed looked, and pushed and published (or
+	 * posted a job) after the seed: the records past the seed's position follow its base,
+	 * not the state this copy holds. The seed's number was stored before that head (or job)
+	 * was published, so having read them, a look at it now sees it: take it first (next
+	 * call; not idle). Else limit is at or before any later seed's position. */
+	if (__atomic_load_n(&sh->seed_gen, __ATOMIC_ACQUIRE) != sh->my_gen)
+		return work + 1;
+	DCHECK(sh->tail <= limit);
 	uint64_t tail = sh->tail;
 	struct svc_sink sink = { .ctx = NULL, .emit = null_emit };
 	uint32_t n = 0;
@@ -533,7 +570,7 @@ app_shadow_create(struct app_shadow **out, const struct app_shadow_conf *conf)
 	sh->say = conf->say;
 	sh->say_ctx = conf->say_ctx;
 	/* Seed 1: the copy equals the service as both stand now. */
-	sh->seed_gen = sh->seed_base_gen = sh->seed_taken = sh->my_gen = 1;
+	sh->seed_gen = sh->seed_wr = sh->seed_base_gen = sh->seed_taken = sh->my_gen = 1;
 	if (conf->thread) {
 		pthread_attr_t attr;
 		int rc = pthread_attr_init(&attr);

@@ -35,7 +35,8 @@ struct wire_msg_hdr;
 #define APP_SHADOW_DRAIN_MAX 4096u /* records applied between looks at the jobs */
 
 enum app_shadow_counter {
-	APP_SHADOW_RECORDS,   /* messages and ticks applied to the copy */
+	APP_SHADOW_RECORDS,   /* messages and ticks taken from the ring (applied, unless the
+				* copy is broken: then only skipped) */
 	APP_SHADOW_SEEDS,     /* seeds taken (a base restored, or the copy kept as it was) */
 	APP_SHADOW_SNAPSHOTS, /* snapshots serialised from the copy */
 	APP_SHADOW_FAILED,    /* snapshot jobs answered with nothing: superseded by a seed,
