@@ -237,6 +237,9 @@ app_shadow_publish(struct app_shadow *sh)
 	if (sh->phead == sh->head)
 		return;
 	__atomic_store_n(&sh->head, sh->phead, __ATOMIC_RELEASE);
+	/* The thread's tail now (one load a publish): tail_seen is otherwise refreshed only
+	 * when the ring looks full, and phead - tail_seen would grow to the ring's size. */
+	sh->tail_seen = __atomic_load_n(&sh->tail, __ATOMIC_ACQUIRE);
 	uint64_t lag = sh->phead - sh->tail_seen; /* at most this much queued */
 	if (lag > sh->c[APP_SHADOW_LAG_MAX])
 		cset(sh, APP_SHADOW_LAG_MAX, lag);

@@ -2,7 +2,7 @@
 /*
  * snapshot_stall: how long a shard lcore stalls when it snapshots a big state (issue 18).
  *
- * Two takers (--taker):
+ * Three takers (--taker):
  *   fork   (the default: the shard's way, persist/pst_fork.c) the snapshot cycle only forks
  *          (pst_fork_start): the child serialises a copy-on-write image of the state
  *          (svc_ops.snapshot) into shared memory while the parent goes on; every later cycle
@@ -11,17 +11,30 @@
  *          write to each page it still shares with the child (the notes count them).
  *   lcore  the cycle serialises: cns_snapshot_take asks the service for snapshot_size and
  *          serialises the whole state into consensus's snapshot buffer (svc_ops.snapshot).
- * Either way the host's snapshot_saved (app_flog_snapshot_saved) writes it with
+ *   shadow (app/app_shadow.c) a second engine of the same limits and memory kind is kept on a
+ *          thread of its own: every operation a cycle applies to the engine (the ME's stream
+ *          acks too) is pushed right after into the shadow's ring (app_shadow_push_apply,
+ *          index: the operations applied since the seed, at the cluster time applied), and
+ *          the cycle publishes once (app_shadow_publish): the copies are the cycle's cost,
+ *          timed with it. The snapshot cycle only posts the job at the index it has applied
+ *          (app_shadow_snap_post); the thread serialises the copy there while the cycles go
+ *          on, and every later cycle polls it (app_shadow_snap_poll). The copy is seeded
+ *          before the cycles from the engine as built, serialised into the snapshot buffer
+ *          (app_shadow_seed; the buffer is used again once the thread has restored it). With
+ *          two CPUs or more the main thread is pinned to the one it runs on and the thread
+ *          to another (the notes say which; --pin off leaves both to the scheduler); the
+ *          ring is --shadow-ring-mb (256) MiB.
+ * Every way the host's snapshot_saved (app_flog_snapshot_saved) writes it with
  * pst_snap_write: temp file, fsync, rename, directory fsync, older snapshots removed. Since
  * the file log's writer (app_logw.c) the [persister] lcore writes the file in slices, so it
  * is written and timed here after the cycle's clock stops (--writer persister, the default);
- * --writer lcore counts the write in the cycle (the one that serialised, or with fork the
- * one that collected the child's result), as a node without a [persister] does (slice by
- * slice there).
+ * --writer lcore counts the write in the cycle (the one that serialised, or with fork and
+ * shadow the one that collected the child's or the thread's result), as a node without a
+ * [persister] does (slice by slice there).
  *
  * Method, per service, without DPDK (the pure cores and persist only); the engines' memory
  * is pst_mem_private (private, populated, transparent huge pages asked for: --thp off
- * refuses them to the process), the snapshot buffer pst_mem_shared, in both takers:
+ * refuses them to the process), the snapshot buffer pst_mem_shared, in every taker:
  *   me   --orders N (1,000,000) resting limits over 16 symbols, 64 price levels a side, 64k
  *        users spread over 8 OMS streams; nothing crosses (bids below the mid, asks above),
  *        so everything rests. The load is pairs of a cancel of a random resting order and a
@@ -38,36 +51,56 @@
  * once at start-up (as consensus's is); the file goes into a directory made with mkdtemp
  * under --dir (/tmp) and removed at exit. The service's snapshot is written without
  * consensus's small prefix (its members), which is a few hundred bytes. With fork, a
- * snapshot due while the last child is still running or not reaped waits for the first
- * cycle after (delayed_cycles counts those waits; merged, due snapshots folded into one
- * still waiting), and the last child is waited for after the cycles.
+ * snapshot due while the last child is still running or not reaped (with shadow: while the
+ * last job is out or was collected in that cycle) waits for the first cycle after
+ * (delayed_cycles counts those waits; merged, due snapshots folded into one still waiting),
+ * and the last child or job is waited for after the cycles.
  *
  * Checks (exit 1, never on a time): every snapshot is as long as snapshot_size said of the
- * state it holds (fork: asked right after the fork, before the next apply); the child
- * neither failed nor found the buffer too small; the file pst_snap_load reads back has the
- * meta written and the same bytes; the first snapshot restored (svc_ops.restore) into a
- * fresh engine of the same limits has the resting orders (me) or residents (oms) and the
- * state hash the source had when it was taken (recorded after that cycle: fork, right after
- * pst_fork_start, before the next apply); the load was served (me: no reject, nothing
- * refused; oms: no NAK, no alarm, invariants).
+ * state it holds (fork: asked right after the fork, shadow: right after the post, before
+ * the next apply); the child neither failed nor found the buffer too small; the shadow
+ * answered every job with bytes; the file pst_snap_load reads back has the meta written and
+ * the same bytes; the first snapshot restored (svc_ops.restore) into a fresh engine of the
+ * same limits has the resting orders (me) or residents (oms) and the state hash the source
+ * had when it was taken (recorded after that cycle: fork, right after pst_fork_start,
+ * shadow, right after app_shadow_snap_post, before the next apply); the load was served
+ * (me: no reject, nothing refused; oms: no NAK, no alarm, invariants). Shadow also: the
+ * seeded copy hashes as the source; the copy was never lost (app_shadow_lost false,
+ * APP_SHADOW_LOST 0: a ring too small for the lag is a failure, not a figure), failed no
+ * job, refused no base, serialised every snapshot posted, applied every operation pushed,
+ * and ends hashing as the source.
  *
  * Last lines, one per service:
  *   bench: snapshot_stall service=me orders=N cycles=N snapshots=N snapshot_mb=N
  *          serialize_ms=N write_ms=N max_cycle_us=N p99_cycle_us=N p99_plain_cycle_us=N
- *          writer=persister|lcore taker=fork|lcore fork_us=N child_ms=N
+ *          writer=persister|lcore taker=fork|lcore|shadow fork_us=N child_ms=N
+ *          collapse_ms=N [shadow_ms=N lag_mb=N]
  *   bench: snapshot_stall service=oms residents=N ... (the same fields)
  * serialize_ms and write_ms are the largest over the snapshots (lcore: serialize includes
  * snapshot_size, as cns_snapshot_take calls it; fork: the child's time, which also asks
- * snapshot_size, = child_ms); fork_us is the longest fork (0 with lcore); p99_cycle_us is
+ * snapshot_size, = child_ms; shadow: the thread's longest svc_ops.snapshot,
+ * APP_SHADOW_SERIALIZE_MAX_NS, without snapshot_size, = shadow_ms); fork_us is the longest
+ * fork (0 with lcore and shadow), child_ms 0 but with fork; shadow_ms and lag_mb (the
+ * shadow's APP_SHADOW_LAG_MAX: the producer's head minus the thread's tail, read at each
+ * publish: the most bytes queued behind the thread; the notes' queued_max_mb,
+ * app_shadow_queued after each cycle, is the same seen from the cycles)
+ * end the shadow's line only, so the other takers' lines are as they were; p99_cycle_us is
  * over every recorded cycle, p99_plain_cycle_us over those that took no snapshot (with fork
  * they include the cycles after a fork, and their copy-on-write faults; common/hist.h:
  * within 3.1 %). Per-snapshot notes (not with --quiet) give each fork's time, the minor
- * faults of the cycles after it and the memory still mapped by huge pages.
+ * faults of the cycles after it and the memory still mapped by huge pages; with shadow, the
+ * seed, each post's index and each job's time from post to collection. The notes also count
+ * the recorded cycles that had an involuntary context switch (the thread lost its CPU to
+ * another: the noise of a shared host), give the longest cycle without one, the most CPU
+ * time the main thread spent in one cycle (CLOCK_THREAD_CPUTIME_ID: its own work, without
+ * the time it did not run), the cycles while a child or job was out against the others, and
+ * the slowest cycles with what happened in them.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -78,6 +111,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "app/app_shadow.h"
 #include "common/check.h"
 #include "common/hist.h"
 #include "common/prng.h"
@@ -100,6 +134,7 @@
 #define BATCH_MAX 65536        /* --batch bound */
 #define SNAP_TERM 1            /* the term written in every snapshot's meta */
 #define CHILD_WAIT_NS (UINT64_C(600) * 1000000000u) /* the last child's bound, after the cycles */
+#define SHADOW_IDLE_NS 20000u  /* the shadow thread's sleep when it finds nothing to do */
 
 /* ---- options and the run around both services ---- */
 
@@ -116,7 +151,13 @@ struct opts {
 	uint64_t seed;           /* prng seed of the load */
 	const char *dir_parent;  /* where the snapshot directory is made */
 	bool write_on_lcore;     /* --writer lcore: the file write counts in the cycle */
-	bool fork;               /* --taker fork: a forked child serialises (pst_fork) */
+	enum taker {
+		TAKER_FORK,      /* a forked child serialises (pst_fork) */
+		TAKER_LCORE,     /* the cycle serialises */
+		TAKER_SHADOW,    /* the shadow copy's thread serialises (app_shadow) */
+	} taker;
+	uint32_t shadow_ring_mb; /* --shadow-ring-mb: the shadow's ring */
+	bool shadow_unpinned;    /* --pin off: with shadow, neither thread is pinned */
 	bool thp_off;            /* --thp off: no transparent huge pages for this process */
 	bool populate;           /* --populate on: the child maps the buffer in one madvise */
 	bool collapse;           /* --collapse on: huge pages back after each child */
@@ -124,6 +165,11 @@ struct opts {
 };
 
 static struct opts O;
+static const char *const TAKER_NAMES[] = {
+	[TAKER_FORK] = "fork",
+	[TAKER_LCORE] = "lcore",
+	[TAKER_SHADOW] = "shadow",
+};
 static char snap_root[PATH_MAX]; /* mkdtemp'ed; removed at exit */
 
 /* Remove the files in dir, then dir. */
@@ -199,6 +245,16 @@ clock_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* The calling thread's CPU time: a cycle's, against its wall time, tells the cycle's own
+ * work from the time the thread did not run (preempted, interrupts, the hypervisor). */
+static uint64_t
+thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* The engines' memory, as the app keeps service state: private (a forked child gets a
  * copy-on-write image of it), zeroed, populated, transparent huge pages asked for. Free it
  * with pst_mem_free and the same size. */
@@ -212,13 +268,18 @@ region_alloc(size_t size)
 }
 
 /* The calling thread's minor page faults so far: after a fork, the parent's first write to
- * each page it shares with the child is one (a copy-on-write copy). */
+ * each page it shares with the child is one (a copy-on-write copy). *nivcsw: its involuntary
+ * context switches so far (a cycle with one lost its CPU to another thread for a while: on a
+ * shared host, the noise in the longest cycles); *nvcsw: its voluntary ones (it slept). */
 static uint64_t
-minflt_now(void)
+minflt_now(uint64_t *nivcsw, uint64_t *nvcsw)
 {
 	struct rusage ru;
+	*nivcsw = *nvcsw = 0;
 	if (getrusage(RUSAGE_THREAD, &ru) != 0)
 		return 0;
+	*nivcsw = (uint64_t)ru.ru_nivcsw;
+	*nvcsw = (uint64_t)ru.ru_nvcsw; /* it blocked: a lock, I/O */
 	return (uint64_t)ru.ru_minflt;
 }
 
@@ -250,6 +311,62 @@ anon_huge_kb(void)
 	return (uint64_t)kb;
 }
 
+/* --taker shadow: the shadow the drivers feed. Every message they apply to the engine in a
+ * cycle is pushed right after it is applied, with the cluster time it was applied at, as the
+ * shard lcore will push what it applies (NULL while they build, and with the other takers).
+ * index counts the operations applied since the seed: the records' log index. */
+static struct {
+	struct app_shadow *sh;
+	uint64_t index;
+} F;
+
+static inline void
+shadow_feed(uint64_t now_ns, const struct wire_msg_hdr *msg)
+{
+	/* false: the copy is lost (the ring was full); the post and the end of the run fail. */
+	if (F.sh != NULL)
+		(void)app_shadow_push_apply(F.sh, ++F.index, now_ns, msg);
+}
+
+/* --taker shadow on a host where the process may use two CPUs or more: the main thread (the
+ * shard lcore) is pinned to the CPU it runs on, and the shadow's thread to another one, so
+ * the copy has a core of its own, as omsd will place it. The other takers are not pinned (a
+ * forked child would inherit the main thread's CPU). */
+static cpu_set_t shadow_cpus;
+static bool shadow_pinned;
+static int main_cpu = -1;
+static int shadow_cpu = -1;
+
+static void
+shadow_place(void)
+{
+	cpu_set_t allowed;
+	if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0 || CPU_COUNT(&allowed) < 2)
+		return;
+	int here = sched_getcpu();
+	if (here < 0 || here >= CPU_SETSIZE || !CPU_ISSET(here, &allowed))
+		for (here = 0; here < CPU_SETSIZE && !CPU_ISSET(here, &allowed); here++)
+			;
+	int other = here;
+	for (int k = 1; k < CPU_SETSIZE; k++) {
+		int cpu = (here + k) % CPU_SETSIZE;
+		if (CPU_ISSET(cpu, &allowed)) {
+			other = cpu;
+			break;
+		}
+	}
+	cpu_set_t one;
+	CPU_ZERO(&one);
+	CPU_SET(here, &one);
+	if (sched_setaffinity(0, sizeof(one), &one) != 0)
+		fail("sched_setaffinity(%d): %s", here, strerror(errno));
+	CPU_ZERO(&shadow_cpus);
+	CPU_SET(other, &shadow_cpus);
+	shadow_pinned = true;
+	main_cpu = here;
+	shadow_cpu = other;
+}
+
 /*
  * One service under test. The driver behind ctx builds the state, generates a batch (not
  * timed) and applies it (timed); the snapshot goes through svc_ops like the shard's.
@@ -278,11 +395,25 @@ struct target {
 	char dir[PATH_MAX + 16];   /* its snapshot directory: <root>/<name> */
 };
 
+/* One of the longest cycles, and what happened in it. */
+struct slow {
+	uint32_t cycle;
+	uint64_t ns;
+	uint64_t cpu_ns;           /* the thread's CPU time in it */
+	uint64_t minflt;           /* minor faults */
+	uint64_t nivcsw;           /* involuntary context switches: preempted */
+	uint64_t nvcsw;            /* voluntary ones: it slept */
+	bool busy;                 /* a child or job was out */
+	bool snap;                 /* it forked or posted (or serialised) */
+};
+#define SLOWEST 6
+
 struct result {
 	uint32_t cycles;           /* recorded (after the warm-up) */
 	uint32_t snapshots;        /* taken and checked */
-	uint32_t delayed_cycles;   /* fork: cycles a due snapshot waited for the last child */
-	uint32_t merged;           /* fork: due snapshots folded into one still waiting */
+	uint32_t delayed_cycles;   /* fork, shadow: cycles a due snapshot waited for the last
+				    * child / job */
+	uint32_t merged;           /* fork, shadow: due snapshots folded into one still waiting */
 	uint64_t children_minflt;  /* fork: the children's minor faults, all together */
 	size_t snapshot_bytes;     /* the largest */
 	uint64_t size_ns_max;      /* snapshot_size alone */
@@ -290,6 +421,16 @@ struct result {
 	uint64_t write_ns_max;     /* pst_snap_write */
 	uint64_t collapse_ns_max;  /* --collapse: pst_mem_collapse of the engine, untimed */
 	uint64_t fork_ns_max;      /* fork: pst_fork_start, the shard's stall */
+	uint64_t shadow_ns_max;    /* shadow: the thread's longest serialisation */
+	uint64_t lag_max;          /* shadow: APP_SHADOW_LAG_MAX (the producer's view) */
+	uint64_t queued_max;       /* shadow: app_shadow_queued after a cycle, the largest */
+	uint32_t preempted;        /* recorded cycles with an involuntary context switch */
+	uint64_t max_nivcsw;       /* those in the longest recorded cycle */
+	uint64_t quiet_max_ns;     /* the longest recorded cycle without one */
+	uint64_t cpu_max_ns;       /* the most CPU time the thread spent in a recorded cycle */
+	struct hist busy;          /* those while a child or job was out */
+	struct hist idle;          /* the others */
+	struct slow slowest[SLOWEST]; /* the longest recorded cycles, longest first */
 	struct hist all;           /* every recorded cycle, ns */
 	struct hist plain;         /* those without a snapshot, ns */
 };
@@ -310,7 +451,8 @@ struct snap {
 	uint64_t fork_ns;          /* fork: pst_fork_start */
 	uint64_t cycle_ns;         /* the cycle that took it */
 	uint64_t cycle_minflt;     /* the parent's minor faults in it */
-	uint32_t child_cycles;     /* fork: cycles the child's life spanned */
+	uint32_t child_cycles;     /* fork: cycles the child's life spanned; shadow: the job's */
+	uint64_t job_ns;           /* shadow: from the end of the posting cycle to the collection */
 };
 
 /* The cycles from one snapshot to the next (the next one's cycle excluded): where the
@@ -322,6 +464,7 @@ struct epoch {
 	uint64_t max_ns;           /* the longest */
 	uint32_t max_at;           /* how many cycles after the snapshot's */
 	uint64_t max_minflt;       /* its minor faults */
+	uint64_t max_nivcsw;       /* its involuntary context switches */
 	uint64_t minflt;           /* minor faults in all of them */
 };
 
@@ -437,10 +580,12 @@ static void
 epoch_note(const struct target *t, uint32_t number, const struct epoch *e)
 {
 	note("snapshot_stall: %s: after snapshot %u: cycles=%u first_cycle_us=%.1f "
-	     "first_minflt=%lu max_cycle_us=%.1f at=+%u max_minflt=%lu minflt=%lu\n",
+	     "first_minflt=%lu max_cycle_us=%.1f at=+%u max_minflt=%lu max_nivcsw=%lu "
+	     "minflt=%lu\n",
 	     t->name, number, e->cycles, (double)e->first_ns / 1e3,
 	     (unsigned long)e->first_minflt, (double)e->max_ns / 1e3, e->max_at,
-	     (unsigned long)e->max_minflt, (unsigned long)e->minflt);
+	     (unsigned long)e->max_minflt, (unsigned long)e->max_nivcsw,
+	     (unsigned long)e->minflt);
 }
 
 /* Fork: the child's result for s, outside the timing; FAILED ends the run. */
@@ -461,6 +606,160 @@ child_collected(const struct target *t, struct result *r, struct snap *s,
 	snap_finish(t, r, s, buf, cap, len);
 }
 
+/* --taker shadow: the copy, its engine and its thread. */
+struct shadow_copy {
+	struct app_shadow *sh;
+	void *svc;                 /* the second engine: the source's limits, region_alloc'ed */
+	void *memory;
+	size_t memory_size;
+};
+
+static void
+shadow_say(void *ctx, bool crit, const char *text)
+{
+	const struct target *t = ctx;
+	fprintf(stderr, "snapshot_stall: %s: shadow%s: %s\n", t->name, crit ? " (crit)" : "",
+		text);
+}
+
+/* Outside the timing, before the cycles: a second engine of the source's limits, its shadow
+ * and thread, seeded from the source as built. The seed's base is the source serialised into
+ * the snapshot buffer (free until the first snapshot is posted): the thread restores it, and
+ * the buffer is used again only once it has (app_shadow_ready, not reading). */
+static void
+shadow_start(const struct target *t, struct shadow_copy *c, uint8_t *buf, size_t cap)
+{
+	c->svc = t->twin(t->ctx, &c->memory, &c->memory_size);
+	struct app_shadow_conf conf = {
+		.ops = t->ops,
+		.svc = c->svc,
+		.ring_bytes = (size_t)O.shadow_ring_mb << 20,
+		.thread = true,
+		.idle_ns = SHADOW_IDLE_NS,
+		.cpus = shadow_pinned ? &shadow_cpus : NULL,
+		.cpus_size = sizeof(shadow_cpus),
+		.say = shadow_say,
+		.say_ctx = (void *)t,
+	};
+	int rc = app_shadow_create(&c->sh, &conf);
+	if (rc != 0)
+		fail("%s: app_shadow_create: %s", t->name, strerror(-rc));
+	uint64_t a = clock_ns();
+	size_t want = t->ops->snapshot_size(t->svc);
+	size_t len = want <= cap ? t->ops->snapshot(t->svc, buf, cap) : 0;
+	if (len == 0 || len != want)
+		fail("%s: the seed serialised %zu bytes, snapshot_size said %zu (buffer %zu)",
+		     t->name, len, want, cap);
+	uint64_t b = clock_ns();
+	app_shadow_seed(c->sh, buf, len);
+	uint64_t end = b + CHILD_WAIT_NS;
+	while (!app_shadow_ready(c->sh) || app_shadow_reading(c->sh)) {
+		if (app_shadow_lost(c->sh))
+			fail("%s: the shadow copy refused its seed (%zu bytes)", t->name, len);
+		if (clock_ns() > end)
+			fail("%s: the shadow has not taken its seed after %u s", t->name,
+			     (unsigned)(CHILD_WAIT_NS / 1000000000u));
+		struct timespec ts = { .tv_sec = 0, .tv_nsec = 1000000 };
+		nanosleep(&ts, NULL);
+	}
+	uint64_t ready = clock_ns();
+	/* The thread has nothing to apply: the copy can be read from here. */
+	uint64_t h = t->ops->state_hash(t->svc), hc = t->ops->state_hash(c->svc);
+	if (h != hc)
+		fail("%s: the seeded copy hashes %016lx, the source %016lx", t->name,
+		     (unsigned long)hc, (unsigned long)h);
+	note("snapshot_stall: %s: shadow seeded: bytes=%zu serialize_ms=%.1f restore_ms=%.1f "
+	     "ring_mb=%u cpu=%d main_cpu=%d\n",
+	     t->name, len, (double)(b - a) / 1e6, (double)(ready - b) / 1e6, O.shadow_ring_mb,
+	     shadow_cpu, main_cpu);
+	F.sh = c->sh;
+	F.index = 0;
+}
+
+/* Outside the timing, after the cycles and the last job: the copy was never lost, answered
+ * every job, applied every operation and ends equal to the source; its counters. */
+static void
+shadow_stop(const struct target *t, struct shadow_copy *c, struct result *r, uint32_t taken)
+{
+	/* The thread counts the records it applied after it frees their room: wait for both. */
+	uint64_t end = clock_ns() + CHILD_WAIT_NS;
+	while (!app_shadow_lost(c->sh) &&
+	       (app_shadow_queued(c->sh) != 0 ||
+		app_shadow_counter(c->sh, APP_SHADOW_RECORDS) != F.index)) {
+		if (clock_ns() > end)
+			fail("%s: the shadow still has %lu bytes to apply after %u s", t->name,
+			     (unsigned long)app_shadow_queued(c->sh),
+			     (unsigned)(CHILD_WAIT_NS / 1000000000u));
+		struct timespec ts = { .tv_sec = 0, .tv_nsec = 1000000 };
+		nanosleep(&ts, NULL);
+	}
+	bool lost = app_shadow_lost(c->sh);
+	uint64_t v[APP_SHADOW_COUNT];
+	for (int k = 0; k < APP_SHADOW_COUNT; k++)
+		v[k] = app_shadow_counter(c->sh, (enum app_shadow_counter)k);
+	app_shadow_destroy(c->sh); /* joins the thread: the copy is still from here */
+	F.sh = NULL;
+	c->sh = NULL;
+	r->shadow_ns_max = v[APP_SHADOW_SERIALIZE_MAX_NS];
+	r->serialize_ns_max = r->shadow_ns_max;
+	r->lag_max = v[APP_SHADOW_LAG_MAX];
+	note("snapshot_stall: %s: shadow: records=%lu seeds=%lu snapshots=%lu failed=%lu "
+	     "broken=%lu lost=%lu lag_max_mb=%.1f queued_max_mb=%.1f serialize_max_ms=%.1f\n",
+	     t->name, (unsigned long)v[APP_SHADOW_RECORDS], (unsigned long)v[APP_SHADOW_SEEDS],
+	     (unsigned long)v[APP_SHADOW_SNAPSHOTS], (unsigned long)v[APP_SHADOW_FAILED],
+	     (unsigned long)v[APP_SHADOW_BROKEN], (unsigned long)v[APP_SHADOW_LOST],
+	     (double)v[APP_SHADOW_LAG_MAX] / 1048576.0, (double)r->queued_max / 1048576.0,
+	     (double)v[APP_SHADOW_SERIALIZE_MAX_NS] / 1e6);
+	if (lost || v[APP_SHADOW_LOST] != 0)
+		fail("%s: the shadow copy was lost (its %u MiB ring filled %lu times; "
+		     "--shadow-ring-mb)", t->name, O.shadow_ring_mb,
+		     (unsigned long)v[APP_SHADOW_LOST]);
+	if (v[APP_SHADOW_FAILED] != 0 || v[APP_SHADOW_BROKEN] != 0)
+		fail("%s: the shadow failed %lu jobs, refused %lu bases", t->name,
+		     (unsigned long)v[APP_SHADOW_FAILED], (unsigned long)v[APP_SHADOW_BROKEN]);
+	if (v[APP_SHADOW_SNAPSHOTS] != taken)
+		fail("%s: the shadow serialised %lu snapshots, %u were posted", t->name,
+		     (unsigned long)v[APP_SHADOW_SNAPSHOTS], taken);
+	if (v[APP_SHADOW_RECORDS] != F.index)
+		fail("%s: the shadow applied %lu records, %lu were pushed", t->name,
+		     (unsigned long)v[APP_SHADOW_RECORDS], (unsigned long)F.index);
+	uint64_t h = t->ops->state_hash(t->svc), hc = t->ops->state_hash(c->svc);
+	if (h != hc)
+		fail("%s: the copy ends hashing %016lx, the source %016lx", t->name,
+		     (unsigned long)hc, (unsigned long)h);
+	pst_mem_free(c->memory, c->memory_size);
+}
+
+/* Shadow: the job's answer for s, outside the timing; nothing (0 bytes) ends the run. */
+static void
+shadow_collected(const struct target *t, struct result *r, struct snap *s, const uint8_t *buf,
+		 size_t cap, size_t len, uint64_t job_ns)
+{
+	if (len == 0)
+		fail("%s: the shadow answered snapshot %u with nothing (superseded by a seed, the "
+		     "%zu-byte buffer too small for %zu, or the copy broken or ahead)",
+		     t->name, s->number, cap, s->size);
+	s->job_ns = job_ns;
+	note("snapshot_stall: %s: shadow job %u: job_ms=%.1f job_cycles=%u "
+	     "serialize_max_ms=%.1f lag_mb=%.1f\n",
+	     t->name, s->number, (double)job_ns / 1e6, s->child_cycles,
+	     (double)app_shadow_counter(F.sh, APP_SHADOW_SERIALIZE_MAX_NS) / 1e6,
+	     (double)app_shadow_counter(F.sh, APP_SHADOW_LAG_MAX) / 1048576.0);
+	snap_finish(t, r, s, buf, cap, len);
+}
+
+static void
+slow_record(struct result *r, const struct slow *x)
+{
+	int k = SLOWEST;
+	while (k > 0 && r->slowest[k - 1].ns < x->ns)
+		k--;
+	if (k == SLOWEST)
+		return;
+	memmove(&r->slowest[k + 1], &r->slowest[k], (SLOWEST - 1 - (size_t)k) * sizeof(*x));
+	r->slowest[k] = *x;
+}
+
 static void
 run(struct target *t, struct result *r)
 {
@@ -476,6 +775,8 @@ run(struct target *t, struct result *r)
 	memset(r, 0, sizeof(*r));
 	hist_init(&r->all);
 	hist_init(&r->plain);
+	hist_init(&r->busy);
+	hist_init(&r->idle);
 	uint64_t children_minflt0 = minflt_children();
 	struct pst_fork f;
 	int rc = pst_fork_init(&f);
@@ -485,9 +786,15 @@ run(struct target *t, struct result *r)
 	note("snapshot_stall: %s: snapshot_bytes=%zu at start, buffer %zu\n", t->name, size0,
 	     cap);
 
+	struct shadow_copy sc = { 0 };
+	if (O.taker == TAKER_SHADOW)
+		shadow_start(t, &sc, buf, cap);
+
 	struct snap s = { 0 };   /* the last snapshot taken */
 	struct epoch e = { 0 };  /* the cycles since */
 	bool child = false;      /* fork: s's child has not been collected yet */
+	bool job = false;        /* shadow: s's job has not been collected yet */
+	uint64_t job_t0 = 0;     /* shadow: the end of the cycle that posted it */
 	bool collapse_want = false; /* fork: a child ran since the last collapse */
 	bool want = false;       /* a snapshot is due and not taken yet */
 	uint32_t taken = 0;
@@ -498,14 +805,17 @@ run(struct target *t, struct result *r)
 			want = true;
 		}
 		t->gen(t->ctx);
-		uint64_t flt0 = minflt_now();
+		uint64_t sw0, vsw0;
+		uint64_t flt0 = minflt_now(&sw0, &vsw0);
+		uint64_t cpu0 = thread_cpu_ns();
 		uint64_t t0 = clock_ns();
 		t->apply(t->ctx);
 		enum pst_fork_state st = PST_FORK_IDLE;
 		size_t len = 0;
 		int status = 0;
 		bool snap = false;
-		if (O.fork) {
+		bool done = false; /* shadow: s's job collected in this cycle */
+		if (O.taker == TAKER_FORK) {
 			/* As the shard: collect the last child's result; a new child only once
 			 * that one is reaped and its buffer written (after this cycle). */
 			st = pst_fork_poll(&f, &len, &status);
@@ -521,6 +831,25 @@ run(struct target *t, struct result *r)
 			snap = want && f.pid == 0 && st != PST_FORK_DONE && st != PST_FORK_FAILED;
 			if (snap)
 				rc = pst_fork_start(&f, t->ops->snapshot, t->svc, buf, cap, NULL, 0, 0);
+		} else if (O.taker == TAKER_SHADOW) {
+			/* As the shard will: the cycle's records go to the thread; collect the
+			 * job out; a new one only once that one is collected and its buffer
+			 * written (after this cycle). The post fixes the index (every operation
+			 * applied so far); the thread serialises the copy there. */
+			app_shadow_publish(sc.sh);
+			if (job) {
+				done = app_shadow_snap_poll(sc.sh, &len) == 0;
+				if (done && O.write_on_lcore && len == s.size) {
+					s.meta.length = len;
+					uint64_t a = clock_ns();
+					s.write_rc = pst_snap_write(t->dir, &s.meta, buf, NULL);
+					s.write_ns = clock_ns() - a;
+					s.written = true;
+				}
+			}
+			snap = want && !job;
+			if (snap)
+				rc = app_shadow_snap_post(sc.sh, F.index, buf, cap);
 		} else if (want) {
 			/* cns_snapshot_take, then app_flog_snapshot_saved. */
 			snap = true;
@@ -544,11 +873,42 @@ run(struct target *t, struct result *r)
 			s = n;
 		}
 		uint64_t cycle_ns = clock_ns() - t0;
-		uint64_t cycle_minflt = minflt_now() - flt0;
+		uint64_t cycle_cpu_ns = thread_cpu_ns() - cpu0;
+		uint64_t sw1, vsw1;
+		uint64_t cycle_minflt = minflt_now(&sw1, &vsw1) - flt0;
+		uint64_t cycle_nivcsw = sw1 - sw0;
+		uint64_t cycle_nvcsw = vsw1 - vsw0;
+		if (O.taker == TAKER_SHADOW) {
+			uint64_t q = app_shadow_queued(sc.sh);
+			if (q > r->queued_max)
+				r->queued_max = q;
+		}
 
 		if (c >= O.warmup) {
 			r->cycles++;
 			hist_record(&r->all, cycle_ns);
+			if (cycle_ns >= r->all.max)
+				r->max_nivcsw = cycle_nivcsw;
+			if (cycle_nivcsw != 0)
+				r->preempted++;
+			else if (cycle_ns > r->quiet_max_ns)
+				r->quiet_max_ns = cycle_ns;
+			/* While a child or job is out (from the cycle after the one that forked or
+			 * posted to the one that collected it), or not. */
+			hist_record(child || job ? &r->busy : &r->idle, cycle_ns);
+			if (cycle_cpu_ns > r->cpu_max_ns)
+				r->cpu_max_ns = cycle_cpu_ns;
+			struct slow x = {
+				.cycle = c,
+				.ns = cycle_ns,
+				.cpu_ns = cycle_cpu_ns,
+				.minflt = cycle_minflt,
+				.nivcsw = cycle_nivcsw,
+				.nvcsw = cycle_nvcsw,
+				.busy = child || job,
+				.snap = snap,
+			};
+			slow_record(r, &x);
 			if (!snap)
 				hist_record(&r->plain, cycle_ns);
 		}
@@ -565,6 +925,7 @@ run(struct target *t, struct result *r)
 				e.max_ns = cycle_ns;
 				e.max_at = e.cycles;
 				e.max_minflt = cycle_minflt;
+				e.max_nivcsw = cycle_nivcsw;
 			}
 		}
 		if (child) {
@@ -574,7 +935,14 @@ run(struct target *t, struct result *r)
 				child_collected(t, r, &s, &f, st, status, buf, cap, len);
 			}
 		}
-		if (O.fork && O.collapse && collapse_want && f.pid == 0) {
+		if (job) {
+			s.child_cycles++;
+			if (done) {
+				job = false;
+				shadow_collected(t, r, &s, buf, cap, len, t0 + cycle_ns - job_t0);
+			}
+		}
+		if (O.taker == TAKER_FORK && O.collapse && collapse_want && f.pid == 0) {
 			/* The child is reaped: put the engine back on huge pages, as omsd's main
 			 * lcore does (app_shard_collapse_tick) on a thread of its own; here,
 			 * outside the cycle's clock. */
@@ -595,7 +963,23 @@ run(struct target *t, struct result *r)
 		e = (struct epoch){ 0 };
 		want = false;
 		taken++;
-		if (O.fork) {
+		if (O.taker == TAKER_SHADOW) {
+			if (rc != 0)
+				fail("%s: app_shadow_snap_post: %s%s", t->name, strerror(-rc),
+				     rc == -EAGAIN ? " (the shadow copy was lost: --shadow-ring-mb)"
+						   : "");
+			/* Before the next apply: the state the job's index holds. */
+			s = (struct snap){ 0 };
+			s.meta.last_index = F.index;
+			s.meta.last_term = SNAP_TERM;
+			s.meta.last_time_ns = t->now(t->ctx);
+			uint64_t a = clock_ns();
+			s.size = t->ops->snapshot_size(t->svc);
+			s.size_ns = clock_ns() - a;
+			job = true;
+			job_t0 = t0 + cycle_ns;
+		}
+		if (O.taker == TAKER_FORK) {
 			if (rc != 0)
 				fail("%s: pst_fork_start: %s", t->name, strerror(-rc));
 			/* Before the next apply: the state the child's image holds. */
@@ -613,7 +997,13 @@ run(struct target *t, struct result *r)
 		s.cycle_ns = cycle_ns;
 		s.cycle_minflt = cycle_minflt;
 		snap_record(t, &s, taken, c);
-		if (O.fork)
+		if (O.taker == TAKER_SHADOW)
+			note("snapshot_stall: %s: post %u at cycle %u: index=%lu cycle_us=%.1f "
+			     "minflt=%lu queued_kb=%lu\n",
+			     t->name, taken, c, (unsigned long)F.index, (double)cycle_ns / 1e3,
+			     (unsigned long)cycle_minflt,
+			     (unsigned long)(app_shadow_queued(sc.sh) / 1024));
+		else if (O.taker == TAKER_FORK)
 			note("snapshot_stall: %s: fork %u at cycle %u: fork_us=%.1f cycle_us=%.1f "
 			     "minflt=%lu anon_huge_mb=%lu\n",
 			     t->name, taken, c, (double)s.fork_ns / 1e3, (double)cycle_ns / 1e3,
@@ -639,6 +1029,23 @@ run(struct target *t, struct result *r)
 			nanosleep(&ts, NULL);
 		}
 	}
+	/* And the last job. */
+	end = clock_ns() + CHILD_WAIT_NS;
+	while (job) {
+		size_t len = 0;
+		if (app_shadow_snap_poll(sc.sh, &len) == 0) {
+			job = false;
+			shadow_collected(t, r, &s, buf, cap, len, clock_ns() - job_t0);
+		} else {
+			if (clock_ns() > end)
+				fail("%s: the shadow still serialises snapshot %u after %u s",
+				     t->name, s.number, (unsigned)(CHILD_WAIT_NS / 1000000000u));
+			struct timespec ts = { .tv_sec = 0, .tv_nsec = 1000000 };
+			nanosleep(&ts, NULL);
+		}
+	}
+	if (O.taker == TAKER_SHADOW)
+		shadow_stop(t, &sc, r, taken);
 	if (taken > 0)
 		epoch_note(t, taken, &e);
 	if (f.failures != 0)
@@ -658,25 +1065,48 @@ report(const struct target *t, const struct result *r, uint32_t count, double bu
 {
 	note("snapshot_stall: %s: %s=%u build_s=%.1f cycles=%u snapshots=%u snapshot_bytes=%zu "
 	     "size_ms=%.1f serialize_ms=%.1f write_ms=%.1f p50_plain_cycle_us=%.1f "
-	     "max_plain_cycle_us=%.1f delayed_cycles=%u merged=%u children_minflt=%lu dir=%s\n",
+	     "max_plain_cycle_us=%.1f delayed_cycles=%u merged=%u children_minflt=%lu "
+	     "preempted_cycles=%u max_cycle_nivcsw=%lu max_quiet_cycle_us=%.1f "
+	     "max_cycle_cpu_us=%.1f dir=%s\n",
 	     t->name, t->count_label, count, build_s, r->cycles, r->snapshots, r->snapshot_bytes,
 	     (double)r->size_ns_max / 1e6, (double)r->serialize_ns_max / 1e6,
 	     (double)r->write_ns_max / 1e6, (double)hist_percentile(&r->plain, 50) / 1e3,
 	     (double)r->plain.max / 1e3, r->delayed_cycles, r->merged,
-	     (unsigned long)r->children_minflt, O.dir_parent);
+	     (unsigned long)r->children_minflt, r->preempted, (unsigned long)r->max_nivcsw,
+	     (double)r->quiet_max_ns / 1e3, (double)r->cpu_max_ns / 1e3, O.dir_parent);
+	note("snapshot_stall: %s: cycles while a child or job was out: %lu p50_us=%.1f "
+	     "p99_us=%.1f max_us=%.1f; the others: %lu p50_us=%.1f p99_us=%.1f max_us=%.1f\n",
+	     t->name, (unsigned long)r->busy.count, (double)hist_percentile(&r->busy, 50) / 1e3,
+	     (double)hist_percentile(&r->busy, 99) / 1e3, (double)r->busy.max / 1e3,
+	     (unsigned long)r->idle.count, (double)hist_percentile(&r->idle, 50) / 1e3,
+	     (double)hist_percentile(&r->idle, 99) / 1e3, (double)r->idle.max / 1e3);
+	for (int k = 0; k < SLOWEST && r->slowest[k].ns != 0; k++) {
+		const struct slow *x = &r->slowest[k];
+		note("snapshot_stall: %s: slow cycle %u: us=%.1f cpu_us=%.1f minflt=%lu nivcsw=%lu "
+		     "nvcsw=%lu %s%s\n",
+		     t->name, x->cycle, (double)x->ns / 1e3, (double)x->cpu_ns / 1e3,
+		     (unsigned long)x->minflt,
+		     (unsigned long)x->nivcsw, (unsigned long)x->nvcsw,
+		     x->busy ? "out" : "none out", x->snap ? " snapshot" : "");
+	}
 	printf("bench: snapshot_stall service=%s %s=%u cycles=%u snapshots=%u snapshot_mb=%.1f "
 	       "serialize_ms=%.1f write_ms=%.1f max_cycle_us=%lu p99_cycle_us=%lu "
 	       "p99_plain_cycle_us=%lu writer=%s taker=%s fork_us=%lu child_ms=%.1f "
-	       "collapse_ms=%.1f\n",
+	       "collapse_ms=%.1f",
 	       t->name, t->count_label, count, r->cycles, r->snapshots,
 	       (double)r->snapshot_bytes / 1048576.0, (double)r->serialize_ns_max / 1e6,
 	       (double)r->write_ns_max / 1e6, (unsigned long)(r->all.max / 1000),
 	       (unsigned long)(hist_percentile(&r->all, 99) / 1000),
 	       (unsigned long)(hist_percentile(&r->plain, 99) / 1000),
-	       O.write_on_lcore ? "lcore" : "persister", O.fork ? "fork" : "lcore",
+	       O.write_on_lcore ? "lcore" : "persister", TAKER_NAMES[O.taker],
 	       (unsigned long)(r->fork_ns_max / 1000),
-	       O.fork ? (double)r->serialize_ns_max / 1e6 : 0.0,
+	       O.taker == TAKER_FORK ? (double)r->serialize_ns_max / 1e6 : 0.0,
 	       (double)r->collapse_ns_max / 1e6);
+	/* Only the shadow's line has these: the other takers' lines stay as they were. */
+	if (O.taker == TAKER_SHADOW)
+		printf(" shadow_ms=%.1f lag_mb=%.1f", (double)r->shadow_ns_max / 1e6,
+		       (double)r->lag_max / 1048576.0);
+	printf("\n");
 	fflush(stdout);
 }
 
@@ -762,6 +1192,7 @@ acks_send(struct book_driver *d)
 		a.stream = s;
 		a.seq = d->last_seq[s];
 		me_apply(d->me, d->now_ns, &a.hdr, &d->sink);
+		shadow_feed(d->now_ns, &a.hdr);
 	}
 }
 
@@ -784,6 +1215,7 @@ book_apply(void *ctx)
 	for (uint32_t k = 0; k < O.batch; k++) {
 		d->now_ns += 100;
 		me_apply(d->me, d->now_ns, &d->batch[k].submit.hdr, &d->sink);
+		shadow_feed(d->now_ns, &d->batch[k].submit.hdr);
 	}
 	acks_send(d);
 }
@@ -960,10 +1392,12 @@ order_open(struct users_driver *d, uint64_t user, uint8_t side, int64_t px)
 	m->no.side = side;
 	m->no.px = px;
 	oms_apply(d->oms, d->now_ns, &m->no.hdr, &d->sink);
+	shadow_feed(d->now_ns, &m->no.hdr);
 	m->acc.oid = m->fill.oid = m->done.oid = d->oid;
 	m->acc.side = m->fill.side = m->done.side = side;
 	m->acc.seq = ++d->me_seq;
 	oms_apply(d->oms, d->now_ns, &m->acc.hdr, &d->sink);
+	shadow_feed(d->now_ns, &m->acc.hdr);
 }
 
 /* oms_bench's order: opened, filled whole at 1000 as taker, done. */
@@ -973,8 +1407,10 @@ order_one(struct users_driver *d, uint64_t user, uint8_t side)
 	order_open(d, user, side, 1000);
 	d->m.fill.seq = ++d->me_seq;
 	oms_apply(d->oms, d->now_ns, &d->m.fill.hdr, &d->sink);
+	shadow_feed(d->now_ns, &d->m.fill.hdr);
 	d->m.done.seq = ++d->me_seq;
 	oms_apply(d->oms, d->now_ns, &d->m.done.hdr, &d->sink);
+	shadow_feed(d->now_ns, &d->m.done.hdr);
 }
 
 static uint64_t
@@ -1164,8 +1600,9 @@ usage(void)
 		"usage: snapshot_stall [--service me|oms|both] [--orders N] [--residents N]\n"
 		"                      [--open N] [--batch N (even)] [--cycles N]\n"
 		"                      [--snapshot-every N] [--warmup N] [--seed N] [--dir DIR]\n"
-		"                      [--writer persister|lcore] [--taker fork|lcore]\n"
+		"                      [--writer persister|lcore] [--taker fork|lcore|shadow]\n"
 		"                      [--thp on|off] [--populate on|off] [--collapse on|off]\n"
+		"                      [--shadow-ring-mb N] [--pin on|off]\n"
 		"                      [--quiet]\n");
 	exit(2);
 }
@@ -1196,7 +1633,8 @@ main(int argc, char **argv)
 		.warmup = UINT32_MAX, /* half of snapshot_every unless given */
 		.seed = 1,
 		.dir_parent = "/tmp",
-		.fork = true, /* the shard's way (pst_fork) */
+		.taker = TAKER_FORK, /* the shard's way (pst_fork) */
+		.shadow_ring_mb = 256,
 		.populate = true, /* the shard's way too */
 		.collapse = true, /* and this (main does it there, on its own thread) */
 	};
@@ -1238,9 +1676,20 @@ main(int argc, char **argv)
 				usage();
 			O.write_on_lcore = strcmp(v, "lcore") == 0;
 		} else if (strcmp(a, "--taker") == 0) {
-			if (strcmp(v, "fork") != 0 && strcmp(v, "lcore") != 0)
+			if (strcmp(v, "fork") == 0)
+				O.taker = TAKER_FORK;
+			else if (strcmp(v, "lcore") == 0)
+				O.taker = TAKER_LCORE;
+			else if (strcmp(v, "shadow") == 0)
+				O.taker = TAKER_SHADOW;
+			else
 				usage();
-			O.fork = strcmp(v, "fork") == 0;
+		} else if (strcmp(a, "--pin") == 0) {
+			if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0)
+				usage();
+			O.shadow_unpinned = strcmp(v, "off") == 0;
+		} else if (strcmp(a, "--shadow-ring-mb") == 0) {
+			O.shadow_ring_mb = arg_u32(v, 1, 1u << 20);
 		} else if (strcmp(a, "--thp") == 0) {
 			if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0)
 				usage();
@@ -1277,10 +1726,15 @@ main(int argc, char **argv)
 	 * a host whose transparent huge pages are off (fork copies 4 KiB entries). */
 	if (O.thp_off && prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0)
 		fail("prctl(PR_SET_THP_DISABLE): %s", strerror(errno));
+	if (O.taker == TAKER_SHADOW && !O.shadow_unpinned)
+		shadow_place();
 	note("snapshot_stall: batch=%u cycles=%u warmup=%u snapshot_every=%u taker=%s thp=%s "
 	     "dir=%s\n",
-	     O.batch, O.cycles, O.warmup, O.snapshot_every, O.fork ? "fork" : "lcore",
+	     O.batch, O.cycles, O.warmup, O.snapshot_every, TAKER_NAMES[O.taker],
 	     O.thp_off ? "off" : "on", snap_root);
+	if (O.taker == TAKER_SHADOW)
+		note("snapshot_stall: shadow: main thread on cpu %d, the shadow's thread on cpu %d "
+		     "(-1: not pinned: --pin off, or fewer than 2 CPUs)\n", main_cpu, shadow_cpu);
 	if (O.me)
 		bench_me();
 	if (O.oms)
