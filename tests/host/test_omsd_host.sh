@@ -222,7 +222,7 @@ host "$TMP/tuned" check -c "$PROD" >"$TMP/tuned.out" 2>"$TMP/tuned.err"
 rc=$?
 set -e
 expect "tuned host: exit 0" [ "$rc" = 0 ]
-expect "tuned host: 16 rows, every one PASS" [ "$(grep -cE '^PASS  ' "$TMP/tuned.out")" = 16 ]
+expect "tuned host: 17 rows, every one PASS" [ "$(grep -cE '^PASS  ' "$TMP/tuned.out")" = 17 ]
 expect "tuned host: no WARN or FAIL" bash -c "! grep -qE '^(WARN|FAIL)' '$TMP/tuned.out'"
 expect "tuned host: the lcore layout is shown" has "$TMP/tuned.out" "io 2 busy, bridge 5 busy, persister 1 sleep, shard.1 3 busy, shard.2 4 pause"
 expect "tuned host: isolcpus flags understood" has "$TMP/tuned.out" "isolcpus=nohz,domain,2-5 covers the polling lcores 2-5"
@@ -233,13 +233,13 @@ host "$TMP/tuned" check -c "$PROD" --json >"$TMP/tuned.json"
 rc=$?
 set -e
 expect "tuned host --json: exit 0" [ "$rc" = 0 ]
-expect "tuned host --json: parses, result PASS, 16 checks" $PY -c '
+expect "tuned host --json: parses, result PASS, 17 checks" $PY -c '
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["result"] == "PASS" and d["exit"] == 0, d
 assert [c["name"] for c in d["checks"]] == ["lcores", "hugepages", "hugetlbfs", "isolcpus",
     "nohz_full", "rcu_nocbs", "iommu", "vfio-pci", "nic", "numa", "governor", "thp", "swap",
-    "memlock", "service", "user"], d
+    "memlock", "service", "shadow", "user"], d
 assert all(c["status"] == "PASS" for c in d["checks"])
 ' "$TMP/tuned.json"
 
@@ -273,7 +273,7 @@ expect "untuned host: no traceback" no_traceback "$TMP/untuned.err"
 declare -A want=(
 	[lcores]=PASS [hugepages]=FAIL [hugetlbfs]=FAIL [isolcpus]=WARN [nohz_full]=WARN
 	[rcu_nocbs]=WARN [iommu]=FAIL [vfio-pci]=FAIL [nic]=FAIL [numa]=WARN [governor]=WARN
-	[thp]=WARN [swap]=WARN [memlock]=WARN [service]=PASS [user]=WARN
+	[thp]=WARN [swap]=WARN [memlock]=WARN [service]=PASS [shadow]=PASS [user]=WARN
 )
 for name in "${!want[@]}"; do
 	got=$(json_status "$TMP/untuned.json" "$name")
@@ -567,6 +567,19 @@ expect "unit: names the device" contains "$(json_observed "$TMP/unit4.json" serv
 expect "unit: the drop-in's CPUAffinity read" contains "$(json_observed "$TMP/unit4.json" service)" "CPUAffinity=0 1 2-5"
 expect "unit: CAP_IPC_LOCK: memlock PASS" [ "$(json_status "$TMP/unit5.json" memlock)" = PASS ]
 expect "unit, everything open to omsd: service PASS, exit 0" bash -c "[ '$(json_status "$TMP/unit5.json" service)' = PASS ] && [ $rc = 0 ]"
+# Shadow copies (snapshot_by = shadow, as production.ini ships) take the CPUs left to the
+# service outside the lcores' (0 here, main's); an affinity of the lcores' CPUs alone leaves
+# none. Without them (the fixture: fork) nothing to check.
+expect "unit, snapshot_by = fork: shadow PASS, nothing to place" contains "$(json_status "$TMP/unit5.json" shadow) $(json_observed "$TMP/unit5.json" shadow)" "PASS snapshot_by = fork: no shadow copies"
+{ cat "$PROD"; printf '[limits]\nsnapshot_by = shadow\n'; } >"$TMP/shadow.ini"
+set +e
+host "$M" check -c "$TMP/shadow.ini" --json >"$TMP/unit5s.json"
+printf '[Service]\nCPUAffinity=1-5\n' >"$M/etc/systemd/system/omsd.service.d/cpus.conf"
+host "$M" check -c "$TMP/shadow.ini" --json >"$TMP/unit6.json"
+set -e
+expect "unit: the shadow copies on CPU 0: shadow PASS" contains "$(json_status "$TMP/unit5s.json" shadow) $(json_observed "$TMP/unit5s.json" shadow)" "PASS 2 shadow copies on CPU 0 (CPUAffinity=0 1 2-5 less the lcores')"
+expect "unit, CPUAffinity=1-5 (the lcores' but main's): shadow WARN" [ "$(json_status "$TMP/unit6.json" shadow)" = WARN ]
+expect "unit, CPUAffinity=1-5: says the copies would run on the lcores' CPUs" contains "$(json_observed "$TMP/unit6.json" shadow)" "2 shadow copies, no CPU for them in CPUAffinity=1-5 outside the lcores' 1-5"
 
 # --- this machine, for real: runs to the end ---------------------------------------------------
 for cfg in "$SRC/deploy/omsd.ini" "$SRC/deploy/configs/production.ini"; do
@@ -583,11 +596,11 @@ for cfg in "$SRC/deploy/omsd.ini" "$SRC/deploy/configs/production.ini"; do
 	expect "this host, $name: --json parses, same exit ($rcj)" $PY -c '
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert d["exit"] == int(sys.argv[2]) == int(sys.argv[3]) and len(d["checks"]) == 16
+assert d["exit"] == int(sys.argv[2]) == int(sys.argv[3]) and len(d["checks"]) == 17
 ' "$TMP/real.json" "$rc" "$rcj"
 	expect "this host, $name: setup plan exits 0..1 ($rcp)" [ "$rcp" -le 1 ]
 	expect "this host, $name: no traceback" no_traceback "$TMP/real.err"
-	expect "this host, $name: a row per check and the verdict" bash -c "[ \$(grep -cE '^(PASS|WARN|FAIL)  ' '$TMP/real.out') = 16 ] && grep -q 'exit $rc\$' '$TMP/real.out'"
+	expect "this host, $name: a row per check and the verdict" bash -c "[ \$(grep -cE '^(PASS|WARN|FAIL)  ' '$TMP/real.out') = 17 ] && grep -q 'exit $rc\$' '$TMP/real.out'"
 done
 
 echo "$((checks - fails)) of $checks passed"
