@@ -11,13 +11,13 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "app/app_logw.h"
+#include "app/app_say.h"
 #include "common/check.h"
 #include "common/wire.h"
 #include "persist/persist.h"
@@ -124,29 +124,8 @@ app_logw_counter(const struct app_logw *w, enum app_logw_counter c)
 	return __atomic_load_n(&w->c[c], __ATOMIC_RELAXED);
 }
 
-static void
-say(struct app_logw *w, bool crit, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void
-say(struct app_logw *w, bool crit, const char *fmt, ...)
-{
-	if (w->say == NULL)
-		return;
-	char text[256];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(text, sizeof(text), fmt, ap);
-	va_end(ap);
-	w->say(w->say_ctx, crit, text);
-}
-
-static uint64_t
-mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+#define say(w, crit, ...) app_sayf((w)->say, (w)->say_ctx, (crit), __VA_ARGS__)
+#define mono_ns app_mono_ns
 
 /* The file log's synced point as the writer publishes it. */
 static void

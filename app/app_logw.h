@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "app/app_say.h"
+
 struct pst_log;
 struct wire_entry_hdr;
 
@@ -44,7 +46,7 @@ enum app_logw_counter {
 struct app_logw;
 
 /* What the writer says (from the writer's thread): crit for what will stop the process. */
-typedef void app_logw_say_fn(void *ctx, bool crit, const char *text);
+typedef app_say_fn app_logw_say_fn;
 
 /* A writer for plog (which it now owns: app_logw_destroy closes it) with a ring of `bytes`
  * (rounded up to 8, at least 64 KiB). inline_writer: the producer is the writer too (it

@@ -18,13 +18,13 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
 
+#include "app/app_say.h"
 #include "app/app_shadow.h"
 #include "common/check.h"
 #include "common/service.h"
@@ -140,29 +140,8 @@ app_shadow_queued(const struct app_shadow *sh)
 	       __atomic_load_n(&sh->tail, __ATOMIC_RELAXED);
 }
 
-static void say(struct app_shadow *sh, bool crit, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void
-say(struct app_shadow *sh, bool crit, const char *fmt, ...)
-{
-	if (sh->say == NULL)
-		return;
-	char text[256];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(text, sizeof(text), fmt, ap);
-	va_end(ap);
-	sh->say(sh->say_ctx, crit, text);
-}
-
-static uint64_t
-mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+#define say(sh, crit, ...) app_sayf((sh)->say, (sh)->say_ctx, (crit), __VA_ARGS__)
+#define mono_ns app_mono_ns
 
 /* --- producer --------------------------------------------------------------------------- */
 

@@ -28,6 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "app/app_say.h"
+
 struct svc_ops;
 struct wire_msg_hdr;
 
@@ -51,7 +53,7 @@ enum app_shadow_counter {
 struct app_shadow;
 
 /* What the thread says (from the thread): crit for what will not mend itself. */
-typedef void app_shadow_say_fn(void *ctx, bool crit, const char *text);
+typedef app_say_fn app_shadow_say_fn;
 
 struct app_shadow_conf {
 	const struct svc_ops *ops; /* the service's operations */
