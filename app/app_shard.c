@@ -209,8 +209,8 @@ wrap_apply(void *svc, uint64_t index, uint64_t now_ns, const struct wire_msg_hdr
 		return;
 	}
 	svc_real(s)->apply(s->svc, index, now_ns, msg, sink);
-	/* The copy is given what the service was given; a full ring loses it (counted in
-	 * app_shard_snapshot_take, which seeds it again). */
+	/* The copy is given what the service was given; a full ring loses it (counted by
+	 * app_shard_snapshot_poll; the next snapshot, taken without it, seeds it again). */
 	if (s->shadow != NULL)
 		app_shadow_push_apply(s->shadow, index, now_ns, msg);
 }

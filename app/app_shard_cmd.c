@@ -399,9 +399,6 @@ app_shard_snapshot_take(struct app_shard *s)
 	uint64_t applied = cns_applied_index(s->cns);
 	if (app_flog_snap_busy(s) || cns_snapshot_pending(s->cns) != 0)
 		return -EBUSY;
-	/* A small state is serialised here: a fork copies the page tables of the whole process
-	 * (DPDK's memory, the heaps, the log), which costs the lcore more than a few MiB of
-	 * serialising (docs/persist.md). The last snapshot's length is the estimate. */
 	if (s->shadow != NULL) {
 		if (app_shadow_ready(s->shadow)) {
 			int rc = snapshot_shadow(s);
@@ -414,6 +411,9 @@ app_shard_snapshot_take(struct app_shard *s)
 		if (!app_shadow_lost(s->shadow))
 			return -EBUSY;
 	}
+	/* A small state is serialised here: a fork copies the page tables of the whole process
+	 * (DPDK's memory, the heaps, the log), which costs the lcore more than a few MiB of
+	 * serialising (docs/persist.md). The last snapshot's length is the estimate. */
 	uint64_t last = cns_snapshot(s->cns, NULL)->len;
 	bool fork = s->snapfork_ok && last >= (s->app->cfg.snapshot_fork_min_mb << 20);
 	if (fork || s->shadow != NULL) {
