@@ -390,9 +390,10 @@ snapshot_async(struct app_shard *s, bool fork)
 /* Take a snapshot at the applied index and count what happened: `snapshots` when it was
  * taken (durable mode: once its file is durable, written by the file log's writer in the
  * background: app_flog.c), `snapshot_failed` when either failed, nothing when nothing was
- * applied since the last one. 0, -EINPROGRESS (a child is serialising it:
- * app_shard_snapshot_poll ends it), -EALREADY, -EBUSY (the previous snapshot's file is still
- * being written, or its child still runs: try later) or -ENOSPC (too big). */
+ * applied since the last one. 0, -EINPROGRESS (a child or the shadow copy is serialising
+ * it: app_shard_snapshot_poll ends it), -EALREADY, -EBUSY (the previous snapshot's file is
+ * still being written, its child still runs, or the shadow copy still reads its seed: try
+ * later) or -ENOSPC (too big). */
 int
 app_shard_snapshot_take(struct app_shard *s)
 {

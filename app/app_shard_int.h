@@ -516,7 +516,8 @@ uint32_t app_inline_persist_drain(struct app_shard *s);
 void app_cmd_admin_reply(struct app_shard *s, const struct wire_admin_reply *r);
 uint32_t app_cmd_work(struct app_shard *s);
 int app_shard_snapshot_take(struct app_shard *s);
-/* Collect a snapshot child's result (each cycle; cheap while it runs). */
+/* Collect a snapshot child's or the shadow copy's result, count a lost copy (each
+ * cycle; cheap while they run). */
 void app_shard_snapshot_poll(struct app_shard *s);
 /* Publish the configuration in effect and the leader's match indexes (app_shard_stats.c). */
 void app_shard_pub_members(struct app_shard *s);
