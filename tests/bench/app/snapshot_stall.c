@@ -135,6 +135,7 @@
 #define SNAP_TERM 1            /* the term written in every snapshot's meta */
 #define CHILD_WAIT_NS (UINT64_C(600) * 1000000000u) /* the last child's bound, after the cycles */
 #define SHADOW_IDLE_NS 20000u  /* the shadow thread's sleep when it finds nothing to do */
+#define GROWTH_PER_OP 256u     /* bound on what an operation adds to a snapshot, bytes */
 
 /* ---- options and the run around both services ---- */
 
@@ -764,11 +765,14 @@ static void
 run(struct target *t, struct result *r)
 {
 	/* Consensus's snapshot buffer is sized once at start-up (snapshot_mb); this one holds
-	 * the state as built plus a quarter for what the load adds. It is shared memory, as the
-	 * child writes it, and populated now so the snapshots do not count its first faults. */
+	 * the state as built plus a quarter, plus what the load may add: up to GROWTH_PER_OP
+	 * bytes an operation (a small book grows by its dedup records and retained events
+	 * faster than a quarter of itself: --orders 5000 did not fit). It is shared memory, as
+	 * the child writes it, and populated now so the snapshots do not count its first
+	 * faults. */
 	snprintf(t->dir, sizeof(t->dir), "%s/%s", snap_root, t->name);
 	size_t size0 = t->ops->snapshot_size(t->svc);
-	size_t cap = size0 + size0 / 4 + (1u << 20);
+	size_t cap = size0 + size0 / 4 + (size_t)O.cycles * O.batch * GROWTH_PER_OP + (1u << 20);
 	uint8_t *buf = pst_mem_shared(cap);
 	if (buf == NULL)
 		fail("no memory for a %zu-byte snapshot buffer: %s", cap, strerror(errno));
