@@ -58,6 +58,7 @@ struct app_shadow {
 	void *say_ctx;
 	bool threaded;
 	bool hash;
+	uint64_t (*digest)(const void *svc);
 	pthread_t tid;
 
 	/* The producer's line. */
@@ -94,6 +95,7 @@ struct app_shadow {
 	uint32_t job_done;            /* the last job answered */
 	size_t job_len;               /* its answer */
 	uint64_t job_hash;            /* the copy's state hash then (conf.hash) */
+	uint64_t job_digest;          /* conf.digest of the copy then */
 	/* The thread's own. */
 	uint32_t my_gen;              /* the seed followed */
 	uint64_t my_pos;              /* its position */
@@ -340,6 +342,21 @@ app_shadow_snap_hash(const struct app_shadow *sh)
 	return sh->job_hash;
 }
 
+uint64_t
+app_shadow_snap_digest(const struct app_shadow *sh)
+{
+	CHECK(sh->digest != NULL && !sh->job_out);
+	return sh->job_digest;
+}
+
+void
+app_shadow_drop(struct app_shadow *sh)
+{
+	if (!sh->lost)
+		cadd(sh, APP_SHADOW_LOST, 1);
+	sh->lost = true;
+}
+
 /* --- the thread --------------------------------------------------------------------------- */
 
 static void
@@ -492,6 +509,8 @@ app_shadow_work(struct app_shadow *sh)
 			uint64_t ns = mono_ns() - t0;
 			if (sh->hash)
 				sh->job_hash = sh->ops->state_hash(sh->svc);
+			if (sh->digest != NULL)
+				sh->job_digest = sh->digest(sh->svc);
 			if (ns > sh->c[APP_SHADOW_SERIALIZE_MAX_NS])
 				cset(sh, APP_SHADOW_SERIALIZE_MAX_NS, ns);
 		}
@@ -549,6 +568,7 @@ app_shadow_create(struct app_shadow **out, const struct app_shadow_conf *conf)
 	sh->svc = conf->svc;
 	sh->idle_ns = conf->idle_ns > 0 ? conf->idle_ns : 1;
 	sh->hash = conf->hash;
+	sh->digest = conf->digest;
 	sh->say = conf->say;
 	sh->say_ctx = conf->say_ctx;
 	/* Seed 1: the copy equals the service as both stand now. */

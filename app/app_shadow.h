@@ -44,7 +44,8 @@ enum app_shadow_counter {
 	APP_SHADOW_FAILED,    /* snapshot jobs answered with nothing: superseded by a seed,
 				* the buffer too small, the copy broken */
 	APP_SHADOW_BROKEN,    /* bases the copy refused (it waits for the next seed) */
-	APP_SHADOW_LOST,      /* times the ring was full: the copy was lost until a seed */
+	APP_SHADOW_LOST,      /* times the ring was full (or app_shadow_drop): the copy was
+				* lost until a seed */
 	APP_SHADOW_LAG_MAX,   /* the most bytes queued behind the thread (producer's view) */
 	APP_SHADOW_SERIALIZE_MAX_NS, /* the longest serialisation on the thread */
 	APP_SHADOW_COUNT
@@ -63,6 +64,9 @@ struct app_shadow_conf {
 				    * APP_SHADOW_RING_MIN */
 	bool thread;               /* run a thread (else the caller calls app_shadow_work) */
 	bool hash;                 /* with each snapshot, the copy's state hash (a check) */
+	/* With each snapshot, a few counts of the copy's state that cost nothing to read (a
+	 * check in every build; NULL: none). */
+	uint64_t (*digest)(const void *svc);
 	uint64_t idle_ns;          /* the thread's first sleep when it finds nothing to do
 				    * (>= 1), doubled while idle up to 16 times it */
 	const void *cpus;          /* the thread's CPU set (a cpu_set_t), NULL: inherited */
@@ -114,6 +118,10 @@ bool app_shadow_snap_busy(const struct app_shadow *sh);
 int app_shadow_snap_poll(struct app_shadow *sh, size_t *len);
 /* With conf.hash: svc_ops.state_hash of the copy the last collected snapshot holds. */
 uint64_t app_shadow_snap_hash(const struct app_shadow *sh);
+/* With conf.digest: its value for the copy the last collected snapshot holds. */
+uint64_t app_shadow_snap_digest(const struct app_shadow *sh);
+/* The copy is wrong (its snapshot does not check out): lost until the next seed. */
+void app_shadow_drop(struct app_shadow *sh);
 
 /* --- The consumer -------------------------------------------------------------------------
  * Take a new seed, apply up to APP_SHADOW_DRAIN_MAX records, serialise a due job. Returns

@@ -320,6 +320,7 @@ struct app_shard {
 					which seed the copy once it ends (shadow_seeding) */
 	bool shadow_seeding;
 	uint64_t shadow_hash;        /* DCHECK builds: the service's state hash at the post */
+	uint64_t shadow_digest;      /* the service's app_shard_digest at the post */
 	bool shadow_lost_seen;       /* the copy's loss is counted */
 	/* After a snapshot child is reaped the service's pages the lcore wrote meanwhile are
 	 * split into 4 KiB entries (copy-on-write), and the next fork copies each: main puts
@@ -516,6 +517,9 @@ uint32_t app_inline_persist_drain(struct app_shard *s);
 void app_cmd_admin_reply(struct app_shard *s, const struct wire_admin_reply *r);
 uint32_t app_cmd_work(struct app_shard *s);
 int app_shard_snapshot_take(struct app_shard *s);
+/* A few counts of a service's state, read in O(1): the shadow copy's snapshots are checked
+ * against the service's (app_shard_setup.c). */
+uint64_t app_shard_digest(const struct app_shard *s, const void *svc);
 /* Collect a snapshot child's or the shadow copy's result, count a lost copy (each
  * cycle; cheap while they run). */
 void app_shard_snapshot_poll(struct app_shard *s);

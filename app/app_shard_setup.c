@@ -141,6 +141,27 @@ watch_asset(struct app_shard *s, uint32_t asset)
 
 #define SHADOW_IDLE_NS (50 * 1000) /* the shadow's first sleep when idle (up to 0.8 ms) */
 
+/* Counts of a service's state that cost nothing to read: every build checks the shadow
+ * copy's against the service's with each snapshot (app_shard_cmd.c). */
+static uint64_t
+digest_me(const void *svc)
+{
+	return me_orders_resting(svc);
+}
+
+static uint64_t
+digest_oms(const void *svc)
+{
+	return (uint64_t)oms_resident_count(svc) << 40 ^ (uint64_t)oms_inflight_count(svc) << 20 ^
+	       oms_parked_count(svc);
+}
+
+uint64_t
+app_shard_digest(const struct app_shard *s, const void *svc)
+{
+	return s->is_oms ? digest_oms(svc) : digest_me(svc);
+}
+
 /* [limits] snapshot_by = shadow: a second instance of the service, made as the first, on a
  * thread of its own (the CPUs a snapshot child would take). Equal to the first as both stand
  * now: consensus has not restored or applied anything yet, and what it does from here
@@ -169,6 +190,7 @@ shadow_init(struct app_shard *s, const struct oms_limits *ol, const struct me_li
 #ifdef OMSD_DCHECK
 		.hash = true, /* every test's build: each snapshot checked (app_shard_cmd.c) */
 #endif
+		.digest = s->is_oms ? digest_oms : digest_me,
 		.idle_ns = SHADOW_IDLE_NS,
 		.cpus = app->snap_cpus_ok ? &app->snap_cpus : NULL,
 		.cpus_size = sizeof(app->snap_cpus),

@@ -736,6 +736,59 @@ Test(shadow, index_past_job_is_refused)
 	cr_assert(eq(u64, counter(APP_SHADOW_SNAPSHOTS), 1));
 }
 
+static uint64_t
+resting_digest(const void *svc)
+{
+	return me_orders_resting(svc);
+}
+
+/* Goal: with a digest, each answered job carries the digest of the copy it serialised (the
+ * primary's at the post: omsd compares them in every build); a dropped copy is lost, as a
+ * full ring makes it, until the next seed.
+ * Method: no thread, a digest of the resting orders; a job, its digest against the
+ * primary's at the post; drop: lost, counted, no job taken; a seed from the primary; a job
+ * equal to the primary again. */
+Test(shadow, digest_and_drop)
+{
+	struct app_shadow_conf conf = {
+		.ops = &me_svc_ops,
+		.svc = copy,
+		.ring_bytes = APP_SHADOW_RING_MIN * 4,
+		.digest = resting_digest,
+		.idle_ns = 50000,
+		.say = say_rec,
+	};
+	cr_assert(eq(int, app_shadow_create(&sh, &conf), 0));
+	configure();
+	ops(500, 0);
+	struct job j;
+	job_post(&j);
+	uint64_t want = me_orders_resting(primary);
+	cr_assert(gt(u64, want, 0), "the load rests orders");
+	ops(50, 0);
+	job_check(&j, job_work());
+	job_free(&j);
+	cr_assert(eq(u64, app_shadow_snap_digest(sh), want));
+	app_shadow_drop(sh);
+	app_shadow_drop(sh);
+	cr_assert(app_shadow_lost(sh));
+	cr_assert(not(app_shadow_ready(sh)));
+	cr_assert(eq(u64, counter(APP_SHADOW_LOST), 1));
+	uint8_t dummy[64];
+	cr_assert(eq(int, app_shadow_snap_post(sh, idx, dummy, sizeof(dummy)), -EAGAIN));
+	size_t blen;
+	uint8_t *base = primary_snapshot(&blen);
+	app_shadow_seed(sh, base, blen);
+	app_shadow_work(sh);
+	cr_assert(app_shadow_ready(sh));
+	ops(200, 0);
+	job_post(&j);
+	job_check(&j, job_work());
+	job_free(&j);
+	cr_assert(eq(u64, app_shadow_snap_digest(sh), me_orders_resting(primary)));
+	free(base);
+}
+
 /* Goal: a seed made while the thread works (an install while records stream in) never lets
  * the thread apply a record pushed after the seed to the state before it, nor read a base
  * after the seed that superseded it returned (ASan: each base is freed then).
