@@ -761,6 +761,20 @@ slow_record(struct result *r, const struct slow *x)
 	r->slowest[k] = *x;
 }
 
+/* A snapshot of the state as it is now, at index: its meta and snapshot_size (timed). */
+static struct snap
+snap_at(struct target *t, uint64_t index)
+{
+	struct snap s = { 0 };
+	s.meta.last_index = index;
+	s.meta.last_term = SNAP_TERM;
+	s.meta.last_time_ns = t->now(t->ctx);
+	uint64_t a = clock_ns();
+	s.size = t->ops->snapshot_size(t->svc);
+	s.size_ns = clock_ns() - a;
+	return s;
+}
+
 static void
 run(struct target *t, struct result *r)
 {
@@ -857,17 +871,11 @@ run(struct target *t, struct result *r)
 		} else if (want) {
 			/* cns_snapshot_take, then app_flog_snapshot_saved. */
 			snap = true;
-			struct snap n = { 0 };
-			uint64_t a = clock_ns();
-			n.size = t->ops->snapshot_size(t->svc);
+			struct snap n = snap_at(t, (uint64_t)c + 1);
 			uint64_t b = clock_ns();
 			len = n.size <= cap ? t->ops->snapshot(t->svc, buf, cap) : 0;
 			uint64_t c2 = clock_ns();
-			n.size_ns = b - a;
-			n.serialize_ns = c2 - a;
-			n.meta.last_index = (uint64_t)c + 1;
-			n.meta.last_term = SNAP_TERM;
-			n.meta.last_time_ns = t->now(t->ctx);
+			n.serialize_ns = n.size_ns + (c2 - b); /* snapshot_size + snapshot */
 			n.meta.length = len;
 			if (O.write_on_lcore && len != 0) {
 				n.write_rc = pst_snap_write(t->dir, &n.meta, buf, NULL);
@@ -973,13 +981,7 @@ run(struct target *t, struct result *r)
 				     rc == -EAGAIN ? " (the shadow copy was lost: --shadow-ring-mb)"
 						   : "");
 			/* Before the next apply: the state the job's index holds. */
-			s = (struct snap){ 0 };
-			s.meta.last_index = F.index;
-			s.meta.last_term = SNAP_TERM;
-			s.meta.last_time_ns = t->now(t->ctx);
-			uint64_t a = clock_ns();
-			s.size = t->ops->snapshot_size(t->svc);
-			s.size_ns = clock_ns() - a;
+			s = snap_at(t, F.index);
 			job = true;
 			job_t0 = t0 + cycle_ns;
 		}
@@ -987,14 +989,8 @@ run(struct target *t, struct result *r)
 			if (rc != 0)
 				fail("%s: pst_fork_start: %s", t->name, strerror(-rc));
 			/* Before the next apply: the state the child's image holds. */
-			s = (struct snap){ 0 };
+			s = snap_at(t, (uint64_t)c + 1);
 			s.fork_ns = f.fork_ns;
-			s.meta.last_index = (uint64_t)c + 1;
-			s.meta.last_term = SNAP_TERM;
-			s.meta.last_time_ns = t->now(t->ctx);
-			uint64_t a = clock_ns();
-			s.size = t->ops->snapshot_size(t->svc);
-			s.size_ns = clock_ns() - a;
 			child = true;
 			collapse_want = true;
 		}

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "app/app_say.h"
 #include "app/app_shadow.h"
 #include "common/prng.h"
 #include "common/wire.h"
@@ -72,14 +73,6 @@ struct job {
 	uint64_t want_hash;
 	uint64_t index;    /* the index it was posted at */
 };
-
-static uint64_t
-mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void
 say_rec(void *ctx, bool crit, const char *text)
@@ -355,10 +348,10 @@ static size_t
 job_wait(void)
 {
 	size_t len = SIZE_MAX;
-	uint64_t end = mono_ns() + WAIT_NS;
+	uint64_t end = app_mono_ns() + WAIT_NS;
 	int rc;
 	while ((rc = app_shadow_snap_poll(sh, &len)) == -EINPROGRESS) {
-		cr_assert(lt(u64, mono_ns(), end), "the job was not answered in 10 s");
+		cr_assert(lt(u64, app_mono_ns(), end), "the job was not answered in 10 s");
 		sched_yield();
 	}
 	cr_assert(eq(int, rc, 0));
@@ -443,13 +436,13 @@ Test(shadow, threaded_snapshot_equals_primary)
 	uint32_t done = 0;
 	struct job j = { 0 };
 	bool out = false;
-	uint64_t end = mono_ns() + WAIT_NS;
+	uint64_t end = app_mono_ns() + WAIT_NS;
 	while (done < 8) {
-		cr_assert(lt(u64, mono_ns(), end), "%u snapshots in 10 s", done);
+		cr_assert(lt(u64, app_mono_ns(), end), "%u snapshots in 10 s", done);
 		ops(16 + (uint32_t)prng_below(&rng, 600), 16);
 		app_shadow_publish(sh);
 		while (app_shadow_queued(sh) > ring / 2) {
-			cr_assert(lt(u64, mono_ns(), end), "the thread does not drain: %" PRIu64
+			cr_assert(lt(u64, app_mono_ns(), end), "the thread does not drain: %" PRIu64
 				  " bytes queued, a job out: %d", app_shadow_queued(sh), out);
 			sched_yield();
 		}
@@ -705,10 +698,10 @@ Test(shadow, destroy_while_running, .timeout = 10)
 	job_post(&j);
 	ops(100, 0);
 	app_shadow_publish(sh);
-	uint64_t t0 = mono_ns();
+	uint64_t t0 = app_mono_ns();
 	app_shadow_destroy(sh);
 	sh = NULL;
-	cr_assert(lt(u64, mono_ns() - t0, 5000000000ull));
+	cr_assert(lt(u64, app_mono_ns() - t0, 5000000000ull));
 	job_free(&j);
 }
 
@@ -801,10 +794,10 @@ Test(shadow, seeds_while_streaming)
 	shadow_new(APP_SHADOW_RING_MIN * 4, true);
 	configure();
 	ops(200, 1);
-	uint64_t end = mono_ns() + 3000000000ull;
+	uint64_t end = app_mono_ns() + 3000000000ull;
 	uint32_t seeds = 0;
 	uint8_t *base = NULL;
-	while (seeds < 150 && mono_ns() < end) {
+	while (seeds < 150 && app_mono_ns() < end) {
 		primary_ops(1 + (uint32_t)prng_below(&rng, 3));
 		uint8_t *old = base;
 		size_t blen;
