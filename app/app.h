@@ -17,9 +17,13 @@
  *                                    local: MP/SC ring, frames from other lcores of this
  *                                    node (same mbuf layout as received frames)
  *                                    mgmt: SP/SC ring, control-socket commands from main
- *                                    tx: dp_txq "shardN" → io
- *   bridge     [bridge] cpu          idle: the bridge runs inside the OMS shard lcore (the
- *                                    only lcore that may read the oms state; docs/appliance.md)
+ *                                    tx: dp_txq "shardN" → io; with a sealing bridge
+ *                                    the frames to the network go to bridge_seal instead
+ *   bridge     [bridge] cpu          seal: MP/SC ring bridge_seal from the shard lcores, their
+ *                                    frames to the network, whose MAC it writes (app_seal.c);
+ *                                    tx: dp_txq "bridge" → io. The saga re-drive runs inside
+ *                                    the OMS shard lcore (the only lcore that may read the
+ *                                    oms state; docs/appliance.md)
  *   persister  [persister] cpu       request ring persister_rq (MP/SC) from the OMS shards,
  *                                    completions to their local rings; idle without a
  *                                    database (OMS shards answer inline)
@@ -98,6 +102,8 @@ struct app_out {
 struct app_outbox {
 	struct app *app;
 	struct dp_txq *txq;          /* remote frames */
+	struct rte_ring *seal;       /* remote frames, to the bridge that MACs them (app_seal.c);
+				      * NULL: MAC'd here and queued on txq */
 	uint32_t self;               /* frame sender id */
 	uint32_t frame_cap;          /* bytes per frame (MTU) */
 	struct app_out out[APP_OUT_MAX];
@@ -324,6 +330,10 @@ struct app_rings {
 						       * NULL: echo */
 	struct rte_ring *persist_rq;                  /* OMS shards → persister (MP/SC);
 						       * NULL: no database */
+	struct rte_ring *seal;                        /* shard lcores → bridge: frames to the
+						       * network whose MAC it writes (MP/SC);
+						       * NULL: no [bridge] or seal = off */
+	struct dp_txq *seal_txq;                      /* bridge → io: those frames, sealed */
 };
 
 /* What the wiring hands a shard lcore (app_wire_shard): its inboxes and the rings it sends
@@ -338,6 +348,8 @@ struct app_shard_wires {
 	struct rte_ring *gateway;     /* the gateway lcore's local ring; NULL: no gateway here */
 	struct rte_ring *peer[DP_SHARDS_MAX]; /* shard id → its lcore's local ring; NULL: the
 					       * shard is not hosted on this node */
+	struct rte_ring *seal;        /* us → the bridge: frames for the network, to be MAC'd
+				       * there (app_seal.c); NULL: MAC'd here, sent on txq */
 };
 
 /* What the wiring hands the persister (app_wire_persist). */
@@ -366,6 +378,8 @@ struct app {
 	 * persister's (NULL: none). Whoever hands one of them work rings it. */
 	struct dp_bell *shard_bell[APP_SHARDS_MAX];
 	struct dp_bell *persist_bell;
+	struct dp_bell *bridge_bell;  /* NULL: no [bridge] lcore */
+	struct app_seal *seal;        /* the bridge lcore's sealer (app_seal.c); NULL: none */
 	/* The main lcore's, rung by a shard lcore giving a command back: while a symbol move
 	 * runs, main sleeps on it between the steps (app_mgmt_poll). */
 	struct dp_idle main_idle;
@@ -497,5 +511,15 @@ int app_persist_hist(const struct app *app, unsigned kind, unsigned part, struct
 extern const char *const app_persist_kind_names[5];
 /* app_lcore.c: the echo shard (diagnostic service of the dataplane tests). */
 int app_echo_init(struct app *app, struct app_agent *agent, uint32_t index);
+/* app_seal.c: the bridge lcore's sealer — it takes the shard lcores' frames to the network
+ * (bridge_seal), writes their MAC and queues them to the io lcore, in the order each shard
+ * lcore handed them over. Without a seal ring ([bridge] seal = off) the lcore idles.
+ * app_seal_drain runs on main once the bridge lcore has stopped (the shard lcores first,
+ * the io lcore after): what is still in the ring is sealed and queued, so a stop loses no
+ * frame the shard lcores flushed. */
+int app_seal_init(struct app *app, struct app_agent *agent, uint32_t index);
+void app_seal_fini(struct app *app, struct app_agent *agent);
+uint32_t app_seal_drain(struct app *app);
+void app_seal_stats_write(const struct app *app, FILE *out);
 
 #endif

@@ -54,8 +54,11 @@ config_load(struct cfg_ctx *cp, struct app_config *cfg)
 	cfg_sec_port(&c, cfg);
 	cfg_sec_memory(&c, cfg);
 	cfg_get_lcore(&c, "io", &cfg->io);
-	if (rte_cfgfile_has_section(c.cfg, "bridge"))
+	if (rte_cfgfile_has_section(c.cfg, "bridge")) {
 		cfg_get_lcore(&c, "bridge", &cfg->bridge);
+		cfg->bridge_seal = true;
+		cfg_get_bool(&c, "bridge", "seal", &cfg->bridge_seal);
+	}
 	if (rte_cfgfile_has_section(c.cfg, "persister"))
 		cfg_get_lcore(&c, "persister", &cfg->persister);
 	cfg_sec_peers(&c, cfg);

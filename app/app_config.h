@@ -114,6 +114,9 @@ struct app_config {
 	/* lcores */
 	struct app_lcore_conf io;             /* [io] */
 	struct app_lcore_conf bridge;         /* [bridge], optional */
+	bool bridge_seal;                     /* [bridge] seal: the bridge lcore writes the MAC
+					       * of the shard lcores' frames to the network
+					       * (app_seal.c; default on when [bridge] is) */
 	struct app_lcore_conf persister;      /* [persister], optional */
 	uint64_t duty_threshold_ns;           /* a working cycle longer than this is counted */
 

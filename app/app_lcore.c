@@ -126,28 +126,6 @@ app_echo_init(struct app *app, struct app_agent *agent, uint32_t index)
 	return 0;
 }
 
-/* ---------------------------------------------------------------------------------------
- * bridge: a declared lcore with nothing to do (the bridge runs inside the OMS shard lcore).
- * ------------------------------------------------------------------------------------- */
-
-static uint32_t
-nothing_do_work(void *arg, uint64_t now_ns)
-{
-	(void)arg;
-	(void)now_ns;
-	return 0;
-}
-
-static int
-nothing_init(struct app *app, struct app_agent *agent, uint32_t index)
-{
-	(void)app;
-	(void)index;
-	agent->do_work = nothing_do_work;
-	agent->state = NULL;
-	return 0;
-}
-
 static int
 shard_init(struct app *app, struct app_agent *agent, uint32_t index)
 {
@@ -165,7 +143,7 @@ shard_fini(struct app *app, struct app_agent *agent)
 const struct app_role_ops app_roles[APP_ROLE_COUNT] = {
 	[APP_ROLE_IO] = { .name = "io", .init = io_init },
 	[APP_ROLE_SHARD] = { .name = "shard", .init = shard_init, .fini = shard_fini },
-	[APP_ROLE_BRIDGE] = { .name = "bridge", .init = nothing_init },
+	[APP_ROLE_BRIDGE] = { .name = "bridge", .init = app_seal_init, .fini = app_seal_fini },
 	[APP_ROLE_PERSISTER] = { .name = "persister", .init = app_persist_init,
 				 .fini = app_persist_fini },
 };
@@ -198,6 +176,7 @@ app_stats_write(const struct app *app, FILE *out)
 		fprintf(out, "agent.%s.bell_wakes %" PRIu64 "\n", a->name, LOAD(a->bell.wakes));
 	}
 	app_persist_stats_write(app, out);
+	app_seal_stats_write(app, out);
 	for (uint32_t i = 0; i < app->cfg.shard_count; i++) {
 		const struct app_echo *s = &app->echoes[i];
 		unsigned id = app->cfg.shards[i].id;

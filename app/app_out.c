@@ -34,14 +34,18 @@ app_outbox_init(struct app_outbox *ob, struct app *app, struct dp_txq *txq)
 	ob->frame_cap = app_frame_cap(app);
 }
 
-/* Offer one sealed frame to its queue; 0 or -ENOBUFS (the caller still owns it). */
+/* Offer one finished frame to its queue — a local ring, the bridge's seal ring, or the tx
+ * queue; 0 or -ENOBUFS (the caller still owns it). */
 static int
 offer(struct app_outbox *ob, struct rte_mbuf *m, struct rte_ring *ring)
 {
 	if (ring != NULL) {
 		if (rte_ring_mp_enqueue(ring, m) != 0)
 			return -ENOBUFS;
-		BUMP(ob->tx_local);
+		if (ring == ob->seal)
+			BUMP(ob->tx_frames);
+		else
+			BUMP(ob->tx_local);
 		dp_bell_ring(app_ring_bell(ob->app, ring));
 		return 0;
 	}
@@ -108,8 +112,21 @@ out_flush(struct app_outbox *ob, struct app_out *o)
 		send_or_hold(ob, m, o->ring);
 		return;
 	}
-	uint32_t len = wire_builder_finish(&o->b, o->keyed ? &o->key
-							   : dp_key_for(ob->app->dp, &o->dst));
+	const struct wire_key *key = o->keyed ? &o->key : dp_key_for(ob->app->dp, &o->dst);
+	if (ob->seal != NULL) {
+		/* The bridge lcore writes the MAC (app_seal.c). */
+		bool mac = key != NULL && (key->k0 | key->k1) != 0;
+		uint32_t len = wire_builder_finish_unsealed(&o->b, mac);
+		dp_tx_prepare(m, len, &o->dst);
+		struct dp_meta *meta = dp_meta(m);
+		if (mac)
+			meta->seal_key = *key;
+		else
+			memset(&meta->seal_key, 0, sizeof(meta->seal_key));
+		send_or_hold(ob, m, ob->seal);
+		return;
+	}
+	uint32_t len = wire_builder_finish(&o->b, key);
 	dp_tx_prepare(m, len, &o->dst);
 	send_or_hold(ob, m, NULL);
 }

@@ -235,6 +235,7 @@ app_shard_init(struct app *app, struct app_agent *agent, uint32_t index)
 	CHECK(s->w.local != NULL);
 	CHECK(s->w.mgmt_rx != NULL);
 	app_outbox_init(&s->ob, app, s->w.txq);
+	s->ob.seal = s->w.seal;
 
 	/* The service, in memory sized by its footprint. */
 	size_t svc_size;

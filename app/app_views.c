@@ -167,6 +167,9 @@ app_views_open(const struct app *app, app_views_extra_fn *extra)
 			/* io drains every tx queue (frames the other lcores want sent). */
 			for (uint32_t k = 0; k < app->cfg.shard_count; k++)
 				ring_add(va, "txq_shard%u", app->cfg.shards[k].id);
+			ring_add(va, "txq_bridge", 0); /* absent without a sealing bridge */
+		} else if (a->role == APP_ROLE_BRIDGE) {
+			ring_add(va, "bridge_seal", 0); /* the frames it seals */
 		} else if (a->role == APP_ROLE_SHARD) {
 			unsigned id;
 			if (sscanf(a->name, "shard%u", &id) == 1) {

@@ -10,7 +10,8 @@
  * Ring names, sizes and flags: shardN_rx (dataplane ring, io → shard), shardN (tx queue,
  * shard → io), shardN_local (MP/SC, [lcores] ring_size), shardN_mgmt (SP/SC,
  * 4 × APP_CMD_PENDING_MAX), persister_rq (MP/SC, ring_size; only with a database),
- * mgmt_done (MP/SC, 2 × APP_CMDS_MAX).
+ * bridge_seal (MP/SC, ring_size) and bridge (tx queue, bridge → io) with a [bridge] lcore
+ * that seals, mgmt_done (MP/SC, 2 × APP_CMDS_MAX).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -100,6 +101,13 @@ app_wire_init(struct app *app)
 		if (ret != 0)
 			return ret;
 	}
+	/* The bridge lcore MACs the shard lcores' network frames (app_seal.c). */
+	if (cfg->bridge.enabled && cfg->bridge_seal) {
+		app->rings.seal = ring_make("bridge_seal", cfg->ring_size, RING_F_SC_DEQ);
+		app->rings.seal_txq = dp_txq_create(app->dp, "bridge", cfg->ring_size);
+		if (app->rings.seal == NULL || app->rings.seal_txq == NULL)
+			return -ENOMEM;
+	}
 	/* The persister exists only with a database (app_config refuses one without it). */
 	if (cfg->persister.enabled && cfg->db_conninfo[0] != '\0') {
 		app->rings.persist_rq = ring_make("persister_rq", cfg->ring_size, RING_F_SC_DEQ);
@@ -123,6 +131,8 @@ app_wire_fini(struct app *app)
 	}
 	rte_ring_free(r->persist_rq);
 	r->persist_rq = NULL;
+	rte_ring_free(r->seal); /* drained by app_seal_drain; the txq goes with dp_destroy */
+	r->seal = NULL;
 	rte_ring_free(app->mgmt_done);
 	app->mgmt_done = NULL;
 }
@@ -149,6 +159,7 @@ app_wire_shard(const struct app *app, uint32_t index, struct app_shard_wires *ou
 	out->gateway = app->gateway_index >= 0 ? r->shard_local[app->gateway_index] : NULL;
 	for (uint16_t id = 0; id < DP_SHARDS_MAX; id++)
 		out->peer[id] = local_of(app, id);
+	out->seal = r->seal;
 }
 
 void
@@ -172,6 +183,8 @@ app_ring_bell(const struct app *app, const struct rte_ring *ring)
 	for (uint32_t i = 0; i < app->cfg.shard_count; i++)
 		if (r->shard_local[i] == ring)
 			return app->shard_bell[i];
+	if (ring == r->seal)
+		return app->bridge_bell;
 	return ring == r->persist_rq ? app->persist_bell : NULL;
 }
 

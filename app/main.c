@@ -202,7 +202,8 @@ agents_plan(struct app *app)
 	dp_idle_bell(&a->idle, &a->bell, false);
 	if (cfg->bridge.enabled) {
 		AGENT(APP_ROLE_BRIDGE, cfg->bridge.cpu, &cfg->bridge.idle, "bridge");
-		dp_idle_bell(&a->idle, &a->bell, true); /* it has no input yet */
+		dp_idle_bell(&a->idle, &a->bell, true); /* its input (app_seal.c) rings it */
+		app->bridge_bell = &a->bell;
 	}
 	if (cfg->persister.enabled) {
 		AGENT(APP_ROLE_PERSISTER, cfg->persister.cpu, &cfg->persister.idle, "persister");
@@ -225,12 +226,15 @@ agents_plan(struct app *app)
 	dp_idle_bell(&app->main_idle, &app->main_bell, true);
 }
 
+/* Stop the agents of one stage: 0 the producers (shards, persister), 1 the bridge (which
+ * takes the shards' frames), 2 the io lcore (which takes everybody's). */
 static void
-agents_stop(struct app *app, bool io)
+agents_stop(struct app *app, int stage)
 {
 	for (uint32_t i = 0; i < app->agent_count; i++) {
 		struct app_agent *a = &app->agents[i];
-		if ((a->role == APP_ROLE_IO) != io || !a->launched)
+		int st = a->role == APP_ROLE_IO ? 2 : a->role == APP_ROLE_BRIDGE ? 1 : 0;
+		if (st != stage || !a->launched)
 			continue;
 		__atomic_store_n(&a->stop, 1, __ATOMIC_RELEASE);
 		rte_eal_wait_lcore(a->lcore_id);
@@ -505,8 +509,10 @@ main(int argc, char **argv)
 	app_telemetry_close();
 	app_http_close();
 	app_views_close();
-	agents_stop(&app, false);
-	agents_stop(&app, true);
+	agents_stop(&app, 0);
+	agents_stop(&app, 1);
+	app_seal_drain(&app); /* the io lcore still runs and takes them */
+	agents_stop(&app, 2);
 	app_mgmt_close(); /* after the shard lcores: it takes back the commands they held */
 	app_keys_stop();
 	uint32_t drained = dp_io_drain(app.dp);

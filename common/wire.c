@@ -1037,6 +1037,33 @@ wire_builder_finish(struct wire_builder *b, const struct wire_key *key)
 	return b->len;
 }
 
+uint32_t
+wire_builder_finish_unsealed(struct wire_builder *b, bool mac)
+{
+	struct wire_frame_hdr *fh = (struct wire_frame_hdr *)b->buf;
+	CHECK(b->count > 0);
+	fh->msg_count = b->count;
+	if (mac) {
+		fh->flags |= WIRE_FRAME_F_MAC;
+		CHECK(b->len + WIRE_MAC_SIZE <= UINT16_MAX);
+		/* wire_builder_add kept room for it. */
+		b->len += WIRE_MAC_SIZE;
+	}
+	CHECK(b->len <= UINT16_MAX && b->len <= b->cap);
+	fh->length = (uint16_t)b->len;
+	return b->len;
+}
+
+void
+wire_frame_seal(uint8_t *frame, uint32_t len, const struct wire_key *key)
+{
+	CHECK(key_set(key));
+	CHECK(len >= sizeof(struct wire_frame_hdr) + WIRE_MAC_SIZE);
+	DCHECK(((const struct wire_frame_hdr *)frame)->length == len);
+	DCHECK(((const struct wire_frame_hdr *)frame)->flags & WIRE_FRAME_F_MAC);
+	wire_siphash128(key, frame, len - WIRE_MAC_SIZE, frame + len - WIRE_MAC_SIZE);
+}
+
 const struct wire_msg_hdr *
 wire_msgs_next_decoded(const uint8_t *buf, uint32_t len, uint32_t *pos)
 {

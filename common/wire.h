@@ -1501,6 +1501,13 @@ int wire_builder_add_tail(struct wire_builder *b, const void *msg, const void *t
 			  uint16_t tail_len);
 /* Seal the frame (length, count, MAC with key if non-NULL). Returns the frame length. */
 uint32_t wire_builder_finish(struct wire_builder *b, const struct wire_key *key);
+/* wire_builder_finish in two steps, for a frame whose MAC another lcore writes (app_seal.c):
+ * finish_unsealed writes the header as finish does — MAC flag and room for the MAC when mac
+ * — and returns the frame length; wire_frame_seal then writes the MAC of a frame of that
+ * length (its first len − WIRE_MAC_SIZE bytes, under key, a set key). The two make the
+ * bytes wire_builder_finish makes. */
+uint32_t wire_builder_finish_unsealed(struct wire_builder *b, bool mac);
+void wire_frame_seal(uint8_t *frame, uint32_t len, const struct wire_key *key);
 /* Mark the frame being built as a session frame (its first message must be SESSION_HDR;
  * finish it with the session key). */
 void wire_builder_session(struct wire_builder *b);

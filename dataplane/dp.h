@@ -122,6 +122,9 @@ struct dp_meta {
 				    * session's frame, its MAC still to be checked by the
 				    * gateway under the session key) */
 	uint64_t rx_tsc;           /* rx: TSC when the io lcore took it off the port */
+	struct wire_key seal_key;  /* tx: the MAC key of a frame the bridge lcore seals
+				    * (app_seal.c; zero: a frame without a MAC), wiped once
+				    * sealed */
 };
 
 static inline struct dp_meta *

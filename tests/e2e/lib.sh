@@ -361,6 +361,23 @@ INI
 		printf '\n[persister]\ncpu = %s\nidle = sleep\n%s\n' "$(((i + 1) % 2))" "$spins" \
 			>>"$file"
 	fi
+	# The cluster key ([keys] peer): every frame between the nodes carries a MAC (written by
+	# the bridge lcore below, checked by the receiver's io lcore), as in the shipped configs.
+	# E2E_PEER_KEY: the key (32 hex digits; one per test run by default), or none.
+	[ -n "${E2E_PEER_KEY:-}" ] || E2E_PEER_KEY=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+	export E2E_PEER_KEY
+	if [ "$E2E_PEER_KEY" != none ]; then
+		printf '\n[keys]\npeer = %s\n' "$E2E_PEER_KEY" >>"$file"
+	fi
+	# A [bridge] lcore, which writes the MAC of every frame the shard lcores send to the
+	# network (app/app_seal.c), unless the caller gives its own or E2E_BRIDGE=0 (the shard
+	# lcores MAC their own frames: the other shape, kept by the single-node tests).
+	own=
+	for line in "$@"; do [ "$line" = "[bridge]" ] && own=1; done
+	if [ -z "$own" ] && [ "${E2E_BRIDGE:-1}" = 1 ]; then
+		printf '\n[bridge]\ncpu = %s\nidle = sleep\n%s\n' "$(((i + 1) % 2))" "$spins" \
+			>>"$file"
+	fi
 	for line in "$@"; do echo "$line" >>"$file"; done
 }
 

@@ -157,6 +157,12 @@ for i in 1 2 3; do
 	[ -n "$m" ] && [ "$m" -gt 0 ] || fail "node $i: /metrics recon_matched is '$m'"
 	grep -qE '^omsd_shard_oms_alarm_recon_phantom_total\{node="'"$i"'",shard="1"\} 0$' "$TMP/metrics.$i" ||
 		fail "node $i: /metrics alarm_recon_phantom is not 0"
+	# Every node's bridge lcore wrote the MAC of its shard lcores' frames to the network
+	# (lib.sh gives each a [bridge]): Raft traffic, sagas, events and reports all passed
+	# their receivers' MAC check to get this far.
+	sealed=$(st bridge.sealed_frames)
+	[ -n "$sealed" ] && [ "$sealed" -gt 0 ] || fail "node $i: bridge.sealed_frames is '$sealed'"
+	[ "$(st shard.1.tx_frames)" -gt 0 ] || fail "node $i: shard 1 sent no frame"
 	log "node $i: reconciliation: queries $(st shard.1.oms.recon_queries) matched $(st shard.1.oms.recon_matched) transient $(st shard.1.oms.recon_transient) deferred $(st shard.1.oms.recon_deferred), no alarm"
 	"$PY" "$E2E_DIR/e2e_users_money.py" "$TMP/users.$i.json" $((DEPOSITS * 1000000000 - fees1)) \
 		$((DEPOSITS * 1000000000000 - fees2)) 80 || fail "node $i: per-user balances"

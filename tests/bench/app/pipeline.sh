@@ -17,6 +17,8 @@
 #      here, omspcap gen --key-file, the node's [sessions] keys_file; 0: order entry outside
 #      sessions with allow_unauthenticated, to measure what sessions cost),
 #      BENCH_DIR (kept when set; else a temp dir removed at exit), QUIET=1 (less output),
+#      BRIDGE (seal: a [bridge] lcore MACs the shard lcores' frames, app/app_seal.c; off: a
+#      [bridge] lcore that does not; empty, the default: no [bridge], the shard lcores MAC),
 #      SNAPSHOT_BY ([limits] snapshot_by: fork, the default, lcore or shadow — with shadow
 #      the shard lcores also copy each applied message into the shadow copies' rings),
 #      PREFIX (DPDK --file-prefix, default bench-pipeline-$$), OMSD_WRAP (run omsd under
@@ -86,6 +88,15 @@ if [ "$SESSIONS" = 1 ]; then
 else
 	SESSION_LINES="allow_unauthenticated = true"
 fi
+# BRIDGE: seal (a [bridge] lcore writes the MAC of the shard lcores' frames, app/app_seal.c),
+# off (a [bridge] lcore that does not), or empty (no [bridge]: the shard lcores MAC their
+# own frames, the default here).
+case ${BRIDGE:-} in
+seal) BRIDGE_LINES=$(printf '[bridge]\ncpu = 0\n') ;;
+off) BRIDGE_LINES=$(printf '[bridge]\ncpu = 0\nseal = off\n') ;;
+'') BRIDGE_LINES= ;;
+*) echo "pipeline: BRIDGE is seal, off or empty, not '$BRIDGE'" >&2; exit 2 ;;
+esac
 gen=$("$OMSPCAP" gen --out "$DIR/in.pcap" --count $((ORDERS + 2 * USERS)) --seed "$SEED" \
 	"${KEYARG[@]}" \
 	--users "$USERS" --transfer-shard 1 --fund-first 1 --open-max 48 --gap-us 1 \
@@ -115,6 +126,7 @@ mbufs = 16383
 [io]
 cpu = 1
 
+$BRIDGE_LINES
 [shard.1]
 service = oms
 members = 1
@@ -161,6 +173,7 @@ maker_fee_bps = 2
 taker_fee_bps = 7
 EOF
 
+# (BRIDGE_LINES, above: set before the config is written.)
 # OMSD_WRAP: a command to run omsd under (callgrind.sh uses valgrind); it must exec omsd in
 # the same process so that signals reach it.
 ${OMSD_WRAP:-} "$OMSD" -c "$DIR/node.ini" -- --file-prefix "$PREFIX" >"$DIR/omsd.log" 2>&1 &

@@ -151,6 +151,12 @@ log "frames=$FRAMES rx=$(v dp.rx_pkts) new_orders=$NEW_ORDERS timed=$(v gateway.
 	"acked=$acked finals=$(v gateway.lat_finals) naked=$(v gateway.lat_naked)" \
 	"lost=$(v gateway.lat_lost) fills=$(v shard.1.oms.fills) transfers=$(v shard.1.oms.transfers)" \
 	"span_ms=$((span / 1000000)) rate=$RATE"
+# The entry node's bridge lcore (lib.sh gives each node one unless E2E_BRIDGE=0): the frames
+# and bytes it MAC'd for its shard lcores, per new order — work the shard lcores no longer do.
+log "node $L lcores busy: shard1_ms=$(($(v agent.shard1.busy_ns) / 1000000))" \
+	"shard2_ms=$(($(v agent.shard2.busy_ns) / 1000000)) io_ms=$(($(v agent.io.busy_ns) / 1000000))" \
+	"bridge_ms=$(($(v agent.bridge.busy_ns) / 1000000)) sealed_frames=$(v bridge.sealed_frames)" \
+	"sealed_bytes_per_order=$(($(v bridge.sealed_bytes) / NEW_ORDERS))"
 echo "bench: pipeline$NODES orders_per_s=$ops p50_us=$(us "$(v gateway.lat_rx_ack_ns.p50)")" \
 	"p99_us=$(us "$(v gateway.lat_rx_ack_ns.p99)")" \
 	"final_p50_us=$(us "$(v gateway.lat_rx_final_ns.p50)")" \

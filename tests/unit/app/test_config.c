@@ -150,6 +150,24 @@ Test(app_config, key_loads, .init = setup, .fini = teardown)
 	cr_assert(eq(u64, cfg.dp.client_key.k1, UINT64_C(0x0f0e0d0c0b0a0908)));
 }
 
+/* Goal: a [bridge] lcore seals the shard lcores' frames unless told not to (app_seal.c);
+ * without the section there is no lcore to do it. */
+Test(app_config, bridge_seals_by_default, .init = setup, .fini = teardown)
+{
+	char extra[64];
+	cr_assert(eq(int, load_minimal(""), 0), "%s", errs);
+	cr_assert(not(cfg.bridge.enabled));
+	cr_assert(not(cfg.bridge_seal));
+	snprintf(extra, sizeof(extra), "[bridge]\ncpu = %u\n", cpu);
+	cr_assert(eq(int, load_minimal(extra), 0), "%s", errs);
+	cr_assert(cfg.bridge.enabled);
+	cr_assert(cfg.bridge_seal);
+	snprintf(extra, sizeof(extra), "[bridge]\ncpu = %u\nseal = off\n", cpu);
+	cr_assert(eq(int, load_minimal(extra), 0), "%s", errs);
+	cr_assert(cfg.bridge.enabled);
+	cr_assert(not(cfg.bridge_seal));
+}
+
 /* One bad value: section, key, value, and the sections the key needs besides. */
 struct bad {
 	const char *sec;
@@ -187,6 +205,7 @@ static const struct bad bads[] = {
 	{ "io", "idle_sleep_us", "0", "out of range" },
 	{ "io", "idle_sleep_min_us", "0", "out of range" },
 	{ "bridge", "cpu", "x", "not a non-negative decimal integer" },
+	{ "bridge", "seal", "maybe", "not a boolean" },
 	{ "persister", "idle", "spin", "not one of busy|pause|sleep" },
 	{ "peer.2", "ip", "10.9.0", "not a unicast IPv4" },
 	{ "peer.2", "udp_port", "0", "out of range" },
