@@ -45,7 +45,8 @@
 #include "common/hist.h"
 #include "dataplane/dp.h"
 
-#define APP_AGENTS_MAX (3 + APP_SHARDS_MAX)
+#define APP_AGENTS_MAX (2 + DP_IO_MAX + APP_SHARDS_MAX) /* io lcores, bridge, persister,
+							     * shards */
 #define APP_SHARD_DRAIN_MAX 32 /* frames a shard lcore takes from its ring per cycle */
 
 extern int app_logtype;

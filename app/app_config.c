@@ -54,6 +54,7 @@ config_load(struct cfg_ctx *cp, struct app_config *cfg)
 	cfg_sec_port(&c, cfg);
 	cfg_sec_memory(&c, cfg);
 	cfg_get_lcore(&c, "io", &cfg->io);
+	cfg_get_io_cpus(&c, cfg); /* after [port] (rx_queues) */
 	if (rte_cfgfile_has_section(c.cfg, "bridge")) {
 		cfg_get_lcore(&c, "bridge", &cfg->bridge);
 		cfg->bridge_seal = true;
@@ -102,6 +103,12 @@ app_config_dump(const struct app_config *cfg, FILE *out)
 	fprintf(out, "memory.mbufs = %u\nmemory.ring_size = %u\n", cfg->dp.mbufs, cfg->ring_size);
 	fprintf(out, "io.cpu = %u\nio.idle = %s\n", cfg->io.cpu,
 		dp_idle_mode_name(cfg->io.idle.mode));
+	if (cfg->dp.rx_queues > 1) {
+		fprintf(out, "port.rx_queues = %u\nio.cpus =", cfg->dp.rx_queues);
+		for (uint32_t k = 0; k < cfg->dp.rx_queues; k++)
+			fprintf(out, "%s%u", k ? "," : " ", cfg->io_cpus[k]);
+		fprintf(out, "\n");
+	}
 	for (uint32_t i = 0; i < cfg->shard_count; i++) {
 		const struct app_shard_conf *s = &cfg->shards[i];
 		fprintf(out, "shard.%u = %s, %u member(s), cpu %u, idle %s", s->id,

@@ -112,7 +112,8 @@ struct app_config {
 	uint32_t ring_size;                   /* every inter-lcore ring */
 
 	/* lcores */
-	struct app_lcore_conf io;             /* [io] */
+	struct app_lcore_conf io;             /* [io] (the first io lcore's cpu; every one's idle) */
+	uint16_t io_cpus[DP_IO_MAX];          /* [io] cpus: io lcore k's CPU, k < dp.rx_queues */
 	struct app_lcore_conf bridge;         /* [bridge], optional */
 	bool bridge_seal;                     /* [bridge] seal: the bridge lcore writes the MAC
 					       * of the shard lcores' frames to the network

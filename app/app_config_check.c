@@ -28,9 +28,10 @@ cfg_check_cpus(struct cfg_ctx *c, const struct app_config *cfg)
 		const char *sec;
 		const struct app_lcore_conf *l;
 		uint16_t cpu;
-	} all[3 + APP_SHARDS_MAX];
+	} all[2 + DP_IO_MAX + APP_SHARDS_MAX];
 	unsigned n = 0;
-	all[n++] = (typeof(all[0])){ "io", &cfg->io, cfg->io.cpu };
+	for (uint32_t k = 0; k < cfg->dp.rx_queues || k == 0; k++)
+		all[n++] = (typeof(all[0])){ "io", &cfg->io, cfg->io_cpus[k] };
 	if (cfg->bridge.enabled)
 		all[n++] = (typeof(all[0])){ "bridge", &cfg->bridge, cfg->bridge.cpu };
 	if (cfg->persister.enabled)

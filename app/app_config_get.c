@@ -213,6 +213,48 @@ cfg_get_lcore(struct cfg_ctx *c, const char *sec, struct app_lcore_conf *l)
 	CFG_GET_UINT(c, sec, "idle_wait_us", false, 1, 1000000, l->idle.wait_us_max);
 }
 
+/* [io] cpus: "1,3" — one CPU per io lcore, as many as [port] rx_queues. Without it every io
+ * lcore runs on [io] cpu. Reported here: a bad list, the wrong count, a cpu that differs. */
+void
+cfg_get_io_cpus(struct cfg_ctx *c, struct app_config *cfg)
+{
+	const uint32_t n = cfg->dp.rx_queues == 0 ? 1 : cfg->dp.rx_queues;
+	const char *v = cfg_get(c, "io", "cpus");
+	for (uint32_t k = 0; k < DP_IO_MAX; k++)
+		cfg->io_cpus[k] = cfg->io.cpu;
+	if (v == NULL)
+		return;
+	char buf[APP_STR_MAX];
+	uint32_t got = 0;
+	snprintf(buf, sizeof(buf), "%s", v);
+	for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok != NULL;
+	     tok = strtok_r(NULL, ",", &save)) {
+		uint64_t cpu;
+		tok = cfg_trim(tok);
+		if (!cfg_parse_u64(tok, &cpu) || cpu >= CPU_SETSIZE) {
+			cfg_report(c, "io", "cpus", "'%s' is not a CPU number (0..%d)", tok,
+				   CPU_SETSIZE - 1);
+			return;
+		}
+		if (got == DP_IO_MAX) {
+			cfg_report(c, "io", "cpus", "more than %d io lcores", DP_IO_MAX);
+			return;
+		}
+		cfg->io_cpus[got++] = (uint16_t)cpu;
+	}
+	if (got != n) {
+		cfg_report(c, "io", "cpus", "%u CPU(s) for %u io lcore(s): list one per [port] "
+			   "rx_queues", got, n);
+		return;
+	}
+	if (cfg_get(c, "io", "cpu") != NULL && cfg->io.cpu != cfg->io_cpus[0]) {
+		cfg_report(c, "io", "cpus", "the first (%u) is not [io] cpu (%u): give one of them",
+			   cfg->io_cpus[0], cfg->io.cpu);
+		return;
+	}
+	cfg->io.cpu = cfg->io_cpus[0];
+}
+
 /* Parse "1,2,3" into ids. Returns the count, or -1 (reported). */
 int
 cfg_get_id_list(struct cfg_ctx *c, const char *sec, const char *key, uint32_t *ids, int max)

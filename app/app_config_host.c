@@ -36,6 +36,7 @@ cfg_defaults(struct app_config *cfg)
 	cfg->dp.udp_port = 7400;
 	cfg->dp.mtu = 1500;
 	cfg->dp.rx_desc = 1024;
+	cfg->dp.rx_queues = 1;
 	cfg->dp.tx_desc = 1024;
 	cfg->dp.burst = 32;
 	cfg->dp.mbufs = 8191;
@@ -182,6 +183,7 @@ cfg_sec_port(struct cfg_ctx *c, struct app_config *cfg)
 	CFG_GET_UINT(c, s, "rx_desc", false, 64, 16384, cfg->dp.rx_desc);
 	CFG_GET_UINT(c, s, "tx_desc", false, 64, 16384, cfg->dp.tx_desc);
 	CFG_GET_UINT(c, s, "burst", false, 1, DP_BURST_MAX, cfg->dp.burst);
+	CFG_GET_UINT(c, s, "rx_queues", false, 1, DP_IO_MAX, cfg->dp.rx_queues);
 	cfg_get_bool(c, s, "promiscuous", &cfg->dp.promiscuous);
 	CFG_GET_UINT(c, s, "arp_timeout_ms", false, 1000, 3600000, cfg->dp.arp_timeout_ms);
 	v = cfg_get(c, s, "rx_start");

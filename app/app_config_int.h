@@ -81,6 +81,7 @@ bool cfg_get_mac(struct cfg_ctx *c, const char *sec, const char *key,
 bool cfg_get_key(struct cfg_ctx *c, const char *sec, const char *key, struct wire_key *out);
 void cfg_get_lcore(struct cfg_ctx *c, const char *sec, struct app_lcore_conf *l);
 /* "1,2,3" into node ids: the count, or -1 (reported). */
+void cfg_get_io_cpus(struct cfg_ctx *c, struct app_config *cfg);
 int cfg_get_id_list(struct cfg_ctx *c, const char *sec, const char *key, uint32_t *ids,
 		    int max);
 /* "name.N" → N (at most max), or -1. */

@@ -37,19 +37,21 @@ app_agent_main(void *arg)
  * io: the dataplane's own work.
  * ------------------------------------------------------------------------------------- */
 
-/* The io lcore's RX gate (docs/dataplane.md, [port] rx_start and rx_hold_frames). Runs on
- * the io lcore once per cycle: reads what the shard lcores publish, never blocks. */
+/* The io lcores' RX gate (docs/dataplane.md, [port] rx_start and rx_hold_frames). Runs on
+ * every io lcore once per cycle: reads what the shard lcores publish, never blocks. */
 static bool
 io_rx_gate(void *arg)
 {
 	struct app *app = arg;
 	const struct app_config *cfg = &app->cfg;
 
-	if (cfg->rx_start_leader && !app->rx_open) {
+	if (cfg->rx_start_leader && !__atomic_load_n(&app->rx_open, __ATOMIC_RELAXED)) {
 		for (uint32_t i = 0; i < cfg->shard_count; i++)
 			if (cfg->shards[i].service != APP_SERVICE_ECHO && !app_shard_ready(app, i))
 				return false;
-		app->rx_open = true;
+		/* Several io lcores may see it open at once: one says so. */
+		if (__atomic_exchange_n(&app->rx_open, true, __ATOMIC_RELAXED))
+			return true;
 		APP_LOG(INFO, "rx open: every hosted shard has a leader and is configured "
 			"(%" PRIu64 " ms after start)", (dp_clock_ns() - app->start_ns) / 1000000);
 	}
@@ -68,9 +70,8 @@ io_rx_gate(void *arg)
 static int
 io_init(struct app *app, struct app_agent *agent, uint32_t index)
 {
-	(void)index;
 	agent->do_work = dp_io_do_work;
-	agent->state = app->dp;
+	agent->state = dp_io_get(app->dp, (uint16_t)index);
 	if (app->cfg.rx_start_leader || app->cfg.rx_hold_frames > 0)
 		dp_rx_gate_set(app->dp, io_rx_gate, app);
 	return 0;

@@ -105,7 +105,8 @@ cpus_print(const struct app_config *cfg, FILE *out)
 	cpu_set_t set;
 	CPU_ZERO(&set);
 	CPU_SET(cfg->main_cpu, &set);
-	CPU_SET(cfg->io.cpu, &set);
+	for (uint32_t k = 0; k < cfg->dp.rx_queues || k == 0; k++)
+		CPU_SET(cfg->io_cpus[k], &set);
 	if (cfg->bridge.enabled)
 		CPU_SET(cfg->bridge.cpu, &set);
 	if (cfg->persister.enabled)
@@ -200,6 +201,11 @@ agents_plan(struct app *app)
 	 * lcore (and of a persister without a database) rings, so it may wait idle_wait_us. */
 	AGENT(APP_ROLE_IO, cfg->io.cpu, &cfg->io.idle, "io");
 	dp_idle_bell(&a->idle, &a->bell, false);
+	/* [port] rx_queues > 1: one more io lcore per rx queue ("io1", ...; dataplane/dp_io.c). */
+	for (uint32_t k = 1; k < cfg->dp.rx_queues; k++) {
+		AGENT(APP_ROLE_IO, cfg->io_cpus[k], &cfg->io.idle, "io%u", k);
+		dp_idle_bell(&a->idle, &a->bell, false);
+	}
 	if (cfg->bridge.enabled) {
 		AGENT(APP_ROLE_BRIDGE, cfg->bridge.cpu, &cfg->bridge.idle, "bridge");
 		dp_idle_bell(&a->idle, &a->bell, true); /* its input (app_seal.c) rings it */
@@ -343,7 +349,8 @@ main(int argc, char **argv)
 	/* A snapshot child's CPUs, from the set we were started with (EAL pins us next). */
 	if (sched_getaffinity(0, sizeof(app.snap_cpus), &app.snap_cpus) == 0) {
 		cpu_set_t spare = app.snap_cpus;
-		CPU_CLR(app.cfg.io.cpu, &spare);
+		for (uint32_t k = 0; k < app.cfg.dp.rx_queues || k == 0; k++)
+			CPU_CLR(app.cfg.io_cpus[k], &spare);
 		if (app.cfg.bridge.enabled)
 			CPU_CLR(app.cfg.bridge.cpu, &spare);
 		if (app.cfg.persister.enabled)
@@ -414,9 +421,11 @@ main(int argc, char **argv)
 		APP_LOG(ERR, "rings: %s", strerror(-ret));
 		goto fail_roles;
 	}
-	for (uint32_t i = 0, shard = 0; i < app.agent_count; i++) {
+	for (uint32_t i = 0, shard = 0, io = 0; i < app.agent_count; i++) {
 		struct app_agent *a = &app.agents[i];
-		ret = app_roles[a->role].init(&app, a, a->role == APP_ROLE_SHARD ? shard++ : 0);
+		ret = app_roles[a->role].init(&app, a, a->role == APP_ROLE_SHARD ? shard++
+						       : a->role == APP_ROLE_IO  ? io++
+										 : 0);
 		if (ret != 0) {
 			APP_LOG(ERR, "%s: init: %s", a->name, strerror(-ret));
 			goto fail_roles;

@@ -36,6 +36,7 @@
 #define DP_SHARDS_MAX 64         /* routable shard ids are 0..DP_SHARDS_MAX-1 */
 #define DP_SHARD_ANY UINT16_MAX  /* dp_route_add: the class's default ring */
 #define DP_TXQ_MAX 16            /* producer lcores that can send through the io lcore */
+#define DP_IO_MAX 8              /* rx queues, one io lcore each ([port] rx_queues) */
 #define DP_ARP_MAX 256           /* ARP table entries (power of two) */
 #define DP_PEERS_MAX 32          /* configured peer nodes (static ARP, peer key) */
 #define DP_NAME_MAX 64
@@ -86,7 +87,9 @@
 	X(TX_BYTES, "tx_bytes", "bytes handed to the port")                                \
 	X(TX_PORT_FULL, "tx_port_full", "port tx queue full: packet dropped")               \
 	X(IO_CYCLES, "io_cycles", "io lcore duty cycles")                                  \
-	X(RX_GATED, "rx_gated", "io cycles that skipped the rx poll (rx gate closed)")
+	X(RX_GATED, "rx_gated", "io cycles that skipped the rx poll (rx gate closed)")             \
+	X(SLOW_RING_FULL, "slow_ring_full",                                                        \
+	  "ARP/ICMP packets dropped: the first io lcore's hand-over ring was full")
 
 enum dp_counter {
 #define DP_COUNTER_ENUM(name, label, help) DP_C_##name,
@@ -125,6 +128,13 @@ struct dp_meta {
 	struct wire_key seal_key;  /* tx: the MAC key of a frame the bridge lcore seals
 				    * (app_seal.c; zero: a frame without a MAC), wiped once
 				    * sealed */
+	/* rx on an io lcore other than the first: a packet that is not a frame for us (ARP,
+	 * ICMP echo), handed to the first io lcore, which owns the ARP table and the port's tx
+	 * queue (dp_io.c): what to do with it and what to learn. */
+	uint8_t slow_action;       /* enum dp_action (dp_int.h) */
+	uint8_t slow_learn;        /* 0: nothing, 1: refresh, 2: create — slow_learn_ip_be →
+				    * src_mac */
+	uint32_t slow_learn_ip_be;
 };
 
 static inline struct dp_meta *
@@ -269,6 +279,9 @@ struct dp_conf {
 	uint16_t udp_port;           /* host order: the port we serve */
 	char port_name[DP_NAME_MAX]; /* ethdev name: vdev name ("net_tap0") or PCI address */
 	uint16_t rx_desc;            /* descriptors per rx queue */
+	uint16_t rx_queues;          /* rx queues, one io lcore each, 1..DP_IO_MAX (0: 1); more
+				      * than one spreads flows by RSS where the port has it
+				      * (net_af_packet: its qpairs, the kernel's fanout) */
 	uint16_t tx_desc;            /* descriptors per tx queue */
 	uint16_t burst;              /* rx/tx burst size, <= DP_BURST_MAX */
 	uint16_t mtu;                /* IP MTU (frames above it are refused on tx) */
@@ -334,9 +347,14 @@ int dp_io_bell_set(struct dp *dp, struct dp_bell *bell);
  * Hot path.
  * ------------------------------------------------------------------------------------- */
 
-/* The io lcore's duty: rx burst → parse → reply/route; drain tx queues → port. Returns the
- * work done (packets handled). Only the io lcore calls it. arg is the struct dp. */
-uint32_t dp_io_do_work(void *dp, uint64_t now_ns);
+/* An io lcore's duty: rx burst from its queue → parse → route frames (every io lcore);
+ * answer ARP/ICMP, drain the tx queues → port (the first; the others hand it what is not a
+ * frame). Returns the work done (packets handled). arg is dp_io_get(dp, k), called only by
+ * io lcore k. */
+struct dp_io;
+uint16_t dp_io_count(const struct dp *dp);
+struct dp_io *dp_io_get(struct dp *dp, uint16_t k);
+uint32_t dp_io_do_work(void *io, uint64_t now_ns);
 /* Final drain of the tx queues at shutdown (io lcore or main after the io lcore stopped). */
 uint32_t dp_io_drain(struct dp *dp);
 

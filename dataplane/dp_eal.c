@@ -105,16 +105,23 @@ dp_eal_cleanup(void)
 	rte_eal_cleanup();
 }
 
+/* Summed over the io lcores (each writes its own). */
 uint64_t
 dp_counter_get(const struct dp *dp, enum dp_counter c)
 {
-	return __atomic_load_n(&dp->io.c[c], __ATOMIC_RELAXED);
+	uint64_t n = 0;
+	for (uint16_t k = 0; k < dp->io_count; k++)
+		n += __atomic_load_n(&dp->io[k].c[c], __ATOMIC_RELAXED);
+	return n;
 }
 
 uint64_t
 dp_frame_err_get(const struct dp *dp, enum wire_err e)
 {
-	return __atomic_load_n(&dp->io.frame_err[e], __ATOMIC_RELAXED);
+	uint64_t n = 0;
+	for (uint16_t k = 0; k < dp->io_count; k++)
+		n += __atomic_load_n(&dp->io[k].frame_err[e], __ATOMIC_RELAXED);
+	return n;
 }
 
 void
@@ -135,10 +142,14 @@ dp_stats_write(const struct dp *dp, FILE *out)
 	for (unsigned q = 0; q < dp->txq_count; q++)
 		fprintf(out, "dp.txq.%s.full %" PRIu64 "\n", dp->txq[q].name,
 			__atomic_load_n(&dp->txq[q].full, __ATOMIC_RELAXED));
-	/* The ARP table is the io lcore's; this read may catch an entry mid-update, which is
-	 * harmless for a diagnostic dump. */
+	/* Per io lcore when there are several: the frames each one routed (RSS spread). */
+	for (uint16_t k = 0; k < dp->io_count && dp->io_count > 1; k++)
+		fprintf(out, "dp.rxq.%u.rx_pkts %" PRIu64 "\n", (unsigned)k,
+			__atomic_load_n(&dp->io[k].c[DP_C_RX_PKTS], __ATOMIC_RELAXED));
+	/* The ARP table is the first io lcore's; this read may catch an entry mid-update, which
+	 * is harmless for a diagnostic dump. */
 	for (unsigned i = 0; i < DP_ARP_MAX; i++) {
-		const struct dp_arp_entry *e = &dp->io.arp.e[i];
+		const struct dp_arp_entry *e = &dp->arp.e[i];
 		uint8_t state = __atomic_load_n(&e->state, __ATOMIC_RELAXED);
 		if (state == DP_ARP_FREE)
 			continue;

@@ -134,14 +134,16 @@ struct dp_txq {
  * that reaches more rings the rest at once. */
 #define DP_BELLS_PENDING 16
 
-/* The io lcore's state: written only by the io lcore. */
+/* One io lcore's state: written only by that lcore. The first (k = 0) also owns the ARP
+ * table, the port's tx queue and the tx queues' drain; the others only route frames. */
 struct dp_io {
-	uint64_t c[DP_C_COUNT];                   /* counters */
+	struct dp *dp;                            /* back pointer */
+	uint16_t k;                               /* its index, and its rx queue */
+	uint64_t c[DP_C_COUNT];                   /* counters (summed over the io lcores) */
 	uint64_t frame_err[WIRE_E_COUNT];         /* refused frames per cause */
-	struct rte_mbuf *tx[DP_BURST_MAX * 2];    /* packets waiting for tx burst */
+	struct rte_mbuf *tx[DP_BURST_MAX * 2];    /* packets waiting for tx burst (k = 0) */
 	uint16_t tx_count;                        /* in tx[] */
-	uint16_t ip_id;                           /* IPv4 identification */
-	struct dp_arp_table arp;                  /* neighbours */
+	uint16_t ip_id;                           /* IPv4 identification (k = 0) */
 	const struct wire_msg_hdr *msgs[WIRE_FRAME_MSGS_MAX]; /* decode scratch */
 	struct dp_bell *rung[DP_BELLS_PENDING];   /* bells to ring after this rx burst */
 	uint32_t rung_count;
@@ -168,16 +170,20 @@ struct dp {
 	uint32_t ring_count;
 	struct dp_txq txq[DP_TXQ_MAX];             /* producer queues */
 	uint32_t txq_count;
-	struct dp_io io;                           /* io lcore state */
+	struct dp_arp_table arp;                   /* neighbours: written by io lcore 0 */
+	struct dp_io io[DP_IO_MAX];                /* io lcore state, one per rx queue */
+	uint16_t io_count;                         /* conf.rx_queues */
+	struct rte_ring *slow;                     /* io lcores k > 0 → io 0: packets that are
+						    * not frames for us (MP/SC); NULL: one */
 	dp_rx_gate_fn *rx_gate;                    /* NULL: poll rx every cycle */
 	void *rx_gate_arg;                         /* its argument */
 };
 
 static inline void
-dp_count(struct dp *dp, enum dp_counter c, uint64_t n)
+dp_count(struct dp_io *io, enum dp_counter c, uint64_t n)
 {
-	/* Single writer; relaxed so the main lcore's reads are not torn. */
-	__atomic_store_n(&dp->io.c[c], dp->io.c[c] + n, __ATOMIC_RELAXED);
+	/* Single writer (the io lcore); relaxed so the main lcore's reads are not torn. */
+	__atomic_store_n(&io->c[c], io->c[c] + n, __ATOMIC_RELAXED);
 }
 
 #endif

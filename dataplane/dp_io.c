@@ -1,9 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The io lcore: rx burst → parse → answer ARP/ICMP in place, or validate the wire frame and
+ * The io lcores: rx burst → parse → answer ARP/ICMP in place, or validate the wire frame and
  * enqueue it on its route's ring; then drain every tx queue, encapsulate, resolve the next
  * hop and tx burst. Bounded: one rx burst and at most one burst per tx queue per cycle.
  * Nothing here blocks: a full ring or port queue drops and counts.
+ *
+ * With [port] rx_queues = N there are N io lcores, one per rx queue (the port spreads flows
+ * over them: RSS, or net_af_packet's fanout). Each decodes, MAC-checks and routes the frames
+ * of its queue — the per-byte work, which grows with the traffic. The first (k = 0) alone
+ * owns the ARP table, the port's one tx queue and the drain of every lcore's tx queue; the
+ * others hand it the packets that are not frames for us (ARP, ICMP echo: answered in place,
+ * then sent by it) on the MP/SC ring dp_slow. A sender's frames arrive on one queue, so
+ * they reach their shard ring in order; the shard rings are multi-producer then.
  */
 #include <errno.h>
 #include <string.h>
@@ -16,12 +24,13 @@
 #include "dp_int.h"
 
 static void
-tx_flush(struct dp *dp)
+tx_flush(struct dp_io *io)
 {
-	struct dp_io *io = &dp->io;
+	struct dp *dp = io->dp;
 	uint16_t n = io->tx_count;
 	uint64_t bytes = 0;
 
+	DCHECK(io->k == 0);
 	if (n == 0)
 		return;
 	for (uint16_t i = 0; i < n; i++)
@@ -30,20 +39,20 @@ tx_flush(struct dp *dp)
 	for (uint16_t i = sent; i < n; i++)
 		bytes -= io->tx[i]->pkt_len;
 	if (sent < n) {
-		dp_count(dp, DP_C_TX_PORT_FULL, n - sent);
+		dp_count(io, DP_C_TX_PORT_FULL, n - sent);
 		rte_pktmbuf_free_bulk(&io->tx[sent], n - sent);
 	}
-	dp_count(dp, DP_C_TX_PKTS, sent);
-	dp_count(dp, DP_C_TX_BYTES, bytes);
+	dp_count(io, DP_C_TX_PKTS, sent);
+	dp_count(io, DP_C_TX_BYTES, bytes);
 	io->tx_count = 0;
 }
 
 static inline void
-tx_push(struct dp *dp, struct rte_mbuf *m)
+tx_push(struct dp_io *io, struct rte_mbuf *m)
 {
-	if (dp->io.tx_count == RTE_DIM(dp->io.tx))
-		tx_flush(dp);
-	dp->io.tx[dp->io.tx_count++] = m;
+	if (io->tx_count == RTE_DIM(io->tx))
+		tx_flush(io);
+	io->tx[io->tx_count++] = m;
 }
 
 static bool
@@ -62,21 +71,21 @@ dp_key_for(const struct dp *dp, const struct dp_addr *addr)
 }
 
 static void
-arp_request(struct dp *dp, uint32_t ip_be)
+arp_request(struct dp_io *io, uint32_t ip_be)
 {
+	struct dp *dp = io->dp;
 	struct rte_mbuf *m = rte_pktmbuf_alloc(dp->pool);
 	if (m == NULL) {
-		dp_count(dp, DP_C_TX_NOMBUF, 1);
+		dp_count(io, DP_C_TX_NOMBUF, 1);
 		return;
 	}
 	uint8_t *buf = (uint8_t *)rte_pktmbuf_append(m, DP_ARP_FRAME_LEN);
 	CHECK(buf != NULL); /* a fresh mbuf always has 60 bytes of tailroom */
 	dp_arp_request_build(buf, &dp->host, ip_be);
-	dp_count(dp, DP_C_ARP_REQUESTED, 1);
-	tx_push(dp, m);
+	dp_count(io, DP_C_ARP_REQUESTED, 1);
+	tx_push(io, m);
 }
 
-/* A validated UDP payload: align it, decode the frame, route it. */
 /* Note a bell to ring once the rx burst is routed (once per lcore and burst). */
 static void
 bell_note(struct dp_io *io, struct dp_bell *bell)
@@ -91,10 +100,11 @@ bell_note(struct dp_io *io, struct dp_bell *bell)
 	io->rung[io->rung_count++] = bell;
 }
 
+/* A validated UDP payload: align it, decode the frame, route it. */
 static void
-frame_input(struct dp *dp, struct rte_mbuf *m, const struct dp_pkt *p, uint64_t tsc)
+frame_input(struct dp_io *io, struct rte_mbuf *m, const struct dp_pkt *p, uint64_t tsc)
 {
-	struct dp_io *io = &dp->io;
+	struct dp *dp = io->dp;
 	uint8_t *base = rte_pktmbuf_mtod(m, uint8_t *);
 	uint8_t *payload = base + p->payload_off;
 	uint8_t *frame = RTE_PTR_ALIGN_FLOOR(payload, 8);
@@ -123,18 +133,18 @@ frame_input(struct dp *dp, struct rte_mbuf *m, const struct dp_pkt *p, uint64_t 
 	if (err != WIRE_E_OK) {
 		DCHECK((unsigned)err < WIRE_E_COUNT);
 		__atomic_store_n(&io->frame_err[err], io->frame_err[err] + 1, __ATOMIC_RELAXED);
-		dp_count(dp, DP_C_FRAME_BAD, 1);
+		dp_count(io, DP_C_FRAME_BAD, 1);
 		rte_pktmbuf_free(m);
 		return;
 	}
 	DCHECK(count >= 1 && count <= WIRE_FRAME_MSGS_MAX);
-	dp_count(dp, DP_C_FRAME_OK, 1);
-	dp_count(dp, DP_C_FRAME_MSGS, count);
+	dp_count(io, DP_C_FRAME_OK, 1);
+	dp_count(io, DP_C_FRAME_MSGS, count);
 	/* A rolling upgrade in progress (docs/upgrade.md): peers one wire minor away, which the
 	 * decoder took (a minor two away is frame_err.bad_version). */
 	uint8_t minor = wire_frame_minor(frame, p->payload_len);
 	if (minor != WIRE_VERSION_MINOR)
-		dp_count(dp, minor == WIRE_VERSION_MINOR + 1 ? DP_C_FRAME_MINOR_NEWER
+		dp_count(io, minor == WIRE_VERSION_MINOR + 1 ? DP_C_FRAME_MINOR_NEWER
 							     : DP_C_FRAME_MINOR_OLDER, 1);
 
 	/* Route by the first message; every other message must route the same way. Classes
@@ -147,7 +157,7 @@ frame_input(struct dp *dp, struct rte_mbuf *m, const struct dp_pkt *p, uint64_t 
 	for (uint32_t i = 1; i < count && !session; i++) {
 		if (dp_class_of_msg(io->msgs[i]) != cls ||
 		    (sharded && io->msgs[i]->shard != shard)) {
-			dp_count(dp, DP_C_FRAME_MIXED, 1);
+			dp_count(io, DP_C_FRAME_MIXED, 1);
 			rte_pktmbuf_free(m);
 			return;
 		}
@@ -165,7 +175,7 @@ frame_input(struct dp *dp, struct rte_mbuf *m, const struct dp_pkt *p, uint64_t 
 		}
 	}
 	if (ring == NULL) {
-		dp_count(dp, DP_C_FRAME_NO_ROUTE, 1);
+		dp_count(io, DP_C_FRAME_NO_ROUTE, 1);
 		rte_pktmbuf_free(m);
 		return;
 	}
@@ -180,62 +190,114 @@ frame_input(struct dp *dp, struct rte_mbuf *m, const struct dp_pkt *p, uint64_t 
 	meta->shard = shard;
 	meta->frame_flags = session ? WIRE_FRAME_F_SESSION : 0;
 	meta->rx_tsc = tsc;
-	if (rte_ring_sp_enqueue(ring, m) != 0) {
-		dp_count(dp, DP_C_FRAME_RING_FULL, 1);
+	/* Single- or multi-producer as the ring was made (dp_ring_create: MP with several io
+	 * lcores). A sender's frames come in on one queue, so they stay in order. */
+	if (rte_ring_enqueue(ring, m) != 0) {
+		dp_count(io, DP_C_FRAME_RING_FULL, 1);
 		rte_pktmbuf_free(m);
 		return;
 	}
-	dp_count(dp, DP_C_FRAME_ROUTED, 1);
+	dp_count(io, DP_C_FRAME_ROUTED, 1);
 	if (bell != NULL)
-		bell_note(&dp->io, bell);
+		bell_note(io, bell);
+}
+
+/* What a parse says to do with a packet that is not a frame for us, on io lcore 0: learn,
+ * then answer (REPLY) or drop. */
+static void
+slow_act(struct dp_io *io, struct rte_mbuf *m, enum dp_action act, uint8_t learn,
+	 uint32_t learn_ip_be, const struct rte_ether_addr *learn_mac, uint64_t now_ns)
+{
+	DCHECK(io->k == 0);
+	if (learn != 0 && dp_arp_learn(&io->dp->arp, learn_ip_be, learn_mac, learn == 2, now_ns))
+		dp_count(io, DP_C_ARP_LEARNED, 1);
+	if (act == DP_ACT_REPLY)
+		tx_push(io, m);
+	else
+		rte_pktmbuf_free(m);
 }
 
 static void
-rx_one(struct dp *dp, struct rte_mbuf *m, uint64_t now_ns, uint64_t tsc)
+rx_one(struct dp_io *io, struct rte_mbuf *m, uint64_t now_ns, uint64_t tsc)
 {
 	struct dp_pkt p;
 	uint64_t ol = m->ol_flags;
 
-	dp_count(dp, DP_C_RX_BYTES, m->pkt_len);
+	dp_count(io, DP_C_RX_BYTES, m->pkt_len);
 	if (m->nb_segs != 1) {
-		dp_count(dp, DP_C_RX_MULTISEG, 1);
+		dp_count(io, DP_C_RX_MULTISEG, 1);
 		rte_pktmbuf_free(m);
 		return;
 	}
 	if ((ol & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_BAD) {
-		dp_count(dp, DP_C_IP_BAD_CSUM, 1);
+		dp_count(io, DP_C_IP_BAD_CSUM, 1);
 		rte_pktmbuf_free(m);
 		return;
 	}
 	if ((ol & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_BAD) {
-		dp_count(dp, DP_C_UDP_BAD_CSUM, 1);
+		dp_count(io, DP_C_UDP_BAD_CSUM, 1);
 		rte_pktmbuf_free(m);
 		return;
 	}
-	dp_pkt_input(&dp->host, rte_pktmbuf_mtod(m, uint8_t *), m->data_len,
+	dp_pkt_input(&io->dp->host, rte_pktmbuf_mtod(m, uint8_t *), m->data_len,
 		     (ol & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_GOOD,
 		     (ol & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_GOOD, &p);
-	if (p.learn && dp_arp_learn(&dp->io.arp, p.learn_ip_be, &p.learn_mac, p.learn_create,
-				    now_ns))
-		dp_count(dp, DP_C_ARP_LEARNED, 1);
 	if (p.counter < DP_C_COUNT)
-		dp_count(dp, p.counter, 1);
-	switch (p.action) {
-	case DP_ACT_DROP:
+		dp_count(io, p.counter, 1);
+	uint8_t learn = p.learn ? (p.learn_create ? 2 : 1) : 0;
+	if (p.action == DP_ACT_FRAME) {
+		/* The ARP table is io 0's: a frame on another queue refreshes nothing (its entry
+		 * is re-resolved when it expires, the old MAC used meanwhile). */
+		if (learn != 0 && io->k == 0 &&
+		    dp_arp_learn(&io->dp->arp, p.learn_ip_be, &p.learn_mac, learn == 2, now_ns))
+			dp_count(io, DP_C_ARP_LEARNED, 1);
+		frame_input(io, m, &p, tsc);
+		return;
+	}
+	if (io->k == 0) {
+		slow_act(io, m, p.action, learn, p.learn_ip_be, &p.learn_mac, now_ns);
+		return;
+	}
+	if (p.action == DP_ACT_DROP && learn == 0) {
 		rte_pktmbuf_free(m);
 		return;
-	case DP_ACT_REPLY:
-		tx_push(dp, m);
-		return;
-	case DP_ACT_FRAME:
-		frame_input(dp, m, &p, tsc);
-		return;
+	}
+	/* ARP and ICMP answers and what they teach go through io 0, which owns the table and
+	 * the port's tx queue. */
+	struct dp_meta *meta = dp_meta(m);
+	meta->slow_action = (uint8_t)p.action;
+	meta->slow_learn = learn;
+	meta->slow_learn_ip_be = p.learn_ip_be;
+	rte_ether_addr_copy(&p.learn_mac, &meta->src_mac);
+	if (rte_ring_mp_enqueue(io->dp->slow, m) != 0) {
+		dp_count(io, DP_C_SLOW_RING_FULL, 1);
+		rte_pktmbuf_free(m);
 	}
 }
 
-static void
-tx_frame(struct dp *dp, struct rte_mbuf *m, uint64_t now_ns)
+/* io 0: what the other io lcores handed over. */
+static uint32_t
+slow_drain(struct dp_io *io, uint64_t now_ns)
 {
+	void *objs[DP_BURST_MAX];
+	if (io->dp->slow == NULL)
+		return 0;
+	unsigned n = rte_ring_sc_dequeue_burst(io->dp->slow, objs, io->dp->conf.burst, NULL);
+	for (unsigned i = 0; i < n; i++) {
+		struct rte_mbuf *m = objs[i];
+		const struct dp_meta *meta = dp_meta(m);
+		struct rte_ether_addr mac;
+		rte_ether_addr_copy(&meta->src_mac, &mac);
+		slow_act(io, m, (enum dp_action)meta->slow_action, meta->slow_learn,
+			 meta->slow_learn_ip_be, &mac, now_ns);
+	}
+	return n;
+}
+
+static void
+tx_frame(struct dp_io *io, struct rte_mbuf *m, uint64_t now_ns)
+{
+	struct dp *dp = io->dp;
 	const struct dp_meta *meta = dp_meta(m);
 	uint32_t len = m->data_len;
 	uint32_t dst = meta->dst.ip_be;
@@ -243,87 +305,106 @@ tx_frame(struct dp *dp, struct rte_mbuf *m, uint64_t now_ns)
 	bool request;
 
 	if (m->nb_segs != 1 || len + (DP_HDRS_LEN - RTE_ETHER_HDR_LEN) > dp->conf.mtu) {
-		dp_count(dp, DP_C_TX_TOO_BIG, 1);
+		dp_count(io, DP_C_TX_TOO_BIG, 1);
 		rte_pktmbuf_free(m);
 		return;
 	}
 	uint32_t hop = dp_host_onlink(&dp->host, dst) ? dst : dp->conf.gateway_be;
-	if (hop == 0 || dp_arp_resolve(&dp->io.arp, hop, now_ns, &mac, &request) != 0) {
+	if (hop == 0 || dp_arp_resolve(&dp->arp, hop, now_ns, &mac, &request) != 0) {
 		if (hop != 0 && request)
-			arp_request(dp, hop);
-		dp_count(dp, DP_C_TX_ARP_MISS, 1);
+			arp_request(io, hop);
+		dp_count(io, DP_C_TX_ARP_MISS, 1);
 		rte_pktmbuf_free(m);
 		return;
 	}
 	if (request)
-		arp_request(dp, hop); /* refreshing a stale entry while still using it */
+		arp_request(io, hop); /* refreshing a stale entry while still using it */
 	uint8_t *hdr = (uint8_t *)rte_pktmbuf_prepend(m, DP_HDRS_LEN);
 	if (hdr == NULL) {
-		dp_count(dp, DP_C_TX_TOO_BIG, 1);
+		dp_count(io, DP_C_TX_TOO_BIG, 1);
 		rte_pktmbuf_free(m);
 		return;
 	}
-	dp_udp_encap(hdr, &dp->host, &mac, dst, meta->dst.port_be, (uint16_t)len, dp->io.ip_id++);
-	tx_push(dp, m);
+	dp_udp_encap(hdr, &dp->host, &mac, dst, meta->dst.port_be, (uint16_t)len, io->ip_id++);
+	tx_push(io, m);
 }
 
 static uint32_t
-tx_drain(struct dp *dp, uint64_t now_ns)
+tx_drain(struct dp_io *io, uint64_t now_ns)
 {
+	struct dp *dp = io->dp;
 	void *objs[DP_BURST_MAX];
 	uint32_t work = 0;
 
 	for (uint32_t q = 0; q < dp->txq_count; q++) {
 		unsigned n = rte_ring_sc_dequeue_burst(dp->txq[q].ring, objs, dp->conf.burst, NULL);
 		for (unsigned i = 0; i < n; i++)
-			tx_frame(dp, (struct rte_mbuf *)objs[i], now_ns);
-		dp_count(dp, DP_C_TX_FRAMES, n);
+			tx_frame(io, (struct rte_mbuf *)objs[i], now_ns);
+		dp_count(io, DP_C_TX_FRAMES, n);
 		work += n;
 	}
 	return work;
 }
 
+uint16_t
+dp_io_count(const struct dp *dp)
+{
+	return dp->io_count;
+}
+
+struct dp_io *
+dp_io_get(struct dp *dp, uint16_t k)
+{
+	CHECK(k < dp->io_count);
+	return &dp->io[k];
+}
+
 uint32_t
 dp_io_do_work(void *arg, uint64_t now_ns)
 {
-	struct dp *dp = (struct dp *)arg;
+	struct dp_io *io = (struct dp_io *)arg;
+	struct dp *dp = io->dp;
 	struct rte_mbuf *rx[DP_BURST_MAX];
 	uint16_t n = 0;
 
 	if (dp->rx_gate == NULL || dp->rx_gate(dp->rx_gate_arg))
-		n = rte_eth_rx_burst(dp->port_id, 0, rx, dp->conf.burst);
+		n = rte_eth_rx_burst(dp->port_id, io->k, rx, dp->conf.burst);
 	else
-		dp_count(dp, DP_C_RX_GATED, 1);
+		dp_count(io, DP_C_RX_GATED, 1);
 	uint32_t work = n;
 
 	if (n > 0) {
 		uint64_t tsc = rte_rdtsc();
-		dp_count(dp, DP_C_RX_PKTS, n);
+		dp_count(io, DP_C_RX_PKTS, n);
 		for (uint16_t i = 0; i < n; i++) {
 			if (i + 1 < n)
 				rte_prefetch0(rte_pktmbuf_mtod(rx[i + 1], void *));
-			rx_one(dp, rx[i], now_ns, tsc);
+			rx_one(io, rx[i], now_ns, tsc);
 		}
 		/* The lcores that got frames: once per burst each, after every enqueue. */
-		for (uint32_t i = 0; i < dp->io.rung_count; i++)
-			dp_bell_ring(dp->io.rung[i]);
-		dp->io.rung_count = 0;
+		for (uint32_t i = 0; i < io->rung_count; i++)
+			dp_bell_ring(io->rung[i]);
+		io->rung_count = 0;
 	}
-	work += tx_drain(dp, now_ns);
-	tx_flush(dp);
-	dp_count(dp, DP_C_IO_CYCLES, 1);
+	if (io->k == 0) {
+		work += slow_drain(io, now_ns);
+		work += tx_drain(io, now_ns);
+		tx_flush(io);
+	}
+	dp_count(io, DP_C_IO_CYCLES, 1);
 	return work;
 }
 
 uint32_t
 dp_io_drain(struct dp *dp)
 {
+	struct dp_io *io = &dp->io[0];
 	uint32_t total = 0, work;
 
 	/* Bounded: producers have stopped, so each queue empties within size/burst rounds. */
 	for (uint32_t round = 0; round < DP_DRAIN_ROUNDS_MAX; round++) {
-		work = tx_drain(dp, dp_clock_ns());
-		tx_flush(dp);
+		work = tx_drain(io, dp_clock_ns());
+		tx_flush(io);
 		total += work;
 		if (work == 0)
 			break;

@@ -31,11 +31,29 @@ port_setup(struct dp *dp)
 	if (ret != 0)
 		return ret;
 	memset(&eth_conf, 0, sizeof(eth_conf));
-	/* One rx and one tx queue: one io lcore. Checksums are verified in software unless
-	 * the PMD reports them good per packet (ol_flags), so no offload is required. */
+	/* One rx queue per io lcore, one tx queue (the first io lcore transmits). Checksums are
+	 * verified in software unless the PMD reports them good per packet (ol_flags), so no
+	 * offload is required. */
 	if (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_CHECKSUM)
 		eth_conf.rxmode.offloads |= info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_CHECKSUM;
-	ret = rte_eth_dev_configure(dp->port_id, 1, 1, &eth_conf);
+	if (dp->io_count > info.max_rx_queues) {
+		DP_LOG(ERR, "port %s: %u rx queues asked, the port has %u (net_af_packet: qpairs=N)",
+		       c->port_name, dp->io_count, info.max_rx_queues);
+		return -EINVAL;
+	}
+	if (dp->io_count > 1) {
+		/* Flows spread by the port's RSS over the IP addresses and UDP ports, so a
+		 * sender's frames stay on one queue, in order. A port without RSS (net_af_packet)
+		 * spreads them itself (the kernel's fanout by flow hash). */
+		uint64_t hf = info.flow_type_rss_offloads & (RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP);
+		if (hf != 0) {
+			eth_conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+			eth_conf.rx_adv_conf.rss_conf.rss_hf = hf;
+		}
+		DP_LOG(INFO, "port %s: %u rx queues, %s", c->port_name, dp->io_count,
+		       hf != 0 ? "RSS over IP and UDP" : "spread by the port (no RSS offload)");
+	}
+	ret = rte_eth_dev_configure(dp->port_id, dp->io_count, 1, &eth_conf);
 	if (ret != 0) {
 		DP_LOG(ERR, "port %s: configure failed: %s", c->port_name, strerror(-ret));
 		return ret;
@@ -44,11 +62,13 @@ port_setup(struct dp *dp)
 	ret = rte_eth_dev_adjust_nb_rx_tx_desc(dp->port_id, &rx_desc, &tx_desc);
 	if (ret != 0)
 		return ret;
-	ret = rte_eth_rx_queue_setup(dp->port_id, 0, rx_desc, rte_eth_dev_socket_id(dp->port_id),
-				     NULL, dp->pool);
-	if (ret != 0) {
-		DP_LOG(ERR, "port %s: rx queue: %s", c->port_name, strerror(-ret));
-		return ret;
+	for (uint16_t q = 0; q < dp->io_count; q++) {
+		ret = rte_eth_rx_queue_setup(dp->port_id, q, rx_desc,
+					     rte_eth_dev_socket_id(dp->port_id), NULL, dp->pool);
+		if (ret != 0) {
+			DP_LOG(ERR, "port %s: rx queue %u: %s", c->port_name, q, strerror(-ret));
+			return ret;
+		}
 	}
 	ret = rte_eth_tx_queue_setup(dp->port_id, 0, tx_desc, rte_eth_dev_socket_id(dp->port_id),
 				     NULL);
@@ -85,7 +105,8 @@ dp_create(struct dp **out, const struct dp_conf *conf)
 	int ret;
 
 	if (conf->burst == 0 || conf->burst > DP_BURST_MAX || conf->peer_count > DP_PEERS_MAX ||
-	    conf->mtu < 576 || conf->ip_be == 0 || conf->prefix_len > 32)
+	    conf->mtu < 576 || conf->ip_be == 0 || conf->prefix_len > 32 ||
+	    conf->rx_queues > DP_IO_MAX)
 		return -EINVAL;
 	dp = rte_zmalloc("dp", sizeof(*dp), RTE_CACHE_LINE_SIZE);
 	if (dp == NULL)
@@ -97,11 +118,23 @@ dp_create(struct dp **out, const struct dp_conf *conf)
 	dp->host.udp_port_be = rte_cpu_to_be_16(conf->udp_port);
 	dp->peer_key = (conf->peer_key.k0 | conf->peer_key.k1) ? &dp->conf.peer_key : NULL;
 	dp->client_key = (conf->client_key.k0 | conf->client_key.k1) ? &dp->conf.client_key : NULL;
-	dp_arp_table_init(&dp->io.arp, (uint64_t)conf->arp_timeout_ms * 1000000u);
+	dp->io_count = conf->rx_queues == 0 ? 1 : conf->rx_queues;
+	for (uint16_t k = 0; k < dp->io_count; k++) {
+		dp->io[k].dp = dp;
+		dp->io[k].k = k;
+	}
+	dp_arp_table_init(&dp->arp, (uint64_t)conf->arp_timeout_ms * 1000000u);
 	for (uint32_t i = 0; i < conf->peer_count; i++) {
 		if (conf->peers[i].has_mac &&
-		    dp_arp_static_add(&dp->io.arp, conf->peers[i].ip_be, &conf->peers[i].mac) != 0) {
+		    dp_arp_static_add(&dp->arp, conf->peers[i].ip_be, &conf->peers[i].mac) != 0) {
 			ret = -ENOSPC;
+			goto fail_pool;
+		}
+	}
+	if (dp->io_count > 1) {
+		dp->slow = rte_ring_create("dp_slow", 1024, rte_socket_id(), RING_F_SC_DEQ);
+		if (dp->slow == NULL) {
+			ret = -ENOMEM;
 			goto fail_pool;
 		}
 	}
@@ -126,6 +159,7 @@ fail_port:
 		rte_eth_dev_close(dp->port_id);
 	rte_mempool_free(dp->pool);
 fail_pool:
+	rte_ring_free(dp->slow);
 	rte_free(dp);
 	return ret;
 }
@@ -180,8 +214,10 @@ dp_destroy(struct dp *dp)
 	if (dp == NULL)
 		return;
 	dp_stop(dp);
-	rte_pktmbuf_free_bulk(dp->io.tx, dp->io.tx_count);
-	dp->io.tx_count = 0;
+	rte_pktmbuf_free_bulk(dp->io[0].tx, dp->io[0].tx_count);
+	dp->io[0].tx_count = 0;
+	if (dp->slow != NULL)
+		ring_drain_free(dp->slow);
 	for (uint32_t i = 0; i < dp->ring_count; i++)
 		ring_drain_free(dp->rings[i]);
 	for (uint32_t i = 0; i < dp->txq_count; i++)
@@ -207,8 +243,10 @@ dp_ring_create(struct dp *dp, const char *name, uint32_t size, struct dp_bell *b
 {
 	if (dp->ring_count >= DP_RINGS_MAX || dp->port_started)
 		return NULL;
+	/* Several io lcores route into the same rings: multi-producer then. */
 	struct rte_ring *r = rte_ring_create(name, size, rte_socket_id(),
-					     RING_F_SP_ENQ | RING_F_SC_DEQ);
+					     dp->io_count > 1 ? RING_F_SC_DEQ
+							      : RING_F_SP_ENQ | RING_F_SC_DEQ);
 	if (r == NULL) {
 		DP_LOG(ERR, "ring %s (%u): %s", name, size, rte_strerror(rte_errno));
 		return NULL;

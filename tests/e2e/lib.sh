@@ -295,7 +295,8 @@ e2e_cluster_config() {
 	local i=$1 file=$2 members
 	shift 2
 	# E2E_MEMBERS: the shards' bootstrap set (default: every node); the other nodes are
-	# peers that may join (omsd --join, omsctl members add).
+	# peers that may join (omsd --join, omsctl members add). E2E_RX_QUEUES: rx queues and
+	# io lcores per node ([port] rx_queues; net_af_packet qpairs), default one.
 	members=${E2E_MEMBERS:-$(seq -s, "$NODES")}
 	# E2E_IDLE_SPINS, E2E_IDLE_SLEEP_MIN_US, E2E_IDLE_SLEEP_US: empty polls before an lcore
 	# sleeps, its first sleep and its longest sleep (default: omsd's), for a host running
@@ -315,7 +316,8 @@ args = --no-huge --no-pci -m 256 --log-level=user.omsd.*:info
 main_cpu = 0
 
 [port]
-dev = net_af_packet0,iface=${TAG}${i}n${E2E_AFP_ARGS:+,$E2E_AFP_ARGS}
+dev = net_af_packet0,iface=${TAG}${i}n${E2E_AFP_ARGS:+,$E2E_AFP_ARGS}${E2E_RX_QUEUES:+,qpairs=$E2E_RX_QUEUES}
+${E2E_RX_QUEUES:+rx_queues = $E2E_RX_QUEUES}
 
 [memory]
 mbufs = 2047

@@ -156,7 +156,8 @@ log "frames=$FRAMES rx=$(v dp.rx_pkts) new_orders=$NEW_ORDERS timed=$(v gateway.
 log "node $L lcores busy: shard1_ms=$(($(v agent.shard1.busy_ns) / 1000000))" \
 	"shard2_ms=$(($(v agent.shard2.busy_ns) / 1000000)) io_ms=$(($(v agent.io.busy_ns) / 1000000))" \
 	"bridge_ms=$(($(v agent.bridge.busy_ns) / 1000000)) sealed_frames=$(v bridge.sealed_frames)" \
-	"sealed_bytes_per_order=$(($(v bridge.sealed_bytes) / NEW_ORDERS))"
+	"sealed_bytes_per_order=$(($(v bridge.sealed_bytes) / NEW_ORDERS))" \
+	"$(awk '$1 ~ /^dp\.rxq\.[0-9]+\.rx_pkts$/ { split($1, p, "."); printf "rxq%s_pkts=%s ", p[3], $2 }' "$TMP/entry.stats")"
 echo "bench: pipeline$NODES orders_per_s=$ops p50_us=$(us "$(v gateway.lat_rx_ack_ns.p50)")" \
 	"p99_us=$(us "$(v gateway.lat_rx_ack_ns.p99)")" \
 	"final_p50_us=$(us "$(v gateway.lat_rx_final_ns.p50)")" \

@@ -168,6 +168,44 @@ Test(app_config, bridge_seals_by_default, .init = setup, .fini = teardown)
 	cr_assert(not(cfg.bridge_seal));
 }
 
+/* Goal: [port] rx_queues = N gives N io lcores, on [io] cpus one each or all on [io] cpu; a
+ * list of the wrong length, or one whose first differs from [io] cpu, names the key. */
+static int
+load_queues(unsigned queues, const char *cpus)
+{
+	/* The minimal file with rx_queues in its [port] and cpus (if any) in its [io]. */
+	char text[4096], port[64], io[96];
+	snprintf(port, sizeof(port), "[port]\ndev = net_null0\nrx_queues = %u\n", queues);
+	snprintf(io, sizeof(io), "[io]\ncpu = %u\n%s%s%s", cpu, cpus ? "cpus = " : "",
+		 cpus ? cpus : "", cpus ? "\n" : "");
+	snprintf(text, sizeof(text),
+		 "[node]\nid = 1\nip = 10.9.0.2/24\n[eal]\nmain_cpu = %u\n%s%s"
+		 "[shard.1]\nservice = oms\nmembers = 1\ncpu = %u\n"
+		 "[shard.2]\nservice = me\nmembers = 1\ncpu = %u\n"
+		 "[sessions]\nallow_unauthenticated = true\n",
+		 cpu, port, io, cpu, cpu);
+	return load(text);
+}
+
+Test(app_config, rx_queues_and_io_cpus, .init = setup, .fini = teardown)
+{
+	char list[32];
+	cr_assert(eq(int, load_minimal(""), 0), "%s", errs);
+	cr_assert(eq(u16, cfg.dp.rx_queues, 1));
+	cr_assert(eq(u16, cfg.io_cpus[0], cfg.io.cpu));
+	cr_assert(eq(int, load_queues(2, NULL), 0), "%s", errs);
+	cr_assert(eq(u16, cfg.dp.rx_queues, 2));
+	cr_assert(eq(u16, cfg.io_cpus[0], cpu));
+	cr_assert(eq(u16, cfg.io_cpus[1], cpu));
+	snprintf(list, sizeof(list), "%u,%u", cpu, cpu);
+	cr_assert(eq(int, load_queues(2, list), 0), "%s", errs);
+	cr_assert(gt(int, load_queues(3, list), 0));
+	said("[io] cpus: 2 CPU(s) for 3 io lcore(s)");
+	snprintf(list, sizeof(list), "%u,%u", cpu + 1, cpu);
+	cr_assert(gt(int, load_queues(2, list), 0));
+	said("[io] cpus: the first");
+}
+
 /* One bad value: section, key, value, and the sections the key needs besides. */
 struct bad {
 	const char *sec;
@@ -206,6 +244,9 @@ static const struct bad bads[] = {
 	{ "io", "idle_sleep_min_us", "0", "out of range" },
 	{ "bridge", "cpu", "x", "not a non-negative decimal integer" },
 	{ "bridge", "seal", "maybe", "not a boolean" },
+	{ "port", "rx_queues", "9", "out of range" },
+	{ "port", "rx_queues", "0", "out of range" },
+	{ "io", "cpus", "0,x", "not a CPU number" },
 	{ "persister", "idle", "spin", "not one of busy|pause|sleep" },
 	{ "peer.2", "ip", "10.9.0", "not a unicast IPv4" },
 	{ "peer.2", "udp_port", "0", "out of range" },
