@@ -31,13 +31,79 @@
 
 #define EXPIRE_EVERY_NS UINT64_C(100000000) /* idle sessions looked for this often */
 
+/* One session's frame key as the io lcores see it: a slot of a direct-mapped table the
+ * gateway writes (seqlock: seq odd while it writes) and any io lcore reads. A cache, not the
+ * authority: a session whose slot another holds, or one the io lcore read mid-write, is
+ * simply not proven there, and the gateway checks its MAC itself (auth_frame_proven
+ * compares the key an io lcore used with the session's own, so a stale slot proves
+ * nothing). Nothing is freed while the lcores run. */
+struct sk_slot {
+	uint32_t seq;
+	uint32_t id;      /* 0: empty */
+	uint64_t k0, k1;
+} __attribute__((aligned(32)));
+
 struct app_gw_sess {
 	struct auth_sessions auth;
 	const struct app_keyset *adopted; /* the set auth.keys points into */
 	uint64_t next_expire_ns;
 	uint64_t pub[AUTH_C_COUNT];       /* counters for other threads (relaxed) */
 	uint64_t pub_active;
+	struct sk_slot *keys;             /* published session keys, keys_mask + 1 slots */
+	uint32_t keys_mask;
 };
+
+static uint32_t
+sk_index(uint32_t id, uint32_t mask)
+{
+	return (uint32_t)((id * UINT64_C(0x9e3779b97f4a7c15)) >> 32) & mask;
+}
+
+static void
+sk_write(struct sk_slot *e, uint32_t id, const struct wire_key *k)
+{
+	uint32_t seq = e->seq;
+	__atomic_store_n(&e->seq, seq + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	__atomic_store_n(&e->id, id, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->k0, k->k0, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->k1, k->k1, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->seq, seq + 2, __ATOMIC_RELEASE);
+}
+
+/* A session opened or re-keyed: the io lcores may prove its frames from now on. */
+static void
+sk_publish(struct app_gw_sess *g, const struct auth_session *ss)
+{
+	sk_write(&g->keys[sk_index(ss->id, g->keys_mask)], ss->id, &ss->frame_key);
+}
+
+/* A session ended: its slot (if it holds it) empties. */
+static void
+sk_withdraw(struct app_gw_sess *g, uint32_t id)
+{
+	static const struct wire_key zero;
+	struct sk_slot *e = &g->keys[sk_index(id, g->keys_mask)];
+	if (e->id == id)
+		sk_write(e, 0, &zero);
+}
+
+/* dp_session_key_fn: on any io lcore. */
+static bool
+sk_read(void *arg, uint32_t id, struct wire_key *out)
+{
+	const struct app_gw_sess *g = arg;
+	const struct sk_slot *e = &g->keys[sk_index(id, g->keys_mask)];
+	uint32_t s1 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+	if ((s1 & 1) != 0)
+		return false;
+	uint32_t eid = __atomic_load_n(&e->id, __ATOMIC_RELAXED);
+	out->k0 = __atomic_load_n(&e->k0, __ATOMIC_RELAXED);
+	out->k1 = __atomic_load_n(&e->k1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	return __atomic_load_n(&e->seq, __ATOMIC_RELAXED) == s1 && eid == id && id != 0 &&
+	       (out->k0 | out->k1) != 0;
+}
 
 static const struct wire_key no_mac; /* all zero: the frame goes without a MAC */
 
@@ -91,6 +157,24 @@ app_session_init(struct app_shard *s)
 		return rc;
 	}
 	__atomic_store_n(&s->app->keys_adopted, g->adopted, __ATOMIC_RELEASE);
+	/* Four slots per session: few sessions share one (those are proven here instead). */
+	uint32_t slots = 64;
+	while (slots < 4 * ac.sessions_max && slots < (UINT32_C(1) << 24))
+		slots <<= 1;
+	g->keys = calloc(slots, sizeof(*g->keys));
+	if (g->keys == NULL) {
+		auth_sessions_free(&g->auth);
+		free(g);
+		return -ENOMEM;
+	}
+	g->keys_mask = slots - 1;
+	rc = dp_session_key_set(s->app->dp, sk_read, g);
+	if (rc != 0) {
+		free(g->keys);
+		auth_sessions_free(&g->auth);
+		free(g);
+		return rc;
+	}
 	s->sess = g;
 	return 0;
 }
@@ -101,6 +185,7 @@ app_session_fini(struct app_shard *s)
 	if (s->sess == NULL)
 		return;
 	auth_sessions_free(&s->sess->auth);
+	free(s->sess->keys); /* every lcore has stopped */
 	free(s->sess);
 	s->sess = NULL;
 }
@@ -111,6 +196,7 @@ ended(void *ctx, const struct auth_session *ss, uint16_t reason)
 {
 	struct app_shard *s = ctx;
 	struct wire_logout lo;
+	sk_withdraw(s->sess, ss->id);
 	memset(&lo, 0, sizeof(lo));
 	wire_hdr_init(&lo.hdr, WIRE_LOGOUT, 0);
 	lo.session_id = ss->id;
@@ -159,6 +245,7 @@ logon(struct app_shard *s, const struct dp_meta *meta, const struct wire_logon *
 		send_to(s, &meta->src, &no_mac, &r.hdr);
 		return;
 	}
+	sk_publish(g, ss);
 	r.next_seq = ss->next_seq;
 	r.heartbeat_ms = ss->heartbeat_ms;
 	send_to(s, &meta->src, &ss->frame_key, &r.hdr);
@@ -227,8 +314,15 @@ session_frame(struct app_shard *s, struct rte_mbuf *m, const struct dp_meta *met
 	const struct wire_session_hdr *sh = (const void *)wire_msgs_next_decoded(buf, len, &pos);
 	struct auth_session *ss = NULL;
 	bool warn = false;
-	uint16_t r = auth_frame(&g->auth, fh, fh->length, sh, (uint32_t)meta->msg_count - 1,
-				s->clock_ns, peer_pack(&meta->src), &ss, &warn);
+	/* The io lcore may have checked the MAC already (dp_meta.mac_proven, under the key
+	 * it read from our published slots): auth compares that key with the session's. */
+	struct dp_meta *mm = dp_meta(m);
+	struct wire_key proven = mm->seal_key;
+	memset(&mm->seal_key, 0, sizeof(mm->seal_key)); /* no key left in a freed mbuf */
+	uint16_t r = auth_frame_proven(&g->auth, fh, fh->length, sh,
+				       (uint32_t)meta->msg_count - 1, s->clock_ns,
+				       peer_pack(&meta->src), meta->mac_proven ? &proven : NULL,
+				       &ss, &warn);
 	if (r == WIRE_REASON_BAD_SIGNATURE)
 		return; /* counted (refused_bad_mac); the sender is not proven: no answer */
 	if (r == WIRE_REASON_UNKNOWN_SESSION) {
@@ -260,6 +354,7 @@ session_frame(struct app_shard *s, struct rte_mbuf *m, const struct dp_meta *met
 			lo.session_id = ss->id;
 			send_to(s, &meta->src, &ss->frame_key, &lo.hdr);
 			g->auth.c[AUTH_C_LOGOUTS]++;
+			sk_withdraw(g, ss->id);
 			auth_session_end(&g->auth, ss);
 			return; /* nothing after a LOGOUT belongs to a session */
 		}

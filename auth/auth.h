@@ -138,7 +138,8 @@ struct auth_config {
 	X(RATE_WARNED, "rate_warned", "warnings sent at warn_pct of the messages per window") \
 	X(REF_NOT_ENTITLED, "refused_not_entitled", "messages for a user outside the key's") \
 	X(REF_NO_PERMISSION, "refused_no_permission", "messages outside the key's permissions") \
-	X(FRAMES, "frames", "session frames accepted")
+	X(FRAMES, "frames", "session frames accepted")                                     \
+	X(MAC_PROVEN, "mac_proven", "session frames whose MAC an io lcore checked")
 
 enum auth_counter {
 #define AUTH_C_ENUM(name, label, help) AUTH_C_##name,
@@ -188,6 +189,14 @@ uint16_t auth_logon(struct auth_sessions *t, const struct wire_logon *m, uint64_
 uint16_t auth_frame(struct auth_sessions *t, const void *frame, size_t len,
 		    const struct wire_session_hdr *sh, uint32_t msgs, uint64_t mono_ns,
 		    uint64_t peer, struct auth_session **out, bool *warn);
+/* auth_frame for a frame whose MAC was already checked under the key proven (an io lcore
+ * did, docs/security.md "Session MACs on the io lcores"): when that is the session's key
+ * now, the MAC is not checked again (counted mac_proven); any other key, or NULL, and it is
+ * checked here. */
+uint16_t auth_frame_proven(struct auth_sessions *t, const void *frame, size_t len,
+			   const struct wire_session_hdr *sh, uint32_t msgs, uint64_t mono_ns,
+			   uint64_t peer, const struct wire_key *proven,
+			   struct auth_session **out, bool *warn);
 
 /* Whether the session may send msg: 0, NO_PERMISSION or NOT_ENTITLED. */
 uint16_t auth_check_msg(struct auth_sessions *t, const struct auth_session *s,

@@ -87,9 +87,13 @@
 	X(TX_BYTES, "tx_bytes", "bytes handed to the port")                                \
 	X(TX_PORT_FULL, "tx_port_full", "port tx queue full: packet dropped")               \
 	X(IO_CYCLES, "io_cycles", "io lcore duty cycles")                                  \
-	X(RX_GATED, "rx_gated", "io cycles that skipped the rx poll (rx gate closed)")             \
-	X(SLOW_RING_FULL, "slow_ring_full",                                                        \
-	  "ARP/ICMP packets dropped: the first io lcore's hand-over ring was full")
+	X(RX_GATED, "rx_gated", "io cycles that skipped the rx poll (rx gate closed)")     \
+	X(SLOW_RING_FULL, "slow_ring_full",                                                \
+	  "ARP/ICMP packets dropped: the first io lcore's hand-over ring was full")          \
+	X(SESSION_MAC_PROVEN, "session_mac_proven",                                        \
+	  "client session frames whose MAC an io lcore checked")                              \
+	X(SESSION_MAC_UNPROVEN, "session_mac_unproven",                                    \
+	  "session frames that failed the io lcore's MAC check (left to the gateway)")
 
 enum dp_counter {
 #define DP_COUNTER_ENUM(name, label, help) DP_C_##name,
@@ -131,6 +135,9 @@ struct dp_meta {
 	/* rx on an io lcore other than the first: a packet that is not a frame for us (ARP,
 	 * ICMP echo), handed to the first io lcore, which owns the ARP table and the port's tx
 	 * queue (dp_io.c): what to do with it and what to learn. */
+	uint8_t mac_proven;        /* rx: a session frame whose MAC the io lcore checked under
+				    * seal_key, the session's key as dp_session_key_set's lookup
+				    * gave it (the gateway compares it with its own, then wipes) */
 	uint8_t slow_action;       /* enum dp_action (dp_int.h) */
 	uint8_t slow_learn;        /* 0: nothing, 1: refresh, 2: create — slow_learn_ip_be →
 				    * src_mac */
@@ -342,6 +349,13 @@ struct dp_txq *dp_txq_create(struct dp *dp, const char *name, uint32_t size);
 /* The io lcore's bell, rung by every tx queue's producer after queueing. 0, or -EBUSY
  * after dp_start. */
 int dp_io_bell_set(struct dp *dp, struct dp_bell *bell);
+/* Client session keys for the io lcores: fn(arg, session_id, &key) gives the frame key of
+ * a session the gateway holds (true), so an io lcore checks a session frame's MAC before
+ * the frame reaches the gateway's lcore (dp_meta.mac_proven). Any io lcore calls it while
+ * the gateway changes its sessions: it must be safe for that (app_session.c: seqlocked
+ * slots). Before dp_start; 0 or -EBUSY. */
+typedef bool dp_session_key_fn(void *arg, uint32_t session_id, struct wire_key *key);
+int dp_session_key_set(struct dp *dp, dp_session_key_fn *fn, void *arg);
 
 /* ---------------------------------------------------------------------------------------
  * Hot path.

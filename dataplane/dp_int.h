@@ -175,6 +175,8 @@ struct dp {
 	uint16_t io_count;                         /* conf.rx_queues */
 	struct rte_ring *slow;                     /* io lcores k > 0 → io 0: packets that are
 						    * not frames for us (MP/SC); NULL: one */
+	dp_session_key_fn *sess_key;               /* NULL: session MACs checked by the gateway */
+	void *sess_key_arg;
 	dp_rx_gate_fn *rx_gate;                    /* NULL: poll rx every cycle */
 	void *rx_gate_arg;                         /* its argument */
 };

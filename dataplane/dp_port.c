@@ -309,6 +309,16 @@ dp_txq_create(struct dp *dp, const char *name, uint32_t size)
 }
 
 int
+dp_session_key_set(struct dp *dp, dp_session_key_fn *fn, void *arg)
+{
+	if (dp->port_started)
+		return -EBUSY; /* the io lcores read it without synchronisation */
+	dp->sess_key = fn;
+	dp->sess_key_arg = arg;
+	return 0;
+}
+
+int
 dp_io_bell_set(struct dp *dp, struct dp_bell *bell)
 {
 	if (dp->port_started)

@@ -366,9 +366,12 @@ INI
 	# The cluster key ([keys] peer): every frame between the nodes carries a MAC (written by
 	# the bridge lcore below, checked by the receiver's io lcore), as in the shipped configs.
 	# E2E_PEER_KEY: the key (32 hex digits; one per test run by default), or none.
+	# The caller's own [keys] section wins (test_cluster.sh's).
 	[ -n "${E2E_PEER_KEY:-}" ] || E2E_PEER_KEY=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
 	export E2E_PEER_KEY
-	if [ "$E2E_PEER_KEY" != none ]; then
+	own=
+	for line in "$@"; do [ "$line" = "[keys]" ] && own=1; done
+	if [ -z "$own" ] && [ "$E2E_PEER_KEY" != none ]; then
 		printf '\n[keys]\npeer = %s\n' "$E2E_PEER_KEY" >>"$file"
 	fi
 	# A [bridge] lcore, which writes the MAC of every frame the shard lcores send to the

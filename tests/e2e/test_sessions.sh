@@ -14,7 +14,8 @@
 # KEY_REVOKED, then its LOGON refused). All the while omsload trades in a session of its own
 # (key 5, users 1000-1049) and throws away 5 % of the datagrams it receives: it must end with
 # every answer recovered through REPORT_REPLAY (still_missing=0), nothing doubled or lost.
-# Then the gateway's counters must show each refusal.
+# Then the gateway's counters must show each refusal, and the io lcore's MAC checks of the
+# session frames.
 source "$(dirname "$0")/lib.sh"
 need_root
 [ -n "${E2E_SESSION:-}" ] || { echo "E2E_SESSION (tests/e2e/e2e_session) not set"; exit 77; }
@@ -100,4 +101,9 @@ done
 want_at_least gateway.sessions.refused_stale_logon 2
 want_at_least shard.1.gw_no_session 1
 want_at_least dp.frame_err.bad_msg_length 2 # the truncated and the oversize LOGON
+# The io lcore checked the session frames' MACs under the keys the gateway published (the
+# gateway took its word for them: mac_proven), and left the bad-MAC one to the gateway.
+want_at_least dp.session_mac_proven 100
+want_at_least gateway.sessions.mac_proven 100
+want_at_least dp.session_mac_unproven 1
 log "PASS"

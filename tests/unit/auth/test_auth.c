@@ -214,6 +214,43 @@ Test(auth, session_id_in_use_and_replaced)
 	cr_assert(eq(u64, t.c[AUTH_C_LOGONS_REPLACED], 1));
 }
 
+/* Goal: a frame an io lcore proved (auth_frame_proven) skips the MAC check only when the key
+ * it was proved under is the session's own now; a stale key (the session re-keyed by a new
+ * LOGON since), another session's key or none, and the MAC is checked as before. */
+Test(auth, frame_proven_only_under_the_session_key)
+{
+	struct auth_session *s = logged_on(1001, 5, 1), *got;
+	struct wire_key key = s->frame_key, other = { 1, 2 };
+	struct frame f;
+	bool warn;
+
+	/* Sealed under another key: the io lcore's "proof" under that key proves nothing. */
+	session_frame(&f, &other, 5, 1, 0);
+	cr_assert(eq(u16, auth_frame_proven(&t, f.buf, f.len, f.sh, 0, M0, 1, &other, &got,
+					    &warn), WIRE_REASON_BAD_SIGNATURE));
+	cr_assert(eq(u64, t.c[AUTH_C_MAC_PROVEN], 0));
+	/* Proved under the session's key: taken without a second check (the tag is broken
+	 * here to show that it is not looked at again). */
+	session_frame(&f, &key, 5, 1, 0);
+	((uint8_t *)f.buf)[f.len - 1] ^= 1;
+	cr_assert(eq(u16, auth_frame_proven(&t, f.buf, f.len, f.sh, 0, M0, 1, &key, &got,
+					    &warn), 0));
+	cr_assert(eq(u64, t.c[AUTH_C_MAC_PROVEN], 1));
+	cr_assert(eq(u64, got->next_seq, 2));
+	/* A new LOGON re-keys the session: a frame proved under the old key is checked, and
+	 * its MAC under the old key fails. */
+	struct wire_logon m = logon(1001, 5, 2, T0);
+	cr_assert(eq(u16, auth_logon(&t, &m, T0, M0, 0, &s), 0));
+	session_frame(&f, &key, 5, 1, 0);
+	cr_assert(eq(u16, auth_frame_proven(&t, f.buf, f.len, f.sh, 0, M0, 1, &key, &got,
+					    &warn), WIRE_REASON_BAD_SIGNATURE));
+	/* No proof: the ordinary check, which the new key passes. */
+	session_frame(&f, &s->frame_key, 5, 1, 0);
+	cr_assert(eq(u16, auth_frame_proven(&t, f.buf, f.len, f.sh, 0, M0, 1, NULL, &got,
+					    &warn), 0));
+	cr_assert(eq(u64, t.c[AUTH_C_MAC_PROVEN], 1));
+}
+
 /* Goal: sessions_max is a hard bound (CAPACITY), and ending one makes room. */
 Test(auth, capacity)
 {
