@@ -123,8 +123,9 @@ args = --no-huge --no-pci -m 512 --log-level=user.omsd.*:info
 main_cpu = 0
 
 [port]
-dev = net_af_packet0,iface=$VETH_N
+dev = net_af_packet0,iface=$VETH_N${E2E_RX_QUEUES:+,qpairs=$E2E_RX_QUEUES}
 burst = 32
+${E2E_RX_QUEUES:+rx_queues = $E2E_RX_QUEUES}
 
 [memory]
 mbufs = 4095

@@ -20,7 +20,11 @@ fi
 e2e_init opt 71
 e2e_net_up
 
-e2e_trade_config "$TMP/omsd.ini" "" "[mgmt]" "metrics_listen = 127.0.0.1:9464"
+# Two rx queues and a sealing bridge, so their series (omsd_dp_rxq_*, omsd_bridge_*) are
+# checked too.
+export E2E_RX_QUEUES=2
+e2e_trade_config "$TMP/omsd.ini" "" "[mgmt]" "metrics_listen = 127.0.0.1:9464" \
+	"" "[bridge]" "cpu = 0" "idle = sleep"
 e2e_start "$TMP/omsd.ini"
 e2e_wait_stat shard.1.route_epoch 1 || fail "OMS shard never applied the routing config"
 ip netns exec "$NS_C" "$PY" "$E2E_DIR/e2e_trade.py" single --nodes "$NODE_IP" \
@@ -54,6 +58,12 @@ check() {
 	log "$1 = $v"
 }
 check 'omsd_dp_rx_pkts_total{node="1"}' 'v > 0' "a counter that counted frames"
+check 'omsd_dp_rxq_rx_pkts_total{node="1",queue="0"}' 'v >= 0' "rx queue 0's packets"
+check 'omsd_dp_rxq_rx_pkts_total{node="1",queue="1"}' 'v >= 0' "rx queue 1's packets"
+# (No session, no client key here: the answers go without a MAC, through the bridge all
+# the same.)
+check 'omsd_bridge_plain_frames_total{node="1"}' 'v > 0' "the bridge passed the answers on"
+check 'omsd_bridge_sealed_frames_total{node="1"}' 'v >= 0' "the bridge's sealed frames"
 grep -qxF '# TYPE omsd_dp_rx_pkts_total counter' "$M" || fail "omsd_dp_rx_pkts_total is not a counter"
 check 'omsd_latency_seconds_count{node="1",shard="1",path="ingress_ack"}' 'v > 0' \
 	"no ingress→ack latency after trading"
