@@ -54,10 +54,22 @@ gw_epoch(const struct app_shard *s)
 	return s->app->cfg.routing.epoch;
 }
 
-/* Wrap a client message in INGRESS and send it to node's lcore of shard. */
+/* Wrap a client message in INGRESS and send it to node's lcore of shard — or, when that is
+ * this lcore (the gateway runs on the node's first OMS shard), take it as that lcore takes
+ * an INGRESS at once: no frame, no ring, no second walk of the message. A NAK that comes of
+ * it (this member does not lead, back-pressure) reaches app_gw_client at once too; what the
+ * gateway sends again from there goes by the ring (gw_direct), so nothing recurses. */
 static void
 gw_forward_to(struct app_shard *s, uint32_t node, uint16_t shard, const struct wire_msg_hdr *msg)
 {
+	if (node == s->self && shard == s->id && s->is_oms && !s->gw_direct &&
+	    msg->type != WIRE_REPORT_REPLAY) {
+		s->gw_direct = true;
+		sc_add(s, SC_GW_DIRECT, 1);
+		app_ingress_client(s, s->self, msg);
+		s->gw_direct = false;
+		return;
+	}
 	struct wire_ingress ing;
 	memset(&ing, 0, sizeof(ing));
 	wire_hdr_init(&ing.hdr, WIRE_INGRESS, shard);

@@ -10,6 +10,7 @@
 #include <errno.h>
 
 #include "app_shard_int.h"
+#include "common/check.h"
 #include "oms/oms.h"
 
 
@@ -86,24 +87,32 @@ ingress(struct app_shard *s, const struct wire_msg_hdr *msg)
 			app_egress_replay(s, origin, (const struct wire_report_replay *)(const void *)in);
 			continue;
 		}
-		struct user_ent *e = app_user_slot(s->users, app_msg_user(in), true);
-		e->node = origin;
-		if (in->type == WIRE_TRANSFER) {
-			const struct wire_transfer *t = (const void *)in;
-			struct xfer_ent *x = app_xfer_slot(s->xorigin, t->transfer_id, true);
-			x->user = t->user;
-			x->node = origin;
-		}
-		int rc = app_shard_propose(s, in);
-		if (rc == 0)
-			app_reqlat_begin(s, in);
-		if (rc == -EPERM || rc == -EBUSY)
-			nak(s, origin, in, WIRE_REASON_NOT_LEADER);
-		else if (rc == -EAGAIN)
-			nak(s, origin, in, WIRE_REASON_BACKPRESSURE);
-		else if (rc != 0)
-			nak(s, origin, in, WIRE_REASON_BAD_REQUEST);
+		app_ingress_client(s, origin, in);
 	}
+}
+
+void
+app_ingress_client(struct app_shard *s, uint32_t origin, const struct wire_msg_hdr *in)
+{
+	DCHECK(s->is_oms);
+	DCHECK(app_is_routed_type(in) && in->type != WIRE_REPORT_REPLAY);
+	struct user_ent *e = app_user_slot(s->users, app_msg_user(in), true);
+	e->node = origin;
+	if (in->type == WIRE_TRANSFER) {
+		const struct wire_transfer *t = (const void *)in;
+		struct xfer_ent *x = app_xfer_slot(s->xorigin, t->transfer_id, true);
+		x->user = t->user;
+		x->node = origin;
+	}
+	int rc = app_shard_propose(s, in);
+	if (rc == 0)
+		app_reqlat_begin(s, in);
+	if (rc == -EPERM || rc == -EBUSY)
+		nak(s, origin, in, WIRE_REASON_NOT_LEADER);
+	else if (rc == -EAGAIN)
+		nak(s, origin, in, WIRE_REASON_BACKPRESSURE);
+	else if (rc != 0)
+		nak(s, origin, in, WIRE_REASON_BAD_REQUEST);
 }
 
 /* The OMS shard a request to an ME shard comes from (0xffff: none). */

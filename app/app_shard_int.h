@@ -63,6 +63,8 @@
 	X(EGRESS_ADMIN, "egress_admin", "admin replies")                                   \
 	X(NO_ROUTE, "no_route", "messages with no known destination")                      \
 	X(GW_IN, "gw_in", "client messages routed by the gateway")                         \
+	X(GW_DIRECT, "gw_direct",                                                          \
+	  "of them, proposed at once: the gateway's own OMS shard (no ring, no INGRESS frame)") \
 	X(GW_OUT, "gw_out", "answers forwarded to clients")                               \
 	X(GW_NO_CLIENT, "gw_no_client", "answers for a user this gateway does not know")   \
 	X(GW_NO_SESSION, "gw_no_session", "client messages refused: outside a session")     \
@@ -283,6 +285,7 @@ struct app_shard {
 	uint32_t self;               /* our node id */
 	bool is_oms;
 	bool is_gateway;             /* this lcore runs the node's gateway */
+	bool gw_direct;              /* the gateway is proposing to its own shard (app_gateway.c) */
 	struct app_shard_wires w;    /* inboxes and outboxes, handed over by the wiring */
 	uint32_t frame_cap;          /* bytes of a frame we build */
 
@@ -581,6 +584,10 @@ void app_bridge_tick(struct app_shard *s);
 
 /* app_ingress.c: one frame from the rx or local ring (freed here). */
 void app_ingress_frame(struct app_shard *s, struct rte_mbuf *m);
+/* One client message from the gateway of node origin, as an INGRESS's inner message is
+ * taken: remembered (the user's gateway node, a transfer's), proposed, NAKed to origin when
+ * it cannot be. The gateway calls it for its own OMS shard (origin: this node). */
+void app_ingress_client(struct app_shard *s, uint32_t origin, const struct wire_msg_hdr *in);
 
 /* app_flog.c: durable mode's log store, and durability reports to consensus. */
 extern const struct cns_log_ops app_flog_ops;
