@@ -10,16 +10,27 @@
 # with --collect-atstart=no --toggle-collect=<those functions>. Start-up, the main lcore
 # (stats) and the idle back-off (sleeps) are outside. The lcores also poll when there is
 # nothing to do, and under valgrind (one thread at a time) they poll far more often than
-# natively, so the cost of empty cycles is calibrated and taken out:
-#   1. an idle run (USERS_IDLE users' deposits only, no orders): Ir per empty cycle of the
-#      io lcore and of the shard lcores (from the callgrind totals and agent.*.cycles);
+# natively, so the cost of empty cycles is measured and taken out, per lcore kind (io,
+# shard, bridge), and so is the start-up:
+#   1. an idle run (USERS_IDLE users' deposits only, no orders) and the same run left idle
+#      for IDLE_TAIL_S more seconds before it stops: the same start-up, more empty cycles,
+#      so c = ΔIr / Δempty_cycles is the cost of one empty cycle (a start-up's elections,
+#      configuration and deposits are not spread over it), and the idle run's work is
+#      start = Ir_idle − empty_idle × c;
 #   2. the load run (ORDERS order-entry messages, USERS users);
-#   instructions_per_order = (Ir_load − empty_cycles_load × Ir_per_empty_cycle) / NEW_ORDERs
-# where NEW_ORDERs are the flow's new orders; the flow's cancels, amends, replaces and
-# deposits (about a third more messages) are carried by them. Also printed: the raw figure
-# (Ir_load / NEW_ORDERs, empty cycles included) and per message.
+#   instructions_per_order = Σ (Ir_load − empty_load × c − start) / NEW_ORDERs
+# where NEW_ORDERs are the flow's new orders; the flow's cancels, amends, replaces and the
+# deposits beyond the idle run's (about a third more messages) are carried by them. Also
+# printed: the raw figure (Ir_load / NEW_ORDERs, empty cycles and start-up included), per
+# message, and per lcore kind. (Until session 41 the idle run's Ir per cycle, start-up
+# included, stood for c; the tail shows the start-up is small — 0.2M of a shard's — and that
+# an empty cycle costs the same after a load as at idle: 839 against 832 Ir.) What still
+# moves between runs of one tree (±3 %) is work driven by time, not orders: Raft ticks,
+# re-drive passes, write-backs, about 175 working cycles a second at idle under valgrind,
+# which a slower or faster interleaving of the lcores adds or removes.
 #
-# Env: ORDERS (2000), USERS (16), SEED (1), USERS_IDLE (2), VALGRIND (valgrind), BRIDGE (seal),
+# Env: ORDERS (2000), USERS (16), SEED (1), USERS_IDLE (2), IDLE_TAIL_S (20),
+#      VALGRIND (valgrind), BRIDGE (seal),
 #      OMSD, OMSPCAP (default: the callgrind tree, tests/bench/cg-tree: x86-64-v3 release,
 #      built if missing; a -march=native omsd may hold instructions valgrind cannot decode,
 #      e.g. AVX-512). Needs valgrind; about a minute per run.
@@ -34,6 +45,7 @@ VALGRIND=${VALGRIND:-valgrind}
 # frames, app/app_seal.c, and its cycles are counted too), off or empty (no [bridge]: the
 # shard lcores MAC their own; pipeline.sh's BRIDGE).
 BRIDGE=${BRIDGE-seal}
+IDLE_TAIL_S=${IDLE_TAIL_S:-20}
 command -v "$VALGRIND" >/dev/null || { echo "callgrind: valgrind not found" >&2; exit 2; }
 command -v callgrind_annotate >/dev/null || { echo "callgrind: callgrind_annotate not found" >&2; exit 2; }
 if [ -z "${OMSD:-}" ] || [ -z "${OMSPCAP:-}" ]; then
@@ -44,14 +56,16 @@ DIR=$(mktemp -d /tmp/omsd-bench-callgrind.XXXXXX)
 # KEEP=1 keeps the runs' files (cg.out, stats, logs) and names the directory on stderr.
 trap 'if [ -n "${KEEP:-}" ]; then echo "callgrind: kept $DIR" >&2; else rm -rf "$DIR"; fi' EXIT
 
-# run NAME ORDERS USERS: pipeline.sh under callgrind; leaves $DIR/NAME/{cg.out,stats}.
+# run NAME ORDERS USERS [IDLE_TAIL_S]: pipeline.sh under callgrind; leaves
+# $DIR/NAME/{cg.out,stats}.
 run() {
-	local name=$1
+	local name=$1 tail=${4:-0}
 	mkdir -p "$DIR/$name"
 	OMSD_WRAP="$VALGRIND --tool=callgrind --callgrind-out-file=$DIR/$name/cg.out
 		--collect-atstart=no --toggle-collect=dp_io_do_work --toggle-collect=app_shard_do_work
 		--toggle-collect=app_seal_do_work" \
 		READY_S=300 DRAIN_S=900 QUIET=1 ORDERS=$2 USERS=$3 BENCH_DIR=$DIR/$name BRIDGE=$BRIDGE \
+		IDLE_TAIL_S=$tail \
 		"$HERE/pipeline.sh" >"$DIR/$name/pipeline.out" 2>&1 || {
 		cat "$DIR/$name/pipeline.out" >&2
 		tail -20 "$DIR/$name/omsd.log" >&2
@@ -69,29 +83,25 @@ st() { awk -v k="$2" '$1 == k { print $2; f = 1 } END { if (!f) print 0 }' "$DIR
 empty() { echo $(($(st "$1" "agent.$2.cycles") - $(st "$1" "agent.$2.work_cycles"))); }
 
 run idle 0 "$USERS_IDLE"
+run idletail 0 "$USERS_IDLE" "$IDLE_TAIL_S"
 run load "$ORDERS" "$USERS"
 grep '^bench:' "$DIR/load/pipeline.out" | sed 's/^/callgrind: under valgrind: /'
 
-# Ir per empty cycle, from the idle run (its few working cycles are the deposits).
-io_idle=$(ir idle dp_io_do_work)
-sh_idle=$(ir idle app_shard_do_work)
-io_cyc=$(st idle agent.io.cycles)
-sh_cyc=$(($(st idle agent.shard1.cycles) + $(st idle agent.shard2.cycles)))
-[ "$io_cyc" -gt 0 ] && [ "$sh_cyc" -gt 0 ] || { echo "callgrind: no cycles in the idle run" >&2; exit 1; }
-
-# The bridge lcore (BRIDGE=seal): its empty cycles, from the idle run as well.
-br_idle=0 br_cyc=1 br_load=0 br_empty=0
-if [ "$BRIDGE" = seal ]; then
-	br_idle=$(ir idle app_seal_do_work)
-	br_cyc=$(st idle agent.bridge.cycles)
-	[ "$br_cyc" -gt 0 ] || { echo "callgrind: no bridge cycles in the idle run" >&2; exit 1; }
-	br_load=$(ir load app_seal_do_work)
-	br_empty=$(empty load bridge)
-fi
-io_load=$(ir load dp_io_do_work)
-sh_load=$(ir load app_shard_do_work)
-io_empty=$(empty load io)
-sh_empty=$(($(empty load shard1) + $(empty load shard2)))
+# Per lcore kind: its duty function and its agents.
+KINDS="io shard bridge"
+fn_of() { case $1 in io) echo dp_io_do_work ;; shard) echo app_shard_do_work ;; bridge) echo app_seal_do_work ;; esac; }
+agents_of() { case $1 in io) echo io ;; shard) echo shard1 shard2 ;; bridge) echo bridge ;; esac; }
+cycles() { local n=0 a; for a in $(agents_of "$2"); do n=$((n + $(st "$1" "agent.$a.cycles"))); done; echo $n; }
+empties() { local n=0 a; for a in $(agents_of "$2"); do n=$((n + $(empty "$1" "$a"))); done; echo $n; }
+[ "$BRIDGE" = seal ] || KINDS="io shard"
+declare -A IR EMPTY
+for run_name in idle idletail load; do
+	for k in $KINDS; do
+		IR[$run_name.$k]=$(ir "$run_name" "$(fn_of "$k")")
+		EMPTY[$run_name.$k]=$(empties "$run_name" "$k")
+	done
+done
+[ "$(cycles idle shard)" -gt 0 ] || { echo "callgrind: no cycles in the idle run" >&2; exit 1; }
 new_orders=$(sed -n 's/.* orders=\([0-9]*\) .*/\1/p' "$DIR/load/pipeline.out" | tail -1)
 msgs=$((ORDERS + 2 * USERS))
 [ "${new_orders:-0}" -gt 0 ] || { echo "callgrind: no orders in the load run" >&2; exit 1; }
@@ -100,18 +110,27 @@ msgs=$((ORDERS + 2 * USERS))
 echo "callgrind: top functions by own instructions (load run, empty polls included):"
 callgrind_annotate --threshold=100 "$DIR/load/cg.out" 2>/dev/null |
 	awk '/^-+$/ { sep++; next } sep >= 5 && NF >= 3 && n < 12 { n++; print "callgrind:   " $0 }'
-awk -v io_idle="$io_idle" -v sh_idle="$sh_idle" -v io_cyc="$io_cyc" -v sh_cyc="$sh_cyc" \
-	-v io_load="$io_load" -v sh_load="$sh_load" -v io_empty="$io_empty" \
-	-v sh_empty="$sh_empty" -v n="$new_orders" -v msgs="$msgs" -v br_idle="$br_idle" \
-	-v br_cyc="$br_cyc" -v br_load="$br_load" -v br_empty="$br_empty" -v bridge="$BRIDGE" 'BEGIN {
-	io_e = io_idle / io_cyc; sh_e = sh_idle / sh_cyc; br_e = br_idle / br_cyc
-	raw = io_load + sh_load + br_load
-	net = raw - io_empty * io_e - sh_empty * sh_e - br_empty * br_e
-	printf "callgrind: idle run: io %.0f Ir/empty cycle, shard %.0f Ir/empty cycle, bridge %.0f\n", io_e, sh_e, br_e
-	printf "callgrind: load run: Ir io=%d shard=%d bridge=%d, empty cycles io=%d shard=%d bridge=%d, new orders=%d messages=%d\n",
-		io_load, sh_load, br_load, io_empty, sh_empty, br_empty, n, msgs
+summary=
+for k in $KINDS; do
+	de=$((EMPTY[idletail.$k] - EMPTY[idle.$k]))
+	[ "$de" -gt 0 ] || { echo "callgrind: $k: the idle tail added no empty cycle" >&2; exit 1; }
+	summary+="$k ${IR[idle.$k]} ${EMPTY[idle.$k]} ${IR[idletail.$k]} ${EMPTY[idletail.$k]} ${IR[load.$k]} ${EMPTY[load.$k]} "
+done
+awk -v n="$new_orders" -v msgs="$msgs" -v bridge="$BRIDGE" -v s="$summary" 'BEGIN {
+	k = split(s, f, " ")
+	raw = 0; net = 0; line = ""; cal = ""
+	for (i = 1; i + 6 <= k; i += 7) {
+		kind = f[i]; ir0 = f[i+1]; e0 = f[i+2]; ir1 = f[i+3]; e1 = f[i+4]; irl = f[i+5]; el = f[i+6]
+		c = (ir1 - ir0) / (e1 - e0)          # one empty cycle
+		start = ir0 - e0 * c                  # the idle run: start-up and its deposits
+		w = irl - el * c - start
+		raw += irl; net += w; per[kind] = w / n
+		cal = cal sprintf(" %s %.0f Ir/empty cycle (start-up %.1fM)", kind, c, start / 1e6)
+		line = line sprintf(" %s=%d/%d", kind, irl, el)
+	}
+	printf "callgrind: calibration:%s\n", cal
+	printf "callgrind: load run: Ir/empty cycles%s, new orders=%d messages=%d\n", line, n, msgs
 	printf "bench: callgrind instructions_per_order=%.0f instructions_per_msg=%.0f raw_per_order=%.0f io_per_order=%.0f shard_per_order=%.0f bridge_per_order=%.0f bridge=%s orders=%d\n",
-		net / n, net / msgs, raw / n, (io_load - io_empty * io_e) / n,
-		(sh_load - sh_empty * sh_e) / n, (br_load - br_empty * br_e) / n,
+		net / n, net / msgs, raw / n, per["io"], per["shard"], per["bridge"] + 0,
 		bridge == "" ? "none" : bridge, n
 }'

@@ -21,6 +21,7 @@
 #      [bridge] lcore that does not; empty, the default: no [bridge], the shard lcores MAC),
 #      SNAPSHOT_BY ([limits] snapshot_by: fork, the default, lcore or shadow — with shadow
 #      the shard lcores also copy each applied message into the shadow copies' rings),
+#      IDLE_TAIL_S (seconds the drained node idles before it is stopped, 0),
 #      PREFIX (DPDK --file-prefix, default bench-pipeline-$$), OMSD_WRAP (run omsd under
 #      this command, e.g. valgrind), READY_S (start-up timeout, 30), DRAIN_S (drain timeout,
 #      300),
@@ -213,6 +214,9 @@ for _ in $(seq $((${DRAIN_S:-300} * 4))); do
 	fi
 	last=$out
 done
+# IDLE_TAIL_S: let the drained node idle this long before it stops (tests/bench/app/
+# callgrind.sh measures what an empty duty cycle costs from it).
+[ "${IDLE_TAIL_S:-0}" = 0 ] || sleep "$IDLE_TAIL_S"
 kill -TERM "$PID"
 wait "$PID" || { echo "pipeline: omsd exit $?" >&2; exit 1; }
 PID=
