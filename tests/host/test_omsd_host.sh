@@ -469,6 +469,14 @@ dev = net_null0
 cpu = 1
 idle = spin
 EOF
+badcase "io cpus not one per rx queue" "$TMP/bad.ini:6: [io] cpus: 3 CPU(s) for 2 io lcore(s)" <<'EOF'
+[port]
+dev = net_null0
+rx_queues = 2
+[io]
+cpu = 1
+cpus = 1,2,3
+EOF
 badcase "port dev missing" "$TMP/bad.ini:1: [port] dev: missing (required)" <<'EOF'
 [port]
 rx_desc = 1024
