@@ -103,6 +103,9 @@ app_config_dump(const struct app_config *cfg, FILE *out)
 	fprintf(out, "memory.mbufs = %u\nmemory.ring_size = %u\n", cfg->dp.mbufs, cfg->ring_size);
 	fprintf(out, "io.cpu = %u\nio.idle = %s\n", cfg->io.cpu,
 		dp_idle_mode_name(cfg->io.idle.mode));
+	if (cfg->bridge.enabled)
+		fprintf(out, "bridge.cpu = %u\nbridge.seal = %s\n", cfg->bridge.cpu,
+			cfg->bridge_seal ? "on" : "off");
 	if (cfg->dp.rx_queues > 1) {
 		fprintf(out, "port.rx_queues = %u\nio.cpus =", cfg->dp.rx_queues);
 		for (uint32_t k = 0; k < cfg->dp.rx_queues; k++)
