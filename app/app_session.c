@@ -317,8 +317,11 @@ session_frame(struct app_shard *s, struct rte_mbuf *m, const struct dp_meta *met
 	/* The io lcore may have checked the MAC already (dp_meta.mac_proven, under the key
 	 * it read from our published slots): auth compares that key with the session's. */
 	struct dp_meta *mm = dp_meta(m);
-	struct wire_key proven = mm->seal_key;
-	memset(&mm->seal_key, 0, sizeof(mm->seal_key)); /* no key left in a freed mbuf */
+	struct wire_key proven = {0};
+	if (mm->mac_proven) {
+		proven = mm->seal_key;
+		memset(&mm->seal_key, 0, sizeof(mm->seal_key)); /* no key left in a freed mbuf */
+	}
 	uint16_t r = auth_frame_proven(&g->auth, fh, fh->length, sh,
 				       (uint32_t)meta->msg_count - 1, s->clock_ns,
 				       peer_pack(&meta->src), meta->mac_proven ? &proven : NULL,

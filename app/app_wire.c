@@ -180,11 +180,11 @@ app_ring_bell(const struct app *app, const struct rte_ring *ring)
 	const struct app_rings *r = &app->rings;
 	if (ring == NULL)
 		return NULL;
+	if (ring == r->seal)
+		return app->bridge_bell; /* every network frame with a sealing bridge */
 	for (uint32_t i = 0; i < app->cfg.shard_count; i++)
 		if (r->shard_local[i] == ring)
 			return app->shard_bell[i];
-	if (ring == r->seal)
-		return app->bridge_bell;
 	return ring == r->persist_rq ? app->persist_bell : NULL;
 }
 

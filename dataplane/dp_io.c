@@ -194,8 +194,7 @@ frame_input(struct dp_io *io, struct rte_mbuf *m, const struct dp_pkt *p, uint64
 	 * session (the per-byte work leaves the gateway's lcore; it compares the key and skips
 	 * its own check when it is the session's). A frame that does not verify goes on
 	 * unproven: the gateway checks it and counts the refusal as before. */
-	meta->mac_proven = 0;
-	memset(&meta->seal_key, 0, sizeof(meta->seal_key));
+	meta->mac_proven = 0; /* seal_key is read only when set */
 	if (session && dp->sess_key != NULL) {
 		const struct wire_session_hdr *sh = (const void *)io->msgs[0];
 		struct wire_key k;

@@ -561,6 +561,23 @@ e2e_members_configs() {
 			"${E2E_TRADE_LINES[@]}" "" "[durability]" "mode = durable" "$@"
 	done
 }
+# e2e_trading_ready: wait up to 15 s for a live leader of OMS shard 1 that has applied the
+# routing config (epoch 1) and a live leader of ME shard 2; OMS_LEADER = the first, or fail.
+e2e_trading_ready() {
+	OMS_LEADER=
+	local l
+	for _ in $(seq 75); do
+		l=$(e2e_live_leader 1)
+		if [ -n "$l" ] && [ "$(e2e_cluster_stat "$l" shard.1.route_epoch)" = 1 ] &&
+			[ -n "$(e2e_live_leader 2)" ]; then
+			OMS_LEADER=$l
+			return 0
+		fi
+		sleep 0.2
+	done
+	fail "no OMS leader applied the routing config"
+}
+
 # e2e_live_leader SHARD: the live node whose member of SHARD leads, or nothing.
 e2e_live_leader() {
 	local i

@@ -55,13 +55,8 @@ restart() { # NODE: start a killed node again from its files
 	log "node $n restarted: $(grep -o 'file log.*' "$TMP/$n/omsd.log" | head -n 1)"
 }
 
-for _ in $(seq 75); do
-	oms=$(leader_of 1)
-	[ -n "$oms" ] && [ "$(e2e_cluster_stat "$oms" shard.1.route_epoch)" = 1 ] &&
-		[ -n "$(leader_of 2)" ] && break
-	sleep 0.2
-done
-[ -n "${oms:-}" ] || fail "no OMS leader applied the routing config"
+e2e_trading_ready
+oms=$OMS_LEADER
 
 DEPOSITS=0
 # phase NAME FIRST_USER SEED SHARD: load through a node that does not lead SHARD, kill the

@@ -31,13 +31,8 @@ wait_leader() { e2e_wait_live_leader "$@"; }
 members_of() { e2e_members "$@"; }
 change() { e2e_member_change "$@"; }
 
-for _ in $(seq 75); do
-	l=$(leader_of 1)
-	[ -n "$l" ] && [ "$(e2e_cluster_stat "$l" shard.1.route_epoch)" = 1 ] &&
-		[ -n "$(leader_of 2)" ] && break
-	sleep 0.2
-done
-[ -n "${l:-}" ] || fail "no OMS leader applied the routing config"
+e2e_trading_ready
+l=$OMS_LEADER
 
 # A node that is not in a shard's members refuses to start without --join.
 if ip netns exec "${TAG}4" "$OMSD" --check -c "$TMP/4/omsd.ini" >"$TMP/4/check.log" 2>&1; then

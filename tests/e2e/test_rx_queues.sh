@@ -19,13 +19,8 @@ e2e_cluster_init orq 26 3
 e2e_cluster_net_up
 e2e_cluster_trading_up
 
-for _ in $(seq 75); do
-	oms=$(e2e_live_leader 1)
-	[ -n "$oms" ] && [ "$(e2e_cluster_stat "$oms" shard.1.route_epoch)" = 1 ] &&
-		[ -n "$(e2e_live_leader 2)" ] && break
-	sleep 0.2
-done
-[ -n "${oms:-}" ] || fail "no OMS leader applied the routing config"
+e2e_trading_ready
+oms=$OMS_LEADER
 for i in 1 2 3; do
 	grep -q "2 rx queues" "$TMP/$i/omsd.log" || fail "node $i: the port did not take 2 rx queues"
 	grep -q "lcore .*: io1," "$TMP/$i/omsd.log" || fail "node $i: no second io lcore"
