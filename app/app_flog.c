@@ -114,57 +114,112 @@ flog_last(const void *st)
 	return cns_memlog_ops.last_index(s->log);
 }
 
-#define VOTE_RETRY_NS (100 * 1000000ull) /* a failed vote save is tried again this often */
+/* Raft Figure 2: currentTerm and votedFor are on stable storage before any answer. The
+ * shard lcore does not wait for it: the hard state goes to the file log's writer in the
+ * ring's order (app_logw_push_vote: after the entries before it, before any entry of its
+ * term), and until the writer has saved it every Raft message this member sends waits in
+ * a hold (sent, in order, the cycle the save is seen) and nothing is reported durable.
+ * On a node without a [persister] this lcore is the writer and saves it at once. A save
+ * that fails is tried again by the writer (APP_LOGW_RETRY_NS) while the member stays
+ * silent: to the others it looks like message loss, a leader loses its quorum and steps
+ * down. A hold that fills drops what does not fit (counted): Raft takes loss. */
+#define APP_RAFT_HOLD (64u << 10)
 
-/* Raft Figure 2: currentTerm and votedFor are on stable storage before any answer. The save
- * cannot fail back into consensus (save_vote returns nothing), so a failed one holds
- * everything that would act on it until a save succeeds: every Raft message this member
- * sends (app_flog_host_send; to the others it looks like message loss, a leader loses its
- * quorum and steps down) and every durability report (a leader commits nothing). Each
- * successful save writes the whole hard state, so it ends the hold. Blocks for a few fsyncs
- * (votes are rare). */
+struct held_msg {
+	uint32_t to;
+	uint32_t len; /* the message's bytes; the record is padded to 8 */
+};
+
 static void
 flog_save_vote(void *st, uint64_t term, uint32_t vote)
 {
 	struct app_shard *s = st;
 	cns_memlog_ops.save_vote(s->log, term, vote);
-	int rc = pst_vote_save(s->vote_dir, term, vote);
-	if (rc == 0) {
-		if (s->vote_unsaved)
-			APP_LOG(NOTICE, "shard %u: vote saved (term %" PRIu64 "): Raft messages "
-				"flow again", s->id, term);
-		s->vote_unsaved = false;
-		return;
-	}
-	sc_add(s, SC_VOTE_SAVE_FAILED, 1);
-	if (!s->vote_unsaved)
-		APP_LOG(CRIT, "shard %u: saving the vote (term %" PRIu64 ", vote %u) in %s failed: "
-			"%s; this member sends no Raft message and reports nothing durable until "
-			"it is saved (retried every %llu ms)", s->id, term, vote, s->vote_dir,
-			strerror(-rc), VOTE_RETRY_NS / 1000000);
-	s->vote_unsaved = true;
-	s->vote_retry_ns = s->now + VOTE_RETRY_NS;
+	s->vote_ticket = app_logw_push_vote(s->logw, term, vote);
+	app_logw_publish(s->logw);
+	if (s->flog_inline)
+		app_logw_drain(s->logw, s->clock_ns); /* this lcore is the writer */
 }
 
-/* Retry a failed vote save: true while the hard state is still not on disk. */
+/* A vote handed to the writer is not on disk yet. */
 static bool
-vote_held(struct app_shard *s)
+vote_pending(struct app_shard *s)
 {
-	if (!s->vote_unsaved)
+	if (s->vote_saved >= s->vote_ticket)
 		return false;
-	if (s->now < s->vote_retry_ns)
+	s->vote_saved = app_logw_votes_saved(s->logw);
+	return s->vote_saved < s->vote_ticket;
+}
+
+static void
+held_release(struct app_shard *s)
+{
+	for (uint32_t off = 0; off < s->held_len;) {
+		const struct held_msg *h = (const struct held_msg *)(s->held + off);
+		app_shard_host_send(s, h->to, (const struct wire_msg_hdr *)(h + 1));
+		off += (uint32_t)sizeof(*h) + ((h->len + 7u) & ~7u);
+	}
+	s->held_len = 0;
+}
+
+static void
+held_add(struct app_shard *s, uint32_t to, const struct wire_msg_hdr *msg)
+{
+	uint32_t len = msg->length;
+	uint32_t need = (uint32_t)sizeof(struct held_msg) + ((len + 7u) & ~7u);
+	sc_add(s, SC_RAFT_HELD, 1);
+	if (s->held == NULL || need > APP_RAFT_HOLD - s->held_len) {
+		sc_add(s, SC_RAFT_HELD_DROPPED, 1);
+		return;
+	}
+	struct held_msg *h = (struct held_msg *)(s->held + s->held_len);
+	h->to = to;
+	h->len = len;
+	memcpy(h + 1, msg, len);
+	s->held_len += need;
+}
+
+/* Once a cycle: what the writer says of the votes. true while one is not on disk. */
+static bool
+vote_duty(struct app_shard *s)
+{
+	uint64_t failed = app_logw_counter(s->logw, APP_LOGW_VOTE_FAILED);
+	if (failed != s->vote_failed_seen) {
+		sc_add(s, SC_VOTE_SAVE_FAILED, failed - s->vote_failed_seen);
+		s->vote_failed_seen = failed;
+		if (!s->vote_failing) {
+			int err = app_logw_vote_error(s->logw);
+			APP_LOG(CRIT, "shard %u: saving the vote (term %" PRIu64 ", vote %u) in %s "
+				"failed: %s; this member sends no Raft message and reports nothing "
+				"durable until it is saved (tried again every %llu ms)", s->id,
+				cns_memlog_term(s->log), cns_memlog_vote(s->log), s->vote_dir,
+				err != 0 ? strerror(-err) : "an error since cleared",
+				APP_LOGW_RETRY_NS / 1000000);
+			s->vote_failing = true;
+		}
+	}
+	if (vote_pending(s))
 		return true;
-	flog_save_vote(s, cns_memlog_term(s->log), cns_memlog_vote(s->log));
-	return s->vote_unsaved;
+	if (s->vote_failing) {
+		APP_LOG(NOTICE, "shard %u: vote saved (term %" PRIu64 "): Raft messages flow again",
+			s->id, cns_memlog_term(s->log));
+		s->vote_failing = false;
+	}
+	if (s->held_len > 0)
+		held_release(s);
+	return false;
 }
 
 void
 app_flog_host_send(void *ctx, uint32_t to, const struct wire_msg_hdr *msg)
 {
 	struct app_shard *s = ctx;
-	if (s->vote_unsaved) {
-		sc_add(s, SC_RAFT_HELD, 1);
-		return;
+	if (s->held_len > 0 || s->vote_saved < s->vote_ticket) {
+		if (vote_pending(s)) {
+			held_add(s, to, msg);
+			return;
+		}
+		held_release(s); /* saved since: what waited goes first */
 	}
 	app_shard_host_send(ctx, to, msg);
 }
@@ -468,6 +523,10 @@ app_flog_boot(struct app_shard *s, struct cns_boot *boot, struct cns_snapshot_me
 		return rc;
 	}
 	s->plog = NULL; /* the writer's now */
+	app_logw_set_vote_dir(s->logw, s->vote_dir);
+	s->held = malloc(APP_RAFT_HOLD);
+	if (s->held == NULL)
+		return -ENOMEM; /* the writer goes with the shard (app_shard_free) */
 	if (!s->flog_inline)
 		app_logw_set_wake(s->logw, flog_wake, s->app->persist_bell);
 	if (s->flog_inline)
@@ -529,10 +588,11 @@ app_flog_durable_report(struct app_shard *s)
 {
 	uint64_t last, term;
 	if (s->logw != NULL) {
-		if (vote_held(s))
-			return; /* entries of a term not on disk would outlive it */
+		bool vote_unsaved = vote_duty(s);
 		flog_snap_poll(s);
-		flog_push(s);
+		flog_push(s); /* the writer keeps them behind the vote */
+		if (vote_unsaved)
+			return; /* entries of a term not on disk would outlive it */
 		/* The writer's synced (index, term): consensus takes it only while that entry
 		 * is still in its log (a truncation since makes it stale). Term 0: the point is
 		 * covered by a snapshot file, whose entries are committed and stay. */

@@ -6,7 +6,8 @@
  * records past head and publishes head (release); the writer reads up to head (acquire),
  * applies the records and publishes tail (release) once the file log no longer needs their
  * bytes. The synced point is published under a sequence count, so a reader never sees an
- * index with another entry's term.
+ * index with another entry's term. A VOTE record (the Raft hard state) is applied in the
+ * ring's order like a truncation; the writer publishes how many it has saved.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -34,6 +35,7 @@ enum rec_type {
 	REC_TRUNCATE = 2,
 	REC_COMPACT = 3,
 	REC_WRAP = 4,
+	REC_VOTE = 5, /* index: the term; term: the vote */
 };
 
 struct rec {
@@ -59,17 +61,22 @@ struct app_logw {
 	void *say_ctx;
 	app_logw_wake_fn *wake;      /* wakes a sleeping writer (app_logw_set_wake) */
 	void *wake_arg;
+	const char *vote_dir;        /* app_logw_set_vote_dir */
 
 	/* The producer's line. */
 	_Alignas(64) uint64_t head;  /* published: the writer may read below it */
 	uint64_t phead;              /* pushed, not yet published */
 	uint64_t tail_seen;          /* the producer's copy of tail */
+	uint64_t votes_pushed;       /* the last vote ticket handed out */
 
 	/* The writer's line. */
 	_Alignas(64) uint64_t tail;  /* published: the producer may reuse below it */
 	uint64_t retry_ns;           /* after a failure: nothing tried before this time */
 	uint64_t last_term;          /* term of the file log's last entry written here */
 	uint64_t last_index;
+	uint64_t votes_saved;        /* published (release): tickets saved */
+	int vote_err;                /* published (relaxed): the last vote save's error */
+	bool vote_failing;           /* a vote save failed and is not saved yet */
 	struct pst_entry batch[APP_LOGW_BATCH_MAX];
 
 	/* The snapshot job: state is the handshake (SNAP_*); the producer fills the request
@@ -103,6 +110,9 @@ const char *const app_logw_counter_names[APP_LOGW_COUNT] = {
 	[APP_LOGW_FULL] = "full",
 	[APP_LOGW_SNAP_SLICES] = "snap_slices",
 	[APP_LOGW_SNAP_NS] = "snap_ns",
+	[APP_LOGW_VOTES] = "votes",
+	[APP_LOGW_VOTE_FAILED] = "vote_failed",
+	[APP_LOGW_VOTE_NS] = "vote_ns",
 };
 
 static inline void
@@ -271,7 +281,7 @@ app_logw_push_entry(struct app_logw *w, uint64_t index, const struct wire_entry_
 }
 
 static void
-push_ctl(struct app_logw *w, uint32_t type, uint64_t index)
+push_ctl(struct app_logw *w, uint32_t type, uint64_t index, uint64_t term)
 {
 	uint64_t off;
 	while ((off = reserve(w, sizeof(struct rec), 0)) == UINT64_MAX) {
@@ -286,7 +296,7 @@ push_ctl(struct app_logw *w, uint32_t type, uint64_t index)
 			sched_yield();
 	}
 	struct rec *r = (struct rec *)(w->buf + off);
-	*r = (struct rec){ .type = type, .index = index };
+	*r = (struct rec){ .type = type, .index = index, .term = term };
 	w->phead += sizeof(struct rec);
 }
 
@@ -294,13 +304,39 @@ void
 app_logw_push_truncate(struct app_logw *w, uint64_t index)
 {
 	CHECK(index >= 1);
-	push_ctl(w, REC_TRUNCATE, index);
+	push_ctl(w, REC_TRUNCATE, index, 0);
 }
 
 void
 app_logw_push_compact(struct app_logw *w, uint64_t index)
 {
-	push_ctl(w, REC_COMPACT, index);
+	push_ctl(w, REC_COMPACT, index, 0);
+}
+
+void
+app_logw_set_vote_dir(struct app_logw *w, const char *dir)
+{
+	w->vote_dir = dir;
+}
+
+uint64_t
+app_logw_push_vote(struct app_logw *w, uint64_t term, uint32_t vote)
+{
+	CHECK(w->vote_dir != NULL);
+	push_ctl(w, REC_VOTE, term, vote);
+	return ++w->votes_pushed;
+}
+
+uint64_t
+app_logw_votes_saved(const struct app_logw *w)
+{
+	return __atomic_load_n(&w->votes_saved, __ATOMIC_ACQUIRE);
+}
+
+int
+app_logw_vote_error(const struct app_logw *w)
+{
+	return __atomic_load_n(&w->vote_err, __ATOMIC_RELAXED);
 }
 
 void
@@ -340,10 +376,37 @@ fail(struct app_logw *w, uint64_t now_ns, const char *what, uint64_t index, int 
 	w->retry_ns = now_ns + APP_LOGW_RETRY_NS;
 }
 
+/* Save the hard state of a VOTE record. true: on disk (published); false: failed, kept. */
+static bool
+apply_vote(struct app_logw *w, const struct rec *r, uint64_t now_ns)
+{
+	uint64_t t0 = mono_ns();
+	int rc = pst_vote_save(w->vote_dir, r->index, (uint32_t)r->term);
+	cadd(w, APP_LOGW_VOTE_NS, mono_ns() - t0);
+	__atomic_store_n(&w->vote_err, rc, __ATOMIC_RELAXED);
+	if (rc != 0) {
+		/* Said by the shard (it knows the term's meaning); the failure stops the writer
+		 * here: nothing written after it may be of the unsaved term. */
+		cadd(w, APP_LOGW_VOTE_FAILED, 1);
+		w->vote_failing = true;
+		w->retry_ns = now_ns + APP_LOGW_RETRY_NS;
+		return false;
+	}
+	if (w->vote_failing) {
+		w->vote_failing = false;
+		w->retry_ns = 0; /* the streak was this vote's: the shard says it is saved */
+	}
+	cadd(w, APP_LOGW_VOTES, 1);
+	__atomic_store_n(&w->votes_saved, w->votes_saved + 1, __ATOMIC_RELEASE);
+	return true;
+}
+
 /* Apply the control record r. true: done (its bytes may go); false: failed, kept. */
 static bool
 apply_ctl(struct app_logw *w, const struct rec *r, uint64_t now_ns)
 {
+	if (r->type == REC_VOTE)
+		return apply_vote(w, r, now_ns);
 	uint64_t first = pst_log_first_index(w->plog), last = pst_log_last_index(w->plog);
 	int rc;
 	if (r->type == REC_TRUNCATE) {
@@ -423,13 +486,25 @@ snap_work(struct app_logw *w)
 	return 1;
 }
 
+/* The ring first, then a slice of the snapshot job: a snapshot's term is never on disk
+ * before a vote queued ahead of it, and a vote that cannot be saved holds the job too. */
+static uint32_t drain_ring(struct app_logw *w, uint64_t now_ns);
+
 uint32_t
 app_logw_drain(struct app_logw *w, uint64_t now_ns)
 {
-	uint32_t snap = snap_work(w);
+	uint32_t n = drain_ring(w, now_ns);
+	if (!w->vote_failing)
+		n += snap_work(w);
+	return n;
+}
+
+static uint32_t
+drain_ring(struct app_logw *w, uint64_t now_ns)
+{
 	if (w->retry_ns != 0) {
 		if (now_ns < w->retry_ns)
-			return snap;
+			return 0;
 	}
 	uint64_t head = __atomic_load_n(&w->head, __ATOMIC_ACQUIRE);
 	uint64_t pos = w->tail, done = w->tail;
@@ -494,7 +569,7 @@ out:
 		__atomic_store_n(&w->tail, done, __ATOMIC_RELEASE);
 		publish_synced(w);
 	}
-	return applied + snap;
+	return applied;
 }
 
 /* --- snapshot jobs, the producer's side ------------------------------------------------- */

@@ -6,8 +6,9 @@
  * in the order consensus did them to the memory log. The writer (the [persister] lcore, or
  * the shard lcore itself when the node has none) applies them to the pst_log, one append
  * and one fdatasync per drain (group commit), and publishes the synced (index, term) back,
- * which the shard reports to consensus. The shard lcore never waits for the disk when a
- * persister writes.
+ * which the shard reports to consensus. The Raft hard state (term, vote) goes the same way,
+ * in order with the entries, so an entry of a term is never on disk before that term is
+ * (app_logw_push_vote). The shard lcore never waits for the disk when a persister writes.
  *
  * No DPDK here (unit-tested alone): the ring is plain memory and C11 atomics; the shard
  * lcore is the one producer, one writer the one consumer.
@@ -40,6 +41,9 @@ enum app_logw_counter {
 	APP_LOGW_FULL,      /* pushes refused: the ring was full (pushed again later) */
 	APP_LOGW_SNAP_SLICES, /* snapshot slices written */
 	APP_LOGW_SNAP_NS,   /* wall time writing snapshot files (slices, fsync, rename) */
+	APP_LOGW_VOTES,     /* votes (term, votedFor) saved */
+	APP_LOGW_VOTE_FAILED, /* vote saves that failed (retried) */
+	APP_LOGW_VOTE_NS,   /* wall time saving votes, summed */
 	APP_LOGW_COUNT
 };
 
@@ -75,6 +79,20 @@ void app_logw_push_truncate(struct app_logw *w, uint64_t index);
 /* Drop what a snapshot file up to index covers; a compaction at or past the file's last
  * entry resets the file log to start at index + 1. Uses the reserve (waits as above). */
 void app_logw_push_compact(struct app_logw *w, uint64_t index);
+/* The directory of the vote file (pst_vote_save): set before the first app_logw_push_vote;
+ * it must outlive the writer. */
+void app_logw_set_vote_dir(struct app_logw *w, const char *dir);
+/* Queue the hard state (term, vote): the writer saves it after everything pushed before it
+ * and before anything pushed after it (Raft Figure 2: nothing of a term is written before
+ * the term is). Uses the reserve (waits as above). Returns the vote's ticket: it is on disk
+ * once app_logw_votes_saved() reaches it. A failed save stops the writer there (later
+ * records wait; no snapshot file is written either) and is tried again every
+ * APP_LOGW_RETRY_NS. */
+uint64_t app_logw_push_vote(struct app_logw *w, uint64_t term, uint32_t vote);
+/* The tickets saved so far (a count: every vote pushed up to it is on disk). */
+uint64_t app_logw_votes_saved(const struct app_logw *w);
+/* The last vote save's error (-errno), 0 when it succeeded (or none failed yet). */
+int app_logw_vote_error(const struct app_logw *w);
 /* Make everything pushed so far visible to the writer (and wake it, when there is something
  * new and a wake is set). */
 void app_logw_publish(struct app_logw *w);
@@ -89,7 +107,7 @@ uint64_t app_logw_queued(const struct app_logw *w);
  * one append. Returns the records applied (0: nothing to do, or waiting out a failure).
  * A truncation the files refuse aborts the process: they would keep entries Raft removed. */
 uint32_t app_logw_drain(struct app_logw *w, uint64_t now_ns);
-/* Drain until nothing is queued or a write fails (shutdown, tests). 0 or the last -errno. */
+/* Drain until nothing is queued or a write fails (shutdown, tests). 0 or -EIO. */
 int app_logw_flush(struct app_logw *w, uint64_t now_ns);
 
 /* --- Snapshot files (one at a time) ----------------------------------------------------

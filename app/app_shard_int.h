@@ -120,7 +120,9 @@
 	  "messages queued behind the shadow copy (a gauge)")                            \
 	X(SNAPSHOT_CORRUPT, "snapshot_corrupt", "corrupt snapshot files set aside at boot") \
 	X(VOTE_SAVE_FAILED, "vote_save_failed", "Raft vote (term) saves that failed")       \
-	X(RAFT_HELD, "raft_held", "Raft messages dropped: the vote was not saved")          \
+	X(RAFT_HELD, "raft_held", "Raft messages held until the vote was saved")            \
+	X(RAFT_HELD_DROPPED, "raft_held_dropped",                                          \
+	  "Raft messages dropped: the vote was not saved and the hold was full")           \
 	X(FLOG_GAP, "flog_gap", "cycles the file log could not follow: entries compacted " \
 	  "from memory with no snapshot file covering them")                             \
 	X(FLOG_AWAIT, "flog_await", "cycles the file log waited for an installed "          \
@@ -333,8 +335,15 @@ struct app_shard {
 	bool collapsing;             /* main: a pass is under way */
 	size_t collapse_off;         /* main: where it is */
 	bool snap_job_take;          /* the snapshot file being written was taken here */
-	bool vote_unsaved;           /* the hard state in memory is not on disk yet */
-	uint64_t vote_retry_ns;      /* cluster time of the next save attempt */
+	/* The Raft hard state goes to disk through the file log's writer (app_flog.c): until
+	 * the writer has saved the last vote handed to it, this member's Raft messages wait
+	 * in `held` and nothing is reported durable. */
+	uint64_t vote_ticket;        /* the last vote handed to the writer */
+	uint64_t vote_saved;         /* the writer's count of votes saved, last read */
+	uint64_t vote_failed_seen;   /* the writer's vote_failed counter, last read */
+	bool vote_failing;           /* a save failed (said CRIT) and none succeeded since */
+	uint32_t held_len;           /* bytes of held in use */
+	uint8_t *held;               /* Raft messages waiting for the vote (APP_RAFT_HOLD) */
 
 	uint64_t now;                /* cluster clock of this cycle */
 	bool leader;                 /* leader during this cycle's apply */

@@ -510,6 +510,7 @@ app_shard_fini(struct app *app, struct app_agent *agent)
 			app_logw_destroy(s->logw);
 			app->logw[i] = NULL;
 		}
+		free(s->held);
 		rte_free(s);
 		app->shards[i] = NULL;
 	}

@@ -132,7 +132,8 @@ app_shard_stats_write(const struct app *app, uint32_t index, FILE *out)
 		static const enum app_logw_counter more[] = {
 			APP_LOGW_ENTRIES, APP_LOGW_ERRORS, APP_LOGW_BATCHES, APP_LOGW_SYNC_NS, APP_LOGW_SYNC_MAX_NS,
 			APP_LOGW_TRUNCATES, APP_LOGW_COMPACTS, APP_LOGW_RESETS, APP_LOGW_FULL,
-			APP_LOGW_SNAP_SLICES, APP_LOGW_SNAP_NS,
+			APP_LOGW_SNAP_SLICES, APP_LOGW_SNAP_NS, APP_LOGW_VOTES, APP_LOGW_VOTE_FAILED,
+			APP_LOGW_VOTE_NS,
 		};
 		for (size_t k = 0; k < sizeof(more) / sizeof(more[0]); k++)
 			fprintf(out, "shard.%u.flog_%s %" PRIu64 "\n", id,

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Goal: a member whose vote cannot be saved at run time neither aborts nor acts on the
-# unsaved vote: it counts the failure, sends no Raft message until a save succeeds, and
+# unsaved vote: it counts the failure, holds its Raft messages until a save succeeds, and
 # takes part again once the disk has room (docs/persist.md "A vote that cannot be saved at
-# run time").
+# run time"). The vote is saved by the [persister] lcore, not the shard lcore ("The vote
+# off the shard lcore"): the writer's flog_votes moves once the disk has room.
 # Method: three nodes, durable mode, OMS shard 1 and ME shard 2 on each. A follower F of shard 1 gets a filled
 # 64 KiB tmpfs over its vote directory (in its own mount namespace); the leader is stopped
 # (SIGSTOP), so the others hold an election and F must save a new term. F must stay up with
@@ -49,7 +50,10 @@ held=$(e2e_cluster_stat "$f" shard.1.raft_held)
 [ "$(e2e_cluster_stat "$g" shard.1.is_leader)" = 0 ] ||
 	fail "node $g became leader with node $f silent and the leader stopped"
 grep "saving the vote" "$OMSD_LOG" | sed 's/^/    /'
-log "node $f: vote_save_failed $v, raft_held $held; freeing the disk"
+[ "$(e2e_cluster_stat "$f" shard.1.flog_on_persister)" = 1 ] ||
+	fail "node $f: the vote is not the persister's to save"
+votes0=$(e2e_cluster_stat "$f" shard.1.flog_votes)
+log "node $f: vote_save_failed $v, raft_held $held, flog_votes $votes0; freeing the disk"
 nsenter -t "$pf" -m umount "$vdir"
 ok=
 for _ in $(seq 75); do
@@ -61,6 +65,8 @@ for _ in $(seq 75); do
 done
 [ -n "$ok" ] || fail "no leader among nodes $f and $g after the disk came back"
 grep "vote saved" "$OMSD_LOG" | sed 's/^/    /'
+votes1=$(e2e_cluster_stat "$f" shard.1.flog_votes)
+[ "$votes1" -gt "$votes0" ] || fail "node $f: flog_votes $votes0 -> $votes1: no vote saved"
 term=$(e2e_cluster_stat "$ok" shard.1.term)
 log "node $ok leads shard 1 in term $term"
 kill -CONT "${NODE_PIDS[$leader]}"

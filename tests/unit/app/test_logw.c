@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -969,4 +970,114 @@ Test(logw, snap_post_while_busy_aborts, .signal = SIGABRT)
 	struct pst_snap_meta meta = {.last_index = 1, .last_term = 1, .length = sizeof(data)};
 	app_logw_snap_post(w, "/nonexistent-omsd-snap", &meta, data);
 	app_logw_snap_post(w, "/nonexistent-omsd-snap", &meta, data);
+}
+
+/* --- the Raft hard state (app_logw_push_vote) ---------------------------------------- */
+
+static char votedir[sizeof(dir) + 16];
+
+static void
+vote_expect(uint64_t term, uint32_t vote)
+{
+	uint64_t t = 0;
+	uint32_t v = 0;
+	cr_assert(eq(int, pst_vote_load(votedir, &t, &v), 0), "%s", votedir);
+	cr_assert(eq(u64, t, term));
+	cr_assert(eq(u32, v, vote));
+}
+
+/* Goal: a vote is saved in the ring's order — after the entries pushed before it, before
+ * those pushed after it — and its ticket counts as saved only then.
+ * Method: 1..3 of term 1, a vote (term 2 for 7), 4..5 of term 2; the first drain appends
+ * 1..3 alone (the batch stops at the control record); the second saves the vote and
+ * appends 4..5; a second vote (term 3, none) saved by the next drain; files read back. */
+Test(logw, vote_saved_in_ring_order)
+{
+	writer_new(0, 0, false);
+	snprintf(votedir, sizeof(votedir), "%s/vote", dir);
+	cr_assert(eq(int, mkdir(votedir, 0700), 0));
+	app_logw_set_vote_dir(w, votedir);
+	push_range(1, 3, 1);
+	cr_assert(eq(u64, app_logw_push_vote(w, 2, 7), 1));
+	push_range(4, 5, 2);
+	cr_assert(eq(u64, app_logw_votes_saved(w), 0));
+	app_logw_publish(w);
+	cr_assert(eq(u32, app_logw_drain(w, test_now_ns()), 3));
+	assert_synced(3, 1);
+	cr_assert(eq(u64, app_logw_votes_saved(w), 0), "saved before the entries ahead of it");
+	cr_assert(eq(int, pst_vote_load(votedir, &(uint64_t){0}, &(uint32_t){0}), -ENOENT));
+	cr_assert(eq(u32, app_logw_drain(w, test_now_ns()), 1 + 2));
+	cr_assert(eq(u64, app_logw_votes_saved(w), 1));
+	vote_expect(2, 7);
+	assert_synced(5, 2);
+	cr_assert(eq(u64, app_logw_push_vote(w, 3, 0), 2));
+	publish_drain();
+	cr_assert(eq(u64, app_logw_votes_saved(w), 2));
+	vote_expect(3, 0);
+	cr_assert(eq(u64, counter(APP_LOGW_VOTES), 2));
+	cr_assert(eq(u64, counter(APP_LOGW_VOTE_FAILED), 0));
+	cr_assert(eq(int, app_logw_vote_error(w), 0));
+	cr_assert(eq(u32, says, 0));
+	check_file(1, 5);
+}
+
+/* Goal: a vote the disk refuses stops the writer there: the entries pushed after it (of its
+ * term) are not written, a posted snapshot file is not begun, the ticket stays unsaved and
+ * the error is published; it is tried again after APP_LOGW_RETRY_NS and, once saved, the
+ * rest follows in order. The writer says nothing itself (the shard does).
+ * Method: the vote directory under a plain file (ENOTDIR); 1..2, a vote, 3..4, a snapshot
+ * job; drains early and on time; the file replaced by a directory; read everything back. */
+Test(logw, vote_failure_holds_what_follows)
+{
+	snap_setup();
+	writer_new(0, 0, false);
+	char plain[sizeof(dir) + 8];
+	snprintf(plain, sizeof(plain), "%s/plain", dir);
+	FILE *f = fopen(plain, "w");
+	cr_assert(f != NULL);
+	fclose(f);
+	snprintf(votedir, sizeof(votedir), "%s/vote", plain);
+	app_logw_set_vote_dir(w, votedir);
+	push_range(1, 2, 1);
+	cr_assert(eq(u64, app_logw_push_vote(w, 2, 3), 1));
+	push_range(3, 4, 2);
+	app_logw_publish(w);
+	uint8_t data[64] = {9, 8, 7};
+	struct pst_snap_meta meta = {.last_index = 2, .last_term = 1, .length = sizeof(data)};
+	const uint64_t t0 = 1000000;
+	app_logw_snap_post(w, snapdir, &meta, data);
+	cr_assert(eq(u32, app_logw_drain(w, t0), 2 + 1), "1..2 and the job's one slice");
+	uint64_t idx = 0;
+	int rc = 1;
+	cr_assert(app_logw_snap_poll(w, &idx, &rc));
+	cr_assert(eq(int, rc, 0));
+	/* The next job is posted behind the vote: not begun while the vote fails. */
+	meta.last_index = 4;
+	meta.last_term = 2;
+	app_logw_snap_post(w, snapdir, &meta, data);
+	cr_assert(eq(u32, app_logw_drain(w, t0), 0));
+	cr_assert(eq(u64, counter(APP_LOGW_VOTE_FAILED), 1));
+	cr_assert(eq(int, app_logw_vote_error(w), -ENOTDIR));
+	cr_assert(eq(u64, app_logw_votes_saved(w), 0));
+	assert_synced(2, 1);
+	cr_assert(eq(u64, counter(APP_LOGW_SNAP_SLICES), 1), "a snapshot of the unsaved term");
+	cr_assert(eq(u32, app_logw_drain(w, t0 + APP_LOGW_RETRY_NS - 1), 0));
+	cr_assert(eq(u64, counter(APP_LOGW_VOTE_FAILED), 1), "retried before its time");
+	cr_assert(eq(u32, app_logw_drain(w, t0 + APP_LOGW_RETRY_NS), 0));
+	cr_assert(eq(u64, counter(APP_LOGW_VOTE_FAILED), 2));
+	cr_assert(not(app_logw_snap_poll(w, &idx, &rc)));
+	cr_assert(eq(int, unlink(plain), 0));
+	cr_assert(eq(int, mkdir(plain, 0700), 0));
+	cr_assert(eq(int, mkdir(votedir, 0700), 0));
+	cr_assert(eq(u32, app_logw_drain(w, t0 + 2 * APP_LOGW_RETRY_NS), 1 + 2 + 1));
+	cr_assert(eq(u64, app_logw_votes_saved(w), 1));
+	cr_assert(eq(int, app_logw_vote_error(w), 0));
+	vote_expect(2, 3);
+	assert_synced(4, 2);
+	cr_assert(app_logw_snap_poll(w, &idx, &rc));
+	cr_assert(eq(u64, idx, 4));
+	cr_assert(eq(int, rc, 0));
+	test_snap_equals(snapdir, &meta, data);
+	cr_assert(eq(u32, says, 0), "the writer said: %s", say_text);
+	check_file(1, 4);
 }
