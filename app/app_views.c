@@ -105,6 +105,8 @@ static const char *const gauges[] = {
 	"omsd_agent_ring_size", "omsd_agent_sleeps_per_s",
 	/* The gateway's sessions open now, and the span its latency record covers. */
 	"omsd_gateway_sessions_active", "omsd_gateway_lat_span_ns",
+	/* The port computes the checksums of what it sends (1) or the io lcore does (0). */
+	"omsd_dp_tx_csum_offload",
 	/* The persister's connection and the frames it holds back now. */
 	"omsd_persister_connected", "omsd_persister_held_frames",
 };

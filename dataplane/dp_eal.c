@@ -139,6 +139,7 @@ dp_stats_write(const struct dp *dp, FILE *out)
 		fprintf(out, "dp.frame_err.%s %" PRIu64 "\n", name,
 			dp_frame_err_get(dp, (enum wire_err)e));
 	}
+	fprintf(out, "dp.tx_csum_offload %u\n", dp->tx_csum_offload ? 1u : 0u);
 	for (unsigned q = 0; q < dp->txq_count; q++)
 		fprintf(out, "dp.txq.%s.full %" PRIu64 "\n", dp->txq[q].name,
 			__atomic_load_n(&dp->txq[q].full, __ATOMIC_RELAXED));

@@ -78,9 +78,12 @@ void dp_pkt_input(const struct dp_host *h, uint8_t *pkt, uint32_t len, bool l3_o
 void dp_arp_input(const struct dp_host *h, uint8_t *pkt, uint32_t len, struct dp_pkt *out);
 
 /* Write Ethernet/IPv4/UDP headers in the DP_HDRS_LEN bytes at hdr; payload_len bytes of
- * payload follow them contiguously (the UDP checksum covers it). */
+ * payload follow them contiguously (the UDP checksum covers it). csum_offload: the port
+ * computes both checksums (RTE_ETH_TX_OFFLOAD_IPV4_CKSUM and _UDP_CKSUM, the mbuf flagged
+ * by the caller): the IP one is left 0 and the UDP field holds the pseudo-header sum. */
 void dp_udp_encap(uint8_t *hdr, const struct dp_host *h, const struct rte_ether_addr *dst_mac,
-		  uint32_t dst_ip_be, uint16_t dst_port_be, uint16_t payload_len, uint16_t ip_id);
+		  uint32_t dst_ip_be, uint16_t dst_port_be, uint16_t payload_len, uint16_t ip_id,
+		  bool csum_offload);
 /* Write a broadcast ARP request for target_ip_be (DP_ARP_FRAME_LEN bytes). */
 void dp_arp_request_build(uint8_t *buf, const struct dp_host *h, uint32_t target_ip_be);
 /* One's-complement checksum helpers. */
@@ -170,6 +173,7 @@ struct dp {
 	uint32_t ring_count;
 	struct dp_txq txq[DP_TXQ_MAX];             /* producer queues */
 	uint32_t txq_count;
+	bool tx_csum_offload;                      /* the port sums IPv4 and UDP on tx */
 	struct dp_arp_table arp;                   /* neighbours: written by io lcore 0 */
 	struct dp_io io[DP_IO_MAX];                /* io lcore state, one per rx queue */
 	uint16_t io_count;                         /* conf.rx_queues */

@@ -344,7 +344,13 @@ tx_frame(struct dp_io *io, struct rte_mbuf *m, uint64_t now_ns)
 		rte_pktmbuf_free(m);
 		return;
 	}
-	dp_udp_encap(hdr, &dp->host, &mac, dst, meta->dst.port_be, (uint16_t)len, io->ip_id++);
+	dp_udp_encap(hdr, &dp->host, &mac, dst, meta->dst.port_be, (uint16_t)len, io->ip_id++,
+		     dp->tx_csum_offload);
+	if (dp->tx_csum_offload) {
+		m->l2_len = RTE_ETHER_HDR_LEN;
+		m->l3_len = sizeof(struct rte_ipv4_hdr);
+		m->ol_flags |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_UDP_CKSUM;
+	}
 	tx_push(io, m);
 }
 

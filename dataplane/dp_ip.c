@@ -160,7 +160,8 @@ dp_pkt_input(const struct dp_host *h, uint8_t *pkt, uint32_t len, bool l3_ok, bo
 
 void
 dp_udp_encap(uint8_t *hdr, const struct dp_host *h, const struct rte_ether_addr *dst_mac,
-	     uint32_t dst_ip_be, uint16_t dst_port_be, uint16_t payload_len, uint16_t ip_id)
+	     uint32_t dst_ip_be, uint16_t dst_port_be, uint16_t payload_len, uint16_t ip_id,
+	     bool csum_offload)
 {
 	struct rte_ether_hdr *eth = (struct rte_ether_hdr *)hdr;
 	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(eth + 1);
@@ -180,11 +181,16 @@ dp_udp_encap(uint8_t *hdr, const struct dp_host *h, const struct rte_ether_addr 
 	ip->hdr_checksum = 0;
 	ip->src_addr = h->ip_be;
 	ip->dst_addr = dst_ip_be;
-	ip->hdr_checksum = rte_ipv4_cksum(ip);
-
 	udp->src_port = h->udp_port_be;
 	udp->dst_port = dst_port_be;
 	udp->dgram_len = rte_cpu_to_be_16((uint16_t)(sizeof(*udp) + payload_len));
+	if (csum_offload) {
+		/* The port sums the IP header and the datagram: the UDP field holds the
+		 * pseudo-header's sum (DPDK's convention for RTE_MBUF_F_TX_UDP_CKSUM). */
+		udp->dgram_cksum = rte_ipv4_phdr_cksum(ip, 0);
+		return;
+	}
+	ip->hdr_checksum = rte_ipv4_cksum(ip);
 	udp->dgram_cksum = 0;
 	udp->dgram_cksum = rte_ipv4_udptcp_cksum(ip, udp);
 }

@@ -36,6 +36,16 @@ port_setup(struct dp *dp)
 	 * offload is required. */
 	if (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_CHECKSUM)
 		eth_conf.rxmode.offloads |= info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_CHECKSUM;
+	/* The frames' IPv4 and UDP checksums are the port's to compute when it can (the io
+	 * lcore otherwise sums every byte it sends; dp_udp_encap). */
+	const uint64_t tx_csum = RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | RTE_ETH_TX_OFFLOAD_UDP_CKSUM;
+	dp->tx_csum_offload = (info.tx_offload_capa & tx_csum) == tx_csum;
+	if (dp->tx_csum_offload)
+		eth_conf.txmode.offloads |= tx_csum;
+	DP_LOG(INFO, "port %s: checksums: rx %s, tx %s", c->port_name,
+	       (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_CHECKSUM) != 0 ? "by the port when it "
+	       "says so per packet" : "in software", dp->tx_csum_offload ? "by the port" :
+	       "in software");
 	if (dp->io_count > info.max_rx_queues) {
 		DP_LOG(ERR, "port %s: %u rx queues asked, the port has %u (net_af_packet: qpairs=N)",
 		       c->port_name, dp->io_count, info.max_rx_queues);

@@ -309,7 +309,7 @@ Test(dp_parse, encap_round_trip)
 	uint8_t *payload = pkt + DP_HDRS_LEN;
 	for (int i = 0; i < 101; i++)
 		payload[i] = (uint8_t)(i * 3);
-	dp_udp_encap(pkt, &peer, &host.mac, host.ip_be, host.udp_port_be, 101, 42);
+	dp_udp_encap(pkt, &peer, &host.mac, host.ip_be, host.udp_port_be, 101, 42, false);
 
 	struct dp_pkt p = run(DP_HDRS_LEN + 101);
 	cr_assert_eq(p.action, DP_ACT_FRAME);
@@ -318,6 +318,43 @@ Test(dp_parse, encap_round_trip)
 	cr_assert_eq(p.src.port_be, host.udp_port_be);
 	cr_assert_eq(payload[100], (uint8_t)300);
 	cr_assert_eq(rte_be_to_cpu_16(ip_of()->fragment_offset), RTE_IPV4_HDR_DF_FLAG);
+}
+
+/* Goal: with the checksums offloaded, what dp_udp_encap leaves is what a port completes
+ * into a datagram the other side accepts: the IP header's sum from scratch, the UDP sum
+ * over the datagram seeded with the field (the pseudo-header's sum, DPDK's convention);
+ * a field left 0 or complemented would make a sum the receiver refuses.
+ * Method: encap with offload, check the IP field is 0, complete both sums as a port does,
+ * parse; then the same with the seed zeroed: refused as a bad UDP checksum. */
+Test(dp_parse, encap_offload_completed_by_the_port)
+{
+	struct dp_host peer = host;
+	peer.ip_be = peer_ip;
+	peer.mac = peer_mac;
+	uint8_t *payload = pkt + DP_HDRS_LEN;
+	for (int i = 0; i < 77; i++)
+		payload[i] = (uint8_t)(i * 7 + 1);
+	for (int wrong = 0; wrong < 2; wrong++) {
+		dp_udp_encap(pkt, &peer, &host.mac, host.ip_be, host.udp_port_be, 77, 9, true);
+		struct rte_ipv4_hdr *ip = ip_of();
+		struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(ip + 1);
+		cr_assert_eq(ip->hdr_checksum, 0);
+		if (wrong)
+			udp->dgram_cksum = 0;
+		/* The port: */
+		ip->hdr_checksum = rte_ipv4_cksum(ip);
+		uint16_t sum = (uint16_t)~rte_raw_cksum(udp, sizeof(*udp) + 77);
+		udp->dgram_cksum = sum == 0 ? 0xffff : sum;
+		struct dp_pkt p = run(DP_HDRS_LEN + 77);
+		if (!wrong) {
+			cr_assert_eq(p.action, DP_ACT_FRAME);
+			cr_assert_eq(p.payload_len, 77);
+			cr_assert_eq(p.src.ip_be, peer_ip);
+		} else {
+			cr_assert_eq(p.action, DP_ACT_DROP);
+			cr_assert_eq(p.counter, DP_C_UDP_BAD_CSUM);
+		}
+	}
 }
 
 Test(dp_parse, arp_request_build)
