@@ -385,9 +385,6 @@ struct app {
 	 * runs, main sleeps on it between the steps (app_mgmt_poll). */
 	struct dp_idle main_idle;
 	struct dp_bell main_bell;
-	/* The shards' file log writers (durable mode; parallel to shards[], set by their init
-	 * before any lcore starts): with a [persister] lcore it drains them. */
-	struct app_logw *logw[APP_SHARDS_MAX];
 	uint64_t start_ns;            /* dp_clock_ns at start */
 	/* Where a snapshot child runs ([limits] snapshot_by = fork): the CPUs the process was
 	 * started on but those of the io, bridge, persister and shard lcores (all of them when

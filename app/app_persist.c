@@ -13,9 +13,9 @@
  * shards' local rings at set-up and looks up none. Without [database] conninfo OMS shards
  * answer inline (app_inline_persist.c).
  *
- * In durable mode the persister is also the shards' file log writer (app_logw.c): every
- * cycle it applies what each shard handed over — one append and one fdatasync per shard
- * (group commit) — and publishes the synced point, so no shard lcore waits for the disk.
+ * In durable mode the shards' file logs are written by one writer thread per shard on the
+ * persister's CPU (app_flog.c), so one shard's fdatasync or snapshot slice never waits for
+ * another's.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -27,7 +27,6 @@
 #include <rte_ring.h>
 
 #include "app.h"
-#include "app_logw.h"
 #include "common/hist.h"
 #include "persist/persist.h"
 
@@ -99,27 +98,11 @@ submit_frame(struct app_persister *p, struct rte_mbuf *m, uint32_t *pos, uint64_
 	}
 }
 
-/* The shards' file logs: what each handed over, one append and one sync per shard. */
-static uint32_t
-logw_do_work(struct app_persister *p, uint64_t now_ns)
-{
-	uint32_t work = 0;
-	for (uint32_t i = 0; i < p->app->cfg.shard_count; i++) {
-		if (p->app->logw[i] == NULL)
-			continue;
-		uint32_t n = app_logw_drain(p->app->logw[i], now_ns);
-		if (n > 0) /* synced further, room made, a snapshot slice: the shard's turn */
-			dp_bell_ring(p->app->shard_bell[i]);
-		work += n;
-	}
-	return work;
-}
-
 static uint32_t
 persist_do_work(void *arg, uint64_t now_ns)
 {
 	struct app_persister *p = arg;
-	uint32_t work = logw_do_work(p, now_ns);
+	uint32_t work = 0;
 	if (p->db == NULL)
 		return work;
 
@@ -169,7 +152,7 @@ app_persist_init(struct app *app, struct app_agent *agent, uint32_t index)
 	agent->state = p;
 	if (app->cfg.db_conninfo[0] == '\0') {
 		APP_LOG(INFO, "persister: no database configured: OMS shards answer persistence "
-			"requests inline; the lcore writes the file logs (durable mode)");
+			"requests inline; the file logs' writer threads use this CPU (durable mode)");
 		return 0;
 	}
 	app_wire_persist(app, &p->w);

@@ -27,6 +27,7 @@
 #ifndef OMSD_APP_APP_SHARD_INT_H
 #define OMSD_APP_APP_SHARD_INT_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -344,6 +345,12 @@ struct app_shard {
 	bool vote_failing;           /* a save failed (said CRIT) and none succeeded since */
 	uint32_t held_len;           /* bytes of held in use */
 	uint8_t *held;               /* Raft messages waiting for the vote (APP_RAFT_HOLD) */
+	/* The file log's writer thread (a node with a [persister]: app_flog.c). */
+	pthread_t wt_tid;
+	bool wt_running;
+	uint32_t wt_stop;            /* set at exit (atomic) */
+	struct dp_idle wt_idle;      /* it sleeps on wt_bell between hand-overs */
+	struct dp_bell wt_bell;      /* rung by what the shard hands over */
 
 	uint64_t now;                /* cluster clock of this cycle */
 	bool leader;                 /* leader during this cycle's apply */
@@ -606,6 +613,7 @@ void app_flog_snapshot_saved(void *ctx, const struct cns_snapshot_meta *meta, co
 void app_flog_host_send(void *ctx, uint32_t to, const struct wire_msg_hdr *msg);
 void app_flog_durable_report(struct app_shard *s);
 void app_flog_say(void *ctx, bool crit, const char *text); /* the writer's words (any lcore) */
+void app_flog_stop(struct app_shard *s); /* join the writer thread (exit; idempotent) */
 bool app_flog_snap_busy(struct app_shard *s); /* a snapshot file is still being written */
 
 /* app_shard.c: the duty cycle and the service adapter. */

@@ -385,7 +385,6 @@ app_shard_init(struct app *app, struct app_agent *agent, uint32_t index)
 		APP_LOG(ERR, "shard %u: consensus init: %s", s->id, strerror(-ret));
 		return ret;
 	}
-	app->logw[index] = s->logw; /* the persister's to drain (durable mode, a [persister]) */
 	/* The boot snapshot is the last one taken: the next is due snapshot_entries after it. */
 	s->snap_index = boot.snapshot != NULL ? boot.snapshot->index : 0;
 
@@ -502,13 +501,13 @@ app_shard_fini(struct app *app, struct app_agent *agent)
 		app_session_fini(s);
 		app_lat_free(s->gwlat);
 		if (s->logw != NULL) {
+			app_flog_stop(s);
 			/* Every lcore has stopped: what is queued is written here. */
 			if (app_logw_flush(s->logw, 0) != 0)
 				APP_LOG(WARNING, "shard %u: %" PRIu64 " bytes of the file log were "
 					"not written at exit (never reported durable)", s->id,
 					app_logw_queued(s->logw));
 			app_logw_destroy(s->logw);
-			app->logw[i] = NULL;
 		}
 		free(s->held);
 		rte_free(s);
