@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "app/app_logw.h"
+#include "app/app_say.h"
 #include "common/hist.h"
 #include "common/wire.h"
 #include "persist/persist.h"
@@ -37,13 +38,7 @@
 #define SHARDS_MAX 16
 #define BATCHES_MAX (1u << 20)
 
-static uint64_t
-now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+#define now_ns app_mono_ns
 
 static void
 nap_us(unsigned us)

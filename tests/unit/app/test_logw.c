@@ -872,6 +872,16 @@ Test(logw, snap_cancel_with_writer_thread, .fini = snap_thread_fini)
 	free(data2);
 }
 
+/* A plain file at <dir>/plain (its name in out): a directory under it cannot be made. */
+static void
+plain_file(char *out, size_t size)
+{
+	snprintf(out, size, "%s/plain", dir);
+	FILE *f = fopen(out, "w");
+	cr_assert(f != NULL);
+	fclose(f);
+}
+
 /* Goal: a snapshot directory that cannot be made fails the job with -errno, reported by
  * poll; the writer is free afterwards and the log goes on.
  * Method: the directory under a regular file (mkdir: -ENOTDIR); one drain; poll. */
@@ -879,10 +889,7 @@ Test(logw, snap_dir_unusable_fails_job)
 {
 	writer_new(0, 0, false);
 	char plain[sizeof(dir) + 8];
-	snprintf(plain, sizeof(plain), "%s/plain", dir);
-	FILE *f = fopen(plain, "w");
-	cr_assert(f != NULL);
-	fclose(f);
+	plain_file(plain, sizeof(plain));
 	snprintf(snapdir, sizeof(snapdir), "%s/snap", plain);
 	uint8_t data[64] = {1, 2, 3};
 	struct pst_snap_meta meta = {.last_index = 9, .last_term = 1, .length = sizeof(data)};
@@ -1032,10 +1039,7 @@ Test(logw, vote_failure_holds_what_follows)
 	snap_setup();
 	writer_new(0, 0, false);
 	char plain[sizeof(dir) + 8];
-	snprintf(plain, sizeof(plain), "%s/plain", dir);
-	FILE *f = fopen(plain, "w");
-	cr_assert(f != NULL);
-	fclose(f);
+	plain_file(plain, sizeof(plain));
 	snprintf(votedir, sizeof(votedir), "%s/vote", plain);
 	app_logw_set_vote_dir(w, votedir);
 	push_range(1, 2, 1);
