@@ -1085,3 +1085,42 @@ Test(logw, vote_failure_holds_what_follows)
 	cr_assert(eq(u32, says, 0), "the writer said: %s", say_text);
 	check_file(1, 4);
 }
+
+/* Goal: a vote that cannot be saved holds a snapshot job, not its cancel: a producer that
+ * cancels (a snapshot installed from the leader) while the writer thread retries the vote
+ * gets the job back (-ECANCELED) instead of waiting for a disk that may never have room.
+ * Method: the vote directory under a plain file; a vote pushed, a job posted; a thread
+ * drains in a loop (the vote fails every APP_LOGW_RETRY_NS); the cancel must return, the
+ * job end canceled with no slice written, and the vote still unsaved. */
+Test(logw, vote_failing_lets_a_cancel_through, .fini = snap_thread_fini)
+{
+	snap_setup();
+	writer_new(0, 0, false);
+	char plain[sizeof(dir) + 8];
+	plain_file(plain, sizeof(plain));
+	snprintf(votedir, sizeof(votedir), "%s/vote", plain);
+	app_logw_set_vote_dir(w, votedir);
+	cr_assert(eq(u64, app_logw_push_vote(w, 5, 1), 1));
+	app_logw_publish(w);
+	uint8_t data[64] = {4, 5, 6};
+	struct pst_snap_meta meta = {.last_index = 7, .last_term = 5, .length = sizeof(data)};
+	app_logw_snap_post(w, snapdir, &meta, data);
+	snap_thread_stop = false;
+	cr_assert(eq(int, pthread_create(&snap_thread, NULL, snap_writer, NULL), 0));
+	snap_thread_running = true;
+	uint64_t t0 = test_now_ns();
+	while (counter(APP_LOGW_VOTE_FAILED) == 0) {
+		cr_assert(lt(u64, test_now_ns() - t0, 10ull * 1000000000ull), "the vote never tried");
+		sched_yield();
+	}
+	app_logw_snap_cancel(w); /* returns only once the writer let the job go */
+	uint64_t idx = 0;
+	int rc = 1;
+	cr_assert(app_logw_snap_poll(w, &idx, &rc));
+	cr_assert(eq(u64, idx, 7));
+	cr_assert(eq(int, rc, -ECANCELED));
+	cr_assert(eq(u64, counter(APP_LOGW_SNAP_SLICES), 0));
+	snap_thread_join();
+	cr_assert(eq(u64, app_logw_votes_saved(w), 0));
+	cr_assert(eq(int, dir_entries(snapdir), 0));
+}
