@@ -105,7 +105,10 @@ RESTING=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["resting
 log "symbol 1 rests $RESTING orders on ME shard 3"
 
 # 2. Load on symbols 2-4 (both ME shards), the probe on symbol 1, the move from a node that
-# leads neither ME shard.
+# leads neither ME shard. The probe keeps up to 48 orders unanswered (the user's 64 records
+# bound it): with its default 16 a loaded host's slow answers (over 32 ms) stopped it for
+# whole stretches, once across the 28 ms pause, which it then never saw (a deploy/test run
+# of session 42: 313 ticks skipped, refused 0).
 ip netns exec "$NS_C" "$OMSLOAD" --host "$NET.12" --users "$LOAD_USERS" \
 	--first-user "$LOAD_FIRST" --symbols 3 --first-symbol 2 --rate 400 --seconds 10 \
 	--seed 9 --mid 100 --drain-ms 20000 --flatten >"$TMP/load.log" 2>&1 &
@@ -113,7 +116,7 @@ LOAD_PID=$!
 GO=$TMP/moved
 ip netns exec "$NS_C" "$PY" "$E2E_DIR/e2e_move_probe.py" --nodes "$NET.11,$NET.12,$NET.13" \
 	--user "$PROBE_USER" --symbol 1 --px 55 --seconds 8 --every-ms 2 --go "$GO" \
-	--cross-px 141 --cross-qty 5 >"$TMP/probe.json" 2>"$TMP/probe.err" &
+	--cross-px 141 --cross-qty 5 --max-outstanding 48 >"$TMP/probe.json" 2>"$TMP/probe.err" &
 PROBE_PID=$!
 sleep 3
 wait_leaders
