@@ -1028,6 +1028,16 @@ Test(logw, vote_saved_in_ring_order)
 	check_file(1, 5);
 }
 
+/* The writer's vote directory under a plain file (its name in plain): saves fail ENOTDIR
+ * until the test puts a directory there. */
+static void
+vote_dir_unusable(char *plain, size_t size)
+{
+	plain_file(plain, size);
+	snprintf(votedir, sizeof(votedir), "%s/vote", plain);
+	app_logw_set_vote_dir(w, votedir);
+}
+
 /* Goal: a vote the disk refuses stops the writer there: the entries pushed after it (of its
  * term) are not written, a posted snapshot file is not begun, the ticket stays unsaved and
  * the error is published; it is tried again after APP_LOGW_RETRY_NS and, once saved, the
@@ -1039,9 +1049,7 @@ Test(logw, vote_failure_holds_what_follows)
 	snap_setup();
 	writer_new(0, 0, false);
 	char plain[sizeof(dir) + 8];
-	plain_file(plain, sizeof(plain));
-	snprintf(votedir, sizeof(votedir), "%s/vote", plain);
-	app_logw_set_vote_dir(w, votedir);
+	vote_dir_unusable(plain, sizeof(plain));
 	push_range(1, 2, 1);
 	cr_assert(eq(u64, app_logw_push_vote(w, 2, 3), 1));
 	push_range(3, 4, 2);
@@ -1097,9 +1105,7 @@ Test(logw, vote_failing_lets_a_cancel_through, .fini = snap_thread_fini)
 	snap_setup();
 	writer_new(0, 0, false);
 	char plain[sizeof(dir) + 8];
-	plain_file(plain, sizeof(plain));
-	snprintf(votedir, sizeof(votedir), "%s/vote", plain);
-	app_logw_set_vote_dir(w, votedir);
+	vote_dir_unusable(plain, sizeof(plain));
 	cr_assert(eq(u64, app_logw_push_vote(w, 5, 1), 1));
 	app_logw_publish(w);
 	uint8_t data[64] = {4, 5, 6};

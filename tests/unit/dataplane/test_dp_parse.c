@@ -300,12 +300,20 @@ Test(dp_parse, ethernet_errors)
 	cr_assert_eq(run(n).counter, DP_C_RX_ETHERTYPE);
 }
 
-/* Goal: what dp_udp_encap writes is what dp_pkt_input accepts on the other side. */
-Test(dp_parse, encap_round_trip)
+/* The host as the peer that sends to it: its address and MAC. */
+static struct dp_host
+peer_host(void)
 {
 	struct dp_host peer = host;
 	peer.ip_be = peer_ip;
 	peer.mac = peer_mac;
+	return peer;
+}
+
+/* Goal: what dp_udp_encap writes is what dp_pkt_input accepts on the other side. */
+Test(dp_parse, encap_round_trip)
+{
+	struct dp_host peer = peer_host();
 	uint8_t *payload = pkt + DP_HDRS_LEN;
 	for (int i = 0; i < 101; i++)
 		payload[i] = (uint8_t)(i * 3);
@@ -328,9 +336,7 @@ Test(dp_parse, encap_round_trip)
  * parse; then the same with the seed zeroed: refused as a bad UDP checksum. */
 Test(dp_parse, encap_offload_completed_by_the_port)
 {
-	struct dp_host peer = host;
-	peer.ip_be = peer_ip;
-	peer.mac = peer_mac;
+	struct dp_host peer = peer_host();
 	uint8_t *payload = pkt + DP_HDRS_LEN;
 	for (int i = 0; i < 77; i++)
 		payload[i] = (uint8_t)(i * 7 + 1);
