@@ -486,21 +486,6 @@ snap_work(struct app_logw *w)
 	return 1;
 }
 
-/* The ring first, then a slice of the snapshot job: a snapshot's term is never on disk
- * before a vote queued ahead of it, and a vote that cannot be saved holds the job too —
- * but not its cancel, which a producer waits for (app_logw_snap_cancel). */
-static uint32_t drain_ring(struct app_logw *w, uint64_t now_ns);
-
-uint32_t
-app_logw_drain(struct app_logw *w, uint64_t now_ns)
-{
-	uint32_t n = drain_ring(w, now_ns);
-	if (!w->vote_failing ||
-	    __atomic_load_n(&w->snap_state, __ATOMIC_ACQUIRE) == SNAP_CANCEL)
-		n += snap_work(w);
-	return n;
-}
-
 static uint32_t
 drain_ring(struct app_logw *w, uint64_t now_ns)
 {
@@ -572,6 +557,19 @@ out:
 		publish_synced(w);
 	}
 	return applied;
+}
+
+/* The ring first, then a slice of the snapshot job: a snapshot's term is never on disk
+ * before a vote queued ahead of it, and a vote that cannot be saved holds the job too —
+ * but not its cancel, which a producer waits for (app_logw_snap_cancel). */
+uint32_t
+app_logw_drain(struct app_logw *w, uint64_t now_ns)
+{
+	uint32_t n = drain_ring(w, now_ns);
+	if (!w->vote_failing ||
+	    __atomic_load_n(&w->snap_state, __ATOMIC_ACQUIRE) == SNAP_CANCEL)
+		n += snap_work(w);
+	return n;
 }
 
 /* --- snapshot jobs, the producer's side ------------------------------------------------- */
