@@ -549,6 +549,8 @@ flog_thread_start(struct app_shard *s)
 	snprintf(name, sizeof(name), "omsd-logw%u", s->id);
 	pthread_setname_np(s->wt_tid, name);
 	s->wt_running = true;
+	APP_LOG(INFO, "shard %u: file log writer thread %s on cpu %u (the persister's)", s->id,
+		name, (unsigned)s->app->cfg.persister.cpu);
 	return 0;
 }
 
