@@ -42,11 +42,12 @@
 
 #include "app_config.h"
 #include "app_fwd.h"
+#include "app_route_pub.h"
 #include "common/hist.h"
 #include "dataplane/dp.h"
 
-#define APP_AGENTS_MAX (2 + DP_IO_MAX + APP_SHARDS_MAX) /* io lcores, bridge, persister,
-							     * shards */
+#define APP_AGENTS_MAX (3 + DP_IO_MAX + APP_SHARDS_MAX) /* io lcores, bridge, persister,
+							     * gateway, shards */
 #define APP_SHARD_DRAIN_MAX 32 /* frames a shard lcore takes from its ring per cycle */
 
 extern int app_logtype;
@@ -60,6 +61,7 @@ enum app_role {
 	APP_ROLE_SHARD = 1,
 	APP_ROLE_BRIDGE = 2,
 	APP_ROLE_PERSISTER = 3,
+	APP_ROLE_GATEWAY = 4,     /* [gateway]: the gateway on an lcore of its own */
 	APP_ROLE_COUNT,
 };
 
@@ -76,6 +78,8 @@ struct app_agent {
 	struct dp_duty duty;          /* cycle statistics */
 	int stop;                     /* set by main (atomic); the loop exits */
 	bool launched;                /* remote-launched, must be waited for */
+	bool rcu_reader;              /* reads RCU-published state (app_route_pub.h): a QSBR
+				       * thread, quiescent after each cycle, offline idle */
 } __rte_cache_aligned;
 
 struct app_shard; /* app_shard_int.h: one shard lcore (consensus + service + roles) */
@@ -368,7 +372,15 @@ struct app {
 	struct app_shard *shards[APP_SHARDS_MAX]; /* parallel to cfg.shards (oms, me) */
 	struct app_echo echoes[APP_SHARDS_MAX];  /* parallel to cfg.shards (echo) */
 	int8_t shard_index[DP_SHARDS_MAX];       /* shard id → index in shards[], -1: not here */
-	int gateway_index;                       /* shard lcore running the gateway, -1: none */
+	/* The lcore running the gateway, -1: none. Without [gateway] the node's first OMS shard
+	 * lcore (else its first shard lcore); with it, the gateway lcore, which takes the
+	 * place after the last shard in shards[], shard_bell[] and the rings (index
+	 * cfg.shard_count; loops over cfg.shard_count do not see it). */
+	int gateway_index;
+	/* [gateway]: the routing the gateway lcore routes by, published by the node's first
+	 * OMS shard lcore (route_src_index, -1: none; app_route_pub.h). */
+	struct app_route_pub route;
+	int route_src_index;
 	/* Node-wide leader hints per shard id: written by the local member of a shard (from
 	 * cns_leader) and by NOT_LEADER answers; read by every lcore that sends to a shard's
 	 * leader. Relaxed atomics: a hint is only a hint, a wrong one costs one NAK. */
@@ -417,6 +429,16 @@ int app_agent_main(void *agent);
 
 /* Write every counter (dataplane, agents, shards) as "name value" lines. */
 void app_stats_write(const struct app *app, FILE *out);
+/* Lcore slots indexed like cfg.shards: the shards, plus the gateway lcore's with [gateway]. */
+static inline uint32_t
+app_slots(const struct app *app)
+{
+	return app->cfg.shard_count + (app->cfg.gateway.enabled ? 1u : 0u);
+}
+/* app_gateway.c: the gateway lcore ([gateway]; app_shard_setup.c makes it). */
+int app_gateway_init(struct app *app, struct app_agent *agent, uint32_t index);
+void app_gateway_fini(struct app *app, struct app_agent *agent);
+void app_gateway_stats_write(const struct app *app, FILE *out);
 /* app_session.c, main lcore: load [sessions] keys_file (0, -EINVAL logged), then reload it
  * when it changes (every keys_refresh_ms). */
 int app_keys_start(struct app *app);

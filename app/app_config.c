@@ -62,6 +62,8 @@ config_load(struct cfg_ctx *cp, struct app_config *cfg)
 	}
 	if (rte_cfgfile_has_section(c.cfg, "persister"))
 		cfg_get_lcore(&c, "persister", &cfg->persister);
+	if (rte_cfgfile_has_section(c.cfg, "gateway"))
+		cfg_get_lcore(&c, "gateway", &cfg->gateway);
 	cfg_sec_peers(&c, cfg);
 	cfg_sec_shards(&c, cfg);
 	cfg_sec_rest(&c, cfg);
@@ -106,6 +108,9 @@ app_config_dump(const struct app_config *cfg, FILE *out)
 	if (cfg->bridge.enabled)
 		fprintf(out, "bridge.cpu = %u\nbridge.seal = %s\n", cfg->bridge.cpu,
 			cfg->bridge_seal ? "on" : "off");
+	if (cfg->gateway.enabled)
+		fprintf(out, "gateway.cpu = %u\ngateway.idle = %s\n", cfg->gateway.cpu,
+			dp_idle_mode_name(cfg->gateway.idle.mode));
 	if (cfg->dp.rx_queues > 1) {
 		fprintf(out, "port.rx_queues = %u\nio.cpus =", cfg->dp.rx_queues);
 		for (uint32_t k = 0; k < cfg->dp.rx_queues; k++)

@@ -119,6 +119,9 @@ struct app_config {
 					       * of the shard lcores' frames to the network
 					       * (app_seal.c; default on when [bridge] is) */
 	struct app_lcore_conf persister;      /* [persister], optional */
+	struct app_lcore_conf gateway;        /* [gateway], optional: the gateway on an lcore of
+					       * its own (app_gateway.c); without it, on the
+					       * node's first OMS shard lcore */
 	uint64_t duty_threshold_ns;           /* a working cycle longer than this is counted */
 
 	/* [shard.N] */

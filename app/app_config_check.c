@@ -28,7 +28,7 @@ cfg_check_cpus(struct cfg_ctx *c, const struct app_config *cfg)
 		const char *sec;
 		const struct app_lcore_conf *l;
 		uint16_t cpu;
-	} all[2 + DP_IO_MAX + APP_SHARDS_MAX];
+	} all[3 + DP_IO_MAX + APP_SHARDS_MAX];
 	unsigned n = 0;
 	for (uint32_t k = 0; k < cfg->dp.rx_queues || k == 0; k++)
 		all[n++] = (typeof(all[0])){ "io", &cfg->io, cfg->io_cpus[k] };
@@ -36,6 +36,8 @@ cfg_check_cpus(struct cfg_ctx *c, const struct app_config *cfg)
 		all[n++] = (typeof(all[0])){ "bridge", &cfg->bridge, cfg->bridge.cpu };
 	if (cfg->persister.enabled)
 		all[n++] = (typeof(all[0])){ "persister", &cfg->persister, cfg->persister.cpu };
+	if (cfg->gateway.enabled)
+		all[n++] = (typeof(all[0])){ "gateway", &cfg->gateway, cfg->gateway.cpu };
 	if (!CPU_ISSET(cfg->main_cpu, &set))
 		cfg_report(c, "eal", "main_cpu", "CPU %u is not available to this process",
 			   cfg->main_cpu);
@@ -196,11 +198,15 @@ cfg_check_cross(struct cfg_ctx *c, const struct app_config *cfg)
 			   cfg->rx_hold_frames, cfg->ring_size);
 	if (cfg->shard_count == 0)
 		cfg_report(c, NULL, NULL, "no [shard.N] section: a node hosts at least one shard");
+	/* The gateway lcore takes the place after the last shard's (app.h, app->gateway_index). */
+	if (cfg->gateway.enabled && cfg->shard_count >= APP_SHARDS_MAX)
+		cfg_report(c, "gateway", NULL, "a node with [gateway] hosts at most %d shards "
+			   "(it has %u)", APP_SHARDS_MAX - 1, cfg->shard_count);
 	check_shards_named(c, cfg);
 }
 
 static const char *const known_sections[] = {
-	"node", "eal", "port", "memory", "io", "bridge", "persister", "limits", "timers",
+	"node", "eal", "port", "memory", "io", "bridge", "persister", "gateway", "limits", "timers",
 	"durability", "database", "paths", "keys", "routing", "mgmt", "sessions", "placement",
 };
 

@@ -48,6 +48,7 @@ cfg_defaults(struct app_config *cfg)
 	cfg->io.cpu = 0;
 	cfg->bridge.idle = idle;
 	cfg->persister.idle = idle;
+	cfg->gateway.idle = idle;
 	cfg->duty_threshold_ns = 100000;
 	cfg->resident_users_max = 100000;
 	cfg->parked_orders_max = 10000;
@@ -241,7 +242,7 @@ cfg_sec_eal(struct cfg_ctx *c, struct app_config *cfg)
 								  reserved[i][1] != '-'))
 				cfg_report(c, s, "args",
 					   "'%s' is not allowed: omsd builds the lcore map from "
-					   "the cpu keys of [io], [shard.N], [bridge], [persister]",
+					   "the cpu keys of [io], [shard.N], [bridge], [persister], [gateway]",
 					   tok);
 		}
 		if (cfg->eal_arg_count == APP_EAL_ARGS_MAX) {

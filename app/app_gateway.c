@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The gateway (docs/appliance.md), on the node's gateway lcore (the first OMS shard): client
- * order entry is wrapped into INGRESS and sent to the owning OMS shard's leader; client-class
- * answers are forwarded to the address the user last came from. It lives on a shard lcore
- * because the owner of a user is what the local OMS replica applied, and only that lcore
- * reads the replica.
+ * The gateway (docs/appliance.md): client order entry is wrapped into INGRESS and sent to
+ * the owning OMS shard's leader; client-class answers are forwarded to the address the user
+ * last came from. The owner of a user is what the local OMS replica applied: without
+ * [gateway] the gateway runs on that replica's lcore (the node's first OMS shard) and reads
+ * it; with [gateway] it runs on an lcore of its own (app_gateway_do_work) and reads the copy
+ * that lcore publishes (app_route_pub.h).
  *
  * The shard is the routing authority and the gateway's route a hint (seed), so the gateway
  * follows refusals itself and the client never sees them: a NOT_OWNER teaches an owner
@@ -15,6 +16,8 @@
  * found, end in the NAK passed to the client, counted). Routed transfers are re-routed the
  * same way a few times (XFER_TRIES). The tables are app_gw_route.c's.
  */
+#include <rte_ring.h>
+
 #include "app_shard_int.h"
 #include "common/hrw.h"
 #include "oms/oms.h"
@@ -30,14 +33,30 @@ static_assert(sizeof(struct wire_amend) <= APP_GWR_MSG_MAX, "APP_GWR_MSG_MAX");
 static_assert(sizeof(struct wire_cancel_replace) <= APP_GWR_MSG_MAX, "APP_GWR_MSG_MAX");
 static_assert(APP_SHED_SHARDS == DP_SHARDS_MAX, "app_shed.h covers every shard id");
 
+/* The routing the gateway lcore routes by ([gateway]): the copy the node's first OMS shard
+ * lcore published last (app_route_pub.h), valid until this cycle ends; NULL before its
+ * first routing config, and on a gateway that runs on a shard lcore (which reads its own
+ * replica, or routes by the file). */
+static const struct oms_route_info *
+gw_routing(const struct app_shard *s)
+{
+	if (!s->route_reader)
+		return NULL;
+	const struct oms_route_info *ri = app_route_read(&s->app->route);
+	return ri != NULL && ri->epoch > 0 ? ri : NULL;
+}
+
 /* The owner of user: the routing this node's OMS replica applied (routes and pins change
- * at run time through the control socket), else the configured routing. The gateway runs
- * on an OMS shard lcore, the only reader of that replica. */
+ * at run time through the control socket) — read on the replica's lcore when the gateway
+ * runs there, from the published copy on the gateway lcore — else the configured routing. */
 static uint16_t
 gw_owner(const struct app_shard *s, uint64_t user)
 {
 	if (s->is_oms && oms_route_epoch(s->svc) > 0)
 		return oms_owner(s->svc, user);
+	const struct oms_route_info *ri = gw_routing(s);
+	if (ri != NULL)
+		return oms_route_info_owner(ri, user);
 	const struct app_routing_conf *r = &s->app->cfg.routing;
 	for (uint32_t i = 0; i < r->pin_count; i++)
 		if (r->pins[i].user == user)
@@ -51,7 +70,8 @@ gw_epoch(const struct app_shard *s)
 {
 	if (s->is_oms && oms_route_epoch(s->svc) > 0)
 		return oms_route_epoch(s->svc);
-	return s->app->cfg.routing.epoch;
+	const struct oms_route_info *ri = gw_routing(s);
+	return ri != NULL ? ri->epoch : s->app->cfg.routing.epoch;
 }
 
 /* Wrap a client message in INGRESS and send it to node's lcore of shard — or, when that is
@@ -115,13 +135,15 @@ gw_replay(struct app_shard *s, uint16_t shard, const struct wire_msg_hdr *msg)
 	gw_replay_to(s, shard, msg);
 	static_assert(DP_SHARDS_MAX <= 64, "a shard set fits a uint64_t");
 	uint64_t others = 0; /* shard ids, bit per id */
+	struct oms_route_info own;
+	const struct oms_route_info *ri = gw_routing(s);
 	if (s->is_oms && oms_route_epoch(s->svc) > 0) {
-		struct oms_route_info ri;
-		oms_route_get(s->svc, &ri);
-		for (uint32_t i = 0; i < ri.shard_count; i++)
-			if (ri.shards[i].shard < DP_SHARDS_MAX)
-				others |= UINT64_C(1) << ri.shards[i].shard;
+		oms_route_get(s->svc, &own);
+		ri = &own;
 	}
+	for (uint32_t i = 0; ri != NULL && i < ri->shard_count; i++)
+		if (ri->shards[i].shard < DP_SHARDS_MAX)
+			others |= UINT64_C(1) << ri->shards[i].shard;
 	const struct app_config *cfg = &s->app->cfg;
 	for (uint32_t i = 0; i < cfg->routing.shard_count; i++)
 		if (cfg->routing.shards[i] < DP_SHARDS_MAX)
@@ -369,4 +391,31 @@ app_gw_to_gateway(struct app_shard *s, uint32_t node, const struct wire_msg_hdr 
 		return;
 	}
 	app_send_node(s, node, DP_CLASS_CLIENT, msg->shard, msg, NULL, 0);
+}
+
+/* [gateway]: the gateway lcore's cycle — the client classes from the port and from this
+ * node's lcores (answers for clients, NOT_LEADER hints), the sessions' duty, the outbox.
+ * Nothing here is replicated: a restart loses the sessions (clients log on again) and the
+ * requests followed (the clients' retransmits and REPORT_REPLAY cover them). */
+uint32_t
+app_gateway_do_work(void *arg, uint64_t now_ns)
+{
+	struct app_shard *s = arg;
+	struct rte_mbuf *ms[APP_SHARD_DRAIN_MAX];
+	uint32_t work = 0;
+	unsigned n;
+
+	s->now = (uint64_t)((int64_t)now_ns + s->app->clock_offset_ns);
+	s->clock_ns = now_ns;
+	n = rte_ring_sc_dequeue_burst(s->w.rx, (void **)ms, APP_SHARD_DRAIN_MAX, NULL);
+	for (unsigned i = 0; i < n; i++)
+		app_ingress_frame(s, ms[i]);
+	work += n;
+	n = rte_ring_sc_dequeue_burst(s->w.local, (void **)ms, APP_SHARD_DRAIN_MAX, NULL);
+	for (unsigned i = 0; i < n; i++)
+		app_ingress_frame(s, ms[i]);
+	work += n;
+	app_session_duty(s);
+	app_outbox_flush(&s->ob);
+	return work;
 }

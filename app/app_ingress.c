@@ -217,6 +217,12 @@ app_ingress_frame(struct app_shard *s, struct rte_mbuf *m)
 
 	dp_rx_msgs(m, &buf, &len);
 	sc_add(s, SC_FRAMES, 1);
+	if (s->cns == NULL && meta->cls != DP_CLASS_GATEWAY && meta->cls != DP_CLASS_CLIENT) {
+		/* The gateway lcore ([gateway]) is routed the client classes only. */
+		sc_add(s, SC_NO_ROUTE, 1);
+		rte_pktmbuf_free(m);
+		return;
+	}
 	bool node = from_node(s->app, &meta->src);
 	if (!node && (meta->cls == DP_CLASS_BRIDGE || meta->cls == DP_CLASS_CLIENT)) {
 		sc_add(s, SC_NOT_FROM_NODE, 1);

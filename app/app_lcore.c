@@ -21,15 +21,32 @@ app_agent_main(void *arg)
 	 * default 50 µs slack, so the back-off's short sleeps are short. */
 	if (a->idle.policy.mode == DP_IDLE_SLEEP)
 		prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-	APP_LOG(INFO, "lcore %u (cpu %u): %s, idle %s", a->lcore_id, a->cpu, a->name,
-		dp_idle_mode_name(a->idle.policy.mode));
+	APP_LOG(INFO, "lcore %u (cpu %u): %s, idle %s%s", a->lcore_id, a->cpu, a->name,
+		dp_idle_mode_name(a->idle.policy.mode), a->rcu_reader ? ", RCU reader" : "");
+	if (a->rcu_reader)
+		app_rcu_reader_begin();
 	while (!__atomic_load_n(&a->stop, __ATOMIC_ACQUIRE)) {
 		dp_idle_arm(&a->idle); /* before the cycle looks at its inputs */
 		uint64_t now_ns = dp_clock_ns(); /* once per cycle */
 		uint32_t work = a->do_work(a->state, now_ns);
 		dp_duty_record(&a->duty, now_ns, work ? dp_clock_ns() : now_ns, work);
-		dp_idle_run(&a->idle, work);
+		if (!a->rcu_reader) {
+			dp_idle_run(&a->idle, work);
+			continue;
+		}
+		/* Nothing read in the cycle is held past it: a grace period may end. Idle, the
+		 * lcore may sleep: offline, it holds no grace period up meanwhile. */
+		app_rcu_quiescent();
+		if (work == 0) {
+			app_rcu_offline();
+			dp_idle_run(&a->idle, work);
+			app_rcu_online();
+		} else {
+			dp_idle_run(&a->idle, work);
+		}
 	}
+	if (a->rcu_reader)
+		app_rcu_reader_end();
 	return 0;
 }
 
@@ -147,6 +164,8 @@ const struct app_role_ops app_roles[APP_ROLE_COUNT] = {
 	[APP_ROLE_BRIDGE] = { .name = "bridge", .init = app_seal_init, .fini = app_seal_fini },
 	[APP_ROLE_PERSISTER] = { .name = "persister", .init = app_persist_init,
 				 .fini = app_persist_fini },
+	[APP_ROLE_GATEWAY] = { .name = "gateway", .init = app_gateway_init,
+			       .fini = app_gateway_fini },
 };
 
 /* ---------------------------------------------------------------------------------------
@@ -178,6 +197,7 @@ app_stats_write(const struct app *app, FILE *out)
 	}
 	app_persist_stats_write(app, out);
 	app_seal_stats_write(app, out);
+	app_gateway_stats_write(app, out);
 	for (uint32_t i = 0; i < app->cfg.shard_count; i++) {
 		const struct app_echo *s = &app->echoes[i];
 		unsigned id = app->cfg.shards[i].id;

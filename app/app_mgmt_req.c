@@ -160,12 +160,13 @@ app_mgmt_all_led(const struct app *app, const struct app_mgmt_targets *t)
 
 /* ---- fan-out ---- */
 
-/* The shard lcore that carries forwards to shards not hosted here: the gateway's (any
- * shard lcore can send to any node). -1: the node hosts no shard. */
+/* The shard lcore that carries forwards to shards not hosted here: the gateway's when it
+ * runs on one (any shard lcore can send to any node; the gateway lcore of [gateway] has no
+ * command ring). -1: the node hosts no shard. */
 static int
 fwd_carrier(const struct app *app)
 {
-	if (app->gateway_index >= 0)
+	if (app->gateway_index >= 0 && (uint32_t)app->gateway_index < app->cfg.shard_count)
 		return app->gateway_index;
 	for (uint32_t i = 0; i < app->cfg.shard_count; i++)
 		if (app_shard_mgmt_ring(app, i) != NULL)

@@ -143,6 +143,11 @@ app_shard_do_work(void *arg, uint64_t now_ns)
 	s->apply_index = 0;
 	sc_add(s, SC_APPLIED, applied);
 	work += applied;
+	/* [gateway]: the routing, for the gateway lcore, whenever it changed (every change
+	 * moves the epoch); no free copy: again next cycle (app_route_pub.h). */
+	if (s->route_pub && oms_route_epoch(s->svc) != s->route_pub_epoch &&
+	    app_route_publish(&s->app->route, s->svc))
+		s->route_pub_epoch = oms_route_epoch(s->svc);
 
 	uint32_t leader = cns_leader(s->cns);
 	if (leader != CNS_NODE_NONE)

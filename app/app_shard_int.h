@@ -280,15 +280,21 @@ struct app_place_state {
 	struct app_place_track track; /* leader: members caught up, since when */
 };
 
+/* The id of the gateway lcore's app_shard ([gateway]): no shard's (< DP_SHARDS_MAX). */
+#define APP_GATEWAY_ID UINT16_MAX
+
 struct app_shard {
 	struct app *app;
-	const struct app_shard_conf *conf;
+	const struct app_shard_conf *conf; /* NULL: the gateway lcore */
 	uint32_t index;              /* in app->shards */
-	uint16_t id;                 /* shard id */
+	uint16_t id;                 /* shard id; APP_GATEWAY_ID: the gateway lcore */
 	uint32_t self;               /* our node id */
 	bool is_oms;
 	bool is_gateway;             /* this lcore runs the node's gateway */
 	bool gw_direct;              /* the gateway is proposing to its own shard (app_gateway.c) */
+	bool route_reader;           /* the gateway lcore: routes by app->route (RCU) */
+	bool route_pub;              /* the OMS lcore that publishes app->route */
+	uint64_t route_pub_epoch;    /* route_pub: the routing epoch published last */
 	struct app_shard_wires w;    /* inboxes and outboxes, handed over by the wiring */
 	uint32_t frame_cap;          /* bytes of a frame we build */
 
@@ -619,5 +625,7 @@ bool app_flog_snap_busy(struct app_shard *s); /* a snapshot file is still being 
 /* app_shard.c: the duty cycle and the service adapter. */
 extern const struct svc_ops app_shard_svc_ops;
 uint32_t app_shard_do_work(void *arg, uint64_t now_ns);
+/* app_gateway.c: the gateway lcore's cycle ([gateway]). */
+uint32_t app_gateway_do_work(void *arg, uint64_t now_ns);
 
 #endif

@@ -207,6 +207,99 @@ shadow_init(struct app_shard *s, const struct oms_limits *ol, const struct me_li
 	return 0;
 }
 
+/* The gateway's tables (app_gateway.c, app_session.c), on whichever lcore runs it. */
+static int
+gateway_parts_init(struct app_shard *s)
+{
+	const struct app *app = s->app;
+	s->clients = zalloc("clients", s->id, sizeof(struct user_ent) * USERS_SLOTS);
+	s->xfers = zalloc("xfers", s->id, sizeof(struct xfer_ent) * XFER_SLOTS);
+	if (s->clients == NULL || s->xfers == NULL || app_lat_init(&s->gwlat, rte_socket_id()) != 0)
+		return -ENOMEM;
+	const struct app_shed_conf shed = {
+		.target_ns = app->cfg.shed_ack_us * 1000,
+		.window_ns = app->cfg.shed_window_us * 1000,
+		.wait_ns = app->cfg.shed_wait_us * 1000,
+		.min_samples = APP_SHED_MIN_SAMPLES,
+	};
+	app_shed_init(&s->shed, &shed);
+	s->gwr_mem = zalloc("gwroute", s->id, app_gw_footprint());
+	if (s->gwr_mem == NULL || app_gw_init(s, s->gwr_mem) != 0)
+		return -ENOMEM;
+	if (app_session_init(s) != 0)
+		return -ENOMEM;
+	return 0;
+}
+
+static void
+gateway_parts_fini(struct app_shard *s)
+{
+	rte_free(s->clients);
+	rte_free(s->xfers);
+	rte_free(s->gwr_mem);
+	app_session_fini(s);
+	app_lat_free(s->gwlat);
+	s->clients = NULL;
+	s->xfers = NULL;
+	s->gwr_mem = NULL;
+	s->gwlat = NULL;
+}
+
+/* [gateway]: the gateway on an lcore of its own — an app_shard without consensus or
+ * service (cns and svc NULL, is_oms false), in the place after the last shard's
+ * (app->gateway_index). It takes the client classes from the port and its local ring and
+ * routes by the routing the node's first OMS shard lcore publishes (app_route_pub.h). */
+int
+app_gateway_init(struct app *app, struct app_agent *agent, uint32_t index)
+{
+	(void)index;
+	uint32_t slot = (uint32_t)app->gateway_index;
+	CHECK(app->cfg.gateway.enabled && slot == app->cfg.shard_count);
+	struct app_shard *s = rte_zmalloc("app_gateway", sizeof(*s), RTE_CACHE_LINE_SIZE);
+	if (s == NULL)
+		return -ENOMEM;
+	app->shards[slot] = s;
+	s->app = app;
+	s->index = slot;
+	s->id = APP_GATEWAY_ID;
+	s->self = app->cfg.dp.node_id;
+	s->is_gateway = true;
+	s->route_reader = true;
+	s->frame_cap = app_frame_cap(app);
+	app_wire_shard(app, slot, &s->w);
+	CHECK(s->w.rx != NULL);
+	CHECK(s->w.txq != NULL);
+	CHECK(s->w.local != NULL);
+	app_outbox_init(&s->ob, app, s->w.txq);
+	s->ob.seal = s->w.seal;
+	int ret = gateway_parts_init(s);
+	if (ret != 0)
+		return ret;
+	agent->do_work = app_gateway_do_work;
+	agent->state = s;
+	agent->rcu_reader = true;
+	APP_LOG(INFO, "gateway: on an lcore of its own (cpu %u), routing by the routing %s",
+		app->cfg.gateway.cpu, app->route_src_index >= 0
+		? "the node's first OMS shard publishes" : "of the file (no OMS shard here)");
+	return 0;
+}
+
+void
+app_gateway_fini(struct app *app, struct app_agent *agent)
+{
+	struct app_shard *s = agent->state;
+	if (s == NULL)
+		return;
+	app_outbox_free(&s->ob);
+	struct rte_mbuf *m;
+	while (rte_ring_sc_dequeue(s->w.local, (void **)&m) == 0)
+		rte_pktmbuf_free(m);
+	gateway_parts_fini(s);
+	app->shards[s->index] = NULL;
+	rte_free(s);
+	agent->state = NULL;
+}
+
 int
 app_shard_init(struct app *app, struct app_agent *agent, uint32_t index)
 {
@@ -292,24 +385,9 @@ app_shard_init(struct app *app, struct app_agent *agent, uint32_t index)
 	s->pq = zalloc("pq", s->id, sizeof(struct pq_ent) * PQ_MAX);
 	if (s->is_oms)
 		s->users = zalloc("users", s->id, sizeof(struct user_ent) * USERS_SLOTS);
-	if (s->is_gateway) {
-		s->clients = zalloc("clients", s->id, sizeof(struct user_ent) * USERS_SLOTS);
-		s->xfers = zalloc("xfers", s->id, sizeof(struct xfer_ent) * XFER_SLOTS);
-		if (app_lat_init(&s->gwlat, rte_socket_id()) != 0)
-			return -ENOMEM;
-		const struct app_shed_conf shed = {
-			.target_ns = app->cfg.shed_ack_us * 1000,
-			.window_ns = app->cfg.shed_window_us * 1000,
-			.wait_ns = app->cfg.shed_wait_us * 1000,
-			.min_samples = APP_SHED_MIN_SAMPLES,
-		};
-		app_shed_init(&s->shed, &shed);
-		s->gwr_mem = zalloc("gwroute", s->id, app_gw_footprint());
-		if (s->gwr_mem == NULL || app_gw_init(s, s->gwr_mem) != 0)
-			return -ENOMEM;
-		if (app_session_init(s) != 0)
-			return -ENOMEM;
-	}
+	if (s->is_gateway && (ret = gateway_parts_init(s)) != 0)
+		return ret;
+	s->route_pub = (int)index == app->route_src_index;
 	if (s->is_oms) {
 		s->xorigin = zalloc("xorigin", s->id, sizeof(struct xfer_ent) * XFER_SLOTS);
 		s->report_ring = app->cfg.report_ring;
@@ -332,8 +410,7 @@ app_shard_init(struct app *app, struct app_agent *agent, uint32_t index)
 	}
 	if (s->svc_mem == NULL || s->cns_mem == NULL || s->log_mem == NULL || s->pq == NULL ||
 	    (s->is_oms && (s->users == NULL || s->xorigin == NULL || s->reports == NULL ||
-			   s->report_heads == NULL)) ||
-	    (s->is_gateway && (s->clients == NULL || s->xfers == NULL)))
+			   s->report_heads == NULL)))
 		return -ENOMEM;
 	if (s->is_oms)
 		ret = oms_init((struct oms **)&s->svc, s->svc_mem, &ol);
@@ -490,16 +567,12 @@ app_shard_fini(struct app *app, struct app_agent *agent)
 		rte_free(s->log_mem);
 		rte_free(s->pq);
 		rte_free(s->users);
-		rte_free(s->clients);
-		rte_free(s->xfers);
 		rte_free(s->xorigin);
 		rte_free(s->reports);
 		rte_free(s->report_heads);
 		rte_free(s->lat);
 		rte_free(s->rdq_mem);
-		rte_free(s->gwr_mem);
-		app_session_fini(s);
-		app_lat_free(s->gwlat);
+		gateway_parts_fini(s);
 		if (s->logw != NULL) {
 			app_flog_stop(s);
 			/* Every lcore has stopped: what is queued is written here. */

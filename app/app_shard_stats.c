@@ -327,3 +327,28 @@ app_shard_lat(const struct app *app)
 		return NULL;
 	return app->shards[app->gateway_index]->gwlat;
 }
+
+/* [gateway]: the gateway lcore's counters, under gateway. (the shard lcores' gw_ ones stay
+ * 0), and the routing it routes by: the epoch of the published copy (0: the file's) and
+ * the publication's own counters. */
+void
+app_gateway_stats_write(const struct app *app, FILE *out)
+{
+	if (!app->cfg.gateway.enabled || app->gateway_index < 0)
+		return;
+	const struct app_shard *s = app->shards[app->gateway_index];
+	if (s == NULL)
+		return;
+	fprintf(out, "gateway.lcore 1\n");
+	for (int c = 0; c < SC_COUNT; c++)
+		fprintf(out, "gateway.%s %" PRIu64 "\n", sc_labels[c], LOAD(s->c[c]));
+	const struct oms_route_info *ri = app_route_peek(&app->route);
+	fprintf(out, "gateway.route_epoch %" PRIu64 "\n", ri != NULL ? ri->epoch : 0);
+	fprintf(out, "gateway.route_publishes %" PRIu64 "\n", LOAD(app->route.publishes));
+	fprintf(out, "gateway.route_pool_waits %" PRIu64 "\n", LOAD(app->route.pool_waits));
+	fprintf(out, "gateway.route_reclaims %" PRIu64 "\n", LOAD(app->route.reclaims));
+	fprintf(out, "gateway.route_grace_ns %" PRIu64 "\n", LOAD(app->route.grace_ns));
+	app_outbox_stats_write(&s->ob, "gateway", out);
+	app_lat_stats_write(s->gwlat, "gateway", out);
+	app_session_stats_write(s, out);
+}

@@ -9,7 +9,8 @@
  *
  * Ring names, sizes and flags: shardN_rx (dataplane ring, io → shard), shardN (tx queue,
  * shard → io), shardN_local (MP/SC, [lcores] ring_size), shardN_mgmt (SP/SC,
- * 4 × APP_CMD_PENDING_MAX), persister_rq (MP/SC, ring_size; only with a database),
+ * 4 × APP_CMD_PENDING_MAX), gateway_rx, gateway and gateway_local (the same, for the
+ * gateway lcore with [gateway]; no command ring), persister_rq (MP/SC, ring_size; only with a database),
  * bridge_seal (MP/SC, ring_size) and bridge (tx queue, bridge → io) with a [bridge] lcore
  * that seals, mgmt_done (MP/SC, 2 × APP_CMDS_MAX).
  */
@@ -85,6 +86,28 @@ shard_rings_make(struct app *app, uint32_t index)
 	return routes_add(app, index);
 }
 
+/* [gateway]: the gateway lcore's rings, in the place after the last shard's (app.h), and
+ * the client classes routed to it. Made before the shards' (an echo shard takes whatever
+ * client class nobody took). */
+static int
+gateway_rings_make(struct app *app)
+{
+	const struct app_config *cfg = &app->cfg;
+	struct app_rings *r = &app->rings;
+	uint32_t index = (uint32_t)app->gateway_index;
+	r->shard_rx[index] = dp_ring_create(app->dp, "gateway_rx", cfg->ring_size,
+					    app->shard_bell[index]);
+	r->shard_txq[index] = dp_txq_create(app->dp, "gateway", cfg->ring_size);
+	r->shard_local[index] = ring_make("gateway_local", cfg->ring_size, RING_F_SC_DEQ);
+	if (r->shard_rx[index] == NULL || r->shard_txq[index] == NULL ||
+	    r->shard_local[index] == NULL)
+		return -ENOMEM;
+	int ret = dp_route_add(app->dp, DP_CLASS_GATEWAY, DP_SHARD_ANY, r->shard_rx[index]);
+	if (ret == 0)
+		ret = dp_route_add(app->dp, DP_CLASS_CLIENT, DP_SHARD_ANY, r->shard_rx[index]);
+	return ret;
+}
+
 int
 app_wire_init(struct app *app)
 {
@@ -96,6 +119,8 @@ app_wire_init(struct app *app)
 	app->mgmt_done = ring_make("mgmt_done", 2 * APP_CMDS_MAX, RING_F_SC_DEQ);
 	if (app->mgmt_done == NULL)
 		return -ENOMEM;
+	if (cfg->gateway.enabled && (ret = gateway_rings_make(app)) != 0)
+		return ret;
 	for (uint32_t i = 0; i < cfg->shard_count; i++) {
 		ret = shard_rings_make(app, i);
 		if (ret != 0)
@@ -182,7 +207,7 @@ app_ring_bell(const struct app *app, const struct rte_ring *ring)
 		return NULL;
 	if (ring == r->seal)
 		return app->bridge_bell; /* every network frame with a sealing bridge */
-	for (uint32_t i = 0; i < app->cfg.shard_count; i++)
+	for (uint32_t i = 0; i < app_slots(app); i++)
 		if (r->shard_local[i] == ring)
 			return app->shard_bell[i];
 	return ring == r->persist_rq ? app->persist_bell : NULL;

@@ -111,6 +111,8 @@ cpus_print(const struct app_config *cfg, FILE *out)
 		CPU_SET(cfg->bridge.cpu, &set);
 	if (cfg->persister.enabled)
 		CPU_SET(cfg->persister.cpu, &set);
+	if (cfg->gateway.enabled)
+		CPU_SET(cfg->gateway.cpu, &set);
 	for (uint32_t i = 0; i < cfg->shard_count; i++)
 		CPU_SET(cfg->shards[i].lcore.cpu, &set);
 	fprintf(out, "cpus =");
@@ -215,6 +217,12 @@ agents_plan(struct app *app)
 		AGENT(APP_ROLE_PERSISTER, cfg->persister.cpu, &cfg->persister.idle, "persister");
 		dp_idle_bell(&a->idle, &a->bell, cfg->db_conninfo[0] == '\0');
 		app->persist_bell = &a->bell;
+	}
+	if (cfg->gateway.enabled) {
+		/* Its rings and bell take the place after the last shard's (app.h). */
+		AGENT(APP_ROLE_GATEWAY, cfg->gateway.cpu, &cfg->gateway.idle, "gateway");
+		dp_idle_bell(&a->idle, &a->bell, true); /* every input of it rings */
+		app->shard_bell[cfg->shard_count] = &a->bell;
 	}
 	for (uint32_t i = 0; i < cfg->shard_count; i++) {
 		AGENT(APP_ROLE_SHARD, cfg->shards[i].lcore.cpu, &cfg->shards[i].lcore.idle,
@@ -335,16 +343,24 @@ main(int argc, char **argv)
 	agents_plan(&app);
 	memset(app.shard_index, -1, sizeof(app.shard_index));
 	app.gateway_index = -1;
+	app.route_src_index = -1;
 	for (uint32_t i = 0; i < app.cfg.shard_count; i++) {
 		const struct app_shard_conf *sc = &app.cfg.shards[i];
 		app.shard_index[sc->id] = (int8_t)i;
-		/* The gateway runs on the first OMS shard lcore (else the first oms/me one). */
-		if (sc->service == APP_SERVICE_OMS && app.gateway_index < 0)
-			app.gateway_index = (int)i;
+		/* The gateway runs on the first OMS shard lcore (else the first oms/me one);
+		 * with [gateway], on its own, routing by what that OMS lcore publishes. */
+		if (sc->service == APP_SERVICE_OMS && app.route_src_index < 0)
+			app.route_src_index = (int)i;
 	}
+	if (app.cfg.gateway.enabled)
+		app.gateway_index = (int)app.cfg.shard_count;
+	else
+		app.gateway_index = app.route_src_index;
 	for (uint32_t i = 0; i < app.cfg.shard_count && app.gateway_index < 0; i++)
 		if (app.cfg.shards[i].service != APP_SERVICE_ECHO)
 			app.gateway_index = (int)i;
+	if (!app.cfg.gateway.enabled)
+		app.route_src_index = -1; /* the gateway reads the replica on its own lcore */
 
 	/* A snapshot child's CPUs, from the set we were started with (EAL pins us next). */
 	if (sched_getaffinity(0, sizeof(app.snap_cpus), &app.snap_cpus) == 0) {
@@ -355,6 +371,8 @@ main(int argc, char **argv)
 			CPU_CLR(app.cfg.bridge.cpu, &spare);
 		if (app.cfg.persister.enabled)
 			CPU_CLR(app.cfg.persister.cpu, &spare);
+		if (app.cfg.gateway.enabled)
+			CPU_CLR(app.cfg.gateway.cpu, &spare);
 		for (uint32_t i = 0; i < app.cfg.shard_count; i++)
 			CPU_CLR(app.cfg.shards[i].lcore.cpu, &spare);
 		if (CPU_COUNT(&spare) > 0)
@@ -506,6 +524,7 @@ main(int argc, char **argv)
 		app_http_poll();
 		app_notify_tick(&app, dp_clock_ns());
 		app_shard_collapse_tick(&app);
+		app_route_reclaim(&app.route); /* the gateway lcore's old routing copies */
 		if (dump_requested) {
 			dump_requested = 0;
 			stats_dump(&app, "SIGUSR1");

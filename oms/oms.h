@@ -194,15 +194,22 @@ uint64_t oms_stream_next_seq(const struct oms *oms, uint16_t me_shard);
 uint64_t oms_route_epoch(const struct oms *oms);
 /* The owner this shard computes for user (pin, else HRW over ACTIVE shards). */
 uint16_t oms_owner(const struct oms *oms, uint64_t user);
-/* Read-only views for mgmt (routes show, symbols list, users show). */
+/* Read-only views for mgmt (routes show, symbols list, users show), and the copy a gateway
+ * on another lcore routes by (app/app_route_pub.c). */
 struct oms_route_info {
 	uint64_t epoch;                                   /* 0: no routing config applied */
 	uint32_t shard_count;
 	uint32_t pin_count;
 	struct wire_route_shard shards[WIRE_ROUTE_SHARDS_MAX]; /* as configured (state per shard) */
 	struct wire_route_pin pins[WIRE_ROUTE_PINS_MAX];      /* whale pins */
+	uint16_t self;                                    /* the shard the copy is of */
+	uint16_t active_count;
+	uint16_t active[WIRE_ROUTE_SHARDS_MAX];           /* ACTIVE shards, sorted */
 };
 void oms_route_get(const struct oms *oms, struct oms_route_info *out);
+/* The owner of user by a copy oms_route_get made: what oms_owner answered when it was made
+ * (one function computes both). */
+uint16_t oms_route_info_owner(const struct oms_route_info *ri, uint64_t user);
 /* The routing drain (users moving away after a config change) is still running. */
 bool oms_route_draining(const struct oms *oms);
 

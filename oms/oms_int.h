@@ -17,6 +17,7 @@
 
 #include "common/check.h"
 #include "common/hist.h"
+#include "common/hrw.h"
 #include "common/money.h"
 #include "oms/oms.h"
 
@@ -878,6 +879,22 @@ oms_symbol_find(const struct oms *oms, uint32_t symbol)
 		i = (i + 1) & mask;
 	}
 	return NULL;
+}
+/* The owner of user under a routing: its pin, else HRW over the ACTIVE shards (seed: never
+ * hash % N; receiving shards get no new users until they turn active); before any routing
+ * config (epoch 0, or no active shard) the shard that asks serves every user (single-shard
+ * deployments, tests: a multi-shard venue configures routing before it opens). The service
+ * and the copies gateways route by (oms_route_info_owner) both answer with this. */
+static inline uint16_t
+oms_route_pick(uint64_t epoch, const struct wire_route_pin *pins, uint32_t pin_count,
+	       const uint16_t *active, uint32_t active_count, uint16_t self, uint64_t user)
+{
+	for (uint32_t i = 0; i < pin_count; i++)
+		if (pins[i].user == user)
+			return pins[i].shard;
+	if (epoch == 0 || active_count == 0)
+		return self;
+	return hrw_pick(user, active, active_count);
 }
 uint16_t oms_route_owner(const struct oms *oms, uint64_t user);
 bool oms_route_owns(const struct oms *oms, uint64_t user, uint16_t *owner);

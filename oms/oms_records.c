@@ -302,16 +302,8 @@ uint16_t
 oms_route_owner(const struct oms *oms, uint64_t user)
 {
 	const struct oms_route *r = &oms->c.route;
-	/* Before any routing config this shard serves every user (single-shard deployments,
-	 * tests); a multi-shard venue configures routing before it opens. */
-	for (uint32_t i = 0; i < r->pin_count; i++)
-		if (r->pins[i].user == user)
-			return r->pins[i].shard;
-	if (r->epoch == 0 || r->active_count == 0)
-		return oms->c.limits.shard_id;
-	/* Seed: HRW over the epoch-versioned membership — never hash % N. Receiving shards
-	 * get no new users until they turn active. */
-	return hrw_pick(user, r->active, r->active_count);
+	return oms_route_pick(r->epoch, r->pins, r->pin_count, r->active, r->active_count,
+			      oms->c.limits.shard_id, user);
 }
 
 bool

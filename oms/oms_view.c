@@ -350,6 +350,16 @@ oms_route_get(const struct oms *oms, struct oms_route_info *out)
 	CHECK(r->pin_count <= WIRE_ROUTE_PINS_MAX);
 	memcpy(out->shards, r->shards, sizeof(r->shards[0]) * r->shard_count);
 	memcpy(out->pins, r->pins, sizeof(r->pins[0]) * r->pin_count);
+	out->self = oms->c.limits.shard_id;
+	out->active_count = (uint16_t)r->active_count;
+	memcpy(out->active, r->active, sizeof(r->active[0]) * r->active_count);
+}
+
+uint16_t
+oms_route_info_owner(const struct oms_route_info *ri, uint64_t user)
+{
+	return oms_route_pick(ri->epoch, ri->pins, ri->pin_count, ri->active, ri->active_count,
+			      ri->self, user);
 }
 
 bool

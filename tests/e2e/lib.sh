@@ -108,6 +108,12 @@ e2e_sessions_lines() {
 	fi
 }
 
+# E2E_GATEWAY=CPU: the gateway on an lcore of its own ([gateway], docs/appliance.md) on CPU;
+# unset: on the first OMS shard lcore.
+e2e_gateway_lines() {
+	[ -z "${E2E_GATEWAY:-}" ] || printf '\n[gateway]\ncpu = %s\nidle = sleep\n' "$E2E_GATEWAY"
+}
+
 e2e_config() {
 	local file=$1
 	shift
@@ -157,6 +163,7 @@ stats_file = $STATS
 [sessions]
 $(e2e_sessions_lines)
 INI
+	e2e_gateway_lines >>"$file"
 	for line in "$@"; do echo "$line" >>"$file"; done
 }
 
@@ -384,6 +391,7 @@ INI
 		printf '\n[bridge]\ncpu = %s\nidle = sleep\n%s\n' "$(((i + 1) % 2))" "$spins" \
 			>>"$file"
 	fi
+	e2e_gateway_lines >>"$file"
 	for line in "$@"; do echo "$line" >>"$file"; done
 }
 

@@ -267,3 +267,42 @@ Test(oms_route, drain_empty_shard_ends_at_once)
 	h_tick(&H);
 	cr_assert(not(oms_route_draining(H.oms)));
 }
+
+/* The owners oms_owner answers for users 1..n agree with a copy's (oms_route_info_owner). */
+static void
+copy_agrees(uint64_t n)
+{
+	struct oms_route_info ri;
+	oms_route_get(H.oms, &ri);
+	cr_assert(eq(u64, ri.epoch, oms_route_epoch(H.oms)));
+	for (uint64_t u = 1; u <= n; u++)
+		cr_assert(eq(u16, oms_route_info_owner(&ri, u), oms_owner(H.oms, u)), "user %lu",
+			  (unsigned long)u);
+}
+
+/* Goal: a gateway routing by a copy of the routing (app_route_pub.c) names the owner the
+ * service names, before any routing, with receiving shards, with a pin and after an unpin. */
+Test(oms_route, copy_routes_as_the_service)
+{
+	copy_agrees(50); /* epoch 0: this shard owns everyone */
+	uint16_t act[] = { 2, 0, 1 }, rcv[] = { 3 };
+	route(4, act, 3, rcv, 1, 0, 0);
+	copy_agrees(2000);
+	struct oms_route_info ri;
+	oms_route_get(H.oms, &ri);
+	cr_assert(eq(u16, ri.active_count, 3));
+	cr_assert(eq(u16, ri.active[0], 0)); /* sorted, as the service keeps them */
+	cr_assert(eq(u16, ri.active[2], 2));
+	route(5, act, 3, rcv, 1, 77, 3);
+	copy_agrees(2000);
+	oms_route_get(H.oms, &ri);
+	cr_assert(eq(u16, oms_route_info_owner(&ri, 77), 3));
+	struct wire_whale_pin p;
+	memset(&p, 0, sizeof(p));
+	p.hdr.type = WIRE_WHALE_PIN;
+	p.hdr.length = sizeof(p);
+	p.user = 77;
+	p.hdr.flags = 1; /* unpin */
+	h_apply(&H, &p);
+	copy_agrees(2000);
+}
