@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The routing published to the gateway lcore with liburcu's QSBR flavour
- * (app_route_pub.h). The only file that includes liburcu.
+ * (app_route_pub.h). The only file that includes liburcu; no DPDK (unit-tested with
+ * threads in tests/unit/app/test_route_pub.c).
  */
+#include <string.h>
+#include <time.h>
+
 #include <urcu-qsbr.h>
 
 #include "app_route_pub.h"
-#include "dataplane/dp.h"
 
 enum {
 	COPY_FREE = 0,            /* in the pool */
@@ -14,8 +17,16 @@ enum {
 	COPY_RETIRED = 2,         /* replaced: readers may still hold it until a grace period */
 };
 
+static uint64_t
+mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 bool
-app_route_publish(struct app_route_pub *p, const struct oms *oms)
+app_route_publish(struct app_route_pub *p, const struct oms_route_info *ri)
 {
 	struct app_route_copy *c = NULL;
 	for (uint32_t i = 0; i < APP_ROUTE_COPIES && c == NULL; i++)
@@ -25,7 +36,7 @@ app_route_publish(struct app_route_pub *p, const struct oms *oms)
 		__atomic_store_n(&p->pool_waits, p->pool_waits + 1, __ATOMIC_RELAXED);
 		return false;
 	}
-	oms_route_get(oms, &c->ri);
+	memcpy(&c->ri, ri, sizeof(c->ri));
 	__atomic_store_n(&c->state, COPY_LIVE, __ATOMIC_RELAXED);
 	struct app_route_copy *old = rcu_xchg_pointer(&p->live, c); /* a full barrier */
 	if (old != NULL)
@@ -59,9 +70,9 @@ app_route_reclaim(struct app_route_pub *p)
 		return;
 	/* Retired after the pointer moved off them: a reader that can still hold one read it
 	 * before, in a cycle this grace period waits out. */
-	uint64_t t0 = dp_clock_ns();
+	uint64_t t0 = mono_ns();
 	synchronize_rcu();
-	__atomic_store_n(&p->grace_ns, p->grace_ns + (dp_clock_ns() - t0), __ATOMIC_RELAXED);
+	__atomic_store_n(&p->grace_ns, p->grace_ns + (mono_ns() - t0), __ATOMIC_RELAXED);
 	for (uint32_t i = 0; i < APP_ROUTE_COPIES; i++)
 		if (retired & (1u << i)) {
 			__atomic_store_n(&p->copies[i].state, COPY_FREE, __ATOMIC_RELEASE);

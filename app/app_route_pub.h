@@ -43,8 +43,9 @@ struct app_route_pub {
 	uint64_t grace_ns;            /* main's: time spent in grace periods, in all */
 };
 
-/* Publisher: a copy of oms's routing, published. false: no free copy (try next cycle). */
-bool app_route_publish(struct app_route_pub *p, const struct oms *oms);
+/* Publisher: a copy of ri (oms_route_get's), published. false: no free copy (try again
+ * next cycle). */
+bool app_route_publish(struct app_route_pub *p, const struct oms_route_info *ri);
 /* Reader (a registered thread, online): the routing published last, NULL before the
  * first. Valid until the caller's next quiescent state. */
 const struct oms_route_info *app_route_read(struct app_route_pub *p);

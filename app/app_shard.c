@@ -145,9 +145,12 @@ app_shard_do_work(void *arg, uint64_t now_ns)
 	work += applied;
 	/* [gateway]: the routing, for the gateway lcore, whenever it changed (every change
 	 * moves the epoch); no free copy: again next cycle (app_route_pub.h). */
-	if (s->route_pub && oms_route_epoch(s->svc) != s->route_pub_epoch &&
-	    app_route_publish(&s->app->route, s->svc))
-		s->route_pub_epoch = oms_route_epoch(s->svc);
+	if (s->route_pub && oms_route_epoch(s->svc) != s->route_pub_epoch) {
+		struct oms_route_info ri;
+		oms_route_get(s->svc, &ri);
+		if (app_route_publish(&s->app->route, &ri))
+			s->route_pub_epoch = ri.epoch;
+	}
 
 	uint32_t leader = cns_leader(s->cns);
 	if (leader != CNS_NODE_NONE)
