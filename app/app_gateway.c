@@ -393,6 +393,29 @@ app_gw_to_gateway(struct app_shard *s, uint32_t node, const struct wire_msg_hdr 
 	app_send_node(s, node, DP_CLASS_CLIENT, msg->shard, msg, NULL, 0);
 }
 
+#define GW_HOLD_FRAMES 2 /* INGRESS frames waiting at a local OMS shard that hold the intake */
+
+/* [port] rx_hold_frames (a node that paces its clients rather than refuse them, the pcap
+ * benches): the io lcores stop reading the port while a ring holds that many frames, but
+ * the gateway lcore empties its own at once and packs a cycle's orders into a few INGRESS
+ * frames — a local OMS shard would take in one cycle what the port gave in many, more of a
+ * cold user's messages than it parks (parked_per_user). So the gateway takes no client
+ * frame while a local OMS shard has not yet taken what it was sent (its ring then fills,
+ * and the io lcores' gate sees it): a shard's intake per cycle is what it was when the
+ * gateway ran on its lcore. Answers (the local ring) are always taken. */
+static bool
+gw_held(const struct app_shard *s)
+{
+	const struct app *app = s->app;
+	if (app->cfg.rx_hold_frames == 0)
+		return false;
+	for (uint32_t i = 0; i < app->cfg.shard_count; i++)
+		if (app->cfg.shards[i].service == APP_SERVICE_OMS &&
+		    rte_ring_count(app_shard_local_ring(app, i)) >= GW_HOLD_FRAMES)
+			return true;
+	return false;
+}
+
 /* [gateway]: the gateway lcore's cycle — the client classes from the port and from this
  * node's lcores (answers for clients, NOT_LEADER hints), the sessions' duty, the outbox.
  * Nothing here is replicated: a restart loses the sessions (clients log on again) and the
@@ -407,10 +430,14 @@ app_gateway_do_work(void *arg, uint64_t now_ns)
 
 	s->now = (uint64_t)((int64_t)now_ns + s->app->clock_offset_ns);
 	s->clock_ns = now_ns;
-	n = rte_ring_sc_dequeue_burst(s->w.rx, (void **)ms, APP_SHARD_DRAIN_MAX, NULL);
-	for (unsigned i = 0; i < n; i++)
-		app_ingress_frame(s, ms[i]);
-	work += n;
+	if (!gw_held(s)) {
+		n = rte_ring_sc_dequeue_burst(s->w.rx, (void **)ms, APP_SHARD_DRAIN_MAX, NULL);
+		for (unsigned i = 0; i < n; i++)
+			app_ingress_frame(s, ms[i]);
+		work += n;
+	} else {
+		sc_add(s, SC_GW_HELD, 1);
+	}
 	n = rte_ring_sc_dequeue_burst(s->w.local, (void **)ms, APP_SHARD_DRAIN_MAX, NULL);
 	for (unsigned i = 0; i < n; i++)
 		app_ingress_frame(s, ms[i]);

@@ -80,6 +80,10 @@ io_rx_gate(void *arg)
 			if (queued >= cfg->rx_hold_frames)
 				return false;
 		}
+		/* The gateway lcore's rings too ([gateway]: it holds its intake while a local
+		 * OMS shard has a backlog, app_gateway.c). */
+		if (cfg->gateway.enabled && app_shard_queued(app, cfg->shard_count) >= cfg->rx_hold_frames)
+			return false;
 	}
 	return true;
 }

@@ -73,6 +73,9 @@
 	  "new orders refused BACKPRESSURE: a standing queue behind the gateway (app_shed.h)") \
 	X(GW_SHED_WAIT, "gw_shed_wait",                                                    \
 	  "new orders refused BACKPRESSURE: they waited too long before the gateway")       \
+	X(GW_HELD, "gw_held",                                                              \
+	  "gateway lcore cycles that took no client frame: a local OMS shard's backlog "    \
+	  "([port] rx_hold_frames)")                                                        \
 	X(GW_SESSION_GONE, "gw_session_gone",                                              \
 	  "answers dropped: their session ended (the client replays them after a logon)")   \
 	X(NO_SESSION_SHARD, "no_session_shard",                                            \

@@ -9,7 +9,7 @@
 # Method: run pipeline.sh (one omsd on net_pcap: rx_pcap in, tx_pcap out; no namespaces,
 # tag obp for the temp dir and the DPDK file prefix) with ORDERS=600 USERS=8, keep its
 # directory and check the final stats and the egress capture; then once more with
-# RX_START=now. Only correctness is checked, never a time.
+# RX_START=now, and once with GATEWAY=lcore. Only correctness is checked, never a time.
 set -euo pipefail
 : "${OMSD:?set OMSD to the omsd binary}"
 : "${OMSPCAP:?set OMSPCAP to the omspcap binary}"
@@ -49,6 +49,24 @@ show_out "$TMP/gate" >"$TMP/show" || fail "the egress capture does not decode"
 [ "$(v shard.1.asset.2.sum)" = $((8 * 1000000000)) ] || fail "quote asset sum $(v shard.1.asset.2.sum)"
 grep -q "drops=0" <<<"$out" || fail "drops"
 log "gate: $orders orders acked and settled, $(v shard.1.oms.fills) fills, money conserved"
+
+# The gateway on an lcore of its own ([gateway]; GATEWAY=lcore): the same capture, every
+# order answered and settled, through that lcore (its gw_in), none through the shard's.
+out=$(ORDERS=600 USERS=8 SEED=7 ME_BENCH_OPS=100000 GATEWAY=lcore BENCH_DIR=$TMP/gwl \
+	PREFIX=e2e-obp-$$-gwl "$SRC/tests/bench/app/pipeline.sh" 2>&1) ||
+	{ echo "$out"; fail "pipeline.sh (GATEWAY=lcore)"; }
+S=$TMP/gwl/stats
+[ "$(v gateway.lcore)" = 1 ] || fail "GATEWAY=lcore: no gateway lcore"
+[ "$(v gateway.lat_acked)" = "$orders" ] || fail "gateway lcore: $(v gateway.lat_acked) of $orders orders ACKed"
+[ "$(v gateway.lat_naked)" = 0 ] || fail "gateway lcore: $(v gateway.lat_naked) orders NAKed"
+[ "$(v gateway.lat_finals)" = "$orders" ] || fail "gateway lcore: $(v gateway.lat_finals) of $orders settled"
+[ "$(v gateway.gw_in)" -ge "$orders" ] || fail "gateway lcore routed $(v gateway.gw_in) messages"
+[ "$(v shard.1.gw_in)" = 0 ] || fail "shard 1's lcore routed $(v shard.1.gw_in) messages beside the gateway lcore"
+[ "$(v gateway.route_epoch)" = 1 ] || fail "gateway lcore routes by epoch $(v gateway.route_epoch), want 1"
+[ "$(v shard.1.asset.2.sum)" = $((8 * 1000000000)) ] || fail "gateway lcore: quote asset sum $(v shard.1.asset.2.sum)"
+grep -q "drops=0" <<<"$out" || fail "gateway lcore: drops"
+log "gateway lcore: $orders orders acked and settled through it"
+S=$TMP/gate/stats
 
 # Without the gate the replay arrives before the election: NOT_LEADER.
 out=$(ORDERS=600 USERS=8 SEED=7 ME_BENCH_OPS=100000 RX_START=now BENCH_DIR=$TMP/now PREFIX=e2e-obp-$$-now \

@@ -30,7 +30,8 @@
 # which a slower or faster interleaving of the lcores adds or removes.
 #
 # Env: ORDERS (2000), USERS (16), SEED (1), USERS_IDLE (2), IDLE_TAIL_S (20),
-#      VALGRIND (valgrind), BRIDGE (seal),
+#      VALGRIND (valgrind), BRIDGE (seal), GATEWAY (empty: the gateway on the OMS shard
+#      lcore; lcore: on an lcore of its own, counted as its own kind, app_gateway_do_work),
 #      OMSD, OMSPCAP (default: the callgrind tree, tests/bench/cg-tree: x86-64-v3 release,
 #      built if missing; a -march=native omsd may hold instructions valgrind cannot decode,
 #      e.g. AVX-512). Needs valgrind; about a minute per run.
@@ -63,8 +64,9 @@ run() {
 	mkdir -p "$DIR/$name"
 	OMSD_WRAP="$VALGRIND --tool=callgrind --callgrind-out-file=$DIR/$name/cg.out
 		--collect-atstart=no --toggle-collect=dp_io_do_work --toggle-collect=app_shard_do_work
-		--toggle-collect=app_seal_do_work" \
+		--toggle-collect=app_seal_do_work --toggle-collect=app_gateway_do_work" \
 		READY_S=300 DRAIN_S=900 QUIET=1 ORDERS=$2 USERS=$3 BENCH_DIR=$DIR/$name BRIDGE=$BRIDGE \
+		GATEWAY=${GATEWAY:-} \
 		IDLE_TAIL_S=$tail \
 		"$HERE/pipeline.sh" >"$DIR/$name/pipeline.out" 2>&1 || {
 		cat "$DIR/$name/pipeline.out" >&2
@@ -89,11 +91,12 @@ grep '^bench:' "$DIR/load/pipeline.out" | sed 's/^/callgrind: under valgrind: /'
 
 # Per lcore kind: its duty function and its agents.
 KINDS="io shard bridge"
-fn_of() { case $1 in io) echo dp_io_do_work ;; shard) echo app_shard_do_work ;; bridge) echo app_seal_do_work ;; esac; }
-agents_of() { case $1 in io) echo io ;; shard) echo shard1 shard2 ;; bridge) echo bridge ;; esac; }
+fn_of() { case $1 in io) echo dp_io_do_work ;; shard) echo app_shard_do_work ;; bridge) echo app_seal_do_work ;; gateway) echo app_gateway_do_work ;; esac; }
+agents_of() { case $1 in io) echo io ;; shard) echo shard1 shard2 ;; bridge) echo bridge ;; gateway) echo gateway ;; esac; }
 cycles() { local n=0 a; for a in $(agents_of "$2"); do n=$((n + $(st "$1" "agent.$a.cycles"))); done; echo $n; }
 empties() { local n=0 a; for a in $(agents_of "$2"); do n=$((n + $(empty "$1" "$a"))); done; echo $n; }
 [ "$BRIDGE" = seal ] || KINDS="io shard"
+[ "${GATEWAY:-}" != lcore ] || KINDS+=" gateway"
 declare -A IR EMPTY
 for run_name in idle idletail load; do
 	for k in $KINDS; do
@@ -116,7 +119,8 @@ for k in $KINDS; do
 	[ "$de" -gt 0 ] || { echo "callgrind: $k: the idle tail added no empty cycle" >&2; exit 1; }
 	summary+="$k ${IR[idle.$k]} ${EMPTY[idle.$k]} ${IR[idletail.$k]} ${EMPTY[idletail.$k]} ${IR[load.$k]} ${EMPTY[load.$k]} "
 done
-awk -v n="$new_orders" -v msgs="$msgs" -v bridge="$BRIDGE" -v s="$summary" 'BEGIN {
+awk -v n="$new_orders" -v msgs="$msgs" -v bridge="$BRIDGE" -v gateway="${GATEWAY:-shard}" \
+	-v s="$summary" 'BEGIN {
 	k = split(s, f, " ")
 	raw = 0; net = 0; line = ""; cal = ""
 	for (i = 1; i + 6 <= k; i += 7) {
@@ -130,7 +134,7 @@ awk -v n="$new_orders" -v msgs="$msgs" -v bridge="$BRIDGE" -v s="$summary" 'BEGI
 	}
 	printf "callgrind: calibration:%s\n", cal
 	printf "callgrind: load run: Ir/empty cycles%s, new orders=%d messages=%d\n", line, n, msgs
-	printf "bench: callgrind instructions_per_order=%.0f instructions_per_msg=%.0f raw_per_order=%.0f io_per_order=%.0f shard_per_order=%.0f bridge_per_order=%.0f bridge=%s orders=%d\n",
+	printf "bench: callgrind instructions_per_order=%.0f instructions_per_msg=%.0f raw_per_order=%.0f io_per_order=%.0f shard_per_order=%.0f bridge_per_order=%.0f gateway_per_order=%.0f bridge=%s gateway=%s orders=%d\n",
 		net / n, net / msgs, raw / n, per["io"], per["shard"], per["bridge"] + 0,
-		bridge == "" ? "none" : bridge, n
+		per["gateway"] + 0, bridge == "" ? "none" : bridge, gateway, n
 }'

@@ -19,6 +19,8 @@
 #      BENCH_DIR (kept when set; else a temp dir removed at exit), QUIET=1 (less output),
 #      BRIDGE (seal: a [bridge] lcore MACs the shard lcores' frames, app/app_seal.c; off: a
 #      [bridge] lcore that does not; empty, the default: no [bridge], the shard lcores MAC),
+#      GATEWAY (lcore: the gateway on an lcore of its own, [gateway], routing by the copy
+#      the OMS shard lcore publishes; empty, the default: on the OMS shard lcore),
 #      SNAPSHOT_BY ([limits] snapshot_by: fork, the default, lcore or shadow — with shadow
 #      the shard lcores also copy each applied message into the shadow copies' rings),
 #      IDLE_TAIL_S (seconds the drained node idles before it is stopped, 0),
@@ -98,6 +100,13 @@ off) BRIDGE_LINES=$(printf '[bridge]\ncpu = 0\nseal = off\n') ;;
 '') BRIDGE_LINES= ;;
 *) echo "pipeline: BRIDGE is seal, off or empty, not '$BRIDGE'" >&2; exit 2 ;;
 esac
+# GATEWAY: lcore (a [gateway] lcore; its counters are gateway.*) or empty (on OMS shard 1's
+# lcore: shard.1.gw_*).
+case ${GATEWAY:-} in
+lcore) GATEWAY_LINES=$(printf '[gateway]\ncpu = 0\n'); GWP=gateway ;;
+'') GATEWAY_LINES=; GWP=shard.1 ;;
+*) echo "pipeline: GATEWAY is lcore or empty, not '$GATEWAY'" >&2; exit 2 ;;
+esac
 gen=$("$OMSPCAP" gen --out "$DIR/in.pcap" --count $((ORDERS + 2 * USERS)) --seed "$SEED" \
 	"${KEYARG[@]}" \
 	--users "$USERS" --transfer-shard 1 --fund-first 1 --open-max 48 --gap-us 1 \
@@ -128,6 +137,7 @@ mbufs = 16383
 cpu = 1
 
 $BRIDGE_LINES
+$GATEWAY_LINES
 [shard.1]
 service = oms
 members = 1
@@ -204,7 +214,7 @@ for _ in $(seq $((${DRAIN_S:-300} * 4))); do
 	rx=$(stat dp.rx_pkts)
 	orders=$(stat gateway.lat_orders)
 	settled=$(($(stat gateway.lat_finals) + $(stat gateway.lat_naked) + $(stat gateway.lat_lost)))
-	out=$(stat shard.1.gw_out)
+	out=$(stat $GWP.gw_out)
 	if [ "$rx" -ge "$FRAMES" ] && [ "$orders" -eq "$NEW_ORDERS" ] && [ "$settled" -ge "$orders" ] &&
 		[ "$out" = "$last" ]; then
 		stable=$((stable + 1))
@@ -263,8 +273,8 @@ fills=$(v shard.1.oms.fills)
 drops=0
 for k in dp.frame_ring_full dp.frame_no_route dp.frame_bad dp.frame_mixed dp.tx_arp_miss \
 	dp.tx_port_full dp.tx_nombuf dp.tx_too_big shard.1.tx_full shard.1.tx_nombuf \
-	shard.2.tx_full shard.2.tx_nombuf shard.1.gw_no_client shard.1.no_route \
-	shard.2.no_route shard.1.persist_dropped; do
+	shard.2.tx_full shard.2.tx_nombuf $GWP.gw_no_client shard.1.no_route \
+	shard.2.no_route shard.1.persist_dropped ${GATEWAY:+gateway.no_route gateway.tx_full gateway.tx_nombuf}; do
 	n=$(v "$k")
 	[ "$n" = 0 ] || { say "drop: $k $n"; drops=$((drops + n)); }
 done
