@@ -20,7 +20,8 @@
 #      BRIDGE (seal: a [bridge] lcore MACs the shard lcores' frames, app/app_seal.c; off: a
 #      [bridge] lcore that does not; empty, the default: no [bridge], the shard lcores MAC),
 #      GATEWAY (lcore: the gateway on an lcore of its own, [gateway], routing by the copy
-#      the OMS shard lcore publishes; empty, the default: on the OMS shard lcore),
+#      the OMS shard lcore publishes, on CPU GATEWAY_CPU, 0; empty, the default: on the OMS
+#      shard lcore),
 #      SNAPSHOT_BY ([limits] snapshot_by: fork, the default, lcore or shadow — with shadow
 #      the shard lcores also copy each applied message into the shadow copies' rings),
 #      IDLE_TAIL_S (seconds the drained node idles before it is stopped, 0),
@@ -103,7 +104,7 @@ esac
 # GATEWAY: lcore (a [gateway] lcore; its counters are gateway.*) or empty (on OMS shard 1's
 # lcore: shard.1.gw_*).
 case ${GATEWAY:-} in
-lcore) GATEWAY_LINES=$(printf '[gateway]\ncpu = 0\n'); GWP=gateway ;;
+lcore) GATEWAY_LINES=$(printf '[gateway]\ncpu = %s\n' "${GATEWAY_CPU:-0}"); GWP=gateway ;;
 '') GATEWAY_LINES=; GWP=shard.1 ;;
 *) echo "pipeline: GATEWAY is lcore or empty, not '$GATEWAY'" >&2; exit 2 ;;
 esac

@@ -168,6 +168,20 @@ Test(app_config, bridge_seals_by_default, .init = setup, .fini = teardown)
 	cr_assert(not(cfg.bridge_seal));
 }
 
+/* Goal: [gateway] puts the gateway on an lcore of its own (app_gateway.c), with its CPU and
+ * idle policy; without the section it runs on the first OMS shard lcore. */
+Test(app_config, gateway_lcore, .init = setup, .fini = teardown)
+{
+	char extra[96];
+	cr_assert(eq(int, load_minimal(""), 0), "%s", errs);
+	cr_assert(not(cfg.gateway.enabled));
+	snprintf(extra, sizeof(extra), "[gateway]\ncpu = %u\nidle = busy\n", cpu);
+	cr_assert(eq(int, load_minimal(extra), 0), "%s", errs);
+	cr_assert(cfg.gateway.enabled);
+	cr_assert(eq(u16, cfg.gateway.cpu, cpu));
+	cr_assert(eq(int, cfg.gateway.idle.mode, DP_IDLE_BUSY));
+}
+
 /* Goal: [port] rx_queues = N gives N io lcores, on [io] cpus one each or all on [io] cpu; a
  * list of the wrong length, or one whose first differs from [io] cpu, names the key. */
 static int
@@ -244,6 +258,8 @@ static const struct bad bads[] = {
 	{ "io", "idle_sleep_min_us", "0", "out of range" },
 	{ "bridge", "cpu", "x", "not a non-negative decimal integer" },
 	{ "bridge", "seal", "maybe", "not a boolean" },
+	{ "gateway", "cpu", "x", "not a non-negative decimal integer" },
+	{ "gateway", "idle", "nap", "not one of busy|pause|sleep" },
 	{ "port", "rx_queues", "9", "out of range" },
 	{ "port", "rx_queues", "0", "out of range" },
 	{ "io", "cpus", "0,x", "not a CPU number" },
