@@ -105,6 +105,8 @@ static const char *const gauges[] = {
 	"omsd_agent_ring_size", "omsd_agent_sleeps_per_s",
 	/* The gateway's sessions open now, and the span its latency record covers. */
 	"omsd_gateway_sessions_active", "omsd_gateway_lat_span_ns",
+	/* [gateway]: it runs on an lcore of its own, and the routing epoch of its copy. */
+	"omsd_gateway_lcore", "omsd_gateway_route_epoch",
 	/* The port computes the checksums of what it sends (1) or the io lcore does (0). */
 	"omsd_dp_tx_csum_offload",
 	/* The persister's connection and the frames it holds back now. */
@@ -171,6 +173,10 @@ app_views_open(const struct app *app, app_views_extra_fn *extra)
 			for (uint32_t k = 0; k < app->cfg.shard_count; k++)
 				ring_add(va, "txq_shard%u", app->cfg.shards[k].id);
 			ring_add(va, "txq_bridge", 0); /* absent without a sealing bridge */
+			ring_add(va, "txq_gateway", 0); /* absent without a [gateway] lcore */
+		} else if (a->role == APP_ROLE_GATEWAY) {
+			ring_add(va, "gateway_rx", 0);
+			ring_add(va, "gateway_local", 0);
 		} else if (a->role == APP_ROLE_BRIDGE) {
 			ring_add(va, "bridge_seal", 0); /* the frames it seals */
 		} else if (a->role == APP_ROLE_SHARD) {
