@@ -338,7 +338,8 @@ struct app_rings {
 	struct rte_ring *seal;                        /* shard lcores → bridge: frames to the
 						       * network whose MAC it writes (MP/SC);
 						       * NULL: no [bridge] or seal = off */
-	struct dp_txq *seal_txq;                      /* bridge → io: those frames, sealed */
+	struct dp_txq *seal_txq[DP_IO_MAX];           /* bridge → io lcore k: those frames,
+						       * sealed (one per io lcore) */
 };
 
 /* What the wiring hands a shard lcore (app_wire_shard): its inboxes and the rings it sends

@@ -4,16 +4,20 @@
  * lcore): the shard lcores build their frames to the network — clients' reports, other
  * nodes' Raft traffic, sagas, events — up to the header, and hand them to this lcore on one
  * MP/SC ring (bridge_seal); it writes each frame's MAC (SipHash-2-4 over the whole frame,
- * wire_frame_seal) and queues it to the io lcore on its own tx queue. The MAC is the
+ * wire_frame_seal) and queues it to an io lcore on its own tx queues. The MAC is the
  * costliest part of a frame (about 4.4 instructions a byte, docs/perf.md), and it is the
  * part that needs nothing of the shard's state: the key travels in the mbuf's private
  * area (dp_meta.seal_key), wiped once used.
  *
+ * With several io lcores ([port] rx_queues) it has a tx queue to each and spreads the
+ * frames over them by destination (address and port), so each io lcore encapsulates and
+ * sends its share and a destination's frames keep one queue.
+ *
  * Order: a shard lcore's frames reach the ring in the order it flushed them (an MP ring
- * keeps each producer's order) and leave in ring order; a frame the io lcore's queue
- * refuses waits here, and nothing behind it passes it. Frames without a MAC (a zero key:
- * a client address with no key configured) take the same way, so a destination's frames
- * never reorder. The shard lcore's outbox holds a frame the seal ring refuses, as it held
+ * keeps each producer's order) and leave in ring order; a frame an io lcore's queue
+ * refuses waits here, and nothing behind it passes it (no new frame is taken until every
+ * queue took what waits for it). Frames without a MAC (a zero key: a client address with
+ * no key configured) take the same way, so a destination's frames never reorder. The shard lcore's outbox holds a frame the seal ring refuses, as it held
  * one its tx queue refused (app_out.c).
  */
 #include <inttypes.h>
@@ -25,14 +29,22 @@
 #include <rte_ring.h>
 
 #include "app.h"
+#include "common/check.h"
 
 #define SEAL_BURST 32
 
+/* Sealed frames for one io lcore's queue, refused so far: first out next cycle. */
+struct seal_out {
+	struct dp_txq *txq;                /* us → io lcore k */
+	struct rte_mbuf *m[SEAL_BURST];
+	uint32_t pos, count;
+};
+
 struct app_seal {
 	struct rte_ring *in;               /* bridge_seal: shard lcores → us (MP/SC) */
-	struct dp_txq *txq;                /* us → io */
-	struct rte_mbuf *pend[SEAL_BURST]; /* sealed, refused by txq: first out next cycle */
-	uint32_t pend_pos, pend_count;
+	struct seal_out out[DP_IO_MAX];    /* one per io lcore */
+	uint32_t outs;
+	uint32_t pend_count;               /* frames waiting in out[], in all */
 	/* Counters (this lcore writes, relaxed; the stats read them). */
 	uint64_t sealed;                   /* frames MAC'd */
 	uint64_t sealed_bytes;             /* bytes MAC'd */
@@ -58,21 +70,38 @@ seal_one(struct app_seal *s, struct rte_mbuf *m)
 	BUMP(s->sealed_bytes, m->data_len);
 }
 
-/* Queue what is pending to the io lcore; true when nothing is left. */
+/* Queue what is pending to the io lcores; true when nothing is left. */
 static bool
 pend_send(struct app_seal *s)
 {
 	if (s->pend_count == 0)
 		return true;
-	uint32_t q = dp_tx_send_burst(s->txq, &s->pend[s->pend_pos], s->pend_count);
-	s->pend_pos += q;
-	s->pend_count -= q;
-	if (s->pend_count == 0) {
-		s->pend_pos = 0;
-		return true;
+	for (uint32_t k = 0; k < s->outs; k++) {
+		struct seal_out *o = &s->out[k];
+		if (o->count == 0)
+			continue;
+		uint32_t q = dp_tx_send_burst(o->txq, &o->m[o->pos], o->count);
+		o->pos += q;
+		o->count -= q;
+		s->pend_count -= q;
+		if (o->count == 0)
+			o->pos = 0;
 	}
+	if (s->pend_count == 0)
+		return true;
 	BUMP(s->txq_waits, 1);
 	return false;
+}
+
+/* The io lcore's queue for a destination: one per address and port. */
+static inline struct seal_out *
+out_of(struct app_seal *s, struct rte_mbuf *m)
+{
+	if (s->outs == 1)
+		return &s->out[0];
+	const struct dp_addr *d = &dp_meta(m)->dst;
+	uint32_t h = (d->ip_be ^ ((uint32_t)d->port_be << 16)) * UINT32_C(0x9E3779B1);
+	return &s->out[(uint32_t)(((uint64_t)h * s->outs) >> 32)];
 }
 
 static uint32_t
@@ -86,12 +115,15 @@ app_seal_do_work(void *arg, uint64_t now_ns)
 		 * and take nothing new until the refused frames are out. */
 		return 1;
 	uint32_t work = had;
-	uint32_t n = rte_ring_sc_dequeue_burst(s->in, (void **)s->pend, SEAL_BURST, NULL);
+	struct rte_mbuf *burst[SEAL_BURST];
+	uint32_t n = rte_ring_sc_dequeue_burst(s->in, (void **)burst, SEAL_BURST, NULL);
 	if (n == 0)
 		return work;
-	for (uint32_t i = 0; i < n; i++)
-		seal_one(s, s->pend[i]);
-	s->pend_pos = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		seal_one(s, burst[i]);
+		struct seal_out *o = out_of(s, burst[i]);
+		o->m[o->count++] = burst[i]; /* every out[] was empty: pos 0 */
+	}
 	s->pend_count = n;
 	pend_send(s);
 	return work + n;
@@ -117,11 +149,25 @@ app_seal_init(struct app *app, struct app_agent *agent, uint32_t index)
 	if (s == NULL)
 		return -ENOMEM;
 	s->in = app->rings.seal;
-	s->txq = app->rings.seal_txq;
+	for (uint32_t k = 0; k < DP_IO_MAX && app->rings.seal_txq[k] != NULL; k++)
+		s->out[s->outs++].txq = app->rings.seal_txq[k];
+	CHECK(s->outs > 0);
 	app->seal = s;
 	agent->state = s;
 	agent->do_work = app_seal_do_work;
 	return 0;
+}
+
+static void
+pend_free(struct app_seal *s)
+{
+	for (uint32_t k = 0; k < s->outs; k++) {
+		struct seal_out *o = &s->out[k];
+		rte_pktmbuf_free_bulk(&o->m[o->pos], o->count);
+		o->pos = 0;
+		o->count = 0;
+	}
+	s->pend_count = 0;
 }
 
 uint32_t
@@ -140,10 +186,8 @@ app_seal_drain(struct app *app)
 		n += w;
 	}
 	struct rte_mbuf *m;
-	for (uint32_t i = 0; i < s->pend_count; i++)
-		rte_pktmbuf_free(s->pend[s->pend_pos + i]);
 	BUMP(s->dropped, s->pend_count);
-	s->pend_count = 0;
+	pend_free(s);
 	while (rte_ring_sc_dequeue(s->in, (void **)&m) == 0) {
 		rte_pktmbuf_free(m);
 		BUMP(s->dropped, 1);
@@ -164,8 +208,7 @@ app_seal_fini(struct app *app, struct app_agent *agent)
 	struct rte_mbuf *m;
 	while (app->rings.seal != NULL && rte_ring_sc_dequeue(app->rings.seal, (void **)&m) == 0)
 		rte_pktmbuf_free(m);
-	for (uint32_t i = 0; i < app->seal->pend_count; i++)
-		rte_pktmbuf_free(app->seal->pend[app->seal->pend_pos + i]);
+	pend_free(app->seal);
 	free(app->seal);
 	app->seal = NULL;
 }

@@ -72,7 +72,7 @@ static struct {
 /* Stats names → Prometheus labels: the token after each key becomes a label. */
 static const char *const label_keys[] = {
 	"shard", "shard", "agent", "lcore", "member", "member", "asset", "asset",
-	"nak", "reason", "frame_err", "cause", "txq", "txq", "http", "code", "rxq", "queue", NULL,
+	"nak", "reason", "frame_err", "cause", "txq", "txq", "http", "code", "rxq", "queue", "txport", "queue", NULL,
 };
 
 /* The stats that are gauges (a value now, which may go down), by their family as
@@ -167,13 +167,15 @@ app_views_open(const struct app *app, app_views_extra_fn *extra)
 	for (uint32_t i = 0; i < app->agent_count; i++) {
 		const struct app_agent *a = &app->agents[i];
 		struct view_agent *va = &views.agents[i];
-		if (a->role == APP_ROLE_IO && strcmp(a->name, "io") == 0) {
-			/* The first io lcore drains every tx queue (frames the other lcores want
-			 * sent); the others ([port] rx_queues) drain only their rx queue. */
-			for (uint32_t k = 0; k < app->cfg.shard_count; k++)
-				ring_add(va, "txq_shard%u", app->cfg.shards[k].id);
-			ring_add(va, "txq_bridge", 0); /* absent without a sealing bridge */
-			ring_add(va, "txq_gateway", 0); /* absent without a [gateway] lcore */
+		if (a->role == APP_ROLE_IO) {
+			/* Each io lcore drains its share of the tx queues (frames the other lcores
+			 * want sent; dataplane/dp_io.c), io lcore k being agent k. */
+			for (uint32_t q = 0; q < dp_txq_count(app->dp); q++) {
+				uint16_t k;
+				struct rte_ring *r = dp_txq_ring(app->dp, q, &k);
+				if (k == i && va->ring_count < VIEW_RINGS_MAX)
+					va->rings[va->ring_count++] = r;
+			}
 		} else if (a->role == APP_ROLE_GATEWAY) {
 			ring_add(va, "gateway_rx", 0);
 			ring_add(va, "gateway_local", 0);

@@ -129,9 +129,16 @@ app_wire_init(struct app *app)
 	/* The bridge lcore MACs the shard lcores' network frames (app_seal.c). */
 	if (cfg->bridge.enabled && cfg->bridge_seal) {
 		app->rings.seal = ring_make("bridge_seal", cfg->ring_size, RING_F_SC_DEQ);
-		app->rings.seal_txq = dp_txq_create(app->dp, "bridge", cfg->ring_size);
-		if (app->rings.seal == NULL || app->rings.seal_txq == NULL)
+		if (app->rings.seal == NULL)
 			return -ENOMEM;
+		/* One to each io lcore: it spreads the frames by destination (app_seal.c). */
+		for (uint16_t k = 0; k < dp_io_count(app->dp); k++) {
+			char name[16];
+			snprintf(name, sizeof(name), k == 0 ? "bridge" : "bridge%u", (unsigned)k);
+			app->rings.seal_txq[k] = dp_txq_create_on(app->dp, name, cfg->ring_size, k);
+			if (app->rings.seal_txq[k] == NULL)
+				return -ENOMEM;
+		}
 	}
 	/* The persister exists only with a database (app_config refuses one without it). */
 	if (cfg->persister.enabled && cfg->db_conninfo[0] != '\0') {

@@ -432,7 +432,9 @@ main(int argc, char **argv)
 		APP_LOG(ERR, "dataplane: %s", strerror(-ret));
 		goto fail_dp;
 	}
-	CHECK(dp_io_bell_set(app.dp, &app.agents[0].bell) == 0); /* agents_plan: io first */
+	/* agents_plan: the io lcores first, in queue order. */
+	for (uint16_t k = 0; k < dp_io_count(app.dp); k++)
+		CHECK(dp_io_bell_set(app.dp, k, &app.agents[k].bell) == 0);
 	/* Every ring between lcores, before any role takes its own (app_wire.c). */
 	ret = app_wire_init(&app);
 	if (ret != 0) {

@@ -35,7 +35,7 @@
 
 #define DP_SHARDS_MAX 64         /* routable shard ids are 0..DP_SHARDS_MAX-1 */
 #define DP_SHARD_ANY UINT16_MAX  /* dp_route_add: the class's default ring */
-#define DP_TXQ_MAX 16            /* producer lcores that can send through the io lcore */
+#define DP_TXQ_MAX 20            /* producer lcores that send through the io lcores */
 #define DP_IO_MAX 8              /* rx queues, one io lcore each ([port] rx_queues) */
 #define DP_ARP_MAX 256           /* ARP table entries (power of two) */
 #define DP_PEERS_MAX 32          /* configured peer nodes (static ARP, peer key) */
@@ -90,6 +90,10 @@
 	X(RX_GATED, "rx_gated", "io cycles that skipped the rx poll (rx gate closed)")     \
 	X(SLOW_RING_FULL, "slow_ring_full",                                                \
 	  "ARP/ICMP packets dropped: the first io lcore's hand-over ring was full")          \
+	X(TX_HANDED, "tx_handed",                                                          \
+	  "frames another io lcore handed the first: next hop not resolved and fresh")       \
+	X(TX_SLOW_FULL, "tx_slow_full",                                                    \
+	  "frames dropped: the first io lcore's tx hand-over ring was full")                 \
 	X(SESSION_MAC_PROVEN, "session_mac_proven",                                        \
 	  "client session frames whose MAC an io lcore checked")                              \
 	X(SESSION_MAC_UNPROVEN, "session_mac_unproven",                                    \
@@ -346,9 +350,14 @@ void dp_rx_gate_set(struct dp *dp, dp_rx_gate_fn *gate, void *arg);
 /* A tx queue for one producer lcore (single producer, the io lcore consumes). NULL on
  * failure. */
 struct dp_txq *dp_txq_create(struct dp *dp, const char *name, uint32_t size);
-/* The io lcore's bell, rung by every tx queue's producer after queueing. 0, or -EBUSY
- * after dp_start. */
-int dp_io_bell_set(struct dp *dp, struct dp_bell *bell);
+/* ... drained by io lcore k (dp_txq_create spreads them round robin). */
+struct dp_txq *dp_txq_create_on(struct dp *dp, const char *name, uint32_t size, uint16_t k);
+/* The tx queues made so far, and queue i's ring and the io lcore that drains it (views). */
+uint32_t dp_txq_count(const struct dp *dp);
+struct rte_ring *dp_txq_ring(const struct dp *dp, uint32_t i, uint16_t *io_k);
+/* io lcore k's bell, rung by the producers of the tx queues it drains after queueing. 0,
+ * -EINVAL (no such io lcore) or -EBUSY after dp_start. */
+int dp_io_bell_set(struct dp *dp, uint16_t k, struct dp_bell *bell);
 /* Client session keys for the io lcores: fn(arg, session_id, &key) gives the frame key of
  * a session the gateway holds (true), so an io lcore checks a session frame's MAC before
  * the frame reaches the gateway's lcore (dp_meta.mac_proven). Any io lcore calls it while

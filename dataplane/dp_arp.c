@@ -99,6 +99,20 @@ slot_of(uint32_t ip_be)
 	return (uint32_t)((ip_be * UINT32_C(2654435761)) >> 8) & (DP_ARP_MAX - 1);
 }
 
+/* The writer's side of an entry's seqlock: odd while it changes (dp_arp_peek retries). */
+static inline void
+write_begin(struct dp_arp_entry *e)
+{
+	__atomic_store_n(&e->seq, e->seq + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
+static inline void
+write_end(struct dp_arp_entry *e)
+{
+	__atomic_store_n(&e->seq, e->seq + 1, __ATOMIC_RELEASE);
+}
+
 void
 dp_arp_table_init(struct dp_arp_table *t, uint64_t timeout_ns)
 {
@@ -147,9 +161,11 @@ dp_arp_static_add(struct dp_arp_table *t, uint32_t ip_be, const struct rte_ether
 		e = claim(t, ip_be);
 	if (e == NULL)
 		return -ENOSPC;
+	write_begin(e);
 	e->ip_be = ip_be;
 	e->state = DP_ARP_STATIC;
 	rte_ether_addr_copy(mac, &e->mac);
+	write_end(e);
 	return 0;
 }
 
@@ -162,6 +178,7 @@ dp_arp_learn(struct dp_arp_table *t, uint32_t ip_be, const struct rte_ether_addr
 	if (e == NULL) {
 		if (!create || (e = claim(t, ip_be)) == NULL)
 			return false;
+		write_begin(e);
 		e->ip_be = ip_be;
 		e->requested_ns = 0;
 	} else if (e->state == DP_ARP_STATIC) {
@@ -169,10 +186,13 @@ dp_arp_learn(struct dp_arp_table *t, uint32_t ip_be, const struct rte_ether_addr
 	} else if (e->state == DP_ARP_DYNAMIC && rte_is_same_ether_addr(&e->mac, mac) &&
 		   now_ns - e->updated_ns < t->timeout_ns / 4) {
 		return false; /* fresh enough: do not count every datagram as learning */
+	} else {
+		write_begin(e);
 	}
 	e->state = DP_ARP_DYNAMIC;
 	rte_ether_addr_copy(mac, &e->mac);
 	e->updated_ns = now_ns;
+	write_end(e);
 	return true;
 }
 
@@ -192,10 +212,12 @@ dp_arp_resolve(struct dp_arp_table *t, uint32_t ip_be, uint64_t now_ns,
 		e = claim(t, ip_be);
 		if (e == NULL)
 			return -ENOENT;
+		write_begin(e);
 		e->ip_be = ip_be;
 		e->state = DP_ARP_INCOMPLETE;
 		e->updated_ns = now_ns;
 		e->requested_ns = 0;
+		write_end(e);
 	}
 	/* A stale dynamic entry is still used while we ask again: the neighbour most likely
 	 * has not moved, and dropping traffic on every timeout would be worse. */
@@ -206,6 +228,38 @@ dp_arp_resolve(struct dp_arp_table *t, uint32_t ip_be, uint64_t now_ns,
 	if (e->state == DP_ARP_DYNAMIC) {
 		rte_ether_addr_copy(&e->mac, mac);
 		return 0;
+	}
+	return -ENOENT;
+}
+
+int
+dp_arp_peek(const struct dp_arp_table *t, uint32_t ip_be, uint64_t now_ns,
+	    struct rte_ether_addr *mac)
+{
+	uint32_t s = slot_of(ip_be);
+
+	for (uint32_t i = 0; i < DP_ARP_PROBE_MAX; i++) {
+		const struct dp_arp_entry *e = &t->e[(s + i) & (DP_ARP_MAX - 1)];
+		for (int tries = 0; tries < 4; tries++) {
+			uint32_t seq = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+			if (seq & 1)
+				continue; /* the writer is in it */
+			uint32_t ip = e->ip_be;
+			uint8_t state = e->state;
+			uint64_t updated = e->updated_ns;
+			struct rte_ether_addr m = e->mac;
+			__atomic_thread_fence(__ATOMIC_ACQUIRE);
+			if (__atomic_load_n(&e->seq, __ATOMIC_RELAXED) != seq)
+				continue;
+			if (state == DP_ARP_FREE || ip != ip_be)
+				break; /* not this slot: the next in the window */
+			if (state == DP_ARP_STATIC ||
+			    (state == DP_ARP_DYNAMIC && now_ns - updated < t->timeout_ns)) {
+				*mac = m;
+				return 0;
+			}
+			return -ENOENT;
+		}
 	}
 	return -ENOENT;
 }

@@ -147,6 +147,10 @@ dp_stats_write(const struct dp *dp, FILE *out)
 	for (uint16_t k = 0; k < dp->io_count && dp->io_count > 1; k++)
 		fprintf(out, "dp.rxq.%u.rx_pkts %" PRIu64 "\n", (unsigned)k,
 			__atomic_load_n(&dp->io[k].c[DP_C_RX_PKTS], __ATOMIC_RELAXED));
+	/* ... and the packets each one sent on its tx queue. */
+	for (uint16_t k = 0; k < dp->io_count && dp->io_count > 1; k++)
+		fprintf(out, "dp.txport.%u.tx_pkts %" PRIu64 "\n", (unsigned)k,
+			__atomic_load_n(&dp->io[k].c[DP_C_TX_PKTS], __ATOMIC_RELAXED));
 	/* The ARP table is the first io lcore's; this read may catch an entry mid-update, which
 	 * is harmless for a diagnostic dump. */
 	for (unsigned i = 0; i < DP_ARP_MAX; i++) {

@@ -90,7 +90,8 @@ void dp_arp_request_build(uint8_t *buf, const struct dp_host *h, uint32_t target
 uint16_t dp_ip_csum(const struct rte_ipv4_hdr *ip);
 
 /* ---------------------------------------------------------------------------------------
- * ARP table (dp_arp.c): single writer (the io lcore).
+ * ARP table (dp_arp.c): single writer (the first io lcore); the others read entries with
+ * dp_arp_peek (each entry seqlocked).
  * ------------------------------------------------------------------------------------- */
 enum dp_arp_state {
 	DP_ARP_FREE = 0,
@@ -100,6 +101,7 @@ enum dp_arp_state {
 };
 
 struct dp_arp_entry {
+	uint32_t seq;                /* odd while the writer changes the entry (dp_arp_peek) */
 	uint32_t ip_be;              /* key */
 	uint8_t state;               /* enum dp_arp_state */
 	struct rte_ether_addr mac;   /* resolved MAC (DYNAMIC, STATIC) */
@@ -122,13 +124,19 @@ bool dp_arp_learn(struct dp_arp_table *t, uint32_t ip_be, const struct rte_ether
  * request now (rate limited per entry, the entry is marked as requested). */
 int dp_arp_resolve(struct dp_arp_table *t, uint32_t ip_be, uint64_t now_ns,
 		   struct rte_ether_addr *mac, bool *request);
+/* Any thread, while the writer runs: ip_be's MAC when its entry is static or learnt within
+ * the timeout (0), else -ENOENT (unknown, being resolved, stale: the writer's business).
+ * Never changes the table. */
+int dp_arp_peek(const struct dp_arp_table *t, uint32_t ip_be, uint64_t now_ns,
+		struct rte_ether_addr *mac);
 
 /* ---------------------------------------------------------------------------------------
  * struct dp.
  * ------------------------------------------------------------------------------------- */
 struct dp_txq {
-	struct rte_ring *ring;        /* SP (owner lcore) / SC (io lcore) */
+	struct rte_ring *ring;        /* SP (owner lcore) / SC (io lcore io_k) */
 	struct dp *dp;                /* back pointer */
+	uint16_t io_k;                /* the io lcore that drains it, onto its port tx queue */
 	uint64_t full;                /* frames dropped on a full ring (owner writes) */
 	char name[DP_NAME_MAX];
 } __rte_cache_aligned;
@@ -137,16 +145,17 @@ struct dp_txq {
  * that reaches more rings the rest at once. */
 #define DP_BELLS_PENDING 16
 
-/* One io lcore's state: written only by that lcore. The first (k = 0) also owns the ARP
- * table, the port's tx queue and the tx queues' drain; the others only route frames. */
+/* One io lcore's state: written only by that lcore. Each drains its share of the tx queues
+ * onto the port's tx queue k; the first (k = 0) also owns the ARP table and sends what the
+ * others cannot resolve (dp->tx_slow). */
 struct dp_io {
 	struct dp *dp;                            /* back pointer */
 	uint16_t k;                               /* its index, and its rx queue */
 	uint64_t c[DP_C_COUNT];                   /* counters (summed over the io lcores) */
 	uint64_t frame_err[WIRE_E_COUNT];         /* refused frames per cause */
-	struct rte_mbuf *tx[DP_BURST_MAX * 2];    /* packets waiting for tx burst (k = 0) */
+	struct rte_mbuf *tx[DP_BURST_MAX * 2];    /* packets waiting for tx burst */
 	uint16_t tx_count;                        /* in tx[] */
-	uint16_t ip_id;                           /* IPv4 identification (k = 0) */
+	uint16_t ip_id;                           /* IPv4 identification (its own) */
 	const struct wire_msg_hdr *msgs[WIRE_FRAME_MSGS_MAX]; /* decode scratch */
 	struct dp_bell *rung[DP_BELLS_PENDING];   /* bells to ring after this rx burst */
 	uint32_t rung_count;
@@ -169,7 +178,7 @@ struct dp {
 	struct dp_bell *route_any_bell[DP_CLASS_COUNT];
 	struct rte_ring *rings[DP_RINGS_MAX];      /* rings dp created (freed at destroy) */
 	struct dp_bell *ring_bell[DP_RINGS_MAX];   /* each one's consumer's bell, or NULL */
-	struct dp_bell *io_bell;                   /* the io lcore's: rung by tx producers */
+	struct dp_bell *io_bell[DP_IO_MAX];        /* io lcore k's: rung by its tx producers */
 	uint32_t ring_count;
 	struct dp_txq txq[DP_TXQ_MAX];             /* producer queues */
 	uint32_t txq_count;
@@ -179,6 +188,9 @@ struct dp {
 	uint16_t io_count;                         /* conf.rx_queues */
 	struct rte_ring *slow;                     /* io lcores k > 0 → io 0: packets that are
 						    * not frames for us (MP/SC); NULL: one */
+	struct rte_ring *tx_slow;                  /* io lcores k > 0 → io 0: frames to send
+						    * whose next hop they could not resolve
+						    * (MP/SC); NULL: one io lcore */
 	dp_session_key_fn *sess_key;               /* NULL: session MACs checked by the gateway */
 	void *sess_key_arg;
 	dp_rx_gate_fn *rx_gate;                    /* NULL: poll rx every cycle */

@@ -5,13 +5,17 @@
  * hop and tx burst. Bounded: one rx burst and at most one burst per tx queue per cycle.
  * Nothing here blocks: a full ring or port queue drops and counts.
  *
- * With [port] rx_queues = N there are N io lcores, one per rx queue (the port spreads flows
- * over them: RSS, or net_af_packet's fanout). Each decodes, MAC-checks and routes the frames
- * of its queue — the per-byte work, which grows with the traffic. The first (k = 0) alone
- * owns the ARP table, the port's one tx queue and the drain of every lcore's tx queue; the
- * others hand it the packets that are not frames for us (ARP, ICMP echo: answered in place,
- * then sent by it) on the MP/SC ring dp_slow. A sender's frames arrive on one queue, so
- * they reach their shard ring in order; the shard rings are multi-producer then.
+ * With [port] rx_queues = N there are N io lcores, one per rx queue and one per tx queue of
+ * the port (the port spreads flows over the rx queues: RSS, or net_af_packet's fanout). Each
+ * decodes, MAC-checks and routes the frames of its rx queue — the per-byte work, which grows
+ * with the traffic — and drains its share of the producers' tx queues (dp_txq.io_k, round
+ * robin) onto its tx queue: encapsulation, checksums, the burst. The first (k = 0) alone
+ * writes the ARP table: the others read it entry by entry (dp_arp_peek, seqlocked) and hand
+ * it a frame whose next hop is not resolved and fresh (dp_tx_slow; it resolves, asks, sends),
+ * and the packets that are not frames for us (ARP, ICMP echo: answered in place, then sent
+ * by it) on the MP/SC ring dp_slow. A sender's frames arrive on one queue, so they reach
+ * their shard ring in order; the shard rings are multi-producer then. A producer's frames
+ * leave through one io lcore, in order (but one handed to the first may pass them).
  */
 #include <errno.h>
 #include <string.h>
@@ -30,12 +34,11 @@ tx_flush(struct dp_io *io)
 	uint16_t n = io->tx_count;
 	uint64_t bytes = 0;
 
-	DCHECK(io->k == 0);
 	if (n == 0)
 		return;
 	for (uint16_t i = 0; i < n; i++)
 		bytes += io->tx[i]->pkt_len;
-	uint16_t sent = rte_eth_tx_burst(dp->port_id, 0, io->tx, n);
+	uint16_t sent = rte_eth_tx_burst(dp->port_id, io->k, io->tx, n);
 	for (uint16_t i = sent; i < n; i++)
 		bytes -= io->tx[i]->pkt_len;
 	if (sent < n) {
@@ -329,7 +332,21 @@ tx_frame(struct dp_io *io, struct rte_mbuf *m, uint64_t now_ns)
 		return;
 	}
 	uint32_t hop = dp_host_onlink(&dp->host, dst) ? dst : dp->conf.gateway_be;
-	if (hop == 0 || dp_arp_resolve(&dp->arp, hop, now_ns, &mac, &request) != 0) {
+	if (io->k != 0) {
+		/* The table is the first io lcore's: a hop it has not resolved (or that needs
+		 * resolving again) is its business — the frame goes to it, not to the wire. */
+		if (hop == 0 || dp_arp_peek(&dp->arp, hop, now_ns, &mac) != 0) {
+			if (rte_ring_mp_enqueue(dp->tx_slow, m) != 0) {
+				dp_count(io, DP_C_TX_SLOW_FULL, 1);
+				rte_pktmbuf_free(m);
+				return;
+			}
+			dp_count(io, DP_C_TX_HANDED, 1);
+			dp_bell_ring(dp->io_bell[0]);
+			return;
+		}
+		request = false;
+	} else if (hop == 0 || dp_arp_resolve(&dp->arp, hop, now_ns, &mac, &request) != 0) {
 		if (hop != 0 && request)
 			arp_request(io, hop);
 		dp_count(io, DP_C_TX_ARP_MISS, 1);
@@ -354,18 +371,28 @@ tx_frame(struct dp_io *io, struct rte_mbuf *m, uint64_t now_ns)
 	tx_push(io, m);
 }
 
+/* The tx queues io drains (all of them: at shutdown, from main), and on the first io lcore
+ * the frames the others handed it. */
 static uint32_t
-tx_drain(struct dp_io *io, uint64_t now_ns)
+tx_drain(struct dp_io *io, uint64_t now_ns, bool all)
 {
 	struct dp *dp = io->dp;
 	void *objs[DP_BURST_MAX];
 	uint32_t work = 0;
 
 	for (uint32_t q = 0; q < dp->txq_count; q++) {
+		if (dp->txq[q].io_k != io->k && !all)
+			continue;
 		unsigned n = rte_ring_sc_dequeue_burst(dp->txq[q].ring, objs, dp->conf.burst, NULL);
 		for (unsigned i = 0; i < n; i++)
 			tx_frame(io, (struct rte_mbuf *)objs[i], now_ns);
 		dp_count(io, DP_C_TX_FRAMES, n);
+		work += n;
+	}
+	if (io->k == 0 && dp->tx_slow != NULL) {
+		unsigned n = rte_ring_sc_dequeue_burst(dp->tx_slow, objs, dp->conf.burst, NULL);
+		for (unsigned i = 0; i < n; i++)
+			tx_frame(io, (struct rte_mbuf *)objs[i], now_ns);
 		work += n;
 	}
 	return work;
@@ -411,11 +438,10 @@ dp_io_do_work(void *arg, uint64_t now_ns)
 			dp_bell_ring(io->rung[i]);
 		io->rung_count = 0;
 	}
-	if (io->k == 0) {
+	if (io->k == 0)
 		work += slow_drain(io, now_ns);
-		work += tx_drain(io, now_ns);
-		tx_flush(io);
-	}
+	work += tx_drain(io, now_ns, false);
+	tx_flush(io);
 	dp_count(io, DP_C_IO_CYCLES, 1);
 	return work;
 }
@@ -426,9 +452,13 @@ dp_io_drain(struct dp *dp)
 	struct dp_io *io = &dp->io[0];
 	uint32_t total = 0, work;
 
-	/* Bounded: producers have stopped, so each queue empties within size/burst rounds. */
+	/* Every io lcore has stopped: what the others still hold goes out on their queues, and
+	 * every tx queue is drained here, through the first's path (it resolves). Bounded:
+	 * producers have stopped, so each queue empties within size/burst rounds. */
+	for (uint16_t k = 1; k < dp->io_count; k++)
+		tx_flush(&dp->io[k]);
 	for (uint32_t round = 0; round < DP_DRAIN_ROUNDS_MAX; round++) {
-		work = tx_drain(io, dp_clock_ns());
+		work = tx_drain(io, dp_clock_ns(), true);
 		tx_flush(io);
 		total += work;
 		if (work == 0)
@@ -486,7 +516,7 @@ dp_tx_send_burst(struct dp_txq *txq, struct rte_mbuf **ms, uint32_t n)
 	if (queued < n)
 		__atomic_store_n(&txq->full, txq->full + (n - queued), __ATOMIC_RELAXED);
 	if (queued > 0)
-		dp_bell_ring(txq->dp->io_bell);
+		dp_bell_ring(txq->dp->io_bell[txq->io_k]);
 	return queued;
 }
 
@@ -513,7 +543,7 @@ dp_tx_send(struct dp_txq *txq, struct rte_mbuf *m, uint32_t len, const struct dp
 		rte_pktmbuf_free(m);
 		return -ENOBUFS;
 	}
-	dp_bell_ring(txq->dp->io_bell);
+	dp_bell_ring(txq->dp->io_bell[txq->io_k]);
 	return 0;
 }
 

@@ -10,6 +10,7 @@
 #include <rte_ethdev.h>
 #include <rte_malloc.h>
 
+#include "common/check.h"
 #include "dp_int.h"
 
 static int
@@ -63,7 +64,12 @@ port_setup(struct dp *dp)
 		DP_LOG(INFO, "port %s: %u rx queues, %s", c->port_name, dp->io_count,
 		       hf != 0 ? "RSS over IP and UDP" : "spread by the port (no RSS offload)");
 	}
-	ret = rte_eth_dev_configure(dp->port_id, dp->io_count, 1, &eth_conf);
+	if (dp->io_count > info.max_tx_queues) {
+		DP_LOG(ERR, "port %s: %u tx queues asked (one per io lcore), the port has %u",
+		       c->port_name, dp->io_count, info.max_tx_queues);
+		return -EINVAL;
+	}
+	ret = rte_eth_dev_configure(dp->port_id, dp->io_count, dp->io_count, &eth_conf);
 	if (ret != 0) {
 		DP_LOG(ERR, "port %s: configure failed: %s", c->port_name, strerror(-ret));
 		return ret;
@@ -80,11 +86,14 @@ port_setup(struct dp *dp)
 			return ret;
 		}
 	}
-	ret = rte_eth_tx_queue_setup(dp->port_id, 0, tx_desc, rte_eth_dev_socket_id(dp->port_id),
-				     NULL);
-	if (ret != 0) {
-		DP_LOG(ERR, "port %s: tx queue: %s", c->port_name, strerror(-ret));
-		return ret;
+	/* One tx queue per io lcore: each sends what it drains (dp_io.c). */
+	for (uint16_t q = 0; q < dp->io_count; q++) {
+		ret = rte_eth_tx_queue_setup(dp->port_id, q, tx_desc,
+					     rte_eth_dev_socket_id(dp->port_id), NULL);
+		if (ret != 0) {
+			DP_LOG(ERR, "port %s: tx queue %u: %s", c->port_name, q, strerror(-ret));
+			return ret;
+		}
 	}
 	/* Not every vdev can change its MTU; the dataplane enforces c->mtu on tx anyway. */
 	ret = rte_eth_dev_set_mtu(dp->port_id, c->mtu);
@@ -143,7 +152,8 @@ dp_create(struct dp **out, const struct dp_conf *conf)
 	}
 	if (dp->io_count > 1) {
 		dp->slow = rte_ring_create("dp_slow", 1024, rte_socket_id(), RING_F_SC_DEQ);
-		if (dp->slow == NULL) {
+		dp->tx_slow = rte_ring_create("dp_tx_slow", 1024, rte_socket_id(), RING_F_SC_DEQ);
+		if (dp->slow == NULL || dp->tx_slow == NULL) {
 			ret = -ENOMEM;
 			goto fail_pool;
 		}
@@ -170,6 +180,7 @@ fail_port:
 	rte_mempool_free(dp->pool);
 fail_pool:
 	rte_ring_free(dp->slow);
+	rte_ring_free(dp->tx_slow);
 	rte_free(dp);
 	return ret;
 }
@@ -224,10 +235,14 @@ dp_destroy(struct dp *dp)
 	if (dp == NULL)
 		return;
 	dp_stop(dp);
-	rte_pktmbuf_free_bulk(dp->io[0].tx, dp->io[0].tx_count);
-	dp->io[0].tx_count = 0;
+	for (uint16_t k = 0; k < dp->io_count; k++) {
+		rte_pktmbuf_free_bulk(dp->io[k].tx, dp->io[k].tx_count);
+		dp->io[k].tx_count = 0;
+	}
 	if (dp->slow != NULL)
 		ring_drain_free(dp->slow);
+	if (dp->tx_slow != NULL)
+		ring_drain_free(dp->tx_slow);
 	for (uint32_t i = 0; i < dp->ring_count; i++)
 		ring_drain_free(dp->rings[i]);
 	for (uint32_t i = 0; i < dp->txq_count; i++)
@@ -301,7 +316,15 @@ dp_route_add(struct dp *dp, enum dp_class cls, uint16_t shard, struct rte_ring *
 struct dp_txq *
 dp_txq_create(struct dp *dp, const char *name, uint32_t size)
 {
-	if (dp->txq_count >= DP_TXQ_MAX || dp->port_started)
+	/* Round robin over the io lcores: a producer's frames leave through one of them, in
+	 * order. */
+	return dp_txq_create_on(dp, name, size, (uint16_t)(dp->txq_count % dp->io_count));
+}
+
+struct dp_txq *
+dp_txq_create_on(struct dp *dp, const char *name, uint32_t size, uint16_t k)
+{
+	if (dp->txq_count >= DP_TXQ_MAX || dp->port_started || k >= dp->io_count)
 		return NULL;
 	struct dp_txq *q = &dp->txq[dp->txq_count];
 	char ring_name[RTE_RING_NAMESIZE];
@@ -313,6 +336,7 @@ dp_txq_create(struct dp *dp, const char *name, uint32_t size)
 	}
 	q->dp = dp;
 	q->full = 0;
+	q->io_k = k;
 	snprintf(q->name, sizeof(q->name), "%s", name);
 	dp->txq_count++;
 	return q;
@@ -329,10 +353,26 @@ dp_session_key_set(struct dp *dp, dp_session_key_fn *fn, void *arg)
 }
 
 int
-dp_io_bell_set(struct dp *dp, struct dp_bell *bell)
+dp_io_bell_set(struct dp *dp, uint16_t k, struct dp_bell *bell)
 {
 	if (dp->port_started)
 		return -EBUSY; /* producers read it without synchronisation */
-	dp->io_bell = bell;
+	if (k >= dp->io_count)
+		return -EINVAL;
+	dp->io_bell[k] = bell;
 	return 0;
+}
+
+uint32_t
+dp_txq_count(const struct dp *dp)
+{
+	return dp->txq_count;
+}
+
+struct rte_ring *
+dp_txq_ring(const struct dp *dp, uint32_t i, uint16_t *io_k)
+{
+	CHECK(i < dp->txq_count);
+	*io_k = dp->txq[i].io_k;
+	return dp->txq[i].ring;
 }

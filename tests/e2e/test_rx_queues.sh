@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Goal: [port] rx_queues = 2 runs two io lcores per node, one per rx queue (net_af_packet
 # qpairs=2: the kernel's fanout spreads flows over the queues): both decode, MAC-check and
-# route frames, the first answers ARP and ICMP echo whichever queue they came in on, and a
+# route frames and send on their own tx queue, the first answers ARP and ICMP echo
+# whichever queue they came in on, and a
 # trading cluster over them (each node's [bridge] sealing, the cluster key on) keeps every
 # replica the same and the money exact.
 # Method: three nodes with E2E_RX_QUEUES=2. Ping every node from eight ping processes (eight
@@ -10,7 +11,9 @@
 # frames by whichever io lcore took them), so both queues see traffic: dp.rxq.0.rx_pkts and
 # dp.rxq.1.rx_pkts both move, and every datagram is counted refused. Then omsload (40 users,
 # 6 s, --flatten) through a node that does not lead the OMS shard; quiesce; check the ledger,
-# the asset sums on every replica, and that agent io1 did work on every node.
+# the asset sums on every replica, that agent io1 did work on every node, and that both tx
+# queues sent (each io lcore drains its share of the tx queues; the bridge spreads its
+# sealed frames over one queue per io lcore by destination).
 : "${OMSLOAD:?set OMSLOAD}"
 source "$(dirname "$0")/lib.sh"
 need_root
@@ -90,6 +93,11 @@ for i in 1 2 3; do
 	[ "$(st "$i" shard.1.inflight)" = 0 ] || fail "node $i: sagas still in flight"
 	[ "$(st "$i" agent.io1.work_items)" -gt 0 ] || fail "node $i: io lcore 1 did no work"
 	[ "$(st "$i" dp.slow_ring_full)" = 0 ] || fail "node $i: ARP/ICMP hand-over ring overflowed"
-	log "node $i: sums exact, io lcores rx $(st "$i" dp.rxq.0.rx_pkts) / $(st "$i" dp.rxq.1.rx_pkts), bridge sealed $(st "$i" bridge.sealed_frames)"
+	[ "$(st "$i" dp.tx_slow_full)" = 0 ] || fail "node $i: the tx hand-over ring overflowed"
+	t0=$(st "$i" dp.txport.0.tx_pkts)
+	t1=$(st "$i" dp.txport.1.tx_pkts)
+	[ "$t0" -gt 0 ] && [ "$t1" -gt 0 ] || fail "node $i: tx queue 0 sent $t0 packets, queue 1 $t1"
+	[ "$(st "$i" dp.tx_pkts)" = $((t0 + t1)) ] || fail "node $i: dp.tx_pkts is not the queues' sum"
+	log "node $i: sums exact, io lcores rx $(st "$i" dp.rxq.0.rx_pkts) / $(st "$i" dp.rxq.1.rx_pkts), tx $t0 / $t1 (handed to io 0: $(st "$i" dp.tx_handed)), bridge sealed $(st "$i" bridge.sealed_frames)"
 done
 log "PASS"

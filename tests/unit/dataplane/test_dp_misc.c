@@ -5,6 +5,7 @@
  * Method: drive them directly with an injected clock.
  */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <rte_byteorder.h>
 
 #include "dataplane/dp_int.h"
@@ -92,6 +93,66 @@ Test(dp_arp, full_table_replaces_oldest)
 	cr_assert(dp_arp_learn(&t, ip(9), &m2, true, 999 * MS));
 	cr_assert_eq(dp_arp_resolve(&t, ip(9), 999 * MS, &mac, &req), 0);
 	cr_assert(rte_is_same_ether_addr(&mac, &m2));
+}
+
+/* Goal: another io lcore's read (dp_arp_peek) gives a static or fresh entry's MAC and
+ * nothing else — not an unknown hop, not one being resolved, not a stale one (those are the
+ * first io lcore's to resolve) — and never changes the table. */
+Test(dp_arp, peek_fresh_and_static_only)
+{
+	struct rte_ether_addr mac;
+	bool req;
+
+	cr_assert_eq(dp_arp_peek(&t, ip(20), 1 * MS, &mac), -ENOENT);
+	cr_assert_eq(dp_arp_resolve(&t, ip(20), 1 * MS, &mac, &req), -ENOENT); /* incomplete */
+	cr_assert_eq(dp_arp_peek(&t, ip(20), 2 * MS, &mac), -ENOENT);
+	cr_assert(dp_arp_learn(&t, ip(20), &m1, false, 3 * MS));
+	cr_assert_eq(dp_arp_peek(&t, ip(20), 4 * MS, &mac), 0);
+	cr_assert(rte_is_same_ether_addr(&mac, &m1));
+	cr_assert_eq(dp_arp_peek(&t, ip(20), 3 * MS + 1000 * MS, &mac), -ENOENT, "stale");
+	cr_assert_eq(dp_arp_static_add(&t, ip(21), &m2), 0);
+	cr_assert_eq(dp_arp_peek(&t, ip(21), 999999 * MS, &mac), 0);
+	cr_assert(rte_is_same_ether_addr(&mac, &m2));
+	/* Peeking a miss made no entry: the writer's resolve still asks. */
+	cr_assert_eq(dp_arp_peek(&t, ip(22), 5 * MS, &mac), -ENOENT);
+	cr_assert_eq(dp_arp_resolve(&t, ip(22), 5 * MS, &mac, &req), -ENOENT);
+	cr_assert(req);
+}
+
+static int peek_stop;
+
+/* The writer: relearns ip(30) with MACs whose six bytes are all one value, 1 then 2 ... */
+static void *
+arp_writer(void *arg)
+{
+	(void)arg;
+	for (uint32_t i = 0; !__atomic_load_n(&peek_stop, __ATOMIC_ACQUIRE); i++) {
+		uint8_t b = (uint8_t)(1 + i % 250);
+		struct rte_ether_addr m = { { b, b, b, b, b, b } };
+		dp_arp_learn(&t, ip(30), &m, true, i); /* a new MAC each time: always written */
+	}
+	return NULL;
+}
+
+/* Goal: a reader racing the writer never sees a MAC torn between two learns. */
+Test(dp_arp, peek_never_torn, .timeout = 30)
+{
+	t.timeout_ns = UINT64_MAX; /* every learnt entry stays fresh for the reader */
+	pthread_t w;
+	cr_assert_eq(pthread_create(&w, NULL, arp_writer, NULL), 0);
+	uint64_t seen = 0, torn = 0;
+	for (uint32_t n = 0; n < 2000000; n++) {
+		struct rte_ether_addr mac;
+		if (dp_arp_peek(&t, ip(30), 0, &mac) != 0)
+			continue;
+		seen++;
+		for (int k = 1; k < 6; k++)
+			torn += mac.addr_bytes[k] != mac.addr_bytes[0];
+	}
+	__atomic_store_n(&peek_stop, 1, __ATOMIC_RELEASE);
+	pthread_join(w, NULL);
+	cr_assert_gt(seen, 0);
+	cr_assert_eq(torn, 0, "%lu torn MACs in %lu reads", (unsigned long)torn, (unsigned long)seen);
 }
 
 /* Goal: every message type that may come off the wire has a route class; host-internal
