@@ -424,24 +424,15 @@ uint32_t
 app_gateway_do_work(void *arg, uint64_t now_ns)
 {
 	struct app_shard *s = arg;
-	struct rte_mbuf *ms[APP_SHARD_DRAIN_MAX];
 	uint32_t work = 0;
-	unsigned n;
 
 	s->now = (uint64_t)((int64_t)now_ns + s->app->clock_offset_ns);
 	s->clock_ns = now_ns;
-	if (!gw_held(s)) {
-		n = rte_ring_sc_dequeue_burst(s->w.rx, (void **)ms, APP_SHARD_DRAIN_MAX, NULL);
-		for (unsigned i = 0; i < n; i++)
-			app_ingress_frame(s, ms[i]);
-		work += n;
-	} else {
+	if (!gw_held(s))
+		work += app_shard_take(s, s->w.rx);
+	else
 		sc_add(s, SC_GW_HELD, 1);
-	}
-	n = rte_ring_sc_dequeue_burst(s->w.local, (void **)ms, APP_SHARD_DRAIN_MAX, NULL);
-	for (unsigned i = 0; i < n; i++)
-		app_ingress_frame(s, ms[i]);
-	work += n;
+	work += app_shard_take(s, s->w.local);
 	app_session_duty(s);
 	app_outbox_flush(&s->ob);
 	return work;

@@ -116,23 +116,25 @@ ready(const struct app_shard *s)
 }
 
 uint32_t
+app_shard_take(struct app_shard *s, struct rte_ring *ring)
+{
+	struct rte_mbuf *ms[APP_SHARD_DRAIN_MAX];
+	unsigned n = rte_ring_sc_dequeue_burst(ring, (void **)ms, APP_SHARD_DRAIN_MAX, NULL);
+	for (unsigned i = 0; i < n; i++)
+		app_ingress_frame(s, ms[i]);
+	return n;
+}
+
+uint32_t
 app_shard_do_work(void *arg, uint64_t now_ns)
 {
 	struct app_shard *s = arg;
-	struct rte_mbuf *ms[APP_SHARD_DRAIN_MAX];
 	uint32_t work = 0;
-	unsigned n;
 
 	s->now = (uint64_t)((int64_t)now_ns + s->app->clock_offset_ns);
 	s->clock_ns = now_ns;
-	n = rte_ring_sc_dequeue_burst(s->w.rx, (void **)ms, APP_SHARD_DRAIN_MAX, NULL);
-	for (unsigned i = 0; i < n; i++)
-		app_ingress_frame(s, ms[i]);
-	work += n;
-	n = rte_ring_sc_dequeue_burst(s->w.local, (void **)ms, APP_SHARD_DRAIN_MAX, NULL);
-	for (unsigned i = 0; i < n; i++)
-		app_ingress_frame(s, ms[i]);
-	work += n;
+	work += app_shard_take(s, s->w.rx);
+	work += app_shard_take(s, s->w.local);
 
 	if (s->is_gateway)
 		app_session_duty(s);

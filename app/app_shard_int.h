@@ -628,6 +628,8 @@ bool app_flog_snap_busy(struct app_shard *s); /* a snapshot file is still being 
 /* app_shard.c: the duty cycle and the service adapter. */
 extern const struct svc_ops app_shard_svc_ops;
 uint32_t app_shard_do_work(void *arg, uint64_t now_ns);
+/* A burst of frames from ring (an inbox), each taken by app_ingress_frame; how many. */
+uint32_t app_shard_take(struct app_shard *s, struct rte_ring *ring);
 /* app_gateway.c: the gateway lcore's cycle ([gateway]). */
 uint32_t app_gateway_do_work(void *arg, uint64_t now_ns);
 

@@ -631,6 +631,72 @@ e2e_wait_live_leader() {
 	done
 	return 1
 }
+# Leadership by the nodes' own status (omsctl status; OMSCTL, NODES). e2e_leader_of SHARD
+# [SKIP]: the first node that leads SHARD, SKIP aside, or empty.
+e2e_leader_of() {
+	local n
+	for n in $(seq "$NODES"); do
+		[ "$n" = "${2:-}" ] && continue
+		if "$OMSCTL" --socket "$TMP/$n/omsd.sock" --json status 2>/dev/null |
+			"$PY" -c "import json,sys; r=json.load(sys.stdin)['result']
+sys.exit(0 if any(s['shard']==$1 and s.get('role')=='leader' for s in r['shards']) else 1)"; then
+			echo "$n"
+			return
+		fi
+	done
+}
+# e2e_wait_leader SHARD [SKIP]: until e2e_leader_of has one (15 s), which is printed.
+e2e_wait_leader() {
+	local l
+	for _ in $(seq 75); do
+		l=$(e2e_leader_of "$1" "${2:-}")
+		[ -n "$l" ] && { echo "$l"; return 0; }
+		sleep 0.2
+	done
+	return 1
+}
+# e2e_leads NODE SHARD: NODE leads SHARD by its own status.
+e2e_leads() {
+	"$OMSCTL" --socket "$TMP/$1/omsd.sock" --json status 2>/dev/null |
+		"$PY" -c "import json,sys; r=json.load(sys.stdin)['result']
+sys.exit(0 if any(s['shard']==$2 and s.get('role')=='leader' for s in r['shards']) else 1)"
+}
+# e2e_lead SHARD NODE: move SHARD's leadership to NODE (transfer-leader runs on its leader).
+# A transfer can lapse (the target not caught up in time, or an election under a loaded
+# host moves the leadership elsewhere); it is asked for again, up to 5 times, each waited for
+# up to 4 s on NODE's own status (the first node claiming leadership may be a deposed one).
+e2e_lead() {
+	local l try
+	for try in 1 2 3 4 5; do
+		e2e_leads "$2" "$1" && return 0
+		l=$(e2e_wait_leader "$1" "$2") || { e2e_leads "$2" "$1" && return 0; fail "no leader for shard $1"; }
+		"$OMSCTL" --socket "$TMP/$l/omsd.sock" --json transfer-leader --shard "$1" --to "$2" \
+			>/dev/null 2>&1 || log "transfer of shard $1 to node $2 (try $try): $l refused"
+		for _ in $(seq 20); do
+			e2e_leads "$2" "$1" && return 0
+			sleep 0.2
+		done
+	done
+	fail "shard $1 not led by node $2 after 5 transfers"
+}
+# e2e_sharded_lines MEMBERS: E2E_SHARDED_LINES, the sharded shape's lines for
+# e2e_cluster_config with E2E_SERVICE_1=oms E2E_SERVICE_2=oms: ME shards 3 and 4 (MEMBERS),
+# routing over OMS shards 1 and 2, symbol 1 on ME shard 3 and symbol 2 on ME shard 4.
+e2e_sharded_lines() {
+	E2E_SHARDED_LINES=(
+		"" "[shard.3]" "service = me" "members = $1" "cpu = 0" "idle = sleep"
+		"" "[shard.4]" "service = me" "members = $1" "cpu = 1" "idle = sleep"
+		"" "[limits]" "resident_users = 1024" "parked_orders = 256" "inflight_sagas = 256"
+		"orders = 2048" "log_entries = 16384" "log_mb = 8" "snapshot_mb = 2"
+		"snapshot_entries = 8000"
+		"" "[timers]" "tick_ms = 10" "bridge_redrive_ms = 200"
+		"" "[routing]" "epoch = 1" "oms_shards = 1,2"
+		"" "[symbol.1]" "base = 1" "quote = 2" "me_shard = 3" "tick = 1" "lot = 1"
+		"min_qty = 1" "min_notional = 1" "base_unit = 1" "ref_px = 100" "band_bps = 5000"
+		"" "[symbol.2]" "base = 1" "quote = 2" "me_shard = 4" "tick = 1" "lot = 1"
+		"min_qty = 1" "min_notional = 1" "base_unit = 1" "ref_px = 100" "band_bps = 5000"
+	)
+}
 # e2e_members NODE: NODE's members view, one line per member:
 #   SHARD NODE ROLE LAG(-1: not known here) CONFIG_COMMITTED(0|1)
 e2e_members() {

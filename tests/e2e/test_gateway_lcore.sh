@@ -20,24 +20,11 @@ need_root
 e2e_cluster_init ogl 59 3
 e2e_cluster_net_up
 
-MEMBERS=1,2,3
-LINES=(
-	"" "[shard.3]" "service = me" "members = $MEMBERS" "cpu = 0" "idle = sleep"
-	"" "[shard.4]" "service = me" "members = $MEMBERS" "cpu = 1" "idle = sleep"
-	"" "[limits]" "resident_users = 1024" "parked_orders = 256" "inflight_sagas = 256"
-	"orders = 2048" "log_entries = 16384" "log_mb = 8" "snapshot_mb = 2"
-	"snapshot_entries = 8000"
-	"" "[timers]" "tick_ms = 10" "bridge_redrive_ms = 200"
-	"" "[routing]" "epoch = 1" "oms_shards = 1,2"
-	"" "[symbol.1]" "base = 1" "quote = 2" "me_shard = 3" "tick = 1" "lot = 1" "min_qty = 1"
-	"min_notional = 1" "base_unit = 1" "ref_px = 100" "band_bps = 5000"
-	"" "[symbol.2]" "base = 1" "quote = 2" "me_shard = 4" "tick = 1" "lot = 1" "min_qty = 1"
-	"min_notional = 1" "base_unit = 1" "ref_px = 100" "band_bps = 5000"
-)
+e2e_sharded_lines 1,2,3
 for i in 1 2 3; do
 	mkdir -p "$TMP/$i"
 	E2E_GATEWAY=1 E2E_SERVICE_1=oms E2E_SERVICE_2=oms \
-		e2e_cluster_config "$i" "$TMP/$i/omsd.ini" "${LINES[@]}"
+		e2e_cluster_config "$i" "$TMP/$i/omsd.ini" "${E2E_SHARDED_LINES[@]}"
 	e2e_cluster_start "$i" "$TMP/$i/omsd.ini"
 done
 log "3 nodes up: ${NODE_PIDS[*]}"
@@ -52,42 +39,9 @@ ctl_rc() {
 	OUT=$("$OMSCTL" --socket "$TMP/$node/omsd.sock" "$@" 2>&1) || rc=$?
 	[ "$rc" -eq "$want" ] || { OMSD_LOG=$TMP/$node/omsd.log; fail "node $node: omsctl $*: exit $rc, want $want: $OUT"; }
 }
-leads() {
-	"$OMSCTL" --socket "$TMP/$1/omsd.sock" --json status 2>/dev/null |
-		"$PY" -c "import json,sys; r=json.load(sys.stdin)['result']
-sys.exit(0 if any(s['shard']==$2 and s.get('role')=='leader' for s in r['shards']) else 1)"
-}
-leader_of() {
-	local n
-	for n in 1 2 3; do
-		[ "$n" = "${2:-}" ] && continue
-		leads "$n" "$1" && { echo "$n"; return; }
-	done
-}
-wait_leader() {
-	local l
-	for _ in $(seq 75); do
-		l=$(leader_of "$1" "${2:-}")
-		[ -n "$l" ] && { echo "$l"; return 0; }
-		sleep 0.2
-	done
-	return 1
-}
-# lead SHARD NODE: move SHARD's leadership to NODE (asked again when a transfer lapses).
-lead() {
-	local l try
-	for try in 1 2 3 4 5; do
-		leads "$2" "$1" && return 0
-		l=$(wait_leader "$1" "$2") || { leads "$2" "$1" && return 0; fail "no leader for shard $1"; }
-		"$OMSCTL" --socket "$TMP/$l/omsd.sock" --json transfer-leader --shard "$1" --to "$2" \
-			>/dev/null 2>&1 || log "transfer of shard $1 to node $2 (try $try): $l refused"
-		for _ in $(seq 20); do
-			leads "$2" "$1" && return 0
-			sleep 0.2
-		done
-	done
-	fail "shard $1 not led by node $2 after 5 transfers"
-}
+leads() { e2e_leads "$@"; }
+wait_leader() { e2e_wait_leader "$@"; }
+lead() { e2e_lead "$@"; }
 # wait_stat NODE KEY WANT: until NODE's stats say KEY = WANT (15 s).
 wait_stat() {
 	local got=

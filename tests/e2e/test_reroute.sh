@@ -60,26 +60,8 @@ ctl_rc() {
 	OUT=$("$OMSCTL" --socket "$TMP/$node/omsd.sock" "$@" 2>&1) || rc=$?
 	[ "$rc" -eq "$want" ] || fail "node $node: omsctl $*: exit $rc, want $want: $OUT"
 }
-leader_of() {
-	local n
-	for n in 1 2 3 4; do
-		if "$OMSCTL" --socket "$TMP/$n/omsd.sock" --json status 2>/dev/null |
-			"$PY" -c "import json,sys; r=json.load(sys.stdin)['result']
-sys.exit(0 if any(s['shard']==$1 and s.get('role')=='leader' for s in r['shards']) else 1)"; then
-			echo "$n"
-			return
-		fi
-	done
-}
-wait_leader() {
-	local l
-	for _ in $(seq 75); do
-		l=$(leader_of "$1")
-		if [ -n "$l" ]; then echo "$l"; return 0; fi
-		sleep 0.2
-	done
-	return 1
-}
+leader_of() { e2e_leader_of "$@"; }
+wait_leader() { e2e_wait_leader "$@"; }
 OMSD_LOG=$TMP/1/omsd.log
 L1=$(wait_leader 1) || fail "no leader for OMS shard 1"
 L3=$(wait_leader 3) || fail "no leader for OMS shard 3"
