@@ -34,10 +34,11 @@ app_agent_main(void *arg)
 			dp_idle_run(&a->idle, work);
 			continue;
 		}
-		/* Nothing read in the cycle is held past it: a grace period may end. Idle, the
-		 * lcore may sleep: offline, it holds no grace period up meanwhile. */
+		/* Nothing read in the cycle is held past it: a grace period may end. Idle, a
+		 * sleeping lcore goes offline, so it holds no grace period up meanwhile (one that
+		 * busy-polls announces the next cycle instead: no barriers per empty poll). */
 		app_rcu_quiescent();
-		if (work == 0) {
+		if (work == 0 && a->idle.policy.mode == DP_IDLE_SLEEP) {
 			app_rcu_offline();
 			dp_idle_run(&a->idle, work);
 			app_rcu_online();
