@@ -259,6 +259,7 @@ app_gateway_init(struct app *app, struct app_agent *agent, uint32_t index)
 	if (s == NULL)
 		return -ENOMEM;
 	app->shards[slot] = s;
+	agent->state = s; /* a failed init's parts are freed by app_gateway_fini */
 	s->app = app;
 	s->index = slot;
 	s->id = APP_GATEWAY_ID;
@@ -276,7 +277,6 @@ app_gateway_init(struct app *app, struct app_agent *agent, uint32_t index)
 	if (ret != 0)
 		return ret;
 	agent->do_work = app_gateway_do_work;
-	agent->state = s;
 	agent->rcu_reader = true;
 	APP_LOG(INFO, "gateway: on an lcore of its own (cpu %u), routing by the routing %s",
 		app->cfg.gateway.cpu, app->route_src_index >= 0
