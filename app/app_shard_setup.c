@@ -122,10 +122,13 @@ static void *
 zalloc(const char *what, uint16_t id, size_t size)
 {
 	char name[64];
-	snprintf(name, sizeof(name), "shard%u_%s", id, what);
+	if (id == APP_GATEWAY_ID)
+		snprintf(name, sizeof(name), "gateway_%s", what);
+	else
+		snprintf(name, sizeof(name), "shard%u_%s", id, what);
 	void *p = rte_zmalloc(name, RTE_ALIGN_CEIL(size, 64), 64);
 	if (p == NULL)
-		APP_LOG(ERR, "shard %u: cannot allocate %zu bytes for %s", id, size, what);
+		APP_LOG(ERR, "%s: cannot allocate %zu bytes", name, size);
 	return p;
 }
 
