@@ -48,13 +48,13 @@ gw_routing(const struct app_shard *s)
 
 /* The owner of user: the routing this node's OMS replica applied (routes and pins change
  * at run time through the control socket) — read on the replica's lcore when the gateway
- * runs there, from the published copy on the gateway lcore — else the configured routing. */
+ * runs there, from the published copy ri (gw_routing's, read once per message) on the
+ * gateway lcore — else the configured routing. */
 static uint16_t
-gw_owner(const struct app_shard *s, uint64_t user)
+gw_owner(const struct app_shard *s, const struct oms_route_info *ri, uint64_t user)
 {
 	if (s->is_oms && oms_route_epoch(s->svc) > 0)
 		return oms_owner(s->svc, user);
-	const struct oms_route_info *ri = gw_routing(s);
 	if (ri != NULL)
 		return oms_route_info_owner(ri, user);
 	const struct app_routing_conf *r = &s->app->cfg.routing;
@@ -66,11 +66,10 @@ gw_owner(const struct app_shard *s, uint64_t user)
 
 /* The routing epoch the gateway routes by (the one gw_owner reads). */
 static uint64_t
-gw_epoch(const struct app_shard *s)
+gw_epoch(const struct app_shard *s, const struct oms_route_info *ri)
 {
 	if (s->is_oms && oms_route_epoch(s->svc) > 0)
 		return oms_route_epoch(s->svc);
-	const struct oms_route_info *ri = gw_routing(s);
 	return ri != NULL ? ri->epoch : s->app->cfg.routing.epoch;
 }
 
@@ -129,14 +128,14 @@ gw_replay_to(struct app_shard *s, uint16_t shard, const struct wire_msg_hdr *msg
  * Replays are rare (a client that lost answers) and the OMS shards few. Nothing is proposed
  * and nothing is followed. */
 static void
-gw_replay(struct app_shard *s, uint16_t shard, const struct wire_msg_hdr *msg)
+gw_replay(struct app_shard *s, const struct oms_route_info *ri, uint16_t shard,
+	  const struct wire_msg_hdr *msg)
 {
 	sc_add(s, SC_GW_REPLAYS, 1);
 	gw_replay_to(s, shard, msg);
 	static_assert(DP_SHARDS_MAX <= 64, "a shard set fits a uint64_t");
 	uint64_t others = 0; /* shard ids, bit per id */
 	struct oms_route_info own;
-	const struct oms_route_info *ri = gw_routing(s);
 	if (s->is_oms && oms_route_epoch(s->svc) > 0) {
 		oms_route_get(s->svc, &own);
 		ri = &own;
@@ -199,13 +198,14 @@ app_gw_order(struct app_shard *s, const struct dp_meta *meta, const struct wire_
 	e->addr = meta->src;
 	e->session = meta->sender_id;
 	e->authed = session != 0;
-	if (app_gwr_epoch(&s->gwr, gw_epoch(s)))
+	const struct oms_route_info *ri = gw_routing(s);
+	if (app_gwr_epoch(&s->gwr, gw_epoch(s, ri)))
 		sc_add(s, SC_GW_OVERRIDES_DROPPED, 1);
 	uint16_t shard;
 	if (app_gwr_owner(&s->gwr, user, &shard) != 0)
-		shard = gw_owner(s, user);
+		shard = gw_owner(s, ri, user);
 	if (msg->type == WIRE_REPORT_REPLAY) {
-		gw_replay(s, shard, msg);
+		gw_replay(s, ri, shard, msg);
 		return 0;
 	}
 	if (msg->type == WIRE_NEW_ORDER) {
