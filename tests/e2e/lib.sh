@@ -631,6 +631,14 @@ e2e_wait_live_leader() {
 	done
 	return 1
 }
+# e2e_ctl_rc NODE WANT ARGS...: omsctl ARGS on cluster node NODE's socket, its output in OUT;
+# fails (with NODE's log) unless it exits WANT.
+e2e_ctl_rc() {
+	local node=$1 want=$2 rc=0
+	shift 2
+	OUT=$("$OMSCTL" --socket "$TMP/$node/omsd.sock" "$@" 2>&1) || rc=$?
+	[ "$rc" -eq "$want" ] || { OMSD_LOG=$TMP/$node/omsd.log; fail "node $node: omsctl $*: exit $rc, want $want: $OUT"; }
+}
 # Leadership by the nodes' own status (omsctl status; OMSCTL, NODES). e2e_leader_of SHARD
 # [SKIP]: the first node that leads SHARD, SKIP aside, or empty.
 e2e_leader_of() {

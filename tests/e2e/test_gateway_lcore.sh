@@ -33,12 +33,7 @@ for i in 1 2 3; do
 		{ OMSD_LOG=$TMP/$i/omsd.log; fail "node $i: no gateway lcore in the log"; }
 done
 
-ctl_rc() {
-	local node=$1 want=$2 rc=0
-	shift 2
-	OUT=$("$OMSCTL" --socket "$TMP/$node/omsd.sock" "$@" 2>&1) || rc=$?
-	[ "$rc" -eq "$want" ] || { OMSD_LOG=$TMP/$node/omsd.log; fail "node $node: omsctl $*: exit $rc, want $want: $OUT"; }
-}
+ctl_rc() { e2e_ctl_rc "$@"; } # omsctl on a node, exit code checked (lib.sh)
 leads() { e2e_leads "$@"; }
 wait_leader() { e2e_wait_leader "$@"; }
 lead() { e2e_lead "$@"; }

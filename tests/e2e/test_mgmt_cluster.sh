@@ -17,13 +17,7 @@ e2e_cluster_net_up
 e2e_cluster_trading_up
 NODES_IPS="$NET.11,$NET.12,$NET.13"
 
-# ctl_rc NODE WANT ARGS...: omsctl on NODE's socket; output in $OUT; exit code checked.
-ctl_rc() {
-	local node=$1 want=$2 rc=0
-	shift 2
-	OUT=$("$OMSCTL" --socket "$TMP/$node/omsd.sock" "$@" 2>&1) || rc=$?
-	[ "$rc" -eq "$want" ] || fail "node $node: omsctl $*: exit $rc, want $want: $OUT"
-}
+ctl_rc() { e2e_ctl_rc "$@"; } # omsctl on a node, exit code checked (lib.sh)
 # leader_of SHARD: the node that leads SHARD (by its own status), or empty; wait_leader
 # SHARD [NOT]: until a node other than NOT leads it, printed (lib.sh).
 leader_of() { e2e_leader_of "$@"; }

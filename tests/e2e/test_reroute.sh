@@ -54,12 +54,7 @@ for i in 1 2 3 4; do
 done
 log "4 nodes up: ${NODE_PIDS[*]}"
 
-ctl_rc() {
-	local node=$1 want=$2 rc=0
-	shift 2
-	OUT=$("$OMSCTL" --socket "$TMP/$node/omsd.sock" "$@" 2>&1) || rc=$?
-	[ "$rc" -eq "$want" ] || fail "node $node: omsctl $*: exit $rc, want $want: $OUT"
-}
+ctl_rc() { e2e_ctl_rc "$@"; } # omsctl on a node, exit code checked (lib.sh)
 leader_of() { e2e_leader_of "$@"; }
 wait_leader() { e2e_wait_leader "$@"; }
 OMSD_LOG=$TMP/1/omsd.log
