@@ -993,7 +993,10 @@ wire_builder_add_tail(struct wire_builder *b, const void *msg, const void *tail,
 	((struct wire_msg_hdr *)dst)->length = (uint16_t)total;
 	if (tail_len > 0)
 		memcpy(dst + fixed, tail, tail_len);
-	memset(dst + fixed + tail_len, 0, total - fixed - tail_len);
+	/* The tail's padding to 8 and the fields this minor appends: none for most messages. */
+	uint32_t pad = total - fixed - tail_len;
+	if (pad != 0)
+		memset(dst + fixed + tail_len, 0, pad);
 	b->len += total;
 	b->count++;
 	return 0;
