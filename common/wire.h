@@ -1508,6 +1508,9 @@ uint32_t wire_builder_finish(struct wire_builder *b, const struct wire_key *key)
  * bytes wire_builder_finish makes. */
 uint32_t wire_builder_finish_unsealed(struct wire_builder *b, bool mac);
 void wire_frame_seal(uint8_t *frame, uint32_t len, const struct wire_key *key);
+/* wire_frame_seal of n frames, each under its own key (wire_siphash128_multi). */
+void wire_frames_seal(uint8_t *const frames[], const uint32_t lens[],
+		      const struct wire_key *const keys[], uint32_t n);
 /* Mark the frame being built as a session frame (its first message must be SESSION_HDR;
  * finish it with the session key). */
 void wire_builder_session(struct wire_builder *b);
@@ -1536,5 +1539,10 @@ wire_hdr_init(struct wire_msg_hdr *hdr, enum wire_type type, uint16_t shard)
 
 /* SipHash-2-4 with a 128-bit output (Aumasson & Bernstein), used as the frame MAC. */
 void wire_siphash128(const struct wire_key *key, const void *data, size_t len, uint8_t out[16]);
+/* out[i] = wire_siphash128(keys[i], data[i], lens[i]) for i < n, the same bytes; with AVX2
+ * four buffers go through the rounds at once (their common full blocks), about a third of
+ * the instructions a byte. */
+void wire_siphash128_multi(const struct wire_key *const keys[], const void *const data[],
+			   const size_t lens[], uint8_t *const out[], uint32_t n);
 
 #endif
