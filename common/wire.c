@@ -845,11 +845,13 @@ tag_equal(const uint8_t *a, const uint8_t *b)
 	return diff == 0;
 }
 
-/* Both decoders: session = a client session's frame, whose MAC the caller checks. */
+enum frame_mac { MAC_COMPUTE, MAC_GOOD, MAC_BAD }; /* MAC_GOOD/BAD: the caller's own check */
+
+/* The decoders: session = a client session's frame, whose MAC the caller checks. */
 static enum wire_err
 frame_decode(const void *buf, size_t len, const struct wire_key *key, bool session,
-	     const struct wire_msg_hdr **msgs, uint32_t msgs_max, uint32_t *count,
-	     uint32_t *sender_id)
+	     enum frame_mac mac, const struct wire_msg_hdr **msgs, uint32_t msgs_max,
+	     uint32_t *count, uint32_t *sender_id)
 {
 	const uint8_t *p = buf;
 	struct wire_frame_hdr fh;
@@ -891,7 +893,8 @@ frame_decode(const void *buf, size_t len, const struct wire_key *key, bool sessi
 		if (len < sizeof(fh) + WIRE_MAC_SIZE)
 			return WIRE_E_TRUNCATED;
 		body_end = len - WIRE_MAC_SIZE;
-		if (!session && !wire_frame_mac_ok(p, len, key))
+		if (!session && (mac == MAC_COMPUTE ? !wire_frame_mac_ok(p, len, key)
+						    : mac == MAC_BAD))
 			return WIRE_E_BAD_MAC;
 	}
 
@@ -924,14 +927,30 @@ wire_frame_decode(const void *buf, size_t len, const struct wire_key *key,
 		  const struct wire_msg_hdr **msgs, uint32_t msgs_max, uint32_t *count,
 		  uint32_t *sender_id)
 {
-	return frame_decode(buf, len, key, false, msgs, msgs_max, count, sender_id);
+	return frame_decode(buf, len, key, false, MAC_COMPUTE, msgs, msgs_max, count, sender_id);
+}
+
+enum wire_err
+wire_frame_decode_checked(const void *buf, size_t len, const struct wire_key *key, bool mac_ok,
+			  const struct wire_msg_hdr **msgs, uint32_t msgs_max, uint32_t *count,
+			  uint32_t *sender_id)
+{
+	return frame_decode(buf, len, key, false, mac_ok ? MAC_GOOD : MAC_BAD, msgs, msgs_max,
+			    count, sender_id);
+}
+
+bool
+wire_frame_tag_ok(const void *buf, size_t len, const uint8_t tag[WIRE_MAC_SIZE])
+{
+	return len >= sizeof(struct wire_frame_hdr) + WIRE_MAC_SIZE &&
+	       tag_equal(tag, (const uint8_t *)buf + len - WIRE_MAC_SIZE);
 }
 
 enum wire_err
 wire_session_frame_decode(const void *buf, size_t len, const struct wire_msg_hdr **msgs,
 			  uint32_t msgs_max, uint32_t *count, uint32_t *sender_id)
 {
-	return frame_decode(buf, len, NULL, true, msgs, msgs_max, count, sender_id);
+	return frame_decode(buf, len, NULL, true, MAC_COMPUTE, msgs, msgs_max, count, sender_id);
 }
 
 uint8_t

@@ -1465,6 +1465,19 @@ enum wire_err wire_frame_decode(const void *buf, size_t len, const struct wire_k
 				const struct wire_msg_hdr **msgs, uint32_t msgs_max,
 				uint32_t *count, uint32_t *sender_id);
 /*
+ * wire_frame_decode for a caller that computed the MAC itself — many frames' at once with
+ * wire_siphash128_multi over their first len − WIRE_MAC_SIZE bytes under key (the io lcore:
+ * a burst's frames), compared with wire_frame_tag_ok: mac_ok is that result, used where
+ * wire_frame_decode would compute it (a frame that must carry a MAC and does). Everything
+ * else is wire_frame_decode's, and so are the errors.
+ */
+enum wire_err wire_frame_decode_checked(const void *buf, size_t len, const struct wire_key *key,
+					bool mac_ok, const struct wire_msg_hdr **msgs,
+					uint32_t msgs_max, uint32_t *count, uint32_t *sender_id);
+/* The frame's last WIRE_MAC_SIZE bytes equal tag (constant time); false for a frame too
+ * short to carry one. */
+bool wire_frame_tag_ok(const void *buf, size_t len, const uint8_t tag[WIRE_MAC_SIZE]);
+/*
  * The same for a client session's frame (WIRE_FRAME_F_SESSION, which wire_frame_decode
  * refuses): flags exactly MAC|SESSION, SESSION_HDR first and nowhere else, its session id
  * the sender_id. The MAC is NOT checked: the key is the session's, which only the gateway

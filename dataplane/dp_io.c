@@ -103,32 +103,99 @@ bell_note(struct dp_io *io, struct dp_bell *bell)
 	io->rung[io->rung_count++] = bell;
 }
 
-/* A validated UDP payload: align it, decode the frame, route it. */
+/* A validated UDP payload of the rx burst: aligned now; its MAC is computed with the
+ * burst's others (frames_mac), then it is decoded and routed (frame_input). */
+struct rx_frame {
+	struct rte_mbuf *m;
+	struct dp_pkt p;
+	const struct wire_key *key;  /* the MAC to check here under it (NULL: none) */
+	struct wire_key sess_key;    /* a session frame's key, as the gateway published it */
+	bool session;                /* a client session's frame */
+	uint8_t tag[WIRE_MAC_SIZE];  /* the MAC computed under key */
+};
+
 static void
-frame_input(struct dp_io *io, struct rte_mbuf *m, const struct dp_pkt *p, uint64_t tsc)
+frame_prep(struct dp_io *io, struct rte_mbuf *m, const struct dp_pkt *p, struct rx_frame *f)
 {
 	struct dp *dp = io->dp;
 	uint8_t *base = rte_pktmbuf_mtod(m, uint8_t *);
 	uint8_t *payload = base + p->payload_off;
 	uint8_t *frame = RTE_PTR_ALIGN_FLOOR(payload, 8);
-	uint32_t count = 0, sender = 0;
-	enum wire_err err;
+	uint32_t len = p->payload_len;
 
 	/* wire_frame_decode needs an 8-byte aligned frame. The payload sits 42 bytes into the
 	 * packet (2 mod 8), so slide it down over the headers we have finished with. */
 	DCHECK(frame >= base);
 	if (frame != payload)
-		memmove(frame, payload, p->payload_len);
+		memmove(frame, payload, len);
 	m->data_off = (uint16_t)(frame - (uint8_t *)m->buf_addr);
 	m->data_len = p->payload_len;
 	m->pkt_len = p->payload_len;
+	f->m = m;
+	f->p = *p;
+	f->key = NULL;
+	/* A client session's frame is MAC'd under its session's key, which the gateway
+	 * publishes (dp->sess_key). A peer's never is (wire_frame_decode refuses it). */
+	uint8_t flags = wire_frame_flags(frame, len);
+	f->session = (flags & WIRE_FRAME_F_SESSION) != 0 && !is_peer(dp, p->src.ip_be);
+	/* A MAC to compute only for a frame that claims one, of its stated length and magic
+	 * (what is refused before the MAC stays as cheap as it was). */
+	struct wire_frame_hdr fh;
+	if (len < sizeof(fh) + WIRE_MAC_SIZE || (flags & WIRE_FRAME_F_MAC) == 0)
+		return;
+	memcpy(&fh, frame, sizeof(fh));
+	if (fh.magic != WIRE_MAGIC || fh.length != len)
+		return;
+	if (f->session) {
+		/* The session id is the frame's sender (the decoder holds SESSION_HDR to it). */
+		if (dp->sess_key != NULL && dp->sess_key(dp->sess_key_arg, fh.sender_id, &f->sess_key))
+			f->key = &f->sess_key;
+		return;
+	}
+	const struct wire_key *k = dp_key_for(dp, &p->src);
+	if (k != NULL && (k->k0 | k->k1) != 0)
+		f->key = k;
+}
 
-	/* A client session's frame is MAC'd under its session's key, which only the gateway
-	 * holds: decoded here, proven there. A peer's never is (wire_frame_decode refuses it). */
-	bool session = (wire_frame_flags(frame, p->payload_len) & WIRE_FRAME_F_SESSION) != 0 &&
-		       !is_peer(dp, p->src.ip_be);
+/* The burst's MACs, four frames at a time through SipHash's rounds (AVX2). */
+static void
+frames_mac(struct rx_frame *fr, uint32_t n)
+{
+	const struct wire_key *keys[DP_BURST_MAX];
+	const void *data[DP_BURST_MAX];
+	size_t lens[DP_BURST_MAX];
+	uint8_t *out[DP_BURST_MAX];
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		if (fr[i].key == NULL)
+			continue;
+		keys[k] = fr[i].key;
+		data[k] = rte_pktmbuf_mtod(fr[i].m, const uint8_t *);
+		lens[k] = fr[i].p.payload_len - WIRE_MAC_SIZE;
+		out[k] = fr[i].tag;
+		k++;
+	}
+	if (k > 0)
+		wire_siphash128_multi(keys, data, lens, out, k);
+}
+
+/* Decode the frame (its MAC, if it was computed, is fr->tag) and route it. */
+static void
+frame_input(struct dp_io *io, struct rx_frame *f, uint64_t tsc)
+{
+	struct dp *dp = io->dp;
+	struct rte_mbuf *m = f->m;
+	const struct dp_pkt *p = &f->p;
+	uint8_t *frame = rte_pktmbuf_mtod(m, uint8_t *);
+	uint32_t count = 0, sender = 0;
+	enum wire_err err;
+	bool session = f->session;
+	bool mac_ok = f->key != NULL && wire_frame_tag_ok(frame, p->payload_len, f->tag);
 	if (session)
 		err = wire_session_frame_decode(frame, p->payload_len, io->msgs,
+						WIRE_FRAME_MSGS_MAX, &count, &sender);
+	else if (f->key != NULL)
+		err = wire_frame_decode_checked(frame, p->payload_len, f->key, mac_ok, io->msgs,
 						WIRE_FRAME_MSGS_MAX, &count, &sender);
 	else
 		err = wire_frame_decode(frame, p->payload_len, dp_key_for(dp, &p->src), io->msgs,
@@ -198,18 +265,15 @@ frame_input(struct dp_io *io, struct rte_mbuf *m, const struct dp_pkt *p, uint64
 	 * its own check when it is the session's). A frame that does not verify goes on
 	 * unproven: the gateway checks it and counts the refusal as before. */
 	meta->mac_proven = 0; /* seal_key is read only when set */
-	if (session && dp->sess_key != NULL) {
-		const struct wire_session_hdr *sh = (const void *)io->msgs[0];
-		struct wire_key k;
-		if (dp->sess_key(dp->sess_key_arg, sh->session_id, &k)) {
-			uint16_t flen = ((const struct wire_frame_hdr *)(const void *)frame)->length;
-			if (wire_frame_mac_ok(frame, flen, &k)) {
-				meta->seal_key = k;
-				meta->mac_proven = 1;
-				dp_count(io, DP_C_SESSION_MAC_PROVEN, 1);
-			} else {
-				dp_count(io, DP_C_SESSION_MAC_UNPROVEN, 1);
-			}
+	if (session && f->key != NULL) {
+		/* Its MAC was computed with the burst's (frames_mac), under the key published
+		 * for the frame's sender, which the decoder held SESSION_HDR's session id to. */
+		if (mac_ok) {
+			meta->seal_key = f->sess_key;
+			meta->mac_proven = 1;
+			dp_count(io, DP_C_SESSION_MAC_PROVEN, 1);
+		} else {
+			dp_count(io, DP_C_SESSION_MAC_UNPROVEN, 1);
 		}
 	}
 	/* Single- or multi-producer as the ring was made (dp_ring_create: MP with several io
@@ -239,8 +303,10 @@ slow_act(struct dp_io *io, struct rte_mbuf *m, enum dp_action act, uint8_t learn
 		rte_pktmbuf_free(m);
 }
 
-static void
-rx_one(struct dp_io *io, struct rte_mbuf *m, uint64_t now_ns, uint64_t tsc)
+/* One received packet: true when it is a frame, prepared in *f for the burst's MACs and
+ * frame_input; anything else is done with here. */
+static bool
+rx_one(struct dp_io *io, struct rte_mbuf *m, uint64_t now_ns, struct rx_frame *f)
 {
 	struct dp_pkt p;
 	uint64_t ol = m->ol_flags;
@@ -249,17 +315,17 @@ rx_one(struct dp_io *io, struct rte_mbuf *m, uint64_t now_ns, uint64_t tsc)
 	if (m->nb_segs != 1) {
 		dp_count(io, DP_C_RX_MULTISEG, 1);
 		rte_pktmbuf_free(m);
-		return;
+		return false;
 	}
 	if ((ol & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_BAD) {
 		dp_count(io, DP_C_IP_BAD_CSUM, 1);
 		rte_pktmbuf_free(m);
-		return;
+		return false;
 	}
 	if ((ol & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_BAD) {
 		dp_count(io, DP_C_UDP_BAD_CSUM, 1);
 		rte_pktmbuf_free(m);
-		return;
+		return false;
 	}
 	dp_pkt_input(&io->dp->host, rte_pktmbuf_mtod(m, uint8_t *), m->data_len,
 		     (ol & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_GOOD,
@@ -273,16 +339,16 @@ rx_one(struct dp_io *io, struct rte_mbuf *m, uint64_t now_ns, uint64_t tsc)
 		if (learn != 0 && io->k == 0 &&
 		    dp_arp_learn(&io->dp->arp, p.learn_ip_be, &p.learn_mac, learn == 2, now_ns))
 			dp_count(io, DP_C_ARP_LEARNED, 1);
-		frame_input(io, m, &p, tsc);
-		return;
+		frame_prep(io, m, &p, f);
+		return true;
 	}
 	if (io->k == 0) {
 		slow_act(io, m, p.action, learn, p.learn_ip_be, &p.learn_mac, now_ns);
-		return;
+		return false;
 	}
 	if (p.action == DP_ACT_DROP && learn == 0) {
 		rte_pktmbuf_free(m);
-		return;
+		return false;
 	}
 	/* ARP and ICMP answers and what they teach go through io 0, which owns the table and
 	 * the port's tx queue. */
@@ -295,6 +361,7 @@ rx_one(struct dp_io *io, struct rte_mbuf *m, uint64_t now_ns, uint64_t tsc)
 		dp_count(io, DP_C_SLOW_RING_FULL, 1);
 		rte_pktmbuf_free(m);
 	}
+	return false;
 }
 
 /* io 0: what the other io lcores handed over. */
@@ -428,11 +495,19 @@ dp_io_do_work(void *arg, uint64_t now_ns)
 	if (n > 0) {
 		uint64_t tsc = rte_rdtsc();
 		dp_count(io, DP_C_RX_PKTS, n);
+		/* Three passes: parse every packet (frames aligned, others done with), the
+		 * frames' MACs together, then each frame decoded and routed in arrival order. */
+		struct rx_frame fr[DP_BURST_MAX];
+		uint32_t nf = 0;
 		for (uint16_t i = 0; i < n; i++) {
 			if (i + 1 < n)
 				rte_prefetch0(rte_pktmbuf_mtod(rx[i + 1], void *));
-			rx_one(io, rx[i], now_ns, tsc);
+			if (rx_one(io, rx[i], now_ns, &fr[nf]))
+				nf++;
 		}
+		frames_mac(fr, nf);
+		for (uint32_t i = 0; i < nf; i++)
+			frame_input(io, &fr[i], tsc);
 		/* The lcores that got frames: once per burst each, after every enqueue. */
 		for (uint32_t i = 0; i < io->rung_count; i++)
 			dp_bell_ring(io->rung[i]);

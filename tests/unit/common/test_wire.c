@@ -450,6 +450,43 @@ Test(wire, frames_seal_matches_seal)
 		cr_assert(eq(int, memcmp(a[i], b[i], lens[i]), 0), "frame %d", i);
 }
 
+/* Goal: wire_frame_decode_checked takes the caller's MAC verdict (the io lcore computes a
+ * burst's MACs together): a sealed frame whose tag wire_frame_tag_ok matched decodes as
+ * wire_frame_decode decodes it, a refused verdict is BAD_MAC, and a frame without the MAC
+ * flag under a key is BAD_MAC whatever the verdict (no MAC to trust). */
+Test(wire, decode_checked_takes_the_verdict)
+{
+	_Alignas(8) uint8_t frame[512];
+	struct wire_key key = {.k0 = 11, .k1 = 12}, other = {.k0 = 13, .k1 = 14};
+	struct wire_builder b;
+	wire_builder_init(&b, frame, sizeof(frame), 9);
+	struct wire_new_order o = new_order(5, 6);
+	cr_assert(eq(int, wire_builder_add(&b, &o), 0));
+	uint32_t len = wire_builder_finish(&b, &key);
+	const struct wire_msg_hdr *msgs[WIRE_FRAME_MSGS_MAX];
+	uint32_t count = 0, sender = 0;
+	uint8_t tag[WIRE_MAC_SIZE];
+	wire_siphash128(&key, frame, len - WIRE_MAC_SIZE, tag);
+	cr_assert(wire_frame_tag_ok(frame, len, tag));
+	cr_assert(eq(int, wire_frame_decode_checked(frame, len, &key, true, msgs,
+						    WIRE_FRAME_MSGS_MAX, &count, &sender),
+		     WIRE_E_OK));
+	cr_assert(eq(u32, count, 1));
+	cr_assert(eq(u32, sender, 9));
+	wire_siphash128(&other, frame, len - WIRE_MAC_SIZE, tag);
+	cr_assert(not(wire_frame_tag_ok(frame, len, tag)));
+	cr_assert(not(wire_frame_tag_ok(frame, sizeof(struct wire_frame_hdr), tag)));
+	cr_assert(eq(int, wire_frame_decode_checked(frame, len, &key, false, msgs,
+						    WIRE_FRAME_MSGS_MAX, &count, &sender),
+		     WIRE_E_BAD_MAC));
+	wire_builder_init(&b, frame, sizeof(frame), 9);
+	cr_assert(eq(int, wire_builder_add(&b, &o), 0));
+	len = wire_builder_finish(&b, NULL);
+	cr_assert(eq(int, wire_frame_decode_checked(frame, len, &key, true, msgs,
+						    WIRE_FRAME_MSGS_MAX, &count, &sender),
+		     WIRE_E_BAD_MAC));
+}
+
 /* Goal: the builder refuses what does not fit and keeps room for the MAC. */
 Test(wire, builder_full)
 {
