@@ -1191,10 +1191,22 @@ load64_le(const uint8_t *p)
 
 /* The state after the key (v1 ^ 0xee: the 128-bit output), then the blocks from byte `from`
  * (a multiple of 8: those before it are in the state), the last block and the finalisation. */
-static inline void
-sip_finish(uint64_t v0, uint64_t v1, uint64_t v2, uint64_t v3, const uint8_t *in, size_t from,
-	   size_t len, uint8_t out[16])
+/* The last block: the bytes after the full blocks, the length in the top byte. */
+static inline uint64_t
+sip_last(const uint8_t *in, size_t len)
 {
+	size_t full = len & ~(size_t)7;
+	uint64_t b = (uint64_t)len << 56;
+	for (size_t i = 0; i < (len & 7); i++)
+		b |= (uint64_t)in[full + i] << (8 * i);
+	return b;
+}
+
+/* The full blocks of in from byte `from` (a multiple of 8) to its last, into the state. */
+static inline void
+sip_blocks(uint64_t st[4], const uint8_t *in, size_t from, size_t len)
+{
+	uint64_t v0 = st[0], v1 = st[1], v2 = st[2], v3 = st[3];
 	size_t full = len & ~(size_t)7;
 	for (size_t i = from; i < full; i += 8) {
 		uint64_t m = load64_le(in + i);
@@ -1203,9 +1215,23 @@ sip_finish(uint64_t v0, uint64_t v1, uint64_t v2, uint64_t v3, const uint8_t *in
 		SIPROUND;
 		v0 ^= m;
 	}
-	uint64_t b = (uint64_t)len << 56;
-	for (size_t i = 0; i < (len & 7); i++)
-		b |= (uint64_t)in[full + i] << (8 * i);
+	st[0] = v0;
+	st[1] = v1;
+	st[2] = v2;
+	st[3] = v3;
+}
+
+static inline void
+sip_finish(uint64_t v0, uint64_t v1, uint64_t v2, uint64_t v3, const uint8_t *in, size_t from,
+	   size_t len, uint8_t out[16])
+{
+	uint64_t st[4] = {v0, v1, v2, v3};
+	sip_blocks(st, in, from, len);
+	v0 = st[0];
+	v1 = st[1];
+	v2 = st[2];
+	v3 = st[3];
+	uint64_t b = sip_last(in, len);
 	v3 ^= b;
 	SIPROUND;
 	SIPROUND;
@@ -1313,13 +1339,45 @@ siphash128_x4(const struct wire_key *const k[4], const uint8_t *const d[4], cons
 					       (long long)load64_le(d[3] + off));
 		SIPBLOCK4(m);
 	}
-	uint64_t s0[4], s1[4], s2[4], s3[4];
-	_mm256_storeu_si256((__m256i *)(void *)s0, v0);
-	_mm256_storeu_si256((__m256i *)(void *)s1, v1);
-	_mm256_storeu_si256((__m256i *)(void *)s2, v2);
-	_mm256_storeu_si256((__m256i *)(void *)s3, v3);
-	for (int l = 0; l < 4; l++)
-		sip_finish(s0[l], s1[l], s2[l], s3[l], d[l], off, len[l], out[l]);
+	/* Each lane's own remaining blocks alone, then the last block and the finalisation
+	 * of all four in the lanes again. */
+	uint64_t s[4][4], b[4];
+	_mm256_storeu_si256((__m256i *)(void *)s[0], v0);
+	_mm256_storeu_si256((__m256i *)(void *)s[1], v1);
+	_mm256_storeu_si256((__m256i *)(void *)s[2], v2);
+	_mm256_storeu_si256((__m256i *)(void *)s[3], v3);
+	for (int l = 0; l < 4; l++) {
+		uint64_t st[4] = {s[0][l], s[1][l], s[2][l], s[3][l]};
+		sip_blocks(st, d[l], off, len[l]);
+		for (int j = 0; j < 4; j++)
+			s[j][l] = st[j];
+		b[l] = sip_last(d[l], len[l]);
+	}
+	v0 = _mm256_loadu_si256((const __m256i *)(const void *)s[0]);
+	v1 = _mm256_loadu_si256((const __m256i *)(const void *)s[1]);
+	v2 = _mm256_loadu_si256((const __m256i *)(const void *)s[2]);
+	v3 = _mm256_loadu_si256((const __m256i *)(const void *)s[3]);
+	__m256i last = _mm256_loadu_si256((const __m256i *)(const void *)b);
+	SIPBLOCK4(last);
+	v2 = _mm256_xor_si256(v2, _mm256_set1_epi64x(0xee));
+	SIPROUND4;
+	SIPROUND4;
+	SIPROUND4;
+	SIPROUND4;
+	__m256i h0 = _mm256_xor_si256(_mm256_xor_si256(v0, v1), _mm256_xor_si256(v2, v3));
+	v1 = _mm256_xor_si256(v1, _mm256_set1_epi64x(0xdd));
+	SIPROUND4;
+	SIPROUND4;
+	SIPROUND4;
+	SIPROUND4;
+	__m256i h1 = _mm256_xor_si256(_mm256_xor_si256(v0, v1), _mm256_xor_si256(v2, v3));
+	uint64_t o0[4], o1[4];
+	_mm256_storeu_si256((__m256i *)(void *)o0, h0);
+	_mm256_storeu_si256((__m256i *)(void *)o1, h1);
+	for (int l = 0; l < 4; l++) {
+		memcpy(out[l], &o0[l], 8);
+		memcpy(out[l] + 8, &o1[l], 8);
+	}
 }
 #endif
 
@@ -1329,23 +1387,43 @@ wire_siphash128_multi(const struct wire_key *const keys[], const void *const dat
 {
 	uint32_t i = 0;
 #ifdef __AVX2__
-	/* Groups of four; a last group of two or three fills its idle lanes with its first
-	 * buffer (their MACs go to a scratch tag): the lanes cost the same whether used or not. */
+	/* Groups of four buffers of near lengths (the lanes share only the shortest's blocks):
+	 * the buffers by length, up to 64 at a time; a last group of two or three fills its idle
+	 * lanes with its first buffer (their MACs go to a scratch tag): the lanes cost the same
+	 * whether used or not. */
+	enum { SORT_MAX = 64 };
 	while (n - i >= 2) {
-		const struct wire_key *k[4];
-		const uint8_t *d[4];
-		size_t l[4];
-		uint8_t scratch[16];
-		uint8_t *o[4];
-		for (uint32_t j = 0; j < 4; j++) {
-			uint32_t at = i + j < n ? i + j : i;
-			k[j] = keys[at];
-			d[j] = data[at];
-			l[j] = lens[at];
-			o[j] = i + j < n ? out[at] : scratch;
+		uint32_t g = n - i < SORT_MAX ? n - i : SORT_MAX;
+		uint8_t by[SORT_MAX]; /* i + by[j]: the j-th shortest */
+		for (uint32_t j = 0; j < g; j++) {
+			uint32_t at = j;
+			while (at > 0 && lens[i + by[at - 1]] > lens[i + j]) {
+				by[at] = by[at - 1];
+				at--;
+			}
+			by[at] = (uint8_t)j;
 		}
-		siphash128_x4(k, d, l, o);
-		i += n - i >= 4 ? 4 : n - i;
+		uint32_t j = 0;
+		for (; g - j >= 2; j += g - j >= 4 ? 4 : g - j) {
+			const struct wire_key *k[4];
+			const uint8_t *d[4];
+			size_t l[4];
+			uint8_t scratch[16];
+			uint8_t *o[4];
+			for (uint32_t q = 0; q < 4; q++) {
+				uint32_t at = i + by[j + q < g ? j + q : j];
+				k[q] = keys[at];
+				d[q] = data[at];
+				l[q] = lens[at];
+				o[q] = j + q < g ? out[at] : scratch;
+			}
+			siphash128_x4(k, d, l, o);
+		}
+		if (j < g) {
+			uint32_t at = i + by[j];
+			wire_siphash128(keys[at], data[at], lens[at], out[at]);
+		}
+		i += g;
 	}
 #endif
 	for (; i < n; i++)

@@ -401,6 +401,26 @@ Test(wire, siphash_multi_matches_one_by_one)
 					  "shape %zu n %u buffer %u len %zu", sh, n, i, lens[i]);
 		}
 	}
+	/* More buffers than one sorted batch (64), lengths all over, the same keys reused. */
+	{
+		enum { M = 150 };
+		static size_t lens[M];
+		const void *data[M];
+		const struct wire_key *kp[M];
+		struct wire_key keys[3] = {{1, 2}, {3, 4}, {5, 6}};
+		static uint8_t got[M][16], want[M][16];
+		uint8_t *out[M];
+		for (uint32_t i = 0; i < M; i++) {
+			lens[i] = (size_t)(xorshift(&seed) % MAXLEN);
+			data[i] = buf[i % N];
+			kp[i] = &keys[i % 3];
+			out[i] = got[i];
+			wire_siphash128(kp[i], data[i], lens[i], want[i]);
+		}
+		wire_siphash128_multi(kp, data, lens, out, M);
+		for (uint32_t i = 0; i < M; i++)
+			cr_assert(eq(int, memcmp(got[i], want[i], 16), 0), "buffer %u of %u", i, M);
+	}
 	/* The reference vectors (key 00..0f, message 00..n-1) through the lanes. */
 	static const uint8_t v0[16] = {0xa3, 0x81, 0x7f, 0x04, 0xba, 0x25, 0xa8, 0xe6,
 				       0x6d, 0xf6, 0x72, 0x14, 0xc7, 0x55, 0x02, 0x93};
