@@ -127,9 +127,20 @@ dp_frame_err_get(const struct dp *dp, enum wire_err e)
 void
 dp_stats_write(const struct dp *dp, FILE *out)
 {
+	/* The packet counts per io lcore read once: the totals below are their sums in the
+	 * same dump (traffic keeps moving them while it is written). */
+	uint64_t rxq[DP_IO_MAX], txq[DP_IO_MAX], rx_sum = 0, tx_sum = 0;
+	for (uint16_t k = 0; k < dp->io_count; k++) {
+		rxq[k] = __atomic_load_n(&dp->io[k].c[DP_C_RX_PKTS], __ATOMIC_RELAXED);
+		txq[k] = __atomic_load_n(&dp->io[k].c[DP_C_TX_PKTS], __ATOMIC_RELAXED);
+		rx_sum += rxq[k];
+		tx_sum += txq[k];
+	}
 	for (unsigned c = 0; c < DP_C_COUNT; c++)
 		fprintf(out, "dp.%s %" PRIu64 "\n", counter_labels[c],
-			dp_counter_get(dp, (enum dp_counter)c));
+			c == DP_C_RX_PKTS   ? rx_sum
+			: c == DP_C_TX_PKTS ? tx_sum
+					    : dp_counter_get(dp, (enum dp_counter)c));
 	for (unsigned e = 1; e < WIRE_E_COUNT; e++) {
 		char name[32];
 		unsigned i;
@@ -145,12 +156,10 @@ dp_stats_write(const struct dp *dp, FILE *out)
 			__atomic_load_n(&dp->txq[q].full, __ATOMIC_RELAXED));
 	/* Per io lcore when there are several: the frames each one routed (RSS spread). */
 	for (uint16_t k = 0; k < dp->io_count && dp->io_count > 1; k++)
-		fprintf(out, "dp.rxq.%u.rx_pkts %" PRIu64 "\n", (unsigned)k,
-			__atomic_load_n(&dp->io[k].c[DP_C_RX_PKTS], __ATOMIC_RELAXED));
+		fprintf(out, "dp.rxq.%u.rx_pkts %" PRIu64 "\n", (unsigned)k, rxq[k]);
 	/* ... and the packets each one sent on its tx queue. */
 	for (uint16_t k = 0; k < dp->io_count && dp->io_count > 1; k++)
-		fprintf(out, "dp.txport.%u.tx_pkts %" PRIu64 "\n", (unsigned)k,
-			__atomic_load_n(&dp->io[k].c[DP_C_TX_PKTS], __ATOMIC_RELAXED));
+		fprintf(out, "dp.txport.%u.tx_pkts %" PRIu64 "\n", (unsigned)k, txq[k]);
 	/* The ARP table is the first io lcore's; this read may catch an entry mid-update, which
 	 * is harmless for a diagnostic dump. */
 	for (unsigned i = 0; i < DP_ARP_MAX; i++) {
