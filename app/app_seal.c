@@ -65,7 +65,7 @@ seal_burst(struct app_seal *s, struct rte_mbuf *const burst[], uint32_t n)
 {
 	uint8_t *frames[SEAL_BURST];
 	uint32_t lens[SEAL_BURST];
-	const struct wire_key *keys[SEAL_BURST];
+	struct wire_key *keys[SEAL_BURST];
 	uint32_t k = 0;
 	uint64_t bytes = 0;
 	for (uint32_t i = 0; i < n; i++) {
@@ -80,9 +80,9 @@ seal_burst(struct app_seal *s, struct rte_mbuf *const burst[], uint32_t n)
 		k++;
 	}
 	if (k > 0)
-		wire_frames_seal(frames, lens, keys, k);
+		wire_frames_seal(frames, lens, (const struct wire_key *const *)keys, k);
 	for (uint32_t i = 0; i < k; i++)
-		memset((void *)(uintptr_t)keys[i], 0, sizeof(*keys[i]));
+		memset(keys[i], 0, sizeof(*keys[i]));
 	BUMP(s->plain, n - k);
 	BUMP(s->sealed, k);
 	BUMP(s->sealed_bytes, bytes);
