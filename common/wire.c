@@ -1189,8 +1189,6 @@ load64_le(const uint8_t *p)
 #define SIP_C2 UINT64_C(0x6c7967656e657261)
 #define SIP_C3 UINT64_C(0x7465646279746573)
 
-/* The state after the key (v1 ^ 0xee: the 128-bit output), then the blocks from byte `from`
- * (a multiple of 8: those before it are in the state), the last block and the finalisation. */
 /* The last block: the bytes after the full blocks, the length in the top byte. */
 static inline uint64_t
 sip_last(const uint8_t *in, size_t len)
@@ -1221,43 +1219,31 @@ sip_blocks(uint64_t st[4], const uint8_t *in, size_t from, size_t len)
 	st[3] = v3;
 }
 
-static inline void
-sip_finish(uint64_t v0, uint64_t v1, uint64_t v2, uint64_t v3, const uint8_t *in, size_t from,
-	   size_t len, uint8_t out[16])
+void
+wire_siphash128(const struct wire_key *key, const void *data, size_t len, uint8_t out[16])
 {
-	uint64_t st[4] = {v0, v1, v2, v3};
-	sip_blocks(st, in, from, len);
-	v0 = st[0];
-	v1 = st[1];
-	v2 = st[2];
-	v3 = st[3];
+	static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "wire format is little-endian");
+	const uint8_t *in = data;
+	/* v1 ^ 0xee: the 128-bit output. */
+	uint64_t st[4] = {SIP_C0 ^ key->k0, SIP_C1 ^ key->k1 ^ 0xee, SIP_C2 ^ key->k0,
+			  SIP_C3 ^ key->k1};
+	sip_blocks(st, in, 0, len);
+	uint64_t v0 = st[0], v1 = st[1], v2 = st[2], v3 = st[3];
 	uint64_t b = sip_last(in, len);
 	v3 ^= b;
 	SIPROUND;
 	SIPROUND;
 	v0 ^= b;
 	v2 ^= 0xee;
-	SIPROUND;
-	SIPROUND;
-	SIPROUND;
-	SIPROUND;
+	for (int r = 0; r < 4; r++)
+		SIPROUND;
 	uint64_t h0 = v0 ^ v1 ^ v2 ^ v3;
 	v1 ^= 0xdd;
-	SIPROUND;
-	SIPROUND;
-	SIPROUND;
-	SIPROUND;
+	for (int r = 0; r < 4; r++)
+		SIPROUND;
 	uint64_t h1 = v0 ^ v1 ^ v2 ^ v3;
 	memcpy(out, &h0, 8);
 	memcpy(out + 8, &h1, 8);
-}
-
-void
-wire_siphash128(const struct wire_key *key, const void *data, size_t len, uint8_t out[16])
-{
-	static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "wire format is little-endian");
-	sip_finish(SIP_C0 ^ key->k0, SIP_C1 ^ key->k1 ^ 0xee, SIP_C2 ^ key->k0, SIP_C3 ^ key->k1,
-		   data, 0, len, out);
 }
 
 #ifdef __AVX2__
@@ -1294,7 +1280,8 @@ rotl4(__m256i x, int b)
 		v0 = _mm256_xor_si256(v0, (m));                                            \
 	} while (0)
 
-/* The four buffers' common full blocks in the lanes, then each finished alone. */
+/* The four buffers' common full blocks in the lanes, each one's remaining blocks alone, then
+ * the last block and the finalisation of all four in the lanes. */
 static void
 siphash128_x4(const struct wire_key *const k[4], const uint8_t *const d[4], const size_t len[4],
 	      uint8_t *const out[4])
@@ -1360,16 +1347,12 @@ siphash128_x4(const struct wire_key *const k[4], const uint8_t *const d[4], cons
 	__m256i last = _mm256_loadu_si256((const __m256i *)(const void *)b);
 	SIPBLOCK4(last);
 	v2 = _mm256_xor_si256(v2, _mm256_set1_epi64x(0xee));
-	SIPROUND4;
-	SIPROUND4;
-	SIPROUND4;
-	SIPROUND4;
+	for (int r = 0; r < 4; r++)
+		SIPROUND4;
 	__m256i h0 = _mm256_xor_si256(_mm256_xor_si256(v0, v1), _mm256_xor_si256(v2, v3));
 	v1 = _mm256_xor_si256(v1, _mm256_set1_epi64x(0xdd));
-	SIPROUND4;
-	SIPROUND4;
-	SIPROUND4;
-	SIPROUND4;
+	for (int r = 0; r < 4; r++)
+		SIPROUND4;
 	__m256i h1 = _mm256_xor_si256(_mm256_xor_si256(v0, v1), _mm256_xor_si256(v2, v3));
 	uint64_t o0[4], o1[4];
 	_mm256_storeu_si256((__m256i *)(void *)o0, h0);
