@@ -427,6 +427,11 @@ body_check(const struct wire_msg_hdr *h, int depth)
 				    m->cause, m->reason);
 		if (ok && !RESERVED(m->reserved1))
 			return WIRE_E_BAD_RESERVED;
+		/* Acceptance rides on the order's first event when that is one an accepted
+		 * order can have first. */
+		if (m->event == WIRE_EV_RESTED || m->event == WIRE_EV_FILL ||
+		    m->event == WIRE_EV_CANCELLED || m->event == WIRE_EV_DONE)
+			allowed_flags = WIRE_EV_F_ENTERED;
 		break;
 	}
 	case WIRE_ME_RESULT: {

@@ -188,6 +188,11 @@ enum wire_event {
 	WIRE_EV_MAX = 11,
 };
 
+/* hdr.flags of an ME_EVENT (docs/me-contract.md "Event sequences"). */
+#define WIRE_EV_F_ENTERED 0x0001 /* the first event of an order the ME took: it was accepted
+				  * (RESTED, FILL, CANCELLED or DONE; an ME of an earlier
+				  * release sent an ACCEPTED event of its own first) */
+
 /* Client execution report kinds (pending → open | rejected, fills, done). */
 enum wire_exec {
 	WIRE_EXEC_PENDING = 1,  /* provisional ack: reserved and sent to the ME */

@@ -52,21 +52,35 @@ crosses(uint8_t side, int64_t limit_px, int64_t maker_px)
 	return side == WIRE_SIDE_BUY ? maker_px <= limit_px : maker_px >= limit_px;
 }
 
-/* DONE carries the cumulative filled qty. */
+/* An order entered by enter() is accepted by its first event, whichever it is (there is no
+ * ACCEPTED event, docs/me-contract.md "Event sequences"): that event carries
+ * WIRE_EV_F_ENTERED. The taker's first FILL is the one before which nothing filled; after
+ * the match, its RESTED, CANCELLED or DONE is the first when nothing filled. */
+static inline uint16_t
+entry_flag(const struct me_order *o)
+{
+	return o->cum == 0 ? WIRE_EV_F_ENTERED : 0;
+}
+
+/* DONE carries the cumulative filled qty; flags: WIRE_EV_F_ENTERED when it is the first
+ * event of an order enter() took. */
 static void
-emit_done(struct me *me, uint32_t oi)
+emit_done(struct me *me, uint32_t oi, uint16_t flags)
 {
 	struct me_order *o = me_ord(me, oi);
 	struct wire_me_event *ev = me_ev_begin(me, oi, WIRE_EV_DONE, o->px, o->cum, 0);
+	ev->hdr.flags = flags;
 	me_ev_emit(me, ev);
 }
 
-/* CANCELLED for the whole remaining leaves, then leaves are 0. */
+/* CANCELLED for the whole remaining leaves, then leaves are 0; flags as emit_done's. */
 static void
-emit_cancelled(struct me *me, uint32_t oi, uint8_t cause, const struct wire_oid *contra)
+emit_cancelled(struct me *me, uint32_t oi, uint8_t cause, const struct wire_oid *contra,
+	       uint16_t flags)
 {
 	struct me_order *o = me_ord(me, oi);
 	struct wire_me_event *ev = me_ev_begin(me, oi, WIRE_EV_CANCELLED, o->px, o->leaves, 0);
+	ev->hdr.flags = flags;
 	ev->cause = cause;
 	if (contra != NULL)
 		ev->contra = *contra;
@@ -83,8 +97,8 @@ me_cancel_live(struct me *me, uint32_t oi, uint8_t cause, const struct wire_oid 
 	DCHECK(me_sym(me, si)->symbol == o->symbol);
 	me_book_remove(me, si, oi);
 	me_user_unlink(me, oi);
-	emit_cancelled(me, oi, cause, contra);
-	emit_done(me, oi);
+	emit_cancelled(me, oi, cause, contra, 0);
+	emit_done(me, oi, 0);
 	me_order_finish(me, oi);
 }
 
@@ -343,6 +357,7 @@ trade(struct me *me, struct me_symbol *s, uint32_t ti, uint32_t mi, struct me_le
 	struct me_order *t = me_ord(me, ti);
 	struct me_order *mk = me_ord(me, mi);
 	uint64_t trade_id = ++s->trade_seq;
+	uint16_t entry = entry_flag(t); /* (a taker exists only inside enter()) */
 	t->cum += q;
 	if (t->ord_type == WIRE_ORD_LIMIT || t->side == WIRE_SIDE_SELL)
 		t->leaves -= q;
@@ -353,6 +368,7 @@ trade(struct me *me, struct me_symbol *s, uint32_t ti, uint32_t mi, struct me_le
 	me_count(me, ME_C_TRADES);
 
 	struct wire_me_event *ev = me_ev_begin(me, ti, WIRE_EV_FILL, mk->px, q, t->leaves);
+	ev->hdr.flags = entry;
 	ev->contra = mk->oid;
 	ev->contra_user = mk->oid.user;
 	ev->trade_id = trade_id;
@@ -477,7 +493,7 @@ match(struct me *me, uint32_t si, uint32_t ti, int64_t budget)
 		if (mk->leaves == 0) {
 			me_book_remove(me, si, mi);
 			me_user_unlink(me, mi);
-			emit_done(me, mi);
+			emit_done(me, mi, 0);
 			me_order_finish(me, mi);
 		} else {
 			me_move_touch(me, si, mi); /* a partial fill: leaves and cum changed */
@@ -485,11 +501,13 @@ match(struct me *me, uint32_t si, uint32_t ti, int64_t budget)
 	}
 }
 
-/* Enter an order that passed validation: ACCEPTED, match, then rest or finish. tag is
- * me_oid_tag(m->oid), computed for the request's dedup lookup. */
+/* Enter an order that passed validation: match, then rest or finish; the order's first
+ * event says it was accepted (WIRE_EV_F_ENTERED, entry_flag). tag is me_oid_tag(m->oid),
+ * computed for the request's dedup lookup. contra (a replacement's target) is not sent: the
+ * target's CANCELLED(REPLACED) names the replacement. */
 static void
 enter(struct me *me, uint32_t si, const struct wire_submit *m, uint32_t tag, uint32_t st,
-      uint32_t fp, enum me_kind kind, const struct wire_oid *contra)
+      uint32_t fp, enum me_kind kind)
 {
 	uint32_t oi = me_order_alloc_tag(me, m->oid, tag);
 	CHECK(oi != ME_NIL);
@@ -507,36 +525,31 @@ enter(struct me *me, uint32_t si, const struct wire_submit *m, uint32_t tag, uin
 	o->stream = (uint16_t)st;
 	me_count(me, ME_C_ACCEPTED);
 
-	struct wire_me_event *ev = me_ev_begin(me, oi, WIRE_EV_ACCEPTED, m->px, m->qty, m->qty);
-	ev->notional = m->quote_qty;
-	if (contra != NULL)
-		ev->contra = *contra;
-	me_ev_emit(me, ev);
-
 	enum stop why = match(me, si, oi, m->quote_qty);
 	o = me_ord(me, oi);
+	uint16_t entry = entry_flag(o);
 	switch (why) {
 	case STOP_FILLED:
 		break;
 	case STOP_STP:
-		emit_cancelled(me, oi, WIRE_CAUSE_STP, NULL);
+		emit_cancelled(me, oi, WIRE_CAUSE_STP, NULL, entry);
+		entry = 0;
 		me_count(me, ME_C_STP);
 		break;
 	case STOP_BUDGET:
 		break; /* the unused budget is the OMS's to release on DONE */
 	case STOP_BOOK:
 	case STOP_RETAIN:
-		if (o->ord_type == WIRE_ORD_MARKET) {
-			emit_cancelled(me, oi, WIRE_CAUSE_NO_LIQUIDITY, NULL);
-			break;
-		}
-		if (why == STOP_RETAIN) {
-			emit_cancelled(me, oi, WIRE_CAUSE_NO_LIQUIDITY, NULL);
+		if (o->ord_type == WIRE_ORD_MARKET || why == STOP_RETAIN) {
+			emit_cancelled(me, oi, WIRE_CAUSE_NO_LIQUIDITY, NULL, entry);
+			entry = 0;
 			break;
 		}
 		if (o->tif == WIRE_TIF_IOC || o->tif == WIRE_TIF_FOK) {
 			emit_cancelled(me, oi,
-				       o->tif == WIRE_TIF_IOC ? WIRE_CAUSE_IOC : WIRE_CAUSE_FOK, NULL);
+				       o->tif == WIRE_TIF_IOC ? WIRE_CAUSE_IOC : WIRE_CAUSE_FOK, NULL,
+				       entry);
+			entry = 0;
 			break;
 		}
 		/* GTC, GTD, POST_ONLY: the remainder rests. */
@@ -546,11 +559,13 @@ enter(struct me *me, uint32_t si, const struct wire_submit *m, uint32_t tag, uin
 			bool ok = me_gtd_push(me, oi);
 			CHECK(ok); /* validate checked me_gtd_fits */
 		}
-		ev = me_ev_begin(me, oi, WIRE_EV_RESTED, o->px, o->leaves, o->leaves);
+		struct wire_me_event *ev =
+			me_ev_begin(me, oi, WIRE_EV_RESTED, o->px, o->leaves, o->leaves);
+		ev->hdr.flags = entry;
 		me_ev_emit(me, ev);
 		return;
 	}
-	emit_done(me, oi);
+	emit_done(me, oi, entry); /* (entered only when nothing came before: a budget stop) */
 	me_order_finish(me, oi);
 }
 
@@ -580,7 +595,7 @@ me_submit(struct me *me, const struct wire_submit *m)
 		       reason, NULL);
 		return;
 	}
-	enter(me, si, m, tag, st, fp, ME_KIND_SUBMIT, NULL);
+	enter(me, si, m, tag, st, fp, ME_KIND_SUBMIT);
 }
 
 /* ---- modify requests ---- */
@@ -748,7 +763,7 @@ me_modify(struct me *me, const struct wire_modify *m)
 			/* Amended below what already filled: nothing is live any more. */
 			me_book_remove(me, si, ti);
 			me_user_unlink(me, ti);
-			emit_done(me, ti);
+			emit_done(me, ti, 0);
 			me_order_finish(me, ti);
 		} else {
 			me_move_touch(me, si, ti);
@@ -779,7 +794,7 @@ me_modify(struct me *me, const struct wire_modify *m)
 			       WIRE_EV_REJECTED, r, &m->target);
 			return;
 		}
-		enter(me, si, &sub, tag, st, fp, ME_KIND_REPLACE, &m->target);
+		enter(me, si, &sub, tag, st, fp, ME_KIND_REPLACE);
 		return;
 	}
 	default:

@@ -142,7 +142,7 @@ enum oms_order_kind {
 
 enum oms_order_state {
 	OMS_O_FREE = 0,
-	OMS_O_PENDING = 1, /* saga in flight: sent to the ME, no ACCEPTED/REJECTED yet */
+	OMS_O_PENDING = 1, /* saga in flight: sent to the ME, no first event or REJECTED yet */
 	OMS_O_LIVE = 2,    /* accepted by the ME: resting or filling, until DONE */
 };
 

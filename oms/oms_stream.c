@@ -11,7 +11,8 @@
  */
 #include "oms/oms_int.h"
 
-/* PENDING → LIVE: the saga's first step is answered (ACCEPTED, or any later event). */
+/* PENDING → LIVE: the saga's first step is answered (the order's first event, which says it
+ * was accepted: WIRE_EV_F_ENTERED, or an earlier release's ACCEPTED). */
 static void
 promote(struct oms *oms, struct oms_actor *a, struct oms_order *o)
 {
@@ -269,7 +270,7 @@ modify_resolve(struct oms *oms, struct oms_actor *a, struct oms_order *t,
 		t->qty = m->qty;
 	if (m->kind == OMS_K_CANCEL || m->kind == OMS_K_AMEND)
 		oms_order_free(oms, a, m);
-	/* A replacement order stays PENDING: its own ACCEPTED follows (contract). */
+	/* A replacement order stays PENDING: its own first event follows (contract). */
 }
 
 /* A refused modify (or a refused replacement order): terminal for the request. */
@@ -303,8 +304,14 @@ order_event(struct oms *oms, struct oms_actor *a, struct oms_order *o,
 	    ev->event == WIRE_EV_AMENDED)
 		s = ev->symbol == o->symbol && sym != NULL ? sym : oms_symbol_find(oms, o->symbol);
 	bool is_order = o->kind == OMS_K_ORDER;
+	/* The order's first event says the ME took it (docs/me-contract.md); a pending order's
+	 * RESTED, FILL or DONE without it (or an ACCEPTED before) is out of order. */
+	bool entered = (ev->hdr.flags & WIRE_EV_F_ENTERED) != 0;
+	if (entered && (!is_order || o->state != OMS_O_PENDING))
+		oms_count(oms, OMS_C_ALARM_EVENT_ORDER); /* taken twice, or not an order */
+	bool unentered = !entered && o->state == OMS_O_PENDING;
 	switch (ev->event) {
-	case WIRE_EV_ACCEPTED:
+	case WIRE_EV_ACCEPTED: /* an ME of an earlier release: its own event */
 		if (!is_order || o->state != OMS_O_PENDING)
 			oms_count(oms, OMS_C_ALARM_EVENT_ORDER);
 		promote(oms, a, o);
@@ -330,7 +337,7 @@ order_event(struct oms *oms, struct oms_actor *a, struct oms_order *o,
 			oms_count(oms, OMS_C_ALARM_EVENT_ORDER);
 			break;
 		}
-		if (o->state == OMS_O_PENDING)
+		if (unentered)
 			oms_count(oms, OMS_C_ALARM_EVENT_ORDER);
 		promote(oms, a, o);
 		o->leaves = ev->qty;
@@ -341,7 +348,7 @@ order_event(struct oms *oms, struct oms_actor *a, struct oms_order *o,
 			event_unknown(oms, a, ev);
 			break;
 		}
-		if (o->state == OMS_O_PENDING)
+		if (unentered)
 			oms_count(oms, OMS_C_ALARM_EVENT_ORDER);
 		promote(oms, a, o);
 		int64_t fee = settle(oms, a, o, s, ev);
@@ -377,7 +384,7 @@ order_event(struct oms *oms, struct oms_actor *a, struct oms_order *o,
 			oms_count(oms, OMS_C_ALARM_EVENT_ORDER);
 			break;
 		}
-		if (o->state == OMS_O_PENDING)
+		if (unentered)
 			oms_count(oms, OMS_C_ALARM_EVENT_ORDER);
 		o->leaves = 0;
 		oms_exec_report(oms, a, o, WIRE_EXEC_DONE, sink, 0, 0, 0, 0, 0, 0);

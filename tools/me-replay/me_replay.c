@@ -372,10 +372,13 @@ emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 	if (e->hdr.shard < SHARDS_MAX)
 		stream_last[e->hdr.shard] = e->seq;
 	uint64_t oid = wire_oid_seq(e->oid);
-	switch (e->event) {
-	case WIRE_EV_ACCEPTED:
+	/* The order's first event says the engine took it (an engine of an earlier release sent
+	 * ACCEPTED of its own): an "accepted" line first, as before. */
+	if (e->event == WIRE_EV_ACCEPTED || (e->hdr.flags & WIRE_EV_F_ENTERED) != 0)
 		printf("{\"ev\":\"accepted\",\"oid\":%" PRIu64 ",\"user\":%" PRIu64 "}\n", oid,
 		       e->oid.user);
+	switch (e->event) {
+	case WIRE_EV_ACCEPTED:
 		break;
 	case WIRE_EV_REJECTED:
 		printf("{\"ev\":\"rejected\",\"oid\":%" PRIu64 ",\"user\":%" PRIu64

@@ -1381,7 +1381,7 @@ users_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 }
 
 
-/* NEW_ORDER and the ME's ACCEPTED: the order is live, its reservation held. */
+/* NEW_ORDER: the reservation held, the SUBMIT out; the caller applies the ME's answer. */
 static void
 order_open(struct users_driver *d, uint64_t user, uint8_t side, int64_t px)
 {
@@ -1393,14 +1393,22 @@ order_open(struct users_driver *d, uint64_t user, uint8_t side, int64_t px)
 	m->no.px = px;
 	oms_apply(d->oms, d->now_ns, &m->no.hdr, &d->sink);
 	shadow_feed(d->now_ns, &m->no.hdr);
-	m->acc.oid = m->fill.oid = m->done.oid = d->oid;
-	m->acc.side = m->fill.side = m->done.side = side;
-	m->acc.seq = ++d->me_seq;
-	oms_apply(d->oms, d->now_ns, &m->acc.hdr, &d->sink);
-	shadow_feed(d->now_ns, &m->acc.hdr);
+	m->fill.oid = m->done.oid = m->rest.oid = d->oid;
+	m->fill.side = m->done.side = m->rest.side = side;
 }
 
-/* oms_bench's order: opened, filled whole at 1000 as taker, done. */
+/* An order left open: it rests at px. */
+static void
+order_rest(struct users_driver *d, uint64_t user, uint8_t side, int64_t px)
+{
+	order_open(d, user, side, px);
+	d->m.rest.px = px;
+	d->m.rest.seq = ++d->me_seq;
+	oms_apply(d->oms, d->now_ns, &d->m.rest.hdr, &d->sink);
+	shadow_feed(d->now_ns, &d->m.rest.hdr);
+}
+
+/* oms_bench's order: filled whole at 1000 as taker, done. */
 static void
 order_one(struct users_driver *d, uint64_t user, uint8_t side)
 {
@@ -1524,7 +1532,7 @@ users_build(struct users_driver *d)
 		hu.epoch = u;
 		oms_apply(d->oms, d->now_ns, &hu.hdr, &d->sink);
 		for (uint32_t k = 0; k < O.open_per_user; k++)
-			order_open(d, u, (k & 1) ? WIRE_SIDE_SELL : WIRE_SIDE_BUY, OMS_OPEN_PX);
+			order_rest(d, u, (k & 1) ? WIRE_SIDE_SELL : WIRE_SIDE_BUY, OMS_OPEN_PX);
 	}
 	if (oms_resident_count(d->oms) != O.residents)
 		fail("oms: %u users resident after hydration, want %u",

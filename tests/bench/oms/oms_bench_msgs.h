@@ -2,9 +2,11 @@
 /*
  * The messages the OMS benches drive (oms_bench, app/snapshot_stall): the symbol they
  * trade (base, quote, fees 2 and 5 bps), a user's hydration with both assets funded, and
- * one order's life: the client's NEW_ORDER (a GTC limit of 10 at 1000) and the ME's
- * ACCEPTED, FILL (all of it, maker side) and DONE. The caller sets the user (and for a
- * hydrate-ahead a fresh claim epoch: docs/fencing.md), clientOrderId and orderId.
+ * one order's life: the client's NEW_ORDER (a GTC limit of 10 at 1000) and the ME's FILL
+ * (all of it, as the taker; the order's first event, so it says the ME took it:
+ * WIRE_EV_F_ENTERED) and DONE — or, for an order left open, its RESTED (entered, all 10 at
+ * the order's price). The caller sets the user (and for a hydrate-ahead a fresh claim
+ * epoch: docs/fencing.md), clientOrderId and orderId.
  */
 #ifndef OMSD_BENCH_OMS_MSGS_H
 #define OMSD_BENCH_OMS_MSGS_H
@@ -16,9 +18,9 @@
 
 struct oms_bench_msgs {
 	struct wire_new_order no;  /* the client's order */
-	struct wire_me_event acc;  /* the ME's answers to it */
-	struct wire_me_event fill;
+	struct wire_me_event fill; /* the ME's answers to it: filled at once */
 	struct wire_me_event done;
+	struct wire_me_event rest; /* or: it rests */
 };
 
 static inline void
@@ -32,18 +34,22 @@ oms_bench_msgs_init(struct oms_bench_msgs *m, uint32_t symbol)
 	m->no.tif = WIRE_TIF_GTC;
 	m->no.px = 1000;
 	m->no.qty = 10;
-	struct wire_me_event *evs[3] = { &m->acc, &m->fill, &m->done };
-	static const uint8_t kinds[3] = { WIRE_EV_ACCEPTED, WIRE_EV_FILL, WIRE_EV_DONE };
+	struct wire_me_event *evs[3] = { &m->fill, &m->done, &m->rest };
+	static const uint8_t kinds[3] = { WIRE_EV_FILL, WIRE_EV_DONE, WIRE_EV_RESTED };
 	for (int i = 0; i < 3; i++) {
 		evs[i]->hdr.type = WIRE_ME_EVENT;
 		evs[i]->hdr.length = sizeof(*evs[i]);
 		evs[i]->symbol = symbol;
 		evs[i]->event = kinds[i];
 	}
+	m->fill.hdr.flags = WIRE_EV_F_ENTERED;
 	m->fill.px = 1000;
 	m->fill.qty = 10;
 	m->fill.notional = 10000;
 	m->fill.liquidity = 2;
+	m->rest.hdr.flags = WIRE_EV_F_ENTERED;
+	m->rest.px = m->no.px;
+	m->rest.qty = m->rest.leaves_qty = m->no.qty;
 }
 
 static inline void

@@ -551,9 +551,10 @@ sink_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 	} else if (msg->type == WIRE_ME_EVENT) {
 		const struct wire_me_event *e = (const void *)msg;
 		hb_observe(m->group, e);
-		if (e->event == WIRE_EV_ACCEPTED) {
-			/* A replay re-emits the same event (same stream seq); a second entry into
-			 * a book would be a second ACCEPTED with another seq. */
+		if (e->event == WIRE_EV_ACCEPTED || (e->hdr.flags & WIRE_EV_F_ENTERED) != 0) {
+			/* The order's first event says it entered a book (WIRE_EV_F_ENTERED). A
+			 * replay re-emits the same event (same stream seq); a second entry into a
+			 * book would be a second such event with another seq. */
 			uint64_t where = 1 + ((uint64_t)m->group << 56 | e->seq);
 			uint64_t *v = map_put(&me_accepted, e->oid.user, e->oid.shard_seq);
 			if (*v != 0 && *v != where)
@@ -562,7 +563,8 @@ sink_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 					  e->oid.user, e->oid.shard_seq, m->group,
 					  (*v - 1) & ((UINT64_C(1) << 56) - 1), e->seq);
 			*v = where;
-		} else if (e->event == WIRE_EV_REJECTED) {
+		}
+		if (e->event == WIRE_EV_REJECTED) {
 			*map_put(&me_rejected, e->oid.user, e->oid.shard_seq) = 1;
 		} else if (e->event == WIRE_EV_DONE) {
 			*map_put(&me_done, e->oid.user, e->oid.shard_seq) = 1;

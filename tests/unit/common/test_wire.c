@@ -812,6 +812,54 @@ Test(wire, cancel_rejected_without_side)
 	cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_ENUM));
 }
 
+/* Goal: an ME event may say the order was taken (WIRE_EV_F_ENTERED) only on the kinds an
+ * accepted order's first event can be (RESTED, FILL, CANCELLED, DONE); no other flag is
+ * defined. */
+Test(wire, me_event_entered_flag)
+{
+	static const struct {
+		uint8_t event;
+		bool ok;
+	} cases[] = {
+		{WIRE_EV_RESTED, true},	      {WIRE_EV_FILL, true},	  {WIRE_EV_CANCELLED, true},
+		{WIRE_EV_DONE, true},	      {WIRE_EV_ACCEPTED, false},  {WIRE_EV_REJECTED, false},
+		{WIRE_EV_AMENDED, false},     {WIRE_EV_MOVED, false},	  {WIRE_EV_ADOPTED, false},
+		{WIRE_EV_CANCEL_REJECTED, false},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct wire_me_event ev = {0};
+		wire_hdr_init(&ev.hdr, WIRE_ME_EVENT, 1);
+		ev.seq = 1;
+		ev.event = cases[i].event;
+		ev.side = WIRE_SIDE_BUY;
+		ev.liquidity = cases[i].event == WIRE_EV_ADOPTED ? WIRE_ORD_LIMIT : 0;
+		ev.cause = cases[i].event == WIRE_EV_ADOPTED ? WIRE_TIF_GTC : 0;
+		ev.reason = cases[i].event == WIRE_EV_REJECTED ||
+					    cases[i].event == WIRE_EV_CANCEL_REJECTED
+				    ? WIRE_REASON_OFF_TICK
+				    : 0;
+		struct wire_builder b;
+		uint32_t len, count;
+		wire_builder_init(&b, frame, sizeof(frame), 1);
+		wire_builder_add(&b, &ev);
+		len = wire_builder_finish(&b, NULL);
+		cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_OK), "event %u unflagged",
+			  cases[i].event);
+		ev.hdr.flags = WIRE_EV_F_ENTERED;
+		wire_builder_init(&b, frame, sizeof(frame), 1);
+		wire_builder_add(&b, &ev);
+		len = wire_builder_finish(&b, NULL);
+		cr_assert(eq(int, decode(len, NULL, &count),
+			     cases[i].ok ? WIRE_E_OK : WIRE_E_BAD_RESERVED),
+			  "event %u entered", cases[i].event);
+		ev.hdr.flags = 0x0002;
+		wire_builder_init(&b, frame, sizeof(frame), 1);
+		wire_builder_add(&b, &ev);
+		len = wire_builder_finish(&b, NULL);
+		cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_RESERVED));
+	}
+}
+
 /* Goal: an AppendEntries reply cannot claim to hold less than it counts (recv_index is the
  * in-memory prefix, match_index the counted one, so recv >= match).
  * Method: recv == match and recv > match decode; recv < match is BAD_ENUM. */

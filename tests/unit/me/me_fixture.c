@@ -562,6 +562,19 @@ fx_count(uint64_t user, uint64_t seq, uint8_t event)
 	return n;
 }
 
+uint32_t
+fx_entered(uint64_t user, uint64_t seq)
+{
+	struct wire_oid oid = fx_oid(user, seq);
+	uint32_t n = 0;
+	for (uint32_t k = 0; k < fx_cap_count; k++) {
+		const struct wire_me_event *e = &fx_caps[k].u.ev;
+		n += e->hdr.type == WIRE_ME_EVENT && wire_oid_eq(e->oid, oid) &&
+		     (e->hdr.flags & WIRE_EV_F_ENTERED) != 0;
+	}
+	return n;
+}
+
 const struct wire_me_result *
 fx_result(void)
 {

@@ -83,6 +83,9 @@ const struct wire_me_event *fx_ev(uint32_t i);          /* i-th ME_EVENT */
 /* n-th (0-based) event of type `event` about order (user, seq); NULL if none. */
 const struct wire_me_event *fx_find(uint64_t user, uint64_t seq, uint8_t event, uint32_t n);
 uint32_t fx_count(uint64_t user, uint64_t seq, uint8_t event);
+/* Events about (user, seq) that say the ME took the order (WIRE_EV_F_ENTERED): 1 for an
+ * order entered once, 0 for one refused. */
+uint32_t fx_entered(uint64_t user, uint64_t seq);
 const struct wire_me_result *fx_result(void);          /* last ME_RESULT, or NULL */
 const struct wire_admin_reply *fx_admin(void);         /* last ADMIN_REPLY, or NULL */
 /* Reason of the REJECTED / CANCEL_REJECTED event about (user, seq), or -1 if none. */

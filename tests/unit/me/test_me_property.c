@@ -40,10 +40,13 @@ struct gen {
 	uint8_t killed_user[P_USERS + 1];
 };
 
-/* Model of one order id, from events only. */
+/* Model of one order id, from events only (and what the request asked, which the event that
+ * says the order was taken, WIRE_EV_F_ENTERED, does not repeat). */
 struct model {
 	uint64_t user;
-	int64_t submitted;   /* ACCEPTED qty (0 for a market buy) */
+	int64_t asked_qty;   /* the SUBMIT's or REPLACE's qty (0 for a market buy) */
+	int64_t asked_budget;/* the SUBMIT's quote_qty */
+	int64_t submitted;   /* asked_qty once entered */
 	int64_t filled;
 	int64_t cancelled;
 	int64_t cut;         /* quantity amended away */
@@ -101,15 +104,17 @@ absorb(bool replaying)
 		cr_assert(m->user == 0 || m->user == e->oid.user, "one seq, two users");
 		m->user = e->oid.user;
 		cr_assert(!m->final, "event %u after the order was final", e->event);
-		switch (e->event) {
-		case WIRE_EV_ACCEPTED:
-			cr_assert(!m->accepted);
+		if (e->hdr.flags & WIRE_EV_F_ENTERED) {
+			/* The order's first event: it entered the book, once. */
+			cr_assert(!m->accepted, "entered twice");
+			cr_assert(e->event == WIRE_EV_FILL || e->event == WIRE_EV_RESTED ||
+				  e->event == WIRE_EV_CANCELLED || e->event == WIRE_EV_DONE);
 			m->accepted = 1;
-			m->submitted = e->qty;
-			m->budget = e->notional;
-			m->market_buy = e->qty == 0;
-			m->user = e->oid.user;
-			break;
+			m->submitted = m->asked_qty;
+			m->budget = m->asked_budget;
+			m->market_buy = m->asked_qty == 0;
+		}
+		switch (e->event) {
 		case WIRE_EV_REJECTED:
 			cr_assert(!m->accepted);
 			cr_assert(e->reason != WIRE_REASON_NONE);
@@ -199,6 +204,7 @@ gen_step(struct gen *g)
 			s.expire_ns = g->now + 1 + prng_below(p, 3000);
 		if (prng_chance(p, 1, 100))
 			s.px += 1; /* off tick sometimes */
+		models[seq].asked_qty = s.qty;
 		fx_submit(&s);
 	} else if (r < 520) {
 		struct wire_submit s;
@@ -212,6 +218,8 @@ gen_step(struct gen *g)
 		}
 		s.symbol = sym;
 		s.stp = (uint8_t)prng_below(p, 4);
+		models[seq].asked_qty = s.qty;
+		models[seq].asked_budget = s.quote_qty;
 		fx_submit(&s);
 	} else if (r < 770) {
 		struct wire_modify m;
@@ -233,6 +241,7 @@ gen_step(struct gen *g)
 		if (type == WIRE_REPLACE_TO_ME) {
 			m.px = rnd_px(g, sym);
 			m.qty = lot * prng_range(p, 1, 8);
+			models[seq].asked_qty = m.qty;
 		}
 		fx_apply(&m);
 	} else if (r < 800) {

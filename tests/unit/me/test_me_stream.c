@@ -21,21 +21,23 @@ TestSuite(me_stream, .init = fx_setup, .fini = fx_fini);
 Test(me_stream, per_shard_sequencing)
 {
 	fx_oms_shard = 1;
-	fx_gtc(1, 1, S, 100, 5); /* shard 1: seq 1, 2 */
+	fx_gtc(1, 1, S, 100, 5); /* shard 1: rested 1 */
 	fx_oms_shard = 2;
 	fx_reset();
-	fx_gtc(2, 1, B, 100, 5); /* shard 2: accepted 1, fill 2, done 3; shard 1: fill 3, done 4 */
+	fx_gtc(2, 1, B, 100, 5); /* shard 2: fill (entered) 1, done 2; shard 1: fill 2, done 3 */
 	for (uint32_t i = 0; i < fx_events(); i++) {
 		const struct wire_me_event *e = fx_ev(i);
 		cr_assert_eq(e->hdr.shard, wire_oid_shard(e->oid));
 	}
 	fx_oms_shard = 1;
-	cr_assert_eq(fx_find(1, 1, WIRE_EV_FILL, 0)->seq, 3);
-	cr_assert_eq(fx_find(1, 1, WIRE_EV_DONE, 0)->seq, 4);
+	cr_assert_eq(fx_find(1, 1, WIRE_EV_FILL, 0)->seq, 2);
+	cr_assert_eq(fx_find(1, 1, WIRE_EV_FILL, 0)->hdr.flags, 0); /* the maker's: no entry */
+	cr_assert_eq(fx_find(1, 1, WIRE_EV_DONE, 0)->seq, 3);
 	fx_oms_shard = 2;
-	cr_assert_eq(fx_find(2, 1, WIRE_EV_ACCEPTED, 0)->seq, 1);
-	cr_assert_eq(fx_find(2, 1, WIRE_EV_FILL, 0)->seq, 2);
-	cr_assert_eq(fx_find(2, 1, WIRE_EV_DONE, 0)->seq, 3);
+	cr_assert_eq(fx_find(2, 1, WIRE_EV_FILL, 0)->seq, 1);
+	cr_assert_eq(fx_find(2, 1, WIRE_EV_FILL, 0)->hdr.flags, WIRE_EV_F_ENTERED);
+	cr_assert_eq(fx_find(2, 1, WIRE_EV_DONE, 0)->seq, 2);
+	cr_assert_eq(fx_find(2, 1, WIRE_EV_DONE, 0)->hdr.flags, 0);
 	for (uint32_t i = 0; i < fx_cap_count; i++)
 		cr_assert_eq(fx_caps[i].dest, WIRE_DEST_OMS);
 }
@@ -74,16 +76,16 @@ Test(me_stream, replay_identical)
  * then released; live orders are never released by an ack. */
 Test(me_stream, dedup_kept_until_ack)
 {
-	fx_limit(1, 1, B, 100, 5, WIRE_TIF_IOC); /* seq 1..3, final */
-	fx_gtc(1, 2, B, 100, 5);                 /* seq 4, 5, live */
+	fx_limit(1, 1, B, 100, 5, WIRE_TIF_IOC); /* seq 1, 2 (cancelled, done): final */
+	fx_gtc(1, 2, B, 100, 5);                 /* seq 3, live */
 	cr_assert_eq(me_records_used(fx_me), 2);
-	fx_ack(0, 2);
-	cr_assert_eq(me_records_used(fx_me), 2); /* DONE (seq 3) not yet covered */
+	fx_ack(0, 1);
+	cr_assert_eq(me_records_used(fx_me), 2); /* DONE (seq 2) not yet covered */
 	fx_reset();
 	fx_limit(1, 1, B, 100, 5, WIRE_TIF_IOC);
 	cr_assert_eq(fx_events(), 0);
 	cr_assert_eq(fx_result()->final, 1);
-	fx_ack(0, 3);
+	fx_ack(0, 2);
 	cr_assert_eq(me_records_used(fx_me), 1);
 	fx_ack(0, 1000); /* clamped to the last emitted seq */
 	cr_assert_eq(me_records_used(fx_me), 1);
@@ -106,7 +108,7 @@ Test(me_stream, order_query)
 	cr_assert_eq(r->cum_qty, 2);
 	cr_assert_eq(r->leaves_qty, 3);
 	cr_assert_eq(r->symbol, FX_SYM);
-	cr_assert_eq(r->last_seq, 5); /* accepted 1, rested 2; (2,1): accepted 3, fill 4, maker fill 5 */
+	cr_assert_eq(r->last_seq, 3); /* rested 1; (2,1): its fill 2, the maker's fill 3 */
 	cr_assert_eq(fx_events(), 0);
 	fx_query(9, 9);
 	cr_assert_eq(fx_result()->known, 0);
@@ -144,7 +146,7 @@ Test(me_stream, open_orders_snapshot)
 	cr_assert_eq(p1->part, 1);
 	cr_assert_eq(p1->last, 1);
 	cr_assert_eq(p0->req_id, 42);
-	cr_assert_eq(p0->as_of_seq, 20 * 2 + 2 + 2);
+	cr_assert_eq(p0->as_of_seq, 20 + 2 + 1); /* rested ×20, cancelled + done, rested */
 	cr_assert(wire_oid_eq(p0->orders[0].oid, fx_oid(7, 1)));
 	cr_assert(wire_oid_eq(p0->orders[2].oid, fx_oid(7, 4))); /* 3 was cancelled */
 	cr_assert_eq(p1->orders[2].leaves_qty, 1);
@@ -282,7 +284,7 @@ Test(me_snapshot, svc_ops)
 	struct wire_submit s = fx_order(1, 1, B, WIRE_ORD_LIMIT, WIRE_TIF_GTC, 100, 5);
 	fx_reset();
 	me_svc_ops.apply(fx_me, 1, fx_now, &s.hdr, &fx_sink);
-	cr_assert_eq(fx_events(), 2);
+	cr_assert_eq(fx_events(), 1);
 	me_svc_ops.tick(fx_me, 2, fx_now + 1, &fx_sink);
 	size_t size = me_svc_ops.snapshot_size(fx_me);
 	void *buf = malloc(size);
@@ -336,9 +338,9 @@ ev_of(struct wire_oid oid, uint8_t event)
 Test(me_stream, rebind_moves_a_live_order)
 {
 	fx_oms_shard = 1;
-	fx_gtc(1, 1, B, 100, 5);     /* stream 1: ACCEPTED 1, RESTED 2 */
+	fx_gtc(1, 1, B, 100, 5);     /* stream 1: RESTED 1 */
 	fx_oms_shard = 2;
-	fx_gtc(2, 1, S, 100, 2);     /* stream 1: FILL 3 */
+	fx_gtc(2, 1, S, 100, 2);     /* stream 1: FILL 2 */
 	struct wire_oid oid = wire_oid_make(1, 1, 1);
 	fx_reset();
 	fx_rebind(1, 1, 1, 3);
@@ -347,7 +349,7 @@ Test(me_stream, rebind_moves_a_live_order)
 	const struct wire_me_event *ad = ev_of(oid, WIRE_EV_ADOPTED);
 	cr_assert(mv != NULL && ad != NULL);
 	cr_assert_eq(mv->hdr.shard, 1);
-	cr_assert_eq(mv->seq, 4);
+	cr_assert_eq(mv->seq, 3);
 	cr_assert_eq(mv->leaves_qty, 3);
 	cr_assert_eq(mv->qty, 2);
 	cr_assert_eq(ad->hdr.shard, 3);

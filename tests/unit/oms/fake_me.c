@@ -53,7 +53,7 @@ find(struct fme *m, struct wire_oid oid)
 }
 
 static struct wire_me_event *
-emit(struct fme *m, const struct fme_order *o, uint8_t event)
+emit(struct fme *m, struct fme_order *o, uint8_t event)
 {
 	const struct fme_sym *s = sym(m, o->symbol);
 	uint16_t ms = s->me_shard;
@@ -71,6 +71,10 @@ emit(struct fme *m, const struct fme_order *o, uint8_t event)
 	e->side = o->side;
 	e->me_shard = ms; /* the emitter (0 is also what a build before symbol moves sends) */
 	e->leaves_qty = o->leaves;
+	if (o->entering) {
+		e->hdr.flags = WIRE_EV_F_ENTERED;
+		o->entering = 0;
+	}
 	return e;
 }
 
@@ -106,8 +110,9 @@ best(struct fme *m, const struct fme_order *t)
 	return b;
 }
 
+/* As the ME: no ACCEPTED of its own, the order's first event says it was taken. */
 static void
-run(struct fme *m, struct fme_order *t, struct wire_oid contra)
+run(struct fme *m, struct fme_order *t)
 {
 	const struct fme_sym *s = sym(m, t->symbol);
 	if (m->reject_pct && prng_below(m->prng, 100) < m->reject_pct) {
@@ -117,8 +122,7 @@ run(struct fme *m, struct fme_order *t, struct wire_oid contra)
 		t->leaves = 0;
 		return;
 	}
-	struct wire_me_event *acc = emit(m, t, WIRE_EV_ACCEPTED);
-	acc->contra = contra;
+	t->entering = 1;
 	t->live = 1;
 	for (;;) {
 		bool mbuy = t->type == WIRE_ORD_MARKET && t->side == WIRE_SIDE_BUY;
@@ -273,7 +277,7 @@ fme_input(struct fme *m, const struct wire_msg_hdr *msg)
 		}
 		struct fme_order *o = add(m, s->oid, s->symbol, s->side, s->ord_type, s->tif, s->px,
 					  s->qty, s->quote_qty);
-		run(m, o, (struct wire_oid){ 0, 0 });
+		run(m, o);
 		break;
 	}
 	case WIRE_CANCEL_TO_ME:
@@ -318,7 +322,7 @@ fme_input(struct fme *m, const struct wire_msg_hdr *msg)
 			done(m, t);
 			struct fme_order *n = add(m, r->req, t->symbol, t->side, WIRE_ORD_LIMIT,
 						  t->tif, r->px, r->qty, 0);
-			run(m, n, r->target);
+			run(m, n);
 		}
 		break;
 	}

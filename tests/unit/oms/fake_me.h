@@ -25,6 +25,7 @@ struct fme_order {
 	struct wire_oid oid;
 	uint32_t symbol;
 	uint8_t side, type, tif, live;
+	uint8_t entering; /* taken: its next event says so (WIRE_EV_F_ENTERED) */
 	int64_t px, leaves, cum;
 	int64_t budget; /* market buy: notional budget left */
 };

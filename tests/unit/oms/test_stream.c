@@ -27,17 +27,60 @@ teardown(void)
 TestSuite(oms_stream, .init = setup, .fini = teardown);
 
 static void
-send_ev(uint64_t seq, struct wire_oid oid, uint32_t sym, uint8_t ev, int64_t px, int64_t qty,
-	int64_t leaves)
+send_ev_flags(uint64_t seq, struct wire_oid oid, uint32_t sym, uint8_t ev, int64_t px,
+	      int64_t qty, int64_t leaves, uint16_t flags)
 {
 	struct wire_me_event e;
 	h_event_msg(&H, &e, seq, oid, sym, ev);
+	e.hdr.flags = flags;
 	e.px = px;
 	e.qty = qty;
 	e.leaves_qty = leaves;
 	e.liquidity = 2;
 	e.notional = px * qty / (sym == S_BTCUSD ? 100 : 1);
 	h_apply(&H, &e);
+}
+
+static void
+send_ev(uint64_t seq, struct wire_oid oid, uint32_t sym, uint8_t ev, int64_t px, int64_t qty,
+	int64_t leaves)
+{
+	send_ev_flags(seq, oid, sym, ev, px, qty, leaves, 0);
+}
+
+/* Goal: the ME sends no ACCEPTED: an order's first event carries WIRE_EV_F_ENTERED and ends
+ * the saga's first step (a FILL, a RESTED, or a DONE when a market buy's budget bought
+ * nothing); a pending order's event without it, or the flag on an order already taken, is
+ * counted as an event out of order, and applied all the same.
+ * Method: three orders on one stream; the alarm counter and the user's state after each. */
+Test(oms_stream, entered_flag_takes_the_order)
+{
+	h_limit(&H, 7, 1, S_ETHUSD, WIRE_SIDE_BUY, 10, 10);
+	struct wire_oid a = h_last_ack_oid(&H);
+	h_limit(&H, 7, 2, S_ETHUSD, WIRE_SIDE_BUY, 10, 10);
+	struct wire_oid b = h_last_ack_oid(&H);
+	h_limit(&H, 7, 3, S_ETHUSD, WIRE_SIDE_BUY, 10, 10);
+	struct wire_oid c = h_last_ack_oid(&H);
+	struct oms_actor *u = oms_actor_find(H.oms, 7);
+	cr_assert(eq(u32, u->live, 0));
+	send_ev_flags(1, a, S_ETHUSD, WIRE_EV_FILL, 10, 4, 6, WIRE_EV_F_ENTERED);
+	cr_assert(eq(u32, u->live, 1));
+	cr_assert(eq(u32, h_count(&H, WIRE_EXEC_REPORT), 1)); /* FILL */
+	send_ev(2, a, S_ETHUSD, WIRE_EV_RESTED, 10, 6, 6);
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_ALARM_EVENT_ORDER), 0));
+	/* b: its first event says nothing of its entry. */
+	send_ev(3, b, S_ETHUSD, WIRE_EV_RESTED, 10, 10, 10);
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_ALARM_EVENT_ORDER), 1));
+	cr_assert(eq(u32, u->live, 2));
+	/* a again says it was taken. */
+	send_ev_flags(4, a, S_ETHUSD, WIRE_EV_FILL, 10, 1, 5, WIRE_EV_F_ENTERED);
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_ALARM_EVENT_ORDER), 2));
+	/* c: taken and done in one event, nothing filled: the reservation comes back. */
+	send_ev_flags(5, c, S_ETHUSD, WIRE_EV_DONE, 0, 0, 0, WIRE_EV_F_ENTERED);
+	cr_assert(eq(u64, h_ctr(&H, OMS_C_ALARM_EVENT_ORDER), 2));
+	cr_assert(eq(u32, u->live, 2));
+	cr_assert(eq(u32, u->order_count, 2));
+	cr_assert(eq(u64, oms_stream_next_seq(H.oms, 1), 6));
 }
 
 /* Goal: a duplicate event (seq already applied) changes nothing — settle is idempotent. */
