@@ -428,10 +428,13 @@ body_check(const struct wire_msg_hdr *h, int depth)
 		if (ok && !RESERVED(m->reserved1))
 			return WIRE_E_BAD_RESERVED;
 		/* Acceptance rides on the order's first event when that is one an accepted
-		 * order can have first. */
+		 * order can have first; the end on the event that leaves nothing live. */
 		if (m->event == WIRE_EV_RESTED || m->event == WIRE_EV_FILL ||
 		    m->event == WIRE_EV_CANCELLED || m->event == WIRE_EV_DONE)
 			allowed_flags = WIRE_EV_F_ENTERED;
+		if (m->event == WIRE_EV_FILL || m->event == WIRE_EV_CANCELLED ||
+		    m->event == WIRE_EV_AMENDED)
+			allowed_flags |= WIRE_EV_F_DONE;
 		break;
 	}
 	case WIRE_ME_RESULT: {

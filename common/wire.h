@@ -192,6 +192,9 @@ enum wire_event {
 #define WIRE_EV_F_ENTERED 0x0001 /* the first event of an order the ME took: it was accepted
 				  * (RESTED, FILL, CANCELLED or DONE; an ME of an earlier
 				  * release sent an ACCEPTED event of its own first) */
+#define WIRE_EV_F_DONE 0x0002	 /* and the order is done: nothing of it is live, no DONE
+				  * follows (FILL, CANCELLED, AMENDED; an ME of an earlier
+				  * release sent a DONE event of its own after it) */
 
 /* Client execution report kinds (pending → open | rejected, fills, done). */
 enum wire_exec {

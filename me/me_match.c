@@ -62,8 +62,10 @@ entry_flag(const struct me_order *o)
 	return o->cum == 0 ? WIRE_EV_F_ENTERED : 0;
 }
 
-/* DONE carries the cumulative filled qty; flags: WIRE_EV_F_ENTERED when it is the first
- * event of an order enter() took. */
+/* The event that leaves nothing of an order live says so (WIRE_EV_F_DONE): a FILL that
+ * takes its last leaves, a CANCELLED, an AMENDED to 0. A DONE event of its own ends only a
+ * market buy whose budget buys no further lot. DONE carries the cumulative filled qty;
+ * flags: WIRE_EV_F_ENTERED when it is the first event of an order enter() took. */
 static void
 emit_done(struct me *me, uint32_t oi, uint16_t flags)
 {
@@ -73,14 +75,15 @@ emit_done(struct me *me, uint32_t oi, uint16_t flags)
 	me_ev_emit(me, ev);
 }
 
-/* CANCELLED for the whole remaining leaves, then leaves are 0; flags as emit_done's. */
+/* CANCELLED for the whole remaining leaves, then leaves are 0 and the order is done
+ * (WIRE_EV_F_DONE); flags: WIRE_EV_F_ENTERED or 0, as emit_done's. */
 static void
 emit_cancelled(struct me *me, uint32_t oi, uint8_t cause, const struct wire_oid *contra,
 	       uint16_t flags)
 {
 	struct me_order *o = me_ord(me, oi);
 	struct wire_me_event *ev = me_ev_begin(me, oi, WIRE_EV_CANCELLED, o->px, o->leaves, 0);
-	ev->hdr.flags = flags;
+	ev->hdr.flags = flags | WIRE_EV_F_DONE;
 	ev->cause = cause;
 	if (contra != NULL)
 		ev->contra = *contra;
@@ -98,7 +101,6 @@ me_cancel_live(struct me *me, uint32_t oi, uint8_t cause, const struct wire_oid 
 	me_book_remove(me, si, oi);
 	me_user_unlink(me, oi);
 	emit_cancelled(me, oi, cause, contra, 0);
-	emit_done(me, oi, 0);
 	me_order_finish(me, oi);
 }
 
@@ -357,10 +359,13 @@ trade(struct me *me, struct me_symbol *s, uint32_t ti, uint32_t mi, struct me_le
 	struct me_order *t = me_ord(me, ti);
 	struct me_order *mk = me_ord(me, mi);
 	uint64_t trade_id = ++s->trade_seq;
-	uint16_t entry = entry_flag(t); /* (a taker exists only inside enter()) */
+	uint16_t flags = entry_flag(t); /* (a taker exists only inside enter()) */
 	t->cum += q;
-	if (t->ord_type == WIRE_ORD_LIMIT || t->side == WIRE_SIDE_SELL)
+	if (t->ord_type == WIRE_ORD_LIMIT || t->side == WIRE_SIDE_SELL) {
 		t->leaves -= q;
+		if (t->leaves == 0)
+			flags |= WIRE_EV_F_DONE; /* match() stops: STOP_FILLED */
+	}
 	mk->cum += q;
 	mk->leaves -= q;
 	l->qty -= q;
@@ -368,7 +373,7 @@ trade(struct me *me, struct me_symbol *s, uint32_t ti, uint32_t mi, struct me_le
 	me_count(me, ME_C_TRADES);
 
 	struct wire_me_event *ev = me_ev_begin(me, ti, WIRE_EV_FILL, mk->px, q, t->leaves);
-	ev->hdr.flags = entry;
+	ev->hdr.flags = flags;
 	ev->contra = mk->oid;
 	ev->contra_user = mk->oid.user;
 	ev->trade_id = trade_id;
@@ -377,12 +382,17 @@ trade(struct me *me, struct me_symbol *s, uint32_t ti, uint32_t mi, struct me_le
 	me_ev_emit(me, ev);
 
 	ev = me_ev_begin(me, mi, WIRE_EV_FILL, mk->px, q, mk->leaves);
+	ev->hdr.flags = mk->leaves == 0 ? WIRE_EV_F_DONE : 0; /* match() finishes it */
 	ev->contra = t->oid;
 	ev->contra_user = t->oid.user;
 	ev->trade_id = trade_id;
 	ev->liquidity = 1;
 	ev->notional = notional;
 	me_ev_emit(me, ev);
+	/* A record is finished right after its final event, before any later one's (the
+	 * stream's finished FIFO stays in last_seq order): the taker now, the maker next. */
+	if (flags & WIRE_EV_F_DONE)
+		me_order_finish(me, ti);
 }
 
 /* The quantity a market buy's remaining budget pays for at px: cumulative notional stays
@@ -493,8 +503,7 @@ match(struct me *me, uint32_t si, uint32_t ti, int64_t budget)
 		if (mk->leaves == 0) {
 			me_book_remove(me, si, mi);
 			me_user_unlink(me, mi);
-			emit_done(me, mi, 0);
-			me_order_finish(me, mi);
+			me_order_finish(me, mi); /* (its FILL said done) */
 		} else {
 			me_move_touch(me, si, mi); /* a partial fill: leaves and cum changed */
 		}
@@ -530,26 +539,25 @@ enter(struct me *me, uint32_t si, const struct wire_submit *m, uint32_t tag, uin
 	uint16_t entry = entry_flag(o);
 	switch (why) {
 	case STOP_FILLED:
-		break;
+		return; /* its last FILL said done, and trade() finished it */
 	case STOP_STP:
 		emit_cancelled(me, oi, WIRE_CAUSE_STP, NULL, entry);
-		entry = 0;
 		me_count(me, ME_C_STP);
 		break;
 	case STOP_BUDGET:
-		break; /* the unused budget is the OMS's to release on DONE */
+		/* The unused budget is the OMS's to release on DONE. */
+		emit_done(me, oi, entry);
+		break;
 	case STOP_BOOK:
 	case STOP_RETAIN:
 		if (o->ord_type == WIRE_ORD_MARKET || why == STOP_RETAIN) {
 			emit_cancelled(me, oi, WIRE_CAUSE_NO_LIQUIDITY, NULL, entry);
-			entry = 0;
 			break;
 		}
 		if (o->tif == WIRE_TIF_IOC || o->tif == WIRE_TIF_FOK) {
 			emit_cancelled(me, oi,
 				       o->tif == WIRE_TIF_IOC ? WIRE_CAUSE_IOC : WIRE_CAUSE_FOK, NULL,
 				       entry);
-			entry = 0;
 			break;
 		}
 		/* GTC, GTD, POST_ONLY: the remainder rests. */
@@ -565,7 +573,6 @@ enter(struct me *me, uint32_t si, const struct wire_submit *m, uint32_t tag, uin
 		me_ev_emit(me, ev);
 		return;
 	}
-	emit_done(me, oi, entry); /* (entered only when nothing came before: a budget stop) */
 	me_order_finish(me, oi);
 }
 
@@ -758,12 +765,12 @@ me_modify(struct me *me, const struct wire_modify *m)
 		struct wire_me_event *ev =
 			me_ev_begin(me, ti, WIRE_EV_AMENDED, t->px, new_leaves, new_leaves);
 		ev->contra = m->req;
+		/* Amended to what already filled or below: nothing is live any more. */
+		ev->hdr.flags = new_leaves == 0 ? WIRE_EV_F_DONE : 0;
 		me_ev_emit(me, ev);
 		if (new_leaves == 0) {
-			/* Amended below what already filled: nothing is live any more. */
 			me_book_remove(me, si, ti);
 			me_user_unlink(me, ti);
-			emit_done(me, ti, 0);
 			me_order_finish(me, ti);
 		} else {
 			me_move_touch(me, si, ti);

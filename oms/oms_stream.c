@@ -285,6 +285,17 @@ modify_refused(struct oms *oms, struct oms_actor *a, struct oms_order *m,
 	oms_order_free(oms, a, m); /* a replacement's reservation is released here */
 }
 
+/* The order is done: nothing of it is live (a DONE event, or the event that says so,
+ * WIRE_EV_F_DONE). Terminal: release whatever the fills did not use (market-buy budget,
+ * price improvement, the unused fee bound). */
+static void
+order_done(struct oms *oms, struct oms_actor *a, struct oms_order *o, struct svc_sink *sink)
+{
+	o->leaves = 0;
+	oms_exec_report(oms, a, o, WIRE_EXEC_DONE, sink, 0, 0, 0, 0, 0, 0);
+	oms_order_free(oms, a, o);
+}
+
 /* Apply event ev (not ADOPTED) to a, touched already, whose record for the event's user_seq
  * is o (NULL: none). */
 static void
@@ -354,6 +365,8 @@ order_event(struct oms *oms, struct oms_actor *a, struct oms_order *o,
 		int64_t fee = settle(oms, a, o, s, ev);
 		oms_exec_report(oms, a, o, WIRE_EXEC_FILL, sink, 0, 0, ev->px, ev->qty, fee,
 				ev->liquidity);
+		if (ev->hdr.flags & WIRE_EV_F_DONE)
+			order_done(oms, a, o, sink);
 		break;
 	}
 	case WIRE_EV_CANCELLED:
@@ -367,6 +380,8 @@ order_event(struct oms *oms, struct oms_actor *a, struct oms_order *o,
 		if (o->ord_type == WIRE_ORD_LIMIT || o->leaves == 0)
 			reserve_trim(oms, a, o, s);
 		oms_exec_report(oms, a, o, WIRE_EXEC_CANCELLED, sink, ev->cause, 0, 0, ev->qty, 0, 0);
+		if (ev->hdr.flags & WIRE_EV_F_DONE)
+			order_done(oms, a, o, sink);
 		break;
 	case WIRE_EV_AMENDED:
 		if (!is_order) {
@@ -378,6 +393,8 @@ order_event(struct oms *oms, struct oms_actor *a, struct oms_order *o,
 		modify_resolve(oms, a, o, ev);
 		reserve_trim(oms, a, o, s);
 		oms_exec_report(oms, a, o, WIRE_EXEC_AMENDED, sink, 0, 0, 0, 0, 0, 0);
+		if (ev->hdr.flags & WIRE_EV_F_DONE)
+			order_done(oms, a, o, sink);
 		break;
 	case WIRE_EV_DONE:
 		if (!is_order) {
@@ -386,11 +403,7 @@ order_event(struct oms *oms, struct oms_actor *a, struct oms_order *o,
 		}
 		if (unentered)
 			oms_count(oms, OMS_C_ALARM_EVENT_ORDER);
-		o->leaves = 0;
-		oms_exec_report(oms, a, o, WIRE_EXEC_DONE, sink, 0, 0, 0, 0, 0, 0);
-		/* Terminal: release whatever the fills did not use (market-buy budget, price
-		 * improvement, the unused fee bound). */
-		oms_order_free(oms, a, o);
+		order_done(oms, a, o, sink);
 		break;
 	case WIRE_EV_CANCEL_REJECTED:
 		if (o->state != OMS_O_PENDING)

@@ -419,6 +419,10 @@ emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 	default:
 		break;
 	}
+	/* The event that leaves nothing of the order live says so (an engine of an earlier
+	 * release sent DONE of its own after it): a "done" line after its own, as before. */
+	if (e->hdr.flags & WIRE_EV_F_DONE)
+		printf("{\"ev\":\"done\",\"oid\":%" PRIu64 "}\n", oid);
 }
 
 static struct svc_sink sink = {.ctx = NULL, .emit = emit};

@@ -1393,8 +1393,8 @@ order_open(struct users_driver *d, uint64_t user, uint8_t side, int64_t px)
 	m->no.px = px;
 	oms_apply(d->oms, d->now_ns, &m->no.hdr, &d->sink);
 	shadow_feed(d->now_ns, &m->no.hdr);
-	m->fill.oid = m->done.oid = m->rest.oid = d->oid;
-	m->fill.side = m->done.side = m->rest.side = side;
+	m->fill.oid = m->rest.oid = d->oid;
+	m->fill.side = m->rest.side = side;
 }
 
 /* An order left open: it rests at px. */
@@ -1408,7 +1408,7 @@ order_rest(struct users_driver *d, uint64_t user, uint8_t side, int64_t px)
 	shadow_feed(d->now_ns, &d->m.rest.hdr);
 }
 
-/* oms_bench's order: filled whole at 1000 as taker, done. */
+/* oms_bench's order: filled whole at 1000 as taker (entered and done in one event). */
 static void
 order_one(struct users_driver *d, uint64_t user, uint8_t side)
 {
@@ -1416,9 +1416,6 @@ order_one(struct users_driver *d, uint64_t user, uint8_t side)
 	d->m.fill.seq = ++d->me_seq;
 	oms_apply(d->oms, d->now_ns, &d->m.fill.hdr, &d->sink);
 	shadow_feed(d->now_ns, &d->m.fill.hdr);
-	d->m.done.seq = ++d->me_seq;
-	oms_apply(d->oms, d->now_ns, &d->m.done.hdr, &d->sink);
-	shadow_feed(d->now_ns, &d->m.done.hdr);
 }
 
 static uint64_t

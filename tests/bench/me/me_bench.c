@@ -126,7 +126,7 @@ struct ev {
 	uint64_t user;        /* order owner */
 	uint64_t seq;         /* order sequence */
 	uint32_t symbol;      /* its book */
-	uint8_t event;        /* WIRE_EV_RESTED or WIRE_EV_DONE */
+	uint8_t event;        /* WIRE_EV_RESTED or WIRE_EV_DONE (also: an event that says done) */
 };
 
 /* One engine and the request generator that drives it. */
@@ -185,13 +185,15 @@ sink_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 		return;
 	const struct wire_me_event *e = (const struct wire_me_event *)msg;
 	b->last_seq[e->hdr.shard] = e->seq;
-	if (e->event != WIRE_EV_RESTED && e->event != WIRE_EV_DONE)
+	/* A live order's end is a DONE or the event that says so (WIRE_EV_F_DONE). */
+	uint8_t kind = (e->hdr.flags & WIRE_EV_F_DONE) ? WIRE_EV_DONE : e->event;
+	if (kind != WIRE_EV_RESTED && kind != WIRE_EV_DONE)
 		return;
 	if (b->ev_count < b->ev_max) {
 		b->ev[b->ev_count].user = e->oid.user;
 		b->ev[b->ev_count].seq = wire_oid_seq(e->oid);
 		b->ev[b->ev_count].symbol = e->symbol;
-		b->ev[b->ev_count].event = e->event;
+		b->ev[b->ev_count].event = kind;
 		b->ev_count++;
 	}
 }

@@ -149,12 +149,10 @@ one(struct bench *b, struct oms_bench_msgs *m, struct svc_sink *sink, uint64_t u
 	m->no.cl_ord_id = ++b->cl;
 	m->no.side = (i & 1) ? WIRE_SIDE_SELL : WIRE_SIDE_BUY;
 	oms_apply(b->oms, b->now, &m->no.hdr, sink);
-	m->fill.oid = m->done.oid = b->oid;
-	m->fill.side = m->done.side = m->no.side;
+	m->fill.oid = b->oid;
+	m->fill.side = m->no.side;
 	m->fill.seq = ++b->seq;
 	oms_apply(b->oms, b->now, &m->fill.hdr, sink);
-	m->done.seq = ++b->seq;
-	oms_apply(b->oms, b->now, &m->done.hdr, sink);
 }
 
 int

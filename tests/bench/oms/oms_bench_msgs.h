@@ -3,9 +3,9 @@
  * The messages the OMS benches drive (oms_bench, app/snapshot_stall): the symbol they
  * trade (base, quote, fees 2 and 5 bps), a user's hydration with both assets funded, and
  * one order's life: the client's NEW_ORDER (a GTC limit of 10 at 1000) and the ME's FILL
- * (all of it, as the taker; the order's first event, so it says the ME took it:
- * WIRE_EV_F_ENTERED) and DONE — or, for an order left open, its RESTED (entered, all 10 at
- * the order's price). The caller sets the user (and for a hydrate-ahead a fresh claim
+ * (all of it, as the taker: the order's first event and its last, so it says the ME took it,
+ * WIRE_EV_F_ENTERED, and that it is done, WIRE_EV_F_DONE) — or, for an order left open, its
+ * RESTED (entered, all 10 at the order's price). The caller sets the user (and for a hydrate-ahead a fresh claim
  * epoch: docs/fencing.md), clientOrderId and orderId.
  */
 #ifndef OMSD_BENCH_OMS_MSGS_H
@@ -18,8 +18,7 @@
 
 struct oms_bench_msgs {
 	struct wire_new_order no;  /* the client's order */
-	struct wire_me_event fill; /* the ME's answers to it: filled at once */
-	struct wire_me_event done;
+	struct wire_me_event fill; /* the ME's answer to it: filled at once */
 	struct wire_me_event rest; /* or: it rests */
 };
 
@@ -34,15 +33,15 @@ oms_bench_msgs_init(struct oms_bench_msgs *m, uint32_t symbol)
 	m->no.tif = WIRE_TIF_GTC;
 	m->no.px = 1000;
 	m->no.qty = 10;
-	struct wire_me_event *evs[3] = { &m->fill, &m->done, &m->rest };
-	static const uint8_t kinds[3] = { WIRE_EV_FILL, WIRE_EV_DONE, WIRE_EV_RESTED };
-	for (int i = 0; i < 3; i++) {
+	struct wire_me_event *evs[2] = { &m->fill, &m->rest };
+	static const uint8_t kinds[2] = { WIRE_EV_FILL, WIRE_EV_RESTED };
+	for (int i = 0; i < 2; i++) {
 		evs[i]->hdr.type = WIRE_ME_EVENT;
 		evs[i]->hdr.length = sizeof(*evs[i]);
 		evs[i]->symbol = symbol;
 		evs[i]->event = kinds[i];
 	}
-	m->fill.hdr.flags = WIRE_EV_F_ENTERED;
+	m->fill.hdr.flags = WIRE_EV_F_ENTERED | WIRE_EV_F_DONE;
 	m->fill.px = 1000;
 	m->fill.qty = 10;
 	m->fill.notional = 10000;

@@ -566,7 +566,8 @@ sink_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 		}
 		if (e->event == WIRE_EV_REJECTED) {
 			*map_put(&me_rejected, e->oid.user, e->oid.shard_seq) = 1;
-		} else if (e->event == WIRE_EV_DONE) {
+		} else if (e->event == WIRE_EV_DONE || (e->hdr.flags & WIRE_EV_F_DONE) != 0) {
+			/* A DONE, or the event that says the order is done. */
 			*map_put(&me_done, e->oid.user, e->oid.shard_seq) = 1;
 		}
 	} else if (msg->type == WIRE_ME_RESULT) {
@@ -2520,6 +2521,8 @@ hb_observe(uint32_t group, const struct wire_me_event *e)
 			violation("halt burst: order %" PRIu64 ":%" PRIx64 " cancelled with cause %u",
 				  e->oid.user, e->oid.shard_seq, e->cause);
 		*v += 1u << 8;
+		if (e->hdr.flags & WIRE_EV_F_DONE)
+			*v += 1u << 16; /* the CANCELLED that says done: no DONE follows */
 		break;
 	case WIRE_EV_DONE:
 		if (((*v >> 8) & 0xff) != 1)
@@ -2722,7 +2725,7 @@ halt_burst_run(void)
 	quiesce_and_check("halt burst");
 	hb_check_no_overrun();
 
-	/* Every order: one CANCELLED(HALT) + DONE in its stream; every OMS shard consumed its
+	/* Every order: one CANCELLED(HALT), done, in its stream; every OMS shard consumed its
 	 * stream to the end (so it applied them); every client saw its orders end. */
 	uint64_t finished = 0;
 	for (uint64_t i = 0; i < hb_orders.cap; i++) {

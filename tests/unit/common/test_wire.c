@@ -813,19 +813,28 @@ Test(wire, cancel_rejected_without_side)
 }
 
 /* Goal: an ME event may say the order was taken (WIRE_EV_F_ENTERED) only on the kinds an
- * accepted order's first event can be (RESTED, FILL, CANCELLED, DONE); no other flag is
- * defined. */
-Test(wire, me_event_entered_flag)
+ * accepted order's first event can be (RESTED, FILL, CANCELLED, DONE), and that it is done
+ * (WIRE_EV_F_DONE) only on those that can leave nothing live (FILL, CANCELLED, AMENDED); no
+ * other flag is defined. */
+Test(wire, me_event_flags)
 {
 	static const struct {
 		uint8_t event;
-		bool ok;
+		uint16_t allowed;
 	} cases[] = {
-		{WIRE_EV_RESTED, true},	      {WIRE_EV_FILL, true},	  {WIRE_EV_CANCELLED, true},
-		{WIRE_EV_DONE, true},	      {WIRE_EV_ACCEPTED, false},  {WIRE_EV_REJECTED, false},
-		{WIRE_EV_AMENDED, false},     {WIRE_EV_MOVED, false},	  {WIRE_EV_ADOPTED, false},
-		{WIRE_EV_CANCEL_REJECTED, false},
+		{WIRE_EV_RESTED, WIRE_EV_F_ENTERED},
+		{WIRE_EV_FILL, WIRE_EV_F_ENTERED | WIRE_EV_F_DONE},
+		{WIRE_EV_CANCELLED, WIRE_EV_F_ENTERED | WIRE_EV_F_DONE},
+		{WIRE_EV_DONE, WIRE_EV_F_ENTERED},
+		{WIRE_EV_AMENDED, WIRE_EV_F_DONE},
+		{WIRE_EV_ACCEPTED, 0},
+		{WIRE_EV_REJECTED, 0},
+		{WIRE_EV_MOVED, 0},
+		{WIRE_EV_ADOPTED, 0},
+		{WIRE_EV_CANCEL_REJECTED, 0},
 	};
+	static const uint16_t flags[] = {WIRE_EV_F_ENTERED, WIRE_EV_F_DONE,
+					 WIRE_EV_F_ENTERED | WIRE_EV_F_DONE, 0x0004, 0x8000};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct wire_me_event ev = {0};
 		wire_hdr_init(&ev.hdr, WIRE_ME_EVENT, 1);
@@ -845,18 +854,16 @@ Test(wire, me_event_entered_flag)
 		len = wire_builder_finish(&b, NULL);
 		cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_OK), "event %u unflagged",
 			  cases[i].event);
-		ev.hdr.flags = WIRE_EV_F_ENTERED;
-		wire_builder_init(&b, frame, sizeof(frame), 1);
-		wire_builder_add(&b, &ev);
-		len = wire_builder_finish(&b, NULL);
-		cr_assert(eq(int, decode(len, NULL, &count),
-			     cases[i].ok ? WIRE_E_OK : WIRE_E_BAD_RESERVED),
-			  "event %u entered", cases[i].event);
-		ev.hdr.flags = 0x0002;
-		wire_builder_init(&b, frame, sizeof(frame), 1);
-		wire_builder_add(&b, &ev);
-		len = wire_builder_finish(&b, NULL);
-		cr_assert(eq(int, decode(len, NULL, &count), WIRE_E_BAD_RESERVED));
+		for (size_t f = 0; f < sizeof(flags) / sizeof(flags[0]); f++) {
+			ev.hdr.flags = flags[f];
+			wire_builder_init(&b, frame, sizeof(frame), 1);
+			wire_builder_add(&b, &ev);
+			len = wire_builder_finish(&b, NULL);
+			bool ok = (flags[f] & ~cases[i].allowed) == 0;
+			cr_assert(eq(int, decode(len, NULL, &count),
+				     ok ? WIRE_E_OK : WIRE_E_BAD_RESERVED),
+				  "event %u flags 0x%x", cases[i].event, flags[f]);
+		}
 	}
 }
 

@@ -575,6 +575,32 @@ fx_entered(uint64_t user, uint64_t seq)
 	return n;
 }
 
+uint32_t
+fx_done(uint64_t user, uint64_t seq)
+{
+	struct wire_oid oid = fx_oid(user, seq);
+	uint32_t n = 0;
+	for (uint32_t k = 0; k < fx_cap_count; k++) {
+		const struct wire_me_event *e = &fx_caps[k].u.ev;
+		n += e->hdr.type == WIRE_ME_EVENT && wire_oid_eq(e->oid, oid) &&
+		     (e->event == WIRE_EV_DONE || (e->hdr.flags & WIRE_EV_F_DONE) != 0);
+	}
+	return n;
+}
+
+const struct wire_me_event *
+fx_done_ev(uint64_t user, uint64_t seq)
+{
+	struct wire_oid oid = fx_oid(user, seq);
+	for (uint32_t k = 0; k < fx_cap_count; k++) {
+		const struct wire_me_event *e = &fx_caps[k].u.ev;
+		if (e->hdr.type == WIRE_ME_EVENT && wire_oid_eq(e->oid, oid) &&
+		    (e->event == WIRE_EV_DONE || (e->hdr.flags & WIRE_EV_F_DONE) != 0))
+			return e;
+	}
+	return NULL;
+}
+
 const struct wire_me_result *
 fx_result(void)
 {

@@ -86,6 +86,11 @@ uint32_t fx_count(uint64_t user, uint64_t seq, uint8_t event);
 /* Events about (user, seq) that say the ME took the order (WIRE_EV_F_ENTERED): 1 for an
  * order entered once, 0 for one refused. */
 uint32_t fx_entered(uint64_t user, uint64_t seq);
+/* Events about (user, seq) that end it: a DONE (a market buy's spent budget) or the event
+ * that says so (WIRE_EV_F_DONE: the FILL of its last leaves, a CANCELLED, an AMENDED to 0);
+ * and the first of them, or NULL. */
+uint32_t fx_done(uint64_t user, uint64_t seq);
+const struct wire_me_event *fx_done_ev(uint64_t user, uint64_t seq);
 const struct wire_me_result *fx_result(void);          /* last ME_RESULT, or NULL */
 const struct wire_admin_reply *fx_admin(void);         /* last ADMIN_REPLY, or NULL */
 /* Reason of the REJECTED / CANCEL_REJECTED event about (user, seq), or -1 if none. */

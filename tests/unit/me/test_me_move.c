@@ -1705,7 +1705,7 @@ Test(me_move, watch_answers)
 	/* The book trades: two changes (a new order, the old one filled whole). */
 	fx_gtc(2, 1, S, 110, 3);
 	fx_gtc(3, 1, S, 100, 5);
-	cr_assert_eq(fx_count(1, 1, WIRE_EV_DONE), 1);
+	cr_assert_eq(fx_done(1, 1), 1);
 	cr_assert_eq(fx_me->journal_n, 2);
 
 	fx_reset();
@@ -1967,7 +1967,7 @@ Test(me_move, abort_of_a_watch)
 	cr_assert_eq(me_move_journal_export(fx_me, FX_SYM, 8, 0, o, 1), -ENOENT);
 	/* The book trades again, unwatched. */
 	fx_gtc(2, 1, S, 100, 5);
-	cr_assert_eq(fx_count(1, 1, WIRE_EV_DONE), 1);
+	cr_assert_eq(fx_done(1, 1), 1);
 	cr_assert_eq(fx_me->journal_n, 0);
 }
 

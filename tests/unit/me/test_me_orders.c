@@ -51,7 +51,7 @@ Test(me_orders, price_time_priority)
 	cr_assert_eq(f2->contra.user, 2);
 	cr_assert_eq(f2->qty, 5);
 	cr_assert_null(fx_find(9, 1, WIRE_EV_FILL, 3));
-	cr_assert_eq(fx_count(9, 1, WIRE_EV_DONE), 1);
+	cr_assert_eq(fx_done(9, 1), 1);
 	cr_assert_eq(fx_count(3, 1, WIRE_EV_FILL), 0);
 	cr_assert_eq(fx_depth_qty(S, 100), 5);
 }
@@ -81,11 +81,12 @@ Test(me_orders, maker_price_and_flags)
 	cr_assert_eq(m->contra_user, 2);
 	cr_assert_eq(m->leaves_qty, 100);
 	cr_assert_eq(t->leaves_qty, 0);
-	cr_assert_eq(fx_count(2, 1, WIRE_EV_DONE), 1);
-	cr_assert_eq(fx_count(1, 1, WIRE_EV_DONE), 0);
+	cr_assert_eq(fx_done(2, 1), 1);
+	cr_assert_eq(fx_done(1, 1), 0);
 }
 
-/* Goal: a partial fill rests the remainder; the maker's later full fill ends it with DONE.
+/* Goal: a partial fill rests the remainder; the maker's later full fill ends it (the FILL
+ * says done: WIRE_EV_F_DONE).
  * Method: buy 10 against a sell of 4, then sell 6 into the resting remainder. */
 Test(me_orders, partial_fill_then_done)
 {
@@ -94,12 +95,14 @@ Test(me_orders, partial_fill_then_done)
 	fx_gtc(2, 1, B, 100, 10);
 	cr_assert_eq(fx_find(2, 1, WIRE_EV_FILL, 0)->qty, 4);
 	cr_assert_eq(fx_find(2, 1, WIRE_EV_RESTED, 0)->qty, 6);
-	cr_assert_eq(fx_count(1, 1, WIRE_EV_DONE), 1);
+	cr_assert_eq(fx_done(1, 1), 1);
 	fx_reset();
 	fx_gtc(3, 1, S, 100, 6);
 	cr_assert_eq(fx_find(2, 1, WIRE_EV_FILL, 0)->leaves_qty, 0);
-	cr_assert_eq(fx_count(2, 1, WIRE_EV_DONE), 1);
-	cr_assert_eq(fx_find(2, 1, WIRE_EV_DONE, 0)->qty, 10); /* DONE carries cum */
+	cr_assert_eq(fx_find(2, 1, WIRE_EV_FILL, 0)->hdr.flags, WIRE_EV_F_DONE);
+	cr_assert_eq(fx_done(2, 1), 1);
+	cr_assert_eq(fx_count(2, 1, WIRE_EV_DONE), 0);
+	cr_assert_eq(fx_rec(2, 1)->cum, 10);
 	cr_assert_eq(me_orders_resting(fx_me), 0);
 }
 
@@ -114,7 +117,7 @@ Test(me_orders, ioc_remainder_cancelled)
 	cr_assert(c);
 	cr_assert_eq(c->cause, WIRE_CAUSE_IOC);
 	cr_assert_eq(c->qty, 2);
-	cr_assert_eq(fx_count(2, 1, WIRE_EV_DONE), 1);
+	cr_assert_eq(fx_done(2, 1), 1);
 	cr_assert_eq(fx_best(B), 0);
 }
 
@@ -126,7 +129,7 @@ Test(me_orders, fok_fills_whole)
 	fx_reset();
 	fx_limit(2, 1, B, 110, 5, WIRE_TIF_FOK);
 	cr_assert_eq(fx_count(2, 1, WIRE_EV_FILL), 2);
-	cr_assert_eq(fx_count(2, 1, WIRE_EV_DONE), 1);
+	cr_assert_eq(fx_done(2, 1), 1);
 	cr_assert_eq(fx_depth_qty(S, 110), 1);
 }
 
@@ -177,7 +180,7 @@ Test(me_orders, gtd_expires_on_tick)
 	cr_assert_eq(c->cause, WIRE_CAUSE_EXPIRED);
 	cr_assert_eq(c->qty, 5);
 	cr_assert_eq(c->time_ns, 5000);
-	cr_assert_eq(fx_count(1, 1, WIRE_EV_DONE), 1);
+	cr_assert_eq(fx_done(1, 1), 1);
 	cr_assert_eq(fx_best(B), 0);
 	cr_assert_eq(me_counter(fx_me, ME_C_EXPIRED), 1);
 }
@@ -224,7 +227,7 @@ Test(me_orders, market_sell_by_qty)
 	cr_assert(c);
 	cr_assert_eq(c->cause, WIRE_CAUSE_NO_LIQUIDITY);
 	cr_assert_eq(c->qty, 2);
-	cr_assert_eq(fx_count(2, 1, WIRE_EV_DONE), 1);
+	cr_assert_eq(fx_done(2, 1), 1);
 }
 
 /* Goal: MARKET buy by quote budget fills while cumulative notional stays within the budget,
@@ -266,7 +269,7 @@ Test(me_orders, market_buy_runs_out_of_book)
 	fx_market_buy(2, 1, 1000);
 	cr_assert_eq(fx_find(2, 1, WIRE_EV_FILL, 0)->qty, 2);
 	cr_assert_eq(fx_find(2, 1, WIRE_EV_CANCELLED, 0)->cause, WIRE_CAUSE_NO_LIQUIDITY);
-	cr_assert_eq(fx_count(2, 1, WIRE_EV_DONE), 1);
+	cr_assert_eq(fx_done(2, 1), 1);
 }
 
 /* Goal: market orders take only IOC (or FOK for a sell) and reject malformed shapes. */

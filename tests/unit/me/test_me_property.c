@@ -134,6 +134,8 @@ absorb(bool replaying)
 				cr_assert(m->spent <= m->budget, "market buy over budget");
 			else
 				cr_assert_eq(e->leaves_qty, model_leaves(m));
+			if (!m->market_buy && e->leaves_qty == 0)
+				cr_assert(e->hdr.flags & WIRE_EV_F_DONE, "the last fill says done");
 			break;
 		case WIRE_EV_RESTED:
 			cr_assert(m->accepted && !m->market_buy);
@@ -155,12 +157,22 @@ absorb(bool replaying)
 			break;
 		case WIRE_EV_DONE:
 			cr_assert(m->accepted);
+			cr_assert(m->market_buy, "a DONE of its own ends only a market buy");
 			if (!m->market_buy)
 				cr_assert_eq(model_leaves(m), 0, "DONE with leaves");
 			m->final = 1;
 			break;
 		default:
 			cr_assert(false, "unknown event %u", e->event);
+		}
+		if (e->hdr.flags & WIRE_EV_F_DONE) {
+			/* The event that leaves nothing live says so: no DONE follows. */
+			cr_assert(e->event == WIRE_EV_FILL || e->event == WIRE_EV_CANCELLED ||
+				  e->event == WIRE_EV_AMENDED);
+			cr_assert(m->accepted);
+			if (!m->market_buy)
+				cr_assert_eq(model_leaves(m), 0, "done with leaves");
+			m->final = 1;
 		}
 	}
 	fx_reset();

@@ -299,7 +299,7 @@ Test(me_reject, capacity_records)
 	/* Acks release the refusal's record; a cancel then frees the pool. */
 	fx_ack(0, 1000);
 	fx_cancel(1, 6, 1);
-	cr_assert_eq(fx_count(1, 1, WIRE_EV_DONE), 1);
+	cr_assert_eq(fx_done(1, 1), 1);
 	fx_ack(0, 1000);
 	fx_gtc(1, 7, B, 70, 1);
 	cr_assert_eq(fx_count(1, 7, WIRE_EV_RESTED), 1);

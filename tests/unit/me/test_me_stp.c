@@ -58,7 +58,7 @@ Test(me_stp, expire_maker)
 	const struct wire_me_event *c = fx_find(1, 1, WIRE_EV_CANCELLED, 0);
 	cr_assert(c);
 	cr_assert_eq(c->cause, WIRE_CAUSE_STP);
-	cr_assert_eq(fx_count(1, 1, WIRE_EV_DONE), 1);
+	cr_assert_eq(fx_done(1, 1), 1);
 	cr_assert_eq(fx_find(1, 2, WIRE_EV_FILL, 0)->contra_user, 2);
 	cr_assert_eq(fx_find(1, 2, WIRE_EV_RESTED, 0)->qty, 2);
 }
@@ -94,7 +94,7 @@ Test(me_stp, fok_honours_stp)
 	stp_buy(1, 4, 100, 5, WIRE_TIF_FOK, WIRE_STP_EXPIRE_MAKER);
 	cr_assert_eq(fx_find(1, 1, WIRE_EV_CANCELLED, 0)->cause, WIRE_CAUSE_STP);
 	cr_assert_eq(fx_find(1, 4, WIRE_EV_FILL, 0)->qty, 5);
-	cr_assert_eq(fx_count(1, 4, WIRE_EV_DONE), 1);
+	cr_assert_eq(fx_done(1, 4), 1);
 	cr_assert_eq(fx_best(S), 0);
 }
 
@@ -126,7 +126,7 @@ static void
 assert_untouched(uint64_t user, uint64_t seq)
 {
 	cr_assert_eq(fx_count(user, seq, WIRE_EV_CANCELLED), 0);
-	cr_assert_eq(fx_count(user, seq, WIRE_EV_DONE), 0);
+	cr_assert_eq(fx_done(user, seq), 0);
 	const struct me_order *o = fx_rec(user, seq);
 	cr_assert(o);
 	cr_assert_eq(o->state, ME_ST_LIVE);
@@ -235,7 +235,8 @@ Test(me_stp, market_budget_short_maker_stream_full)
 	}
 	fx_oms_shard = 0;
 	fx_limit(3, 1, B, 100, 4, WIRE_TIF_IOC);
-	cr_assert_eq(fx_find(3, 1, WIRE_EV_DONE, 0)->qty, 4);
+	cr_assert_eq(fx_done_ev(3, 1)->event, WIRE_EV_FILL); /* its last fill: done */
+	cr_assert_eq(fx_rec(3, 1)->cum, 4);
 	fx_reset();
 	stp_market_buy(3, 2, 50, WIRE_STP_NONE);
 	assert_taker_done(3, 2, 0);

@@ -24,20 +24,22 @@ Test(me_stream, per_shard_sequencing)
 	fx_gtc(1, 1, S, 100, 5); /* shard 1: rested 1 */
 	fx_oms_shard = 2;
 	fx_reset();
-	fx_gtc(2, 1, B, 100, 5); /* shard 2: fill (entered) 1, done 2; shard 1: fill 2, done 3 */
+	fx_gtc(2, 1, B, 100, 5); /* shard 2: fill 1 (entered, done); shard 1: fill 2 (done) */
 	for (uint32_t i = 0; i < fx_events(); i++) {
 		const struct wire_me_event *e = fx_ev(i);
 		cr_assert_eq(e->hdr.shard, wire_oid_shard(e->oid));
 	}
 	fx_oms_shard = 1;
 	cr_assert_eq(fx_find(1, 1, WIRE_EV_FILL, 0)->seq, 2);
-	cr_assert_eq(fx_find(1, 1, WIRE_EV_FILL, 0)->hdr.flags, 0); /* the maker's: no entry */
-	cr_assert_eq(fx_find(1, 1, WIRE_EV_DONE, 0)->seq, 3);
+	/* The maker's: no entry, and it takes the last of it. */
+	cr_assert_eq(fx_find(1, 1, WIRE_EV_FILL, 0)->hdr.flags, WIRE_EV_F_DONE);
+	cr_assert_eq(fx_count(1, 1, WIRE_EV_DONE), 0);
 	fx_oms_shard = 2;
 	cr_assert_eq(fx_find(2, 1, WIRE_EV_FILL, 0)->seq, 1);
-	cr_assert_eq(fx_find(2, 1, WIRE_EV_FILL, 0)->hdr.flags, WIRE_EV_F_ENTERED);
-	cr_assert_eq(fx_find(2, 1, WIRE_EV_DONE, 0)->seq, 2);
-	cr_assert_eq(fx_find(2, 1, WIRE_EV_DONE, 0)->hdr.flags, 0);
+	cr_assert_eq(fx_find(2, 1, WIRE_EV_FILL, 0)->hdr.flags,
+		     WIRE_EV_F_ENTERED | WIRE_EV_F_DONE);
+	cr_assert_eq(fx_count(2, 1, WIRE_EV_DONE), 0);
+	cr_assert_eq(fx_events(), 2);
 	for (uint32_t i = 0; i < fx_cap_count; i++)
 		cr_assert_eq(fx_caps[i].dest, WIRE_DEST_OMS);
 }
@@ -58,12 +60,13 @@ Test(me_stream, replay_identical)
 	cr_assert_eq(fx_events(), n);
 	for (uint32_t i = 0; i < n; i++)
 		cr_assert(memcmp(fx_ev(i), &first[i], sizeof(first[i])) == 0);
-	fx_ack(0, 4);
+	cr_assert_eq(n, 4); /* rested; fill (entered, done), maker fill; rested */
+	fx_ack(0, 2);
 	fx_reset();
 	fx_replay(0, 2);
-	cr_assert_eq(fx_events(), n - 4);
-	cr_assert_eq(fx_ev(0)->seq, 5);
-	cr_assert(memcmp(fx_ev(0), &first[4], sizeof(first[4])) == 0);
+	cr_assert_eq(fx_events(), n - 2);
+	cr_assert_eq(fx_ev(0)->seq, 3);
+	cr_assert(memcmp(fx_ev(0), &first[2], sizeof(first[2])) == 0);
 	fx_reset();
 	fx_replay(0, 1000);
 	cr_assert_eq(fx_events(), 0);
@@ -76,16 +79,17 @@ Test(me_stream, replay_identical)
  * then released; live orders are never released by an ack. */
 Test(me_stream, dedup_kept_until_ack)
 {
-	fx_limit(1, 1, B, 100, 5, WIRE_TIF_IOC); /* seq 1, 2 (cancelled, done): final */
-	fx_gtc(1, 2, B, 100, 5);                 /* seq 3, live */
-	cr_assert_eq(me_records_used(fx_me), 2);
-	fx_ack(0, 1);
-	cr_assert_eq(me_records_used(fx_me), 2); /* DONE (seq 2) not yet covered */
+	fx_limit(1, 1, B, 100, 5, WIRE_TIF_IOC); /* seq 1, cancelled (entered, done): final */
+	fx_gtc(1, 2, B, 100, 5);                 /* seq 2, live */
+	fx_limit(1, 3, S, 200, 5, WIRE_TIF_IOC); /* seq 3, final */
+	cr_assert_eq(me_records_used(fx_me), 3);
+	fx_ack(0, 2);
+	cr_assert_eq(me_records_used(fx_me), 2); /* (1, 3)'s final event not yet covered */
 	fx_reset();
-	fx_limit(1, 1, B, 100, 5, WIRE_TIF_IOC);
+	fx_limit(1, 3, S, 200, 5, WIRE_TIF_IOC);
 	cr_assert_eq(fx_events(), 0);
 	cr_assert_eq(fx_result()->final, 1);
-	fx_ack(0, 2);
+	fx_ack(0, 3);
 	cr_assert_eq(me_records_used(fx_me), 1);
 	fx_ack(0, 1000); /* clamped to the last emitted seq */
 	cr_assert_eq(me_records_used(fx_me), 1);
@@ -146,7 +150,7 @@ Test(me_stream, open_orders_snapshot)
 	cr_assert_eq(p1->part, 1);
 	cr_assert_eq(p1->last, 1);
 	cr_assert_eq(p0->req_id, 42);
-	cr_assert_eq(p0->as_of_seq, 20 + 2 + 1); /* rested ×20, cancelled + done, rested */
+	cr_assert_eq(p0->as_of_seq, 20 + 1 + 1); /* rested ×20, cancelled (done), rested */
 	cr_assert(wire_oid_eq(p0->orders[0].oid, fx_oid(7, 1)));
 	cr_assert(wire_oid_eq(p0->orders[2].oid, fx_oid(7, 4))); /* 3 was cancelled */
 	cr_assert_eq(p1->orders[2].leaves_qty, 1);
@@ -385,10 +389,9 @@ Test(me_stream, rebind_moves_a_live_order)
 	fx_reset();
 	fx_apply(&c);
 	const struct wire_me_event *x = ev_of(oid, WIRE_EV_CANCELLED);
-	const struct wire_me_event *d = ev_of(oid, WIRE_EV_DONE);
-	cr_assert(x != NULL && d != NULL);
+	cr_assert(x != NULL);
 	cr_assert_eq(x->hdr.shard, 3);
-	cr_assert_eq(d->hdr.shard, 3);
+	cr_assert_eq(x->hdr.flags, WIRE_EV_F_DONE);
 	cr_assert_eq(x->leaves_qty, 0);
 	for (uint32_t i = 0; i < fx_events(); i++)
 		cr_assert_eq(fx_ev(i)->hdr.shard, 3, "nothing more on the old stream");
@@ -396,7 +399,7 @@ Test(me_stream, rebind_moves_a_live_order)
 }
 
 /* Goal: a rebind that finds nothing to move changes nothing and emits nothing: a re-send of
- * a move already made, one whose order has finished (its DONE is in the old stream), one
+ * a move already made, one whose order has finished (its last event is in the old stream), one
  * from a shard that does not hold the order, one for an unknown order. (A stale one is
  * dropped before it is looked at, as every request: me_window::stale_requests_dropped.) */
 Test(me_stream, rebind_is_idempotent)

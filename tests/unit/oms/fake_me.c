@@ -78,12 +78,31 @@ emit(struct fme *m, struct fme_order *o, uint8_t event)
 	return e;
 }
 
+/* As the ME: the event that leaves nothing of the order live says so (WIRE_EV_F_DONE) when
+ * it is the last one emitted in this input, about o, of a kind that may; else a DONE of its
+ * own (which the ME sends for a market buy's spent budget, and the OMS takes any time). */
 static void
 done(struct fme *m, struct fme_order *o)
 {
 	o->live = 0;
 	o->leaves = 0;
+	uint16_t ms = sym(m, o->symbol)->me_shard;
+	uint32_t n = m->log_count[ms];
+	struct wire_me_event *last = n > m->log_mark[ms] ? &m->log[ms][n - 1] : NULL;
+	if (last != NULL && wire_oid_eq(last->oid, o->oid) &&
+	    (last->event == WIRE_EV_FILL || last->event == WIRE_EV_CANCELLED) &&
+	    !(o->type == WIRE_ORD_MARKET && o->side == WIRE_SIDE_BUY)) {
+		last->hdr.flags |= WIRE_EV_F_DONE;
+		return;
+	}
 	emit(m, o, WIRE_EV_DONE);
+}
+
+static void
+mark(struct fme *m)
+{
+	for (uint32_t i = 0; i < FME_SHARDS; i++)
+		m->log_mark[i] = m->log_count[i];
 }
 
 static bool
@@ -266,6 +285,7 @@ snapshot(struct fme *m, const struct wire_open_orders_query *q)
 void
 fme_input(struct fme *m, const struct wire_msg_hdr *msg)
 {
+	mark(m);
 	switch (msg->type) {
 	case WIRE_SUBMIT: {
 		const struct wire_submit *s = (const void *)msg;
@@ -337,6 +357,7 @@ fme_input(struct fme *m, const struct wire_msg_hdr *msg)
 void
 fme_expire_random(struct fme *m)
 {
+	mark(m);
 	uint32_t live = fme_live_count(m);
 	if (live == 0)
 		return;

@@ -43,6 +43,8 @@ struct fme {
 	uint32_t order_count;
 	struct wire_me_event *log[FME_SHARDS]; /* retained streams */
 	uint32_t log_count[FME_SHARDS];
+	uint32_t log_mark[FME_SHARDS]; /* log_count when this input began: events at or past it
+					* are not delivered yet, so DONE may fold into one */
 	struct prng *prng;
 	uint32_t reject_pct; /* random REJECTED(OUTSIDE_BAND) share */
 	uint64_t now;
