@@ -562,43 +562,56 @@ fx_count(uint64_t user, uint64_t seq, uint8_t event)
 	return n;
 }
 
-uint32_t
-fx_entered(uint64_t user, uint64_t seq)
+static bool
+says_entered(const struct wire_me_event *e)
+{
+	return (e->hdr.flags & WIRE_EV_F_ENTERED) != 0;
+}
+
+static bool
+says_done(const struct wire_me_event *e)
+{
+	return e->event == WIRE_EV_DONE || (e->hdr.flags & WIRE_EV_F_DONE) != 0;
+}
+
+/* The captured events about (user, seq) that pass pred: how many, and the first (NULL). */
+static uint32_t
+events_where(uint64_t user, uint64_t seq, bool (*pred)(const struct wire_me_event *),
+	     const struct wire_me_event **first)
 {
 	struct wire_oid oid = fx_oid(user, seq);
 	uint32_t n = 0;
+	*first = NULL;
 	for (uint32_t k = 0; k < fx_cap_count; k++) {
 		const struct wire_me_event *e = &fx_caps[k].u.ev;
-		n += e->hdr.type == WIRE_ME_EVENT && wire_oid_eq(e->oid, oid) &&
-		     (e->hdr.flags & WIRE_EV_F_ENTERED) != 0;
+		if (e->hdr.type != WIRE_ME_EVENT || !wire_oid_eq(e->oid, oid) || !pred(e))
+			continue;
+		if (n++ == 0)
+			*first = e;
 	}
 	return n;
+}
+
+uint32_t
+fx_entered(uint64_t user, uint64_t seq)
+{
+	const struct wire_me_event *e;
+	return events_where(user, seq, says_entered, &e);
 }
 
 uint32_t
 fx_done(uint64_t user, uint64_t seq)
 {
-	struct wire_oid oid = fx_oid(user, seq);
-	uint32_t n = 0;
-	for (uint32_t k = 0; k < fx_cap_count; k++) {
-		const struct wire_me_event *e = &fx_caps[k].u.ev;
-		n += e->hdr.type == WIRE_ME_EVENT && wire_oid_eq(e->oid, oid) &&
-		     (e->event == WIRE_EV_DONE || (e->hdr.flags & WIRE_EV_F_DONE) != 0);
-	}
-	return n;
+	const struct wire_me_event *e;
+	return events_where(user, seq, says_done, &e);
 }
 
 const struct wire_me_event *
 fx_done_ev(uint64_t user, uint64_t seq)
 {
-	struct wire_oid oid = fx_oid(user, seq);
-	for (uint32_t k = 0; k < fx_cap_count; k++) {
-		const struct wire_me_event *e = &fx_caps[k].u.ev;
-		if (e->hdr.type == WIRE_ME_EVENT && wire_oid_eq(e->oid, oid) &&
-		    (e->event == WIRE_EV_DONE || (e->hdr.flags & WIRE_EV_F_DONE) != 0))
-			return e;
-	}
-	return NULL;
+	const struct wire_me_event *e;
+	(void)events_where(user, seq, says_done, &e);
+	return e;
 }
 
 const struct wire_me_result *
