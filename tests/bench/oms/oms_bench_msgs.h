@@ -5,8 +5,8 @@
  * one order's life: the client's NEW_ORDER (a GTC limit of 10 at 1000) and the ME's FILL
  * (all of it, as the taker: the order's first event and its last, so it says the ME took it,
  * WIRE_EV_F_ENTERED, and that it is done, WIRE_EV_F_DONE) — or, for an order left open, its
- * RESTED (entered, all 10 at the order's price). The caller sets the user (and for a hydrate-ahead a fresh claim
- * epoch: docs/fencing.md), clientOrderId and orderId.
+ * RESTED (entered, all 10 at the order's price). The caller sets the user (and for a
+ * hydrate-ahead a fresh claim epoch: docs/fencing.md), clientOrderId and orderId.
  */
 #ifndef OMSD_BENCH_OMS_MSGS_H
 #define OMSD_BENCH_OMS_MSGS_H
