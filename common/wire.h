@@ -574,6 +574,21 @@ struct wire_me_event {
 	int64_t notional;      /* fills: exact quote amount of this fill */
 };
 static_assert(sizeof(struct wire_me_event) == 120, "wire_me_event");
+
+/* For readers of an ME stream: does event e say its order entered a book (the order's first
+ * event, WIRE_EV_F_ENTERED; an earlier ME's ACCEPTED), or that nothing of it is live any more
+ * (WIRE_EV_F_DONE, or a DONE event)? */
+static inline bool
+wire_ev_entered(const struct wire_me_event *e)
+{
+	return e->event == WIRE_EV_ACCEPTED || (e->hdr.flags & WIRE_EV_F_ENTERED) != 0;
+}
+
+static inline bool
+wire_ev_done(const struct wire_me_event *e)
+{
+	return e->event == WIRE_EV_DONE || (e->hdr.flags & WIRE_EV_F_DONE) != 0;
+}
 /* ADOPTED carries the order as the ME holds it (px, qty = cum, leaves_qty; liquidity =
  * ord_type, cause = tif, reason = stp) and, unchanged from the REBIND_TO_ME, what only the
  * old OMS owner knew: contra.user = cl_ord_id, contra.shard_seq = the order's total qty,

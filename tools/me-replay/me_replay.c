@@ -374,7 +374,7 @@ emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 	uint64_t oid = wire_oid_seq(e->oid);
 	/* The order's first event says the engine took it (an engine of an earlier release sent
 	 * ACCEPTED of its own): an "accepted" line first, as before. */
-	if (e->event == WIRE_EV_ACCEPTED || (e->hdr.flags & WIRE_EV_F_ENTERED) != 0)
+	if (wire_ev_entered(e))
 		printf("{\"ev\":\"accepted\",\"oid\":%" PRIu64 ",\"user\":%" PRIu64 "}\n", oid,
 		       e->oid.user);
 	switch (e->event) {

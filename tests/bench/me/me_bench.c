@@ -185,8 +185,7 @@ sink_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 		return;
 	const struct wire_me_event *e = (const struct wire_me_event *)msg;
 	b->last_seq[e->hdr.shard] = e->seq;
-	/* A live order's end is a DONE or the event that says so (WIRE_EV_F_DONE). */
-	uint8_t kind = (e->hdr.flags & WIRE_EV_F_DONE) ? WIRE_EV_DONE : e->event;
+	uint8_t kind = wire_ev_done(e) ? WIRE_EV_DONE : e->event;
 	if (kind != WIRE_EV_RESTED && kind != WIRE_EV_DONE)
 		return;
 	if (b->ev_count < b->ev_max) {

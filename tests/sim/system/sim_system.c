@@ -551,7 +551,7 @@ sink_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 	} else if (msg->type == WIRE_ME_EVENT) {
 		const struct wire_me_event *e = (const void *)msg;
 		hb_observe(m->group, e);
-		if (e->event == WIRE_EV_ACCEPTED || (e->hdr.flags & WIRE_EV_F_ENTERED) != 0) {
+		if (wire_ev_entered(e)) {
 			/* The order's first event says it entered a book (WIRE_EV_F_ENTERED). A
 			 * replay re-emits the same event (same stream seq); a second entry into a
 			 * book would be a second such event with another seq. */
@@ -566,8 +566,7 @@ sink_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 		}
 		if (e->event == WIRE_EV_REJECTED) {
 			*map_put(&me_rejected, e->oid.user, e->oid.shard_seq) = 1;
-		} else if (e->event == WIRE_EV_DONE || (e->hdr.flags & WIRE_EV_F_DONE) != 0) {
-			/* A DONE, or the event that says the order is done. */
+		} else if (wire_ev_done(e)) {
 			*map_put(&me_done, e->oid.user, e->oid.shard_seq) = 1;
 		}
 	} else if (msg->type == WIRE_ME_RESULT) {

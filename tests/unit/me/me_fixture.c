@@ -562,18 +562,6 @@ fx_count(uint64_t user, uint64_t seq, uint8_t event)
 	return n;
 }
 
-static bool
-says_entered(const struct wire_me_event *e)
-{
-	return (e->hdr.flags & WIRE_EV_F_ENTERED) != 0;
-}
-
-static bool
-says_done(const struct wire_me_event *e)
-{
-	return e->event == WIRE_EV_DONE || (e->hdr.flags & WIRE_EV_F_DONE) != 0;
-}
-
 /* The captured events about (user, seq) that pass pred: how many, and the first (NULL). */
 static uint32_t
 events_where(uint64_t user, uint64_t seq, bool (*pred)(const struct wire_me_event *),
@@ -596,21 +584,21 @@ uint32_t
 fx_entered(uint64_t user, uint64_t seq)
 {
 	const struct wire_me_event *e;
-	return events_where(user, seq, says_entered, &e);
+	return events_where(user, seq, wire_ev_entered, &e);
 }
 
 uint32_t
 fx_done(uint64_t user, uint64_t seq)
 {
 	const struct wire_me_event *e;
-	return events_where(user, seq, says_done, &e);
+	return events_where(user, seq, wire_ev_done, &e);
 }
 
 const struct wire_me_event *
 fx_done_ev(uint64_t user, uint64_t seq)
 {
 	const struct wire_me_event *e;
-	(void)events_where(user, seq, says_done, &e);
+	(void)events_where(user, seq, wire_ev_done, &e);
 	return e;
 }
 
