@@ -12,8 +12,8 @@
  *
  *   lat_rx_ack_ns:   RX of a NEW_ORDER → its provisional ACK.
  *   lat_rx_final_ns: RX of a NEW_ORDER → the first report that settles it after the ME:
- *                    OPEN (rests), DONE (filled, or IOC/market remainder cancelled) or
- *                    REJECTED (by the ME).
+ *                    OPEN (rests), or its last report (WIRE_REPORT_F_DONE: the last FILL,
+ *                    an IOC/market remainder's CANCELLED; a REJECTED by the ME).
  *
  * Orders are keyed by (user, cl_ord_id) in a fixed table (a cache: an entry that has to
  * make room is counted as lost and its answers go untimed). Single writer: the gateway
@@ -169,8 +169,7 @@ app_lat_tx(struct app_lat *l, const struct wire_msg_hdr *msg, uint64_t *answer_n
 	}
 	case WIRE_EXEC_REPORT: {
 		const struct wire_exec_report *r = (const void *)msg;
-		if (r->exec != WIRE_EXEC_OPEN && r->exec != WIRE_EXEC_DONE &&
-		    r->exec != WIRE_EXEC_REJECTED)
+		if (r->exec != WIRE_EXEC_OPEN && !wire_report_final(r))
 			return false;
 		user = r->user;
 		cl_ord_id = r->cl_ord_id;

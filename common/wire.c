@@ -390,6 +390,11 @@ body_check(const struct wire_msg_hdr *h, int depth)
 				    m->cause, m->reason);
 		if (ok && (!RESERVED(m->reserved0) || !RESERVED(m->reserved1)))
 			return WIRE_E_BAD_RESERVED;
+		/* The end rides on the report that leaves nothing live. */
+		if (m->exec == WIRE_EXEC_FILL || m->exec == WIRE_EXEC_CANCELLED ||
+		    m->exec == WIRE_EXEC_AMENDED || m->exec == WIRE_EXEC_REJECTED ||
+		    m->exec == WIRE_EXEC_DONE)
+			allowed_flags = WIRE_REPORT_F_DONE;
 		break;
 	}
 	case WIRE_SUBMIT: {

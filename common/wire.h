@@ -196,18 +196,26 @@ enum wire_event {
 				  * follows (FILL, CANCELLED, AMENDED; an ME of an earlier
 				  * release sent a DONE event of its own after it) */
 
-/* Client execution report kinds (pending → open | rejected, fills, done). */
+/* Client execution report kinds (pending → open | rejected, fills, cancelled; the last one
+ * says done: WIRE_REPORT_F_DONE). */
 enum wire_exec {
 	WIRE_EXEC_PENDING = 1,  /* provisional ack: reserved and sent to the ME */
 	WIRE_EXEC_OPEN = 2,     /* resting on the book */
 	WIRE_EXEC_REJECTED = 3, /* ME refused; reservation released */
 	WIRE_EXEC_FILL = 4,
 	WIRE_EXEC_CANCELLED = 5,
-	WIRE_EXEC_DONE = 6,
+	WIRE_EXEC_DONE = 6,     /* the end of an order no other report ended (a market buy
+				 * whose budget buys no further lot); an earlier release sent
+				 * one after every order's last FILL, CANCELLED or AMENDED */
 	WIRE_EXEC_AMENDED = 7,
 	WIRE_EXEC_CANCEL_REJECTED = 8,
 	WIRE_EXEC_MAX = 9,
 };
+
+/* hdr.flags of an EXEC_REPORT (docs/wire.md "Execution reports"). */
+#define WIRE_REPORT_F_DONE 0x0001 /* the order's last report: nothing of it is live, its
+				   * reservation is released, no report of it follows (on a
+				   * FILL, CANCELLED, AMENDED, REJECTED or DONE) */
 
 enum wire_symbol_status {
 	WIRE_SYM_TRADING = 1,
@@ -419,6 +427,15 @@ struct wire_exec_report {
 	int64_t fee;         /* fee of this fill, quote minor units */
 };
 static_assert(sizeof(struct wire_exec_report) == 112, "wire_exec_report");
+
+/* For clients: is r its order's last report? WIRE_REPORT_F_DONE; and from a node of an
+ * earlier release, which did not set it, a DONE or a REJECTED. */
+static inline bool
+wire_report_final(const struct wire_exec_report *r)
+{
+	return (r->hdr.flags & WIRE_REPORT_F_DONE) != 0 || r->exec == WIRE_EXEC_DONE ||
+	       r->exec == WIRE_EXEC_REJECTED;
+}
 
 /* A client asks again for its user's numbered answers (ACK, NAK with a seq, EXEC_REPORT)
  * with per-user seq in [from_seq, to_seq] (docs/appliance.md, "Report replay"): the

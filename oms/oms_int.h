@@ -703,17 +703,17 @@ oms_notional(int64_t px, int64_t qty, int64_t base_unit, int64_t *out)
  * reply and egress message ends here, and the header's stores fold into its builder's. */
 static inline void
 oms_emit(struct svc_sink *sink, enum wire_dest dest, void *msg, enum wire_type type,
-	 uint16_t shard, size_t size)
+	 uint16_t shard, size_t size, uint16_t flags)
 {
 	struct wire_msg_hdr *h = msg;
 	DCHECK(size <= UINT16_MAX);
 	h->type = (uint16_t)type;
 	h->length = (uint16_t)size;
 	h->shard = shard;
-	h->flags = 0;
+	h->flags = flags;
 	sink->emit(sink->ctx, dest, h);
 }
-#define OMS_EMIT(sink, dest, m, type, shard) oms_emit(sink, dest, &(m), type, shard, sizeof(m))
+#define OMS_EMIT(sink, dest, m, type, shard) oms_emit(sink, dest, &(m), type, shard, sizeof(m), 0)
 /* NAK to the client; a (may be NULL) supplies the per-user egress sequence. owner is set
  * for NOT_OWNER. */
 void oms_nak(struct oms *oms, struct svc_sink *sink, struct oms_actor *a, uint64_t user,
@@ -723,13 +723,14 @@ void oms_admin_reply(struct oms *oms, struct svc_sink *sink, uint64_t req_id, ui
 /* ACK an admission: the orderId's second word as first given (shard_seq) and its time. */
 void oms_ack(struct oms *oms, struct oms_actor *a, uint64_t cl_ord_id, uint64_t shard_seq,
 	     uint64_t time_ns, struct svc_sink *sink);
-/* The execution report of o. Inline: every order sends two at least (each fill's, DONE's),
- * and with the constants each call site passes (zeros, mostly) the builder folds into the
- * caller; the call and its eleven arguments cost as much as the report. */
+/* The execution report of o; flags WIRE_REPORT_F_DONE on the order's last one. Inline:
+ * every order sends one at least, and with the constants each call site passes (zeros,
+ * mostly) the builder folds into the caller; the call and its twelve arguments cost as
+ * much as the report. */
 static inline void
 oms_exec_report(struct oms *oms, struct oms_actor *a, const struct oms_order *o, uint8_t exec,
-		struct svc_sink *sink, uint8_t cause, uint16_t reason, int64_t last_px,
-		int64_t last_qty, int64_t fee, uint8_t liquidity)
+		uint16_t flags, struct svc_sink *sink, uint8_t cause, uint16_t reason,
+		int64_t last_px, int64_t last_qty, int64_t fee, uint8_t liquidity)
 {
 	struct wire_exec_report m = {
 		.user = a->user,
@@ -749,8 +750,9 @@ oms_exec_report(struct oms *oms, struct oms_actor *a, const struct oms_order *o,
 		.leaves_qty = o->leaves,
 		.fee = fee,
 	};
+	DCHECK(flags == 0 || o->leaves == 0);
 	oms_count(oms, OMS_C_EXEC_REPORTS);
-	OMS_EMIT(sink, WIRE_DEST_CLIENT, m, WIRE_EXEC_REPORT, 0);
+	oms_emit(sink, WIRE_DEST_CLIENT, &m, WIRE_EXEC_REPORT, 0, sizeof(m), flags);
 }
 
 /* ---- oms_records.c: balances, order records, dedup window, symbol and owner lookups ---- */

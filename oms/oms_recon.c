@@ -164,9 +164,8 @@ oms_on_open_orders_snapshot(struct oms *oms, const struct wire_open_orders_snaps
 			}
 		}
 		o->leaves = 0;
-		oms_exec_report(oms, a, o, WIRE_EXEC_CANCELLED, sink, WIRE_CAUSE_RECONCILE, 0, 0, 0,
-				0, 0);
-		oms_exec_report(oms, a, o, WIRE_EXEC_DONE, sink, 0, 0, 0, 0, 0, 0);
+		oms_exec_report(oms, a, o, WIRE_EXEC_CANCELLED, WIRE_REPORT_F_DONE, sink,
+				WIRE_CAUSE_RECONCILE, 0, 0, 0, 0, 0);
 		oms_order_free(oms, a, o);
 	}
 	oms_recon_leaks(oms, a);

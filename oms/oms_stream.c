@@ -281,19 +281,29 @@ modify_refused(struct oms *oms, struct oms_actor *a, struct oms_order *m,
 	struct oms_order *t = oms_order_find(oms, a->user, m->target_seq);
 	if (t != NULL && t->mod_seq == m->user_seq)
 		t->mod_seq = 0;
-	oms_exec_report(oms, a, m, WIRE_EXEC_CANCEL_REJECTED, sink, 0, ev->reason, 0, 0, 0, 0);
+	oms_exec_report(oms, a, m, WIRE_EXEC_CANCEL_REJECTED, 0, sink, 0, ev->reason, 0, 0, 0, 0);
 	oms_order_free(oms, a, m); /* a replacement's reservation is released here */
 }
 
-/* The order is done: nothing of it is live (a DONE event, or the event that says so,
- * WIRE_EV_F_DONE). Terminal: release whatever the fills did not use (market-buy budget,
- * price improvement, the unused fee bound). */
-static void
-order_done(struct oms *oms, struct oms_actor *a, struct oms_order *o, struct svc_sink *sink)
+/* The flags of the report of event ev: WIRE_REPORT_F_DONE when the event leaves nothing of
+ * the order live (WIRE_EV_F_DONE), which ends the order with that report (order_end). */
+static inline uint16_t
+report_flags(struct oms_order *o, const struct wire_me_event *ev)
 {
+	if ((ev->hdr.flags & WIRE_EV_F_DONE) == 0)
+		return 0;
 	o->leaves = 0;
-	oms_exec_report(oms, a, o, WIRE_EXEC_DONE, sink, 0, 0, 0, 0, 0, 0);
-	oms_order_free(oms, a, o);
+	return WIRE_REPORT_F_DONE;
+}
+
+/* The order is done: nothing of it is live, and its last report said so (flags, from
+ * report_flags). Terminal: release whatever the fills did not use (market-buy budget, price
+ * improvement, the unused fee bound). */
+static inline void
+order_end(struct oms *oms, struct oms_actor *a, struct oms_order *o, uint16_t flags)
+{
+	if (flags & WIRE_REPORT_F_DONE)
+		oms_order_free(oms, a, o);
 }
 
 /* Apply event ev (not ADOPTED) to a, touched already, whose record for the event's user_seq
@@ -340,7 +350,8 @@ order_event(struct oms *oms, struct oms_actor *a, struct oms_order *o,
 				t->mod_seq = 0;
 		}
 		o->leaves = 0;
-		oms_exec_report(oms, a, o, WIRE_EXEC_REJECTED, sink, 0, ev->reason, 0, 0, 0, 0);
+		oms_exec_report(oms, a, o, WIRE_EXEC_REJECTED, WIRE_REPORT_F_DONE, sink, 0,
+				ev->reason, 0, 0, 0, 0);
 		oms_order_free(oms, a, o); /* credit-back: release the whole reservation */
 		break;
 	case WIRE_EV_RESTED:
@@ -352,7 +363,7 @@ order_event(struct oms *oms, struct oms_actor *a, struct oms_order *o,
 			oms_count(oms, OMS_C_ALARM_EVENT_ORDER);
 		promote(oms, a, o);
 		o->leaves = ev->qty;
-		oms_exec_report(oms, a, o, WIRE_EXEC_OPEN, sink, 0, 0, ev->px, 0, 0, 0);
+		oms_exec_report(oms, a, o, WIRE_EXEC_OPEN, 0, sink, 0, 0, ev->px, 0, 0, 0);
 		break;
 	case WIRE_EV_FILL: {
 		if (!is_order || s == NULL) {
@@ -363,13 +374,13 @@ order_event(struct oms *oms, struct oms_actor *a, struct oms_order *o,
 			oms_count(oms, OMS_C_ALARM_EVENT_ORDER);
 		promote(oms, a, o);
 		int64_t fee = settle(oms, a, o, s, ev);
-		oms_exec_report(oms, a, o, WIRE_EXEC_FILL, sink, 0, 0, ev->px, ev->qty, fee,
+		uint16_t flags = report_flags(o, ev);
+		oms_exec_report(oms, a, o, WIRE_EXEC_FILL, flags, sink, 0, 0, ev->px, ev->qty, fee,
 				ev->liquidity);
-		if (ev->hdr.flags & WIRE_EV_F_DONE)
-			order_done(oms, a, o, sink);
+		order_end(oms, a, o, flags);
 		break;
 	}
-	case WIRE_EV_CANCELLED:
+	case WIRE_EV_CANCELLED: {
 		if (!is_order) {
 			oms_count(oms, OMS_C_ALARM_EVENT_ORDER);
 			break;
@@ -379,11 +390,13 @@ order_event(struct oms *oms, struct oms_actor *a, struct oms_order *o,
 		modify_resolve(oms, a, o, ev);
 		if (o->ord_type == WIRE_ORD_LIMIT || o->leaves == 0)
 			reserve_trim(oms, a, o, s);
-		oms_exec_report(oms, a, o, WIRE_EXEC_CANCELLED, sink, ev->cause, 0, 0, ev->qty, 0, 0);
-		if (ev->hdr.flags & WIRE_EV_F_DONE)
-			order_done(oms, a, o, sink);
+		uint16_t flags = report_flags(o, ev);
+		oms_exec_report(oms, a, o, WIRE_EXEC_CANCELLED, flags, sink, ev->cause, 0, 0, ev->qty,
+				0, 0);
+		order_end(oms, a, o, flags);
 		break;
-	case WIRE_EV_AMENDED:
+	}
+	case WIRE_EV_AMENDED: {
 		if (!is_order) {
 			oms_count(oms, OMS_C_ALARM_EVENT_ORDER);
 			break;
@@ -392,10 +405,11 @@ order_event(struct oms *oms, struct oms_actor *a, struct oms_order *o,
 		o->leaves = ev->qty;
 		modify_resolve(oms, a, o, ev);
 		reserve_trim(oms, a, o, s);
-		oms_exec_report(oms, a, o, WIRE_EXEC_AMENDED, sink, 0, 0, 0, 0, 0, 0);
-		if (ev->hdr.flags & WIRE_EV_F_DONE)
-			order_done(oms, a, o, sink);
+		uint16_t flags = report_flags(o, ev);
+		oms_exec_report(oms, a, o, WIRE_EXEC_AMENDED, flags, sink, 0, 0, 0, 0, 0, 0);
+		order_end(oms, a, o, flags);
 		break;
+	}
 	case WIRE_EV_DONE:
 		if (!is_order) {
 			oms_count(oms, OMS_C_ALARM_EVENT_ORDER);
@@ -403,7 +417,12 @@ order_event(struct oms *oms, struct oms_actor *a, struct oms_order *o,
 		}
 		if (unentered)
 			oms_count(oms, OMS_C_ALARM_EVENT_ORDER);
-		order_done(oms, a, o, sink);
+		/* A market buy whose budget buys no further lot (an earlier ME's DONE after
+		 * every order's last event): its own report. */
+		o->leaves = 0;
+		oms_exec_report(oms, a, o, WIRE_EXEC_DONE, WIRE_REPORT_F_DONE, sink, 0, 0, 0, 0, 0,
+				0);
+		oms_order_free(oms, a, o);
 		break;
 	case WIRE_EV_CANCEL_REJECTED:
 		if (o->state != OMS_O_PENDING)

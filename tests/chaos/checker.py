@@ -5,7 +5,9 @@
 It trusts neither omsload's counts nor any single node. It reads, from --dir:
 
   history.tsv        omsload --history: every request sent, every answer and report
-                     received, repeats included (tools/omsload/history.h)
+                     received, repeats included (tools/omsload/history.h); an exec line's
+                     13th field is the report's hdr.flags (REPORT_F_DONE: 1), absent in the
+                     history of an omsload of an earlier release (read as 0)
   state/node*.stats  each live node's stats dump (SIGUSR1) taken after the cluster settled
   state/users.S.jsonl  OMS shard S's resident set, every user's status, open orders and
                      balances, paged from the node leading S (`omsctl --json users show
@@ -19,7 +21,9 @@ and checks, printing one line per finding and a last line
   - every shard has exactly one leader among the live nodes, and the members of a shard that
     applied the same index hold the same money (OMS) or book size (ME);
   - orders: each (user, clientOrderId) got at most one orderId and at most one final report
-    (DONE or REJECTED; reports counted once per (user, seq)), never filled beyond its
+    (one that says REPORT_F_DONE, or a DONE or a REJECTED: a node of an earlier release sent
+    a DONE of its own after an order's last FILL, CANCELLED or AMENDED and never set the
+    flag; reports counted once per (user, seq)), never filled beyond its
     quantity (doubled); per user, the orders the client saw admitted and not finished equal
     the orders live in the cluster, allowing for requests whose answer never came (lost:
     the cluster finished orders the client never heard the end of; phantom: the cluster
@@ -55,6 +59,7 @@ import os
 import sys
 
 EXEC_OPEN, EXEC_REJECTED, EXEC_FILL, EXEC_DONE = 2, 3, 4, 6
+REPORT_F_DONE = 0x0001  # common/wire.h: EXEC_REPORT hdr.flags, the order's last report
 REASON_STALE_REQUEST = 32  # common/wire.h WIRE_REASONS
 NAK_NAMES = {12: "CAPACITY", 13: "UNKNOWN_ORDER", 14: "NOT_OWNER", 15: "NOT_LEADER",
              16: "BACKPRESSURE", 17: "RATE_LIMITED", 18: "INSUFFICIENT_FUNDS",
@@ -81,7 +86,7 @@ class Order:
         self.naked = False
         self.sent = sent       # first send (µs, CLOCK_MONOTONIC)
         self.t_ack = None      # first ACK or report: admitted (omsload's ack latency)
-        self.t_exec = None     # first report: the ME's answer (OPEN, FILL, DONE, REJECTED)
+        self.t_exec = None     # first report: the ME's answer (OPEN, FILL, CANCELLED, ...)
         self.t_nak = None      # first NAK
         self.nak_reason = 0    # ... and its reason
         self.ack_seq = None    # the report sequence number of its ACK (admission order)
@@ -135,6 +140,7 @@ def read_history(path):
                     o.t_exec = t
                 if k == "exec":
                     ex = int(p[6])
+                    flags = int(p[12]) if len(p) > 12 else 0  # an older omsload: none
                     if ex == EXEC_OPEN:
                         o.opened = True
                     elif ex == EXEC_FILL:
@@ -143,7 +149,9 @@ def read_history(path):
                         sign = 1 if o.side == SIDE_BUY else -1
                         o.money[ASSET_BASE] += sign * qty
                         o.money[ASSET_QUOTE] += -sign * qty * px - fee
-                    elif ex in (EXEC_DONE, EXEC_REJECTED):
+                    # The order's last report: it says done, or (a node of an earlier
+                    # release) it is a DONE or a REJECTED.
+                    if flags & REPORT_F_DONE or ex in (EXEC_DONE, EXEC_REJECTED):
                         o.finals += 1
             elif k == "end":
                 ended = int(p[1])
@@ -514,7 +522,7 @@ def check_scale(d, users, orders, views, nodes, accounts, end_t, bad):
     # user has been hydrated, to the scale command), during the scale-out (the command to
     # the end of its drain), after it, during the scale-in, after it. ack: first send -> ACK
     # (or a first report); final: first send -> the first report, i.e. the ME's answer
-    # (OPEN, FILL, DONE or REJECTED).
+    # (OPEN, FILL, CANCELLED, REJECTED, ...).
     end = end_t if end_t is not None else max([o.sent for o in orders.values()] + [0])
     warm = min(2000000, (ph["out_start"] - ph["funded"]) // 2)  # first orders hydrate users
     windows = (("steady", ph["funded"] + warm, ph["out_start"]),

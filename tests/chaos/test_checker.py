@@ -2,7 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """Self-test of tests/chaos/checker.py: a small consistent run passes, and each kind of
 damage the checker exists to find makes it fail with the right count. Synthetic files in the
-formats the harness writes (omsload's history, stats dumps, users.show answers, accounts)."""
+formats the harness writes (omsload's history, stats dumps, users.show answers, accounts).
+An order's last report says done (REPORT_F_DONE: an exec line's 13th field, the report's
+hdr.flags); the same run as a node of the previous release reported it (a DONE report of its
+own after the last FILL, no flag, with or without the flags field) passes as well."""
 import json
 import os
 import subprocess
@@ -13,11 +16,35 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CHECKER = os.path.join(HERE, "checker.py")
 U1, U2 = 1000, 1001
 DEP1, DEP2 = 10**9, 10**12
+EXEC_CANCELLED, EXEC_DONE = 5, 6
+DONE = 1  # REPORT_F_DONE in an exec line's flags field
+
+
+def previous_release(w, flags_field=True):
+    """w's history as a node of the previous release reported it: every report that says
+    done loses the flag and is followed by a DONE report of its own, numbered next (the
+    user's later seqs shift by one); without flags_field the exec lines have no 13th field
+    (an omsload of the previous release)."""
+    shift = {}
+    hist = []
+    for r in w["hist"]:
+        r = list(r)
+        if r[0] in ("ack", "nak", "exec") and r[5] != 0:
+            r[5] += shift.get(r[2], 0)
+        done = r[0] == "exec" and len(r) > 12 and r[12] & DONE
+        if r[0] == "exec":
+            r = r[:12] + ([0] if flags_field else [])
+        hist.append(r)
+        if done and r[6] != EXEC_DONE:
+            hist.append(r[:5] + [r[5] + 1, EXEC_DONE, 0, 0, r[9], 0, 0] + r[12:])
+            shift[r[2]] = shift.get(r[2], 0) + 1
+    w["hist"] = hist
+    return w
 
 
 def base():
-    """Two users, each funded; U1 rests order 1 (OPEN), order 2 traded and ended (DONE),
-    U2's order 3 ended; fees 7 of asset 2."""
+    """Two users, each funded; U1 rests order 1 (OPEN), order 2 traded and ended (its FILL
+    says done), U2's order 3 ended (the same); fees 7 of asset 2."""
     hist = []
     tid = 1
     for u in (U1, U2):
@@ -28,15 +55,13 @@ def base():
     hist += [
         ["new", 10, U1, 1, 1, 1, 1, 1, 5, 100, 0],
         ["ack", 11, U1, 1, 1 << 48 | 1, 1],
-        ["exec", 12, U1, 1, 1 << 48 | 1, 2, 2, 0, 0, 0, 5, 0],
+        ["exec", 12, U1, 1, 1 << 48 | 1, 2, 2, 0, 0, 0, 5, 0, 0],
         ["new", 13, U1, 2, 1, 1, 1, 1, 3, 101, 0],
         ["ack", 14, U1, 2, 1 << 48 | 2, 3],
-        ["exec", 15, U1, 2, 1 << 48 | 2, 4, 4, 3, 101, 3, 0, 7],
-        ["exec", 16, U1, 2, 1 << 48 | 2, 5, 6, 0, 0, 3, 0, 0],
+        ["exec", 15, U1, 2, 1 << 48 | 2, 4, 4, 3, 101, 3, 0, 7, DONE],
         ["new", 17, U2, 1, 1, 2, 1, 1, 3, 101, 0],
         ["ack", 18, U2, 1, 3 << 48 | 1, 1],
-        ["exec", 19, U2, 1, 3 << 48 | 1, 2, 4, 3, 101, 3, 0, 0],
-        ["exec", 20, U2, 1, 3 << 48 | 1, 3, 6, 0, 0, 3, 0, 0],
+        ["exec", 19, U2, 1, 3 << 48 | 1, 2, 4, 3, 101, 3, 0, 0, DONE],
         ["end", 30],
     ]
     # After the trade: U1 bought 3 @ 101 paying 7 fee; U2 sold.
@@ -106,18 +131,20 @@ def scale():
     """The scale-out scenario's shape: OMS shard 1 alone, shard 3 added at 100 and drained to
     by 200, removed at 300 and drained from by 400. HRW over 1,3 keeps U1 (1000) on shard 1
     and gives U2 (1001) to shard 3. U1 rests an order admitted by shard 1; U2's orders (each
-    ended DONE, unfilled) are admitted by 1, then 3 between the drains, then 1 again."""
+    ended unfilled: a CANCELLED that says done) are admitted by 1, then 3 between the drains,
+    then 1 again."""
     w = base()
     hist = [r for r in w["hist"] if r[0] in ("dep", "admin")]
     hist += [
         ["new", 50, U1, 1, 1, 1, 1, 1, 5, 100, 0],
         ["ack", 51, U1, 1, 1 << 48 | 1, 1],
-        ["exec", 52, U1, 1, 1 << 48 | 1, 2, 2, 0, 0, 0, 5, 0],
+        ["exec", 52, U1, 1, 1 << 48 | 1, 2, 2, 0, 0, 0, 5, 0, 0],
     ]
     for cid, (t, shard) in enumerate(((60, 1), (250, 3), (450, 1)), 1):
         hist += [["new", t, U2, cid, 1, 2, 1, 1, 3, 101, 0],
                  ["ack", t + 1, U2, cid, shard << 48 | cid, 2 * cid - 1],
-                 ["exec", t + 2, U2, cid, shard << 48 | cid, 2 * cid, 6, 0, 0, 0, 0, 0]]
+                 ["exec", t + 2, U2, cid, shard << 48 | cid, 2 * cid, EXEC_CANCELLED, 0, 0, 0,
+                  0, 0, DONE]]
     hist.append(["end", 500])
     w["hist"] = hist
     w["bal"] = {U1: {1: DEP1, 2: DEP2}, U2: {1: DEP1, 2: DEP2}}
@@ -179,7 +206,17 @@ def check(w, want_rc, want, args=(), want_out=()):
 
 def main():
     results = []
-    results.append(check(base(), 0, ["result=ok", "lost=0", "doubled=0", "money=exact"]))
+    results.append(check(base(), 0, ["result=ok", "acked=3", "final=2", "resting=1",
+                                     "lost=0", "doubled=0", "money=exact"]))
+    # The same run from a node of the previous release: a DONE report after each last FILL,
+    # no flag; with the flags field (0) and without it (an omsload of that release).
+    for field in (True, False):
+        results.append(check(previous_release(base(), field), 0,
+                             ["result=ok", "acked=3", "final=2", "resting=1", "lost=0",
+                              "doubled=0", "seq_gaps=0", "money=exact"]))
+    w = base()  # U2's last FILL does not say done: the client holds it open, the cluster not
+    w["hist"] = [r[:12] + [0] if r[0] == "exec" and r[2] == U2 else r for r in w["hist"]]
+    results.append(check(w, 1, ["final=1", "lost=1"]))
     w = base()  # the same run collected as pages of each shard's resident set
     w["pages"] = True
     results.append(check(w, 0, ["result=ok", "lost=0", "doubled=0", "money=exact"]))
@@ -193,11 +230,18 @@ def main():
     w["resting"][2] = 0
     w["res"][U1][2] = 0
     results.append(check(w, 1, ["lost=1"]))
-    w = base()  # a second DONE for U2's order, under a new seq
-    w["hist"].insert(-1, ["exec", 21, U2, 1, 3 << 48 | 1, 4, 6, 0, 0, 3, 0, 0])
+    w = base()  # a second last report for U2's order, under a new seq
+    w["hist"].insert(-1, ["exec", 21, U2, 1, 3 << 48 | 1, 3, EXEC_CANCELLED, 0, 0, 3, 0, 0,
+                          DONE])
+    results.append(check(w, 1, ["doubled=1"]))
+    w = base()  # a DONE of the previous release's kind after the FILL that said done
+    w["hist"].insert(-1, ["exec", 21, U2, 1, 3 << 48 | 1, 3, EXEC_DONE, 0, 0, 3, 0, 0, 0])
+    results.append(check(w, 1, ["doubled=1"]))
+    w = previous_release(base(), False)  # a second DONE, previous release, no flags field
+    w["hist"].insert(-1, ["exec", 21, U2, 1, 3 << 48 | 1, 4, EXEC_DONE, 0, 0, 3, 0, 0])
     results.append(check(w, 1, ["doubled=1"]))
     w = base()  # a second orderId for U1's order 2
-    w["hist"].insert(-1, ["ack", 22, U1, 2, 1 << 48 | 9, 6])
+    w["hist"].insert(-1, ["ack", 22, U1, 2, 1 << 48 | 9, 5])
     results.append(check(w, 1, ["doubled=1"]))
     w = base()  # the book rests an order the OMS does not hold
     w["resting"][4] = 1
@@ -206,8 +250,8 @@ def main():
     w["live"][U2] = 1
     w["resting"][4] = 1
     results.append(check(w, 1, ["phantom=1"]))
-    w = base()  # a report that never arrived (seq 4 of U1 missing)
-    w["hist"] = [r for r in w["hist"] if not (r[0] == "exec" and r[2] == U1 and r[5] == 4)]
+    w = base()  # an answer that never arrived (seq 3 of U1, order 2's ACK, missing)
+    w["hist"] = [r for r in w["hist"] if not (r[0] == "ack" and r[2] == U1 and r[5] == 3)]
     results.append(check(w, 1, ["seq_gaps=1"]))
     w = base()  # an alarm on a node
     w["alarm"] = 2
@@ -261,7 +305,8 @@ def main():
     w = scale()  # U1, which HRW keeps on shard 1, admitted by shard 3 between the drains
     w["hist"][-1:-1] = [["new", 260, U1, 2, 1, 2, 1, 1, 3, 101, 0],
                         ["ack", 261, U1, 2, 3 << 48 | 2, 3],
-                        ["exec", 262, U1, 2, 3 << 48 | 2, 4, 6, 0, 0, 0, 0, 0]]
+                        ["exec", 262, U1, 2, 3 << 48 | 2, 4, EXEC_CANCELLED, 0, 0, 0, 0, 0,
+                         DONE]]
     results.append(check(w, 1, ["result=FAIL"], sc,
                          ["finding: scale: user 1000 order 2 admitted by shard 3: HRW keeps "
                           "the user on shard 1"]))
@@ -274,7 +319,8 @@ def main():
     w = scale()  # U2 served by 3 again after shard 1 took it back (report order 1,3,1,3)
     w["hist"][-1:-1] = [["new", 320, U2, 4, 1, 2, 1, 1, 3, 101, 0],
                         ["ack", 321, U2, 4, 3 << 48 | 4, 7],
-                        ["exec", 322, U2, 4, 3 << 48 | 4, 8, 6, 0, 0, 0, 0, 0]]
+                        ["exec", 322, U2, 4, 3 << 48 | 4, 8, EXEC_CANCELLED, 0, 0, 0, 0, 0,
+                         DONE]]
     results.append(check(w, 1, ["result=FAIL"], sc,
                          ["finding: scale: user 1001 admitted by shards 1->3->1->3 in report "
                           "order (allowed 1->3->1)"]))

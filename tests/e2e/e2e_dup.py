@@ -16,8 +16,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_trade import (ACK, ADMIN_REPLY, BUY, CANCEL, EXEC_REPORT, NAK, OMS, QUOTE, REASON,  # noqa: E402
-                       SYM, Client, cancel, check, log, new_order, transfer)
+from e2e_trade import (ACK, ADMIN_REPLY, BUY, CANCEL, EXEC_REPORT, FINAL, NAK, OMS,  # noqa: E402
+                       QUOTE, REASON, SYM, Client, cancel, check, log, new_order, transfer)
 
 USER = 3001
 DEPOSIT_ID = 1000
@@ -81,7 +81,8 @@ def phase_a(a):
           "deposit %d applied: total %s" % (DEPOSIT_ID, r and r["value"]))
     first = r
 
-    # A SubmitToME to completion: rests, then cancelled by the user (DONE).
+    # A SubmitToME to completion: rests, then cancelled by the user (its CANCELLED says
+    # done: the order's last report).
     order = new_order(USER, 1, SYM, BUY, 90, 3)
     ack = c.request(order, USER, 1)
     check(ack is not None and ack["type"] == ACK, "order 1 ACKed (sent to the ME)")
@@ -89,8 +90,9 @@ def phase_a(a):
     check("OPEN" in rep, "order 1 rests: %s" % rep)
     r = c.request(cancel(USER, 2, 1), USER, 2)
     check(r is not None and r["type"] == ACK, "cancel of order 1 ACKed")
-    rep = c.wait_reports(USER, 1, ("DONE",))
-    check(rep[-1:] == ["DONE"], "order 1 cancelled and DONE: %s" % rep)
+    rep = c.wait_reports(USER, 1, (FINAL,))
+    check(rep[-1:] == ["CANCELLED(done)"],
+          "order 1 cancelled, its CANCELLED the last report (done): %s" % rep)
 
     # 1,000 newer requests: 995 orders and 5 deposits, the deposits spread among them.
     cl = 3

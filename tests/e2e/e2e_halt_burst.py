@@ -7,8 +7,10 @@ Rests N sells of qty 1 on symbol 1 (over four users, a few at a time: the ME kee
 small retention per stream in this test), SIGSTOPs the lagging OMS follower (--stop-pid),
 halts symbol 1 with cancel-resting through omsctl on the leader's socket, SIGCONTs the
 follower, and checks at the client that every order ended with exactly one CANCELLED (cause
-HALT) then DONE, that each user's reports came without a gap in their sequence, and on every
-node that the ME never wrote over unacknowledged retention and finished the halt in chunks.
+HALT), which says done (REPORT_F_DONE: the order's last report, no DONE report after it) and
+is the last report after its OPEN, that each user's reports came without a gap in their
+sequence, and on every node that the ME never wrote over unacknowledged retention and
+finished the halt in chunks.
 """
 import argparse
 import os
@@ -18,13 +20,14 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_trade import (ACK, EXEC, EXEC_REPORT, NAK, REASON, SELL, Client, check, log,  # noqa: E402
-                       new_order, read_stat)
+from e2e_trade import (ACK, EXEC_REPORT, FINAL, NAK, REASON, SELL, Client, check,  # noqa: E402
+                       is_final, log, new_order, read_stat, report_name)
 
 SYM, BASE = 1, 1
 OMS = 1
 SELLERS = (2001, 2002, 2003, 2004)
 CAUSE_HALT = 6
+EXEC_CANCELLED = 5
 BATCH = 8
 
 
@@ -48,7 +51,7 @@ def rest(c, n):
             if r["type"] == NAK:
                 log("order %d/%d NAKed %s: sent again" % (u, o, REASON.get(r["reason"])))
         for u, o, _ in batch:
-            rep = c.wait_reports(u, o, ("OPEN", "REJECTED", "DONE"), timeout=10)
+            rep = c.wait_reports(u, o, ("OPEN", FINAL), timeout=10)
             if rep and rep[-1] == "OPEN":
                 resting.append((u, o))
     check(len(resting) == n, "%d orders resting" % len(resting))
@@ -93,11 +96,12 @@ def main():
     missing = []
     end = time.time() + 30
     while time.time() < end:
-        missing = [(u, o) for u, o in resting if c.reports(u, o)[-1:] != ["DONE"]]
+        missing = [(u, o) for u, o in resting
+                   if not any(is_final(r) for r in c.reports(u, o)[-1:])]
         if not missing:
             break
         c.poll(0.2)
-    check(not missing, "every order reached DONE (%d orders; missing %s)" %
+    check(not missing, "every order reached its last report (%d orders; missing %s)" %
           (len(resting), missing[:5]))
     bad = []
     for u, o in resting:
@@ -107,12 +111,14 @@ def main():
         seen = {}
         for m in reps:
             seen.setdefault(m["seq"], m)
-        kinds = [EXEC[m["exec"]] for _, m in sorted(seen.items())]
+        kinds = [report_name(m) for _, m in sorted(seen.items())]
         tail = kinds[kinds.index("OPEN") + 1:] if "OPEN" in kinds else kinds
-        cancelled = [m for m in seen.values() if EXEC[m["exec"]] == "CANCELLED"]
-        if tail != ["CANCELLED", "DONE"] or cancelled[0]["cause"] != CAUSE_HALT:
+        cancelled = [m for m in seen.values() if m["exec"] == EXEC_CANCELLED]
+        # Exactly one report after OPEN: the CANCELLED, saying done (no DONE after it).
+        if tail != ["CANCELLED(done)"] or cancelled[0]["cause"] != CAUSE_HALT:
             bad.append((u, o, kinds))
-    check(not bad, "each order: exactly one CANCELLED(HALT) then DONE after OPEN %s" % bad[:5])
+    check(not bad, "each order: exactly one CANCELLED(HALT) after OPEN, which says done and "
+          "is its last report %s" % bad[:5])
     for u in SELLERS:
         seqs = sorted({m["seq"] for m in c.got if m["type"] in (ACK, EXEC_REPORT) and
                        m.get("user") == u and m.get("seq")})

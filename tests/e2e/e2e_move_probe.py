@@ -8,7 +8,8 @@ client namespace while a symbol moves between ME shards.
 Every M ms (unless K of its orders are unanswered: then that tick is skipped and counted)
 a new IOC buy of 1 at P (below every ask: it never trades, never rests) goes to
 the first node's gateway (one gateway: the user's clientOrderIds arrive in order); each one ends REJECTED (SYMBOL_MOVING or SYMBOL_NOT_OWNED: the book is moving) or
-CANCELLED (expired: the book took it and it did not cross). The trading pause the client
+CANCELLED (expired: the book took it and it did not cross), either saying done (its last
+report; no DONE report follows). The trading pause the client
 saw is the time from the last order taken before the first refused one to the first taken
 after the last refused one (send times), at the probe's resolution M. Once FILE exists
 (the move is done) and with --cross-px, one IOC buy of --cross-qty at X must fill against the
@@ -25,7 +26,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_trade import EXEC, EXEC_REPORT, NAK, NEW_ORDER, Client, hdr, parse  # noqa: E402
+from e2e_trade import (EXEC, EXEC_REPORT, NAK, NEW_ORDER, Client, hdr, is_final,  # noqa: E402
+                       parse, report_name)
 
 BUY, LIMIT, IOC = 1, 1, 2
 REASONS = {21: "SYMBOL_NOT_OWNED", 47: "SYMBOL_MOVING", 3: "HALTED"}
@@ -112,8 +114,9 @@ def main():
         absorb(c.got[before:])
     fills = 0
     if cross_cl is not None:
+        # Until its last report (the FILL or CANCELLED that says done).
         c.wait(lambda m: m["type"] == EXEC_REPORT and m.get("cl") == cross_cl and
-               EXEC[m["exec"]] == "DONE", 5)
+               is_final(report_name(m)), 5)
         fills = sum(m["last_qty"] for m in c.got if m["type"] == EXEC_REPORT and
                     m.get("cl") == cross_cl and EXEC[m["exec"]] == "FILL")
     order = sorted(sent, key=lambda cl: sent[cl])

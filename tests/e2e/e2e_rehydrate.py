@@ -12,11 +12,12 @@ exact value; the first one that fails ends the run with exit 1.
 User U buys from seller S, whom the other OMS shard owns, on symbol 1 (maker 2 bps, taker
 7 bps, quote fees rounded up once per order). Phase by phase:
   A  S deposits 15 base and rests sell 15 @ 100; U deposits 1,000,000 quote (transfer T) and
-     buys 10 @ 100 (order 1, clientOrderId 101): ACK, FILL, DONE numbered 1, 2, 3.
+     buys 10 @ 100 (order 1, clientOrderId 101): ACK and a FILL that says done (the
+     order's last report, REPORT_F_DONE; no DONE report) numbered 1, 2.
   B  users evict U: absent on every replica of both OMS shards, accounts row released
-     (owner_shard NULL) holding egress_seq 3, the balances, and T in the transfers table.
-  C  order 2 (102, buy 5 @ 100) re-hydrates U (hydrations + 1 on the owner shard): ACK,
-     FILL, DONE numbered 4, 5, 6 (the sequence continues, no restart at 1, no gap);
+     (owner_shard NULL) holding egress_seq 2, the balances, and T in the transfers table.
+  C  order 2 (102, buy 5 @ 100) re-hydrates U (hydrations + 1 on the owner shard): ACK and
+     FILL (done) numbered 3, 4 (the sequence continues, no restart at 1, no gap);
      T re-sent: ADMIN_REPLY NONE with the ORIGINAL total 1,000,000 (not 998,498, not a
      second credit); 101 re-sent: ACK with order 1's orderId, nothing executed.
   D  evicted again; 101 re-sent first (it hydrates U): the original orderId again; then T
@@ -39,7 +40,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from e2e_trade import (ACK, ADMIN_REPLY, BUY, EXEC, EXEC_REPORT, NAK, REASON,  # noqa: E402
-                       RETRY_REASONS, SELL, TRANSFER, Client, hdr, new_order)
+                       RETRY_REASONS, SELL, TRANSFER, Client, hdr, is_final, new_order,
+                       report_name)
 
 SYM, BASE, QUOTE = 1, 1, 2
 U, S = 4001, 4002          # S: the first id from 4002 on that the other OMS shard owns
@@ -238,10 +240,11 @@ class Rh(Client):
                 m["cl"] == cl]
 
     def wait_done(self, user, cl, timeout=15):
+        """Until the order's last report (one that says done)."""
         end = time.time() + timeout
         while time.time() < end:
             r = self.reports(user, cl)
-            if r and EXEC[r[-1]["exec"]] == "DONE":
+            if r and is_final(report_name(r[-1])):
                 break
             self.poll(0.05)
         return self.reports(user, cl)
@@ -254,7 +257,7 @@ def describe(m):
     if m["type"] == NAK:
         return "NAK(cl %d, %s, seq %d)" % (m["cl"], REASON.get(m["reason"], m["reason"]),
                                            m["seq"])
-    return "%s(cl %d, seq %d)" % (EXEC[m["exec"]], m["cl"], m["seq"])
+    return "%s(cl %d, seq %d)" % (report_name(m), m["cl"], m["seq"])
 
 
 def check_reply(replies, what, reason, value):
@@ -343,13 +346,13 @@ def main():
     ack1 = c.request_once(new_order(U, 101, SYM, BUY, 100, 10), U, 101)
     check(ack1 is not None and ack1["type"] == ACK, "order 1 (101, buy 10 @ 100) acknowledged")
     rep = c.wait_done(U, 101)
-    check([EXEC[m["exec"]] for m in rep] == ["FILL", "DONE"] and rep[0]["last_qty"] == 10 and
+    check([report_name(m) for m in rep] == ["FILL(done)"] and rep[0]["last_qty"] == 10 and
           rep[0]["last_px"] == 100 and rep[0]["fee"] == fee(1000, 7),
-          "order 1 reported FILL 10 @ 100 (taker fee %d), DONE: %s" %
+          "order 1 reported FILL 10 @ 100 (taker fee %d), its last report (done): %s" %
           (fee(1000, 7), [describe(m) for m in rep]))
     seen = c.answers(U)
-    check([m["seq"] for m in seen] == [1, 2, 3],
-          "order 1's answers numbered 1, 2, 3: %s" % [describe(m) for m in seen])
+    check([m["seq"] for m in seen] == [1, 2],
+          "order 1's answers (ACK, FILL done) numbered 1, 2: %s" % [describe(m) for m in seen])
     last1 = seen[-1]["seq"]
     quote = DEPOSIT_Q - 1000 - fee(1000, 7)
     check_user(all_rows(U), {BASE: 10, QUOTE: quote}, "after order 1")
@@ -375,13 +378,13 @@ def main():
     ack2 = c.request_once(new_order(U, 102, SYM, BUY, 100, 5), U, 102)
     check(ack2 is not None and ack2["type"] == ACK, "order 2 (102, buy 5 @ 100) acknowledged")
     rep = c.wait_done(U, 102)
-    check([EXEC[m["exec"]] for m in rep] == ["FILL", "DONE"] and rep[0]["last_qty"] == 5,
-          "order 2 reported FILL 5, DONE: %s" % [describe(m) for m in rep])
+    check([report_name(m) for m in rep] == ["FILL(done)"] and rep[0]["last_qty"] == 5,
+          "order 2 reported FILL 5, its last report (done): %s" % [describe(m) for m in rep])
     check(oms_counter("hydrations") == h0 + 1,
           "U re-hydrated once: hydrations %d -> %d" % (h0, oms_counter("hydrations")))
     seen = c.answers(U)
     new = [m for m in seen if m["cl"] == 102]
-    check([m["seq"] for m in new] == [last1 + 1, last1 + 2, last1 + 3],
+    check([m["seq"] for m in new] == [last1 + 1, last1 + 2],
           "order 2's answers continue the sequence: %s (order 1 ended at %d)" %
           ([describe(m) for m in new], last1))
     check(ack2["oid_seq"] & 0xFFFFFFFFFFFF == (ack1["oid_seq"] & 0xFFFFFFFFFFFF) + 1,
@@ -396,7 +399,7 @@ def main():
           "order 1 re-sent after the eviction: ACK with its orderId %x:%x (%s)" %
           (ack1["oid_user"], ack1["oid_seq"], dup and describe(dup)))
     c.poll(1.0)
-    check(len(c.reports(U, 101)) == 2, "nothing executed for the re-sent order 1: %s" %
+    check(len(c.reports(U, 101)) == 1, "nothing executed for the re-sent order 1: %s" %
           [describe(m) for m in c.reports(U, 101)])
     check_user(all_rows(U), {BASE: 15, QUOTE: quote}, "after order 2 and the re-sends "
                "(the deposit credited once)")
@@ -427,7 +430,7 @@ def main():
           "order 1 re-sent once the window forgot it: NAK STALE_REQUEST (%s)" %
           (r and describe(r)))
     c.poll(1.0)
-    check(len(c.reports(U, 101)) == 2, "order 1 never executed twice")
+    check(len(c.reports(U, 101)) == 1, "order 1 never executed twice")
     check_user(all_rows(U), {BASE: 15, QUOTE: quote}, "after the window was pushed")
 
     # ---- E: the whole run, as the database and the client saw it ----

@@ -7,6 +7,12 @@
   e2e_trade.py single  --nodes IP              deposit, rest, cross, check reports and funds
   e2e_trade.py cluster --nodes IP,IP,IP --pids 1:PID,2:PID,3:PID --stats DIR
                        trade, kill -9 the OMS leader, trade on, check nothing ACKed is lost
+
+An order's reports are compared by name (report_name): the exec kind, with "(done)" when the
+report says REPORT_F_DONE in its header flags, the order's last report (a FILL, CANCELLED or
+AMENDED that leaves nothing live, every REJECTED; no DONE report follows it): an order that
+rests and then fills reports ["OPEN", "FILL(done)"]. wait_reports(..., (FINAL,)) waits for
+the order's last report.
 """
 import argparse
 import os
@@ -44,6 +50,9 @@ LIMIT = 1
 GTC = 1
 EXEC = {1: "PENDING", 2: "OPEN", 3: "REJECTED", 4: "FILL", 5: "CANCELLED", 6: "DONE",
         7: "AMENDED", 8: "CANCEL_REJECTED"}
+REPORT_F_DONE = 0x0001  # EXEC_REPORT hdr.flags: the order's last report
+DONE_KINDS = (3, 4, 5, 6, 7)  # REJECTED, FILL, CANCELLED, DONE, AMENDED: may say done
+FINAL = "final"  # in wait_reports' want_last: the order's last report, whatever its kind
 REASON = {0: "NONE", 1: "BAD_REQUEST", 2: "UNKNOWN_SYMBOL", 12: "CAPACITY", 13: "UNKNOWN_ORDER",
           14: "NOT_OWNER",
           15: "NOT_LEADER", 16: "BACKPRESSURE", 18: "INSUFFICIENT_FUNDS",
@@ -54,6 +63,24 @@ RETRY_REASONS = (15, 16, 19, 26)  # NOT_LEADER, BACKPRESSURE, PARKED_FULL, DB_ER
 
 def log(*a):
     print("[trade %s]" % time.strftime("%H:%M:%S"), *a, flush=True)
+
+
+def report_name(m):
+    """An EXEC_REPORT's name as the checks compare them: "FILL", "FILL(done)" when it says
+    REPORT_F_DONE; any other header flag, or the flag on a kind that cannot end an order,
+    spelled out ("OPEN(flags 0x1)"), so that no check takes it for a valid report."""
+    name = EXEC[m["exec"]]
+    if m["flags"] == REPORT_F_DONE and m["exec"] in DONE_KINDS:
+        return name + "(done)"
+    if m["flags"]:
+        return "%s(flags 0x%x)" % (name, m["flags"])
+    return name
+
+
+def is_final(name):
+    """Whether the report named name (report_name) is its order's last: it says done, or it
+    is a DONE or a REJECTED (a node of an earlier release, which never set the flag)."""
+    return name.endswith("(done)") or name in ("DONE", "REJECTED")
 
 
 def hdr(mtype, length, shard=0):
@@ -93,9 +120,9 @@ def parse(data):
         return out
     pos = 16
     for _ in range(count):
-        mtype, mlen, shard, _f = struct.unpack_from("<HHHH", data, pos)
+        mtype, mlen, shard, flags = struct.unpack_from("<HHHH", data, pos)
         body = data[pos + 8:pos + mlen]
-        m = {"type": mtype, "shard": shard}
+        m = {"type": mtype, "shard": shard, "flags": flags}
         if mtype == ACK:
             m["user"], m["cl"], m["oid_user"], m["oid_seq"], m["seq"], m["time"] = \
                 struct.unpack_from("<QQQQQQ", body)
@@ -209,14 +236,17 @@ class Client:
         return None
 
     def reports(self, user, cl):
-        return [EXEC[m["exec"]] for m in self.got
+        """The names (report_name) of the order's reports, in arrival order."""
+        return [report_name(m) for m in self.got
                 if m["type"] == EXEC_REPORT and m["user"] == user and m["cl"] == cl]
 
     def wait_reports(self, user, cl, want_last, timeout=10):
+        """Poll until the order's latest report is named in want_last (FINAL: its last
+        report, is_final); its reports' names."""
         end = time.time() + timeout
         while time.time() < end:
             r = self.reports(user, cl)
-            if r and r[-1] in want_last:
+            if r and (r[-1] in want_last or (FINAL in want_last and is_final(r[-1]))):
                 return r
             self.poll(0.05)
         return self.reports(user, cl)
@@ -246,10 +276,11 @@ def single(a):
 
     r = c.order(BUYER, 21, SYM, BUY, 100, 10)
     check(r is not None and r["type"] == ACK, "crossing buy acknowledged")
-    rb = c.wait_reports(BUYER, 21, ("DONE",))
-    rs = c.wait_reports(SELLER, 11, ("DONE",))
-    check(rb[-2:] == ["FILL", "DONE"], "buy reported FILL then DONE: %s" % rb)
-    check(rs[-3:] == ["OPEN", "FILL", "DONE"], "sell reported OPEN, FILL, DONE: %s" % rs)
+    rb = c.wait_reports(BUYER, 21, (FINAL,))
+    rs = c.wait_reports(SELLER, 11, (FINAL,))
+    check(rb[-1:] == ["FILL(done)"], "buy's last report is a FILL that says done: %s" % rb)
+    check(rs[-2:] == ["OPEN", "FILL(done)"], "sell reported OPEN, then a FILL that says done: "
+          "%s" % rs)
     fills = [m for m in c.got if m["type"] == EXEC_REPORT and m["exec"] == 4]
     check(all(f["last_px"] == 100 and f["last_qty"] == 10 for f in fills),
           "both fills at 100 x 10")
@@ -310,8 +341,8 @@ def restart(a):
               "the buyer has no base left to sell (INSUFFICIENT_FUNDS): %s" % r)
         r = c.order(SELLER, 12, SYM, BUY, 120, 1)
         check(r is not None and r["type"] == ACK, "the seller buys 1 at 120: %s" % r)
-        rep = c.wait_reports(SELLER, 12, ("DONE",))
-        check(rep[-2:] == ["FILL", "DONE"],
+        rep = c.wait_reports(SELLER, 12, (FINAL,))
+        check(rep[-1:] == ["FILL(done)"],
               "it fills against the buyer's sell rested before the restart: %s" % rep)
         # A new sell of 4 would be refused for funds (18): only the original answers.
         r = c.order(BUYER, 23, SYM, SELL, 120, 4)
@@ -327,15 +358,15 @@ def restart(a):
         check("OPEN" in c.wait_reports(SELLER, 11, ("OPEN",)), "sell rests")
         r = c.order(BUYER, 21, SYM, BUY, 100, 1)
         check(r is not None and r["type"] == ACK, "buy 1 acknowledged")
-        check(c.wait_reports(BUYER, 21, ("DONE",))[-1:] == ["DONE"], "buy 1 filled")
+        check(c.wait_reports(BUYER, 21, (FINAL,))[-1:] == ["FILL(done)"], "buy 1 filled")
         log("PASS (phase a)")
         return
     # After the restart: the book still holds the seller's remaining 3, the buyer still has
     # its quote and the 1 base it bought.
     r = c.order(BUYER, 22, SYM, BUY, 100, 3, timeout=30)
     check(r is not None and r["type"] == ACK, "buy 3 after the restart acknowledged: %s" % r)
-    rep = c.wait_reports(BUYER, 22, ("DONE",))
-    check(rep[-2:] == ["FILL", "DONE"], "it fills against the order rested before the kill: %s"
+    rep = c.wait_reports(BUYER, 22, (FINAL,))
+    check(rep[-1:] == ["FILL(done)"], "it fills against the order rested before the kill: %s"
           % rep)
     r = c.order(BUYER, 23, SYM, SELL, 120, 4)
     check(r is not None and r["type"] == ACK, "the buyer sells the 4 base it holds (1 + 3)")
@@ -400,8 +431,8 @@ def cluster(a):
 
     trade(5)
     for u, o in acked:
-        rep = c.wait_reports(u, o, ("DONE",))
-        check(rep and rep[-1] == "DONE", "order %d/%d filled and done: %s" % (u, o, rep))
+        rep = c.wait_reports(u, o, (FINAL,))
+        check(rep[-1:] == ["FILL(done)"], "order %d/%d filled and done: %s" % (u, o, rep))
 
     oms_leader = leader_of(OMS)
     check(oms_leader is not None, "OMS leader is node %s" % oms_leader)
@@ -445,22 +476,23 @@ def cluster(a):
     acked.append(resting)
     lost = []
     for u, o in acked:
-        rep = c.wait_reports(u, o, ("DONE", "OPEN"), timeout=15)
-        if not rep or rep[-1] not in ("DONE", "OPEN"):
+        rep = c.wait_reports(u, o, (FINAL, "OPEN"), timeout=15)
+        if not rep or not (rep[-1] == "OPEN" or is_final(rep[-1])):
             lost.append((u, o, rep))
-    check(not lost, "every acknowledged order reached OPEN or DONE (%d orders) %s" %
+    check(not lost, "every acknowledged order reached OPEN or its last report (%d orders) %s" %
           (len(acked), lost[:5]))
-    rep = c.wait_reports(*resting, ("DONE",), timeout=10)
-    check(rep and rep[-1] == "DONE", "the pre-kill resting order filled after failover: %s" % rep)
+    rep = c.wait_reports(*resting, (FINAL,), timeout=10)
+    check(rep[-1:] == ["FILL(done)"], "the pre-kill resting order filled after failover: %s" %
+          rep)
     # Not lost: every burst order rests, so a cancel finds it (a lost one is UNKNOWN_ORDER).
     for b in burst:
         r = c.request(cancel(SELLER, b + 1000, b), SELLER, b + 1000, rotate=True)
         check(r is not None and r["type"] == ACK, "cancel of burst order %d accepted (%s)" %
               (b, REASON.get(r["reason"], r["reason"]) if r and r["type"] == NAK else "ack"))
     for b in burst:
-        rep = c.wait_reports(SELLER, b, ("DONE",), timeout=10)
-        check(rep and rep[-2:] == ["CANCELLED", "DONE"],
-              "burst order %d cancelled and done: %s" % (b, rep))
+        rep = c.wait_reports(SELLER, b, (FINAL,), timeout=10)
+        check(rep[-1:] == ["CANCELLED(done)"], "burst order %d cancelled and done: %s" %
+              (b, rep))
     log("PASS")
 
 

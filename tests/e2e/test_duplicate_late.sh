@@ -7,7 +7,7 @@
 # Method: a throwaway PostgreSQL, omsd with the persister and [limits] dedup_per_user = 1100
 # (the clientOrderId window the order's guarantee needs while the user is resident; its
 # documented guarantee after an eviction is WIRE_RECENT_MAX = 16, docs/me-contract.md).
-# e2e_dup.py a: deposit 1,000,000; an order rests and is cancelled (DONE); 995 orders NAKed
+# e2e_dup.py a: deposit 1,000,000; an order rests and is cancelled (CANCELLED, done); 995 orders NAKed
 # UNKNOWN_SYMBOL and 5 more deposits; the deposit and the order re-sent: the original answer
 # (total included), the original orderId, no new report. Balance via omsctl users show:
 # credited once. Then omsctl users evict; the transfers row is in PostgreSQL with its

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Goal: three nodes trade, and survive the loss of the OMS leader: a new leader is elected,
 # its bridge re-drives from state, further orders are acknowledged, and no acknowledged
-# order is lost (every ACKed order reaches OPEN or DONE).
+# order is lost (every ACKed order reaches OPEN or its last report).
 # Method: three omsd processes on a Linux bridge, each a member of OMS shard 1 and ME shard
 # 2 (no database). The client (tests/e2e/e2e_trade.py cluster) deposits, trades five
 # crossing pairs, rests one sell, then kill -9s the node that leads the OMS shard, waits for

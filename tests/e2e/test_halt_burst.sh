@@ -3,7 +3,7 @@
 # Goal (issue 15, e2e_halt_burst): a halt with cancel-resting of a symbol holding 3 x the ME's
 # event retention (events_max) in resting orders, while an OMS follower lags, overwrites no
 # event the OMS has not acknowledged: the ME cancels in chunks as the OMS's acks free room
-# (me/me_bulk.c), every order reaches CANCELLED + DONE at the client, no report sequence has
+# (me/me_bulk.c), every order reaches one CANCELLED that says done at the client, no report sequence has
 # a gap, every replica (the lagging one too) ends with the same halt, and the overrun counter
 # never moves.
 # Method: three omsd processes (OMS shard 1 + ME shard 2 on each, [limits] me_events = 64);

@@ -5,7 +5,7 @@
 # Method: omsd with OMS shard 1 and ME shard 2 (one member each) and symbol 1 from the
 # configuration (bootstrap admin). From the client namespace (tests/e2e/e2e_trade.py):
 # deposit for two users, rest a sell, cross it with a buy; both sides must be ACKed and
-# reported (seller OPEN, FILL, DONE; buyer FILL, DONE) at 100 x 10; the funds moved (the
+# reported (seller OPEN, FILL done; buyer FILL done) at 100 x 10; the funds moved (the
 # seller cannot sell again, the buyer can sell exactly the 10 it bought); an order for an
 # unknown symbol is NAKed UNKNOWN_SYMBOL. Then the counters: asset sums are conserved.
 source "$(dirname "$0")/lib.sh"

@@ -147,35 +147,42 @@ nak(struct fake_node *n, struct out *o, uint64_t user, uint64_t id, uint16_t rea
 }
 
 static void
-exec(struct fake_node *n, struct out *o, uint64_t user, uint64_t id, uint8_t exec,
-     int64_t px, int64_t qty, uint8_t cause, uint16_t reason)
+exec(struct fake_node *n, struct out *o, uint64_t user, uint64_t id, uint8_t kind,
+     int64_t px, int64_t qty, uint8_t cause, uint16_t reason, bool last)
 {
 	struct wire_exec_report m;
 	memset(&m, 0, sizeof(m));
 	wire_hdr_init(&m.hdr, WIRE_EXEC_REPORT, 0);
+	/* The order's last report says so; a node of the earlier release sent a DONE instead
+	 * (after it, below). */
+	bool legacy = atomic_load(&n->legacy_done) != 0;
+	if (last && !legacy)
+		m.hdr.flags = WIRE_REPORT_F_DONE;
 	m.user = user;
 	m.cl_ord_id = id;
 	m.oid = wire_oid_make(1, user, id & 0xffff);
 	m.seq = next_seq(n, user);
 	m.time_ns = 2;
 	m.symbol = 1;
-	m.exec = exec;
+	m.exec = kind;
 	m.side = WIRE_SIDE_BUY;
 	m.cause = cause;
 	m.reason = reason;
-	if (exec == WIRE_EXEC_FILL) {
+	if (kind == WIRE_EXEC_FILL) {
 		m.liquidity = 2;
 		m.last_px = px;
 		m.last_qty = qty;
 		m.cum_qty = qty;
 		m.fee = 1;
-	} else if (exec == WIRE_EXEC_OPEN) {
+	} else if (kind == WIRE_EXEC_OPEN) {
 		m.last_px = px;
 		m.leaves_qty = qty;
-	} else if (exec == WIRE_EXEC_CANCELLED) {
+	} else if (kind == WIRE_EXEC_CANCELLED) {
 		m.last_qty = qty;
 	}
 	emit(n, o, &m);
+	if (last && legacy && kind != WIRE_EXEC_REJECTED)
+		exec(n, o, user, id, WIRE_EXEC_DONE, 0, 0, 0, 0, false);
 }
 
 static void
@@ -197,13 +204,12 @@ answer(struct fake_node *n, const struct wire_msg_hdr *h, struct out *o)
 		ack(n, o, m->user, m->cl_ord_id);
 		if (m->px == 13) {
 			exec(n, o, m->user, m->cl_ord_id, WIRE_EXEC_REJECTED, 0, 0, 0,
-			     WIRE_REASON_OUTSIDE_BAND);
+			     WIRE_REASON_OUTSIDE_BAND, true);
 		} else if (m->tif == WIRE_TIF_IOC || m->ord_type == WIRE_ORD_MARKET) {
 			exec(n, o, m->user, m->cl_ord_id, WIRE_EXEC_FILL, m->px ? m->px : 100,
-			     m->qty ? m->qty : 1, 0, 0);
-			exec(n, o, m->user, m->cl_ord_id, WIRE_EXEC_DONE, 0, 0, 0, 0);
+			     m->qty ? m->qty : 1, 0, 0, true);
 		} else {
-			exec(n, o, m->user, m->cl_ord_id, WIRE_EXEC_OPEN, m->px, m->qty, 0, 0);
+			exec(n, o, m->user, m->cl_ord_id, WIRE_EXEC_OPEN, m->px, m->qty, 0, 0, false);
 		}
 		break;
 	}
@@ -223,15 +229,16 @@ answer(struct fake_node *n, const struct wire_msg_hdr *h, struct out *o)
 		}
 		ack(n, o, m->user, m->cl_ord_id);
 		if (h->type == WIRE_AMEND) {
-			exec(n, o, m->user, m->orig_cl_ord_id, WIRE_EXEC_AMENDED, 0, 0, 0, 0);
+			exec(n, o, m->user, m->orig_cl_ord_id, WIRE_EXEC_AMENDED, 0, 0, 0, 0,
+			     false);
 			break;
 		}
 		exec(n, o, m->user, m->orig_cl_ord_id, WIRE_EXEC_CANCELLED, 0, 5,
-		     h->type == WIRE_CANCEL ? WIRE_CAUSE_USER : WIRE_CAUSE_REPLACED, 0);
-		exec(n, o, m->user, m->orig_cl_ord_id, WIRE_EXEC_DONE, 0, 0, 0, 0);
+		     h->type == WIRE_CANCEL ? WIRE_CAUSE_USER : WIRE_CAUSE_REPLACED, 0, true);
 		if (h->type == WIRE_CANCEL_REPLACE) {
 			const struct wire_cancel_replace *r = (const void *)h;
-			exec(n, o, m->user, m->cl_ord_id, WIRE_EXEC_OPEN, r->px, r->qty, 0, 0);
+			exec(n, o, m->user, m->cl_ord_id, WIRE_EXEC_OPEN, r->px, r->qty, 0, 0,
+			     false);
 		}
 		break;
 	}

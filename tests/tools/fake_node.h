@@ -5,11 +5,14 @@
  * library and the tools can be tested without DPDK.
  *
  *   NEW_ORDER       ACK, then: user 666 → NAK INSUFFICIENT_FUNDS instead of the ACK;
- *                   px 13 → REJECTED OUTSIDE_BAND; IOC/market → FILL + DONE; else OPEN.
- *                   A repeated (user, cl_ord_id) gets the ACK again and nothing else.
- *   CANCEL          ACK, CANCELLED (cause user) + DONE on the target; unknown target → NAK.
+ *                   px 13 → REJECTED OUTSIDE_BAND (done); IOC/market → FILL (done);
+ *                   else OPEN. A repeated (user, cl_ord_id) gets the ACK again and nothing
+ *                   else.
+ *   CANCEL          ACK, CANCELLED (cause user, done) on the target; unknown target → NAK.
  *   AMEND           ACK, AMENDED on the target.
- *   CANCEL_REPLACE  ACK, CANCELLED (replaced) + DONE on the target, OPEN on the new id.
+ *   CANCEL_REPLACE  ACK, CANCELLED (replaced, done) on the target, OPEN on the new id.
+ * "done": WIRE_REPORT_F_DONE, the order's last report; with legacy_done, as a node of the
+ * earlier release, no flag and a DONE report after every last FILL and CANCELLED.
  *   TRANSFER        ADMIN_REPLY with value = amount.
  *   REPORT_REPLAY   re-sends, in seq order, the kept numbered answers of the user with seq
  *                   in [from_seq, to_seq] (to_seq 0: all), at most WIRE_REPLAY_MAX.
@@ -60,6 +63,7 @@ struct fake_node {
 	atomic_uint silent;        /* 1: receive but never answer */
 	atomic_uint drop_answers;  /* lose this many numbered answers (kept for replay) */
 	atomic_uint drop_execs;    /* lose this many EXEC_REPORTs (kept for replay) */
+	atomic_uint legacy_done;   /* 1: a DONE report after an order's last report, no flag */
 	atomic_ulong replays_rx;   /* REPORT_REPLAY messages received */
 	atomic_ulong replayed;     /* answers re-sent for them */
 	atomic_ulong frames_rx;    /* frames received (dropped ones included) */

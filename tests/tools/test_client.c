@@ -33,6 +33,7 @@ static struct {
 	uint8_t kind;
 	uint16_t type;
 	uint8_t exec;
+	uint16_t flags;
 	uint64_t id;
 	uint64_t seq_gap;
 	bool repeat;
@@ -59,6 +60,7 @@ record(void *ctx, const struct client_event *ev)
 		if (ev->msg->type == WIRE_EXEC_REPORT) {
 			const struct wire_exec_report *m = (const void *)ev->msg;
 			events[event_count].exec = m->exec;
+			events[event_count].flags = m->hdr.flags;
 			events[event_count].id = m->cl_ord_id;
 		}
 	}
@@ -348,7 +350,7 @@ Test(client, give_up_on_time, .fini = teardown)
 
 /* Goal: ACK and EXEC_REPORT are matched to their request by (user, cl_ord_id); answered
  * requests are not retransmitted. Method: a GTC and an IOC to the fake node; expect ACK then
- * OPEN, and ACK, FILL, DONE, all matched, nothing unanswered, no retransmits. */
+ * OPEN, and ACK, FILL (done), all matched, nothing unanswered, no retransmits. */
 Test(client, matches_answers, .init = setup_node, .fini = teardown)
 {
 	uint64_t msg[CLIENT_MSG_MAX / 8];
@@ -358,22 +360,26 @@ Test(client, matches_answers, .init = setup_node, .fini = teardown)
 	struct client_req *b = client_submit(cl, msg, 2, client_now_ns(), NULL);
 	cr_assert(poll_until(none_unanswered));
 	uint64_t end = client_now_ns() + 200 * MS;
-	while (event_count < 5 && client_now_ns() < end)
+	while (event_count < 4 && client_now_ns() < end)
 		client_poll(cl, 10, record, NULL);
-	cr_assert(eq(u32, event_count, 5));
+	end = client_now_ns() + 50 * MS; /* nothing more comes */
+	while (client_now_ns() < end)
+		client_poll(cl, 10, record, NULL);
+	cr_assert(eq(u32, event_count, 4));
 	cr_assert(eq(u8, events[0].kind, CLIENT_EV_ACK));
 	cr_assert(eq(u8, events[1].exec, WIRE_EXEC_OPEN));
+	cr_assert(eq(u16, events[1].flags, 0));
 	cr_assert(eq(u64, events[1].id, 100));
 	cr_assert(eq(u8, events[2].kind, CLIENT_EV_ACK));
 	cr_assert(eq(u8, events[3].exec, WIRE_EXEC_FILL));
-	cr_assert(eq(u8, events[4].exec, WIRE_EXEC_DONE));
-	for (uint32_t i = 0; i < 5; i++)
+	cr_assert(eq(u16, events[3].flags, WIRE_REPORT_F_DONE));
+	for (uint32_t i = 0; i < 4; i++)
 		cr_assert(events[i].matched, "event %u unmatched", i);
 	cr_assert(eq(u8, a->state, CLIENT_REQ_ANSWERED));
 	cr_assert(eq(u8, b->state, CLIENT_REQ_ANSWERED));
 	cr_assert(eq(u64, client_stats(cl)->retransmits, 0));
 	cr_assert(eq(u64, client_stats(cl)->seq_gaps, 0));
-	cr_assert(eq(u64, client_user_seq(cl, 5), 5));
+	cr_assert(eq(u64, client_user_seq(cl, 5), 4));
 	/* A NAK ends the request too, with its reason. */
 	new_order(msg, 666, 1, WIRE_TIF_GTC);
 	struct client_req *c = client_submit(cl, msg, 3, client_now_ns(), NULL);
@@ -867,19 +873,19 @@ Test(client, replay_recovers_lost_answers_over_udp, .init = setup_node, .fini = 
 	while (client_user_seq(cl, 4) < 2 && client_now_ns() < end)
 		client_poll(cl, 10, record, NULL);
 	cr_assert(eq(u64, client_user_contig(cl, 4), 2));
-	/* IOC: ACK 3 (lost), FILL 4, DONE 5: the hole at 3 is asked for after 100 ms. */
+	/* IOC: ACK 3 (lost), FILL 4 (done): the hole at 3 is asked for after 100 ms. */
 	atomic_store(&node.drop_answers, 1);
 	new_order(msg, 4, 2, WIRE_TIF_IOC);
 	client_submit(cl, msg, 0, client_now_ns(), NULL);
 	end = client_now_ns() + 2000 * MS;
-	while (client_user_contig(cl, 4) < 5 && client_now_ns() < end)
+	while (client_user_contig(cl, 4) < 4 && client_now_ns() < end)
 		client_poll(cl, 10, record, NULL);
-	cr_assert(eq(u64, client_user_contig(cl, 4), 5));
+	cr_assert(eq(u64, client_user_contig(cl, 4), 4));
 	cr_assert(eq(u64, client_stats(cl)->seq_filled, 1));
 	cr_assert(atomic_load(&node.replays_rx) >= 1);
 	cr_assert(eq(u64, client_stats(cl)->replay_requests, atomic_load(&node.replays_rx)));
-	/* IOC again, its FILL 7 and DONE 8 lost after the ACK 6: no later seq reveals them. */
-	atomic_store(&node.drop_execs, 2);
+	/* IOC again, its FILL 6 lost after the ACK 5: no later seq reveals it. */
+	atomic_store(&node.drop_execs, 1);
 	new_order(msg, 4, 3, WIRE_TIF_IOC);
 	client_submit(cl, msg, 0, client_now_ns(), NULL);
 	cr_assert(poll_until(none_unanswered));
@@ -890,10 +896,10 @@ Test(client, replay_recovers_lost_answers_over_udp, .init = setup_node, .fini = 
 	cr_assert(eq(u64, client_user_contig(cl, 4), newest)); /* no hole seen */
 	cr_assert(eq(u32, client_replay_tail(cl), 1));
 	end = client_now_ns() + 2000 * MS;
-	while (client_user_seq(cl, 4) < newest + 2 && client_now_ns() < end)
+	while (client_user_seq(cl, 4) < newest + 1 && client_now_ns() < end)
 		client_poll(cl, 10, record, NULL);
-	cr_assert(eq(u64, client_user_seq(cl, 4), newest + 2));
-	cr_assert(eq(u64, client_user_contig(cl, 4), newest + 2));
+	cr_assert(eq(u64, client_user_seq(cl, 4), newest + 1));
+	cr_assert(eq(u64, client_user_contig(cl, 4), newest + 1));
 }
 
 /* ---------------------------------------------------------------------------------------

@@ -43,11 +43,11 @@ grep -q "^ack " <<<"$OUT" || fail "no ack for the sell"
 grep -q "^open .* cl_id=1 sell" <<<"$OUT" || fail "the sell did not rest"
 expect 0 ctl order new --user 1 --symbol 1 --side buy --type limit --tif ioc --px 100 --qty 4 \
 	--cl-id 1
-grep -q "^fill .* px=100 qty=4 " <<<"$OUT" || fail "the buy did not fill 4 at 100"
-grep -q "^done " <<<"$OUT" || fail "the IOC buy is not done"
+grep -q "^fill .* px=100 qty=4 .* done$" <<<"$OUT" || fail "the buy's FILL of 4 at 100 is not its last"
+! grep -q "^done " <<<"$OUT" || fail "a DONE report after the FILL that ended the IOC"
 expect 0 ctl order cancel --user 2 --orig 1 --cl-id 2
-grep -q "^cancelled .* cl_id=1 .*qty=6" <<<"$OUT" || fail "the sell remainder was not cancelled"
-grep -q "^done .* cl_id=1" <<<"$OUT" || fail "the cancelled sell is not done"
+grep -q "^cancelled .* cl_id=1 .*qty=6 .* done$" <<<"$OUT" ||
+	fail "the sell remainder was not cancelled, or the CANCELLED is not its last report"
 
 log "refusals"
 expect 1 ctl order new --user 1 --symbol 99 --side buy --type limit --px 100 --qty 1

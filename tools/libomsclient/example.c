@@ -43,12 +43,12 @@ on_event(void *ctx, const struct omsc_event *ev)
 		break;
 	case OMSC_EV_EXEC:
 		printf("%-9s %" PRIu64 " px %" PRId64 " qty %" PRId64 " cum %" PRId64
-		       " leaves %" PRId64 "%s\n",
+		       " leaves %" PRId64 "%s%s\n",
 		       omsc_exec_name(ev->exec), ev->cl_ord_id, ev->last_px, ev->last_qty,
-		       ev->cum_qty, ev->leaves_qty, ev->seq_fill ? " (recovered)" : "");
-		if (ev->cl_ord_id == r->cl_ord_id &&
-		    (ev->exec == OMSC_EXEC_DONE || ev->exec == OMSC_EXEC_REJECTED))
-			r->done = ev->exec == OMSC_EXEC_DONE ? 1 : 2;
+		       ev->cum_qty, ev->leaves_qty, ev->done ? " done" : "",
+		       ev->seq_fill ? " (recovered)" : "");
+		if (ev->cl_ord_id == r->cl_ord_id && ev->done)
+			r->done = ev->exec == OMSC_EXEC_REJECTED ? 2 : 1;
 		break;
 	case OMSC_EV_GAVE_UP:
 		printf("no answer to %" PRIu64 " after %u sends\n",

@@ -341,13 +341,13 @@ order_id_fill(struct omsc_event *e, struct wire_oid oid)
 
 /* Whether an execution report is the last word about the request it matched. */
 static bool
-exec_settles(const struct client_req *r, uint8_t exec)
+exec_settles(const struct client_req *r, const struct wire_exec_report *m)
 {
-	if (exec == WIRE_EXEC_CANCEL_REJECTED)
+	if (m->exec == WIRE_EXEC_CANCEL_REJECTED)
 		return true; /* the cancel, amend or replace was refused */
 	if (r->type != WIRE_NEW_ORDER && r->type != WIRE_CANCEL_REPLACE)
 		return false;
-	return exec == WIRE_EXEC_REJECTED || exec == WIRE_EXEC_DONE;
+	return wire_report_final(m);
 }
 
 static void
@@ -471,7 +471,8 @@ on_engine(void *ctx, const struct client_event *ev)
 		e.cum_qty = m->cum_qty;
 		e.leaves_qty = m->leaves_qty;
 		e.fee = m->fee;
-		settle = r != NULL && exec_settles(r, m->exec);
+		e.done = wire_report_final(m);
+		settle = r != NULL && exec_settles(r, m);
 		break;
 	}
 	case CLIENT_EV_ADMIN_REPLY: {

@@ -109,14 +109,18 @@ enum omsc_stp {
 	OMSC_STP_EXPIRE_BOTH = 3,
 };
 
-/* Execution report kinds: pending → open | rejected, fills, done. */
+/* Execution report kinds: pending → open | rejected, fills, cancelled, amended; the last one
+ * of an order says done (omsc_event.done). */
 enum omsc_exec {
 	OMSC_EXEC_PENDING = 1,         /* provisional: funds reserved, sent to the book */
 	OMSC_EXEC_OPEN = 2,            /* resting on the book (last_px: its price) */
 	OMSC_EXEC_REJECTED = 3,        /* the book refused it (reason); final */
 	OMSC_EXEC_FILL = 4,            /* one trade: last_px, last_qty, fee, liquidity */
 	OMSC_EXEC_CANCELLED = 5,       /* last_qty left the book (cause) */
-	OMSC_EXEC_DONE = 6,            /* final: nothing of the order is live any more */
+	OMSC_EXEC_DONE = 6,            /* the end of an order no other report ended (a market
+					* buy whose budget buys no further lot); a node of an
+					* earlier release sent one after every last FILL,
+					* CANCELLED or AMENDED */
 	OMSC_EXEC_AMENDED = 7,         /* quantity reduced in place (leaves_qty) */
 	OMSC_EXEC_CANCEL_REJECTED = 8, /* a cancel, amend or replace was refused (reason) */
 };
@@ -315,8 +319,8 @@ enum omsc_session_event {
  * Valid during the callback only.
  *
  * A request is settled, and forgotten after its event, by: a NAK, a GAVE_UP, a transfer's
- * ADMIN_REPLY, a NEW_ORDER's or CANCEL_REPLACE's REJECTED or DONE report (so an order's
- * reports all carry its tag until it is done), any request's CANCEL_REJECTED, and a CANCEL's
+ * ADMIN_REPLY, a NEW_ORDER's or CANCEL_REPLACE's last report (done: so an order's reports
+ * all carry its tag until it is done), any request's CANCEL_REJECTED, and a CANCEL's
  * or AMEND's ACK (their effect is reported on the target order, under the target's
  * cl_ord_id; a CANCEL_REJECTED after the ACK arrives with matched false).
  */
@@ -339,7 +343,10 @@ struct omsc_event {
 	uint64_t transfer_id;   /* ADMIN_REPLY; GAVE_UP of a transfer */
 	uint64_t order_id;      /* ACK, EXEC: the node's order id, oms shard << 48 | user seq */
 	uint16_t order_shard;   /* ... its OMS shard (order_id >> 48) */
-	uint16_t reserved0;
+	bool done;              /* EXEC: the order's last report (nothing of it is live, its
+				 * reservation released): a REJECTED, the last FILL, CANCELLED
+				 * or AMENDED, or a DONE */
+	uint8_t reserved0;
 	uint32_t leader_node;   /* NAK NOT_LEADER, ADMIN_REPLY: the leader's node id, 0 */
 	uint64_t order_seq;     /* ... its per-user number (the low 48 bits of order_id) */
 	uint64_t seq;           /* ACK, NAK, EXEC: the user's answer number (0: a NAK for a

@@ -1,17 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * omsctl order entry: one request over UDP, then the transitions as they arrive
- * (ARCHITECTURE.md §5: ack, pending → open | rejected, fills, done) until a final state
- * or --wait-ms. It is a client of libomsclient's public API (omsclient.h), like any
+ * (ARCHITECTURE.md §5: ack, pending → open | rejected, fills, cancelled; the last report
+ * of an order says done) until a final state or --wait-ms. It is a client of libomsclient's public API (omsclient.h), like any
  * program outside the tree.
  *
  * What ends the wait (request R with id cl-id, target T with id --orig):
  *   order new      NAK(R) → 1; REJECTED(R) → 1; OPEN(R) → 0 (resting; --follow waits for
- *                  DONE); DONE(R) → 0
- *   order cancel   NAK(R) → 1; CANCEL_REJECTED(R) → 1; DONE(T) → 0 (CANCELLED(T) → 0 at
+ *                  its end); done(R) → 0
+ *   order cancel   NAK(R) → 1; CANCEL_REJECTED(R) → 1; done(T) → 0 (CANCELLED(T) → 0 at
  *                  the deadline)
- *   order amend    NAK(R) → 1; CANCEL_REJECTED(R) → 1; AMENDED(T) or DONE(T) → 0
- *   order replace  NAK(R) → 1; CANCEL_REJECTED(R) or REJECTED(R) → 1; OPEN(R)/DONE(R) → 0
+ *   order amend    NAK(R) → 1; CANCEL_REJECTED(R) → 1; AMENDED(T) or done(T) → 0
+ *   order replace  NAK(R) → 1; CANCEL_REJECTED(R) or REJECTED(R) → 1; OPEN(R)/done(R) → 0
+ * done(X): X's last report (omsc_event.done: its last FILL, CANCELLED or AMENDED; a DONE).
  *   deposit etc.   ADMIN_REPLY(R): reason NONE → 0, else 1
  * With --wait ack the first ACK (or ADMIN_REPLY) ends it with 0.
  * Nothing at all before the deadline → 3; an ACK but no final state → 3 as well (said so).
@@ -194,11 +195,12 @@ print_json(FILE *f, const struct omsc_event *ev)
 		fprintf(f, "\",\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64 ",\"exec\":\"%s\""
 			   ",\"symbol\":%u,\"side\":\"%s\",\"liquidity\":%u,\"cause\":\"%s\""
 			   ",\"reason\":\"%s\",\"last_px\":%" PRId64 ",\"last_qty\":%" PRId64
-			   ",\"cum_qty\":%" PRId64 ",\"leaves_qty\":%" PRId64 ",\"fee\":%" PRId64,
+			   ",\"cum_qty\":%" PRId64 ",\"leaves_qty\":%" PRId64 ",\"fee\":%" PRId64
+			   ",\"done\":%s",
 			ev->seq, ev->time_ns, omsc_exec_name(ev->exec), ev->symbol,
 			omsc_side_name(ev->side), ev->liquidity, omsc_cause_name(ev->cause),
 			omsc_reason_name(ev->reason), ev->last_px, ev->last_qty, ev->cum_qty,
-			ev->leaves_qty, ev->fee);
+			ev->leaves_qty, ev->fee, ev->done ? "true" : "false");
 		break;
 	case OMSC_EV_ADMIN_REPLY:
 		fprintf(f, ",\"req_id\":%" PRIu64 ",\"reason\":\"%s\",\"leader_node\":%u"
@@ -273,8 +275,8 @@ print_human(FILE *f, const struct omsc_event *ev)
 		default:
 			break;
 		}
-		fprintf(f, " cum=%" PRId64 " leaves=%" PRId64 " seq=%" PRIu64 "\n", ev->cum_qty,
-			ev->leaves_qty, ev->seq);
+		fprintf(f, " cum=%" PRId64 " leaves=%" PRId64 " seq=%" PRIu64 "%s\n", ev->cum_qty,
+			ev->leaves_qty, ev->seq, ev->done ? " done" : "");
 		break;
 	case OMSC_EV_ADMIN_REPLY:
 		if (ev->reason == OMSC_REASON_NONE)
@@ -385,17 +387,17 @@ on_event(void *ctx, const struct omsc_event *ev)
 			break;
 		if (ev->exec == OMSC_EXEC_REJECTED)
 			finish(r, CTL_EXIT_REFUSED);
-		else if (ev->exec == OMSC_EXEC_DONE || (ev->exec == OMSC_EXEC_OPEN && !r->follow))
+		else if (ev->done || (ev->exec == OMSC_EXEC_OPEN && !r->follow))
 			finish(r, CTL_EXIT_OK);
 		break;
 	case OP_CANCEL:
 		if (is_target && ev->exec == OMSC_EXEC_CANCELLED)
 			r->target_cancelled = true;
-		if (is_target && ev->exec == OMSC_EXEC_DONE)
+		if (is_target && ev->done)
 			finish(r, CTL_EXIT_OK);
 		break;
 	case OP_AMEND:
-		if (is_target && (ev->exec == OMSC_EXEC_AMENDED || ev->exec == OMSC_EXEC_DONE))
+		if (is_target && (ev->exec == OMSC_EXEC_AMENDED || ev->done))
 			finish(r, CTL_EXIT_OK);
 		break;
 	default:

@@ -93,9 +93,10 @@ history_received(struct history *h, uint64_t now_ns, const struct wire_msg_hdr *
 		const struct wire_exec_report *m = (const void *)msg;
 		fprintf(h->f,
 			"exec\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64
-			"\t%u\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\n",
+			"\t%u\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t%" PRId64
+			"\t%u\n",
 			t, m->user, m->cl_ord_id, m->oid.shard_seq, m->seq, m->exec, m->last_qty,
-			m->last_px, m->cum_qty, m->leaves_qty, m->fee);
+			m->last_px, m->cum_qty, m->leaves_qty, m->fee, m->hdr.flags);
 		break;
 	}
 	case WIRE_ADMIN_REPLY: {

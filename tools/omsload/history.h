@@ -10,7 +10,9 @@
  *   cxl   T user cl_ord_id orig_cl_ord_id
  *   ack   T user cl_ord_id oid_shard_seq seq
  *   nak   T user cl_ord_id reason seq
- *   exec  T user cl_ord_id oid_shard_seq seq exec last_qty last_px cum_qty leaves_qty fee
+ *   exec  T user cl_ord_id oid_shard_seq seq exec last_qty last_px cum_qty leaves_qty fee flags
+ *                                                flags: the report's hdr.flags (1: done,
+ *                                                WIRE_REPORT_F_DONE)
  *   admin T transfer_id reason value             an ADMIN_REPLY (a deposit's answer)
  *   gave  T user id tag                          a request that gave up retransmitting
  *   end   T                                      the run ended (drain over)

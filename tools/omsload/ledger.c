@@ -214,7 +214,8 @@ ledger_on_exec(struct ledger *g, const struct wire_exec_report *m)
 		o->opened = 1;
 	else if (m->exec == WIRE_EXEC_FILL)
 		o->filled += m->last_qty;
-	else if (m->exec == WIRE_EXEC_DONE || m->exec == WIRE_EXEC_REJECTED)
+	/* The last report (a FILL, CANCELLED, AMENDED, REJECTED or DONE that says so). */
+	if (wire_report_final(m))
 		o->finals = (uint8_t)(o->finals < 255 ? o->finals + 1 : 255);
 	return true;
 }
@@ -223,8 +224,8 @@ ledger_on_exec(struct ledger *g, const struct wire_exec_report *m)
  * After the drain.
  * ------------------------------------------------------------------------------------- */
 
-/* Every admitted order must be resting (OPEN, no final report) or final (DONE or REJECTED,
- * once); fills never exceed the quantity; one orderId per order. A final report settles
+/* Every admitted order must be resting (OPEN, no final report) or final (its last report
+ * says done, once); fills never exceed the quantity; one orderId per order. A final report settles
  * the order whether or not its OPEN was seen (an IOC never rests; reports may cross). */
 void
 ledger_count(const struct ledger *g, struct ledger_counts *out)

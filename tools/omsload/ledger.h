@@ -42,7 +42,7 @@ struct ledger_ord {
 	uint8_t oid_known;       /* oid holds the orderId the node assigned */
 	uint8_t oid_changed;     /* an ACK or report named another orderId */
 	uint8_t opened;          /* an OPEN report seen */
-	uint8_t finals;          /* distinct DONE / REJECTED reports (saturates at 255) */
+	uint8_t finals;          /* distinct last reports (wire_report_final; saturates at 255) */
 	uint8_t reserved[3];
 };
 

@@ -281,7 +281,8 @@ on_event(void *ctx, const struct client_event *ev)
 			}
 		} else if (m->exec == WIRE_EXEC_FILL) {
 			l->fills++;
-		} else if (m->exec == WIRE_EXEC_DONE || m->exec == WIRE_EXEC_REJECTED) {
+		}
+		if (wire_report_final(m)) {
 			l->final++;
 			if (u != NULL)
 				live_remove(u, m->cl_ord_id);

@@ -636,6 +636,7 @@ omspcap_show_file(const char *file, const struct wire_key *key,
 	}
 	uint64_t frames = 0, msgs = 0, errors = 0, non_udp = 0, mixed = 0;
 	uint64_t per_reason[WIRE_REASON_MAX] = {0}, per_exec[WIRE_EXEC_MAX] = {0};
+	uint64_t finals = 0; /* reports that end their order (wire_report_final) */
 	uint64_t per_type[WIRE_TYPE_LIMIT] = {0}, per_err[WIRE_E_COUNT] = {0};
 	static uint64_t payload[WIRE_FRAME_MAX / 8 + 1];
 	struct pcap_pkthdr *ph;
@@ -696,8 +697,11 @@ omspcap_show_file(const char *file, const struct wire_key *key,
 			per_type[m[i]->type]++;
 			if (m[i]->type == WIRE_NAK)
 				per_reason[((const struct wire_nak *)m[i])->reason]++;
-			if (m[i]->type == WIRE_EXEC_REPORT)
-				per_exec[((const struct wire_exec_report *)m[i])->exec]++;
+			if (m[i]->type == WIRE_EXEC_REPORT) {
+				const struct wire_exec_report *r = (const void *)m[i];
+				per_exec[r->exec]++;
+				finals += wire_report_final(r);
+			}
 			if (verbose)
 				printf("frame %" PRIu64 " sender %u: %s\n", frames, sender,
 				       wire_type_name(m[i]->type));
@@ -719,6 +723,8 @@ omspcap_show_file(const char *file, const struct wire_key *key,
 	for (int x = 0; x < WIRE_EXEC_MAX; x++)
 		if (per_exec[x] != 0)
 			printf("exec  %-16s %" PRIu64 "\n", exec_names[x], per_exec[x]);
+	if (finals != 0)
+		printf("exec  %-16s %" PRIu64 " (the order's last report)\n", "final", finals);
 	if (mixed != 0)
 		printf("mixed frames (order entry with other classes or shards) %" PRIu64 "\n",
 		       mixed);

@@ -153,15 +153,21 @@ class Event:
 
     @property
     def exec(self):
-        """The execution report's kind ("open", "fill", "done", ...), else None."""
+        """The execution report's kind ("open", "fill", "cancelled", ...), else None."""
         return wire.exec_name(self.msg.exec) if self.kind == "exec" else None
 
     @property
+    def done(self):
+        """An execution report that says REPORT_F_DONE: its order's last one."""
+        return self.kind == "exec" and wire.report_done(self.msg)
+
+    @property
     def final(self):
-        """A last word about a request: a NAK, an ADMIN_REPLY, a DONE / REJECTED report, or
-        giving up."""
+        """A last word about a request: a NAK, an ADMIN_REPLY, its order's last report (one
+        that says done, or a DONE or REJECTED from a node of an earlier release), or giving
+        up."""
         return self.kind in ("nak", "admin_reply", "gave_up") or \
-            self.exec in ("done", "rejected")
+            (self.kind == "exec" and wire.report_final(self.msg))
 
     def __repr__(self):
         flags = []
@@ -174,6 +180,8 @@ class Event:
         if self.session_ended:
             flags.append("session_ended")
         what = self.exec if self.kind == "exec" else self.kind
+        if self.done:
+            what += "(done)"
         return "Event(%s %r%s)" % (what, self.msg if self.msg is not None else self.req,
                                    (" " + " ".join(flags)) if flags else "")
 

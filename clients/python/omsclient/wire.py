@@ -42,6 +42,9 @@ assert MSG_HDR.size == 8, "wire_msg_hdr"
 
 TRANSFER_F_ROUTE = 0x0001  # TRANSFER hdr.flags: the gateway routes it to the owner shard
 SESSION_REJECT_F_WARN = 0x0001  # SESSION_REJECT hdr.flags: a warning, nothing refused
+# EXEC_REPORT hdr.flags: the order's last report (nothing of it is live, its reservation is
+# released, no report of it follows); only on a FILL, CANCELLED, AMENDED, REJECTED or DONE.
+REPORT_F_DONE = 0x0001
 REPLAY_MAX = 256  # answers re-sent for one REPORT_REPLAY
 LOGON_SIG_SIZE = 32  # HMAC-SHA256
 USER_SEQ_MAX = (1 << 48) - 1
@@ -82,6 +85,9 @@ EXECS = {1: "pending", 2: "open", 3: "rejected", 4: "fill", 5: "cancelled", 6: "
          7: "amended", 8: "cancel_rejected"}
 EXEC_MAX = 9
 EXEC = {name: value for value, name in EXECS.items()}
+# The kinds that may say REPORT_F_DONE (the report that leaves nothing of the order live).
+REPORT_DONE_EXECS = frozenset((EXEC["fill"], EXEC["cancelled"], EXEC["amended"],
+                               EXEC["rejected"], EXEC["done"]))
 # enum wire_cause: why a live order stopped being live without filling (client_cause_name).
 CAUSES = {1: "user", 2: "ioc", 3: "fok", 4: "stp", 5: "expired", 6: "halt", 7: "kill_switch",
           8: "no_liquidity", 9: "replaced", 10: "reconcile"}
@@ -392,7 +398,7 @@ class Msg:
             if name.startswith("reserved") and getattr(self, name) != 0:
                 raise WireError("BAD_RESERVED", "%s.%s" % (self.NAME, name))
         self._check_enums()
-        if self.flags & ~self.ALLOWED_FLAGS:
+        if self.flags & ~self._allowed_flags():
             raise WireError("BAD_RESERVED", "%s flags 0x%x" % (self.NAME, self.flags))
 
     ALLOWED_FLAGS = 0  # hdr.flags bits the type defines; others must be zero
@@ -400,6 +406,10 @@ class Msg:
 
     def _check_enums(self):
         pass
+
+    def _allowed_flags(self):
+        """The hdr.flags bits this message may carry: its type's, or fewer by its fields."""
+        return self.ALLOWED_FLAGS
 
     def __eq__(self, other):
         return (type(self) is type(other) and self.shard == other.shard and
@@ -414,7 +424,8 @@ class Msg:
         return "%s(%s)" % (type(self).__name__, ", ".join(parts))
 
 
-def _message(cls_name, name, fields, check=None, allowed_flags=0, enums_first=False):
+def _message(cls_name, name, fields, check=None, allowed_flags=0, enums_first=False,
+             flags_of=None):
     value = TYPE[name]
     size = TYPES[value][1]
     st = struct.Struct("<HHHH" + _codes(fields))
@@ -425,6 +436,8 @@ def _message(cls_name, name, fields, check=None, allowed_flags=0, enums_first=Fa
              "__slots__": tuple(f for f, _ in fields)}
     if check is not None:
         attrs["_check_enums"] = check
+    if flags_of is not None:  # the bits allowed depend on the message's fields
+        attrs["_allowed_flags"] = flags_of
     return type(cls_name, (Msg,), attrs)
 
 
@@ -470,6 +483,23 @@ def _check_exec(m):
     _bad("reason", _reason_ok(m.reason))
 
 
+def _exec_flags(m):
+    """REPORT_F_DONE rides only on the kinds that can end an order (common/wire.c)."""
+    return REPORT_F_DONE if m.exec in REPORT_DONE_EXECS else 0
+
+
+def report_done(m):
+    """Whether the EXEC_REPORT m says REPORT_F_DONE."""
+    return bool(m.flags & REPORT_F_DONE)
+
+
+def report_final(m):
+    """Whether the EXEC_REPORT m is its order's last report (wire_report_final): it says
+    REPORT_F_DONE, or it is a DONE or a REJECTED (a node of an earlier release, which never
+    set the flag, sent a DONE of its own after an order's last FILL, CANCELLED or AMENDED)."""
+    return report_done(m) or m.exec in (EXEC["done"], EXEC["rejected"])
+
+
 NewOrder = _message("NewOrder", "NEW_ORDER", [
     ("user", "Q"), ("cl_ord_id", "Q"), ("symbol", "I"), ("side", "B"), ("ord_type", "B"),
     ("tif", "B"), ("stp", "B"), ("px", "q"), ("qty", "q"), ("quote_qty", "q"),
@@ -498,7 +528,9 @@ ExecReport = _message("ExecReport", "EXEC_REPORT", [
     ("symbol", "I"), ("exec", "B"), ("side", "B"), ("liquidity", "B"), ("cause", "B"),
     ("reason", "H"), ("reserved0", "H"), ("reserved1", "I"), ("last_px", "q"),
     ("last_qty", "q"), ("cum_qty", "q"), ("leaves_qty", "q"), ("fee", "q"),
-], _check_exec, enums_first=True)
+], _check_exec, REPORT_F_DONE, enums_first=True, flags_of=_exec_flags)
+ExecReport.done = property(report_done, doc="hdr.flags says REPORT_F_DONE")
+ExecReport.final = property(report_final, doc="the order's last report (report_final)")
 ReportReplay = _message("ReportReplay", "REPORT_REPLAY", [
     ("user", "Q"), ("from_seq", "Q"), ("to_seq", "Q"),
 ])

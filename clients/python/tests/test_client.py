@@ -110,6 +110,29 @@ def test_report_before_ack_answers(node):
     assert ev.kind == "exec" and ev.exec == "open" and ev.req is r and r.state == ANSWERED
 
 
+def test_final_report_done_flag_or_done(node):
+    """An order's last report says REPORT_F_DONE; from a node of an earlier release (no
+    flag) it is the DONE after the FILL / CANCELLED, or a REJECTED."""
+    c = client(node)
+    r = order(c, cl=4)
+
+    def rep(seq, kind, flags=0, cl=4):
+        return answer(c, wire.ExecReport(user=7, cl_ord_id=cl, seq=seq, exec=wire.EXEC[kind],
+                                         side=1, flags=flags))[0]
+
+    evs = [rep(1, "pending"), rep(2, "fill"), rep(3, "fill", wire.REPORT_F_DONE)]
+    assert [(e.exec, e.done, e.final) for e in evs] == \
+        [("pending", False, False), ("fill", False, False), ("fill", True, True)]
+    assert all(e.req is r for e in evs) and "fill(done)" in repr(evs[-1])
+    old = [rep(4, "cancelled", cl=5), rep(5, "done", cl=5), rep(6, "rejected", cl=6)]
+    assert [(e.exec, e.done, e.final) for e in old] == \
+        [("cancelled", False, False), ("done", False, True), ("rejected", False, True)]
+    # A flag where it may not be: the report is refused like any other bad field.
+    assert answer(c, wire.ExecReport(user=7, cl_ord_id=4, seq=7, exec=wire.EXEC["open"],
+                                     side=1, flags=wire.REPORT_F_DONE)) == []
+    assert c.stats["decode_err"] == {"BAD_RESERVED": 1}
+
+
 def test_seq_gaps_fills_repeats_and_replay(node):
     c = client(node, replay_after_ms=100, replay_every_ms=300)
 

@@ -83,6 +83,14 @@ class Ledger:
     def has(self, user, cl, kind):
         return kind in self.kinds(user, cl)
 
+    def finals(self, user, cl):
+        """The request's order's last reports (one, unless something is wrong): those that
+        say done (or a DONE / REJECTED from a node of an earlier release)."""
+        return [m for m in self.execs(user, cl) if m.final]
+
+    def ended(self, user, cl):
+        return bool(self.finals(user, cl))
+
 
 def run_until(c, ledger, pred, timeout=WAIT_S, what="condition"):
     """Poll c into ledger until pred() holds."""
@@ -127,7 +135,7 @@ def fund(c, ledger, users, base=1000, quote=1000000):
 
 
 def final(ledger, user, cl):
-    return any(k in ("done", "rejected", "nak") for k in ledger.kinds(user, cl))
+    return ledger.ended(user, cl) or ledger.has(user, cl, "nak")
 
 
 # ------------------------------------------------------------------------------------------
@@ -173,22 +181,28 @@ def test_crossing_orders_fill(session):
     assert sell.state == ANSWERED
 
     buy1 = c.new_order(buyer, SYMBOL, "buy", 4, PX)
-    run_until(c, led, lambda: led.has(buyer, buy1.id, "done") and
+    run_until(c, led, lambda: led.ended(buyer, buy1.id) and
               len(led.execs(seller, sell.id, "fill")) == 1, what="first fill")
     fill = led.execs(buyer, buy1.id, "fill")
     assert [(f.last_px, f.last_qty, f.cum_qty, f.leaves_qty, f.liquidity) for f in fill] == \
         [(PX, 4, 4, 0, 2)]  # the taker
     assert fill[0].fee >= 0
+    # The fill that ends the order says so: no DONE report of its own.
+    assert fill[0].done and led.execs(buyer, buy1.id)[-1] is fill[0]
+    assert not led.has(buyer, buy1.id, "done")
     maker = led.execs(seller, sell.id, "fill")[0]
     assert (maker.last_px, maker.last_qty, maker.cum_qty, maker.leaves_qty, maker.liquidity) \
         == (PX, 4, 4, 6, 1)
+    assert not maker.done  # 6 still rest
 
     buy2 = c.new_order(buyer, SYMBOL, "buy", 6, PX, tif="ioc")
-    run_until(c, led, lambda: led.has(buyer, buy2.id, "done") and
-              led.has(seller, sell.id, "done"), what="both orders done")
+    run_until(c, led, lambda: led.ended(buyer, buy2.id) and
+              led.ended(seller, sell.id), what="both orders done")
     assert sum(f.last_qty for f in led.execs(buyer, buy2.id, "fill")) == 6
-    done = led.execs(seller, sell.id, "done")[0]
-    assert (done.cum_qty, done.leaves_qty) == (10, 0)
+    last = led.execs(seller, sell.id)[-1]
+    assert (last.exec, last.done, last.cum_qty, last.leaves_qty) == (wire.EXEC["fill"], True,
+                                                                     10, 0)
+    assert led.finals(seller, sell.id) == [last] and len(led.finals(buyer, buy2.id)) == 1
     assert sum(f.last_qty for f in led.execs(seller, sell.id, "fill")) == 10
     # Reports carry the orderId the ACK gave.
     assert all(m.oid == ack[0].oid for m in led.execs(seller, sell.id))
@@ -202,12 +216,14 @@ def test_cancel_resting_order(session):
     order = c.new_order(user, SYMBOL, "buy", 5, PX - 20)
     run_until(c, led, lambda: led.has(user, order.id, "open"), what="resting buy")
     cxl = c.cancel(user, order.id)
-    run_until(c, led, lambda: led.has(user, order.id, "done"), what="cancelled order done")
+    run_until(c, led, lambda: led.ended(user, order.id), what="cancelled order done")
     assert cxl.state == ANSWERED
     cancelled = led.execs(user, order.id, "cancelled")
     assert len(cancelled) == 1
     assert wire.cause_name(cancelled[0].cause) == "user" and cancelled[0].leaves_qty == 0
-    assert led.execs(user, order.id, "done")[0].cum_qty == 0
+    # The CANCELLED ends the order: it says done, its last report, cum_qty 0.
+    assert cancelled[0].done and cancelled[0].cum_qty == 0
+    assert led.execs(user, order.id)[-1] is cancelled[0]
     # Cancelling it again: refused, the order being final.
     again = c.cancel(user, order.id)
     run_until(c, led, lambda: again.state != "sent" and (
@@ -229,7 +245,7 @@ def test_amend_down(session):
     run_until(c, led, lambda: up.state != "sent" and up.reason != 0, what="amend up refused")
     assert wire.reason_name(up.reason) == "AMEND_NOT_DOWN"
     c.cancel(user, order.id)
-    run_until(c, led, lambda: led.has(user, order.id, "done"), what="done")
+    run_until(c, led, lambda: led.ended(user, order.id), what="done")
 
 
 def test_cancel_replace(session):
@@ -239,12 +255,12 @@ def test_cancel_replace(session):
     old = c.new_order(user, SYMBOL, "buy", 5, PX - 22)
     run_until(c, led, lambda: led.has(user, old.id, "open"), what="resting buy")
     new = c.cancel_replace(user, old.id, PX - 23, 7)
-    run_until(c, led, lambda: led.has(user, new.id, "open") and led.has(user, old.id, "done"),
+    run_until(c, led, lambda: led.has(user, new.id, "open") and led.ended(user, old.id),
               what="replacement open, old order done")
     assert wire.cause_name(led.execs(user, old.id, "cancelled")[0].cause) == "replaced"
     assert led.execs(user, new.id, "open")[0].leaves_qty == 7
     c.cancel(user, new.id)
-    run_until(c, led, lambda: led.has(user, new.id, "done"), what="replacement cancelled")
+    run_until(c, led, lambda: led.ended(user, new.id), what="replacement cancelled")
 
 
 def test_unknown_symbol_naked(session):
@@ -387,7 +403,7 @@ def test_lost_answers_come_back_through_report_replay():
             if time.monotonic() - tail_at[0] >= 0.5:
                 tail_at[0] = time.monotonic()
                 c.replay_tail()
-            return all(led.has(seller, s.id, "done") and led.has(buyer, b.id, "done")
+            return all(led.ended(seller, s.id) and led.ended(buyer, b.id)
                        for s, b in pairs)
 
         run_until(c, led, all_done, timeout=30, what="every order done")
@@ -410,4 +426,8 @@ def test_lost_answers_come_back_through_report_replay():
                 fills = led.execs(user, req.id, "fill")
                 assert sum(f.last_qty for f in fills) == 2 and all(f.last_px == PX
                                                                   for f in fills)
-                assert len(led.execs(user, req.id, "done")) == 1
+                # One last report, the last of all (in seq order: replayed reports come
+                # late): a fill that says done.
+                last = max(led.execs(user, req.id), key=lambda m: m.seq)
+                assert led.finals(user, req.id) == [last]
+                assert last.exec == wire.EXEC["fill"] and last.done

@@ -88,6 +88,7 @@ def test_constants_match_wire_h(schema):
     assert wire.FRAME_MSGS_MAX == c["WIRE_FRAME_MSGS_MAX"]
     assert wire.TRANSFER_F_ROUTE == c["WIRE_TRANSFER_F_ROUTE"]
     assert wire.SESSION_REJECT_F_WARN == c["WIRE_SESSION_REJECT_F_WARN"]
+    assert wire.REPORT_F_DONE == c["WIRE_REPORT_F_DONE"]
     assert wire.REPLAY_MAX == c["WIRE_REPLAY_MAX"]
     assert wire.LOGON_SIG_SIZE == c["WIRE_LOGON_SIG_SIZE"]
     assert wire.FRAME_HDR.size == schema.structs["wire_frame_hdr"].size
@@ -352,6 +353,13 @@ def _damaged(key):
                                               reserved1=1))),
         ("exec_enum", msg(wire.ExecReport(user=5, cl_ord_id=9, exec=9, side=1))),
         ("exec_cancel_rejected_no_side", msg(wire.ExecReport(user=5, cl_ord_id=9, exec=8))),
+        ("exec_fill_done", msg(wire.ExecReport(user=5, cl_ord_id=9, exec=4, side=1,
+                                               flags=wire.REPORT_F_DONE))),
+        ("exec_rejected_done", msg(wire.ExecReport(user=5, cl_ord_id=9, exec=3, side=1,
+                                                   flags=wire.REPORT_F_DONE))),
+        ("exec_open_done", msg(wire.ExecReport(user=5, cl_ord_id=9, exec=2, side=1,
+                                               flags=wire.REPORT_F_DONE))),
+        ("exec_flag2", msg(wire.ExecReport(user=5, cl_ord_id=9, exec=5, side=1, flags=2))),
         ("nak_reason", msg(wire.Nak(user=5, cl_ord_id=9, reason=wire.REASON_MAX))),
         ("reject_zero_reason", msg(wire.SessionReject(session_id=3, reason=0))),
         ("reject_warn", msg(wire.SessionReject(session_id=3, reason=45, flags=1))),
@@ -472,6 +480,31 @@ def test_versions_major_minor():
         with pytest.raises(wire.WireError) as e:
             wire.decode_msg(bytes(b))
         assert e.value.err == "BAD_MSG_LENGTH", bad
+
+
+def test_report_done_flag():
+    """REPORT_F_DONE (common/wire.h): allowed on the kinds that can end an order (FILL,
+    CANCELLED, AMENDED, REJECTED, DONE), refused on the others and any other bit refused;
+    final is the flag, or a DONE / REJECTED without it (a node of an earlier release)."""
+    def report(kind, flags=0):
+        return wire.ExecReport(user=5, cl_ord_id=9, exec=wire.EXEC[kind], side=1, flags=flags)
+
+    for kind in ("fill", "cancelled", "amended", "rejected", "done"):
+        m, _ = wire.decode_msg(report(kind, wire.REPORT_F_DONE).encode())
+        assert m.flags == wire.REPORT_F_DONE and m.done and m.final, kind
+    for kind in ("pending", "open", "cancel_rejected"):
+        with pytest.raises(wire.WireError) as e:
+            wire.decode_msg(report(kind, wire.REPORT_F_DONE).encode())
+        assert e.value.err == "BAD_RESERVED", kind
+    for kind in ("fill", "done"):
+        with pytest.raises(wire.WireError) as e:
+            wire.decode_msg(report(kind, wire.REPORT_F_DONE | 2).encode())
+        assert e.value.err == "BAD_RESERVED", kind
+    assert {k for k in wire.EXEC if wire.report_final(report(k))} == {"done", "rejected"}
+    assert not report("fill").done and not report("done").done
+    # Undecoded (check=False) the bits come through as they are.
+    m, _ = wire.decode_msg(report("open", 3).encode(), check=False)
+    assert m.flags == 3
 
 
 def test_messages_round_trip_and_names():

@@ -1576,7 +1576,7 @@ on_gw_reply(struct ev *e)
 		const struct wire_exec_report *r = (const void *)msg;
 		if ((c->kind == REQ_CANCEL || c->kind == REQ_AMEND) && c->cl == r->cl_ord_id)
 			client_answered(user);
-		if (r->exec == WIRE_EXEC_DONE || r->exec == WIRE_EXEC_REJECTED) {
+		if (wire_report_final(r)) {
 			for (uint32_t i = 0; i < c->live_count; i++) {
 				if (c->live_cl[i] == r->cl_ord_id) {
 					c->live_cl[i] = c->live_cl[--c->live_count];
