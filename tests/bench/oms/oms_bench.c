@@ -2,10 +2,11 @@
 /*
  * oms_bench: the OMS hot path end to end, one order at a time:
  *   NEW_ORDER (admit: owner, dedup, rate limit, filters, exact debit) → provisional ACK +
- *   SUBMIT egress → ME_EVENT ACCEPTED → ME_EVENT FILL (settle at the fill's notional with
- *   the taker fee) → ME_EVENT DONE (release the remainder, free the saga).
- * 100k (--users) resident users chosen by a Zipf(0.99) law; buys and sells alternate. Each "op" is one
- * order through all four applies (plus the batched STREAM_ACK they cause).
+ *   SUBMIT egress → one ME_EVENT FILL that enters and ends the order (WIRE_EV_F_ENTERED |
+ *   WIRE_EV_F_DONE: settle at the fill's notional with the taker fee, release the remainder,
+ *   free the saga) → its report, which says done (WIRE_REPORT_F_DONE).
+ * 100k (--users) resident users chosen by a Zipf(0.99) law; buys and sells alternate. Each
+ * "op" is one order through both applies (plus the batched STREAM_ACK they cause).
  *
  * Phase 1 measures throughput over the whole run (no clock inside the loop; ops_per_s is per
  * second of the thread's CPU time, the wall-clock figure is printed on the line above, as the
@@ -239,7 +240,7 @@ main(int argc, char **argv)
 	uint64_t wall_ops_per_s = (uint64_t)((double)ops / ((double)(t1 - t0) / 1e9));
 	uint64_t ops_per_s = (uint64_t)((double)ops / ((double)(c1 - c0) / 1e9));
 
-	/* Phase 2: latency of each order (admit + ACCEPTED + FILL + DONE). */
+	/* Phase 2: latency of each order (admit + its FILL). */
 	struct hist *h = malloc(sizeof(*h));
 	hist_init(h);
 	for (uint64_t i = 0; i < ops; i++) {
