@@ -97,7 +97,7 @@ def main():
     end = time.time() + 30
     while time.time() < end:
         missing = [(u, o) for u, o in resting
-                   if not any(is_final(r) for r in c.reports(u, o)[-1:])]
+                   if not (c.reports(u, o) and is_final(c.reports(u, o)[-1]))]
         if not missing:
             break
         c.poll(0.2)

@@ -26,8 +26,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_trade import (EXEC, EXEC_REPORT, NAK, NEW_ORDER, Client, hdr, is_final,  # noqa: E402
-                       parse, report_name)
+from e2e_trade import (EXEC, EXEC_REPORT, NAK, NEW_ORDER, Client, hdr, parse,  # noqa: E402
+                       report_final)
 
 BUY, LIMIT, IOC = 1, 1, 2
 REASONS = {21: "SYMBOL_NOT_OWNED", 47: "SYMBOL_MOVING", 3: "HALTED"}
@@ -116,7 +116,7 @@ def main():
     if cross_cl is not None:
         # Until its last report (the FILL or CANCELLED that says done).
         c.wait(lambda m: m["type"] == EXEC_REPORT and m.get("cl") == cross_cl and
-               is_final(report_name(m)), 5)
+               report_final(m), 5)
         fills = sum(m["last_qty"] for m in c.got if m["type"] == EXEC_REPORT and
                     m.get("cl") == cross_cl and EXEC[m["exec"]] == "FILL")
     order = sorted(sent, key=lambda cl: sent[cl])

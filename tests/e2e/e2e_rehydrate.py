@@ -40,7 +40,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from e2e_trade import (ACK, ADMIN_REPLY, BUY, EXEC, EXEC_REPORT, NAK, REASON,  # noqa: E402
-                       RETRY_REASONS, SELL, TRANSFER, Client, hdr, is_final, new_order,
+                       RETRY_REASONS, SELL, TRANSFER, Client, hdr, new_order, report_final,
                        report_name)
 
 SYM, BASE, QUOTE = 1, 1, 2
@@ -244,7 +244,7 @@ class Rh(Client):
         end = time.time() + timeout
         while time.time() < end:
             r = self.reports(user, cl)
-            if r and is_final(report_name(r[-1])):
+            if r and report_final(r[-1]):
                 break
             self.poll(0.05)
         return self.reports(user, cl)

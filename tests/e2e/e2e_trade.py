@@ -83,6 +83,11 @@ def is_final(name):
     return name.endswith("(done)") or name in ("DONE", "REJECTED")
 
 
+def report_final(m):
+    """is_final of a parsed EXEC_REPORT m (wire_report_final)."""
+    return is_final(report_name(m))
+
+
 def hdr(mtype, length, shard=0):
     return struct.pack("<HHHH", mtype, length, shard, 0)
 
