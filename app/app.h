@@ -112,6 +112,9 @@ struct app_outbox {
 	uint32_t self;               /* frame sender id */
 	uint32_t frame_cap;          /* bytes per frame (MTU) */
 	struct app_out out[APP_OUT_MAX];
+	uint32_t last;               /* the slot the last message went to: looked at first (a
+				      * destination has one slot at most, and messages come in runs
+				      * to one: a client's reports, an ME shard's SUBMITs) */
 	struct rte_mbuf *held[APP_HELD_MAX];      /* refused frames, oldest first */
 	struct rte_ring *held_ring[APP_HELD_MAX]; /* their local ring, NULL: the tx queue */
 	uint32_t held_count;

@@ -160,11 +160,25 @@ same_key(const struct app_out *o, const struct wire_key *key)
 	return o->keyed && o->key.k0 == key->k0 && o->key.k1 == key->k1;
 }
 
+/* Does open frame o take messages for this destination? */
+static inline bool
+out_is(const struct app_out *o, struct rte_ring *ring, const struct dp_addr *dst, uint16_t cls,
+       uint16_t shard, const struct wire_key *key)
+{
+	if (o->ring != ring || o->cls != cls || o->shard != shard)
+		return false;
+	return ring != NULL || (o->dst.ip_be == dst->ip_be && o->dst.port_be == dst->port_be &&
+				same_key(o, key));
+}
+
 static struct app_out *
 out_get(struct app_outbox *ob, struct rte_ring *ring, const struct dp_addr *dst, uint16_t cls,
 	uint16_t shard, const struct wire_key *key)
 {
-	struct app_out *slot = NULL;
+	struct app_out *slot = &ob->out[ob->last];
+	if (slot->m != NULL && out_is(slot, ring, dst, cls, shard, key))
+		return slot;
+	slot = NULL;
 	for (uint32_t i = 0; i < APP_OUT_MAX; i++) {
 		struct app_out *o = &ob->out[i];
 		if (o->m == NULL) {
@@ -172,16 +186,16 @@ out_get(struct app_outbox *ob, struct rte_ring *ring, const struct dp_addr *dst,
 				slot = o;
 			continue;
 		}
-		if (o->ring != ring || o->cls != cls || o->shard != shard)
-			continue;
-		if (ring != NULL || (o->dst.ip_be == dst->ip_be && o->dst.port_be == dst->port_be &&
-				     same_key(o, key)))
+		if (out_is(o, ring, dst, cls, shard, key)) {
+			ob->last = i;
 			return o;
+		}
 	}
 	if (slot == NULL) {
 		slot = &ob->out[0];
 		out_flush(ob, slot);
 	}
+	ob->last = (uint32_t)(slot - ob->out);
 	struct rte_mbuf *m = dp_tx_alloc(ob->app->dp);
 	if (m == NULL) {
 		BUMP(ob->tx_nombuf);

@@ -302,9 +302,20 @@ static void
 actor_restamp(struct oms *oms, struct oms_actor *a)
 {
 	if (a->state == OMS_A_RESIDENT && a->prev != OMS_NIL) {
+		/* list_remove then list_push_head, knowing a has a predecessor (so the list's
+		 * head is another actor) and the count stays. */
+		struct oms_list *l = &oms->c.lru;
 		uint32_t idx = oms_actor_index(oms, a);
-		list_remove(oms, &oms->c.lru, idx);
-		list_push_head(oms, &oms->c.lru, idx);
+		DCHECK(l->head != OMS_NIL && l->head != idx);
+		oms->actors[a->prev].next = a->next;
+		if (a->next != OMS_NIL)
+			oms->actors[a->next].prev = a->prev;
+		else
+			l->tail = a->prev;
+		a->prev = OMS_NIL;
+		a->next = l->head;
+		oms->actors[l->head].prev = idx;
+		l->head = idx;
 	}
 	a->last_active_ns = oms->c.now_ns;
 }

@@ -390,6 +390,11 @@ struct oms {
 	 * oms_check_invariants recounts them from the records. */
 	uint32_t users_ordered;       /* actors holding an order record (order_count > 0) */
 	uint32_t users_in_saga;       /* actors with a saga in flight (sagas > 0) */
+	uint32_t order_hint;          /* the table entry oms_order_find_hinted last found an
+					 order at: oms_order_free's removal looks there first and
+					 checks the key, so a stale hint costs a compare. Scratch,
+					 like the two above: never state */
+	uint32_t pad_hint;            /* zero */
 	uint64_t timers_due_ns;       /* the earliest deadline of the timers that are on
 					 (next_sweep_ns, next_recon_ns, next_wb_ns): run_timers
 					 looks at them only from then on. Derived, like the two
@@ -444,8 +449,9 @@ oms_tab_of(const struct oms *oms, uint32_t tag, uint32_t *mask)
 	return oms->table;
 }
 
+/* The entry holding (tag, a, b), or OMS_NIL. */
 static inline uint32_t
-oms_tab_find(const struct oms *oms, uint32_t tag, uint64_t a, uint64_t b)
+oms_tab_find_at(const struct oms *oms, uint32_t tag, uint64_t a, uint64_t b)
 {
 	uint32_t mask;
 	const struct oms_entry *t = oms_tab_of(oms, tag, &mask);
@@ -456,14 +462,23 @@ oms_tab_find(const struct oms *oms, uint32_t tag, uint64_t a, uint64_t b)
 		if (e->tag == OMS_TAG_EMPTY)
 			return OMS_NIL;
 		if (e->tag == tag && e->a == a && e->b == b)
-			return e->val;
+			return i;
 		i = (i + 1) & mask;
 	}
 	return OMS_NIL;
 }
 
+static inline uint32_t
+oms_tab_find(const struct oms *oms, uint32_t tag, uint64_t a, uint64_t b)
+{
+	uint32_t i = oms_tab_find_at(oms, tag, a, b);
+	return i == OMS_NIL ? OMS_NIL : oms->table[i].val;
+}
+
 void oms_tab_insert(struct oms *oms, uint32_t tag, uint64_t a, uint64_t b, uint32_t val);
 void oms_tab_remove(struct oms *oms, uint32_t tag, uint64_t a, uint64_t b);
+/* oms_tab_remove, looking first at entry hint (any value: it is checked). */
+void oms_tab_remove_hinted(struct oms *oms, uint32_t tag, uint64_t a, uint64_t b, uint32_t hint);
 void oms_tab_clear(struct oms *oms);
 /* Index symbol (not indexed yet) at slot of oms->symbols. Symbols are never removed. */
 void oms_symbol_index_add(struct oms *oms, uint32_t symbol, uint32_t slot);
@@ -634,6 +649,11 @@ static inline void
 oms_actor_changed(struct oms *oms, struct oms_actor *a)
 {
 	a->change_gen++;
+	/* Listed means oms_wb_wanted held, and of its terms the increment can turn only
+	 * change_gen != clean_gen: an admission changes its actor four or five times, and all
+	 * but the first find it listed. */
+	if ((a->flags & OMS_AF_DIRTY) != 0 && a->change_gen != a->clean_gen)
+		return;
 	oms_wb_relink(oms, a);
 }
 
@@ -766,9 +786,101 @@ oms_order_find(const struct oms *oms, uint64_t user, uint64_t user_seq)
 	uint32_t i = oms_tab_find(oms, OMS_TAG_ORDER, user, user_seq);
 	return i == OMS_NIL ? NULL : &oms->orders[i];
 }
+/* oms_order_find for an event, which may end the order: its entry is remembered
+ * (oms.order_hint), so the record's removal finds it without a second look. */
+static inline struct oms_order *
+oms_order_find_hinted(struct oms *oms, uint64_t user, uint64_t user_seq)
+{
+	uint32_t i = oms_tab_find_at(oms, OMS_TAG_ORDER, user, user_seq);
+	if (i == OMS_NIL)
+		return NULL;
+	oms->order_hint = i;
+	return &oms->orders[oms->table[i].val];
+}
 /* A zeroed PENDING record for a's order user_seq, at the end of a's list (a slot must be
  * free: callers check order_free_count). */
 struct oms_order *oms_order_alloc(struct oms *oms, struct oms_actor *a, uint64_t user_seq);
+/* oms_order_alloc in two steps, for a caller that writes the whole record itself (one
+ * literal, not zeroes and then its fields): take a free slot, write every field but the
+ * list links (state PENDING, actor, user_seq, oid_shard, saga_ns as oms_order_alloc sets
+ * them), then attach it to a (its list, the counts, the index). */
+static inline struct oms_order *
+oms_order_slot(struct oms *oms)
+{
+	CHECK(oms->c.order_free_count > 0);
+	return &oms->orders[oms->order_free[--oms->c.order_free_count]];
+}
+static inline void
+oms_order_attach(struct oms *oms, struct oms_actor *a, struct oms_order *o)
+{
+	uint32_t idx = (uint32_t)(o - oms->orders);
+	DCHECK(idx < oms->c.limits.orders_max);
+	DCHECK(o->state == OMS_O_PENDING);
+	DCHECK(o->actor == oms_actor_index(oms, a));
+	uint64_t seq = o->user_seq;
+	o->prev = a->order_tail;
+	o->next = OMS_NIL;
+	if (a->order_tail != OMS_NIL)
+		oms->orders[a->order_tail].next = idx;
+	else
+		a->order_head = idx;
+	a->order_tail = idx;
+	/* The cache's gauges (oms_cache_info): a user's first record makes it not flat, its
+	 * first saga in flight. */
+	if (a->order_count == 0)
+		oms->users_ordered++;
+	if (a->sagas == 0)
+		oms->users_in_saga++;
+	a->order_count++;
+	oms->c.order_used++;
+	a->sagas++;
+	oms->c.inflight++;
+	oms_tab_insert(oms, OMS_TAG_ORDER, a->user, seq, idx);
+	oms_actor_changed(oms, a); /* the caller took user_seq for it */
+}
+/* A PENDING record of actor slot actor for its order user_seq, every other field zero.
+ * Field by field, not a literal or memset: the compiler drops the stores a caller writes
+ * again (order_open writes most), where a literal becomes a rep stos of the whole record. */
+static inline void
+oms_order_init(struct oms_order *o, uint64_t user_seq, uint32_t actor, uint16_t oid_shard,
+	       uint64_t saga_ns)
+{
+	static_assert(sizeof(struct oms_order) == 176, "oms_order_init writes every field");
+	o->user_seq = user_seq;
+	o->cl_ord_id = 0;
+	o->target_seq = 0;
+	o->mod_seq = 0;
+	o->px = 0;
+	o->qty = 0;
+	o->budget = 0;
+	o->quote_qty = 0;
+	o->leaves = 0;
+	o->cum_qty = 0;
+	o->reserved = 0;
+	o->notional_maker = 0;
+	o->notional_taker = 0;
+	o->expire_ns = 0;
+	o->last_seq = 0;
+	o->recon_req = 0;
+	o->saga_ns = saga_ns;
+	o->actor = actor;
+	o->symbol = 0;
+	o->res_asset = 0;
+	o->recv_asset = 0;
+	o->prev = OMS_NIL;
+	o->next = OMS_NIL;
+	o->kind = 0;
+	o->state = OMS_O_PENDING;
+	o->side = 0;
+	o->ord_type = 0;
+	o->tif = 0;
+	o->stp = 0;
+	o->me_shard = 0;
+	o->oid_shard = oid_shard;
+	o->target_shard = 0;
+	o->moving = 0;
+	memset(o->pad, 0, sizeof(o->pad));
+}
 /* One of a's sagas ended (its record left PENDING: promoted to LIVE, or freed). With
  * oms_order_alloc, which begins one, this is every change of an actor's sagas: the actor's
  * and the shard's in-flight counts and the cache's users with a saga (oms_cache_info). */

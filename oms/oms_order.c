@@ -453,7 +453,9 @@ order_open(struct oms *oms, struct oms_actor *a, const struct wire_new_order *n,
 {
 	DCHECK(ad->reserve > 0);
 	/* Seed invariant 7: orderId = {omsShard, user, userSeq}, derivable on replay. */
-	struct oms_order *o = oms_order_alloc(oms, a, ++a->user_seq);
+	struct oms_order *o = oms_order_slot(oms);
+	oms_order_init(o, ++a->user_seq, oms_actor_index(oms, a), oms->c.limits.shard_id,
+		       oms->c.now_ns);
 	o->kind = OMS_K_ORDER;
 	o->cl_ord_id = n->cl_ord_id;
 	o->target_seq = target_seq;
@@ -471,6 +473,7 @@ order_open(struct oms *oms, struct oms_actor *a, const struct wire_new_order *n,
 	o->me_shard = me_shard;
 	o->res_asset = ad->res_asset;
 	o->recv_asset = ad->recv_asset;
+	oms_order_attach(oms, a, o);
 	oms_order_reserve_set_in(a, o, ad->res_balance, ad->reserve);
 	DCHECK(o->reserved == ad->reserve);
 	return o;

@@ -46,34 +46,12 @@ oms_balance_get_or_add(struct oms *oms, struct oms_actor *a, uint32_t asset)
 struct oms_order *
 oms_order_alloc(struct oms *oms, struct oms_actor *a, uint64_t seq)
 {
-	CHECK(oms->c.order_free_count > 0);
-	uint32_t idx = oms->order_free[--oms->c.order_free_count];
-	struct oms_order *o = &oms->orders[idx];
-	memset(o, 0, sizeof(*o)); /* a freed record keeps its old contents (oms_order_free) */
-	o->user_seq = seq;
-	o->oid_shard = oms->c.limits.shard_id; /* adopt() sets the first owner's */
-	o->saga_ns = oms->c.now_ns; /* the saga's age (bridge counters) is cluster time */
-	o->actor = oms_actor_index(oms, a);
-	o->prev = a->order_tail;
-	o->next = OMS_NIL;
-	if (a->order_tail != OMS_NIL)
-		oms->orders[a->order_tail].next = idx;
-	else
-		a->order_head = idx;
-	a->order_tail = idx;
-	/* The cache's gauges (oms_cache_info): a user's first record makes it not flat, its
-	 * first saga in flight. */
-	if (a->order_count == 0)
-		oms->users_ordered++;
-	if (a->sagas == 0)
-		oms->users_in_saga++;
-	a->order_count++;
-	oms->c.order_used++;
-	o->state = OMS_O_PENDING;
-	a->sagas++;
-	oms->c.inflight++;
-	oms_tab_insert(oms, OMS_TAG_ORDER, a->user, seq, idx);
-	oms_actor_changed(oms, a); /* the caller took user_seq for it */
+	struct oms_order *o = oms_order_slot(oms);
+	/* A freed record keeps its old contents (oms_order_free): every field is written. The
+	 * saga's age (bridge counters) is cluster time; adopt() sets the first owner's
+	 * oid_shard. */
+	oms_order_init(o, seq, oms_actor_index(oms, a), oms->c.limits.shard_id, oms->c.now_ns);
+	oms_order_attach(oms, a, o);
 	return o;
 }
 
@@ -118,7 +96,7 @@ oms_order_free(struct oms *oms, struct oms_actor *a, struct oms_order *o)
 		DCHECK(oms->users_ordered > 0);
 		oms->users_ordered--;
 	}
-	oms_tab_remove(oms, OMS_TAG_ORDER, a->user, o->user_seq);
+	oms_tab_remove_hinted(oms, OMS_TAG_ORDER, a->user, o->user_seq, oms->order_hint);
 	/* Only the state marks a free slot (the snapshot, restore's free-stack check and every
 	 * slab walk read nothing else of it), and oms_order_alloc zeroes the record it hands
 	 * out: zeroing it here as well cost a second pass over it. */

@@ -175,6 +175,8 @@ oms_reset(struct oms *oms)
 	oms->c.limits = keep;
 	oms->users_ordered = 0; /* no actor, no record */
 	oms->users_in_saga = 0;
+	oms->order_hint = OMS_NIL; /* checked before use: any value would do */
+	oms->pad_hint = 0;
 	oms->timers_due_ns = 0; /* the next message looks at every timer */
 	oms->c.lru = (struct oms_list){ OMS_NIL, OMS_NIL, 0, 0 };
 	oms->c.flushing = oms->c.lru;

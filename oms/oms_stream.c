@@ -555,7 +555,7 @@ consume(struct oms *oms, const struct wire_me_event *ev, const struct oms_symbol
 	 * one has run nothing yet), so the user needs no lookup of its own. What oms_event_apply
 	 * does then, in the same order: touch, find the record, apply. */
 	if (ev->event != WIRE_EV_ADOPTED) {
-		struct oms_order *o = oms_order_find(oms, ev->oid.user, wire_oid_seq(ev->oid));
+		struct oms_order *o = oms_order_find_hinted(oms, ev->oid.user, wire_oid_seq(ev->oid));
 		if (o != NULL) {
 			struct oms_actor *a = &oms->actors[o->actor];
 			DCHECK(a->user == ev->oid.user);

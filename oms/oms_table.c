@@ -56,28 +56,36 @@ tab_close(struct oms_entry *t, uint32_t mask, uint32_t i)
 	memset(&t[hole], 0, sizeof(t[hole]));
 }
 
-void
-oms_tab_remove(struct oms *oms, uint32_t tag, uint64_t a, uint64_t b)
+/* Remove entry i (in use). */
+static inline void
+tab_remove_at(struct oms_entry *t, uint32_t mask, uint32_t i)
 {
-	uint32_t mask;
-	struct oms_entry *t = oms_tab_of(oms, tag, &mask);
-	uint32_t i = (uint32_t)oms_tab_hash(tag, a, b) & mask;
-	for (uint32_t n = 0; n <= mask; n++) {
-		struct oms_entry *e = &t[i];
-		if (e->tag == OMS_TAG_EMPTY)
-			return;
-		if (e->tag == tag && e->a == a && e->b == b)
-			break;
-		i = (i + 1) & mask;
-	}
-	if (t[i].tag == OMS_TAG_EMPTY)
-		return;
+	DCHECK(t[i].tag != OMS_TAG_EMPTY);
 	/* The common case at half load and below: the entry ends its cluster. */
 	if (t[(i + 1) & mask].tag == OMS_TAG_EMPTY) {
 		memset(&t[i], 0, sizeof(t[i]));
 		return;
 	}
 	tab_close(t, mask, i);
+}
+
+void
+oms_tab_remove(struct oms *oms, uint32_t tag, uint64_t a, uint64_t b)
+{
+	uint32_t i = oms_tab_find_at(oms, tag, a, b);
+	if (i != OMS_NIL)
+		tab_remove_at(oms->table, oms->table_mask, i);
+}
+
+void
+oms_tab_remove_hinted(struct oms *oms, uint32_t tag, uint64_t a, uint64_t b, uint32_t hint)
+{
+	struct oms_entry *t = oms->table;
+	if (hint <= oms->table_mask && t[hint].tag == tag && t[hint].a == a && t[hint].b == b) {
+		tab_remove_at(t, oms->table_mask, hint);
+		return;
+	}
+	oms_tab_remove(oms, tag, a, b);
 }
 
 void
