@@ -220,10 +220,10 @@ out_get(struct app_outbox *ob, struct rte_ring *ring, const struct dp_addr *dst,
 	return slot;
 }
 
-static int
-outbox_add(struct app_outbox *ob, struct rte_ring *ring, const struct dp_addr *dst,
-	   uint16_t cls, uint16_t shard, const struct wire_key *key, const struct wire_msg_hdr *msg,
-	   const void *tail, uint16_t tail_len)
+static __attribute__((noinline)) int
+outbox_add_slow(struct app_outbox *ob, struct rte_ring *ring, const struct dp_addr *dst,
+		uint16_t cls, uint16_t shard, const struct wire_key *key,
+		const struct wire_msg_hdr *msg, const void *tail, uint16_t tail_len)
 {
 	for (int attempt = 0; attempt < 2; attempt++) {
 		struct app_out *o = out_get(ob, ring, dst, cls, shard, key);
@@ -239,6 +239,21 @@ outbox_add(struct app_outbox *ob, struct rte_ring *ring, const struct dp_addr *d
 	}
 	BUMP(ob->tx_too_big);
 	return -EMSGSIZE;
+}
+
+/* The common case first: the frame the last message went to takes this one too, with room
+ * to spare; the builder's add is then a tail call, with nothing to keep for after it. */
+static inline int
+outbox_add(struct app_outbox *ob, struct rte_ring *ring, const struct dp_addr *dst,
+	   uint16_t cls, uint16_t shard, const struct wire_key *key, const struct wire_msg_hdr *msg,
+	   const void *tail, uint16_t tail_len)
+{
+	struct app_out *o = &ob->out[ob->last];
+	if (o->m != NULL && out_is(o, ring, dst, cls, shard, key) &&
+	    wire_builder_room(&o->b, msg, tail_len))
+		return tail != NULL ? wire_builder_add_tail(&o->b, msg, tail, tail_len)
+				    : wire_builder_add(&o->b, msg);
+	return outbox_add_slow(ob, ring, dst, cls, shard, key, msg, tail, tail_len);
 }
 
 int

@@ -43,13 +43,6 @@ app_reqlat_begin(struct app_shard *s, const struct wire_msg_hdr *in)
 		lat_slot(s->lat, app_msg_user(in), cl, true, dp_clock_ns());
 }
 
-static bool
-exec_final(const struct wire_exec_report *r)
-{
-	return r->exec == WIRE_EXEC_REJECTED || r->exec == WIRE_EXEC_CANCELLED ||
-	       r->exec == WIRE_EXEC_DONE || (r->exec == WIRE_EXEC_FILL && r->leaves_qty == 0);
-}
-
 /* The leader emits an answer for a client: ACK records ingress→ack, a final EXEC_REPORT
  * records order→final and frees the entry, a NAK frees it. */
 void
@@ -60,7 +53,7 @@ app_reqlat_end(struct app_shard *s, const struct wire_msg_hdr *msg)
 		return;
 	/* Most answers are reports that settle nothing: out before the lookup and the clock. */
 	if (msg->type == WIRE_EXEC_REPORT) {
-		if (!exec_final((const struct wire_exec_report *)msg))
+		if (!wire_report_final((const struct wire_exec_report *)msg))
 			return;
 	} else if (msg->type != WIRE_ACK && msg->type != WIRE_NAK) {
 		return;

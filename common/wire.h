@@ -1544,6 +1544,17 @@ struct wire_builder {
 };
 
 void wire_builder_init(struct wire_builder *b, void *buf, uint32_t cap, uint32_t sender_id);
+/* Is there surely room in b for msg and a tail of tail_len bytes? A test a host may make
+ * before wire_builder_add / _add_tail, which then cannot refuse it for room: it counts the
+ * message's length and its type's size both, and the most any minor appends
+ * (WIRE_MSG_EXT_MAX). False says only "not surely": the add itself decides then. */
+static inline bool
+wire_builder_room(const struct wire_builder *b, const struct wire_msg_hdr *msg, uint32_t tail_len)
+{
+	uint32_t most = (uint32_t)msg->length + wire_type_size(msg->type) + tail_len + 7u +
+			WIRE_MSG_EXT_MAX + WIRE_MAC_SIZE;
+	return b->count < WIRE_FRAME_MSGS_MAX && most <= b->cap - b->len;
+}
 /* The builder writes every message as this minor does: its struct (and tail), then zeroes
  * for the fields this minor appends (WIRE_EXTS); bytes a newer minor appended to a message
  * handed to it are not copied. */

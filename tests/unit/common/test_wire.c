@@ -519,6 +519,38 @@ Test(wire, builder_full)
 	cr_assert(eq(u32, wire_builder_finish(&b, &(struct wire_key){1, 1}), sizeof(small)));
 }
 
+/* Goal: wire_builder_room never says there is room when the add would refuse the message:
+ * frames of every size from too small to roomy, filled with orders and tailed INGRESSes
+ * until the add refuses; and it does say so while an empty roomy frame is far from full. */
+Test(wire, builder_room_never_wrong)
+{
+	struct wire_new_order o = new_order(1, 1);
+	struct wire_ingress in = {0};
+	wire_hdr_init(&in.hdr, WIRE_INGRESS, 2);
+	in.tail_len = sizeof(o);
+	uint32_t said = 0;
+	for (uint32_t cap = sizeof(struct wire_frame_hdr) + WIRE_MAC_SIZE; cap <= 1500; cap += 8) {
+		struct wire_builder b;
+		wire_builder_init(&b, frame, cap, 1);
+		for (uint32_t k = 0;; k++) {
+			bool tailed = k % 3 == 2;
+			bool room = tailed ? wire_builder_room(&b, &in.hdr, sizeof(o))
+					   : wire_builder_room(&b, &o.hdr, 0);
+			int rc = tailed ? wire_builder_add_tail(&b, &in, &o, sizeof(o))
+					: wire_builder_add(&b, &o);
+			if (room)
+				cr_assert(eq(int, rc, 0), "cap %u message %u", cap, k);
+			said += room;
+			if (rc != 0)
+				break;
+		}
+	}
+	cr_assert(gt(u32, said, 1000));
+	struct wire_builder b;
+	wire_builder_init(&b, frame, 1400, 1);
+	cr_assert(wire_builder_room(&b, &o.hdr, 0));
+}
+
 /* Goal: INGRESS wraps valid messages only, and never another INGRESS. */
 Test(wire, ingress_inner_checked)
 {
