@@ -148,12 +148,18 @@ app_gwr_req_put(struct app_gwr *g, const struct wire_msg_hdr *msg, uint16_t shar
 	memcpy(&cl, (const uint8_t *)(msg + 1) + 8, sizeof(cl));
 	if (user == 0)
 		return NULL;
-	struct app_gwr_req *r = app_gwr_req_find(g, user, cl);
+	/* One pass over the bucket: the request's own way (a retransmit), else the first free. */
+	struct app_gwr_req *b = req_bucket(g, user, cl), *r = NULL, *free_way = NULL;
+	for (int w = 0; w < APP_GWR_WAYS; w++) {
+		if (b[w].user == user && b[w].cl_ord_id == cl) {
+			r = &b[w];
+			break;
+		}
+		if (b[w].user == 0 && free_way == NULL)
+			free_way = &b[w];
+	}
 	if (r == NULL) {
-		struct app_gwr_req *b = req_bucket(g, user, cl);
-		for (int w = 0; w < APP_GWR_WAYS && r == NULL; w++)
-			if (b[w].user == 0)
-				r = &b[w];
+		r = free_way;
 		if (r == NULL) {
 			/* Full: the oldest way goes (a lost request passes its NAK on). */
 			memmove(&b[0], &b[1], (APP_GWR_WAYS - 1) * sizeof(b[0]));
