@@ -72,6 +72,8 @@ ovr_bucket(const struct app_gwr *g, uint64_t user)
 int
 app_gwr_owner(const struct app_gwr *g, uint64_t user, uint16_t *shard)
 {
+	if (g->ovr_count == 0)
+		return -ENOENT; /* nothing learnt under this routing: no hash, no bucket */
 	const struct app_gwr_ovr *b = ovr_bucket(g, user);
 	for (int w = 0; w < APP_GWR_WAYS && user != 0; w++) {
 		if (b[w].user == user) {

@@ -30,6 +30,7 @@
 #include "app_shard_int.h"
 
 #define EXPIRE_EVERY_NS UINT64_C(100000000) /* idle sessions looked for this often */
+#define EXPIRE_SLICE 512u                     /* session slots looked at in one cycle */
 
 /* One session's frame key as the io lcores see it: a slot of a direct-mapped table the
  * gateway writes (seqlock: seq odd while it writes) and any io lcore reads. A cache, not the
@@ -220,8 +221,12 @@ app_session_duty(struct app_shard *s)
 	}
 	if (s->clock_ns < g->next_expire_ns)
 		return;
-	g->next_expire_ns = s->clock_ns + EXPIRE_EVERY_NS;
-	(void)auth_expire(&g->auth, s->clock_ns, ended, s);
+	/* A pass over the table in slices, one a cycle: with sessions_max in the hundreds of
+	 * thousands a whole pass would stall the lcore for milliseconds. */
+	bool pass_done;
+	(void)auth_expire_step(&g->auth, s->clock_ns, EXPIRE_SLICE, &pass_done, ended, s);
+	if (pass_done)
+		g->next_expire_ns = s->clock_ns + EXPIRE_EVERY_NS;
 	for (uint32_t i = 0; i < AUTH_C_COUNT; i++)
 		__atomic_store_n(&g->pub[i], g->auth.c[i], __ATOMIC_RELAXED);
 	__atomic_store_n(&g->pub_active, g->auth.count, __ATOMIC_RELAXED);

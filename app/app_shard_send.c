@@ -41,15 +41,21 @@ members_of(const struct app *app, uint16_t shard, uint32_t *out)
 	return n;
 }
 
+/* No hint yet: the first member. Out of line: its array gives the common case a stack
+ * frame (and its guard) otherwise. */
+static __attribute__((noinline)) uint32_t
+leader_first_member(const struct app *app, uint16_t shard)
+{
+	uint32_t members[DP_PEERS_MAX + 1];
+	members_of(app, shard, members);
+	return members[0];
+}
+
 uint32_t
 app_leader_guess(const struct app *app, uint16_t shard)
 {
 	uint32_t h = LOAD(app->leader_hint[shard]);
-	if (h != 0)
-		return h;
-	uint32_t members[DP_PEERS_MAX + 1];
-	members_of(app, shard, members);
-	return members[0];
+	return h != 0 ? h : leader_first_member(app, shard);
 }
 
 /* No usable hint: try the member after the one that failed us. */

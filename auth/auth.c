@@ -682,11 +682,14 @@ auth_keys_swap(struct auth_sessions *t, const struct auth_keys *keys, auth_end_f
 	return ended;
 }
 
-uint32_t
-auth_expire(struct auth_sessions *t, uint64_t mono_ns, auth_end_fn *fn, void *ctx)
+/* End the idle sessions in slots [from, to); a deletion shifts a later session into the
+ * hole, which is then looked at again. */
+static uint32_t
+expire_range(struct auth_sessions *t, uint64_t mono_ns, uint32_t from, uint32_t to,
+	     auth_end_fn *fn, void *ctx)
 {
 	uint32_t ended = 0;
-	for (uint32_t i = 0; i <= t->mask;) {
+	for (uint32_t i = from; i < to;) {
 		struct auth_session *s = &t->slots[i];
 		uint64_t idle_ns = (uint64_t)s->heartbeat_ms * AUTH_IDLE_BEATS * 1000000u;
 		if (s->id != 0 && mono_ns > s->last_rx_ns && mono_ns - s->last_rx_ns > idle_ns) {
@@ -699,5 +702,24 @@ auth_expire(struct auth_sessions *t, uint64_t mono_ns, auth_end_fn *fn, void *ct
 		}
 		i++;
 	}
+	return ended;
+}
+
+uint32_t
+auth_expire(struct auth_sessions *t, uint64_t mono_ns, auth_end_fn *fn, void *ctx)
+{
+	return expire_range(t, mono_ns, 0, t->mask + 1, fn, ctx);
+}
+
+uint32_t
+auth_expire_step(struct auth_sessions *t, uint64_t mono_ns, uint32_t max, bool *pass_done,
+		 auth_end_fn *fn, void *ctx)
+{
+	CHECK(max >= 1);
+	uint32_t from = t->expire_at <= t->mask ? t->expire_at : 0;
+	uint32_t to = t->mask + 1 - from > max ? from + max : t->mask + 1;
+	uint32_t ended = expire_range(t, mono_ns, from, to, fn, ctx);
+	*pass_done = to == t->mask + 1;
+	t->expire_at = *pass_done ? 0 : to;
 	return ended;
 }

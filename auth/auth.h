@@ -158,6 +158,7 @@ struct auth_sessions {
 	const struct auth_keys *keys;
 	uint64_t logon_window_ns; /* start of the current logon window (mono) */
 	uint32_t logon_count;     /* LOGONs looked at in it */
+	uint32_t expire_at;       /* auth_expire_step: the slot its next slice begins at */
 	uint64_t c[AUTH_C_COUNT];
 };
 
@@ -213,5 +214,11 @@ uint32_t auth_keys_swap(struct auth_sessions *t, const struct auth_keys *keys,
 			auth_end_fn *fn, void *ctx);
 /* End sessions silent for AUTH_IDLE_BEATS heartbeats (SESSION_IDLE). Returns the count. */
 uint32_t auth_expire(struct auth_sessions *t, uint64_t mono_ns, auth_end_fn *fn, void *ctx);
+/* auth_expire in slices, for a poll loop that must not stall on a large table: looks at up
+ * to max slots (max >= 1) from where the last slice stopped, and sets *pass_done when this
+ * one reached the table's end (the next starts a new pass at slot 0). A session a deletion
+ * shifts across the cursor is looked at in the next pass instead. Returns the count. */
+uint32_t auth_expire_step(struct auth_sessions *t, uint64_t mono_ns, uint32_t max,
+			  bool *pass_done, auth_end_fn *fn, void *ctx);
 
 #endif

@@ -20,6 +20,8 @@ uint16_t
 hrw_pick(uint64_t user, const uint16_t *shards, uint32_t count)
 {
 	CHECK(count > 0);
+	if (count == 1)
+		return shards[0]; /* one candidate: its weight decides nothing */
 	uint16_t best = shards[0];
 	uint64_t best_w = hrw_weight(user, best);
 	for (uint32_t i = 1; i < count; i++) {

@@ -85,6 +85,10 @@ run_frames(const uint8_t *p, size_t size)
 			(void)auth_keys_swap(&t, t.keys == &keys_a ? &keys_b : &keys_a, NULL, NULL);
 		if (flags & 8)
 			(void)auth_expire(&t, mono, NULL, NULL);
+		if (flags & 16) {
+			bool done;
+			(void)auth_expire_step(&t, mono, 1u + step % 5u, &done, NULL, NULL);
+		}
 		check_table(&t);
 
 		const struct wire_msg_hdr *msgs[WIRE_FRAME_MSGS_MAX];

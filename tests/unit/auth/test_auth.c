@@ -445,6 +445,56 @@ Test(auth, table_churn)
 	}
 }
 
+static void
+count_end(void *ctx, const struct auth_session *s, uint16_t reason)
+{
+	(void)s;
+	cr_assert(eq(u16, reason, WIRE_REASON_SESSION_IDLE));
+	(*(uint32_t *)ctx)++;
+}
+
+/* Goal: auth_expire_step walks the table in slices of at most max slots, says when a pass
+ * is done, and over one pass ends the idle sessions and no other. Method: 150 sessions,
+ * the even ids heard from later; slices of 64 over a table of 512 slots (with these ids no
+ * deletion shifts an idle session back across a slice's start, which would leave it to the
+ * next pass). */
+Test(auth, expire_in_slices)
+{
+	auth_sessions_free(&t);
+	struct auth_config cfg = { .sessions_max = 200, .nonces_max = 4096,
+				   .logon_window_ns = 5 * SEC, .heartbeat_ms = 1000 };
+	cr_assert(eq(int, auth_sessions_init(&t, &cfg, &keys), 0));
+	cr_assert(eq(u32, t.mask + 1, 512));
+	for (uint32_t id = 1; id <= 150; id++) {
+		struct auth_session *s;
+		struct wire_logon m = logon(1002, id, id, T0);
+		cr_assert(eq(u16, auth_logon(&t, &m, T0, M0, 0, &s), 0));
+		if (id % 2 == 0)
+			s->last_rx_ns = M0 + 3 * SEC;
+	}
+	uint32_t ended = 0, slices = 0;
+	bool done = false;
+	while (!done) {
+		uint32_t n = auth_expire_step(&t, M0 + 3 * SEC + 1, 64, &done, count_end, &ended);
+		slices++;
+		cr_assert(le(u32, slices, 8));
+		cr_assert(eq(u32, t.expire_at, done ? 0 : slices * 64));
+		(void)n;
+	}
+	cr_assert(eq(u32, slices, 8));
+	cr_assert(eq(u32, ended, 75));
+	cr_assert(eq(u32, t.count, 75));
+	for (uint32_t id = 1; id <= 150; id++)
+		cr_assert(eq(int, auth_session_find(&t, id) != NULL, id % 2 == 0), "id %u", id);
+	/* The next pass starts at slot 0 and ends the rest once they are idle too. */
+	ended = 0;
+	done = false;
+	while (!done)
+		(void)auth_expire_step(&t, M0 + 6 * SEC + 1, 512, &done, count_end, &ended);
+	cr_assert(eq(u32, ended, 75));
+	cr_assert(eq(u32, t.count, 0));
+}
+
 /* Goal: the gateway's logon budget: past logons_per_window in a window every LOGON is
  * refused MSG_RATE before its HMAC is computed (a good one too), and the next window serves
  * again. */
