@@ -67,7 +67,7 @@ balances_of(struct oms *oms, struct oms_actor *a, const struct oms_symbol *s,
 
 /* oms_order_reserve_set, given a balance of the settlement that may be the one o reserves
  * in (it is, for every order whose symbol is s: a symbol never changes its assets). */
-static void
+static inline __attribute__((always_inline)) void
 reserve_set(struct oms *oms, struct oms_actor *a, struct oms_order *o, struct oms_balance *b,
 	    int64_t reserved)
 {
