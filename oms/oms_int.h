@@ -392,8 +392,8 @@ struct oms {
 	uint32_t users_in_saga;       /* actors with a saga in flight (sagas > 0) */
 	uint32_t order_hint;          /* the table entry oms_order_find_hinted last found an
 					 order at: oms_order_free's removal looks there first and
-					 checks the key, so a stale hint costs a compare. Scratch,
-					 like the two above: never state */
+					 checks the key, so a stale hint costs a compare. Scratch:
+					 never state, never read for anything else */
 	uint32_t pad_hint;            /* zero */
 	uint64_t timers_due_ns;       /* the earliest deadline of the timers that are on
 					 (next_sweep_ns, next_recon_ns, next_wb_ns): run_timers
