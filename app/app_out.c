@@ -241,18 +241,23 @@ outbox_add_slow(struct app_outbox *ob, struct rte_ring *ring, const struct dp_ad
 	return -EMSGSIZE;
 }
 
-/* The common case first: the frame the last message went to takes this one too, with room
- * to spare; the builder's add is then a tail call, with nothing to keep for after it. */
+/* The common case first: the frame the last message went to takes this one too. A message
+ * of a plain type (no tail: nearly all) is copied in line; a tailed one, with room to spare,
+ * is a tail call of the builder's add, with nothing to keep for after it. */
 static inline int
 outbox_add(struct app_outbox *ob, struct rte_ring *ring, const struct dp_addr *dst,
 	   uint16_t cls, uint16_t shard, const struct wire_key *key, const struct wire_msg_hdr *msg,
 	   const void *tail, uint16_t tail_len)
 {
 	struct app_out *o = &ob->out[ob->last];
-	if (o->m != NULL && out_is(o, ring, dst, cls, shard, key) &&
-	    wire_builder_room(&o->b, msg, tail_len))
-		return tail != NULL ? wire_builder_add_tail(&o->b, msg, tail, tail_len)
-				    : wire_builder_add(&o->b, msg);
+	if (o->m != NULL && out_is(o, ring, dst, cls, shard, key)) {
+		if (tail == NULL) {
+			if (wire_builder_add_plain(&o->b, msg))
+				return 0;
+		} else if (wire_builder_room(&o->b, msg, tail_len)) {
+			return wire_builder_add_tail(&o->b, msg, tail, tail_len);
+		}
+	}
 	return outbox_add_slow(ob, ring, dst, cls, shard, key, msg, tail, tail_len);
 }
 

@@ -1560,6 +1560,27 @@ wire_builder_room(const struct wire_builder *b, const struct wire_msg_hdr *msg, 
  * handed to it are not copied. */
 /* Append a message (hdr.length must be set). Returns 0, or -ENOSPC when it does not fit. */
 int wire_builder_add(struct wire_builder *b, const void *msg);
+/* Bytes the builder writes for a message of a type without a tail that this minor does not
+ * grow (WIRE_EXTS): its struct; 0 for the others and for an unknown type. */
+extern const uint16_t wire_type_plain_sizes[WIRE_TYPE_LIMIT];
+/* wire_builder_add in line for a message of a plain type (wire_type_plain_sizes): true when
+ * it was appended (the same bytes wire_builder_add writes), false when the type is not plain
+ * or the frame has no room for it, and nothing was written (wire_builder_add then says
+ * which). The hosts' egress adds most messages this way: no call, no table of tails. */
+static inline bool
+wire_builder_add_plain(struct wire_builder *b, const struct wire_msg_hdr *msg)
+{
+	uint32_t total = msg->type < WIRE_TYPE_LIMIT ? wire_type_plain_sizes[msg->type] : 0;
+	if (total == 0 || b->count >= WIRE_FRAME_MSGS_MAX ||
+	    b->len + total + WIRE_MAC_SIZE > b->cap)
+		return false;
+	uint8_t *dst = b->buf + b->len;
+	__builtin_memcpy(dst, msg, total);
+	((struct wire_msg_hdr *)dst)->length = (uint16_t)total; /* not a newer minor's */
+	b->len += total;
+	b->count++;
+	return true;
+}
 /* Append a fixed message plus its tail. -ENOSPC if it does not fit. */
 int wire_builder_add_tail(struct wire_builder *b, const void *msg, const void *tail,
 			  uint16_t tail_len);

@@ -551,6 +551,58 @@ Test(wire, builder_room_never_wrong)
 	cr_assert(wire_builder_room(&b, &o.hdr, 0));
 }
 
+/* Goal: the egress's in-line add (wire_builder_add_plain) writes exactly what the builder's
+ * own add writes, for every type it takes, and refuses where that add would: every type with
+ * a tail, an unknown type, a frame without room (tried at every fill of a small frame). */
+Test(wire, builder_add_plain_same_bytes)
+{
+	static _Alignas(8) uint8_t other[WIRE_FRAME_MAX];
+	static _Alignas(8) uint8_t msg[sizeof(union wire_msg_any) + 64];
+	uint32_t plain = 0;
+	for (uint32_t t = 0; t < WIRE_TYPE_LIMIT; t++) {
+		uint16_t size = wire_type_size((uint16_t)t);
+		uint16_t want = size == 0 || wire_type_size_sent((uint16_t)t) != size ? 0 : size;
+		struct wire_builder b;
+		wire_builder_init(&b, frame, sizeof(frame), 1);
+		if (size != 0) {
+			for (uint32_t i = 0; i < sizeof(msg); i++)
+				msg[i] = (uint8_t)(i * 7 + t);
+			wire_hdr_init((struct wire_msg_hdr *)msg, (uint16_t)t, 0);
+			/* A newer minor's longer message: its extra bytes are not copied. */
+			((struct wire_msg_hdr *)msg)->length = (uint16_t)(size + 16);
+		}
+		bool added = size != 0 && wire_builder_add_plain(&b, (const void *)msg);
+		if (wire_type_plain_sizes[t] == 0) {
+			cr_assert(not(added), "type %u", t);
+			cr_assert(eq(u32, b.len, sizeof(struct wire_frame_hdr)));
+			continue;
+		}
+		cr_assert(eq(u16, wire_type_plain_sizes[t], want), "type %u", t);
+		cr_assert(added, "type %u", t);
+		plain++;
+		/* The same message, small frames filled by both adds side by side. */
+		for (uint32_t cap = sizeof(struct wire_frame_hdr) + WIRE_MAC_SIZE; cap <= 600;
+		     cap += 8) {
+			struct wire_builder x, y;
+			wire_builder_init(&x, frame, cap, 9);
+			wire_builder_init(&y, other, cap, 9);
+			for (;;) {
+				bool ok = wire_builder_add_plain(&x, (const void *)msg);
+				int rc = wire_builder_add_tail(&y, msg, NULL, 0);
+				cr_assert(eq(int, rc, ok ? 0 : -ENOSPC), "type %u cap %u", t, cap);
+				cr_assert(eq(u32, x.len, y.len));
+				cr_assert(eq(u16, x.count, y.count));
+				cr_assert(eq(int, memcmp(frame, other, x.len), 0), "type %u", t);
+				if (!ok)
+					break;
+			}
+		}
+	}
+	cr_assert(gt(u32, plain, 20));
+	cr_assert(eq(u16, wire_type_plain_sizes[WIRE_INGRESS], 0)); /* a tail */
+	cr_assert(eq(u16, wire_type_plain_sizes[WIRE_SUBMIT], wire_type_size_sent(WIRE_SUBMIT)));
+}
+
 /* Goal: INGRESS wraps valid messages only, and never another INGRESS. */
 Test(wire, ingress_inner_checked)
 {
