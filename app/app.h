@@ -136,6 +136,9 @@ int app_outbox_add_keyed(struct app_outbox *ob, const struct dp_addr *dst,
 int app_outbox_add(struct app_outbox *ob, struct rte_ring *ring, const struct dp_addr *dst,
 		   uint16_t cls, uint16_t shard, const struct wire_msg_hdr *msg, const void *tail,
 		   uint16_t tail_len);
+/* app_outbox_add without a tail (six arguments: all in registers). */
+int app_outbox_add_msg(struct app_outbox *ob, struct rte_ring *ring, const struct dp_addr *dst,
+		       uint16_t cls, uint16_t shard, const struct wire_msg_hdr *msg);
 void app_outbox_flush(struct app_outbox *ob);
 void app_outbox_free(struct app_outbox *ob);
 void app_outbox_stats_write(const struct app_outbox *ob, const char *prefix, FILE *out);

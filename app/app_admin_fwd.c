@@ -122,7 +122,7 @@ fwd_send(struct app_shard *s, struct app_cmd *c)
 	f.tail_len = inner->length;
 	c->err = 0; /* a BUSY answer to an earlier send no longer says what this one did */
 	sc_add(s, c->fwd.sends > 1 ? SC_FWD_RESENT : SC_FWD_SENT, 1);
-	app_send_node(s, c->fwd.node, DP_CLASS_SHARD, c->shard, &f.hdr, inner, inner->length);
+	app_send_node_tail(s, c->fwd.node, DP_CLASS_SHARD, c->shard, &f.hdr, inner, inner->length);
 }
 
 void
@@ -292,7 +292,7 @@ fwd_answer(struct app_shard *s, uint32_t origin, uint16_t reply_shard, uint64_t 
 		r.leader = l == s->self ? 0 : l;
 	}
 	r.tail_len = a->tail != NULL ? a->tail_len : 0;
-	app_send_node(s, origin, DP_CLASS_SHARD, reply_shard, &r.hdr, a->tail, r.tail_len);
+	app_send_node_tail(s, origin, DP_CLASS_SHARD, reply_shard, &r.hdr, a->tail, r.tail_len);
 }
 
 static void

@@ -15,47 +15,41 @@
  * cluster time before the newest one kept (struct app_shard.reports, report_ring). */
 #define REPORT_RESEND_NS (500ull * 1000000)
 
-void
-app_egress_route(struct app_shard *s, enum wire_dest dest, const struct wire_msg_hdr *msg)
+/* A client's message to its gateway. */
+static void
+route_client(struct app_shard *s, const struct wire_msg_hdr *msg)
 {
-	sc_add(s, SC_EGRESS, 1);
+	const struct user_ent *e = app_user_slot(s->users, app_msg_user(msg), false);
+	if (e != NULL) {
+		app_gw_to_gateway(s, e->node, msg);
+		return;
+	}
+	/* No gateway known (a new leader, a restart): every gateway gets it and the one that
+	 * knows the user's address forwards it. */
+	app_gw_to_gateway(s, s->self, msg);
+	for (uint32_t i = 0; i < s->app->cfg.dp.peer_count; i++)
+		app_gw_to_gateway(s, s->app->cfg.dp.peers[i].node_id, msg);
+}
+
+/* The destinations other than a client's, an ME's and an OMS shard's; and those three's
+ * refusals. Out of line: the common routes are then each a jump to the send, with no
+ * registers to save. */
+static __attribute__((noinline)) void
+route_rest(struct app_shard *s, enum wire_dest dest, const struct wire_msg_hdr *msg)
+{
 	switch (dest) {
-	case WIRE_DEST_CLIENT: {
-		const struct user_ent *e = app_user_slot(s->users, app_msg_user(msg), false);
-		if (e != NULL) {
-			app_gw_to_gateway(s, e->node, msg);
-			break;
-		}
-		/* No gateway known (a new leader, a restart): every gateway gets it and the one
-		 * that knows the user's address forwards it. */
-		app_gw_to_gateway(s, s->self, msg);
-		for (uint32_t i = 0; i < s->app->cfg.dp.peer_count; i++)
-			app_gw_to_gateway(s, s->app->cfg.dp.peers[i].node_id, msg);
+	case WIRE_DEST_CLIENT:
+		route_client(s, msg);
 		break;
-	}
 	case WIRE_DEST_ME:
-		if (!s->roles_ready) {
+		if (!s->roles_ready)
 			sc_add(s, SC_EGRESS_NOT_READY, 1);
-			break;
-		}
-		if (msg->shard >= DP_SHARDS_MAX) {
-			sc_add(s, SC_NO_ROUTE, 1);
-			break;
-		}
-		app_send_node(s, app_leader_guess(s->app, msg->shard), DP_CLASS_SHARD, msg->shard,
-			      msg, NULL, 0);
+		else
+			sc_add(s, SC_NO_ROUTE, 1); /* (shard out of range) */
 		break;
-	case WIRE_DEST_OMS: {
-		if (msg->shard >= DP_SHARDS_MAX) {
-			sc_add(s, SC_NO_ROUTE, 1);
-			break;
-		}
-		uint32_t node = s->oms_node[msg->shard];
-		if (node == 0)
-			node = app_leader_guess(s->app, msg->shard);
-		app_send_node(s, node, DP_CLASS_BRIDGE, msg->shard, msg, NULL, 0);
+	case WIRE_DEST_OMS:
+		sc_add(s, SC_NO_ROUTE, 1); /* (shard out of range) */
 		break;
-	}
 	case WIRE_DEST_PERSIST: {
 		if (!s->roles_ready) {
 			sc_add(s, SC_EGRESS_NOT_READY, 1);
@@ -90,6 +84,25 @@ app_egress_route(struct app_shard *s, enum wire_dest dest, const struct wire_msg
 		sc_add(s, SC_NO_ROUTE, 1);
 		break;
 	}
+}
+
+void
+app_egress_route(struct app_shard *s, enum wire_dest dest, const struct wire_msg_hdr *msg)
+{
+	sc_add(s, SC_EGRESS, 1);
+	uint16_t shard = msg->shard;
+	if (dest == WIRE_DEST_ME && s->roles_ready && shard < DP_SHARDS_MAX) {
+		app_send_node(s, app_leader_guess(s->app, shard), DP_CLASS_SHARD, shard, msg);
+		return;
+	}
+	if (dest == WIRE_DEST_OMS && shard < DP_SHARDS_MAX) {
+		uint32_t node = s->oms_node[shard];
+		if (node == 0)
+			node = app_leader_guess(s->app, shard);
+		app_send_node(s, node, DP_CLASS_BRIDGE, shard, msg);
+		return;
+	}
+	route_rest(s, dest, msg);
 }
 
 static inline struct report_ent *
@@ -179,10 +192,11 @@ report_keep(struct app_shard *s, const struct wire_msg_hdr *msg)
 	s->report_count++;
 }
 
-void
-app_egress_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
+/* app_egress_emit's part for a client's message or an ADMIN_REPLY: kept (reports) or
+ * handed to a waiting command on every member first. */
+static __attribute__((noinline)) void
+emit_kept(struct app_shard *s, enum wire_dest dest, const struct wire_msg_hdr *msg)
 {
-	struct app_shard *s = ctx;
 	if (dest == WIRE_DEST_CLIENT && s->reports != NULL)
 		report_keep(s, msg);
 	if (msg->type == WIRE_ADMIN_REPLY && s->cmd_wait_count > 0)
@@ -192,9 +206,28 @@ app_egress_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
 		sc_add(s, SC_EGRESS_FOLLOWER, 1); /* ARCHITECTURE.md §3: only the leader's leaves */
 		return;
 	}
-	if (dest == WIRE_DEST_CLIENT)
+	if (dest == WIRE_DEST_CLIENT) {
 		app_reqlat_end(s, msg);
+		sc_add(s, SC_EGRESS, 1);
+		route_client(s, msg);
+		return;
+	}
 	app_egress_route(s, dest, msg);
+}
+
+void
+app_egress_emit(void *ctx, enum wire_dest dest, const struct wire_msg_hdr *msg)
+{
+	struct app_shard *s = ctx;
+	if (dest == WIRE_DEST_CLIENT || msg->type == WIRE_ADMIN_REPLY) {
+		emit_kept(s, dest, msg);
+		return;
+	}
+	if (!s->leader) {
+		sc_add(s, SC_EGRESS_FOLLOWER, 1); /* ARCHITECTURE.md §3: only the leader's leaves */
+		return;
+	}
+	app_egress_route(s, dest, msg); /* a jump: nothing saved here */
 }
 
 /* Leadership gained: re-send the reports emitted within REPORT_RESEND_NS before the newest

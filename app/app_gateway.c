@@ -94,7 +94,7 @@ gw_forward_to(struct app_shard *s, uint32_t node, uint16_t shard, const struct w
 	wire_hdr_init(&ing.hdr, WIRE_INGRESS, shard);
 	ing.origin = s->self;
 	ing.tail_len = msg->length;
-	app_send_node(s, node, DP_CLASS_SHARD, shard, &ing.hdr, msg, msg->length);
+	app_send_node_tail(s, node, DP_CLASS_SHARD, shard, &ing.hdr, msg, msg->length);
 }
 
 /* ... to the leader (hint) of shard. */
@@ -390,7 +390,7 @@ app_gw_to_gateway(struct app_shard *s, uint32_t node, const struct wire_msg_hdr 
 		app_gw_client(s, msg);
 		return;
 	}
-	app_send_node(s, node, DP_CLASS_CLIENT, msg->shard, msg, NULL, 0);
+	app_send_node(s, node, DP_CLASS_CLIENT, msg->shard, msg);
 }
 
 #define GW_HOLD_FRAMES 2 /* INGRESS frames waiting at a local OMS shard that hold the intake */

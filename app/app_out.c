@@ -270,6 +270,13 @@ app_outbox_add(struct app_outbox *ob, struct rte_ring *ring, const struct dp_add
 }
 
 int
+app_outbox_add_msg(struct app_outbox *ob, struct rte_ring *ring, const struct dp_addr *dst,
+		   uint16_t cls, uint16_t shard, const struct wire_msg_hdr *msg)
+{
+	return outbox_add(ob, ring, dst, cls, shard, NULL, msg, NULL, 0);
+}
+
+int
 app_outbox_add_keyed(struct app_outbox *ob, const struct dp_addr *dst,
 		     const struct wire_key *key, const struct wire_msg_hdr *msg)
 {

@@ -505,7 +505,9 @@ bool app_node_known(const struct app *app, uint32_t node);
 uint32_t app_leader_guess(const struct app *app, uint16_t shard);
 void app_leader_rotate(struct app *app, uint16_t shard, uint32_t bad);
 void app_send_node(struct app_shard *s, uint32_t node, uint16_t cls, uint16_t shard,
-		   const struct wire_msg_hdr *msg, const void *tail, uint16_t tail_len);
+		   const struct wire_msg_hdr *msg);
+void app_send_node_tail(struct app_shard *s, uint32_t node, uint16_t cls, uint16_t shard,
+			const struct wire_msg_hdr *msg, const void *tail, uint16_t tail_len);
 int app_shard_propose(struct app_shard *s, const struct wire_msg_hdr *msg);
 void app_shard_host_send(void *ctx, uint32_t to, const struct wire_msg_hdr *msg);
 

@@ -82,8 +82,8 @@ local_target(const struct app_shard *s, uint16_t cls, uint16_t shard)
 
 /* Send msg (plus tail) to node as class cls for shard: a local lcore when node is us. */
 void
-app_send_node(struct app_shard *s, uint32_t node, uint16_t cls, uint16_t shard,
-	      const struct wire_msg_hdr *msg, const void *tail, uint16_t tail_len)
+app_send_node_tail(struct app_shard *s, uint32_t node, uint16_t cls, uint16_t shard,
+		   const struct wire_msg_hdr *msg, const void *tail, uint16_t tail_len)
 {
 	if (node == s->self) {
 		struct rte_ring *r = local_target(s, cls, shard);
@@ -100,6 +100,29 @@ app_send_node(struct app_shard *s, uint32_t node, uint16_t cls, uint16_t shard,
 		return;
 	}
 	app_outbox_add(&s->ob, NULL, &dst, cls, shard, msg, tail, tail_len);
+}
+
+/* app_send_node_tail without a tail: every message the egress routes. Its five arguments all
+ * go in registers, so the egress's last step is a jump here, and the outbox's a jump on. */
+void
+app_send_node(struct app_shard *s, uint32_t node, uint16_t cls, uint16_t shard,
+	      const struct wire_msg_hdr *msg)
+{
+	if (node == s->self) {
+		struct rte_ring *r = local_target(s, cls, shard);
+		if (r == NULL) {
+			sc_add(s, SC_NO_ROUTE, 1);
+			return;
+		}
+		app_outbox_add_msg(&s->ob, r, NULL, cls, shard, msg);
+		return;
+	}
+	struct dp_addr dst;
+	if (dp_peer_addr(s->app->dp, node, &dst) != 0) {
+		sc_add(s, SC_NO_ROUTE, 1);
+		return;
+	}
+	app_outbox_add_msg(&s->ob, NULL, &dst, cls, shard, msg);
 }
 
 int
@@ -123,6 +146,6 @@ app_shard_host_send(void *ctx, uint32_t to, const struct wire_msg_hdr *msg)
 {
 	struct app_shard *s = ctx;
 	sc_add(s, SC_RAFT_OUT, 1);
-	app_send_node(s, to, DP_CLASS_SHARD, s->id, msg, NULL, 0);
+	app_send_node(s, to, DP_CLASS_SHARD, s->id, msg);
 }
 
