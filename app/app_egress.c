@@ -158,7 +158,6 @@ report_head_take(const struct app_shard *s, uint64_t user)
 static void
 report_keep(struct app_shard *s, const struct wire_msg_hdr *msg)
 {
-	uint64_t last = s->report_count > 0 ? report_at(s, s->report_count - 1)->time_ns : 0;
 	uint64_t seq, t;
 	switch (msg->type) {
 	case WIRE_EXEC_REPORT:
@@ -179,17 +178,20 @@ report_keep(struct app_shard *s, const struct wire_msg_hdr *msg)
 	if (seq == 0)
 		return; /* not numbered (a NAK to a user not resident): a hole in nothing */
 	uint64_t user = app_msg_user(msg);
-	struct report_ent *e = report_at(s, s->report_count);
+	uint64_t pos = s->report_count;
+	struct report_ent *e = report_at(s, pos);
 	DCHECK(msg->length <= sizeof(e->m));
 	memcpy(&e->m, msg, msg->length);
 	e->user = user;
 	e->seq = seq;
-	e->time_ns = t > last ? t : last;
+	if (t > s->report_last_ns)
+		s->report_last_ns = t;
+	e->time_ns = s->report_last_ns;
 	struct report_head *h = report_head_take(s, user);
-	e->prev = h->user == user && h->last >= report_first(s) ? h->last : REPORT_NONE;
+	e->prev = h->user == user && pos - h->last <= s->report_ring - 1 ? h->last : REPORT_NONE;
 	h->user = user;
-	h->last = s->report_count;
-	s->report_count++;
+	h->last = pos;
+	s->report_count = pos + 1;
 }
 
 /* app_egress_emit's part for a client's message or an ADMIN_REPLY: kept (reports) or
@@ -238,7 +240,7 @@ app_egress_reports_resend(struct app_shard *s)
 {
 	if (s->report_count == 0)
 		return;
-	uint64_t newest = report_at(s, s->report_count - 1)->time_ns;
+	uint64_t newest = s->report_last_ns;
 	/* Entries are in time order: find the first one in the window from the end. */
 	uint64_t i = s->report_count;
 	while (i > report_first(s) && report_at(s, i - 1)->time_ns + REPORT_RESEND_NS >= newest)

@@ -400,6 +400,7 @@ struct app_shard {
 	struct xfer_ent *xorigin;    /* OMS: transfer → gateway node */
 	struct report_ent *reports;  /* OMS: the newest report_ring numbered client messages */
 	uint64_t report_count;       /* reports ever kept (ring position) */
+	uint64_t report_last_ns;     /* the newest kept one's time_ns (0 before the first) */
 	uint64_t report_ring;        /* entries in reports[] ([limits] report_ring, a power of
 					two) */
 	struct report_head *report_heads; /* [report_ring]: sets of REPORT_WAYS */
