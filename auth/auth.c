@@ -408,17 +408,6 @@ pow2_at_least(uint32_t n)
 	return p;
 }
 
-static uint32_t
-mix32(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= UINT64_C(0xff51afd7ed558ccd);
-	x ^= x >> 33;
-	x *= UINT64_C(0xc4ceb9fe1a85ec53);
-	x ^= x >> 33;
-	return (uint32_t)x;
-}
-
 int
 auth_sessions_init(struct auth_sessions *t, const struct auth_config *cfg,
 		   const struct auth_keys *keys)
@@ -452,25 +441,11 @@ auth_sessions_free(struct auth_sessions *t)
 	t->nonces = NULL;
 }
 
-struct auth_session *
-auth_session_find(struct auth_sessions *t, uint32_t id)
-{
-	if (id == 0)
-		return NULL;
-	for (uint32_t i = mix32(id) & t->mask, n = 0; n <= t->mask; i = (i + 1) & t->mask, n++) {
-		if (t->slots[i].id == id)
-			return &t->slots[i];
-		if (t->slots[i].id == 0)
-			return NULL;
-	}
-	return NULL;
-}
-
 /* A free slot for id (the table is kept at most half full). */
 static struct auth_session *
 slot_for(struct auth_sessions *t, uint32_t id)
 {
-	for (uint32_t i = mix32(id) & t->mask;; i = (i + 1) & t->mask)
+	for (uint32_t i = auth_mix32(id) & t->mask;; i = (i + 1) & t->mask)
 		if (t->slots[i].id == 0)
 			return &t->slots[i];
 }
@@ -486,7 +461,7 @@ auth_session_end(struct auth_sessions *t, struct auth_session *s)
 		struct auth_session *x = &t->slots[i];
 		if (x->id == 0)
 			break;
-		uint32_t home = mix32(x->id) & t->mask;
+		uint32_t home = auth_mix32(x->id) & t->mask;
 		/* x may move to the hole when the hole lies on its probe path home..i. */
 		if (((i - home) & t->mask) >= ((i - hole) & t->mask)) {
 			t->slots[hole] = *x;
@@ -501,7 +476,7 @@ static uint16_t
 nonce_check(struct auth_sessions *t, uint64_t key_id, uint64_t nonce, uint64_t wall_ns)
 {
 	struct auth_nonce *free_slot = NULL;
-	uint32_t i = mix32(key_id * UINT64_C(0x9e3779b97f4a7c15) ^ nonce) & t->nonce_mask;
+	uint32_t i = auth_mix32(key_id * UINT64_C(0x9e3779b97f4a7c15) ^ nonce) & t->nonce_mask;
 	for (uint32_t n = 0; n < AUTH_NONCE_PROBES; n++, i = (i + 1) & t->nonce_mask) {
 		struct auth_nonce *e = &t->nonces[i];
 		bool live = e->key_id != 0 && e->expire_ns > wall_ns;

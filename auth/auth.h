@@ -203,7 +203,33 @@ uint16_t auth_frame_proven(struct auth_sessions *t, const void *frame, size_t le
 uint16_t auth_check_msg(struct auth_sessions *t, const struct auth_session *s,
 			const struct wire_msg_hdr *msg, uint64_t user);
 
-struct auth_session *auth_session_find(struct auth_sessions *t, uint32_t id);
+/* The table's hash of a session id (or of a nonce's key and value). */
+static inline uint32_t
+auth_mix32(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= UINT64_C(0xff51afd7ed558ccd);
+	x ^= x >> 33;
+	x *= UINT64_C(0xc4ceb9fe1a85ec53);
+	x ^= x >> 33;
+	return (uint32_t)x;
+}
+/* The session of id, or NULL. Inline: the gateway asks it for every answer it sends to a
+ * logged-on client. */
+static inline struct auth_session *
+auth_session_find(struct auth_sessions *t, uint32_t id)
+{
+	if (id == 0)
+		return NULL;
+	for (uint32_t i = auth_mix32(id) & t->mask, n = 0; n <= t->mask;
+	     i = (i + 1) & t->mask, n++) {
+		if (t->slots[i].id == id)
+			return &t->slots[i];
+		if (t->slots[i].id == 0)
+			return NULL;
+	}
+	return NULL;
+}
 /* End a session (LOGOUT from the client, or the caller's reason). */
 void auth_session_end(struct auth_sessions *t, struct auth_session *s);
 
