@@ -146,9 +146,10 @@ void app_outbox_stats_write(const struct app_outbox *ob, const char *prefix, FIL
 /* app_lat.c: RX → client egress latency of new orders, kept by the gateway (the lcore that
  * both receives the order and forwards its answers). Definitions in app_lat.c. */
 #define APP_LAT_SLOTS (1u << 16)     /* orders timed at once (a cache) */
-struct app_lat_ent;
+struct app_reqtab_ent;
 struct app_lat {
-	struct app_lat_ent *ents;    /* (user, cl_ord_id) → rx_tsc */
+	struct app_reqtab_ent *ents; /* [APP_LAT_SLOTS] (user, cl_ord_id) → t0: the rx burst's
+				      * TSC; shard: the OMS shard it was sent to (app_reqtab.h) */
 	uint64_t tsc_hz;             /* rte_get_tsc_hz() */
 	struct hist ack;             /* lat_rx_ack_ns: RX → provisional ACK */
 	struct hist final;           /* lat_rx_final_ns: RX → OPEN | DONE | REJECTED */

@@ -27,16 +27,9 @@
 #include <rte_malloc.h>
 
 #include "app.h"
+#include "app_reqtab.h"
 
-#define LAT_PROBE 8
-
-struct app_lat_ent {
-	uint64_t user;      /* 0: free */
-	uint64_t cl_ord_id; /* the NEW_ORDER's id */
-	uint64_t rx_tsc;    /* io lcore TSC of its rx burst */
-	uint32_t acked;     /* the ACK was timed */
-	uint32_t shard;     /* the OMS shard the gateway sent it to */
-};
+#define MASK (APP_LAT_SLOTS - 1)
 
 #define BUMP(x) __atomic_store_n(&(x), (x) + 1, __ATOMIC_RELAXED)
 
@@ -69,23 +62,10 @@ app_lat_free(struct app_lat *l)
 	rte_free(l);
 }
 
-static uint32_t
-home_of(uint64_t user, uint64_t cl_ord_id)
+static struct app_reqtab_ent *
+find(struct app_lat *l, uint64_t user, uint64_t cl_ord_id, struct app_reqtab_ent **free_slot)
 {
-	uint64_t h = (user * UINT64_C(0x9E3779B97F4A7C15)) ^ (cl_ord_id * UINT64_C(0xC2B2AE3D27D4EB4F));
-	return (uint32_t)(h >> 40) & (APP_LAT_SLOTS - 1);
-}
-
-static struct app_lat_ent *
-find(struct app_lat *l, uint64_t user, uint64_t cl_ord_id)
-{
-	uint32_t home = home_of(user, cl_ord_id);
-	for (uint32_t p = 0; p < LAT_PROBE; p++) {
-		struct app_lat_ent *e = &l->ents[(home + p) & (APP_LAT_SLOTS - 1)];
-		if (e->user == user && e->cl_ord_id == cl_ord_id)
-			return e;
-	}
-	return NULL;
+	return app_reqtab_find(l->ents, MASK, user, cl_ord_id, free_slot);
 }
 
 static uint64_t
@@ -110,27 +90,16 @@ app_lat_rx(struct app_lat *l, const struct wire_msg_hdr *msg, uint64_t rx_tsc, u
 	const struct wire_new_order *o = (const void *)msg;
 	if (o->user == 0)
 		return;
-	struct app_lat_ent *e = find(l, o->user, o->cl_ord_id);
+	struct app_reqtab_ent *e;
+	if (find(l, o->user, o->cl_ord_id, &e) != NULL)
+		return; /* a retransmission: the client's first send is the one that counts */
 	if (e == NULL) {
-		uint32_t home = home_of(o->user, o->cl_ord_id);
-		for (uint32_t p = 0; p < LAT_PROBE && e == NULL; p++) {
-			struct app_lat_ent *c = &l->ents[(home + p) & (APP_LAT_SLOTS - 1)];
-			if (c->user == 0)
-				e = c;
-		}
-		if (e == NULL) {
-			e = &l->ents[home]; /* the window is full: the oldest claim loses */
-			BUMP(l->lost);
-		}
-	} else {
-		/* A retransmission: the client's first send is the one that counts. */
-		return;
+		/* The window is full: the claim at the key's home loses. */
+		e = &l->ents[app_reqtab_home(o->user, o->cl_ord_id, MASK)];
+		BUMP(l->lost);
 	}
-	e->user = o->user;
-	e->cl_ord_id = o->cl_ord_id;
-	e->rx_tsc = rx_tsc;
-	e->acked = 0;
-	e->shard = shard;
+	*e = (struct app_reqtab_ent){ .user = o->user, .cl_ord_id = o->cl_ord_id, .t0 = rx_tsc,
+				      .shard = shard };
 	if (l->orders == 0)
 		__atomic_store_n(&l->first_rx_tsc, rx_tsc, __ATOMIC_RELAXED);
 	BUMP(l->orders);
@@ -155,16 +124,19 @@ app_lat_tx(struct app_lat *l, const struct wire_msg_hdr *msg, uint64_t *answer_n
 	}
 	case WIRE_NAK: {
 		const struct wire_nak *n = (const void *)msg;
-		struct app_lat_ent *e = find(l, n->user, n->cl_ord_id);
-		if (e == NULL || n->user == 0)
+		if (n->user == 0)
+			return false;
+		struct app_reqtab_ent *e = find(l, n->user, n->cl_ord_id, NULL);
+		if (e == NULL)
 			return false;
 		BUMP(l->naked);
-		e->user = 0;
-		if (e->acked != 0)
+		struct app_reqtab_ent was = *e;
+		app_reqtab_remove(l->ents, MASK, e);
+		if (was.acked != 0)
 			return false;
 		uint64_t now = rte_rdtsc();
-		*answer_ns = now > e->rx_tsc ? tsc_to_ns(l, now - e->rx_tsc) : 0;
-		*shard = (uint16_t)e->shard;
+		*answer_ns = now > was.t0 ? tsc_to_ns(l, now - was.t0) : 0;
+		*shard = (uint16_t)was.shard;
 		return true; /* an answer all the same: its time says how long the queue is */
 	}
 	case WIRE_EXEC_REPORT: {
@@ -181,11 +153,11 @@ app_lat_tx(struct app_lat *l, const struct wire_msg_hdr *msg, uint64_t *answer_n
 	}
 	if (user == 0)
 		return false;
-	struct app_lat_ent *e = find(l, user, cl_ord_id);
+	struct app_reqtab_ent *e = find(l, user, cl_ord_id, NULL);
 	if (e == NULL)
 		return false;
 	uint64_t now = rte_rdtsc();
-	uint64_t ns = now > e->rx_tsc ? tsc_to_ns(l, now - e->rx_tsc) : 0;
+	uint64_t ns = now > e->t0 ? tsc_to_ns(l, now - e->t0) : 0;
 	if (!final) {
 		if (e->acked != 0)
 			return false;
@@ -199,7 +171,7 @@ app_lat_tx(struct app_lat *l, const struct wire_msg_hdr *msg, uint64_t *answer_n
 	hist_record(&l->final, ns);
 	BUMP(l->finals);
 	__atomic_store_n(&l->last_final_tsc, now, __ATOMIC_RELAXED);
-	e->user = 0;
+	app_reqtab_remove(l->ents, MASK, e);
 	return false;
 }
 

@@ -7,40 +7,38 @@
  */
 #include "app_shard_int.h"
 
-#define LAT_PROBE 8
 #define LAT_STALE_NS (60ull * 1000000000) /* an entry this old is reused (never finished) */
 
-static struct lat_ent *
-lat_slot(struct lat_table *t, uint64_t user, uint64_t cl, bool insert, uint64_t now)
-{
-	uint32_t home = (uint32_t)(((user ^ (cl * UINT64_C(0xff51afd7ed558ccd))) *
-				    UINT64_C(0x9E3779B97F4A7C15)) >> 52) & (LAT_SLOTS - 1);
-	struct lat_ent *spare = NULL;
-	for (uint32_t p = 0; p < LAT_PROBE; p++) {
-		struct lat_ent *e = &t->e[(home + p) & (LAT_SLOTS - 1)];
-		if (e->user == user && e->cl_ord_id == cl)
-			return e;
-		if (spare == NULL && (e->user == 0 || now - e->t0_ns > LAT_STALE_NS))
-			spare = e;
-	}
-	if (!insert)
-		return NULL;
-	if (spare == NULL) {
-		spare = &t->e[home];
-		t->overwritten++;
-	}
-	*spare = (struct lat_ent){ .user = user, .cl_ord_id = cl, .t0_ns = now };
-	return spare;
-}
-
-/* A client request was proposed: start its clock (a retransmit keeps the first one). */
+/* A client request was proposed: start its clock (a retransmit keeps the first one). The
+ * table is a cache: a full window takes the slot of an entry never finished within
+ * LAT_STALE_NS, else the home slot (counted). */
 void
 app_reqlat_begin(struct app_shard *s, const struct wire_msg_hdr *in)
 {
-	uint64_t cl;
+	struct lat_table *t = s->lat;
+	if (t == NULL)
+		return;
+	uint64_t user = app_msg_user(in), cl;
 	memcpy(&cl, (const uint8_t *)(in + 1) + 8, sizeof(cl)); /* user, then clOrdId */
-	if (s->lat != NULL)
-		lat_slot(s->lat, app_msg_user(in), cl, true, dp_clock_ns());
+	if (user == 0)
+		return; /* (refused by the OMS: never answered with a seq) */
+	struct app_reqtab_ent *e;
+	if (app_reqtab_find(t->e, LAT_SLOTS - 1, user, cl, &e) != NULL)
+		return;
+	uint64_t now = dp_clock_ns();
+	if (e == NULL) {
+		uint32_t home = app_reqtab_home(user, cl, LAT_SLOTS - 1);
+		for (uint32_t p = 0; p < APP_REQTAB_PROBE && e == NULL; p++) {
+			struct app_reqtab_ent *x = &t->e[(home + p) & (LAT_SLOTS - 1)];
+			if (now - x->t0 > LAT_STALE_NS)
+				e = x;
+		}
+		if (e == NULL) {
+			e = &t->e[home];
+			t->overwritten++;
+		}
+	}
+	*e = (struct app_reqtab_ent){ .user = user, .cl_ord_id = cl, .t0 = now };
 }
 
 /* The leader emits an answer for a client: ACK records ingress→ack, a final EXEC_REPORT
@@ -58,19 +56,20 @@ app_reqlat_end(struct app_shard *s, const struct wire_msg_hdr *msg)
 	} else if (msg->type != WIRE_ACK && msg->type != WIRE_NAK) {
 		return;
 	}
-	uint64_t cl;
+	uint64_t user = app_msg_user(msg), cl;
 	memcpy(&cl, (const uint8_t *)(msg + 1) + 8, sizeof(cl));
-	/* (now only matters to an insert: a lookup takes no spare) */
-	struct lat_ent *e = lat_slot(t, app_msg_user(msg), cl, false, 0);
+	if (user == 0)
+		return;
+	struct app_reqtab_ent *e = app_reqtab_find(t->e, LAT_SLOTS - 1, user, cl, NULL);
 	if (e == NULL)
 		return;
 	if (msg->type == WIRE_ACK) {
 		if (!e->acked)
-			hist_record(&t->ack, dp_clock_ns() - e->t0_ns);
+			hist_record(&t->ack, dp_clock_ns() - e->t0);
 		e->acked = 1;
 		return;
 	}
 	if (msg->type == WIRE_EXEC_REPORT)
-		hist_record(&t->final, dp_clock_ns() - e->t0_ns);
-	e->user = 0;
+		hist_record(&t->final, dp_clock_ns() - e->t0);
+	app_reqtab_remove(t->e, LAT_SLOTS - 1, e);
 }

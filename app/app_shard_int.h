@@ -39,6 +39,7 @@
 #include "app_gw_route.h"
 #include "app_logw.h"
 #include "app_placement.h"
+#include "app_reqtab.h"
 #include "app_shadow.h"
 #include "app_shed.h"
 #include "consensus/cns.h"
@@ -258,15 +259,9 @@ struct xfer_ent {
  * to the final EXEC_REPORT it emits, keyed by (user, clOrdId) in a fixed table
  * (a cache: a full probe window overwrites the home slot and counts it). The histograms
  * are single-writer; mgmt copies them whole (a torn copy is off by an in-flight record). */
-struct lat_ent {
-	uint64_t user;               /* 0: free */
-	uint64_t cl_ord_id;
-	uint64_t t0_ns;              /* dp_clock_ns when proposed */
-	uint64_t acked;              /* ACK seen (its latency recorded) */
-};
-
 struct lat_table {
-	struct lat_ent e[LAT_SLOTS];
+	struct app_reqtab_ent e[LAT_SLOTS]; /* t0: dp_clock_ns when proposed; acked: the ACK
+					     * seen (its latency recorded) */
 	struct hist ack;             /* proposed → ACK emitted, ns */
 	struct hist final;           /* proposed → final EXEC_REPORT emitted, ns */
 	uint64_t overwritten;        /* entries lost to a full probe window */
