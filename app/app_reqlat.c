@@ -1,8 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Request latency on the OMS leader: from a client request's proposal on this lcore to the
- * ACK and to the final EXEC_REPORT the leader emits, keyed by (user, clOrdId) in a fixed
- * table (struct lat_table, a cache). The histograms are what mgmt reads as
+ * ACK, and for a request that opens an order (NEW_ORDER, CANCEL_REPLACE) on to the first
+ * report that settles it after the ME: OPEN when it rests, else its last report (the
+ * filling FILL, CANCELLED, REJECTED, DONE) — as the gateway's lat_rx_final_ns (app_lat.c).
+ * Keyed by (user, clOrdId) in a fixed table (struct lat_table, app_reqtab.h: a cache). A
+ * request that opens no order (a cancel, an amend, a transfer) leaves at its ACK, an order
+ * when it is settled, and a NAK ends either: the table holds the requests in flight, not
+ * the resting orders, so its windows stay sparse. The histograms are what mgmt reads as
  * shard.N.lat.ingress_ack and shard.N.lat.order_final.
  */
 #include "app_shard_int.h"
@@ -38,11 +43,17 @@ app_reqlat_begin(struct app_shard *s, const struct wire_msg_hdr *in)
 			t->overwritten++;
 		}
 	}
-	*e = (struct app_reqtab_ent){ .user = user, .cl_ord_id = cl, .t0 = now };
+	*e = (struct app_reqtab_ent){
+		.user = user,
+		.cl_ord_id = cl,
+		.t0 = now,
+		.opens = in->type == WIRE_NEW_ORDER || in->type == WIRE_CANCEL_REPLACE,
+	};
 }
 
-/* The leader emits an answer for a client: ACK records ingress→ack, a final EXEC_REPORT
- * records order→final and frees the entry, a NAK frees it. */
+/* The leader emits an answer for a client: an ACK records ingress→ack (and ends the clock
+ * of a request that opens no order), the report that settles an order records
+ * order→final, a NAK ends the clock. */
 void
 app_reqlat_end(struct app_shard *s, const struct wire_msg_hdr *msg)
 {
@@ -51,7 +62,8 @@ app_reqlat_end(struct app_shard *s, const struct wire_msg_hdr *msg)
 		return;
 	/* Most answers are reports that settle nothing: out before the lookup and the clock. */
 	if (msg->type == WIRE_EXEC_REPORT) {
-		if (!wire_report_final((const struct wire_exec_report *)msg))
+		const struct wire_exec_report *r = (const void *)msg;
+		if (r->exec != WIRE_EXEC_OPEN && !wire_report_final(r))
 			return;
 	} else if (msg->type != WIRE_ACK && msg->type != WIRE_NAK) {
 		return;
@@ -67,9 +79,10 @@ app_reqlat_end(struct app_shard *s, const struct wire_msg_hdr *msg)
 		if (!e->acked)
 			hist_record(&t->ack, dp_clock_ns() - e->t0);
 		e->acked = 1;
-		return;
-	}
-	if (msg->type == WIRE_EXEC_REPORT)
+		if (e->opens)
+			return; /* its clock runs on to the ME's answer */
+	} else if (msg->type == WIRE_EXEC_REPORT) {
 		hist_record(&t->final, dp_clock_ns() - e->t0);
+	}
 	app_reqtab_remove(t->e, LAT_SLOTS - 1, e);
 }

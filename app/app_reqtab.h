@@ -26,7 +26,9 @@ struct app_reqtab_ent {
 	uint64_t cl_ord_id;
 	uint64_t t0;        /* when the request was seen: ns (OMS) or TSC (gateway) */
 	uint32_t acked;     /* its ACK was timed */
-	uint32_t shard;     /* gateway: the OMS shard it was sent to */
+	uint16_t shard;     /* gateway: the OMS shard it was sent to */
+	uint16_t opens;     /* OMS: a request that opens an order (its clock ends when the ME
+			     * settled it); 0: one whose clock ends at its ACK */
 };
 
 static inline uint32_t

@@ -255,15 +255,16 @@ struct xfer_ent {
 	struct wire_transfer msg;    /* gateway: the request as the client sent it */
 };
 
-/* OMS leader: latency of client requests from their proposal on this lcore to the ACK and
- * to the final EXEC_REPORT it emits, keyed by (user, clOrdId) in a fixed table
- * (a cache: a full probe window overwrites the home slot and counts it). The histograms
- * are single-writer; mgmt copies them whole (a torn copy is off by an in-flight record). */
+/* OMS leader: latency of client requests from their proposal on this lcore to the ACK and,
+ * for an order, to the report that settles it after the ME (app_reqlat.c), keyed by (user,
+ * clOrdId) in a fixed table (a cache: a full probe window overwrites an entry and counts
+ * it). The histograms are single-writer; mgmt copies them whole (a torn copy is off by an
+ * in-flight record). */
 struct lat_table {
 	struct app_reqtab_ent e[LAT_SLOTS]; /* t0: dp_clock_ns when proposed; acked: the ACK
-					     * seen (its latency recorded) */
+					     * seen (its latency recorded); opens: an order */
 	struct hist ack;             /* proposed → ACK emitted, ns */
-	struct hist final;           /* proposed → final EXEC_REPORT emitted, ns */
+	struct hist final;           /* order proposed → OPEN or its last report, ns */
 	uint64_t overwritten;        /* entries lost to a full probe window */
 };
 

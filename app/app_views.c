@@ -674,8 +674,8 @@ app_metrics_write(struct app_view_ctx *c, const struct app *app, struct mgmt_out
 		return -ENOMEM;
 	mgmt_prom_family(o, "omsd_latency_seconds", "summary",
 			 "client request latency on the OMS shard leader, seconds: "
-			 "path=ingress_ack (proposed to ACK emitted), path=order_final (to the "
-			 "final EXEC_REPORT)");
+			 "path=ingress_ack (proposed to ACK emitted), path=order_final (an order "
+			 "proposed to the report that settles it after the ME: OPEN, or its last)");
 	latency_samples(o, app, node_label, h, false);
 	mgmt_prom_family(o, "omsd_latency_hist_seconds", "histogram",
 			 "the same latencies as cumulative buckets, seconds");
