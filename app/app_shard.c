@@ -196,11 +196,12 @@ svc_real(const struct app_shard *s)
 	return s->is_oms ? &oms_svc_ops : &me_svc_ops;
 }
 
-static void
-wrap_apply(void *svc, uint64_t index, uint64_t now_ns, const struct wire_msg_hdr *msg,
-	   struct svc_sink *sink)
+/* wrap_apply's first message of an entry, a forwarded admin command, or any message with a
+ * shadow copy kept. */
+static __attribute__((noinline)) void
+wrap_apply_rest(struct app_shard *s, uint64_t index, uint64_t now_ns,
+		const struct wire_msg_hdr *msg, struct svc_sink *sink)
 {
-	struct app_shard *s = svc;
 	if (s->apply_index != index) {
 		s->apply_index = index;
 		s->apply_term = s->cns != NULL ? cns_term_at(s->cns, index) : 0;
@@ -218,11 +219,29 @@ wrap_apply(void *svc, uint64_t index, uint64_t now_ns, const struct wire_msg_hdr
 			app_shadow_push_apply(s->shadow, index, now_ns, inner);
 		return;
 	}
-	svc_real(s)->apply(s->svc, index, now_ns, msg, sink);
-	/* The copy is given what the service was given; a full ring loses it (counted by
-	 * app_shard_snapshot_poll; the next snapshot, taken without it, seeds it again). */
+	/* The copy is given what the service is given (first: the apply is then a jump); a
+	 * full ring loses it (counted by app_shard_snapshot_poll; the next snapshot, taken
+	 * without it, seeds it again). */
 	if (s->shadow != NULL)
 		app_shadow_push_apply(s->shadow, index, now_ns, msg);
+	svc_real(s)->apply(s->svc, index, now_ns, msg, sink);
+}
+
+/* The service's apply, seen by the lcore first: the term of each entry's index for the
+ * service's egress, forwarded admin commands unwrapped, and the shadow copy fed. A message
+ * after the first of its entry, with no copy kept, goes straight on (a jump). */
+static void
+wrap_apply(void *svc, uint64_t index, uint64_t now_ns, const struct wire_msg_hdr *msg,
+	   struct svc_sink *sink)
+{
+	struct app_shard *s = svc;
+	if (__builtin_expect(s->apply_index != index || msg->type == WIRE_FORWARDED_ADMIN ||
+				     s->shadow != NULL,
+			     0)) {
+		wrap_apply_rest(s, index, now_ns, msg, sink);
+		return;
+	}
+	svc_real(s)->apply(s->svc, index, now_ns, msg, sink);
 }
 
 static void
