@@ -246,7 +246,12 @@ struct me_rt {
 	void *p_off_stream_map;
 	void *p_off_events;
 	void *p_off_journal;
-	uint8_t pad[ME_RT_SIZE - 15 * sizeof(void *)];
+	/* No stream's finished record can be released before this cluster time (0: unknown,
+	 * look): me_streams_release_aged skips its walk until then. Set by that walk; lowered by
+	 * a finish, cleared by an ack (each can make a record releasable sooner) and by
+	 * me_rt_bind (init, restore). A cache, not state: the walk it skips releases nothing. */
+	uint64_t release_due_ns;
+	uint8_t pad[ME_RT_SIZE - 15 * sizeof(void *) - sizeof(uint64_t)];
 };
 static_assert(sizeof(struct me_rt) == ME_RT_SIZE, "me_rt");
 
@@ -328,6 +333,7 @@ static inline void
 me_rt_bind(struct me *me)
 {
 	uint8_t *b = (uint8_t *)me;
+	me->rt.release_due_ns = 0;
 	me->rt.p_off_orders = b + me->off_orders;
 	me->rt.p_off_links = b + me->off_links;
 	me->rt.p_off_index = b + me->off_index;

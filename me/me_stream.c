@@ -47,6 +47,16 @@ me_stream_add(struct me *me, uint16_t shard)
 	return st;
 }
 
+/* When finished record o's dedup window ends (me_limits.dedup_ttl_ns from its expire_ns). */
+static inline uint64_t
+release_due(const struct me *me, const struct me_order *o)
+{
+	uint64_t due;
+	if (__builtin_add_overflow(o->expire_ns, me->limits.dedup_ttl_ns, &due))
+		return UINT64_MAX;
+	return due;
+}
+
 void
 me_order_finish(struct me *me, uint32_t oi)
 {
@@ -58,6 +68,10 @@ me_order_finish(struct me *me, uint32_t oi)
 	o->leaves = 0;
 	/* Its dedup window starts now (me_limits.dedup_ttl_ns). */
 	o->expire_ns = me->now_ns;
+	/* It may be covered by an ack already, and head its FIFO: releasable a window on. */
+	uint64_t due = release_due(me, o);
+	if (due < me->rt.release_due_ns)
+		me->rt.release_due_ns = due;
 	struct me_stream *s = me_stream_at(me, o->stream);
 	o->next = ME_NIL;
 	o->prev = s->fin_tail;
@@ -134,19 +148,53 @@ me_stream_ack(struct me *me, const struct wire_stream_ack *m)
 	s->acked = seq;
 	if (s->oldest <= seq)
 		s->oldest = seq + 1;
+	me->rt.release_due_ns = 0; /* records newly covered: look at every stream again */
 	stream_release(me, s);
 	CHECK(s->acked < s->next_seq);
 	CHECK(s->oldest > s->acked);
 }
 
-/* Acknowledged records whose dedup window has passed, on every stream. O(1) when none is
- * due; bounded by the records released. */
+/* Is a record of some stream releasable now (stream_release would release one)? */
+static bool
+any_releasable(struct me *me)
+{
+	for (uint32_t st = 0; st < me->streams_used; st++) {
+		const struct me_stream *s = me_stream_at(me, st);
+		if (s->fin_head == ME_NIL)
+			continue;
+		const struct me_order *o = me_ord(me, s->fin_head);
+		if (o->last_seq <= s->acked && me->now_ns - o->expire_ns >= me->limits.dedup_ttl_ns)
+			return true;
+	}
+	return false;
+}
+
+/* Acknowledged records whose dedup window has passed, on every stream. Nothing to do before
+ * rt.release_due_ns (one compare a call); else bounded by the streams and the records
+ * released. The walk leaves each stream's head either uncovered by its ack (an ack clears
+ * the cache) or due at the end of its window: the earliest of those is the next due. */
 void
 me_streams_release_aged(struct me *me)
 {
 	CHECK(me->streams_used <= me->limits.streams_max);
-	for (uint32_t st = 0; st < me->streams_used; st++)
-		stream_release(me, me_stream_at(me, st));
+	if (me->now_ns < me->rt.release_due_ns) {
+		DCHECK(!any_releasable(me));
+		return;
+	}
+	uint64_t due = UINT64_MAX;
+	for (uint32_t st = 0; st < me->streams_used; st++) {
+		struct me_stream *s = me_stream_at(me, st);
+		stream_release(me, s);
+		if (s->fin_head == ME_NIL)
+			continue;
+		const struct me_order *o = me_ord(me, s->fin_head);
+		if (o->last_seq <= s->acked) {
+			uint64_t d = release_due(me, o);
+			if (d < due)
+				due = d;
+		}
+	}
+	me->rt.release_due_ns = due;
 }
 
 /* Contract: a finished order's dedup record is kept until the ack covers its final event
