@@ -68,10 +68,6 @@ me_order_finish(struct me *me, uint32_t oi)
 	o->leaves = 0;
 	/* Its dedup window starts now (me_limits.dedup_ttl_ns). */
 	o->expire_ns = me->now_ns;
-	/* It may be covered by an ack already, and head its FIFO: releasable a window on. */
-	uint64_t due = release_due(me, o);
-	if (due < me->rt.release_due_ns)
-		me->rt.release_due_ns = due;
 	struct me_stream *s = me_stream_at(me, o->stream);
 	o->next = ME_NIL;
 	o->prev = s->fin_tail;
@@ -80,6 +76,14 @@ me_order_finish(struct me *me, uint32_t oi)
 	else
 		s->fin_head = oi;
 	s->fin_tail = oi;
+	/* Covered by an ack already (a modify's record, whose last event is its target's) and
+	 * heading its FIFO, it is releasable a window on; one not covered waits for an ack,
+	 * which clears the due time. */
+	if (__builtin_expect(o->last_seq <= s->acked, 0)) {
+		uint64_t due = release_due(me, o);
+		if (due < me->rt.release_due_ns)
+			me->rt.release_due_ns = due;
+	}
 	/* Already covered by an ack (possible only for records whose last event came earlier):
 	 * release at the next ack. Ordering of the FIFO by last_seq holds because a record is
 	 * finished right after its final event, and events of one stream are emitted in seq
