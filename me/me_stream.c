@@ -76,9 +76,9 @@ me_order_finish(struct me *me, uint32_t oi)
 	else
 		s->fin_head = oi;
 	s->fin_tail = oi;
-	/* Covered by an ack already (a modify's record, whose last event is its target's) and
-	 * heading its FIFO, it is releasable a window on; one not covered waits for an ack,
-	 * which clears the due time. */
+	/* A record an ack already covers (none today: each is finished right after its fresh
+	 * final event) may head its FIFO, releasable a window on; one not covered waits for an
+	 * ack, which clears the due time. */
 	if (__builtin_expect(o->last_seq <= s->acked, 0)) {
 		uint64_t due = release_due(me, o);
 		if (due < me->rt.release_due_ns)
