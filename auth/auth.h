@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/hash.h"
 #include "common/wire.h"
 
 #define AUTH_SECRET_SIZE 32    /* bytes of an API secret (64 hex digits) */
@@ -207,12 +208,7 @@ uint16_t auth_check_msg(struct auth_sessions *t, const struct auth_session *s,
 static inline uint32_t
 auth_mix32(uint64_t x)
 {
-	x ^= x >> 33;
-	x *= UINT64_C(0xff51afd7ed558ccd);
-	x ^= x >> 33;
-	x *= UINT64_C(0xc4ceb9fe1a85ec53);
-	x ^= x >> 33;
-	return (uint32_t)x;
+	return (uint32_t)hash_fmix64(x);
 }
 /* The session of id, or NULL. Inline: the gateway asks it for every answer it sends to a
  * logged-on client. */

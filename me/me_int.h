@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "common/check.h"
+#include "common/hash.h"
 #include "common/money.h"
 #include "me/me.h"
 
@@ -409,16 +410,11 @@ me_notional(int64_t px, int64_t qty, int64_t base_unit, int64_t *out)
 	return 0;
 }
 
-/* 64-bit finaliser (MurmurHash3 fmix64): spreads ids over the hash tables. */
+/* 64-bit finaliser (MurmurHash3 fmix64, common/hash.h): spreads ids over the hash tables. */
 static inline uint64_t
 me_mix64(uint64_t k)
 {
-	k ^= k >> 33;
-	k *= UINT64_C(0xff51afd7ed558ccd);
-	k ^= k >> 33;
-	k *= UINT64_C(0xc4ceb9fe1a85ec53);
-	k ^= k >> 33;
-	return k;
+	return hash_fmix64(k);
 }
 /* 32 bits of a 64-bit key for the chained tables: one multiply by an odd constant, the
  * product's halves folded. The low bits that pick a bucket get the key's low bits spread by

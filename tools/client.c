@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "common/check.h"
+#include "common/hash.h"
 
 #define HEAP_NONE UINT32_MAX
 #define SEQ_WORDS (CLIENT_SEQ_WINDOW / 64)
@@ -159,17 +160,6 @@ pow2_at_least(uint32_t n)
 }
 
 static uint64_t
-mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= UINT64_C(0xff51afd7ed558ccd);
-	x ^= x >> 33;
-	x *= UINT64_C(0xc4ceb9fe1a85ec53);
-	x ^= x >> 33;
-	return x;
-}
-
-static uint64_t
 wall_ns(void)
 {
 	struct timespec ts;
@@ -189,13 +179,13 @@ random_u64(void)
 	uint64_t v;
 	if (getrandom(&v, sizeof(v), 0) == (ssize_t)sizeof(v))
 		return v;
-	return mix64(wall_ns() ^ mix64(client_now_ns() + ++fallbacks));
+	return hash_fmix64(wall_ns() ^ hash_fmix64(client_now_ns() + ++fallbacks));
 }
 
 static uint32_t
 req_home(const struct client *c, uint64_t user, uint64_t id)
 {
-	return (uint32_t)mix64(user * UINT64_C(0x9e3779b97f4a7c15) ^ id) & c->index_mask;
+	return (uint32_t)hash_fmix64(user * UINT64_C(0x9e3779b97f4a7c15) ^ id) & c->index_mask;
 }
 
 /* Free the client's tables and the client (its socket is the caller's to close). */
@@ -1022,7 +1012,7 @@ client_tick(struct client *c, uint64_t now_ns, client_event_fn *fn, void *ctx)
 static uint32_t
 user_home(const struct client *c, uint64_t user)
 {
-	return (uint32_t)mix64(user) & c->user_mask;
+	return (uint32_t)hash_fmix64(user) & c->user_mask;
 }
 
 static const struct user_track *
